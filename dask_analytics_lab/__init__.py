@@ -1,0 +1,42 @@
+"""dask-analytics-lab: record every Dask cluster and computation, and read it back."""
+from .api import (
+    dask_setup,
+    export,
+    flush,
+    get_cluster,
+    get_computation,
+    get_profile,
+    list_cluster_samples,
+    list_clusters,
+    list_computations,
+    list_events,
+    list_exceptions,
+    list_gpu_metrics,
+    list_task_groups,
+    register,
+    status,
+    where,
+)
+from .config import ConfigError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "dask_setup",
+    "export",
+    "flush",
+    "get_cluster",
+    "get_computation",
+    "get_profile",
+    "list_cluster_samples",
+    "list_clusters",
+    "list_computations",
+    "list_events",
+    "list_exceptions",
+    "list_gpu_metrics",
+    "list_task_groups",
+    "register",
+    "status",
+    "where",
+]

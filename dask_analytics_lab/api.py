@@ -1,0 +1,190 @@
+"""The public functions users call: register a cluster, and read what was recorded.
+
+Readers take `store=` (a path or URL) and default to `analytics.store` from Dask's
+config.  Rows are plain dicts; times are seconds since the epoch.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from typing import Any
+
+import dask.config
+
+from . import config
+from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin, mask_url
+
+logger = logging.getLogger("dask_analytics_lab")
+
+_readers: dict[tuple[str, str | None], Any] = {}
+_readers_lock = threading.Lock()
+
+
+def _client(client: Any = None) -> Any:
+    if client is not None:
+        return client
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError:
+        raise ValueError(
+            "dask-analytics: no Dask client found; pass one (register(client)) or create one first "
+            "(from dask.distributed import Client; client = Client())"
+        ) from None
+
+
+def register(client: Any = None, *, store: str | None = None, config_overrides: dict | None = None) -> dict:
+    """Record the client's cluster from now on.  Returns {"cluster_id", "store", ...}.
+
+    Reads `analytics.*` here, on the client, validates it (ConfigError names the
+    bad key), and sends it to the scheduler with the plugin.  Registering twice on
+    one cluster keeps the first registration.
+    """
+    client = _client(client)
+    overrides = dict(config_overrides or {})
+    if store is not None:
+        overrides["analytics.store"] = store
+    settings = config.resolve(overrides)
+    if settings["name"] is None:
+        cluster = getattr(client, "cluster", None)
+        settings["name"] = getattr(cluster, "name", None) if cluster is not None else None
+    if settings["code_transmit"]:
+        # The client sends code snippets only when nframes > 0.
+        dask.config.set({"distributed.diagnostics.computations.nframes": settings["code_nframes"]})
+    _warn_if_unreachable(settings)
+    try:
+        client.register_plugin(AnalyticsPlugin(settings))
+    except (ModuleNotFoundError, ImportError) as e:
+        raise RuntimeError(
+            f"dask-analytics: the scheduler could not load the analytics plugin ({e}); "
+            "install dask-analytics-lab in the scheduler's environment too"
+        ) from e
+    info = client.sync(client.scheduler.analytics_info)
+    logger.info("dask-analytics: recording cluster %s into %s", info["cluster_id"], info["store"])
+    return info
+
+
+def _warn_if_unreachable(settings: dict) -> None:
+    url = settings["store"]
+    if url.startswith(("http://", "https://")):
+        return
+    from .store import StoreUnavailable
+
+    try:
+        _reader(url)
+    except StoreUnavailable as e:
+        warnings.warn(
+            f"dask-analytics: {e} The scheduler will keep up to {settings['buffer_max_messages']} "
+            "messages and retry until it can write.",
+            stacklevel=3,
+        )
+
+
+def flush(client: Any = None, timeout: float = 10.0) -> dict:
+    """Ask the scheduler to snapshot now and wait until the store has everything.
+
+    Returns the plugin's counters: pending, stored, dropped, flushed (bool).
+    """
+    client = _client(client)
+    return client.sync(client.scheduler.analytics_flush, timeout=timeout)
+
+
+def status(client: Any = None) -> dict:
+    """The plugin's counters on the client's cluster (cluster_id, store, pending, dropped ...)."""
+    client = _client(client)
+    return client.sync(client.scheduler.analytics_info)
+
+
+def _reader(store: str | None = None, token: str | None = None) -> Any:
+    url = config.validate_store(store if store is not None else dask.config.get("analytics.store"))
+    if token is None:
+        token = dask.config.get("analytics.token", None)
+    key = (url, token if url.startswith("http") else None)
+    with _readers_lock:
+        reader = _readers.get(key)
+        if reader is None:
+            if url.startswith(("http://", "https://")):
+                from .server.client import HttpReader
+
+                reader = HttpReader(url, token=token, ca_file=dask.config.get("analytics.ca-file", None))
+            else:
+                from .store import open_store
+
+                reader = open_store(url)
+            _readers[key] = reader
+        return reader
+
+
+def where(store: str | None = None) -> str:
+    """The store URL readers and `register()` use (password masked)."""
+    return mask_url(config.validate_store(store if store is not None else dask.config.get("analytics.store")))
+
+
+def list_clusters(*, limit: int = 100, store: str | None = None) -> list[dict]:
+    """Recorded clusters, newest first."""
+    return _reader(store).list_clusters(limit=limit)
+
+
+def get_cluster(cluster_id: str, *, store: str | None = None) -> dict:
+    return _reader(store).get_cluster(cluster_id)
+
+
+def list_cluster_samples(cluster_id: str, *, limit: int = 10_000, store: str | None = None) -> list[dict]:
+    """Workers, threads and memory over time for one cluster, oldest first."""
+    return _reader(store).list_cluster_samples(cluster_id, limit=limit)
+
+
+def list_computations(cluster_id: str | None = None, *, limit: int = 100, store: str | None = None) -> list[dict]:
+    """Computations with their totals, newest first; all clusters when cluster_id is None."""
+    return _reader(store).list_computations(cluster_id=cluster_id, limit=limit)
+
+
+def get_computation(computation_id: str, *, store: str | None = None) -> dict:
+    """One computation with its task groups and code snippets."""
+    return _reader(store).get_computation(computation_id)
+
+
+def list_task_groups(computation_id: str, *, store: str | None = None) -> list[dict]:
+    return _reader(store).list_task_groups(computation_id)
+
+
+def list_exceptions(cluster_id: str | None = None, *, computation_id: str | None = None,
+                    limit: int = 100, store: str | None = None) -> list[dict]:
+    """Failed tasks grouped by (computation, task group, exception), with counts and a traceback."""
+    return _reader(store).list_exceptions(cluster_id=cluster_id, computation_id=computation_id, limit=limit)
+
+
+def list_events(cluster_id: str | None = None, *, topic: str | None = None,
+                limit: int = 1000, store: str | None = None) -> list[dict]:
+    """Recorded events (topics in analytics.events.allow), newest first."""
+    return _reader(store).list_events(cluster_id=cluster_id, topic=topic, limit=limit)
+
+
+def get_profile(computation_id: str | None = None, *, cluster_id: str | None = None,
+                store: str | None = None) -> dict:
+    """Dask's profile tree for one computation, or merged over a whole cluster."""
+    if (computation_id is None) == (cluster_id is None):
+        raise ValueError("get_profile needs exactly one of computation_id= or cluster_id=")
+    return _reader(store).get_profile(computation_id=computation_id, cluster_id=cluster_id)
+
+
+def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = None,
+                     worker: str | None = None, store: str | None = None) -> list[dict]:
+    """GPU samples, one row per GPU per sample, with the task groups running then."""
+    return _reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker)
+
+
+def export(*, store: str | None = None) -> dict[str, list[dict]]:
+    """Everything recorded, table by table."""
+    return _reader(store).export()
+
+
+def dask_setup(scheduler: Any) -> None:
+    """`dask scheduler --preload dask_analytics_lab`: record this scheduler.
+
+    The scheduler starts the plugin itself: calling start() here too would start it twice.
+    """
+    if PLUGIN_NAME not in scheduler.plugins:
+        scheduler.add_plugin(AnalyticsPlugin(config.resolve()))

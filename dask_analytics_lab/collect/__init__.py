@@ -1,0 +1,1 @@
+"""Code that runs inside the scheduler and workers: plugins, snapshots, shipping."""

@@ -1,0 +1,168 @@
+"""A bounded queue and a writer thread between the scheduler and the store.
+
+`put` is what the event loop calls: O(1), never blocks, never raises.  The
+thread writes in batches, retries with backoff while the store is down, drops
+the oldest messages once the buffer is full, and says so, once per outage.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from itertools import islice
+from typing import Callable
+
+from ..messages import MessageError
+from .sinks import Sink
+
+logger = logging.getLogger("dask_analytics_lab")
+
+BATCH = 500
+
+
+class Shipper:
+    def __init__(
+        self,
+        open_sink: Callable[[], Sink],
+        *,
+        max_messages: int = 10_000,
+        min_delay: float = 0.2,
+        max_delay: float = 30.0,
+        describe: str = "the analytics store",
+    ):
+        self._open_sink = open_sink
+        self._sink: Sink | None = None
+        # (number, message): numbers tell which entries a finished batch covered.
+        self._queue: deque[tuple[int, dict]] = deque()
+        self._numbered = 0
+        self._max = max_messages
+        self._min_delay = min_delay
+        self._max_delay = max_delay
+        self._describe = describe
+        self._cond = threading.Condition()
+        self._closing = False
+        self._busy = False  # a batch is out of the queue's head and being written
+        self.dropped = 0  # oldest messages pushed out of a full buffer
+        self.rejected = 0  # messages the store refused as malformed
+        self.stored = 0
+        self.failing_since: float | None = None
+        self._dropped_at_outage = 0
+        self._thread = threading.Thread(target=self._run, name="dask-analytics-shipper", daemon=True)
+        self._thread.start()
+
+    # --- called on the scheduler's event loop -------------------------------
+    def put(self, message: dict) -> None:
+        with self._cond:
+            if len(self._queue) >= self._max:
+                self._queue.popleft()
+                self.dropped += 1
+                if self.dropped - self._dropped_at_outage == 1:
+                    logger.warning(
+                        "dask-analytics: buffer of %d messages is full while %s is unreachable; "
+                        "dropping the oldest (raise analytics.buffer.max-messages to keep more)",
+                        self._max, self._describe,
+                    )
+            self._numbered += 1
+            self._queue.append((self._numbered, message))
+            self._cond.notify()
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    # --- called from other threads -------------------------------------------
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every message put so far is written; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._cond.notify_all()
+            while self._queue or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+        return True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write what can be written within `timeout`, then stop the thread."""
+        flushed = self.flush(timeout)
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout=1)
+        if not flushed and self._queue:
+            logger.warning(
+                "dask-analytics: %d messages could not be written to %s before shutdown; "
+                "%d were dropped earlier", len(self._queue), self._describe, self.dropped,
+            )
+        if self._sink is not None:
+            try:
+                self._sink.close()
+            except Exception:
+                pass
+
+    # --- the writer thread ---------------------------------------------------
+    def _run(self) -> None:
+        delay = self._min_delay
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                entries = list(islice(self._queue, BATCH))
+                self._busy = True
+            batch = [m for _, m in entries]
+            last = entries[-1][0]
+            try:
+                if self._sink is None:
+                    self._sink = self._open_sink()
+                self.stored += self._sink.write(batch)
+            except MessageError as e:
+                # Retrying a batch the store cannot read would wedge the queue.
+                logger.error("dask-analytics: %s rejected %d messages: %s", self._describe, len(batch), e)
+                self.rejected += len(batch)
+                self._done(last)
+            except Exception as e:
+                self._failed(e)
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+                    if not self._closing:
+                        self._cond.wait(delay)
+                delay = min(delay * 2, self._max_delay)
+                continue
+            else:
+                self._done(last)
+                if self.failing_since is not None:
+                    logger.warning(
+                        "dask-analytics: %s is reachable again after %.0f s; %d messages were dropped "
+                        "while it was down", self._describe, time.time() - self.failing_since,
+                        self.dropped - self._dropped_at_outage,
+                    )
+                    self.failing_since = None
+                delay = self._min_delay
+
+    def _done(self, last: int) -> None:
+        with self._cond:
+            # put() may have pushed part of the batch out meanwhile: pop only what we sent.
+            while self._queue and self._queue[0][0] <= last:
+                self._queue.popleft()
+            self._busy = False
+            self._cond.notify_all()
+
+    def _failed(self, error: Exception) -> None:
+        if self.failing_since is None:
+            self.failing_since = time.time()
+            self._dropped_at_outage = self.dropped
+            logger.warning(
+                "dask-analytics: cannot write to %s (%s: %s); keeping up to %d messages and retrying",
+                self._describe, type(error).__name__, error, self._max,
+            )
+        if self._sink is not None:
+            try:
+                self._sink.close()
+            except Exception:
+                pass
+            self._sink = None
