@@ -117,6 +117,15 @@ def _reader(store: str | None = None, token: str | None = None) -> Any:
         return reader
 
 
+def close_readers() -> None:
+    """Close every store connection this process opened for reading."""
+    with _readers_lock:
+        readers = list(_readers.values())
+        _readers.clear()
+    for reader in readers:
+        reader.close()
+
+
 def where(store: str | None = None) -> str:
     """The store URL readers and `register()` use (password masked)."""
     return mask_url(config.validate_store(store if store is not None else dask.config.get("analytics.store")))

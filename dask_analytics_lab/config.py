@@ -5,6 +5,7 @@ scheduler with the plugin, already validated, as a plain dict.
 """
 from __future__ import annotations
 
+import copy
 import getpass
 import os
 from pathlib import Path
@@ -110,13 +111,14 @@ def resolve(overrides: dict | None = None) -> dict:
     Raises ConfigError naming the key, the value and what is allowed.
     """
     with dask.config.set(overrides or {}):
-        raw = dask.config.get("analytics")
+        # A copy: leaving the `with` restores the config's nested dicts in place.
+        raw = copy.deepcopy(dask.config.get("analytics"))
 
     def get(path: str) -> Any:
         node: Any = raw
         for part in path.split("."):
             if not isinstance(node, dict) or part not in node:
-                return dask.config.get("analytics." + path, default=None)
+                return None
             node = node[part]
         return node
 

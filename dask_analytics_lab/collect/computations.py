@@ -151,6 +151,8 @@ class ComputationTracker:
                 if digest not in tracked.code:
                     tracked.code.append(digest)
                 if digest not in self._code_sent:
+                    if len(self._code_sent) >= 10_000:
+                        self._code_sent.clear()  # re-sending a snippet is harmless: stored once by hash
                     self._code_sent.add(digest)
                     self._emit("code", {
                         "hash": digest,

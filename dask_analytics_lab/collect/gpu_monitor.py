@@ -1,0 +1,398 @@
+"""The scheduler side of GPU monitoring.
+
+`GPUMonitorPlugin` keeps the monitor's state on the scheduler, so any client (also
+one that connects later) can stop it or read it; installs the worker sampler on
+every worker; receives the workers' sample batches on the batched stream; tags
+each sample with its `job` and `dag`; keeps the current run's rows (bounded) and
+each GPU's peak memory; and forwards every batch to the store through the
+analytics plugin's `emit("gpu_samples", ...)` when that plugin is registered.
+
+job: the id of the Computation the executing task groups belong to (the one the
+     store's `computation` rows carry).  Dask adds every graph submitted while the
+     cluster is busy to the running Computation, so a task that submits tasks
+     stays in its parent's job.
+dag: the index (0, 1, ...) of the graph submission within that computation, from
+     the `update_graph` hook.  None where it cannot be known (groups submitted
+     before the monitor started; a worker busy with no task).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict, deque
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps
+from distributed.utils import key_split_group
+
+from . import gpu_nvml
+from .gpu_sampler import STREAM_OP, GPUSamplerPlugin
+from .gpu_sampler import PLUGIN_NAME as WORKER_PLUGIN_NAME
+
+logger = logging.getLogger("dask_analytics_lab.gpu")
+
+PLUGIN_NAME = "dask-analytics-lab-gpu"
+ANALYTICS_PLUGIN = "dask-analytics-lab"
+
+# Rows of one run kept on the scheduler for Monitor.to_csv; the store has them all.
+DEFAULT_KEEP_ROWS = 200_000
+# Stopped runs kept for reading back (to_csv / peak_memory from another client).
+KEEP_RUNS = 4
+# Graphs up to this size also map their tasks' groups to the new dag (per-task work,
+# so only for small submissions such as client.submit; big graphs map by new groups).
+SMALL_GRAPH = 1000
+# Row layout kept on the scheduler (tuples: a third of the memory of dicts).
+ROW_FIELDS = ("timestamp", "time", "gpu_uuid", "gpu_index", "gpu_name", "mem_used", "mem_total",
+              "mem_util", "compute_util", "power_w", "temperature_c", "job", "dag", "task_groups")
+
+
+class JobTracker:
+    """Maps task-group names to (job, dag).  O(1) per graph submission when idle;
+    O(groups of the computation) per submission while a monitor runs."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self._dags: OrderedDict[str, int] = OrderedDict()  # computation id -> last dag index
+        self._known: OrderedDict[str, set] = OrderedDict()  # computation id -> TaskGroups mapped
+        self._groups: OrderedDict[str, tuple[str, int | None]] = OrderedDict()
+
+    def graph_submitted(self, scheduler: Any, tasks: list | None) -> None:
+        comps = getattr(scheduler, "computations", None)
+        if not comps:
+            return
+        comp = comps[-1]
+        dag = self._dags.pop(comp.id, -1) + 1
+        self._dags[comp.id] = dag
+        if len(self._dags) > 1000:
+            self._dags.popitem(last=False)
+        if not self.active:
+            return
+        known = self._known.get(comp.id)
+        if known is None:
+            known = self._known[comp.id] = set()
+            while len(self._known) > 16:
+                self._known.popitem(last=False)
+        new = comp.groups - known
+        for tg in new:
+            self._set(tg.name, comp.id, dag)
+        known |= new
+        # A group alive from an earlier submission gets no new TaskGroup object; for
+        # small graphs find it by key.
+        if tasks and len(tasks) <= SMALL_GRAPH:
+            for name in {key_split_group(k) for k in tasks}:
+                self._set(name, comp.id, dag)
+
+    def seed(self, scheduler: Any) -> None:
+        """At monitor start: groups of the computation already running have job, no dag."""
+        self._groups.clear()
+        self._known.clear()
+        comps = getattr(scheduler, "computations", None)
+        if comps and not scheduler.is_idle:
+            comp = comps[-1]
+            self._known[comp.id] = set(comp.groups)
+            for tg in comp.groups:
+                self._set(tg.name, comp.id, None)
+
+    def _set(self, name: str, job: str, dag: int | None) -> None:
+        self._groups.pop(name, None)
+        self._groups[name] = (job, dag)
+        if len(self._groups) > 100_000:
+            self._groups.popitem(last=False)
+
+    def lookup(self, scheduler: Any, groups: list[str]) -> tuple[str | None, int | None]:
+        best: tuple[str | None, int | None] = (None, None)
+        for name in groups:
+            found = self._groups.get(name)
+            # Several groups at once (a seceded parent and its children): the latest
+            # submission is the one doing the work.
+            if found is not None and (best[0] is None or _order(found[1]) > _order(best[1])):
+                best = found
+        if best[0] is None and groups:
+            comps = getattr(scheduler, "computations", None)
+            if comps and not scheduler.is_idle:
+                best = (comps[-1].id, None)
+        return best
+
+
+def _order(dag: int | None) -> int:
+    return -1 if dag is None else dag
+
+
+class MonitorRun:
+    """One start()..stop() on the scheduler: settings, rows, peaks, per-worker facts."""
+
+    def __init__(self, *, metrics: list[str], interval: float, keep_rows: int, client: str | None):
+        self.id = uuid.uuid4().hex
+        self.metrics = metrics
+        self.interval = interval
+        self.started = time.time()
+        self.stopped: float | None = None
+        self.client = client
+        self.rows: dict[str, deque] = {}  # worker -> rows (tuples in ROW_FIELDS order)
+        self.n_rows = 0
+        self.kept = 0
+        self.keep_rows = keep_rows
+        self.dropped_rows = 0  # rows past keep_rows, gone from the scheduler (not from the store)
+        self.worker_dropped: dict[str, int] = {}  # samples the workers could not ship
+        self.peaks: dict[tuple[str, str], dict] = {}  # (worker, gpu uuid) -> {index, name, peak}
+        self.workers: dict[str, dict] = {}  # worker -> start reply (devices or error)
+        self.batches: dict[str, int] = {}  # worker -> batches received on the stream
+        self.sampler_cpu: dict[str, dict] = {}  # worker -> {cpu_seconds, samples}
+
+    def trim(self) -> None:
+        """Over the bound: every worker keeps its newest equal share (a tenth below
+        the bound, so this runs rarely rather than on every batch)."""
+        share = max(1, int(self.keep_rows * 0.9) // max(1, len(self.rows)))
+        for rows in self.rows.values():
+            while len(rows) > share:
+                rows.popleft()
+                self.dropped_rows += 1
+                self.kept -= 1
+
+    def config(self) -> dict:
+        return {"monitor_id": self.id, "interval": self.interval, "metrics": self.metrics}
+
+    def info(self) -> dict:
+        return {
+            "monitor_id": self.id, "metrics": self.metrics, "interval": self.interval,
+            "started": self.started, "stopped": self.stopped, "running": self.stopped is None,
+            "client": self.client, "n_rows": self.n_rows, "kept_rows": self.kept,
+            "dropped_rows": self.dropped_rows, "worker_dropped_samples": dict(self.worker_dropped),
+            "workers": self.workers, "sampler_cpu": self.sampler_cpu,
+        }
+
+
+class GPUMonitorPlugin(SchedulerPlugin):
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self) -> None:
+        self._started = False
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self, scheduler: Any) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.scheduler = scheduler
+        self.jobs = JobTracker()
+        self.active: MonitorRun | None = None
+        self.runs: OrderedDict[str, MonitorRun] = OrderedDict()
+        self._lock = asyncio.Lock()  # start/stop one at a time, from any number of clients
+        scheduler.stream_handlers[STREAM_OP] = self._on_samples
+        scheduler.handlers.update({
+            "analytics_gpu_attach": self.attach,
+            "analytics_gpu_start": self.start_monitor,
+            "analytics_gpu_stop": self.stop_monitor,
+            "analytics_gpu_current": self.current,
+            "analytics_gpu_info": self.info,
+            "analytics_gpu_rows": self.get_rows,
+            "analytics_gpu_peaks": self.get_peaks,
+        })
+        # The sampler goes on every worker, present and future; it idles until start.
+        if WORKER_PLUGIN_NAME not in scheduler.worker_plugins:
+            try:
+                await scheduler.register_worker_plugin(None, dumps(GPUSamplerPlugin()),
+                                                       name=WORKER_PLUGIN_NAME, idempotent=True)
+            except Exception:
+                logger.exception("dask-analytics: could not install the GPU sampler on every worker")
+
+    async def close(self) -> None:
+        self.active = None
+
+    def update_graph(self, scheduler: Any, *, tasks: list | None = None, **kwargs: Any) -> None:
+        try:
+            self.jobs.graph_submitted(scheduler, tasks)
+        except Exception:  # a hook must never raise into the scheduler
+            logger.exception("dask-analytics: GPU job tracking failed")
+
+    # --- handlers (called by Monitor through the client) --------------------------------
+    async def attach(self, metrics: list[str] | None = None, timeout: float = 30) -> dict:
+        metrics = validate_metrics(metrics)
+        replies = await self._broadcast({"op": "analytics_gpu_probe"}, timeout)
+        return {"metrics": metrics, "workers": replies}
+
+    async def start_monitor(self, metrics: list[str] | None = None, interval: float = 0.1,
+                            keep_rows: int = DEFAULT_KEEP_ROWS, client: str | None = None,
+                            flush_interval: float = 1.0, timeout: float = 30) -> dict:
+        metrics = validate_metrics(metrics)
+        if not (isinstance(interval, (int, float)) and 0.001 <= interval <= 3600):
+            raise ValueError(f"GPU sampling interval must be between 1ms and 1h, got {interval!r}")
+        async with self._lock:
+            if self.active is not None:
+                a = self.active
+                raise RuntimeError(
+                    f"a GPU monitor is already running on this cluster (id {a.id}, started "
+                    f"{time.strftime('%H:%M:%S', time.localtime(a.started))}); stop it first: Monitor(client).stop()")
+            run = MonitorRun(metrics=metrics, interval=float(interval), keep_rows=int(keep_rows), client=client)
+            self.jobs.seed(self.scheduler)
+            self.jobs.active = True
+            self.active = run
+            self.runs[run.id] = run
+            while len(self.runs) > KEEP_RUNS + 1:
+                self.runs.popitem(last=False)
+            cfg = dict(run.config(), flush_interval=flush_interval)
+            run.workers = await self._broadcast(dict(cfg, op="analytics_gpu_start"), timeout)
+            return run.info()
+
+    async def stop_monitor(self, monitor_id: str | None = None, timeout: float = 30) -> dict | None:
+        async with self._lock:
+            run = self.active
+            if run is None or (monitor_id is not None and run.id != monitor_id):
+                return None
+            replies = await self._broadcast({"op": "analytics_gpu_stop", "monitor_id": run.id}, timeout)
+            # Batches already on the stream arrive on another connection than the
+            # replies: wait (briefly) until each worker's count is in, so the rows are
+            # complete when stop() returns.
+            expected = {w: r["batches_sent"] for w, r in replies.items() if isinstance(r, dict) and "batches_sent" in r}
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(run.batches.get(w, 0) < n for w, n in expected.items()):
+                await asyncio.sleep(0.02)
+            for worker, reply in replies.items():
+                if isinstance(reply, dict) and "samples" in reply:
+                    self._ingest(run, worker, reply.get("host"), reply["samples"], reply.get("dropped", 0))
+                    run.sampler_cpu[worker] = {"cpu_seconds": reply.get("cpu_seconds"),
+                                               "samples": reply.get("samples_taken"),
+                                               "interval": reply.get("interval")}
+            run.stopped = time.time()
+            self.active = None
+            self.jobs.active = False
+            return run.info()
+
+    def current(self) -> dict | None:
+        """The running monitor's settings, for a worker that joins mid-run."""
+        return self.active.config() if self.active is not None else None
+
+    def _run(self, monitor_id: str | None) -> MonitorRun | None:
+        if monitor_id is not None:
+            return self.runs.get(monitor_id)
+        return self.active or (next(reversed(self.runs.values())) if self.runs else None)
+
+    def info(self, monitor_id: str | None = None) -> dict | None:
+        run = self._run(monitor_id)
+        return run.info() if run is not None else None
+
+    def get_rows(self, monitor_id: str | None = None) -> dict | None:
+        """Kept rows of a run (the latest when no id), per worker, column-wise compact."""
+        run = self._run(monitor_id)
+        if run is None:
+            return None
+        return {"info": run.info(), "fields": list(ROW_FIELDS),
+                "rows": {w: [list(r) for r in rows] for w, rows in run.rows.items()}}
+
+    def get_peaks(self, monitor_id: str | None = None) -> dict | None:
+        run = self._run(monitor_id)
+        if run is None:
+            return None
+        out: dict[str, list[dict]] = {w: [] for w in run.workers}
+        for (worker, gpu_uuid), p in run.peaks.items():
+            out.setdefault(worker, []).append(dict(p, uuid=gpu_uuid))
+        for gpus in out.values():
+            gpus.sort(key=lambda g: (g["index"] if g["index"] is not None else 1 << 30, g["uuid"]))
+        return {"monitor_id": run.id, "workers": out}
+
+    async def _broadcast(self, msg: dict, timeout: float) -> dict:
+        """Ask every worker; a worker that fails or lacks the sampler gets an error entry."""
+        workers = list(self.scheduler.workers)
+        if not workers:
+            return {}
+        try:
+            replies = await asyncio.wait_for(
+                self.scheduler.broadcast(msg=msg, workers=workers, on_error="return"), timeout)
+        except asyncio.TimeoutError:
+            return {w: {"ok": False, "error": f"no answer within {timeout}s"} for w in workers}
+        out = {}
+        for w, reply in replies.items():
+            if reply is None and msg["op"] != "analytics_gpu_stop":
+                # A worker without the handler answers None (and logs "No handler").
+                reply = {"ok": False, "error": "the dask-analytics-lab GPU sampler is not installed on this worker"}
+            elif isinstance(reply, Exception):
+                reply = {"ok": False, "error": f"{type(reply).__name__}: {reply}"}
+            if isinstance(reply, dict) and reply.get("ok") is False:
+                # Reuse what distributed already knows: a heartbeat with GPU figures
+                # means a GPU is there and only our sampler is missing.
+                ws = self.scheduler.workers.get(w)
+                if ws is not None and ws.metrics.get("gpu"):
+                    reply["heartbeat_gpu"] = ws.metrics["gpu"]
+            out[w] = reply
+        return out
+
+    # --- samples from the workers (batched stream; event loop) -----------------------------
+    def _on_samples(self, worker: str, monitor_id: str | None = None, host: str | None = None,
+                    samples: list | None = None, dropped: int = 0, **_: Any) -> None:
+        try:
+            run = self.runs.get(monitor_id)  # a late batch of a stopped run still counts
+            if run is None:
+                return
+            run.batches[worker] = run.batches.get(worker, 0) + 1
+            self._ingest(run, worker, host, samples or [], dropped)
+        except Exception:
+            logger.exception("dask-analytics: bad GPU sample batch from %s", worker)
+
+    def _ingest(self, run: MonitorRun, worker: str, host: str | None, samples: list, dropped: int) -> None:
+        if dropped:
+            run.worker_dropped[worker] = dropped
+        if not samples:
+            return
+        rows = run.rows.get(worker)
+        if rows is None:
+            rows = run.rows[worker] = deque()
+        out = []
+        for sample in samples:
+            t = sample["time"]
+            groups = list(sample.get("task_groups") or ())
+            job, dag = self.jobs.lookup(self.scheduler, groups)
+            for g in sample.get("gpus") or ():
+                row = {
+                    "timestamp": round(t - run.started, 6),
+                    "time": t,
+                    "gpu_uuid": g.get("gpu_uuid"),
+                    "gpu_index": g.get("gpu_index"),
+                    "gpu_name": g.get("gpu_name"),
+                    "mem_used": g.get("mem_used"),
+                    "mem_total": g.get("mem_total"),
+                    "mem_util": g.get("mem_util"),
+                    "compute_util": g.get("compute_util"),
+                    "power_w": g.get("power_w"),
+                    "temperature_c": g.get("temperature_c"),
+                    "job": job,
+                    "dag": dag,
+                    "task_groups": groups,
+                }
+                out.append(row)
+                rows.append(tuple(row[f] for f in ROW_FIELDS))
+                self._peak(run, worker, row)
+        run.n_rows += len(out)
+        run.kept += len(out)
+        if run.kept > run.keep_rows:
+            run.trim()
+        analytics = self.scheduler.plugins.get(ANALYTICS_PLUGIN)
+        if analytics is not None and out:
+            analytics.emit("gpu_samples", {"worker": worker, "host": host, "monitor_id": run.id, "samples": out})
+
+    @staticmethod
+    def _peak(run: MonitorRun, worker: str, row: dict) -> None:
+        used = row["mem_used"]
+        key = (worker, row["gpu_uuid"])
+        p = run.peaks.get(key)
+        if p is None:
+            p = run.peaks[key] = {"index": row["gpu_index"], "name": row["gpu_name"], "peak": None,
+                                  "mem_total": row["mem_total"]}
+        if used is not None and (p["peak"] is None or used > p["peak"]):
+            p["peak"] = used
+
+
+def validate_metrics(metrics: list[str] | tuple[str, ...] | None) -> list[str]:
+    """The dask-metrics names, checked: a wrong name fails here, naming the allowed ones."""
+    if metrics is None:
+        return list(gpu_nvml.DEFAULT_METRICS)
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    bad = [m for m in metrics if m not in gpu_nvml.METRICS]
+    if bad:
+        raise ValueError(f"unknown GPU metric(s) {bad}; choose from {list(gpu_nvml.METRICS)} "
+                         "(job, dag and timestamp are always recorded)")
+    return list(dict.fromkeys(metrics))

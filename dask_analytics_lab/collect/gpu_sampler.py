@@ -1,0 +1,254 @@
+"""The worker side of GPU monitoring: a WorkerPlugin that samples NVML on a thread.
+
+Idle (no thread, no NVML) until the scheduler's GPU monitor starts a run.  While a
+run is on, a daemon thread reads every device each `interval` and notes which task
+groups are executing on this worker then; the event loop only moves finished
+batches into the worker's batched stream to the scheduler, so nothing here can
+block the worker's event loop.
+
+The scheduler talks to it through three worker RPC handlers:
+  analytics_gpu_probe  -> what GPUs this worker has (for Monitor.attach)
+  analytics_gpu_start  -> start sampling for a monitor run
+  analytics_gpu_stop   -> stop; returns the last, unsent batch and the count of
+                          batches sent, so the scheduler can wait for all of them.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.utils import key_split_group
+
+from . import gpu_nvml
+
+logger = logging.getLogger("dask_analytics_lab.gpu")
+
+PLUGIN_NAME = "dask-analytics-lab-gpu"
+STREAM_OP = "analytics-gpu-samples"
+
+# Samples kept on the worker when the event loop cannot ship them (stalled loop, no
+# connection): past this the oldest go and are counted.
+MAX_BUFFERED_SAMPLES = 10_000
+
+
+class SamplingRun:
+    """One monitor run on one worker: the thread, its buffer and its counters."""
+
+    def __init__(self, worker: Any, reader: gpu_nvml.GPUReader, *, monitor_id: str, interval: float,
+                 metrics: list[str], flush_interval: float):
+        self.worker = worker
+        self.reader = reader
+        self.monitor_id = monitor_id
+        self.interval = interval
+        self.metrics = frozenset(metrics)
+        self.flush_interval = flush_interval
+        self.host = socket.gethostname()
+        self.loop = worker.loop  # tornado IOLoop: add_callback is the thread-safe way in
+        self._lock = threading.Lock()
+        self._buffer: deque = deque(maxlen=MAX_BUFFERED_SAMPLES)
+        self._stop = threading.Event()
+        self._closed = False
+        self._flush_pending = False
+        self._group_of: dict = {}  # task key -> group name, so a long task is parsed once
+        self.dropped = 0
+        self.batches_sent = 0
+        self.samples_taken = 0
+        self.cpu_seconds = 0.0  # the sampler thread's own CPU time (benchmarks/gpu_check.py)
+        self.thread = threading.Thread(target=self._run, name=f"dask-analytics-gpu-{monitor_id[:8]}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    # --- on the sampling thread ----------------------------------------------------
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        last_flush = time.monotonic()
+        next_at = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                self._sample_once()
+                now = time.monotonic()
+                if now - last_flush >= self.flush_interval:
+                    last_flush = now
+                    self._request_flush()
+                self.cpu_seconds = time.thread_time() - cpu0
+                if not self.reader.devices:
+                    logger.warning("every GPU of worker %s vanished; GPU sampling stops", self.worker.address)
+                    break
+                next_at += self.interval
+                if next_at < now:  # fell behind (suspended VM, slow driver): skip, don't burst
+                    next_at = now + self.interval
+                self._stop.wait(next_at - time.monotonic())
+        except Exception:
+            logger.exception("GPU sampling on worker %s failed; it stops", self.worker.address)
+        finally:
+            self.cpu_seconds = time.thread_time() - cpu0
+            self.reader.close()
+
+    def _sample_once(self) -> None:
+        t = time.time()
+        groups = self._executing_groups()
+        gpus = self.reader.read(self.metrics)
+        sample = {"time": t, "task_groups": groups, "gpus": gpus}
+        with self._lock:
+            if len(self._buffer) == self._buffer.maxlen:
+                self.dropped += 1
+            self._buffer.append(sample)
+        self.samples_taken += 1
+
+    def _executing_groups(self) -> list[str]:
+        """Task groups running on this worker now, read from another thread.
+
+        The event loop mutates these sets while we read: copying a set is one C call
+        under the GIL, but a free-threaded build can still raise "changed size during
+        iteration", so retry; after that, report nothing rather than fail.
+        """
+        state = self.worker.state
+        tasks: list = []
+        for _ in range(5):
+            try:
+                tasks = [*state.executing.copy(), *state.long_running.copy()]
+                break
+            except RuntimeError:
+                continue
+        names = set()
+        group_of = self._group_of
+        for ts in tasks:
+            key = ts.key
+            name = group_of.get(key)
+            if name is None:
+                if len(group_of) > 4096:
+                    group_of.clear()
+                name = group_of[key] = key_split_group(key)
+            names.add(name)
+        return sorted(names)
+
+    def _request_flush(self) -> None:
+        with self._lock:
+            if self._flush_pending or not self._buffer:
+                return
+            self._flush_pending = True
+        self.loop.add_callback(self.flush)
+
+    # --- on the event loop ----------------------------------------------------------
+    def take(self) -> list[dict]:
+        with self._lock:
+            batch = list(self._buffer)
+            self._buffer.clear()
+            self._flush_pending = False
+        return batch
+
+    def flush(self) -> None:
+        """Move buffered samples into the batched stream (non-blocking; event loop only)."""
+        if self._closed:
+            return
+        batch = self.take()
+        if not batch:
+            return
+        self.batches_sent += 1
+        self.worker.batched_send({
+            "op": STREAM_OP,
+            "monitor_id": self.monitor_id,
+            "host": self.host,
+            "batch": self.batches_sent,
+            "samples": batch,
+            "dropped": self.dropped,
+        })
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> dict:
+        """After the thread ended: the unsent samples and the counters, for the stop reply."""
+        self._closed = True
+        return {
+            "monitor_id": self.monitor_id,
+            "host": self.host,
+            "samples": self.take(),
+            "batches_sent": self.batches_sent,
+            "samples_taken": self.samples_taken,
+            "dropped": self.dropped,
+            "cpu_seconds": self.cpu_seconds,
+            "interval": self.interval,
+        }
+
+
+class GPUSamplerPlugin(WorkerPlugin):
+    """Installed on every worker by the scheduler's GPUMonitorPlugin; idle until a run starts."""
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.run: SamplingRun | None = None
+
+    def setup(self, worker: Any) -> None:
+        self.worker = worker
+        self.run = None
+        self._starting = asyncio.Lock()
+        worker.handlers["analytics_gpu_probe"] = self.probe
+        worker.handlers["analytics_gpu_start"] = self.start_sampling
+        worker.handlers["analytics_gpu_stop"] = self.stop_sampling
+        # A worker that joins while a monitor runs asks for it (pull, not push: the
+        # scheduler cannot know when this plugin is ready on a new worker).
+        self._join_task = asyncio.ensure_future(self._join_running_monitor())
+
+    async def teardown(self, worker: Any) -> None:
+        for op in ("analytics_gpu_probe", "analytics_gpu_start", "analytics_gpu_stop"):
+            worker.handlers.pop(op, None)
+        await self.stop_sampling()
+
+    async def _join_running_monitor(self) -> None:
+        try:
+            current = await asyncio.wait_for(self.worker.scheduler.analytics_gpu_current(), 30)
+        except Exception as e:  # an older scheduler without the GPU monitor: stay idle
+            logger.debug("GPU sampler: no monitor to join (%s)", e)
+            return
+        if current:
+            await self.start_sampling(**current)
+
+    # --- RPC handlers -------------------------------------------------------------------
+    async def probe(self) -> dict:
+        result = await asyncio.to_thread(gpu_nvml.probe)
+        result["host"] = socket.gethostname()
+        return result
+
+    async def start_sampling(self, monitor_id: str, interval: float = 0.1,
+                             metrics: list[str] | None = None, flush_interval: float = 1.0,
+                             **_: Any) -> dict:
+        async with self._starting:
+            if self.run is not None:
+                if self.run.monitor_id == monitor_id:
+                    return {"ok": True, "devices": self.run.reader.describe(), "host": self.run.host}
+                await self.stop_sampling()
+            try:
+                # nvmlInit can take seconds without persistence mode: off the event loop.
+                reader = await asyncio.to_thread(gpu_nvml.GPUReader)
+            except gpu_nvml.NVMLUnavailable as e:
+                return {"ok": False, "error": str(e), "host": socket.gethostname()}
+            except Exception as e:
+                return {"ok": False, "host": socket.gethostname(),
+                        "error": f"{gpu_nvml.NO_GPU}: NVML failed unexpectedly ({type(e).__name__}: {e})"}
+            self.run = SamplingRun(self.worker, reader, monitor_id=monitor_id, interval=float(interval),
+                                   metrics=list(metrics or gpu_nvml.DEFAULT_METRICS),
+                                   flush_interval=float(flush_interval))
+            self.run.start()
+            logger.info("GPU sampling started on %s every %.3fs: %s", self.worker.address, interval,
+                        ", ".join(d.uuid for d in reader.devices))
+            return {"ok": True, "devices": reader.describe(), "host": self.run.host}
+
+    async def stop_sampling(self, monitor_id: str | None = None, **_: Any) -> dict | None:
+        run = self.run
+        if run is None or (monitor_id is not None and run.monitor_id != monitor_id):
+            return None
+        self.run = None
+        run.request_stop()
+        # A sample in progress may sit in a slow driver call: wait off the event loop.
+        await asyncio.to_thread(run.thread.join, 10)
+        return run.close()

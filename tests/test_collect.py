@@ -1,0 +1,178 @@
+"""End to end: a real LocalCluster records into a real store, and the API reads it back."""
+from __future__ import annotations
+
+import time
+
+import dask
+import dask.array as da
+import dask.bag as db
+import dask.dataframe as dd
+import pandas as pd
+import pytest
+from distributed import get_worker
+
+import dask_analytics_lab as dal
+from dask_analytics_lab.api import close_readers
+
+from .cluster_helpers import recorded_cluster
+
+
+@pytest.fixture(autouse=True)
+def _close_readers():
+    yield
+    close_readers()
+
+
+def boom(x):
+    raise ValueError(f"bad value {x % 2}")
+
+
+def _groupby(client):
+    pdf = pd.DataFrame({"k": [i % 7 for i in range(5000)], "v": range(5000)})
+    return dd.from_pandas(pdf, npartitions=4).groupby("k").v.sum().compute()
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_cluster_and_computations_recorded(store_url, processes):
+    with recorded_cluster(store_url, processes=processes) as (client, info):
+        _groupby(client)
+        da.ones((200, 200), chunks=50).sum().compute()
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    (cluster,) = [c for c in dal.list_clusters(store=store_url) if c["cluster_id"] == cluster_id]
+    assert cluster["user"] and cluster["account"] == "default"
+    assert cluster["stopped"] is not None and cluster["stopped"] >= cluster["started"]
+    assert cluster["versions"]["distributed"] == __import__("distributed").__version__
+    assert cluster["platform"]["python_executable"]
+    assert cluster["n_workers"] is not None and cluster["worker_seconds"] > 0
+
+    comps = dal.list_computations(cluster_id, store=store_url)
+    assert len(comps) == 2
+    assert all(c["state"] == "finished" for c in comps)
+    assert comps[0]["start"] >= comps[1]["start"], "newest first"
+    array_comp, frame_comp = comps
+    groups = {g["prefix"]: g for g in dal.list_task_groups(array_comp["computation_id"], store=store_url)}
+    assert {"ones_like", "sum"} <= set(groups) or "ones" in "".join(groups), groups.keys()
+    total = sum(g["n_tasks"] for g in groups.values())
+    assert total == array_comp["n_tasks"] > 16
+    assert array_comp["compute"] > 0
+    # dependencies name other groups of the same computation
+    names = {g["name"] for g in groups.values()}
+    deps = {d for g in groups.values() for d in g["dependencies"]}
+    assert deps and deps <= names
+    assert dal.list_task_groups(frame_comp["computation_id"], store=store_url)
+
+
+def test_failed_tasks_grouped_with_traceback(store_url):
+    with recorded_cluster(store_url) as (client, info):
+        futures = client.map(boom, range(1000))
+        dask.distributed.wait(futures)
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    rows = dal.list_exceptions(cluster_id, store=store_url)
+    assert sorted(r["count"] for r in rows) == [500, 500]
+    assert {r["exception_text"] for r in rows} == {"ValueError('bad value 0')", "ValueError('bad value 1')"}
+    assert all("boom" in r["traceback_text"] for r in rows)
+    (comp,) = dal.list_computations(cluster_id, store=store_url)
+    assert comp["state"] == "erred" and comp["n_erred"] == 1000
+    assert {r["computation_id"] for r in rows} == {comp["computation_id"]}
+    assert {r["task_group"] for r in rows} == {g["name"] for g in dal.list_task_groups(comp["computation_id"], store=store_url)}
+
+
+def log_user_event(x):
+    get_worker().log_event("my-topic", {"x": x, "note": "hello"})
+    get_worker().log_event("not-allowed", {"x": x})
+    return x
+
+
+def test_user_events_follow_allow_list(store_url):
+    allow = {"analytics.events.allow": ["my-topic", "worker-fail-hard"]}
+    with recorded_cluster(store_url, config=allow) as (client, info):
+        client.gather(client.map(log_user_event, range(3)))
+        time.sleep(0.3)  # worker events reach the scheduler on the next batched send
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    events = dal.list_events(cluster_id, store=store_url)
+    assert sorted(e["msg"]["x"] for e in events if e["topic"] == "my-topic") == [0, 1, 2]
+    assert not [e for e in events if e["topic"] == "not-allowed"]
+    assert dal.list_events(cluster_id, topic="my-topic", store=store_url)
+
+
+def test_code_snippet_lands_on_its_computation(store_url):
+    with recorded_cluster(store_url) as (client, info):
+        def first_step():
+            return da.arange(100, chunks=10).sum().compute()  # marker-first-step
+
+        def second_step():
+            return db.from_sequence(range(100), npartitions=4).map(lambda x: x + 1).sum().compute()  # marker-second
+
+        first_step()
+        second_step()
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    second, first = dal.list_computations(cluster_id, store=store_url)
+    first_code = dal.get_computation(first["computation_id"], store=store_url)["code"]
+    second_code = dal.get_computation(second["computation_id"], store=store_url)["code"]
+    assert any("marker-first-step" in c["text"] for c in first_code)
+    assert any("marker-second" in c["text"] for c in second_code)
+    assert all(c["filename"].endswith("test_collect.py") for c in first_code + second_code)
+
+
+def test_privacy_switches(store_url):
+    off = {"analytics.computation.code.transmit": False, "analytics.profile.transmit": False}
+    with recorded_cluster(store_url, config=off) as (client, info):
+        client.submit(sum, range(10)).result()
+        da.random.random((2000, 2000), chunks=500).dot(da.ones((2000, 10), chunks=500)).sum().compute()
+        time.sleep(1.2)
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    for comp in dal.list_computations(cluster_id, store=store_url):
+        assert dal.get_computation(comp["computation_id"], store=store_url)["code"] == []
+        assert dal.get_profile(comp["computation_id"], store=store_url)["count"] == 0
+    exported = dal.export(store=store_url)
+    snippet_tables = [t for t in exported if "code" in t]
+    assert all(not exported[t] for t in snippet_tables)
+    assert all(not rows for t, rows in exported.items() if "profile" in t)
+
+
+def spin(x):
+    end = time.time() + 0.4
+    while time.time() < end:
+        sum(range(1000))
+    return x
+
+
+def test_profile_recorded_per_computation_and_cluster(store_url):
+    with recorded_cluster(store_url, processes=False) as (client, info):
+        client.gather(client.map(spin, range(8)))
+        time.sleep(1.2)  # one worker profile cycle
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    (comp,) = dal.list_computations(cluster_id, store=store_url)
+    tree = dal.get_profile(comp["computation_id"], store=store_url)
+    assert tree["count"] > 0
+
+    def names(node):
+        yield node["description"]["name"]
+        for child in node["children"].values():
+            yield from names(child)
+
+    assert "spin" in set(names(tree))
+    assert dal.get_profile(cluster_id=cluster_id, store=store_url)["count"] >= tree["count"]
+
+
+def test_register_twice_records_once(store_url):
+    with recorded_cluster(store_url) as (client, info):
+        again = dal.register(client, store=store_url)
+        assert again["cluster_id"] == info["cluster_id"]
+        client.submit(sum, [1, 2]).result()
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+    assert len([c for c in dal.list_clusters(store=store_url) if c["cluster_id"] == cluster_id]) == 1
+    assert len(dal.list_computations(cluster_id, store=store_url)) == 1

@@ -1,0 +1,110 @@
+"""A cluster's life: started by a preload, cancelled work, idle shutdown, read after restart."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import dask
+import pytest
+from distributed import Client, LocalCluster
+
+import dask_analytics_lab as dal
+from dask_analytics_lab.api import close_readers
+
+from .cluster_helpers import FAST, recorded_cluster
+
+
+@pytest.fixture(autouse=True)
+def _close_readers():
+    yield
+    close_readers()
+
+
+def slow(x):
+    time.sleep(5)
+    return x
+
+
+def test_cancelled_computation(store_url):
+    with recorded_cluster(store_url) as (client, info):
+        futures = client.map(slow, range(4))
+        time.sleep(0.5)
+        client.cancel(futures)
+        time.sleep(0.3)
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+    (comp,) = dal.list_computations(cluster_id, store=store_url)
+    assert comp["state"] == "cancelled"
+
+
+def test_idle_timeout_closes_scheduler_and_says_so(store_url):
+    config = {"analytics.idle.timeout": "1s"}
+    with dask.config.set({**FAST, **config}):
+        cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
+        client = Client(cluster)
+        try:
+            info = dal.register(client, store=store_url)
+            client.submit(sum, [1]).result()
+            deadline = time.time() + 20
+            while cluster.scheduler.status.name not in ("closed", "closing") and time.time() < deadline:
+                time.sleep(0.2)
+            assert cluster.scheduler.status.name in ("closed", "closing")
+        finally:
+            client.close()
+            cluster.close()
+    cluster_row = dal.get_cluster(info["cluster_id"], store=store_url)
+    assert cluster_row["idle_shutdown"] and cluster_row["stop_reason"] == "idle-timeout"
+    topics = [e["topic"] for e in dal.list_events(info["cluster_id"], store=store_url)]
+    assert "analytics-idle-shutdown" in topics
+
+
+def test_another_process_reads_the_same_file_after_restart(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "kept.db")
+    with recorded_cluster(url) as (client, info):
+        client.submit(sum, [1, 2]).result()
+        dal.flush(client)
+    close_readers()
+    script = (
+        "import dask_analytics_lab as dal, sys;"
+        f"cs = dal.list_computations({info['cluster_id']!r}, store={url!r});"
+        "print(len(cs), cs[0]['state'])"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "finished"]
+
+
+def test_scheduler_preload(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "preload.db")
+    env = {**os.environ, "DASK_ANALYTICS__STORE": url, "DASK_ANALYTICS__INTERVAL": "100ms"}
+    scheduler_file = tmp_path / "scheduler.json"
+    sched = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--dashboard-address", ":0", "--preload", "dask_analytics_lab", "--scheduler-file", str(scheduler_file)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    worker = None
+    try:
+        deadline = time.time() + 60
+        while not scheduler_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
+             "--nthreads", "1", "--no-nanny", "--dashboard-address", ":0"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            assert client.submit(sum, [3, 4]).result() == 7
+            status = dal.flush(client)
+            assert status["flushed"] and status["store"] == url
+            cluster_id = status["cluster_id"]
+    finally:
+        for p in (worker, sched):
+            if p is not None:
+                p.terminate()
+                p.wait(timeout=30)
+    assert dal.get_cluster(cluster_id, store=url)["address"].startswith("tcp://127.0.0.1")
+    assert len(dal.list_computations(cluster_id, store=url)) == 1

@@ -1,0 +1,91 @@
+"""The store goes away and comes back: the scheduler never notices, nothing within the buffer is lost."""
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+import dask_analytics_lab as dal
+from dask_analytics_lab.api import close_readers
+
+from .cluster_helpers import recorded_cluster
+
+
+@pytest.fixture(autouse=True)
+def _close_readers():
+    yield
+    close_readers()
+
+
+def _unreachable_sqlite(tmp_path):
+    blocker = tmp_path / "not-yet-a-folder"
+    blocker.write_text("a file where the store's folder should be")
+    return blocker, "sqlite:///" + str(blocker / "analytics.db")
+
+
+def _wait(predicate, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_store_down_then_up_loses_nothing(tmp_path, caplog):
+    blocker, url = _unreachable_sqlite(tmp_path)
+    caplog.set_level(logging.WARNING, logger="dask_analytics_lab")
+    with pytest.warns(UserWarning, match="retry"):
+        ctx = recorded_cluster(url)
+        client, info = ctx.__enter__()
+    try:
+        for i in range(5):
+            assert client.submit(sum, [i, 1]).result() == i + 1
+        status = dal.status(client)
+        assert status["pending"] > 0 and status["stored"] == 0 and status["failing_since"]
+        assert any("cannot write to" in r.getMessage() for r in caplog.records)
+
+        blocker.unlink()
+        blocker.mkdir()
+        assert dal.flush(client, timeout=20)["flushed"]
+        assert dal.status(client)["dropped"] == 0
+    finally:
+        ctx.__exit__(None, None, None)
+    assert any("reachable again" in r.getMessage() for r in caplog.records)
+    comps = dal.list_computations(info["cluster_id"], store=url)
+    assert len(comps) == 5 and {c["state"] for c in comps} == {"finished"}
+
+
+def test_full_buffer_drops_oldest_and_says_so(tmp_path, caplog):
+    blocker, url = _unreachable_sqlite(tmp_path)
+    caplog.set_level(logging.WARNING, logger="dask_analytics_lab")
+    config = {"analytics.buffer.max-messages": 20}
+    with pytest.warns(UserWarning):
+        ctx = recorded_cluster(url, config=config)
+        client, info = ctx.__enter__()
+    try:
+        for i in range(30):
+            client.submit(sum, [i, 2]).result()
+        status = dal.status(client)
+        assert status["pending"] == 20 and status["dropped"] > 0
+        assert any("buffer of 20 messages is full" in r.getMessage() for r in caplog.records)
+        blocker.unlink()
+        blocker.mkdir()
+        assert dal.flush(client, timeout=20)["flushed"]
+        dropped = dal.status(client)["dropped"]
+    finally:
+        ctx.__exit__(None, None, None)
+    cluster = dal.get_cluster(info["cluster_id"], store=url)
+    # The count of what was dropped reaches the store with the next sample.
+    assert cluster["dropped_messages"] == dropped > 0
+
+
+def test_scheduler_unaffected_when_store_never_comes(tmp_path):
+    _, url = _unreachable_sqlite(tmp_path)
+    with pytest.warns(UserWarning):
+        with recorded_cluster(url) as (client, info):
+            futures = client.map(lambda x: x * 2, range(200))
+            assert sum(client.gather(futures)) == 2 * sum(range(200))
+            assert dal.status(client)["stored"] == 0
+    # and closing the cluster did not hang past the shipper's bounded wait
