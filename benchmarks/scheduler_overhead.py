@@ -35,8 +35,9 @@ def inc(x):
 
 WORKLOADS = {
     "client.map": lambda c, n: c.gather(c.map(inc, range(n), key=[f"inc-{uuid.uuid4().hex[:8]}-{i}" for i in range(n)])),
-    "array reduction": lambda c, n: da.ones(n * 10, chunks=10).sum().compute(),
-    "bag map/sum": lambda c, n: db.from_sequence(range(n * 4), npartitions=n).map(inc).sum().compute(),
+    # c.compute, not .compute(): the latter goes to the newest client, i.e. the other cluster.
+    "array reduction": lambda c, n: c.compute(da.ones(n * 10, chunks=10).sum(), sync=True),
+    "bag map/sum": lambda c, n: c.compute(db.from_sequence(range(n * 4), npartitions=n).map(inc).sum(), sync=True),
 }
 
 

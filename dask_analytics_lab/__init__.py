@@ -18,6 +18,7 @@ from .api import (
     where,
 )
 from .config import ConfigError
+from .monitor import Monitor, NoGPUWarning
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,8 @@ __all__ = [
     "list_exceptions",
     "list_gpu_metrics",
     "list_task_groups",
+    "Monitor",
+    "NoGPUWarning",
     "register",
     "status",
     "where",

@@ -13,6 +13,8 @@ from typing import Any
 import dask.config
 
 from . import config
+from .collect.gpu_monitor import PLUGIN_NAME as GPU_PLUGIN_NAME
+from .collect.gpu_monitor import GPUMonitorPlugin
 from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin, mask_url
 
 logger = logging.getLogger("dask_analytics_lab")
@@ -56,6 +58,8 @@ def register(client: Any = None, *, store: str | None = None, config_overrides: 
     _warn_if_unreachable(settings)
     try:
         client.register_plugin(AnalyticsPlugin(settings))
+        # Idle until a Monitor starts; installs the GPU sampler on every worker.
+        client.register_plugin(GPUMonitorPlugin())
     except (ModuleNotFoundError, ImportError) as e:
         raise RuntimeError(
             f"dask-analytics: the scheduler could not load the analytics plugin ({e}); "
@@ -197,3 +201,5 @@ def dask_setup(scheduler: Any) -> None:
     """
     if PLUGIN_NAME not in scheduler.plugins:
         scheduler.add_plugin(AnalyticsPlugin(config.resolve()))
+    if GPU_PLUGIN_NAME not in scheduler.plugins:
+        scheduler.add_plugin(GPUMonitorPlugin())

@@ -67,8 +67,8 @@ def test_full_buffer_drops_oldest_and_says_so(tmp_path, caplog):
     try:
         for i in range(30):
             client.submit(sum, [i, 2]).result()
-        status = dal.status(client)
-        assert status["pending"] == 20 and status["dropped"] > 0
+        assert _wait(lambda: dal.status(client)["dropped"] > 0)
+        assert dal.status(client)["pending"] == 20
         assert any("buffer of 20 messages is full" in r.getMessage() for r in caplog.records)
         blocker.unlink()
         blocker.mkdir()

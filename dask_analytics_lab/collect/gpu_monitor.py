@@ -11,9 +11,10 @@ job: the id of the Computation the executing task groups belong to (the one the
      store's `computation` rows carry).  Dask adds every graph submitted while the
      cluster is busy to the running Computation, so a task that submits tasks
      stays in its parent's job.
-dag: the index (0, 1, ...) of the graph submission within that computation, from
-     the `update_graph` hook.  None where it cannot be known (groups submitted
-     before the monitor started; a worker busy with no task).
+dag: the index of the graph submission within that computation, from the
+     `update_graph` hook, as text ("0", "1", ...: the store's column is text).  None
+     where it cannot be known (groups submitted before the monitor started; a
+     worker running nothing).
 """
 from __future__ import annotations
 
@@ -58,43 +59,53 @@ class JobTracker:
         self._dags: OrderedDict[str, int] = OrderedDict()  # computation id -> last dag index
         self._known: OrderedDict[str, set] = OrderedDict()  # computation id -> TaskGroups mapped
         self._groups: OrderedDict[str, tuple[str, int | None]] = OrderedDict()
+        # str(key) -> (job, dag) for tasks of small graphs: tells apart submissions
+        # that share a group name (a loop of client.submit(train, cfg): one group "train").
+        self._keys: OrderedDict[str, tuple[str, int]] = OrderedDict()
 
     def graph_submitted(self, scheduler: Any, tasks: list | None) -> None:
         comps = getattr(scheduler, "computations", None)
         if not comps:
             return
         comp = comps[-1]
-        dag = self._dags.pop(comp.id, -1) + 1
-        self._dags[comp.id] = dag
+        cid = str(comp.id)  # a uuid.UUID: as text, like the store's computation ids
+        dag = self._dags.pop(cid, -1) + 1
+        self._dags[cid] = dag
         if len(self._dags) > 1000:
             self._dags.popitem(last=False)
         if not self.active:
             return
-        known = self._known.get(comp.id)
+        known = self._known.get(cid)
         if known is None:
-            known = self._known[comp.id] = set()
+            known = self._known[cid] = set()
             while len(self._known) > 16:
                 self._known.popitem(last=False)
         new = comp.groups - known
         for tg in new:
-            self._set(tg.name, comp.id, dag)
+            self._set(tg.name, cid, dag)
         known |= new
         # A group alive from an earlier submission gets no new TaskGroup object; for
         # small graphs find it by key.
         if tasks and len(tasks) <= SMALL_GRAPH:
             for name in {key_split_group(k) for k in tasks}:
-                self._set(name, comp.id, dag)
+                self._set(name, cid, dag)
+            keys = self._keys
+            for k in tasks:
+                keys[str(k)] = (cid, dag)
+            while len(keys) > 100_000:
+                keys.popitem(last=False)
 
     def seed(self, scheduler: Any) -> None:
         """At monitor start: groups of the computation already running have job, no dag."""
         self._groups.clear()
         self._known.clear()
+        self._keys.clear()
         comps = getattr(scheduler, "computations", None)
         if comps and not scheduler.is_idle:
             comp = comps[-1]
-            self._known[comp.id] = set(comp.groups)
+            self._known[str(comp.id)] = set(comp.groups)
             for tg in comp.groups:
-                self._set(tg.name, comp.id, None)
+                self._set(tg.name, str(comp.id), None)
 
     def _set(self, name: str, job: str, dag: int | None) -> None:
         self._groups.pop(name, None)
@@ -102,8 +113,14 @@ class JobTracker:
         if len(self._groups) > 100_000:
             self._groups.popitem(last=False)
 
-    def lookup(self, scheduler: Any, groups: list[str]) -> tuple[str | None, int | None]:
+    def lookup(self, scheduler: Any, groups: list[str], keys: list[str] = ()) -> tuple[str | None, int | None]:
         best: tuple[str | None, int | None] = (None, None)
+        for k in keys:  # exact, where the task came in a small graph
+            found = self._keys.get(k)
+            if found is not None and (best[0] is None or found[1] > _order(best[1])):
+                best = found
+        if best[0] is not None:
+            return best
         for name in groups:
             found = self._groups.get(name)
             # Several groups at once (a seceded parent and its children): the latest
@@ -113,7 +130,7 @@ class JobTracker:
         if best[0] is None and groups:
             comps = getattr(scheduler, "computations", None)
             if comps and not scheduler.is_idle:
-                best = (comps[-1].id, None)
+                best = (str(comps[-1].id), None)
         return best
 
 
@@ -139,6 +156,7 @@ class MonitorRun:
         self.worker_dropped: dict[str, int] = {}  # samples the workers could not ship
         self.peaks: dict[tuple[str, str], dict] = {}  # (worker, gpu uuid) -> {index, name, peak}
         self.workers: dict[str, dict] = {}  # worker -> start reply (devices or error)
+        self.hosts: dict[str, str] = {}  # worker -> host name, as the worker says
         self.batches: dict[str, int] = {}  # worker -> batches received on the stream
         self.sampler_cpu: dict[str, dict] = {}  # worker -> {cpu_seconds, samples}
 
@@ -161,7 +179,7 @@ class MonitorRun:
             "started": self.started, "stopped": self.stopped, "running": self.stopped is None,
             "client": self.client, "n_rows": self.n_rows, "kept_rows": self.kept,
             "dropped_rows": self.dropped_rows, "worker_dropped_samples": dict(self.worker_dropped),
-            "workers": self.workers, "sampler_cpu": self.sampler_cpu,
+            "workers": self.workers, "hosts": self.hosts, "sampler_cpu": self.sampler_cpu,
         }
 
 
@@ -204,29 +222,39 @@ class GPUMonitorPlugin(SchedulerPlugin):
         self.active = None
 
     def update_graph(self, scheduler: Any, *, tasks: list | None = None, **kwargs: Any) -> None:
+        if not self._started:
+            return
         try:
             self.jobs.graph_submitted(scheduler, tasks)
         except Exception:  # a hook must never raise into the scheduler
             logger.exception("dask-analytics: GPU job tracking failed")
 
     # --- handlers (called by Monitor through the client) --------------------------------
+    # Refusals are answered as {"error": ...} (the Monitor raises them on the client)
+    # rather than raised here, where distributed would log each as a scheduler error.
     async def attach(self, metrics: list[str] | None = None, timeout: float = 30) -> dict:
-        metrics = validate_metrics(metrics)
+        try:
+            metrics = validate_metrics(metrics)
+        except ValueError as e:
+            return {"error": str(e)}
         replies = await self._broadcast({"op": "analytics_gpu_probe"}, timeout)
         return {"metrics": metrics, "workers": replies}
 
     async def start_monitor(self, metrics: list[str] | None = None, interval: float = 0.1,
                             keep_rows: int = DEFAULT_KEEP_ROWS, client: str | None = None,
                             flush_interval: float = 1.0, timeout: float = 30) -> dict:
-        metrics = validate_metrics(metrics)
+        try:
+            metrics = validate_metrics(metrics)
+        except ValueError as e:
+            return {"error": str(e)}
         if not (isinstance(interval, (int, float)) and 0.001 <= interval <= 3600):
-            raise ValueError(f"GPU sampling interval must be between 1ms and 1h, got {interval!r}")
+            return {"error": f"GPU sampling interval must be between 1ms and 1h, got {interval!r}"}
         async with self._lock:
             if self.active is not None:
                 a = self.active
-                raise RuntimeError(
+                return {"error": (
                     f"a GPU monitor is already running on this cluster (id {a.id}, started "
-                    f"{time.strftime('%H:%M:%S', time.localtime(a.started))}); stop it first: Monitor(client).stop()")
+                    f"{time.strftime('%H:%M:%S', time.localtime(a.started))}); stop it first: Monitor(client).stop()")}
             run = MonitorRun(metrics=metrics, interval=float(interval), keep_rows=int(keep_rows), client=client)
             self.jobs.seed(self.scheduler)
             self.jobs.active = True
@@ -276,12 +304,12 @@ class GPUMonitorPlugin(SchedulerPlugin):
         return run.info() if run is not None else None
 
     def get_rows(self, monitor_id: str | None = None) -> dict | None:
-        """Kept rows of a run (the latest when no id), per worker, column-wise compact."""
+        """Kept rows of a run (the latest when no id), per worker, as tuples in ROW_FIELDS order."""
         run = self._run(monitor_id)
         if run is None:
             return None
         return {"info": run.info(), "fields": list(ROW_FIELDS),
-                "rows": {w: [list(r) for r in rows] for w, rows in run.rows.items()}}
+                "rows": {w: list(rows) for w, rows in run.rows.items()}}
 
     def get_peaks(self, monitor_id: str | None = None) -> dict | None:
         run = self._run(monitor_id)
@@ -313,10 +341,10 @@ class GPUMonitorPlugin(SchedulerPlugin):
                 reply = {"ok": False, "error": f"{type(reply).__name__}: {reply}"}
             if isinstance(reply, dict) and reply.get("ok") is False:
                 # Reuse what distributed already knows: a heartbeat with GPU figures
-                # means a GPU is there and only our sampler is missing.
-                ws = self.scheduler.workers.get(w)
-                if ws is not None and ws.metrics.get("gpu"):
-                    reply["heartbeat_gpu"] = ws.metrics["gpu"]
+                # means a GPU is there and only our sampler is missing or failing.
+                hb = heartbeat_gpu(self.scheduler, w)
+                if hb:
+                    reply["heartbeat_gpu"] = hb
             out[w] = reply
         return out
 
@@ -335,6 +363,10 @@ class GPUMonitorPlugin(SchedulerPlugin):
     def _ingest(self, run: MonitorRun, worker: str, host: str | None, samples: list, dropped: int) -> None:
         if dropped:
             run.worker_dropped[worker] = dropped
+        if host:
+            run.hosts[worker] = host
+        if worker not in run.workers:  # joined after start() and started sampling by itself
+            run.workers[worker] = {"ok": True, "host": host, "joined_later": True}
         if not samples:
             return
         rows = run.rows.get(worker)
@@ -344,7 +376,8 @@ class GPUMonitorPlugin(SchedulerPlugin):
         for sample in samples:
             t = sample["time"]
             groups = list(sample.get("task_groups") or ())
-            job, dag = self.jobs.lookup(self.scheduler, groups)
+            job, dag = self.jobs.lookup(self.scheduler, groups, sample.get("keys") or ())
+            dag_text = None if dag is None else str(dag)  # the store keeps dag as text
             for g in sample.get("gpus") or ():
                 row = {
                     "timestamp": round(t - run.started, 6),
@@ -359,7 +392,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
                     "power_w": g.get("power_w"),
                     "temperature_c": g.get("temperature_c"),
                     "job": job,
-                    "dag": dag,
+                    "dag": dag_text,
                     "task_groups": groups,
                 }
                 out.append(row)
@@ -383,6 +416,27 @@ class GPUMonitorPlugin(SchedulerPlugin):
                                   "mem_total": row["mem_total"]}
         if used is not None and (p["peak"] is None or used > p["peak"]):
             p["peak"] = used
+
+
+def heartbeat_gpu(scheduler: Any, worker: str) -> dict | None:
+    """The one GPU distributed itself reports in the worker's heartbeats, if any.
+
+    distributed's SystemMonitor puts the first visible GPU's figures into every
+    heartbeat (WorkerState.metrics: gpu_utilization, gpu_memory_used,
+    gpu-memory-total; 2026.8 no longer fills metrics["gpu"]).  One GPU, no UUID,
+    heartbeat rate: not enough to sample from, but proof that NVML works there.
+    """
+    ws = scheduler.workers.get(worker)
+    if ws is None:
+        return None
+    m = ws.metrics
+    legacy = m.get("gpu")  # older distributed: {"utilization", "memory-used"}
+    if isinstance(legacy, dict) and legacy:
+        return dict(legacy)
+    if m.get("gpu_memory_used") is None and m.get("gpu_utilization") is None:
+        return None
+    return {"utilization": m.get("gpu_utilization"), "memory-used": m.get("gpu_memory_used"),
+            "memory-total": m.get("gpu-memory-total")}
 
 
 def validate_metrics(metrics: list[str] | tuple[str, ...] | None) -> list[str]:

@@ -35,6 +35,9 @@ STREAM_OP = "analytics-gpu-samples"
 # Samples kept on the worker when the event loop cannot ship them (stalled loop, no
 # connection): past this the oldest go and are counted.
 MAX_BUFFERED_SAMPLES = 10_000
+# Keys sent with a sample when at most this many tasks run (GPU workers run one or
+# a few); past it, groups only.
+MAX_KEYS = 32
 
 
 class SamplingRun:
@@ -93,17 +96,21 @@ class SamplingRun:
 
     def _sample_once(self) -> None:
         t = time.time()
-        groups = self._executing_groups()
+        groups, keys = self._executing()
         gpus = self.reader.read(self.metrics)
         sample = {"time": t, "task_groups": groups, "gpus": gpus}
+        if keys:
+            sample["keys"] = keys
         with self._lock:
             if len(self._buffer) == self._buffer.maxlen:
                 self.dropped += 1
             self._buffer.append(sample)
         self.samples_taken += 1
 
-    def _executing_groups(self) -> list[str]:
-        """Task groups running on this worker now, read from another thread.
+    def _executing(self) -> tuple[list[str], list[str]]:
+        """Task groups (and, up to MAX_KEYS, keys) running on this worker now, read
+        from another thread.  Keys let the scheduler tell apart two submissions of
+        the same group; they are not stored.
 
         The event loop mutates these sets while we read: copying a set is one C call
         under the GIL, but a free-threaded build can still raise "changed size during
@@ -118,16 +125,18 @@ class SamplingRun:
             except RuntimeError:
                 continue
         names = set()
+        keys = []
         group_of = self._group_of
         for ts in tasks:
             key = ts.key
-            name = group_of.get(key)
-            if name is None:
+            found = group_of.get(key)
+            if found is None:
                 if len(group_of) > 4096:
                     group_of.clear()
-                name = group_of[key] = key_split_group(key)
-            names.add(name)
-        return sorted(names)
+                found = group_of[key] = (key_split_group(key), str(key))
+            names.add(found[0])
+            keys.append(found[1])
+        return sorted(names), (sorted(keys) if len(keys) <= MAX_KEYS else [])
 
     def _request_flush(self) -> None:
         with self._lock:

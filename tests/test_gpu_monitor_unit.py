@@ -1,0 +1,195 @@
+"""gpu_monitor: job/dag tracking and sample ingest on the scheduler, with fake scheduler objects."""
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import pytest
+
+from dask_analytics_lab import messages
+from dask_analytics_lab.collect.gpu_monitor import (
+    GPUMonitorPlugin,
+    JobTracker,
+    MonitorRun,
+    validate_metrics,
+)
+
+
+class TG:
+    def __init__(self, name):
+        self.name = name
+
+
+class Comp:
+    def __init__(self, cid):
+        self.id = cid
+        self.groups = set()
+
+
+class FakeScheduler:
+    def __init__(self):
+        self.computations = deque(maxlen=100)
+        self.is_idle = True
+        self.plugins = {}
+
+
+def submit(sched, tracker, *groups, new_computation=False, tasks=None):
+    """What Scheduler.update_graph does before the hook: groups into the last Computation."""
+    if new_computation or not sched.computations:
+        sched.computations.append(Comp(f"c{len(sched.computations) + 1}"))
+    comp = sched.computations[-1]
+    for g in groups:
+        comp.groups.add(TG(g))
+    sched.is_idle = False
+    tracker.graph_submitted(sched, tasks if tasks is not None else [(g, 0) for g in groups])
+    return comp
+
+
+def test_job_is_the_computation_and_dag_the_submission_index():
+    sched, jobs = FakeScheduler(), JobTracker()
+    jobs.active = True
+    c1 = submit(sched, jobs, "parent")
+    submit(sched, jobs, "child")  # submitted by the running parent: same computation
+    submit(sched, jobs, "grandchild")
+    assert jobs.lookup(sched, ["parent"]) == (str(c1.id), 0)
+    assert jobs.lookup(sched, ["child", "parent"]) == (str(c1.id), 1)  # the latest submission wins
+    assert jobs.lookup(sched, ["grandchild", "parent", "child"]) == (str(c1.id), 2)
+    sched.is_idle = True
+    c2 = submit(sched, jobs, "parent", new_computation=True)  # same name, a new TaskGroup
+    assert jobs.lookup(sched, ["parent"]) == (str(c2.id), 0)
+
+
+def test_small_graph_reusing_a_live_group_gets_the_new_dag():
+    sched, jobs = FakeScheduler(), JobTracker()
+    jobs.active = True
+    c = submit(sched, jobs, "inc", tasks=["inc-5f2a3b1c0d9e8f7a6b5c4d3e2f1a0b9c"])
+    submit(sched, jobs, tasks=["inc-0d9e8f7a6b5c4d3e2f1a0b9c5f2a3b1c"])  # client.submit(inc, ...) again: no new group
+    assert jobs.lookup(sched, ["inc"]) == (str(c.id), 1)
+
+
+def test_keys_tell_apart_submissions_that_share_a_group():
+    sched, jobs = FakeScheduler(), JobTracker()
+    jobs.active = True
+    k0, k1 = "train-5f2a3b1c0d9e8f7a6b5c4d3e2f1a0b9c", "train-0d9e8f7a6b5c4d3e2f1a0b9c5f2a3b1c"
+    c = submit(sched, jobs, "train", tasks=[k0])
+    submit(sched, jobs, tasks=[k1])  # the same function submitted again: the same group
+    assert jobs.lookup(sched, ["train"], [k0]) == (str(c.id), 0)
+    assert jobs.lookup(sched, ["train"], [k1]) == (str(c.id), 1)
+    assert jobs.lookup(sched, ["train"], [k0, k1]) == (str(c.id), 1)
+    assert jobs.lookup(sched, ["train"]) == (str(c.id), 1)  # groups only: the latest
+    assert jobs.lookup(sched, ["train"], ["unknown-key"]) == (str(c.id), 1)
+
+
+def test_busy_worker_with_unknown_groups_gets_the_running_job_and_no_dag():
+    sched, jobs = FakeScheduler(), JobTracker()
+    jobs.active = True
+    c = submit(sched, jobs, "a")
+    assert jobs.lookup(sched, ["never-seen"]) == (str(c.id), None)
+    assert jobs.lookup(sched, []) == (None, None)  # nothing running there
+    sched.is_idle = True
+    assert jobs.lookup(sched, ["never-seen"]) == (None, None)
+
+
+def test_dags_are_counted_while_inactive_and_groups_seeded_at_start():
+    sched, jobs = FakeScheduler(), JobTracker()
+    c = submit(sched, jobs, "early")
+    submit(sched, jobs, "early2")
+    assert jobs.lookup(sched, ["early"]) == (str(c.id), None)  # not mapped while no monitor runs
+    jobs.seed(sched)
+    jobs.active = True
+    assert jobs.lookup(sched, ["early2"]) == (str(c.id), None)  # job known, its dag not
+    submit(sched, jobs, "late")
+    assert jobs.lookup(sched, ["late"]) == (str(c.id), 2)  # counted all along
+
+
+def test_validate_metrics():
+    assert validate_metrics(None) == ["total-mem", "mem-util", "compute-util", "power", "temperature"]
+    assert validate_metrics(["compute-util", "total-mem", "compute-util"]) == ["compute-util", "total-mem"]
+    assert validate_metrics("power") == ["power"]
+    with pytest.raises(ValueError, match=r"unknown GPU metric\(s\) \['gpu-mem'\]; choose from"):
+        validate_metrics(["total-mem", "gpu-mem"])
+
+
+class Recorder:
+    """Stands in for the analytics plugin: the same emit(), building real messages."""
+
+    def __init__(self):
+        self.messages = []
+        self.cluster_id = "cluster-1"
+
+    def emit(self, kind, data):
+        self.messages.append(messages.validate(messages.make(self.cluster_id, len(self.messages) + 1, kind, 0.0, data)))
+
+
+def make_plugin():
+    plugin = GPUMonitorPlugin()
+    plugin.scheduler = FakeScheduler()
+    plugin.jobs = JobTracker()
+    plugin.runs = {}
+    plugin.active = None
+    return plugin
+
+
+def batch(t0, n, uuids=("GPU-a", "GPU-b"), groups=("matmul",), used=lambda i: i):
+    return [{"time": t0 + i * 0.1, "task_groups": list(groups),
+             "gpus": [{"gpu_uuid": u, "gpu_index": k, "gpu_name": "Fake", "mem_used": used(i) * (k + 1),
+                       "mem_total": 1000, "mem_util": None, "compute_util": 50.0, "power_w": None,
+                       "temperature_c": None} for k, u in enumerate(uuids)]} for i in range(n)]
+
+
+def test_ingest_tags_rows_emits_the_contract_and_tracks_peaks():
+    plugin = make_plugin()
+    recorder = Recorder()
+    plugin.scheduler.plugins["dask-analytics-lab"] = recorder
+    run = MonitorRun(metrics=["total-mem"], interval=0.1, keep_rows=1000, client=None)
+    plugin.runs[run.id] = run
+    plugin.jobs.active = True
+    comp = submit(plugin.scheduler, plugin.jobs, "matmul")
+
+    plugin._on_samples(worker="tcp://w1:1", monitor_id=run.id, host="node1", samples=batch(run.started, 3))
+    plugin._on_samples(worker="tcp://w1:1", monitor_id=run.id, host="node1",
+                       samples=batch(run.started + 1, 2, used=lambda i: 7 - i))
+    assert run.batches == {"tcp://w1:1": 2} and run.n_rows == 10
+
+    assert len(recorder.messages) == 2
+    msg = recorder.messages[0]
+    assert msg["kind"] == "gpu_samples"
+    data = msg["data"]
+    assert data["worker"] == "tcp://w1:1" and data["host"] == "node1" and data["monitor_id"] == run.id
+    row = data["samples"][1]
+    assert set(row) == {"timestamp", "time", "gpu_uuid", "gpu_index", "gpu_name", "mem_used", "mem_total",
+                        "mem_util", "compute_util", "power_w", "temperature_c", "job", "dag", "task_groups"}
+    assert row["gpu_uuid"] == "GPU-b" and row["job"] == comp.id and row["dag"] == "0"
+    assert row["task_groups"] == ["matmul"] and row["timestamp"] == pytest.approx(0.0)
+
+    peaks = plugin.get_peaks(run.id)["workers"]["tcp://w1:1"]
+    assert [(p["uuid"], p["peak"]) for p in peaks] == [("GPU-a", 7), ("GPU-b", 14)]
+
+
+def test_ingest_works_without_the_analytics_plugin_and_ignores_unknown_runs(caplog):
+    plugin = make_plugin()
+    run = MonitorRun(metrics=["total-mem"], interval=0.1, keep_rows=1000, client=None)
+    plugin.runs[run.id] = run
+    plugin._on_samples(worker="w", monitor_id=run.id, host="h", samples=batch(run.started, 1))
+    assert run.n_rows == 2
+    plugin._on_samples(worker="w", monitor_id="unknown", host="h", samples=batch(0, 1))
+    assert run.n_rows == 2
+    with caplog.at_level(logging.ERROR):
+        plugin._on_samples(worker="w", monitor_id=run.id, samples=[{"no-time": 1}])  # never raises
+    assert any("bad GPU sample batch" in r.getMessage() for r in caplog.records)
+
+
+def test_rows_kept_on_the_scheduler_are_bounded_fairly():
+    plugin = make_plugin()
+    run = MonitorRun(metrics=["total-mem"], interval=0.1, keep_rows=100, client=None)
+    plugin.runs[run.id] = run
+    for i in range(20):
+        for w in ("w1", "w2"):
+            plugin._on_samples(worker=w, monitor_id=run.id, host="h", samples=batch(run.started + i, 5))
+    assert run.n_rows == 400
+    assert run.kept <= 100 and run.dropped_rows == 400 - run.kept
+    assert abs(len(run.rows["w1"]) - len(run.rows["w2"])) <= 10
+    newest = max(r[1] for r in run.rows["w1"])
+    assert newest == pytest.approx(run.started + 19.4)  # the newest rows are the ones kept
+    # Peaks are exact however many rows were dropped.
+    assert plugin.get_peaks(run.id)["workers"]["w1"][1]["peak"] == 8
