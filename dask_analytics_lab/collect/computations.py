@@ -53,6 +53,8 @@ class _Tracked:
     code: list[str] = field(default_factory=list)
     state: str = ""
     closed: bool = False
+    # Groups of a closed computation the scheduler still holds: only these can change.
+    live: list = field(default_factory=list)
 
 
 class ComputationTracker:
@@ -66,8 +68,15 @@ class ComputationTracker:
         # Group name -> computation id, for errors and GPU samples that name a group.
         self.group_owner: dict[str, str] = {}
 
-    def poll(self, computations: Iterable[Any], cancelled_groups: set[str], *, changed: bool) -> list[tuple[str, float]]:
-        """Emit what changed; return (id, start) of computations that just ended."""
+    def poll(self, computations: Iterable[Any], task_groups: dict, cancelled_groups: set[str], *,
+             changed: bool) -> list[tuple[str, float]]:
+        """Emit what changed; return (id, start) of computations that just ended.
+
+        `changed`: whether any transition happened since the last poll.
+        `task_groups`: the scheduler's live groups.  Dask adds new tasks to an existing
+        group of the same name, and that group stays with the computation that made
+        it; a group the scheduler has dropped can never change again.
+        """
         ended = []
         live = set()
         for comp in computations:
@@ -76,9 +85,13 @@ class ComputationTracker:
             tracked = self._tracked.get(cid)
             if tracked is None:
                 tracked = self._tracked[cid] = _Tracked()
-            elif (tracked.closed or not changed) and len(comp.groups) == len(tracked.summaries) \
-                    and len(comp.code) == tracked.code_seen:
-                continue
+            elif len(comp.groups) == len(tracked.summaries) and len(comp.code) == tracked.code_seen:
+                if not changed:
+                    continue
+                if tracked.closed:
+                    tracked.live = [tg for tg in tracked.live if task_groups.get(tg.name) is tg]
+                    if all(tracked.signatures[tg.name] == _signature(tg) for tg in tracked.live):
+                        continue
             if not comp.groups:
                 continue
             if self._update(cid, comp, tracked, cancelled_groups) and tracked.closed:
@@ -121,6 +134,7 @@ class ComputationTracker:
             return False
         tracked.state = state
         tracked.closed = not running
+        tracked.live = list(comp.groups) if tracked.closed else []
         self._emit("computation", {
             "id": cid,
             "start": comp.start,

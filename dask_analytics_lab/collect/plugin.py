@@ -172,7 +172,9 @@ class AnalyticsPlugin(SchedulerPlugin):
             counter = self.scheduler.transition_counter
             changed = force or counter != self._last_counter
             self._last_counter = counter
-            ended = self._computations.poll(self.scheduler.computations, self._cancelled_groups, changed=changed)
+            ended = self._computations.poll(
+                self.scheduler.computations, self.scheduler.task_groups, self._cancelled_groups, changed=changed
+            )
             for row in self._errors.drain(self._computations.group_owner):
                 self.emit("exception", row)
             if self.settings["profile_transmit"]:
