@@ -71,6 +71,13 @@ class MessageError(ValueError):
     """A message does not follow the contract above; the text says which part."""
 
 
+def _finite(t: int | float) -> bool:
+    try:
+        return math.isfinite(t)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
 def make(cluster_id: str, seq: int, kind: str, time: float, data: dict) -> dict:
     return {"v": VERSION, "cluster_id": cluster_id, "seq": seq, "kind": kind, "time": time, "data": data}
 
@@ -90,10 +97,10 @@ def validate(msg: Any) -> dict:
     seq = msg["seq"]
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**62:
         raise MessageError(f"seq must be a non-negative integer, got {seq!r}")
-    if msg["kind"] not in KINDS:
+    if not isinstance(msg["kind"], str) or msg["kind"] not in KINDS:
         raise MessageError(f"unknown message kind {msg['kind']!r}; known kinds: {sorted(KINDS)}")
     t = msg["time"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not _finite(t):
         raise MessageError(f"time must be a finite number of seconds since the epoch, got {t!r}")
     if not isinstance(msg["data"], dict):
         raise MessageError("data must be a JSON object")

@@ -1,0 +1,142 @@
+"""Connecting: one SQLAlchemy engine per store URL, set up for SQLite or PostgreSQL.
+
+SQLite needs care to take several writer processes and readers at once:
+- WAL, so readers never block the writer and the writer never blocks readers;
+- a busy timeout, so a writer waits for the write lock instead of failing at once;
+- BEGIN IMMEDIATE for writes. With a deferred BEGIN, a transaction that reads and
+  then writes cannot upgrade its (by then stale) read snapshot when another process
+  wrote in between, and SQLite fails it with "database is locked" at once, busy
+  timeout or not. Measured here: 4 writer processes only worked with IMMEDIATE.
+- reads keep a deferred BEGIN (the READ execution option) so they take no write lock.
+Python's sqlite3 (before 3.12) issues its own BEGINs; SQLAlchemy's documented
+recipe turns that off (isolation_level None) and emits BEGIN in the "begin" event.
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, NoReturn
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+from .errors import StoreUnavailable
+
+# Execution options of a read-only connection: deferred BEGIN on SQLite.
+READ = {"dal_read": True}
+BUSY_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 10
+
+
+def parse(url: str) -> URL:
+    """The SQLAlchemy URL for a store URL; plain postgresql:// means psycopg 3."""
+    try:
+        u = make_url(url)
+    except (sa.exc.ArgumentError, ValueError) as e:
+        shown = re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
+        raise ValueError(f"{shown!r} is not a valid store URL ({e})") from None
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    if u.get_backend_name() not in ("sqlite", "postgresql"):
+        # A wrong setting, not an outage: ValueError, so nobody retries it.
+        raise ValueError(
+            f"{masked(u)} is not a store URL: only sqlite:/// and postgresql:// are (an http(s):// "
+            "URL is a `dask-analytics server`, reached through its client)"
+        )
+    return u
+
+
+def masked(url: URL | str) -> str:
+    """The URL with any password hidden, for error messages and logs."""
+    try:
+        return (url if isinstance(url, URL) else make_url(url)).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparsable URL>"
+
+
+def is_memory(u: URL) -> bool:
+    return u.get_backend_name() == "sqlite" and u.database in (None, "", ":memory:")
+
+
+def make_engine(url: str) -> sa.Engine:
+    u = parse(url)
+    if u.get_backend_name() == "postgresql":
+        # pre_ping: a pooled connection may have died with a server restart.
+        return sa.create_engine(u, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+    if is_memory(u):
+        # One shared connection, or every checkout would see its own empty database.
+        engine = sa.create_engine(u, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        _make_parent_dir(u)
+        engine = sa.create_engine(u)
+    event.listen(engine, "connect", _sqlite_on_connect)
+    event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+def _make_parent_dir(u: URL) -> None:
+    parent = Path(u.database).expanduser().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreUnavailable(
+            f"cannot use the analytics store {masked(u)}: cannot create its directory {parent} "
+            f"({e.strerror or e}). Set analytics.store to a path in a writable directory."
+        ) from None
+
+
+def _sqlite_on_connect(dbapi_conn: Any, record: Any) -> None:
+    if hasattr(sqlite3, "LEGACY_TRANSACTION_CONTROL"):
+        # Python >= 3.12: isolation_level only counts in this mode, which 3.16 stops defaulting to.
+        dbapi_conn.autocommit = sqlite3.LEGACY_TRANSACTION_CONTROL
+    dbapi_conn.isolation_level = None  # the driver begins nothing; _sqlite_on_begin does
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # first: the next one may wait
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")  # durable enough in WAL, much faster
+        cur.execute("PRAGMA foreign_keys = ON")  # as PostgreSQL does
+    finally:
+        cur.close()
+
+
+def _sqlite_on_begin(conn: sa.Connection) -> None:
+    conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("dal_read") else "BEGIN IMMEDIATE")
+
+
+def read_options(engine: sa.Engine) -> dict:
+    """Execution options for a read: a consistent snapshot over several SELECTs."""
+    if engine.dialect.name == "postgresql":
+        return {**READ, "isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+    return dict(READ)
+
+
+# Errors that mean "cannot reach or open the database", as opposed to a bug in a query.
+CONNECTION_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    if isinstance(exc, CONNECTION_ERRORS):
+        return True
+    # SQLite says "file is not a database" as a DatabaseError.
+    return isinstance(exc, sa.exc.DatabaseError) and "not a database" in str(exc.orig or "")
+
+
+def raise_unavailable(shown_url: str, backend: str, exc: BaseException) -> NoReturn:
+    """Raise StoreUnavailable for a driver error, with what to do about it.
+
+    shown_url: the store URL as the user gave it, password masked."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    reason = text.splitlines()[0].rstrip(".") if text else type(exc).__name__
+    if "locked" in reason:
+        advice = f"Another process held its write lock for over {BUSY_TIMEOUT_MS // 1000} s; try again later."
+    elif backend == "postgresql":
+        advice = ("Check that the PostgreSQL server is running and reachable from here, and that "
+                  "analytics.store names the right host, port, user, password and database.")
+    else:
+        advice = ("Check that the file is a dask-analytics SQLite store, that its directory is "
+                  "writable by this user and on a local disk, or set analytics.store to another path.")
+    raise StoreUnavailable(f"cannot use the analytics store {shown_url}: {reason}. {advice}") from exc

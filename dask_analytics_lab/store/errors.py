@@ -1,0 +1,21 @@
+"""The store's exceptions; callers catch these, never SQLAlchemy's."""
+from __future__ import annotations
+
+
+class StoreUnavailable(ConnectionError):
+    """The store cannot be reached or opened; the text names the URL and what to do.
+
+    A ConnectionError, so a shipper that retries on connection trouble retries on it.
+    """
+
+
+class NotFound(LookupError):
+    """An id that is not in the store, or not in the caller's account (the same to them)."""
+
+    def __str__(self) -> str:
+        # LookupError's str() of one argument is fine, KeyError's repr-quoting is not wanted.
+        return str(self.args[0]) if self.args else ""
+
+
+def unknown(what: str, ident: object, command: str) -> NotFound:
+    return NotFound(f"unknown {what} id {ident!r}; dask-analytics {command} lists the known ones")

@@ -1,0 +1,284 @@
+"""Write a batch of messages: validate all, then store the new ones in one transaction.
+
+Idempotent on (cluster_id, seq): the `ingested` table claims each pair with
+INSERT ... ON CONFLICT DO NOTHING RETURNING, so a retried or concurrently repeated
+message is stored once.  Rows that are replaced over time (a computation, its task
+groups, an exception's count, a profile) carry the time of the message they came
+from in `updated`, and an upsert only wins when it is not older: messages may arrive
+out of order after a retry.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..messages import MessageError
+from . import schema as s
+from .validate import SAMPLE_FIELDS, clean
+
+# The order kinds are applied in: the cluster row first, so other kinds find it filled.
+KIND_ORDER = ("cluster", "cluster_sample", "cluster_stop", "code", "computation",
+              "exception", "event", "profile", "gpu_samples")
+
+
+def ingest(engine: sa.Engine, messages: Any) -> int:
+    """Store the messages not stored before; return how many that was."""
+    if not isinstance(messages, (list, tuple)):
+        raise MessageError(f"a batch must be a list of messages, got {type(messages).__name__}")
+    batch: dict[tuple[str, int], dict] = {}
+    for i, m in enumerate(messages):
+        m = clean(i, m)
+        batch.setdefault((m["cluster_id"], m["seq"]), m)  # a pair twice in one batch: the first
+    if not batch:
+        return 0
+    # Sorted, so concurrent batches take PostgreSQL's row locks in the same order.
+    msgs = [batch[k] for k in sorted(batch)]
+    try:
+        return _store(engine, msgs)
+    except sa.exc.DataError as e:
+        # A value validate.py let through but the database refuses: retrying cannot help,
+        # so say so as the shipper understands it (drop, don't retry).
+        raise MessageError(f"the store refused data in this batch: {str(e.orig).splitlines()[0]}") from e
+    except (sa.exc.IntegrityError, sa.exc.OperationalError) as e:
+        # A concurrent writer claimed the same rows first (PostgreSQL), or a deadlock
+        # between two batches: once more, and it sees the other's committed work.
+        if isinstance(e, sa.exc.OperationalError) and not _is_retryable(e):
+            raise
+        return _store(engine, msgs)
+
+
+def _is_retryable(e: sa.exc.OperationalError) -> bool:
+    # deadlock_detected, serialization_failure
+    return getattr(e.orig, "sqlstate", None) in ("40P01", "40001")
+
+
+def _store(engine: sa.Engine, msgs: list[dict]) -> int:
+    with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE
+        new = _claim(conn, msgs)
+        msgs = [m for m in msgs if (m["cluster_id"], m["seq"]) in new]
+        if not msgs:
+            return 0
+        _touch_clusters(conn, msgs)
+        by_kind: dict[str, list[dict]] = defaultdict(list)
+        for m in msgs:
+            by_kind[m["kind"]].append(m)
+        for kind in KIND_ORDER:
+            if by_kind[kind]:
+                # Oldest first: where one key comes twice, _latest keeps the last.
+                APPLY[kind](conn, sorted(by_kind[kind], key=lambda m: (m["time"], m["seq"])))
+        return len(msgs)
+
+
+def _insert(conn: sa.Connection, table: sa.Table) -> Any:
+    """INSERT with ON CONFLICT for this connection's dialect (same API on both)."""
+    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+
+
+def _newer(table: sa.Table, stmt: Any) -> sa.ColumnElement:
+    """Upsert guard: the incoming row is from a message no older than the stored one."""
+    return sa.or_(table.c.updated.is_(None), stmt.excluded.updated >= table.c.updated)
+
+
+def _set_from_excluded(stmt: Any, columns: Iterable[str]) -> dict:
+    return {c: stmt.excluded[c] for c in columns}
+
+
+def _latest(rows: list[dict], key: tuple[str, ...]) -> list[dict]:
+    """One row per key, the last given (rows come oldest first); a multi-row upsert
+    may not touch one row twice on PostgreSQL."""
+    return list({tuple(r[k] for k in key): r for r in rows}.values())
+
+
+def _claim(conn: sa.Connection, msgs: list[dict]) -> set[tuple[str, int]]:
+    stmt = _insert(conn, s.ingested).on_conflict_do_nothing().returning(s.ingested.c.cluster_id, s.ingested.c.seq)
+    rows = conn.execute(stmt, [{"cluster_id": m["cluster_id"], "seq": m["seq"], "time": m["time"]} for m in msgs])
+    return {(r.cluster_id, r.seq) for r in rows}
+
+
+def _touch_clusters(conn: sa.Connection, msgs: list[dict]) -> None:
+    """Make a stub row for a cluster not seen yet (its `cluster` message may have been
+    dropped, or be in a later batch) and move last_seen on."""
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    for m in msgs:
+        cid, t = m["cluster_id"], m["time"]
+        first[cid] = min(first.get(cid, t), t)
+        last[cid] = max(last.get(cid, t), t)
+    stmt = _insert(conn, s.clusters)
+    c = s.clusters.c
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[c.cluster_id],
+        set_={"last_seen": sa.case((stmt.excluded.last_seen > c.last_seen, stmt.excluded.last_seen),
+                                   else_=c.last_seen)},
+    )
+    conn.execute(stmt, [{"cluster_id": cid, "started": first[cid], "first_seen": first[cid],
+                         "last_seen": last[cid]} for cid in sorted(first)])
+
+
+def _clusters(conn: sa.Connection, msgs: list[dict]) -> None:
+    rows = []
+    for m in msgs:
+        d = m["data"]
+        rows.append({
+            "cluster_id": m["cluster_id"], "name": d["name"], "address": d["address"],
+            "user": d["user"], "account": d["account"],
+            "started": d["started"] if d["started"] is not None else m["time"],
+            "price_per_core_hour": d["price_per_core_hour"], "versions": d["versions"],
+            "platform": d["platform"], "settings": d["settings"],
+            "first_seen": m["time"], "last_seen": m["time"], "updated": m["time"],
+        })
+    stmt = _insert(conn, s.clusters)
+    fields = ["name", "address", "user", "account", "started", "price_per_core_hour",
+              "versions", "platform", "settings", "updated"]
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[s.clusters.c.cluster_id],
+        set_=_set_from_excluded(stmt, fields),
+        where=_newer(s.clusters, stmt),
+    )
+    conn.execute(stmt, _latest(rows, ("cluster_id",)))
+
+
+def _cluster_samples(conn: sa.Connection, msgs: list[dict]) -> None:
+    rows = [{"cluster_id": m["cluster_id"], "time": m["time"], **m["data"]} for m in msgs]
+    conn.execute(sa.insert(s.cluster_samples), rows)
+    # The cluster row keeps the newest sample's figures, for list_clusters.
+    c = s.clusters.c
+    stmt = (
+        sa.update(s.clusters)
+        .where(c.cluster_id == sa.bindparam("b_cluster_id"))
+        .where(sa.or_(c.sample_time.is_(None), c.sample_time <= sa.bindparam("b_time")))
+        .values({**{f: sa.bindparam("b_" + f) for f in SAMPLE_FIELDS}, "sample_time": sa.bindparam("b_time")})
+    )
+    conn.execute(stmt, [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))])
+
+
+def _cluster_stops(conn: sa.Connection, msgs: list[dict]) -> None:
+    c = s.clusters.c
+    stmt = (
+        sa.update(s.clusters)
+        .where(c.cluster_id == sa.bindparam("b_cluster_id"))
+        .values(stopped=sa.bindparam("b_stopped"), stop_reason=sa.bindparam("b_reason"),
+                idle_shutdown=sa.bindparam("b_idle_shutdown"))
+    )
+    rows = [{"b_cluster_id": m["cluster_id"],
+             "b_stopped": m["data"]["stopped"] if m["data"]["stopped"] is not None else m["time"],
+             "b_reason": m["data"]["reason"], "b_idle_shutdown": m["data"]["idle_shutdown"]}
+            for m in msgs]
+    conn.execute(stmt, _latest(rows, ("b_cluster_id",)))
+
+
+def _code(conn: sa.Connection, msgs: list[dict]) -> None:
+    # First one wins: a snippet is known by the hash of its content.
+    rows = {m["data"]["hash"]: m["data"] for m in reversed(msgs)}
+    stmt = _insert(conn, s.code_snippets).on_conflict_do_nothing(index_elements=["hash"])
+    conn.execute(stmt, list(rows.values()))
+
+
+def _computations(conn: sa.Connection, msgs: list[dict]) -> None:
+    comps, groups = [], []
+    for m in msgs:
+        d, cid, t = m["data"], m["cluster_id"], m["time"]
+        comps.append({
+            "computation_id": d["id"], "cluster_id": cid, "start": d["start"], "stop": d["stop"],
+            "state": d["state"], "code_hashes": d["code"] or [], **d["totals"], "updated": t,
+        })
+        for g in d["groups"] or []:
+            groups.append({**g, "cluster_id": cid, "computation_id": d["id"], "updated": t})
+
+    stmt = _insert(conn, s.computations)
+    fields = [col for col in comps[0] if col not in ("computation_id", "cluster_id")]
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[s.computations.c.computation_id],
+        set_=_set_from_excluded(stmt, fields),
+        # A computation id another cluster already used is not overwritten by this one.
+        where=sa.and_(s.computations.c.cluster_id == stmt.excluded.cluster_id, _newer(s.computations, stmt)),
+    )
+    conn.execute(stmt, _latest(comps, ("computation_id",)))
+
+    if groups:
+        stmt = _insert(conn, s.task_groups)
+        key = ("cluster_id", "computation_id", "name")
+        stmt = stmt.on_conflict_do_update(
+            index_elements=list(key),
+            set_=_set_from_excluded(stmt, [col for col in groups[0] if col not in key]),
+            where=_newer(s.task_groups, stmt),
+        )
+        conn.execute(stmt, _latest(groups, key))
+
+
+def _exceptions(conn: sa.Connection, msgs: list[dict]) -> None:
+    rows = []
+    for m in msgs:
+        d, t = m["data"], m["time"]
+        rows.append({
+            "cluster_id": m["cluster_id"], "computation_id": d["computation_id"] or "",
+            "task_group": d["group"] or "", "hash": d["hash"],
+            "exception_text": d["exception_text"], "traceback_text": d["traceback_text"],
+            "example_key": d["key"], "count": d["count"] if d["count"] is not None else 1,
+            "first_time": d["first_time"] if d["first_time"] is not None else t,
+            "last_time": d["last_time"] if d["last_time"] is not None else t,
+            "updated": t,
+        })
+    key = ("cluster_id", "computation_id", "task_group", "hash")
+    stmt = _insert(conn, s.exceptions)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=list(key),
+        # count, first_time and last_time are cumulative in the message: they replace
+        set_=_set_from_excluded(stmt, ["exception_text", "traceback_text", "example_key",
+                                       "count", "first_time", "last_time", "updated"]),
+        where=_newer(s.exceptions, stmt),
+    )
+    conn.execute(stmt, _latest(rows, key))
+
+
+def _events(conn: sa.Connection, msgs: list[dict]) -> None:
+    conn.execute(sa.insert(s.events), [
+        {"cluster_id": m["cluster_id"], "topic": m["data"]["topic"],
+         "time": m["data"]["time"] if m["data"]["time"] is not None else m["time"],
+         "msg": m["data"]["msg"]}
+        for m in msgs
+    ])
+
+
+def _profiles(conn: sa.Connection, msgs: list[dict]) -> None:
+    rows = [{"cluster_id": m["cluster_id"], "computation_id": m["data"]["computation_id"] or "",
+             "tree": m["data"]["tree"], "count": m["data"]["count"], "updated": m["time"]}
+            for m in msgs]
+    key = ("cluster_id", "computation_id")
+    stmt = _insert(conn, s.profiles)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=list(key),
+        set_=_set_from_excluded(stmt, ["tree", "count", "updated"]),
+        where=_newer(s.profiles, stmt),
+    )
+    conn.execute(stmt, _latest(rows, key))
+
+
+def _gpu_samples(conn: sa.Connection, msgs: list[dict]) -> None:
+    rows = []
+    for m in msgs:
+        d = m["data"]
+        for sample in d["samples"]:
+            rows.append({
+                "cluster_id": m["cluster_id"], "worker": d["worker"], "host": d["host"],
+                "monitor_id": d["monitor_id"], **sample,
+                "time": sample["time"] if sample["time"] is not None else m["time"],
+            })
+    if rows:
+        conn.execute(sa.insert(s.gpu_samples), rows)
+
+
+APPLY = {
+    "cluster": _clusters,
+    "cluster_sample": _cluster_samples,
+    "cluster_stop": _cluster_stops,
+    "code": _code,
+    "computation": _computations,
+    "exception": _exceptions,
+    "event": _events,
+    "profile": _profiles,
+    "gpu_samples": _gpu_samples,
+}

@@ -1,0 +1,35 @@
+"""Alembic environment. Normally run by `migrate.upgrade()` with a connection that is
+already inside a locked write transaction; with none, it connects to the
+`sqlalchemy.url` option (for making new revisions, see README)."""
+from __future__ import annotations
+
+from alembic import context
+
+from dask_analytics_lab.store.engine import make_engine
+from dask_analytics_lab.store.schema import metadata
+
+config = context.config
+
+
+def run(connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        # SQLite cannot ALTER most things: batch mode copies the table instead.
+        render_as_batch=True,
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = config.attributes.get("connection")
+if connection is not None:
+    run(connection)
+else:
+    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    try:
+        with engine.begin() as conn:
+            run(conn)
+    finally:
+        engine.dispose()

@@ -1,0 +1,236 @@
+"""The tables, as SQLAlchemy Core metadata: what the queries are written against.
+
+The database itself is made and changed only by the Alembic migrations in
+`migrations/versions/`; a test checks that they and this file agree.  Change both
+together: edit this file, then add a migration (see migrations/README).
+
+Conventions: times are float seconds since the epoch (Double), bytes and counts
+BigInteger, code and tracebacks Text.  "" stands for "no computation" / "no task
+group" in key columns, because NULLs never collide in a unique constraint.
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+# Named constraints: Alembic can only alter (and SQLite batch mode only rebuild) what
+# it can name.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+# SQLite only autoincrements an INTEGER PRIMARY KEY, PostgreSQL wants a BIGINT.
+RowId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Time = sa.Double
+Json = sa.JSON(none_as_null=True)
+
+
+def _cluster_fk() -> sa.Column:
+    return sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), nullable=False)
+
+
+clusters = sa.Table(
+    "clusters",
+    metadata,
+    sa.Column("cluster_id", sa.Text, primary_key=True),
+    sa.Column("name", sa.Text),
+    sa.Column("address", sa.Text),
+    sa.Column("user", sa.Text),
+    sa.Column("account", sa.Text),
+    # A stub row (made by a message that came before the `cluster` one) holds the
+    # time of the first message seen here, until the `cluster` message replaces it.
+    sa.Column("started", Time, nullable=False),
+    sa.Column("stopped", Time),
+    sa.Column("stop_reason", sa.Text),
+    sa.Column("idle_shutdown", sa.Boolean),
+    sa.Column("versions", Json),
+    sa.Column("platform", Json),
+    sa.Column("settings", Json),
+    sa.Column("price_per_core_hour", sa.Double),
+    # Latest figures, from the newest cluster_sample (sample_time).
+    sa.Column("n_workers", sa.BigInteger),
+    sa.Column("n_threads", sa.BigInteger),
+    sa.Column("memory_used", sa.BigInteger),
+    sa.Column("memory_total", sa.BigInteger),
+    sa.Column("processing", sa.BigInteger),
+    sa.Column("worker_seconds", sa.Double),
+    sa.Column("core_seconds", sa.Double),
+    sa.Column("cost", sa.Double),
+    sa.Column("idle_since", Time),
+    sa.Column("last_activity", Time),
+    sa.Column("dropped_messages", sa.BigInteger),
+    sa.Column("sample_time", Time),
+    sa.Column("first_seen", Time, nullable=False),
+    sa.Column("last_seen", Time, nullable=False),
+    # Time of the `cluster` message the descriptive columns come from; NULL for a stub.
+    sa.Column("updated", Time),
+    sa.Index(None, "started"),
+    sa.Index(None, "account", "started"),
+)
+
+cluster_samples = sa.Table(
+    "cluster_samples",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    _cluster_fk(),
+    sa.Column("time", Time, nullable=False),
+    sa.Column("n_workers", sa.BigInteger),
+    sa.Column("n_threads", sa.BigInteger),
+    sa.Column("memory_used", sa.BigInteger),
+    sa.Column("memory_total", sa.BigInteger),
+    sa.Column("processing", sa.BigInteger),
+    sa.Column("worker_seconds", sa.Double),
+    sa.Column("core_seconds", sa.Double),
+    sa.Column("cost", sa.Double),
+    sa.Column("idle_since", Time),
+    sa.Column("last_activity", Time),
+    sa.Column("dropped_messages", sa.BigInteger),
+    sa.Index(None, "cluster_id", "time"),
+)
+
+computations = sa.Table(
+    "computations",
+    metadata,
+    sa.Column("computation_id", sa.Text, primary_key=True),
+    _cluster_fk(),
+    sa.Column("start", Time, nullable=False),
+    sa.Column("stop", Time),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("code_hashes", Json),
+    # Totals kept on the row so "the last 100 computations with their totals" never
+    # touches task_groups (limit-first: ~10 ms instead of ~650 ms over 1M groups).
+    sa.Column("n_tasks", sa.BigInteger),
+    sa.Column("n_groups", sa.BigInteger),
+    sa.Column("n_erred", sa.BigInteger),
+    sa.Column("compute", sa.Double),
+    sa.Column("transfer", sa.Double),
+    sa.Column("disk", sa.Double),
+    sa.Column("nbytes", sa.BigInteger),
+    sa.Column("updated", Time, nullable=False),
+    sa.Index(None, "start", "computation_id"),
+    sa.Index(None, "cluster_id", "start", "computation_id"),
+)
+
+task_groups = sa.Table(
+    "task_groups",
+    metadata,
+    # cluster_id leads the key so one cluster can never overwrite another's groups.
+    sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), primary_key=True),
+    sa.Column("computation_id", sa.Text, primary_key=True),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("prefix", sa.Text),
+    sa.Column("states", Json),
+    sa.Column("n_tasks", sa.BigInteger),
+    sa.Column("compute", sa.Double),
+    sa.Column("transfer", sa.Double),
+    sa.Column("disk_read", sa.Double),
+    sa.Column("disk_write", sa.Double),
+    sa.Column("nbytes", sa.BigInteger),
+    sa.Column("start", Time),
+    sa.Column("stop", Time),
+    sa.Column("dependencies", Json),
+    sa.Column("updated", Time, nullable=False),
+)
+
+# Each distinct snippet once: a notebook cell is sent again with every computation.
+code_snippets = sa.Table(
+    "code_snippets",
+    metadata,
+    sa.Column("hash", sa.Text, primary_key=True),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("filename", sa.Text),
+    sa.Column("lineno_frame", sa.BigInteger),
+    sa.Column("lineno_relative", sa.BigInteger),
+)
+
+exceptions = sa.Table(
+    "exceptions",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    _cluster_fk(),
+    sa.Column("computation_id", sa.Text, nullable=False),  # "" = not tied to one
+    sa.Column("task_group", sa.Text, nullable=False),  # "" = unknown
+    sa.Column("hash", sa.Text, nullable=False),
+    sa.Column("exception_text", sa.Text),
+    sa.Column("traceback_text", sa.Text),
+    sa.Column("example_key", sa.Text),
+    sa.Column("count", sa.BigInteger, nullable=False),
+    sa.Column("first_time", Time, nullable=False),
+    sa.Column("last_time", Time, nullable=False),
+    sa.Column("updated", Time, nullable=False),
+    sa.UniqueConstraint("cluster_id", "computation_id", "task_group", "hash"),
+    sa.Index(None, "cluster_id", "last_time"),
+    sa.Index(None, "computation_id", "last_time"),
+    sa.Index(None, "last_time"),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    _cluster_fk(),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("time", Time, nullable=False),
+    sa.Column("msg", Json),
+    sa.Index(None, "cluster_id", "time"),
+    sa.Index(None, "cluster_id", "topic", "time"),
+    sa.Index(None, "topic", "time"),
+    sa.Index(None, "time"),
+)
+
+profiles = sa.Table(
+    "profiles",
+    metadata,
+    sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), primary_key=True),
+    sa.Column("computation_id", sa.Text, primary_key=True),  # "" = the whole cluster
+    sa.Column("tree", Json, nullable=False),
+    sa.Column("count", sa.BigInteger),
+    sa.Column("updated", Time, nullable=False),
+)
+
+# One row per sample per GPU.  A GPU is known by (host, gpu_uuid): indexes get
+# renumbered by CUDA_VISIBLE_DEVICES, uuids do not.
+gpu_samples = sa.Table(
+    "gpu_samples",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    _cluster_fk(),
+    sa.Column("worker", sa.Text),
+    sa.Column("host", sa.Text),
+    sa.Column("monitor_id", sa.Text),
+    sa.Column("timestamp", sa.Double),
+    sa.Column("time", Time, nullable=False),
+    sa.Column("gpu_uuid", sa.Text),
+    sa.Column("gpu_index", sa.BigInteger),
+    sa.Column("gpu_name", sa.Text),
+    sa.Column("mem_used", sa.BigInteger),
+    sa.Column("mem_total", sa.BigInteger),
+    sa.Column("mem_util", sa.Double),
+    sa.Column("compute_util", sa.Double),
+    sa.Column("power_w", sa.Double),
+    sa.Column("temperature_c", sa.Double),
+    sa.Column("job", sa.Text),
+    sa.Column("dag", sa.Text),
+    sa.Column("task_groups", Json),
+    sa.Index(None, "cluster_id", "time"),
+    sa.Index(None, "monitor_id", "time"),
+    sa.Index(None, "host", "gpu_uuid", "time"),
+)
+
+# Bookkeeping: every (cluster_id, seq) stored, so a retried message is stored once.
+ingested = sa.Table(
+    "ingested",
+    metadata,
+    sa.Column("cluster_id", sa.Text, primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True),
+    sa.Column("time", Time, nullable=False),
+)
+
+# Tables a user's export holds, in an order where every row's cluster comes first.
+DATA_TABLES = (clusters, cluster_samples, computations, task_groups, code_snippets,
+               exceptions, events, profiles, gpu_samples)

@@ -1,0 +1,137 @@
+"""The Store: one object per store URL that ingests messages and answers reads.
+
+Safe to share between threads (the engine pools connections) but not across a
+fork: open the store in the process that uses it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+
+from . import ingest as _ingest
+from . import queries
+from .engine import is_connection_error, make_engine, masked, raise_unavailable, read_options
+from .migrate import upgrade
+
+
+class Store:
+    """Open with open_store(url). Every method may raise StoreUnavailable."""
+
+    def __init__(self, url: str | os.PathLike) -> None:
+        url = os.fspath(url)
+        if "://" not in url:  # a bare path is a SQLite file, as in config.validate_store
+            url = "sqlite:///" + os.path.abspath(os.path.expanduser(url))
+        self.url = masked(url)  # as given, safe to print: the password is hidden
+        self._engine = make_engine(url)
+        self._read = read_options(self._engine)
+        try:
+            with self._unavailable(opening=True):
+                upgrade(self._engine, self.url)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @property
+    def dialect(self) -> str:
+        """"sqlite" or "postgresql"."""
+        return self._engine.dialect.name
+
+    @contextlib.contextmanager
+    def _unavailable(self, opening: bool = False) -> Iterator[None]:
+        """Driver errors meaning "cannot reach/open the database" become StoreUnavailable;
+        when opening, any (e.g. a PostgreSQL user who may not create tables)."""
+        try:
+            yield
+        except sa.exc.DBAPIError as e:
+            if opening or is_connection_error(e):
+                raise_unavailable(self.url, self.dialect, e)
+            raise
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sa.Connection]:
+        with self._unavailable(), self._engine.connect().execution_options(**self._read) as conn:
+            with conn.begin():  # one snapshot for all the SELECTs of a read
+                yield conn
+
+    def ingest(self, messages: list[dict]) -> int:
+        """Store a batch (all or nothing); returns how many messages were new.
+
+        Raises messages.MessageError, and stores nothing, if any message is malformed.
+        """
+        with self._unavailable():
+            return _ingest.ingest(self._engine, messages)
+
+    def list_clusters(self, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
+        with self._reading() as conn:
+            return queries.list_clusters(conn, account=account, limit=limit)
+
+    def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
+        with self._reading() as conn:
+            return queries.get_cluster(conn, cluster_id, account=account)
+
+    def list_cluster_samples(self, cluster_id: str, *, account: str | None = None,
+                             limit: int | None = 10_000) -> list[dict]:
+        with self._reading() as conn:
+            return queries.list_cluster_samples(conn, cluster_id, account=account, limit=limit)
+
+    def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
+                          limit: int | None = 100) -> list[dict]:
+        with self._reading() as conn:
+            return queries.list_computations(conn, cluster_id=cluster_id, account=account, limit=limit)
+
+    def get_computation(self, computation_id: str, *, account: str | None = None) -> dict:
+        with self._reading() as conn:
+            return queries.get_computation(conn, computation_id, account=account)
+
+    def list_task_groups(self, computation_id: str, *, account: str | None = None) -> list[dict]:
+        with self._reading() as conn:
+            return queries.list_task_groups(conn, computation_id, account=account)
+
+    def list_exceptions(self, *, cluster_id: str | None = None, computation_id: str | None = None,
+                        account: str | None = None, limit: int | None = 100) -> list[dict]:
+        with self._reading() as conn:
+            return queries.list_exceptions(conn, cluster_id=cluster_id, computation_id=computation_id,
+                                           account=account, limit=limit)
+
+    def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
+                    account: str | None = None, limit: int | None = 1000) -> list[dict]:
+        with self._reading() as conn:
+            return queries.list_events(conn, cluster_id=cluster_id, topic=topic, account=account, limit=limit)
+
+    def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
+                    account: str | None = None) -> dict:
+        with self._reading() as conn:
+            return queries.get_profile(conn, computation_id=computation_id, cluster_id=cluster_id,
+                                       account=account)
+
+    def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
+                         worker: str | None = None, account: str | None = None,
+                         limit: int | None = 100_000) -> list[dict]:
+        with self._reading() as conn:
+            return queries.list_gpu_metrics(conn, cluster_id=cluster_id, monitor_id=monitor_id,
+                                            worker=worker, account=account, limit=limit)
+
+    def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
+        with self._reading() as conn:
+            return queries.export(conn, account=account)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Store {self.url}>"
+
+
+def open_store(url: str | os.PathLike) -> Store:
+    """Open (creating if need be, and upgrading to this release's schema) the store at
+    `url`: sqlite:///absolute/path, postgresql://..., or a plain file path."""
+    return Store(url)

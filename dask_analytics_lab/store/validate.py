@@ -1,0 +1,337 @@
+"""Check each message's `data` against messages.py before anything is written.
+
+The envelope is checked by messages.validate; this checks the fields of each kind
+so that garbage neither lands in the store nor surfaces as a driver traceback: every
+problem is a MessageError naming the message, the kind and the field.  Fields not
+listed here are ignored (a newer collector may send more); a missing optional field
+is None or the default noted below.
+
+Limits worth knowing when producing messages:
+- ids (computation id, code hash, monitor id, GPU uuid) at most 200 bytes of UTF-8,
+  names (task group, prefix, topic, account, worker, host) at most 1000: they are
+  keys of PostgreSQL indexes, whose entries must stay under ~2.7 kB;
+- text may not hold NUL characters or lone surrogates (PostgreSQL refuses both);
+- integers fit in 64 bits; numbers are finite;
+- general JSON (event msg, versions ...) at most 100 levels deep; profile trees
+  deeper than MAX_PROFILE_DEPTH frames are cut there (their counts stay right).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+from ..messages import MessageError, validate as validate_envelope
+
+ID_BYTES = 200
+NAME_BYTES = 1000
+MAX_JSON_DEPTH = 100
+MAX_PROFILE_DEPTH = 200
+MAX_PROFILE_NODES = 1_000_000
+STATES = ("running", "finished", "erred", "cancelled")
+_INT64 = 2**63
+
+Check = Callable[[Any, str], Any]  # (value, field path) -> clean value, or raise Bad
+
+
+class Bad(Exception):
+    """One field is wrong; turned into a MessageError that also names the message."""
+
+    def __init__(self, path: str, problem: str, value: Any = None) -> None:
+        shown = repr(value)
+        super().__init__(f"data.{path} {problem}" + ("" if value is None else f", got {shown[:80]}"))
+
+
+def _text_ok(s: str, path: str) -> str:
+    if "\x00" in s:
+        raise Bad(path, "must not contain NUL characters")
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Bad(path, "must be valid Unicode text (it holds a lone surrogate)") from None
+    return s
+
+
+def text(*, required: bool = False, max_bytes: int | None = None) -> Check:
+    def check(v: Any, path: str) -> str | None:
+        if v is None:
+            if required:
+                raise Bad(path, "is required (a string)")
+            return None
+        if not isinstance(v, str):
+            raise Bad(path, "must be a string", v)
+        _text_ok(v, path)
+        if max_bytes is not None and len(v.encode("utf-8")) > max_bytes:
+            raise Bad(path, f"must be at most {max_bytes} bytes of UTF-8 (it is a key)", v)
+        if required and not v:
+            raise Bad(path, "must not be empty")
+        return v
+
+    return check
+
+
+def number(*, required: bool = False) -> Check:
+    def check(v: Any, path: str) -> float | None:
+        if v is None:
+            if required:
+                raise Bad(path, "is required (a number)")
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise Bad(path, "must be a number", v)
+        try:
+            f = float(v)
+        except OverflowError:
+            f = math.inf
+        if not math.isfinite(f):
+            raise Bad(path, "must be a finite number", v)
+        return f
+
+    return check
+
+
+def integer(*, minimum: int | None = 0) -> Check:
+    def check(v: Any, path: str) -> int | None:
+        if v is None:
+            return None
+        # 3.0 is fine (JSON from JavaScript has no ints); 3.5 and True are not.
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise Bad(path, "must be a whole number", v)
+        if not -_INT64 <= v < _INT64:
+            raise Bad(path, "must fit in 64 bits", v)
+        if minimum is not None and v < minimum:
+            raise Bad(path, f"must be >= {minimum}", v)
+        return v
+
+    return check
+
+
+def boolean() -> Check:
+    def check(v: Any, path: str) -> bool | None:
+        if v is None or isinstance(v, bool):
+            return v
+        raise Bad(path, "must be true or false", v)
+
+    return check
+
+
+def choice(options: tuple[str, ...]) -> Check:
+    def check(v: Any, path: str) -> str:
+        if v not in options:
+            raise Bad(path, f"must be one of {', '.join(options)}", v)
+        return v
+
+    return check
+
+
+def any_json(*, object_only: bool = False) -> Check:
+    """Any JSON value (an object with object_only), normalised by a JSON round trip."""
+
+    def check(v: Any, path: str) -> Any:
+        if v is None:
+            return None
+        if object_only and not isinstance(v, dict):
+            raise Bad(path, "must be a JSON object", v)
+        try:
+            s = json.dumps(v, ensure_ascii=False, allow_nan=False)
+            s.encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as e:
+            # ValueError covers NaN, circular references and lone surrogates.
+            raise Bad(path, f"must be plain JSON ({type(e).__name__}: {str(e)[:80]})") from None
+        clean = json.loads(s)  # tuple -> list, int keys -> str: what reads will return
+        if _depth(clean) > MAX_JSON_DEPTH:
+            raise Bad(path, f"must be JSON at most {MAX_JSON_DEPTH} levels deep")
+        return clean
+
+    return check
+
+
+def _depth(v: Any) -> int:
+    deepest, stack = 0, [(v, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(node, dict):
+            stack.extend((x, d + 1) for x in node.values())
+        elif isinstance(node, list):
+            stack.extend((x, d + 1) for x in node)
+    return deepest
+
+
+def list_of(item: Check, *, required: bool = False) -> Check:
+    def check(v: Any, path: str) -> list | None:
+        if v is None:
+            if required:
+                raise Bad(path, "is required (a list)")
+            return None
+        if not isinstance(v, (list, tuple)):
+            raise Bad(path, "must be a list", v)
+        return [item(x, f"{path}[{i}]") for i, x in enumerate(v)]
+
+    return check
+
+
+def counts() -> Check:
+    """{name: whole number}, e.g. a task group's tasks per state."""
+    key, value = text(max_bytes=NAME_BYTES), integer()
+
+    def check(v: Any, path: str) -> dict | None:
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise Bad(path, "must be an object of counts", v)
+        return {key(k, f"{path} key") or "": value(n, f"{path}[{k!r}]") for k, n in v.items()}
+
+    return check
+
+
+def record(fields: dict[str, Check], *, required: bool = True) -> Check:
+    """A JSON object with these fields (others ignored); left out, all None unless required."""
+
+    def check(v: Any, path: str) -> dict:
+        if v is None and not required:
+            v = {}
+        if not isinstance(v, dict):
+            raise Bad(path, "must be an object", v)
+        return {name: f(v.get(name), f"{path}.{name}") for name, f in fields.items()}
+
+    return check
+
+
+def profile_tree() -> Check:
+    """Dask's profile tree (distributed.profile), checked so profile.merge can read it."""
+    count = integer()
+    desc_fields = {"filename": text(), "name": text(), "line_number": integer(minimum=None), "line": text()}
+
+    def node(v: Any, path: str, ident: str | None) -> dict:
+        if not isinstance(v, dict) or not isinstance(v.get("children"), dict):
+            raise Bad(path, "must be a profile node {count, identifier, description, children}", v)
+        if not isinstance(v.get("identifier"), str):
+            raise Bad(path + ".identifier", "must be a string", v.get("identifier"))
+        if ident is not None and v["identifier"] != ident:
+            # profile.merge pairs children by key and insists their identifiers agree
+            raise Bad(path + ".identifier", "must be the node's key in its parent's children", v["identifier"])
+        desc = v.get("description")
+        if not isinstance(desc, dict):
+            raise Bad(path + ".description", "must be an object", desc)
+        return {
+            "count": count(v.get("count"), path + ".count") or 0,
+            "identifier": _text_ok(v["identifier"], path + ".identifier"),
+            "description": {k: f(desc.get(k), f"{path}.description.{k}") for k, f in desc_fields.items()},
+            "children": {},
+        }
+
+    def check(v: Any, path: str) -> dict:
+        root = node(v, path, None)
+        if root["identifier"] != "root":
+            raise Bad(path + ".identifier", "of the tree's root must be 'root'", root["identifier"])
+        # Iterative: a tree as deep as a recursion limit must not blow the stack here.
+        stack = [(v, root, path, 0)]
+        nodes = 1
+        while stack:
+            raw, clean, p, depth = stack.pop()
+            if depth >= MAX_PROFILE_DEPTH:
+                continue  # cut here; the node's count still holds its children's samples
+            for key, child in raw["children"].items():
+                if not isinstance(key, str):
+                    raise Bad(p + ".children", "keys must be strings", key)
+                cp = f"{p}.children[{key[:40]!r}]"
+                nodes += 1
+                if nodes > MAX_PROFILE_NODES:
+                    raise Bad(path, f"must have at most {MAX_PROFILE_NODES} nodes")
+                clean["children"][key] = c = node(child, cp, key)
+                stack.append((child, c, cp, depth + 1))
+        return root
+
+    return check
+
+
+def _req(check: Check, what: str) -> Check:
+    def wrapped(v: Any, path: str) -> Any:
+        if v is None:
+            raise Bad(path, f"is required ({what})")
+        return check(v, path)
+
+    return wrapped
+
+
+ID = text(max_bytes=ID_BYTES)
+NAME = text(max_bytes=NAME_BYTES)
+NAMES = list_of(text(required=True, max_bytes=NAME_BYTES))  # items of a list may not be null
+NUM = number()
+INT = integer()
+JSON_OBJECT = any_json(object_only=True)
+
+GROUP = record({
+    "name": text(required=True, max_bytes=NAME_BYTES), "prefix": NAME, "states": counts(),
+    "n_tasks": INT, "compute": NUM, "transfer": NUM, "disk_read": NUM, "disk_write": NUM,
+    "nbytes": INT, "start": NUM, "stop": NUM, "dependencies": NAMES,
+})
+
+GPU_SAMPLE = record({
+    "timestamp": NUM, "time": NUM, "gpu_uuid": ID, "gpu_index": INT, "gpu_name": text(),
+    "mem_used": INT, "mem_total": INT, "mem_util": NUM, "compute_util": NUM, "power_w": NUM,
+    "temperature_c": NUM, "job": text(), "dag": text(), "task_groups": NAMES,
+})
+
+SAMPLE_FIELDS = {
+    "n_workers": INT, "n_threads": INT, "memory_used": INT, "memory_total": INT, "processing": INT,
+    "worker_seconds": NUM, "core_seconds": NUM, "cost": NUM, "idle_since": NUM,
+    "last_activity": NUM, "dropped_messages": INT,
+}
+
+KINDS: dict[str, dict[str, Check]] = {
+    "cluster": {
+        "name": text(), "address": text(), "user": text(), "account": NAME, "started": NUM,
+        "price_per_core_hour": NUM, "versions": JSON_OBJECT, "platform": JSON_OBJECT,
+        "settings": JSON_OBJECT,
+    },
+    "cluster_sample": SAMPLE_FIELDS,
+    "cluster_stop": {"stopped": NUM, "reason": text(), "idle_shutdown": boolean()},
+    "computation": {
+        "id": text(required=True, max_bytes=ID_BYTES),
+        "start": number(required=True),
+        "stop": NUM,
+        "state": choice(STATES),
+        "code": list_of(text(required=True, max_bytes=ID_BYTES)),
+        "totals": record({"n_tasks": INT, "n_groups": INT, "n_erred": INT, "compute": NUM,
+                          "transfer": NUM, "disk": NUM, "nbytes": INT}, required=False),
+        "groups": list_of(GROUP),
+    },
+    "code": {
+        "hash": text(required=True, max_bytes=ID_BYTES), "text": _req(text(), "a string"),
+        "filename": text(), "lineno_frame": integer(minimum=None),
+        "lineno_relative": integer(minimum=None),
+    },
+    "exception": {
+        "computation_id": ID, "group": NAME, "hash": text(required=True, max_bytes=ID_BYTES),
+        "exception_text": text(), "traceback_text": text(), "key": text(), "count": INT,
+        "first_time": NUM, "last_time": NUM,
+    },
+    "event": {"topic": text(required=True, max_bytes=NAME_BYTES), "time": NUM, "msg": any_json()},
+    "profile": {"computation_id": ID, "tree": _req(profile_tree(), "a profile tree"), "count": INT},
+    "gpu_samples": {"worker": NAME, "host": NAME, "monitor_id": ID,
+                    "samples": list_of(GPU_SAMPLE, required=True)},
+}
+
+
+def clean(index: int, msg: Any) -> dict:
+    """The message with its `data` checked and normalised; MessageError if anything is off."""
+    try:
+        validate_envelope(msg)
+    except MessageError as e:
+        raise MessageError(f"message {index} of the batch: {e}") from None
+    except (TypeError, ValueError, OverflowError) as e:
+        # e.g. an unhashable "kind", or a time too large for a float
+        raise MessageError(f"message {index} of the batch: malformed envelope ({type(e).__name__}: {e})") from None
+    kind = msg["kind"]
+    data = msg["data"]
+    try:
+        checked = {name: check(data.get(name), name) for name, check in KINDS[kind].items()}
+    except Bad as e:
+        raise MessageError(
+            f"message {index} of the batch (cluster {msg['cluster_id']!r}, seq {msg['seq']}): "
+            f"{kind} message: {e}"
+        ) from None
+    return {**msg, "time": float(msg["time"]), "data": checked}

@@ -1,0 +1,49 @@
+"""Shared fixtures.
+
+`store_url` runs a test once per backend: a fresh SQLite file, then a fresh database
+on a real PostgreSQL server that the session starts on 127.0.0.1 (Debian's
+postgresql package; see tests/postgres_server.py). Use it in any test file:
+
+    def test_something(store_url):              # "sqlite:///..." then "postgresql://..."
+        store = open_store(store_url)
+
+`sqlite_url` and `postgres_url` give one backend; `postgres_server` is the
+session's server (create_database(), url(name), halt()/resume()).
+Deselect the PostgreSQL runs with `-m "not postgres"`.
+"""
+from __future__ import annotations
+
+import pytest
+
+from .postgres_server import PostgresServer, PostgresUnavailable
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    try:
+        server = PostgresServer().start()
+    except PostgresUnavailable as e:
+        # Fail, never skip: a green run must mean PostgreSQL was tested too.
+        pytest.fail(str(e), pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """A fresh, empty database on the session's PostgreSQL server, dropped afterwards."""
+    name = postgres_server.create_database()
+    yield postgres_server.url(name)
+    postgres_server.drop_database(name)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    """A SQLite store URL in the test's temporary directory (the file does not exist yet)."""
+    return "sqlite:///" + str(tmp_path / "analytics.db")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request):
+    """A fresh store URL, once per backend."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")

@@ -1,0 +1,393 @@
+"""The store: every message kind in and back out, idempotency, stubs, accounts, NotFound.
+
+Each test runs on SQLite and on a real PostgreSQL (the `store_url` fixture).
+"""
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+
+from dask_analytics_lab.messages import make
+from dask_analytics_lab.store import NotFound, open_store
+
+T0 = 1_700_000_000.0
+
+
+def tree(*frames: str, count: int = 1) -> dict:
+    """A Dask profile tree with one stack of `frames` (outermost first)."""
+    node = {"count": count, "identifier": "root", "children": {},
+            "description": {"filename": "", "name": "", "line_number": 0, "line": ""}}
+    root = node
+    for i, name in enumerate(frames):
+        ident = f"{name};file.py;{i}"
+        child = {"count": count, "identifier": ident, "children": {},
+                 "description": {"filename": "file.py", "name": name, "line_number": i, "line": f"{name}()"}}
+        node["children"][ident] = child
+        node = child
+    return root
+
+
+class Cluster:
+    """Makes the messages of one cluster, with increasing seq and time."""
+
+    def __init__(self, cluster_id: str | None = None, account: str = "default", t0: float = T0):
+        self.id = cluster_id or f"tcp-scheduler-{uuid.uuid4().hex[:10]}"
+        self.account = account
+        self._seq = itertools.count()
+        self.t = t0
+
+    def msg(self, kind: str, data: dict, time: float | None = None) -> dict:
+        self.t += 1.0
+        return make(self.id, next(self._seq), kind, self.t if time is None else time, data)
+
+    def cluster(self, **kw) -> dict:
+        data = {
+            "name": "LocalCluster-1", "address": "tcp://127.0.0.1:8786", "user": "ann",
+            "account": self.account, "started": T0, "price_per_core_hour": 0.05,
+            "versions": {"python": "3.11.7", "dask": "2026.8.0", "distributed": "2026.8.0"},
+            "platform": {"arch": "x86_64", "os": "Linux", "python": "3.11.7",
+                         "python_executable": "/usr/bin/python3", "hostname": "box"},
+            "settings": {"interval": 1.0, "code_transmit": True, "profile_transmit": True,
+                         "events_allow": ["worker-fail-hard"]},
+        }
+        return self.msg("cluster", {**data, **kw})
+
+    def sample(self, **kw) -> dict:
+        data = {"n_workers": 2, "n_threads": 4, "memory_used": 2**31, "memory_total": 2**34,
+                "processing": 3, "worker_seconds": 10.0, "core_seconds": 20.0, "cost": 0.0003,
+                "idle_since": None, "last_activity": self.t, "dropped_messages": 0}
+        return self.msg("cluster_sample", {**data, **kw})
+
+    def stop(self, **kw) -> dict:
+        return self.msg("cluster_stop", {"stopped": self.t + 1, "reason": "closed", "idle_shutdown": False, **kw})
+
+    def computation(self, comp_id: str, *, state: str = "finished", groups: list | None = None,
+                    code: list | None = None, start: float | None = None, **totals) -> dict:
+        groups = groups if groups is not None else [group("sum-aggregate", n_tasks=4), group("ones", n_tasks=16)]
+        t = {"n_tasks": sum(g["n_tasks"] for g in groups), "n_groups": len(groups), "n_erred": 0,
+             "compute": sum(g["compute"] for g in groups), "transfer": 0.1, "disk": 0.0,
+             "nbytes": sum(g["nbytes"] for g in groups), **totals}
+        return self.msg("computation", {
+            "id": comp_id, "start": start if start is not None else self.t, "stop": None if state == "running" else self.t + 0.5,
+            "state": state, "code": code or [], "totals": t, "groups": groups,
+        })
+
+    def code(self, h: str, text: str = "x.sum().compute()") -> dict:
+        return self.msg("code", {"hash": h, "text": text, "filename": "/home/ann/nb.py",
+                                 "lineno_frame": 12, "lineno_relative": 3})
+
+    def exception(self, comp_id: str | None, group_name: str | None, h: str = "e1", count: int = 1, **kw) -> dict:
+        return self.msg("exception", {
+            "computation_id": comp_id, "group": group_name, "hash": h,
+            "exception_text": "ValueError('bad value 1')",
+            "traceback_text": 'File "nb.py", line 3, in boom\n    raise ValueError(x)\n',
+            "key": "('boom-abc', 3)", "count": count, "first_time": self.t, "last_time": self.t, **kw,
+        })
+
+    def event(self, topic: str = "worker-fail-hard", msg=None) -> dict:
+        return self.msg("event", {"topic": topic, "time": self.t, "msg": msg if msg is not None else {"worker": "tcp://w1"}})
+
+    def profile(self, comp_id: str | None, t: dict) -> dict:
+        return self.msg("profile", {"computation_id": comp_id, "tree": t, "count": t["count"]})
+
+    def gpu(self, n: int = 2, *, worker: str = "tcp://10.0.0.5:4000", host: str = "gpu-host-1",
+            monitor_id: str = "m1") -> dict:
+        samples = [{
+            "timestamp": self.t + i, "time": self.t + i, "gpu_uuid": f"GPU-{g}", "gpu_index": g,
+            "gpu_name": "NVIDIA H100", "mem_used": 2**30 * (g + 1), "mem_total": 80 * 2**30,
+            "mem_util": 10.0, "compute_util": 55.5, "power_w": 300.0, "temperature_c": 60.0,
+            "job": "train", "dag": "dag-1", "task_groups": ["train-step"],
+        } for i in range(n) for g in range(2)]
+        return self.msg("gpu_samples", {"worker": worker, "host": host, "monitor_id": monitor_id, "samples": samples})
+
+
+def group(name: str, **kw) -> dict:
+    n = kw.pop("n_tasks", 4)
+    return {"name": name, "prefix": name.split("-")[0], "states": {"memory": n}, "n_tasks": n,
+            "compute": 0.5 * n, "transfer": 0.01, "disk_read": 0.0, "disk_write": 0.0,
+            "nbytes": 8000 * n, "start": T0 + 1, "stop": T0 + 2, "dependencies": [], **kw}
+
+
+@pytest.fixture
+def store(store_url):
+    s = open_store(store_url)
+    yield s
+    s.close()
+
+
+def test_every_kind_round_trips(store):
+    c = Cluster(account="acme")
+    t = tree("main", "compute", "spin", count=5)
+    msgs = [
+        c.cluster(), c.sample(), c.code("h1", "df.groupby('k').v.sum().compute()"),
+        c.computation("comp-1", code=["h1", "h-never-sent"],
+                      groups=[group("ones"), group("sum-aggregate", dependencies=["ones"])]),
+        c.exception("comp-1", "ones", count=7), c.event(msg={"nested": [1, {"a": None}]}),
+        c.profile("comp-1", t), c.profile(None, tree("idle", count=2)), c.gpu(n=3), c.stop(),
+    ]
+    assert store.ingest(msgs) == len(msgs)
+
+    cl = store.get_cluster(c.id)
+    assert (cl["name"], cl["user"], cl["account"], cl["address"]) == ("LocalCluster-1", "ann", "acme", "tcp://127.0.0.1:8786")
+    assert cl["versions"]["distributed"] == "2026.8.0" and cl["platform"]["os"] == "Linux"
+    assert cl["settings"]["events_allow"] == ["worker-fail-hard"]
+    assert cl["n_workers"] == 2 and cl["memory_total"] == 2**34 and cl["cost"] == pytest.approx(0.0003)
+    assert cl["stopped"] is not None and cl["stop_reason"] == "closed" and cl["idle_shutdown"] is False
+    assert cl["last_seen"] == msgs[-1]["time"] and cl["first_seen"] == msgs[0]["time"]
+    assert store.list_clusters() == [cl]
+
+    (sample,) = store.list_cluster_samples(c.id)
+    assert sample["n_threads"] == 4 and sample["time"] == msgs[1]["time"]
+
+    (comp,) = store.list_computations()
+    assert comp["computation_id"] == "comp-1" and comp["state"] == "finished"
+    assert (comp["n_tasks"], comp["n_groups"], comp["nbytes"]) == (8, 2, 64000)
+    full = store.get_computation("comp-1")
+    assert {g["name"] for g in full["groups"]} == {"ones", "sum-aggregate"}
+    by_name = {g["name"]: g for g in full["groups"]}
+    assert by_name["sum-aggregate"]["dependencies"] == ["ones"]
+    assert by_name["ones"]["states"] == {"memory": 4} and by_name["ones"]["nbytes"] == 32000
+    assert full["code"][0] == {"hash": "h1", "text": "df.groupby('k').v.sum().compute()",
+                               "filename": "/home/ann/nb.py", "lineno_frame": 12, "lineno_relative": 3}
+    assert full["code"][1]["hash"] == "h-never-sent" and full["code"][1]["text"] is None
+    assert store.list_task_groups("comp-1") == full["groups"]
+
+    (exc,) = store.list_exceptions(cluster_id=c.id)
+    assert (exc["computation_id"], exc["task_group"], exc["count"]) == ("comp-1", "ones", 7)
+    assert "raise ValueError" in exc["traceback_text"] and exc["example_key"] == "('boom-abc', 3)"
+    assert store.list_exceptions(computation_id="comp-1") == [exc]
+
+    (ev,) = store.list_events(cluster_id=c.id)
+    assert ev["topic"] == "worker-fail-hard" and ev["msg"] == {"nested": [1, {"a": None}]}
+
+    assert store.get_profile(computation_id="comp-1") == t
+    merged = store.get_profile(cluster_id=c.id)
+    assert merged["count"] == 7 and set(merged["children"]) == {"main;file.py;0", "idle;file.py;0"}
+
+    gpu = store.list_gpu_metrics(cluster_id=c.id)
+    assert len(gpu) == 6 and [r["time"] for r in gpu] == sorted(r["time"] for r in gpu)
+    assert {(r["host"], r["gpu_uuid"]) for r in gpu} == {("gpu-host-1", "GPU-0"), ("gpu-host-1", "GPU-1")}
+    assert gpu[0]["task_groups"] == ["train-step"] and gpu[0]["mem_total"] == 80 * 2**30
+    assert len(store.list_gpu_metrics(monitor_id="m1", worker="tcp://10.0.0.5:4000")) == 6
+    assert store.list_gpu_metrics(monitor_id="other") == []
+
+    exported = store.export()
+    assert set(exported) == {"clusters", "cluster_samples", "computations", "task_groups", "code_snippets",
+                             "exceptions", "events", "profiles", "gpu_samples"}
+    assert {k: len(v) for k, v in exported.items()} == {
+        "clusters": 1, "cluster_samples": 1, "computations": 1, "task_groups": 2, "code_snippets": 1,
+        "exceptions": 1, "events": 1, "profiles": 2, "gpu_samples": 6}
+    assert {p["computation_id"] for p in exported["profiles"]} == {"comp-1", None}
+
+
+def test_rows_are_json_able(store):
+    import json
+
+    c = Cluster()
+    store.ingest([c.cluster(), c.computation("a"), c.exception(None, None), c.profile(None, tree("f"))])
+    json.dumps(store.export(), allow_nan=False)
+    json.dumps(store.get_computation("a"), allow_nan=False)
+
+
+def test_same_batch_twice_and_overlapping_batches(store):
+    c = Cluster()
+    msgs = [c.cluster()] + [c.event(msg={"i": i}) for i in range(20)]
+    assert store.ingest(msgs) == 21
+    assert store.ingest(msgs) == 0
+    more = [c.event(msg={"i": i}) for i in range(20, 30)]
+    assert store.ingest(msgs[15:] + more) == 10  # overlapping: only the new ones
+    assert store.ingest(more + more) == 0  # duplicates within one batch, all known
+    assert len(store.list_events(cluster_id=c.id)) == 30
+    # a pair repeated inside one new batch is stored once
+    again = c.event(msg={"i": 30})
+    assert store.ingest([again, again]) == 1
+    assert len(store.list_events(cluster_id=c.id)) == 31
+
+
+def test_empty_batch(store):
+    assert store.ingest([]) == 0
+
+
+def test_stub_cluster_then_cluster_message_fills_it(store):
+    c = Cluster(account="acme")
+    first = c.computation("comp-1")
+    cluster_msg = c.cluster(name="late")
+    assert store.ingest([first]) == 1
+    stub = store.get_cluster(c.id)
+    assert stub["name"] is None and stub["account"] is None and stub["started"] == first["time"]
+    assert store.list_computations(cluster_id=c.id)[0]["computation_id"] == "comp-1"
+    assert store.ingest([cluster_msg]) == 1
+    filled = store.get_cluster(c.id)
+    assert filled["name"] == "late" and filled["account"] == "acme" and filled["started"] == T0
+    assert filled["first_seen"] == first["time"] and filled["last_seen"] == cluster_msg["time"]
+    assert store.get_cluster(c.id, account="acme")["name"] == "late"
+
+
+def test_later_messages_replace_and_older_ones_do_not(store):
+    c = Cluster()
+    running = c.computation("comp", state="running", groups=[group("ones", n_tasks=16, states={"processing": 16})])
+    finished = c.computation("comp", state="finished", groups=[group("ones", n_tasks=16)])
+    more = c.computation("comp", state="finished", groups=[group("sum", n_tasks=1)])
+    exc1 = c.exception("comp", "ones", count=1)
+    exc2 = c.exception("comp", "ones", count=500)
+    s1, s2 = c.sample(n_workers=1), c.sample(n_workers=5)
+    # the newer messages arrive first (a retried older batch comes after)
+    assert store.ingest([finished, exc2, s2]) == 3
+    assert store.ingest([running, exc1, s1]) == 3
+    comp = store.get_computation("comp")
+    assert comp["state"] == "finished" and comp["stop"] is not None
+    assert comp["groups"][0]["states"] == {"memory": 16}
+    (exc,) = store.list_exceptions(computation_id="comp")
+    assert exc["count"] == 500 and exc["last_time"] == exc2["data"]["last_time"]
+    assert store.get_cluster(c.id)["n_workers"] == 5
+    assert len(store.list_cluster_samples(c.id)) == 2
+    # groups arrive in parts: a later message adds to them
+    store.ingest([more])
+    assert {g["name"] for g in store.list_task_groups("comp")} == {"ones", "sum"}
+
+
+def test_one_batch_with_several_versions_keeps_the_latest(store):
+    c = Cluster()
+    msgs = [c.computation("comp", state="running"), c.computation("comp", state="finished"),
+            c.profile("comp", tree("a", count=1)), c.profile("comp", tree("b", count=2)),
+            c.sample(n_workers=1), c.sample(n_workers=3), c.code("h", "one"), c.code("h", "one")]
+    assert store.ingest(msgs) == len(msgs)
+    assert store.get_computation("comp")["state"] == "finished"
+    assert store.get_profile(computation_id="comp")["count"] == 2
+    assert store.get_cluster(c.id)["n_workers"] == 3
+
+
+def test_code_snippet_stored_once_across_computations(store):
+    c = Cluster()
+    cell = "\n".join(f"line {i}" for i in range(2000))
+    msgs = [c.code("cell-hash", cell)] + [c.computation(f"comp-{i}", code=["cell-hash"]) for i in range(5)]
+    msgs.append(c.code("cell-hash", cell))
+    store.ingest(msgs)
+    assert len(store.export()["code_snippets"]) == 1
+    assert all(store.get_computation(f"comp-{i}")["code"][0]["text"] == cell for i in range(5))
+
+
+def test_orders_and_limits(store):
+    c = Cluster()
+    msgs = [c.cluster()] + [c.computation(f"comp-{i:02d}", start=T0 + i) for i in range(30)]
+    msgs += [c.sample(n_workers=i) for i in range(10)] + [c.event("t", {"i": i}) for i in range(10)]
+    msgs += [c.exception(f"comp-{i:02d}", "ones", h=f"h{i}", last_time=T0 + i) for i in range(10)]
+    store.ingest(msgs)
+    comps = store.list_computations(limit=5)
+    assert [x["computation_id"] for x in comps] == [f"comp-{i:02d}" for i in (29, 28, 27, 26, 25)]
+    assert len(store.list_computations()) == 30 and store.list_computations(limit=0) == []
+    samples = store.list_cluster_samples(c.id, limit=3)  # the newest three, oldest first
+    assert [x["n_workers"] for x in samples] == [7, 8, 9]
+    assert [e["msg"]["i"] for e in store.list_events(cluster_id=c.id, limit=3)] == [9, 8, 7]
+    assert [e["hash"] for e in store.list_exceptions(limit=2)] == ["h9", "h8"]
+    older, newer = Cluster(t0=T0 - 1000), Cluster(t0=T0 + 1000)
+    store.ingest([older.cluster(started=T0 - 1000), newer.cluster(started=T0 + 1000)])
+    assert [x["cluster_id"] for x in store.list_clusters()] == [newer.id, c.id, older.id]
+    assert [x["cluster_id"] for x in store.list_clusters(limit=1)] == [newer.id]
+    with pytest.raises(ValueError):
+        store.list_clusters(limit=-1)
+
+
+def test_events_by_topic(store):
+    c = Cluster()
+    store.ingest([c.event("a", {"n": 1}), c.event("b", {"n": 2}), c.event("a", {"n": 3})])
+    assert [e["msg"]["n"] for e in store.list_events(topic="a")] == [3, 1]
+    assert [e["msg"]["n"] for e in store.list_events(cluster_id=c.id, topic="b")] == [2]
+
+
+def test_account_filtering(store):
+    a, b = Cluster(account="team-a"), Cluster(account="team-b")
+    for c, comp in ((a, "comp-a"), (b, "comp-b")):
+        store.ingest([c.cluster(), c.sample(), c.code(f"h-{comp}"), c.computation(comp, code=[f"h-{comp}"]),
+                      c.exception(comp, "ones"), c.event(), c.profile(comp, tree("f")), c.gpu()])
+
+    def ids(rows, key="cluster_id"):
+        return {r[key] for r in rows}
+
+    assert ids(store.list_clusters(account="team-a")) == {a.id}
+    assert ids(store.list_clusters()) == {a.id, b.id}
+    assert ids(store.list_computations(account="team-b"), "computation_id") == {"comp-b"}
+    assert ids(store.list_exceptions(account="team-a")) == {a.id}
+    assert ids(store.list_events(account="team-a")) == {a.id}
+    assert ids(store.list_gpu_metrics(account="team-b")) == {b.id}
+    assert store.list_clusters(account="nobody") == []
+    exported = store.export(account="team-a")
+    assert all(r["cluster_id"] == a.id for t, rows in exported.items() if t != "code_snippets" for r in rows)
+    assert [s["hash"] for s in exported["code_snippets"]] == ["h-comp-a"]
+
+    # an id of another account is NotFound, exactly like an unknown one
+    with pytest.raises(NotFound):
+        store.get_cluster(b.id, account="team-a")
+    with pytest.raises(NotFound):
+        store.list_cluster_samples(b.id, account="team-a")
+    with pytest.raises(NotFound):
+        store.list_computations(cluster_id=b.id, account="team-a")
+    with pytest.raises(NotFound):
+        store.get_computation("comp-b", account="team-a")
+    with pytest.raises(NotFound):
+        store.list_task_groups("comp-b", account="team-a")
+    with pytest.raises(NotFound):
+        store.list_exceptions(computation_id="comp-b", account="team-a")
+    with pytest.raises(NotFound):
+        store.list_events(cluster_id=b.id, account="team-a")
+    with pytest.raises(NotFound):
+        store.get_profile(computation_id="comp-b", account="team-a")
+    with pytest.raises(NotFound):
+        store.get_profile(cluster_id=b.id, account="team-a")
+    with pytest.raises(NotFound):
+        store.list_gpu_metrics(cluster_id=b.id, account="team-a")
+    assert store.get_computation("comp-a", account="team-a")["code"][0]["hash"] == "h-comp-a"
+
+
+def test_computation_id_of_another_cluster_is_not_overwritten(store):
+    a, b = Cluster(account="team-a"), Cluster(account="team-b")
+    store.ingest([a.cluster(), a.computation("same-id", groups=[group("mine")])])
+    store.ingest([b.cluster(), b.computation("same-id", state="erred", groups=[group("theirs")])])
+    comp = store.get_computation("same-id")
+    assert comp["cluster_id"] == a.id and comp["state"] == "finished"
+    assert [g["name"] for g in comp["groups"]] == ["mine"]
+    with pytest.raises(NotFound):
+        store.get_computation("same-id", account="team-b")
+
+
+def test_not_found_messages(store):
+    with pytest.raises(NotFound, match=r"^unknown cluster id 'nope'; dask-analytics clusters lists the known ones$"):
+        store.get_cluster("nope")
+    with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
+        store.list_computations(cluster_id="nope")
+    with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
+        store.list_cluster_samples("nope")
+    with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
+        store.list_events(cluster_id="nope")
+    with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
+        store.list_exceptions(cluster_id="nope")
+    with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
+        store.get_profile(cluster_id="nope")
+    with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
+        store.list_gpu_metrics(cluster_id="nope")
+    with pytest.raises(NotFound, match=r"^unknown computation id 'x'; dask-analytics computations lists the known ones$"):
+        store.get_computation("x")
+    with pytest.raises(NotFound, match="unknown computation id 'x'"):
+        store.list_task_groups("x")
+    with pytest.raises(NotFound, match="unknown computation id 'x'"):
+        store.get_profile(computation_id="x")
+    assert isinstance(NotFound("x"), LookupError)
+
+
+def test_empty_profile(store):
+    c = Cluster()
+    store.ingest([c.cluster(), c.computation("comp")])
+    empty = {"count": 0, "identifier": "root", "children": {},
+             "description": {"filename": "", "name": "", "line_number": 0, "line": ""}}
+    assert store.get_profile(computation_id="comp") == empty
+    assert store.get_profile(cluster_id=c.id) == empty
+    with pytest.raises(TypeError):
+        store.get_profile()
+
+
+def test_empty_store_reads(store):
+    assert store.list_clusters() == [] and store.list_computations() == []
+    assert store.list_exceptions() == [] and store.list_events() == [] and store.list_gpu_metrics() == []
+    assert all(rows == [] for rows in store.export().values())

@@ -1,0 +1,194 @@
+"""Several writers and readers at once: processes on one SQLite file, and PostgreSQL.
+
+SQLite only takes several writer processes with BEGIN IMMEDIATE (engine.py); these
+tests fail with "database is locked" without it.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import threading
+import time
+import traceback
+
+import pytest
+import sqlalchemy as sa
+
+from dask_analytics_lab.store import open_store, schema
+
+from .test_store import Cluster, group
+
+N_WRITERS = 4
+SPAWN = mp.get_context("spawn")  # a fresh interpreter, as separate schedulers would be
+
+
+def own_messages(worker: int) -> list[dict]:
+    c = Cluster(cluster_id=f"own-{worker}", t0=1000.0 * worker)
+    msgs = [c.cluster()]
+    for i in range(40):
+        msgs += [c.computation(f"own-{worker}-{i}", groups=[group("a"), group("b"), group("c")]),
+                 c.event("t", {"i": i}), c.sample(n_workers=i), c.exception(f"own-{worker}-{i}", "a")]
+    return msgs
+
+
+def shared_messages() -> list[dict]:
+    """The same messages, sent by every writer (a retried batch, many times over)."""
+    c = Cluster(cluster_id="shared", t0=5000.0)
+    msgs = [c.cluster()]
+    for i in range(30):
+        msgs += [c.computation(f"shared-{i}", groups=[group("x"), group("y")]), c.event("s", {"i": i}),
+                 c.code(f"h{i % 3}")]
+    return msgs
+
+
+def batches(msgs: list[dict], size: int, seed: int) -> list[list[dict]]:
+    out = [msgs[i:i + size] for i in range(0, len(msgs), size)]
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def _writer(url: str, worker: int, barrier, results) -> None:
+    try:
+        barrier.wait(120)
+        store = open_store(url)  # all at once, on a store nobody has made yet
+        mine = batches(own_messages(worker), 10, seed=worker)
+        shared = batches(shared_messages(), 3 + worker, seed=100 + worker)
+        n = 0
+        while mine or shared:
+            for source in (mine, shared):
+                if source:
+                    n += store.ingest(source.pop())
+        store.close()
+        results.put((worker, n, None))
+    except BaseException:
+        results.put((worker, None, traceback.format_exc()))
+
+
+@pytest.mark.timeout(240)
+def test_writer_processes_store_every_message_once(store_url):
+    barrier, results = SPAWN.Barrier(N_WRITERS), SPAWN.Queue()
+    procs = [SPAWN.Process(target=_writer, args=(store_url, w, barrier, results)) for w in range(N_WRITERS)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=200) for _ in procs]
+    for p in procs:
+        p.join(30)
+    errors = [err for _, _, err in got if err]
+    assert not errors, errors[0]
+    own, shared = len(own_messages(0)), len(shared_messages())
+    assert sum(n for _, n, _ in got) == N_WRITERS * own + shared
+
+    with open_store(store_url) as store:
+        counts = {t: len(rows) for t, rows in store.export().items()}
+        assert counts == {
+            "clusters": N_WRITERS + 1, "cluster_samples": N_WRITERS * 40,
+            "computations": N_WRITERS * 40 + 30, "task_groups": N_WRITERS * 120 + 60,
+            "code_snippets": 3, "exceptions": N_WRITERS * 40, "events": N_WRITERS * 40 + 30,
+            "profiles": 0, "gpu_samples": 0,
+        }
+        assert store.get_cluster("shared")["name"] == "LocalCluster-1"
+
+
+def _reader(url: str, stop, results) -> None:
+    reads, seen, problems = 0, 0, []
+    try:
+        store = open_store(url)
+        while not stop.is_set():
+            comps = store.list_computations(limit=10_000)
+            if len(comps) < seen:
+                problems.append(f"went back from {seen} to {len(comps)} computations")
+            seen = len(comps)
+            if comps:
+                full = store.get_computation(comps[0]["computation_id"])
+                if len(full["groups"]) != 3:
+                    problems.append(f"a computation without its groups: {full['groups']}")
+            store.list_clusters()
+            store.list_events(limit=50)
+            reads += 1
+        store.close()
+    except BaseException:
+        problems.append(traceback.format_exc())
+    results.put((reads, seen, problems))
+
+
+@pytest.mark.timeout(240)
+def test_reader_process_while_writing(store_url):
+    with open_store(store_url) as store:
+        stop, results = SPAWN.Event(), SPAWN.Queue()
+        reader = SPAWN.Process(target=_reader, args=(store_url, stop, results))
+        reader.start()
+        c = Cluster()
+        store.ingest([c.cluster()])
+        time.sleep(1.5)  # let the reader start reading
+        for i in range(150):
+            # groups come with their computation, in one transaction: never seen apart
+            store.ingest([c.computation(f"comp-{i}", groups=[group("a"), group("b"), group("c")]), c.event()])
+        time.sleep(0.3)
+        stop.set()
+        reads, seen, problems = results.get(timeout=60)
+        reader.join(30)
+    assert not problems, problems[0]
+    assert reads > 5 and seen == 150
+
+
+def test_same_batch_concurrently_is_stored_once(store_url):
+    stores = [open_store(store_url) for _ in range(2)]
+    c = Cluster()
+    try:
+        for round_ in range(5):
+            batch = [c.cluster()] if round_ == 0 else []
+            batch += [c.computation(f"comp-{round_}-{i}") for i in range(10)] + [c.event() for _ in range(10)]
+            counts: list[int] = []
+            start = threading.Barrier(len(stores))
+
+            def send(store):
+                start.wait()
+                counts.append(store.ingest(batch))
+
+            threads = [threading.Thread(target=send, args=(s,)) for s in stores]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert sorted(counts) == [0, len(batch)], counts
+        assert len(stores[0].list_computations(limit=None)) == 50
+        assert len(stores[1].list_events(limit=None)) == 50
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_concurrent_first_opens(store_url):
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def open_one():
+        try:
+            start.wait()
+            open_store(store_url).close()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_reads_do_not_wait_for_a_writer(store_url):
+    """A read takes no write lock (deferred BEGIN on SQLite): it reads the last commit at once."""
+    writer, reader = open_store(store_url), open_store(store_url)
+    try:
+        c = Cluster()
+        writer.ingest([c.cluster()])
+        with writer._engine.begin() as conn:  # an open write transaction holding the write lock
+            conn.execute(sa.update(schema.clusters).values(name="not committed yet"))
+            t = time.perf_counter()
+            assert reader.get_cluster(c.id)["name"] == "LocalCluster-1"
+            assert reader.list_computations() == []
+            assert time.perf_counter() - t < 5
+    finally:
+        writer.close()
+        reader.close()

@@ -1,0 +1,193 @@
+"""Opening a store: persistence, schema migrations, and clear errors when it can't be used."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from dask_analytics_lab.store import StoreUnavailable, open_store
+from dask_analytics_lab.store.engine import make_engine
+from dask_analytics_lab.store.migrate import alembic_config, head
+from dask_analytics_lab.store.schema import metadata
+
+from .postgres_server import PostgresServer, free_port
+from .test_store import Cluster
+
+
+def alembic_version(url: str) -> list[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [r[0] for r in conn.execute(sa.text("SELECT version_num FROM alembic_version"))]
+    finally:
+        engine.dispose()
+
+
+def test_new_store_is_at_head(store_url):
+    open_store(store_url).close()
+    # A store made by this release names its schema revision, so the next release can
+    # upgrade it: release N+1 adds versions/000(N+1)_*.py on top of this one.
+    assert alembic_version(store_url) == [head()] == ["0001"]
+    open_store(store_url).close()  # and opening again changes nothing
+    assert alembic_version(store_url) == ["0001"]
+
+
+def test_migrations_make_exactly_schema_py(store_url):
+    open_store(store_url).close()
+    engine = make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+    finally:
+        engine.dispose()
+    assert diff == [], "schema.py and migrations/versions disagree; add a migration:\n" + "\n".join(map(str, diff))
+
+
+def test_constraints_are_named(store_url):
+    open_store(store_url).close()
+    engine = make_engine(store_url)
+    try:
+        insp = sa.inspect(engine)
+        for table in metadata.tables:
+            assert insp.get_pk_constraint(table)["name"] == f"pk_{table}" or engine.dialect.name == "sqlite"
+            for fk in insp.get_foreign_keys(table):
+                assert fk["name"] and fk["name"].startswith("fk_"), (table, fk)
+            for ix in insp.get_indexes(table):
+                assert ix["name"].startswith(("ix_", "uq_")), (table, ix)
+    finally:
+        engine.dispose()
+
+
+def test_downgrade_and_upgrade_again(store_url):
+    with open_store(store_url) as store:
+        store.ingest([Cluster().cluster()])
+    engine = make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "base")
+        assert set(sa.inspect(engine).get_table_names()) <= {"alembic_version"}
+    finally:
+        engine.dispose()
+    with open_store(store_url) as store:
+        assert store.list_clusters() == []
+    assert alembic_version(store_url) == [head()]
+
+
+def test_store_from_a_newer_release_is_refused_clearly(store_url):
+    open_store(store_url).close()
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    with pytest.raises(StoreUnavailable, match="schema revision '9999'.*newer release.*pip install -U dask-analytics-lab"):
+        open_store(store_url)
+
+
+def test_reopen_same_file_keeps_everything(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "deep" / "er" / "analytics.db")  # directories are made
+    c = Cluster()
+    with open_store(url) as store:
+        assert store.ingest([c.cluster(), c.computation("comp"), c.event()]) == 3
+    with open_store(url) as store:
+        assert store.get_computation("comp")["cluster_id"] == c.id
+        assert len(store.list_events()) == 1
+        assert store.ingest([c.event()]) == 1
+    # WAL, as the other writers and readers need
+    with sqlite3.connect(tmp_path / "deep" / "er" / "analytics.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_plain_path_and_pathlike(tmp_path):
+    c = Cluster()
+    with open_store(tmp_path / "a.db") as store:
+        store.ingest([c.cluster()])
+    with open_store(str(tmp_path / "a.db")) as store:
+        assert store.list_clusters()[0]["cluster_id"] == c.id
+        assert store.url == "sqlite:///" + str(tmp_path / "a.db") and store.dialect == "sqlite"
+
+
+def test_in_memory_sqlite():
+    with open_store("sqlite://") as store:
+        c = Cluster()
+        assert store.ingest([c.cluster(), c.event()]) == 2
+        assert len(store.list_events()) == 1
+
+
+def test_not_a_store_url():
+    for url in ("http://analytics.example.com", "mysql://u@h/db", "postgresql://u:secret@h:notaport/db"):
+        with pytest.raises(ValueError) as info:
+            open_store(url)
+        assert "secret" not in str(info.value)
+
+
+# --- unreachable ---------------------------------------------------------------------
+
+def test_sqlite_directory_cannot_be_made(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    url = "sqlite:///" + str(blocker / "sub" / "analytics.db")
+    with pytest.raises(StoreUnavailable) as info:
+        open_store(url)
+    text = str(info.value)
+    assert url in text and "cannot create its directory" in text and "analytics.store" in text
+    assert isinstance(info.value, ConnectionError)
+
+
+def test_sqlite_path_is_a_directory(tmp_path):
+    (tmp_path / "store.db").mkdir()
+    with pytest.raises(StoreUnavailable, match=r"store\.db: unable to open database file\. Check that"):
+        open_store(tmp_path / "store.db")
+
+
+def test_sqlite_file_is_not_a_database(tmp_path):
+    (tmp_path / "notes.db").write_bytes(os.urandom(4096))
+    with pytest.raises(StoreUnavailable, match="notes.db: file is not a database"):
+        open_store(tmp_path / "notes.db")
+
+
+def test_postgres_on_a_closed_port():
+    port = free_port()  # nothing listens there
+    url = f"postgresql://ann:s3cret@127.0.0.1:{port}/analytics"
+    with pytest.raises(StoreUnavailable) as info:
+        open_store(url)
+    text = str(info.value)
+    assert f"postgresql://ann:***@127.0.0.1:{port}/analytics" in text
+    assert "s3cret" not in text and "PostgreSQL server is running" in text
+    assert "\n" not in text
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(120)
+def test_postgres_down_then_up_again():
+    """An outage after opening: StoreUnavailable while down, and the same Store works after."""
+    with PostgresServer() as pg:
+        url = pg.url(pg.create_database())
+        store = open_store(url)
+        c = Cluster()
+        assert store.ingest([c.cluster()]) == 1
+        pg.halt()
+        batch = [c.event(), c.computation("comp")]
+        with pytest.raises(StoreUnavailable, match="PostgreSQL server is running"):
+            store.ingest(batch)
+        with pytest.raises(StoreUnavailable):
+            store.list_clusters()
+        pg.resume()
+        assert store.ingest(batch) == 2  # the retried batch, nothing lost
+        assert store.ingest(batch) == 0
+        assert store.get_computation("comp")["cluster_id"] == c.id
+        store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_user_who_may_not_create_tables(postgres_server, postgres_url):
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    postgres_server.admin(f'CREATE ROLE "{role}" LOGIN')  # PostgreSQL 15+: no CREATE on public
+    url = postgres_url.replace("postgres@", f"{role}@")
+    with pytest.raises(StoreUnavailable, match="permission denied for schema public"):
+        open_store(url)
