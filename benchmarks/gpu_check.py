@@ -122,7 +122,7 @@ def main() -> int:
     from distributed import Client, LocalCluster
 
     from dask_analytics_lab.collect import gpu_nvml
-    from dask_analytics_lab.monitor import Monitor
+    from dask_analytics_lab.gpu import Monitor
 
     print(f"python {sys.version.split()[0]}, pynvml from {getattr(gpu_nvml.pynvml, '__file__', None)}")
     print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")

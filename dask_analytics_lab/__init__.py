@@ -18,7 +18,9 @@ from .api import (
     where,
 )
 from .config import ConfigError
-from .monitor import Monitor, NoGPUWarning
+from .gpu import Monitor, NoGPUWarning
+from .lab import load_ipython_extension, unload_ipython_extension
+from .widgets import monitor
 
 __version__ = "0.1.0"
 
@@ -38,6 +40,7 @@ __all__ = [
     "list_gpu_metrics",
     "list_task_groups",
     "Monitor",
+    "monitor",
     "NoGPUWarning",
     "register",
     "status",

@@ -184,9 +184,10 @@ def get_profile(computation_id: str | None = None, *, cluster_id: str | None = N
 
 
 def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = None,
-                     worker: str | None = None, store: str | None = None) -> list[dict]:
-    """GPU samples, one row per GPU per sample, with the task groups running then."""
-    return _reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker)
+                     worker: str | None = None, limit: int = 100_000, store: str | None = None) -> list[dict]:
+    """GPU samples, one row per GPU per sample (the newest `limit`, oldest first), with the
+    task groups running then."""
+    return _reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker, limit=limit)
 
 
 def export(*, store: str | None = None) -> dict[str, list[dict]]:

@@ -23,7 +23,7 @@ from distributed import Client, LocalCluster, worker_client
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from dask_analytics_lab import messages
-from dask_analytics_lab.monitor import Monitor, NoGPUWarning
+from dask_analytics_lab.gpu import Monitor, NoGPUWarning
 
 pytest.importorskip("pynvml")
 sys.path.insert(0, str(Path(__file__).parent))

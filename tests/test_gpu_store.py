@@ -19,7 +19,7 @@ if importlib.util.find_spec("dask_analytics_lab.store") is None or \
 from distributed import Client, LocalCluster  # noqa: E402
 
 import dask_analytics_lab as dal  # noqa: E402
-from dask_analytics_lab.monitor import Monitor  # noqa: E402
+from dask_analytics_lab.gpu import Monitor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fake_nvml  # noqa: E402

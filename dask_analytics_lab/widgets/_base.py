@@ -1,0 +1,62 @@
+"""The base of every view: the ES module it renders with, and the feed that fills it."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+try:
+    import anywidget
+    import traitlets as t
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "dask-analytics: the notebook widgets need anywidget and ipywidgets: "
+        "pip install 'dask-analytics-lab[jupyter]'"
+    ) from e
+
+from ._feed import Feed
+
+STATIC = Path(__file__).resolve().parent.parent / "static"
+
+_MISSING = """
+export default { render({ el }) {
+  el.innerHTML = '<div style="padding:12px;border:1px solid #e5484d;border-radius:6px;color:#c0282d">' +
+    'dask-analytics: the widget JavaScript (%s) was not built. Reinstall with <code>pip install -e .</code> ' +
+    '(it runs npm), or run <code>npm install && npm run build</code> in the repository.</div>';
+} };
+"""
+
+
+def bundle(name: str) -> Path | str:
+    """dask_analytics_lab/static/<name>.js, built by js/build.mjs during pip install."""
+    path = STATIC / f"{name}.js"
+    return path if path.exists() else _MISSING % f"static/{name}.js"
+
+
+def table_traits(name: str) -> dict[str, Any]:
+    """The two traits a KeyedTable travels in (see _sync.py)."""
+    return {
+        f"{name}_base": t.Dict({"v": 0, "rows": []}).tag(sync=True),
+        f"{name}_patch": t.Dict({"v": 0, "rows": [], "removed": []}).tag(sync=True),
+    }
+
+
+class LiveView(anywidget.AnyWidget):
+    """A view that polls the analytics store (through dask_analytics_lab.api) while shown."""
+
+    store = t.Unicode(None, allow_none=True)  # kernel-side only: which store to read
+    interval = t.Float(1.0)  # seconds between looks at the store
+    error = t.Unicode("").tag(sync=True)
+
+    def __init__(self, *, start: bool = True, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._feed = Feed(self)
+        if start:
+            self._feed.start()
+
+    def refresh(self) -> None:
+        """Read the store now (tests and benchmarks call this instead of waiting)."""
+        self._feed.tick()
+
+    def close(self) -> None:
+        self._feed.stop()
+        super().close()

@@ -1,0 +1,278 @@
+"""What a widget reads from the store each tick, and what it sends on.
+
+Every read goes through dask_analytics_lab.api (widgets never speak SQL), and each is
+cheap: one cluster row, the last few samples, the newest computations (their totals
+live on the row), and the chosen computation's groups only when its row says it
+changed.  Tables go out through KeyedTable, so only changed rows travel.
+
+A feed serves any widget: it fills the traits the widget has and skips the rest.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+from .. import api
+from ._sync import KeyedTable, downsample
+from ._ticker import TICKER
+
+MAX_COMPUTATIONS = 50
+MAX_SAMPLES = 600  # points per chart: about one per pixel of a notebook-wide chart
+MAX_GPU_POINTS = 300  # per GPU
+PROFILE_TRIES = 30  # ticks to wait for a finished computation's profile to land
+GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sample
+
+
+def clean(value: Any) -> Any:
+    """JSON that browsers parse: NaN and infinities become None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    return value
+
+
+def label_of(groups: list[dict]) -> str:
+    """A short name for a computation: its final task groups' prefixes, biggest first."""
+    # Dask's own last step ("finalize-...") says nothing about the work: look past it.
+    groups = [g for g in groups if not (g.get("prefix") or g["name"]).startswith("finalize")] or groups
+    if not groups:
+        return ""
+    needed = {d for g in groups for d in (g.get("dependencies") or [])}
+    final = [g for g in groups if g["name"] not in needed] or groups
+    final.sort(key=lambda g: -(g.get("n_tasks") or 0))
+    names: list[str] = []
+    for g in final:
+        p = g.get("prefix") or g["name"]
+        if p not in names:
+            names.append(p)
+    return ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
+
+
+class Feed:
+    """Polls the store for one widget; runs on the ticker thread (see _ticker.py)."""
+
+    def __init__(self, widget: Any):
+        self.w = widget
+        self.lock = threading.RLock()
+        self.due = 0.0
+        self.live = True
+        self.ticks = 0
+        w = widget
+        has = w.has_trait
+        self.tables = {
+            name: KeyedTable(w, name, key)
+            for name, key in (("groups", "name"), ("computations", "computation_id"), ("samples", "time"), ("gpu", "id"))
+            if has(f"{name}_base")
+        }
+        self._labels: dict[str, str] = {}
+        self._comp_rows: dict[str, dict] = {}
+        self._reset_selection(getattr(w, "computation_id", None))
+        self._samples_time: float | None = None
+        self._cluster: dict | None = None
+        self._gpu_seen = -1
+
+    # --- scheduling ---------------------------------------------------------
+    def period(self) -> float:
+        # History does not change: look again now and then (a late stop message).
+        return self.w.interval if self.live else max(10.0, 10 * self.w.interval)
+
+    def start(self) -> None:
+        TICKER.add(self)
+
+    def stop(self) -> None:
+        TICKER.discard(self)
+
+    def poke(self) -> None:
+        """Tick as soon as possible (the user chose something)."""
+        self.due = 0.0
+        TICKER.wake()
+
+    def select(self, computation_id: str | None) -> None:
+        """Another computation chosen (by a click, or by following the newest)."""
+        with self.lock:
+            if computation_id == self._selected:
+                return
+            with self.w.hold_sync():
+                self._reset_selection(computation_id)
+                w = self.w
+                if "groups" in self.tables:
+                    self.tables["groups"].replace([])
+                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("profile", {})):
+                    if w.has_trait(name):
+                        setattr(w, name, empty)
+                if w.has_trait("share"):
+                    w.share = {"state": "idle"}
+                if w.has_trait("computation_id") and w.computation_id != computation_id:
+                    w.computation_id = computation_id
+        self.poke()
+
+    def _reset_selection(self, computation_id: str | None) -> None:
+        self._selected = computation_id
+        self._comp_updated: float | None = None
+        self._comp_state: str | None = None
+        self._comp_erred: int | None = None
+        self._exc_tries = 0
+        self._profile_loaded = False
+        self._profile_tries = 0
+
+    # --- one tick -------------------------------------------------------------
+    def tick(self) -> None:
+        with self.lock:
+            w = self.w
+            store = w.store
+            try:
+                with w.hold_sync():
+                    live = self._tick(store)
+                    if w.error:
+                        w.error = ""
+                self.live = live
+            except Exception as e:  # the store may be away for a moment: say so, try again
+                w.error = f"{type(e).__name__}: {e}"
+            self.ticks += 1
+
+    def _tick(self, store: str | None) -> bool:
+        w = self.w
+        live = False
+        cluster_id = self._cluster_id(store)
+        if cluster_id and w.has_trait("cluster"):
+            live |= self._poll_cluster(cluster_id, store)
+        if cluster_id and "computations" in self.tables:
+            live |= self._poll_computations(cluster_id, store)
+        if self._selected and any(w.has_trait(n) for n in ("computation", "groups_base", "code", "profile")):
+            live |= self._poll_computation(self._selected, store)
+        if w.has_trait("profile"):
+            live |= self._poll_profile(cluster_id, store)
+        if cluster_id and "gpu" in self.tables:
+            self._poll_gpu(cluster_id, store)
+        return live
+
+    def _cluster_id(self, store: str | None) -> str | None:
+        w = self.w
+        if not w.has_trait("cluster_id"):
+            return None
+        if getattr(w, "follow_cluster", False):
+            # No cluster named: show the newest one the store knows, and move on to
+            # the next cluster when one starts.
+            newest = api.list_clusters(limit=1, store=store)
+            cid = newest[0]["cluster_id"] if newest else None
+            if cid and cid != w.cluster_id:
+                w.cluster_id = cid
+                self._cluster_changed()
+            return w.cluster_id
+        if not w.cluster_id and self._selected:
+            w.cluster_id = api.get_computation(self._selected, store=store)["cluster_id"]
+        return w.cluster_id
+
+    def _cluster_changed(self) -> None:
+        self._samples_time = None
+        self._comp_rows = {}
+        if "computations" in self.tables:
+            self.tables["computations"].replace([])
+        if self._selected:
+            self.select(None)
+
+    def _poll_cluster(self, cluster_id: str, store: str | None) -> bool:
+        w = self.w
+        row = clean(api.get_cluster(cluster_id, store=store))
+        self._cluster = row
+        w.cluster = row
+        table = self.tables.get("samples")
+        if table is not None and row.get("sample_time") != self._samples_time:
+            if self._samples_time is None:
+                rows = api.list_cluster_samples(cluster_id, limit=20 * MAX_SAMPLES, store=store)
+                table.replace(downsample(clean(rows), MAX_SAMPLES))
+            else:
+                table.update(clean(api.list_cluster_samples(cluster_id, limit=3, store=store)), complete=False)
+                if len(table) > 2 * MAX_SAMPLES:
+                    table.replace(downsample(sorted(table.rows(), key=lambda r: r["time"]), MAX_SAMPLES))
+            self._samples_time = row.get("sample_time")
+        return row.get("stopped") is None
+
+    def _poll_computations(self, cluster_id: str, store: str | None) -> bool:
+        w = self.w
+        rows = clean(api.list_computations(cluster_id, limit=MAX_COMPUTATIONS, store=store))
+        fetched = 0
+        for r in rows:
+            cid = r["computation_id"]
+            if cid not in self._labels and r.get("state") != "running" and fetched < 3:
+                # A finished computation never changes: read its groups once, for a name.
+                try:
+                    self._labels[cid] = label_of(api.get_computation(cid, store=store).get("groups") or [])
+                except Exception:
+                    self._labels[cid] = ""
+                fetched += 1
+            r["label"] = self._labels.get(cid) or None
+        self._comp_rows = {r["computation_id"]: r for r in rows}
+        self.tables["computations"].update(rows)
+        if rows and getattr(w, "follow", False) and rows[0]["computation_id"] != self._selected:
+            self.select(rows[0]["computation_id"])
+        elif rows and not self._selected:
+            self.select(rows[0]["computation_id"])
+        return any(r.get("state") == "running" for r in rows)
+
+    def _poll_computation(self, computation_id: str, store: str | None) -> bool:
+        w = self.w
+        listed = self._comp_rows.get(computation_id)
+        if listed is None or listed.get("updated") != self._comp_updated:
+            detail = clean(api.get_computation(computation_id, store=store))
+            groups = detail.pop("groups", None) or []
+            code = detail.pop("code", None) or []
+            self._comp_updated = detail.get("updated")
+            self._comp_state = detail.get("state")
+            if w.has_trait("computation"):
+                w.computation = detail
+            if "groups" in self.tables:
+                self.tables["groups"].update(groups)
+            if w.has_trait("code"):
+                w.code = [c for c in code if c.get("text")]
+            if groups:
+                self._labels[computation_id] = label_of(groups)
+            n_erred = detail.get("n_erred") or 0
+            if n_erred != self._comp_erred:
+                self._comp_erred = n_erred
+                self._exc_tries = 10 if n_erred else 0
+        if w.has_trait("exceptions") and self._exc_tries > 0:
+            # Exceptions land with or just after the counts that announce them.
+            rows = clean(api.list_exceptions(computation_id=computation_id, limit=200, store=store))
+            w.exceptions = rows
+            self._exc_tries = 0 if rows and self._comp_state != "running" else self._exc_tries - 1
+        return self._comp_state in (None, "running")
+
+    def _poll_profile(self, cluster_id: str | None, store: str | None) -> bool:
+        w = self.w
+        if self._selected:
+            if self._profile_loaded or self._comp_state in (None, "running"):
+                return False
+            if self._profile_tries >= PROFILE_TRIES:
+                return False
+            self._profile_tries += 1
+            tree = api.get_profile(computation_id=self._selected, store=store)
+            if tree.get("count"):
+                w.profile = tree
+                self._profile_loaded = True
+                return False
+            return True  # keep ticking until it lands
+        if cluster_id and (self.ticks % 10 == 0 or not self._profile_loaded):
+            tree = api.get_profile(cluster_id=cluster_id, store=store)
+            if tree.get("count") != (w.profile or {}).get("count"):
+                w.profile = tree
+            self._profile_loaded = True
+        return False
+
+    def _poll_gpu(self, cluster_id: str, store: str | None) -> None:
+        if self.ticks % GPU_EVERY and self._gpu_seen >= 0:
+            return
+        if self._gpu_seen >= 0 and not self.live and (self._cluster or {}).get("stopped"):
+            return  # a stopped cluster's samples are all in
+        rows = api.list_gpu_metrics(cluster_id, store=store)
+        self._gpu_seen = len(rows)
+        by_gpu: dict[tuple, list[dict]] = {}
+        for r in rows:
+            by_gpu.setdefault((r.get("worker"), r.get("gpu_uuid")), []).append(r)
+        kept = [r for series in by_gpu.values() for r in downsample(series, MAX_GPU_POINTS)]
+        self.tables["gpu"].update(clean(kept))
+

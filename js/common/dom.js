@@ -1,0 +1,63 @@
+// Tiny DOM helpers: the views build plain DOM (no framework) so each bundle stays small.
+
+/** h("div.cls1.cls2", {title: "x", onclick: fn}, child, "text", [more]) */
+export function h(spec, attrs, ...children) {
+  const [tag, ...classes] = spec.split(".");
+  const el = document.createElement(tag || "div");
+  if (classes.length) el.className = classes.join(" ");
+  if (attrs && (typeof attrs !== "object" || attrs instanceof Node || Array.isArray(attrs))) {
+    children.unshift(attrs);
+    attrs = null;
+  }
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v == null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "style" && typeof v === "object") Object.assign(el.style, v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c == null || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else el.append(c instanceof Node ? c : String(c));
+  }
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+export function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v != null) el.setAttribute(k, String(v));
+  for (const c of children.flat()) if (c != null) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+export function clear(el) {
+  while (el.firstChild) el.removeChild(el.firstChild);
+  return el;
+}
+
+/** Subscribe to model traits; returns an unsubscribe function. */
+export function watch(model, names, cb) {
+  const events = names.map((n) => `change:${n}`);
+  for (const e of events) model.on(e, cb);
+  return () => { for (const e of events) model.off(e, cb); };
+}
+
+/** Coalesce bursts of trait changes into one render per animation frame. */
+export function throttle(fn) {
+  let queued = false;
+  return () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; fn(); });
+  };
+}
+
+export function empty(text, hint) {
+  return h("div.dal-empty", h("div.dal-empty-title", text), hint ? h("div.dal-empty-hint", hint) : null);
+}

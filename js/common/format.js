@@ -1,0 +1,65 @@
+// Number, time and size formatting shared by every view.
+
+export function duration(s) {
+  if (s == null || !isFinite(s)) return "–";
+  if (s < 0) s = 0;
+  if (s < 1e-3) return s === 0 ? "0 s" : `${Math.round(s * 1e6)} µs`;
+  if (s < 1) return `${Math.round(s * 1e3)} ms`;
+  if (s < 10) return `${s.toFixed(2)} s`;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(Math.round(s % 60)).padStart(2, "0")}s`;
+  const hrs = Math.floor(m / 60);
+  if (hrs < 48) return `${hrs}h ${String(m % 60).padStart(2, "0")}m`;
+  return `${Math.floor(hrs / 24)}d ${hrs % 24}h`;
+}
+
+export function bytes(n) {
+  if (n == null || !isFinite(n)) return "–";
+  const units = ["B", "kiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i === 0 ? n : n.toFixed(n < 10 ? 2 : n < 100 ? 1 : 0)} ${units[i]}`;
+}
+
+export function count(n) {
+  if (n == null || !isFinite(n)) return "–";
+  if (Math.abs(n) < 1e4) return String(Math.round(n));
+  if (Math.abs(n) < 1e6) return `${(n / 1e3).toFixed(n < 1e5 ? 1 : 0)}k`;
+  return `${(n / 1e6).toFixed(n < 1e7 ? 2 : 1)}M`;
+}
+
+export function percent(x) {
+  if (x == null || !isFinite(x)) return "–";
+  return x < 0.1 && x > 0 ? "<0.1%" : `${x.toFixed(x < 10 ? 1 : 0)}%`;
+}
+
+export function money(x) {
+  if (x == null || !isFinite(x)) return "–";
+  return x < 0.01 && x > 0 ? `$${x.toFixed(4)}` : `$${x.toFixed(2)}`;
+}
+
+export function clock(t) {
+  if (!t) return "–";
+  const d = new Date(t * 1000);
+  const now = new Date();
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  if (d.toDateString() === now.toDateString()) return time;
+  return `${d.toLocaleDateString([], { month: "short", day: "numeric" })} ${time}`;
+}
+
+export function ago(t) {
+  if (!t) return "–";
+  const s = Date.now() / 1000 - t;
+  if (s < 5) return "just now";
+  return `${duration(s).replace(/\.\d+ s$/, " s")} ago`;
+}
+
+/** "tcp://127.0.0.1:34567" -> "127.0.0.1:34567"; long ids shortened in the middle. */
+export function short(text, max = 32) {
+  if (!text) return "";
+  text = String(text).replace(/^\w+:\/\//, "");
+  if (text.length <= max) return text;
+  const half = Math.floor((max - 1) / 2);
+  return `${text.slice(0, half)}…${text.slice(-half)}`;
+}

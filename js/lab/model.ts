@@ -1,0 +1,129 @@
+// The monitor's model, filled from the JSON API instead of a kernel: the panels in
+// the main area reuse the notebook views (js/widgets/*) unchanged.
+import { LocalModel } from "../common/model.js";
+import { get, post, reportUrl } from "./api";
+
+const FAST = 2000; // ms between polls while something runs
+const SLOW = 15000; // ... once everything shown is history
+
+export class RestModel extends LocalModel {
+  private timer: number | null = null;
+  private polls = 0;
+  private loadedProfile: string | null = null;
+  private detailUpdated: number | null = null;
+  private disposed = false;
+  private active = true;
+
+  constructor(clusterId: string, computationId: string | null, where: string) {
+    super({
+      title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
+      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], profile: {}, profile_title: "",
+      share: { state: "idle" }, error: "",
+      computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
+      samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
+    });
+    this.onSend = (msg: any) => { if (msg?.type === "share") void this.share(); };
+    this.on("change:computation_id", () => this.selected());
+    this.on("change:follow", () => { if (this.get("follow")) this.poke(); });
+  }
+
+  /** Poll only while the panel is on screen. */
+  setActive(active: boolean): void {
+    this.active = active;
+    if (active) this.poke();
+  }
+
+  poke(): void {
+    if (this.timer !== null) window.clearTimeout(this.timer);
+    this.timer = window.setTimeout(() => void this.poll(), 0);
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    if (this.timer !== null) window.clearTimeout(this.timer);
+  }
+
+  private selected(): void {
+    this.loadedProfile = null;
+    this.detailUpdated = null;
+    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], exceptions: [], profile: {},
+      share: { state: "idle" } });
+    this.poke();
+  }
+
+  private async poll(): Promise<void> {
+    if (this.disposed) return;
+    let live = false;
+    try {
+      if (this.active) live = await this.load();
+      this.update({ error: "" });
+    } catch (e: any) {
+      this.update({ error: String(e?.message || e) });
+    }
+    this.polls++;
+    if (!this.disposed) this.timer = window.setTimeout(() => void this.poll(), live ? FAST : SLOW);
+  }
+
+  private async load(): Promise<boolean> {
+    const cid = this.get("cluster_id");
+    const [{ cluster }, { computations }] = await Promise.all([
+      get(`api/clusters/${encodeURIComponent(cid)}`),
+      get(`lab/computations?cluster_id=${encodeURIComponent(cid)}&limit=50`),
+    ]);
+    const values: Record<string, unknown> = { cluster, title: cluster.name || cid };
+    const rows = computations.map((c: any) => ({ ...c, label: c.label ?? null }));
+    values.computations_base = { v: 0, rows };
+    if (this.polls % 5 === 0) {
+      const { samples } = await get(`api/clusters/${encodeURIComponent(cid)}/samples?limit=600`);
+      values.samples_base = { v: 0, rows: samples };
+    }
+    if (this.polls % 10 === 0) {
+      const { gpu } = await get(`api/gpu?cluster_id=${encodeURIComponent(cid)}&limit=5000`);
+      values.gpu_base = { v: 0, rows: gpu };
+    }
+    this.update(values);
+    if ((this.get("follow") || !this.get("computation_id")) && rows.length && rows[0].computation_id !== this.get("computation_id")) {
+      this.set("computation_id", rows[0].computation_id); // -> selected() -> poke()
+      return true;
+    }
+    const compId = this.get("computation_id");
+    let running = rows.some((r: any) => r.state === "running");
+    if (compId) {
+      const listed = rows.find((r: any) => r.computation_id === compId);
+      if (!listed || listed.updated !== this.detailUpdated) {
+        const { computation } = await get(`api/computations/${encodeURIComponent(compId)}`);
+        const { groups = [], code = [], ...detail } = computation;
+        this.detailUpdated = detail.updated;
+        const update: Record<string, unknown> = { computation: detail, groups_base: { v: 0, rows: groups },
+          code: code.filter((c: any) => c.text) };
+        if (detail.n_erred) {
+          const { exceptions } = await get(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=200`);
+          update.exceptions = exceptions;
+        }
+        this.update(update);
+        running = running || detail.state === "running";
+      }
+      const state = (this.get("computation") as any)?.state;
+      if (state && state !== "running" && this.loadedProfile !== compId) {
+        const { profile } = await get(`api/computations/${encodeURIComponent(compId)}/profile`);
+        if (profile?.count) {
+          this.loadedProfile = compId;
+          this.update({ profile, profile_title: compId });
+        } else running = true; // the profile lands a moment after the computation ends
+      }
+    }
+    return running || !cluster.stopped;
+  }
+
+  private async share(): Promise<void> {
+    const compId = this.get("computation_id");
+    if (!compId) return;
+    this.set("share", { state: "working" });
+    try {
+      const { report } = await post("lab/share", { computation_id: compId });
+      this.set("share", { state: "done", url: report.local ? reportUrl(report.id) : report.url, id: report.id, local: false });
+    } catch (e: any) {
+      this.set("share", { state: "error", message: `Could not make the report: ${e?.message || e}` });
+    }
+  }
+}

@@ -1,0 +1,135 @@
+// The left-area panel: live and past clusters from the store, newest first, each with
+// its computations; it refreshes itself while it is visible.
+import { Widget } from "@lumino/widgets";
+import { Message } from "@lumino/messaging";
+import { h, clear } from "../common/dom.js";
+import * as fmt from "../common/format.js";
+import { injectStyle, injectLabStyle } from "../common/style.js";
+import { clusterState, stateBadge } from "../widgets/cluster.js";
+import { computationItem, LOGO } from "../widgets/monitor.js";
+import { get, url } from "./api";
+
+const POLL_MS = 3000;
+const MAX_CLUSTERS = 30;
+const MAX_COMPUTATIONS = 15;
+
+export interface IOpenRequest {
+  clusterId: string;
+  computationId: string | null;
+}
+
+export class Sidebar extends Widget {
+  private list: HTMLElement;
+  private footer: HTMLElement;
+  private status: HTMLElement;
+  private timer: number | null = null;
+  private expanded = new Set<string>();
+  private autoExpanded = false;
+  private last = "";
+  where = "";
+
+  constructor(private open: (req: IOpenRequest) => void) {
+    super();
+    injectStyle();
+    injectLabStyle();
+    this.id = "dask-analytics-sidebar";
+    this.addClass("dal");
+    this.addClass("dal-sidebar");
+    const logo = h("span");
+    logo.innerHTML = LOGO;
+    this.status = h("span.dal-faint");
+    this.list = h("div.dal-sidebar-list");
+    this.footer = h("div.dal-sidebar-foot");
+    this.node.append(
+      h("div.dal-sidebar-head", logo.firstChild, h("span.dal-title", "Dask analytics"), h("span.dal-spacer"), this.status),
+      this.list, this.footer);
+  }
+
+  protected onAfterShow(msg: Message): void {
+    void this.refresh();
+  }
+
+  protected onAfterHide(msg: Message): void {
+    if (this.timer !== null) window.clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  async refresh(): Promise<void> {
+    if (this.timer !== null) window.clearTimeout(this.timer);
+    try {
+      if (!this.where) {
+        const info = await get("lab-info");
+        this.where = info.store;
+        clear(this.footer).append(h("span", { title: info.store }, `store: ${fmt.short(info.store, 60)}`), " · ",
+          h("a", { href: url(""), target: "_blank" }, "team view"));
+      }
+      const { clusters } = await get(`api/clusters?limit=${MAX_CLUSTERS}`);
+      if (!this.autoExpanded && clusters.length) {
+        this.expanded.add(clusters[0].cluster_id); // the newest cluster opens by itself
+        this.autoExpanded = true;
+      }
+      const computations: Record<string, any[]> = {};
+      await Promise.all(clusters.filter((c: any) => this.expanded.has(c.cluster_id)).map(async (c: any) => {
+        const r = await get(`lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`);
+        computations[c.cluster_id] = r.computations;
+      }));
+      const key = JSON.stringify([clusters, computations, [...this.expanded]]);
+      if (key !== this.last) {
+        this.last = key;
+        this.draw(clusters, computations);
+      }
+      this.status.textContent = "";
+    } catch (e: any) {
+      this.status.textContent = "offline";
+      this.status.title = String(e?.message || e);
+      if (!this.list.childElementCount) {
+        this.list.append(h("div.dal-empty", h("div.dal-empty-title", "Analytics not available"),
+          h("div.dal-empty-hint", String(e?.message || e))));
+      }
+    }
+    if (this.isVisible) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
+  }
+
+  private draw(clusters: any[], computations: Record<string, any[]>): void {
+    clear(this.list);
+    if (!clusters.length) {
+      this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No clusters recorded yet"),
+        h("div.dal-empty-hint", "In a notebook: ", h("code", "%load_ext dask_analytics"), ", then create a Client.")));
+      return;
+    }
+    for (const c of clusters) {
+      const open = this.expanded.has(c.cluster_id);
+      const state = clusterState(c);
+      const end = c.stopped || (state === "live" ? Date.now() / 1000 : c.last_seen);
+      const head = h("div.dal-cl-head", {
+        dataset: { cluster: c.cluster_id },
+        title: `${c.cluster_id}\n${c.address || ""}`,
+        onclick: () => {
+          open ? this.expanded.delete(c.cluster_id) : this.expanded.add(c.cluster_id);
+          void this.refresh();
+        },
+      },
+      h("span.dal-chev", open ? "▾" : "▸"),
+      h("span.dal-cl-name", c.name || fmt.short(c.cluster_id, 24)),
+      stateBadge(state),
+      h("button.dal-cl-open", { title: "Open this cluster", onclick: (e: Event) => {
+        e.stopPropagation();
+        this.open({ clusterId: c.cluster_id, computationId: null });
+      } }, "open"));
+      const meta = h("div.dal-cl-meta",
+        h("span", c.user || ""), h("span", fmt.clock(c.started)), h("span", fmt.duration(end - c.started)),
+        h("span", `${fmt.count(c.n_workers)} workers`), h("span", fmt.money(c.cost)));
+      const box = h("div.dal-cl", head, meta);
+      if (open) {
+        const comps = computations[c.cluster_id] || [];
+        const inner = h("div.dal-cl-comps");
+        if (!comps.length) inner.append(h("div.dal-faint.dal-cl-none", "no computations yet"));
+        for (const comp of comps) {
+          inner.append(computationItem(comp, false, () => this.open({ clusterId: c.cluster_id, computationId: comp.computation_id })));
+        }
+        box.append(inner);
+      }
+      this.list.append(box);
+    }
+  }
+}

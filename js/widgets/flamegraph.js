@@ -1,0 +1,275 @@
+// Flamegraph of Dask's statistical profile (distributed/profile.py's tree):
+// click to zoom, search to highlight, hover for file, line number and line of code.
+// Drawn on a canvas from flat typed arrays, so a 10,000-node profile renders in a few
+// milliseconds (benchmarks/flamegraph_bench.py measures it).
+// Traits: profile {count, identifier, description, children}, profile_title "".
+import { h, clear, watch, empty } from "../common/dom.js";
+import * as fmt from "../common/format.js";
+import { injectStyle } from "../common/style.js";
+
+const ROW = 18;
+const FONT = "11px var(--jp-code-font-family, ui-monospace, Menlo, Consolas, monospace)";
+const CHAR_W = 6.6; // width of one glyph at FONT; avoids measureText per node
+
+/** Flatten a profile tree (children heaviest first) into typed arrays + strings. */
+export function flatten(tree) {
+  const parent = [], depth = [], count = [], start = [], desc = [];
+  let maxDepth = 0;
+  // Iterative DFS: profiles can be deeper than the JS call stack likes.
+  const stack = [[tree, -1, 0, 0]];
+  while (stack.length) {
+    const [node, p, d, x] = stack.pop();
+    const i = count.length;
+    parent.push(p); depth.push(d); count.push(node.count || 0); start.push(x); desc.push(node.description || {});
+    if (d > maxDepth) maxDepth = d;
+    const kids = Object.values(node.children || {}).sort((a, b) => (b.count || 0) - (a.count || 0));
+    // Push in reverse so the heaviest child is laid out (and popped) first, leftmost.
+    let offsets = [], xx = x;
+    for (const k of kids) { offsets.push(xx); xx += k.count || 0; }
+    for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j], i, d + 1, offsets[j]]);
+  }
+  const n = count.length;
+  const byDepth = Array.from({ length: maxDepth + 1 }, () => []);
+  for (let i = 0; i < n; i++) byDepth[depth[i]].push(i);
+  for (const list of byDepth) list.sort((a, b) => start[a] - start[b]);
+  return {
+    n, maxDepth, byDepth, desc,
+    parent: Int32Array.from(parent), depth: Int32Array.from(depth),
+    count: Float64Array.from(count), start: Float64Array.from(start),
+  };
+}
+
+function hash(s) {
+  let x = 2166136261;
+  for (let i = 0; i < s.length; i++) x = Math.imul(x ^ s.charCodeAt(i), 16777619);
+  return x >>> 0;
+}
+
+/** Colour by where the code lives: your code warm, Dask blue, the numeric stack green. */
+export function colorFor(d) {
+  const f = d.filename || "";
+  const v = hash(d.name || "") % 12;
+  if (!f) return "hsl(220 10% 70%)";
+  if (/[\\/](dask|distributed)[\\/]/.test(f)) return `hsl(${205 + v} 60% ${64 + (v % 4) * 3}%)`;
+  if (/[\\/](numpy|pandas|pyarrow|scipy|numba|cupy|sklearn|xarray)[\\/]/.test(f)) return `hsl(${145 + v} 42% ${60 + (v % 4) * 3}%)`;
+  if (/site-packages|dist-packages/.test(f)) return `hsl(${265 + v} 40% ${70 + (v % 4) * 2}%)`;
+  if (/[\\/]lib[\\/]python3[.\d]*[\\/]/.test(f) || f.startsWith("<")) return `hsl(${30 + v} 8% ${72 + (v % 4) * 2}%)`;
+  return `hsl(${18 + v * 2} 88% ${60 + (v % 4) * 3}%)`;
+}
+
+function label(d) {
+  return d.name ? d.name : "all";
+}
+
+export class FlameChart {
+  constructor(container, { onZoom } = {}) {
+    this.container = container;
+    this.canvas = h("canvas");
+    this.tip = h("div.dal-tip", { style: { display: "none" } });
+    container.append(this.canvas);
+    document.body.append(this.tip);
+    this.flat = null;
+    this.focus = 0;
+    this.query = "";
+    this.matched = null;
+    this.onZoom = onZoom;
+    this.canvas.addEventListener("mousemove", (e) => this._hover(e));
+    this.canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
+    this.canvas.addEventListener("click", (e) => {
+      const i = this._hit(e);
+      if (i >= 0) this.zoom(i);
+    });
+    this._resize = new ResizeObserver(() => this.draw());
+    this._resize.observe(container);
+  }
+
+  setTree(tree) {
+    this.flat = tree ? flatten(tree) : null;
+    this.focus = 0;
+    this.search(this.query);
+  }
+
+  zoom(i) {
+    this.focus = i;
+    this.draw();
+    this.onZoom?.(this.path(i));
+  }
+
+  /** Ancestors of node i, root first. */
+  path(i) {
+    const out = [];
+    for (let j = i; j >= 0; j = this.flat.parent[j]) out.unshift(j);
+    return out;
+  }
+
+  search(query) {
+    this.query = query;
+    const f = this.flat;
+    this.matched = null;
+    this.matchedCount = 0;
+    if (f && query) {
+      const q = query.toLowerCase();
+      this.matched = new Uint8Array(f.n);
+      for (let i = 0; i < f.n; i++) {
+        const d = f.desc[i];
+        if ((d.name || "").toLowerCase().includes(q) || (d.filename || "").toLowerCase().includes(q)) this.matched[i] = 1;
+      }
+      // Samples matched: count each matching node not below another match.
+      for (let i = 0; i < f.n; i++) {
+        if (!this.matched[i]) continue;
+        let p = f.parent[i], covered = false;
+        while (p >= 0) { if (this.matched[p]) { covered = true; break; } p = f.parent[p]; }
+        if (!covered) this.matchedCount += f.count[i];
+      }
+    }
+    this.draw();
+  }
+
+  draw() {
+    const f = this.flat;
+    const W = this.container.clientWidth;
+    if (!f || !W) return;
+    const dpr = window.devicePixelRatio || 1;
+    const focus = this.focus;
+    const fx = f.start[focus], fw = f.count[focus] || 1, fd = f.depth[focus];
+    const rows = f.maxDepth + 1;
+    const H = rows * ROW;
+    if (this.canvas.width !== Math.round(W * dpr) || this.canvas.height !== Math.round(H * dpr)) {
+      this.canvas.width = Math.round(W * dpr);
+      this.canvas.height = Math.round(H * dpr);
+      this.canvas.style.height = `${H}px`;
+    }
+    const ctx = this.canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+    ctx.font = FONT;
+    ctx.textBaseline = "middle";
+    const scale = W / fw;
+    const ancestors = new Set(this.path(focus));
+    this.boxes = []; // per depth: [x0, x1, node] for hit-testing what is drawn
+    for (let d = 0; d < rows; d++) {
+      const list = f.byDepth[d];
+      const drawn = [];
+      for (let k = 0; k < list.length; k++) {
+        const i = list[k];
+        let x, w;
+        if (d < fd) {
+          if (!ancestors.has(i)) continue;
+          x = 0; w = W;
+        } else {
+          const s = f.start[i];
+          if (s + f.count[i] <= fx || s >= fx + fw) continue;
+          x = (s - fx) * scale;
+          w = f.count[i] * scale;
+        }
+        if (w < 0.4) continue;
+        const y = d * ROW;
+        const desc = f.desc[i];
+        let color = colorFor(desc);
+        if (this.matched) color = this.matched[i] ? "#ee6b3b" : "rgba(160,166,175,0.35)";
+        ctx.fillStyle = color;
+        ctx.fillRect(x, y, Math.max(w - 0.5, 0.4), ROW - 1);
+        if (w > 28) {
+          const text = label(desc);
+          const maxChars = Math.floor((w - 8) / CHAR_W);
+          ctx.fillStyle = this.matched && !this.matched[i] ? "rgba(60,64,70,0.55)" : "#1b1f24";
+          ctx.fillText(text.length > maxChars ? text.slice(0, Math.max(maxChars - 1, 1)) + "…" : text, x + 4, y + ROW / 2);
+        }
+        drawn.push([x, x + w, i]);
+      }
+      this.boxes.push(drawn);
+    }
+  }
+
+  _hit(e) {
+    if (!this.boxes) return -1;
+    const r = this.canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, d = Math.floor((e.clientY - r.top) / ROW);
+    const row = this.boxes[d];
+    if (!row) return -1;
+    let lo = 0, hi = row.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (row[mid][1] < x) lo = mid + 1;
+      else if (row[mid][0] > x) hi = mid - 1;
+      else return row[mid][2];
+    }
+    return -1;
+  }
+
+  _hover(e) {
+    const i = this._hit(e);
+    if (i < 0) { this.tip.style.display = "none"; return; }
+    const f = this.flat, d = f.desc[i];
+    const total = f.count[0] || 1;
+    clear(this.tip).append(
+      h("div", h("b", label(d)), `  ${fmt.count(f.count[i])} samples · ${fmt.percent((100 * f.count[i]) / total)}`),
+      d.filename ? h("div.dal-tip-file", `${d.filename}:${d.line_number}`) : null,
+      d.line ? h("pre", d.line.trim()) : null);
+    this.tip.style.display = "block";
+    const tw = this.tip.offsetWidth, th = this.tip.offsetHeight;
+    this.tip.style.left = `${Math.min(e.clientX + 14, window.innerWidth - tw - 8)}px`;
+    this.tip.style.top = `${e.clientY + 16 + th > window.innerHeight ? e.clientY - th - 10 : e.clientY + 16}px`;
+  }
+
+  dispose() {
+    this._resize.disconnect();
+    this.tip.remove();
+  }
+}
+
+function render({ model, el }) {
+  injectStyle();
+  const root = h("div.dal.dal-flame");
+  const input = h("input.dal-input", { type: "search", placeholder: "Search functions or files…", "aria-label": "Search the profile" });
+  const reset = h("button.dal-btn", { disabled: true }, "Reset zoom");
+  const crumbs = h("div.dal-crumbs");
+  const info = h("span.dal-muted");
+  const holder = h("div");
+  const bar = h("div.dal-flame-bar", input, reset, info);
+  root.append(bar, crumbs, holder);
+  el.append(root);
+  const chart = new FlameChart(holder, {
+    onZoom: (path) => {
+      reset.disabled = path.length <= 1;
+      clear(crumbs);
+      path.forEach((i, k) => {
+        if (k) crumbs.append(" › ");
+        crumbs.append(h("a", { onclick: () => chart.zoom(i) }, label(chart.flat.desc[i])));
+      });
+    },
+  });
+  input.addEventListener("input", () => {
+    chart.search(input.value.trim());
+    info.textContent = chart.matched ? `${fmt.percent((100 * chart.matchedCount) / (chart.flat.count[0] || 1))} of samples match` : summary();
+  });
+  reset.addEventListener("click", () => chart.zoom(0));
+  const summary = () => {
+    const p = model.get("profile") || {};
+    return p.count ? `${fmt.count(p.count)} samples${model.get("profile_title") ? ` · ${model.get("profile_title")}` : ""}` : "";
+  };
+  let placeholder = null;
+  const update = () => {
+    const p = model.get("profile") || {};
+    placeholder?.remove();
+    placeholder = null;
+    if (!p.count) {
+      chart.setTree(null);
+      chart.canvas.style.display = "none";
+      bar.style.display = "none";
+      placeholder = empty("No profile yet", "Dask samples what the workers run; the profile of a computation is recorded when it finishes.");
+      root.append(placeholder);
+      return;
+    }
+    chart.canvas.style.display = "block";
+    bar.style.display = "flex";
+    chart.setTree(p);
+    chart.onZoom(chart.path(0));
+    info.textContent = summary();
+  };
+  update();
+  const off = watch(model, ["profile"], update);
+  return () => { off(); chart.dispose(); root.remove(); };
+}
+
+export default { render };

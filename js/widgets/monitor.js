@@ -1,0 +1,135 @@
+// The monitor: one cluster, its computations newest first (following the newest
+// while work runs), and the chosen computation's task groups, profile and code, the
+// cluster summary, GPU metrics and the share button.  It composes the other views,
+// which read the same model (their traits are a subset of the monitor's).
+import { h, clear, watch, throttle } from "../common/dom.js";
+import * as fmt from "../common/format.js";
+import { readTable, tableTraits } from "../common/table.js";
+import { injectStyle } from "../common/style.js";
+import taskgroups from "./taskgroups.js";
+import flamegraph from "./flamegraph.js";
+import code from "./code.js";
+import cluster, { clusterState, stateBadge } from "./cluster.js";
+import gpu from "./gpu.js";
+import { shareControl } from "./share.js";
+
+export const LOGO = `<svg viewBox="0 0 24 24" class="dal-logo" aria-hidden="true"><rect x="2" y="13" width="4" height="9" rx="1.2" fill="#ee6b3b"/>` +
+  `<rect x="8" y="8" width="4" height="14" rx="1.2" fill="#f5a524"/><rect x="14" y="4" width="4" height="18" rx="1.2" fill="#2fa572"/>` +
+  `<rect x="20" y="10" width="3" height="12" rx="1.2" fill="#5b8def"/></svg>`;
+
+const TABS = [
+  ["groups", "Task groups", taskgroups],
+  ["profile", "Profile", flamegraph],
+  ["code", "Code", code],
+  ["cluster", "Cluster", cluster],
+  ["gpu", "GPU", gpu],
+];
+
+export function computationItem(c, selected, onclick) {
+  const state = c.state || "running";
+  const dur = c.start ? (c.stop || Date.now() / 1000) - c.start : null;
+  return h(`div.dal-comp${selected ? ".selected" : ""}`, { onclick, dataset: { computation: c.computation_id }, title: c.computation_id },
+    h("span.dal-comp-name", c.label || `computation ${fmt.short(c.computation_id, 12)}`),
+    h(`span.dal-badge.${state}`, h("span.dal-dot"), state),
+    h("span.dal-comp-meta",
+      h("span", fmt.clock(c.start)),
+      h("span", fmt.duration(dur)),
+      h("span", `${fmt.count(c.n_tasks)} tasks`),
+      c.n_erred ? h("span", { style: { color: "var(--dal-bad)" } }, `${fmt.count(c.n_erred)} erred`) : null));
+}
+
+function render({ model, el }) {
+  injectStyle();
+  const root = h("div.dal.dal-card.dal-monitor");
+  const header = h("div.dal-header");
+  const list = h("div");
+  const follow = h("input", { type: "checkbox" });
+  const side = h("div.dal-side",
+    h("div.dal-side-title", h("span", "Computations"), h("label.dal-follow", { title: "Jump to each new computation" }, follow, "follow")),
+    list);
+  const tabs = h("div.dal-tabs");
+  const panes = h("div");
+  const share = shareControl(model);
+  const main = h("div.dal-main", tabs, panes);
+  root.append(header, h("div.dal-body", side, main));
+  el.append(root);
+
+  // Each view renders once into its own pane; switching tabs only shows/hides panes,
+  // so zoom, search and sort survive.
+  const cleanups = [share.dispose];
+  const paneOf = {};
+  const tabButtons = {};
+  for (const [id, label, view] of TABS) {
+    const pane = h("div.dal-pane", { style: { display: "none" }, dataset: { pane: id } });
+    panes.append(pane);
+    paneOf[id] = pane;
+    const cleanup = view.render({ model, el: pane });
+    if (typeof cleanup === "function") cleanups.push(cleanup);
+    tabButtons[id] = h("button.dal-tab", { onclick: () => { model.set("tab", id); model.save_changes(); } }, label);
+    tabs.append(tabButtons[id]);
+  }
+  // A shared report is the monitor without the share button (nothing to share from there).
+  if (model.get("shareable") !== false) tabs.append(h("span.dal-spacer"), share.el);
+
+  const showTab = () => {
+    const tab = model.get("tab") || "groups";
+    for (const [id] of TABS) {
+      paneOf[id].style.display = id === tab ? "block" : "none";
+      tabButtons[id].classList.toggle("active", id === tab);
+    }
+  };
+
+  const drawHeader = throttle(() => {
+    const c = model.get("cluster") || {};
+    clear(header);
+    const logo = h("span");
+    logo.innerHTML = LOGO;
+    header.append(logo.firstChild, h("span.dal-title", c.name || model.get("title") || "Dask analytics"));
+    if (c.cluster_id) {
+      // A shared report is a snapshot: "live" and "up" as of when it was made.
+      const now = model.get("snapshot_time") || Date.now() / 1000;
+      header.append(stateBadge(clusterState(c, now)), h("span.dal-stats",
+        h("span.dal-stat", h("b", fmt.count(c.n_workers)), " workers"),
+        h("span.dal-stat", h("b", fmt.count(c.n_threads)), " threads"),
+        h("span.dal-stat", h("b", fmt.bytes(c.memory_used)), ` / ${fmt.bytes(c.memory_total)}`),
+        h("span.dal-stat", h("b", fmt.money(c.cost))),
+        h("span.dal-stat", "up ", h("b", fmt.duration((c.stopped || now) - c.started)))));
+    }
+    header.append(h("span.dal-spacer"));
+    if (model.get("error")) header.append(h("span.dal-share-msg.bad", { title: model.get("error") }, "store unreachable — retrying"));
+    header.append(h("span.dal-where", { title: `Recorded in ${model.get("where")}` }, model.get("where") || ""));
+  });
+
+  const drawList = throttle(() => {
+    const rows = readTable(model, "computations", "computation_id").sort((a, b) => (b.start || 0) - (a.start || 0));
+    const selected = model.get("computation_id");
+    follow.checked = !!model.get("follow");
+    clear(list);
+    if (!rows.length) list.append(h("div.dal-empty", h("div.dal-empty-hint", "Nothing computed yet on this cluster.")));
+    for (const c of rows) {
+      list.append(computationItem(c, c.computation_id === selected, () => {
+        model.set("computation_id", c.computation_id);
+        model.set("follow", false);
+        model.save_changes();
+      }));
+    }
+    const groups = readTable(model, "groups", "name");
+    const erred = groups.reduce((a, g) => a + ((g.states || {}).erred || 0), 0);
+    tabButtons.groups.replaceChildren("Task groups", groups.length ? h(`span.dal-count${erred ? ".bad" : ""}`, erred ? `${fmt.count(erred)} erred` : groups.length) : "");
+    const gpuRows = (model.get("gpu_base")?.rows?.length || 0) + (model.get("gpu_patch")?.rows?.length || 0);
+    tabButtons.gpu.style.opacity = gpuRows ? "1" : "0.55";
+  });
+
+  follow.addEventListener("change", () => { model.set("follow", follow.checked); model.save_changes(); });
+  showTab(); drawHeader(); drawList();
+  // Durations of live things move on even when no data changes.
+  const timer = setInterval(drawHeader, 5000);
+  cleanups.push(
+    watch(model, ["tab"], showTab),
+    watch(model, ["cluster", "where", "title", "error"], drawHeader),
+    watch(model, ["computation_id", "follow", ...tableTraits("computations"), ...tableTraits("groups"), ...tableTraits("gpu")], drawList),
+    () => clearInterval(timer));
+  return () => { for (const c of cleanups) c(); root.remove(); };
+}
+
+export default { render };

@@ -1,0 +1,145 @@
+"""A real `jupyter lab` on 127.0.0.1 and Debian's Chromium driven by Playwright, for
+tests/test_browser*.py and benchmarks/flamegraph_bench.py."""
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+CHROMIUM = os.environ.get("DAL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-gpu",
+                 "--disable-dev-shm-usage"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[object]:
+    """A headless Chromium browser (Playwright's sync API)."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} not found: apt-get install -y chromium (never `playwright install`)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class JupyterLab:
+    def __init__(self, root: Path, env: dict, port: int, token: str, proc: subprocess.Popen, log: Path):
+        self.root, self.env, self.port, self.token, self.proc, self.log = root, env, port, token, proc, log
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.base}/{path.lstrip('/')}{sep}token={self.token}"
+
+
+def _quiet_settings(settings: Path) -> None:
+    # JupyterLab's news/update notification covers part of the page: off.
+    apputils = settings / "@jupyterlab" / "apputils-extension"
+    apputils.mkdir(parents=True, exist_ok=True)
+    (apputils / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    # Keep every cell rendered (screenshots and the widget checks want the outputs in the DOM).
+    notebook = settings / "@jupyterlab" / "notebook-extension"
+    notebook.mkdir(parents=True, exist_ok=True)
+    (notebook / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+
+
+@contextlib.contextmanager
+def jupyter_lab(tmp: Path, store_url: str, extra_env: dict | None = None) -> Iterator[JupyterLab]:
+    """`jupyter lab` with its own config, runtime, data and settings folders under tmp."""
+    for d in ("config", "runtime", "data", "settings", "workspaces", "notebooks"):
+        (tmp / d).mkdir(parents=True, exist_ok=True)
+    _quiet_settings(tmp / "settings")
+    port, token = free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+        "JUPYTER_DATA_DIR": str(tmp / "data"),
+        "DASK_ANALYTICS__STORE": store_url,
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
+    log = tmp / "jupyter.log"
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={tmp / 'notebooks'}", f"--LabApp.user_settings_dir={tmp / 'settings'}",
+           f"--LabApp.workspaces_dir={tmp / 'workspaces'}", "--LabApp.expose_app_in_browser=True",
+           "--LabApp.extension_manager=readonly"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
+        cmd.append("--allow-root")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
+    lab = JupyterLab(tmp / "notebooks", env, port, token, proc, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(lab.url("api/status"), timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"jupyter lab did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield lab
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def static_server(root: Path) -> Iterator[str]:
+    """Serve a folder on 127.0.0.1 (ES modules do not load from file://)."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, directory=str(root), **kw)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def save(name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / name
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, dirs_exist_ok=True)
