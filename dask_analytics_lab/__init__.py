@@ -19,6 +19,7 @@ from .api import (
 )
 from .config import ConfigError
 from .gpu import Monitor, NoGPUWarning
+from .reports import list_performance_reports, performance_report
 from .lab import load_ipython_extension, unload_ipython_extension
 from .widgets import monitor
 
@@ -42,6 +43,8 @@ __all__ = [
     "Monitor",
     "monitor",
     "NoGPUWarning",
+    "performance_report",
+    "list_performance_reports",
     "register",
     "status",
     "where",

@@ -29,7 +29,7 @@ CELLS = [
     "cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0',\n"
     "                       silence_logs=logging.CRITICAL)\n"
     "client = Client(cluster)",
-    "from dask_analytics_lab.widgets import monitor\nmonitor()",
+    "from dask_analytics_lab import monitor\nmonitor()",
     "import time\n"
     "import dask.array as da\n"
     "import dask.dataframe as dd\n"

@@ -12,6 +12,8 @@ import logging
 import time
 from typing import Any
 
+import dask.config
+from dask.utils import parse_timedelta
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
@@ -91,6 +93,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             describe=mask_url(url),
         )
         self._profiles: asyncio.Queue = asyncio.Queue()
+        self._profile_cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle"), default="ms") + 0.1
         self._profile_task = asyncio.create_task(self._fetch_profiles())
 
         from .environment import platform_info, versions
@@ -179,7 +182,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                 self.emit("exception", row)
             if self.settings["profile_transmit"]:
                 for computation_id, start in ended:
-                    self._profiles.put_nowait((computation_id, start))
+                    self._profiles.put_nowait((computation_id, start, now))
             self._check_idle(now)
         except Exception:
             logger.exception("dask-analytics: snapshot failed; will try again next interval")
@@ -197,8 +200,13 @@ class AnalyticsPlugin(SchedulerPlugin):
     async def _fetch_profiles(self) -> None:
         # One at a time: each fetch is one RPC per worker.
         while True:
-            computation_id, start = await self._profiles.get()
+            computation_id, start, ended = await self._profiles.get()
             try:
+                # Workers hand over their samples once per profile cycle: a computation
+                # shorter than a cycle has nothing in their history until the cycle ends.
+                wait = ended + self._profile_cycle - time.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 tree = await asyncio.wait_for(
                     self.scheduler.get_profile(start=start), self.settings["profile_timeout"]
                 )

@@ -64,7 +64,7 @@ def load(ipython: Any) -> None:
         found = True
         register_and_say(client)
     _say(("every Client" if not found else "every other Client") + " you create in this kernel is recorded too; "
-         "see it live with: from dask_analytics_lab.widgets import monitor; monitor()")
+         "see it live with: from dask_analytics_lab import monitor; monitor()")
     if ipython is not None:
         ipython.register_magic_function(_magic, magic_kind="line", magic_name="dask_analytics")
 

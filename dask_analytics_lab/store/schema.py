@@ -234,3 +234,7 @@ ingested = sa.Table(
 # Tables a user's export holds, in an order where every row's cluster comes first.
 DATA_TABLES = (clusters, cluster_samples, computations, task_groups, code_snippets,
                exceptions, events, profiles, gpu_samples)
+
+# The team server's tables (accounts, tokens, reports ...) live in team_schema.py;
+# importing it registers them on `metadata`.
+from . import team_schema  # noqa: E402,F401

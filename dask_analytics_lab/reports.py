@@ -1,0 +1,206 @@
+"""Performance reports you can send as a link.
+
+    from dask_analytics_lab import performance_report, list_performance_reports
+    with performance_report(filename="dask-report.html"):   # account=, private=
+        df.groupby(...).value.mean().compute()
+    # prints: Performance Report Available at: <url>
+    list_performance_reports()  # [{"private": False, "filename": ..., "url": ...}, ...]
+
+`performance_report` is distributed's own, so the HTML file is written where you ask,
+as always.  On leaving the block it also gathers a machine-readable twin (summary,
+task groups, task stream, profile) and stores both in `analytics.store`:
+
+- an http(s):// store (a `dask-analytics server`): uploaded with `analytics.token`;
+  the link is the server's, and the server decides the account (the token's);
+- an embedded SQLite/PostgreSQL store: written straight into it.  The link points at
+  `analytics.reports.base-url` (default http://127.0.0.1:8765, where
+  `dask-analytics server --db <the same store>` serves it; point it at the Jupyter
+  extension's URL to open reports there).
+
+Public-by-link by default (the id is 128 random bits); `private=True` opens only for
+members of the account.  If storing fails the HTML file is still there and a warning
+says why: a report never fails the user's computation.
+"""
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+import time
+import warnings
+from collections import defaultdict
+from typing import Any
+
+import dask
+import distributed
+
+from . import config
+
+logger = logging.getLogger("dask_analytics_lab")
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8765"
+# Entries of the task stream kept in the twin: enough for any plot, bounded in size.
+MAX_TASK_STREAM = 100_000
+
+
+def _groups_since(dask_scheduler: Any, start: float) -> list[dict]:
+    """On the scheduler: the computations active since `start`, with their task groups."""
+    from .collect.computations import summarise_group
+
+    out = []
+    for comp in list(dask_scheduler.computations):
+        if comp.stop is not None and comp.stop < start and comp.stop > 0:
+            continue
+        groups = [summarise_group(tg) for tg in comp.groups]
+        if groups:
+            out.append({"id": str(comp.id), "start": comp.start, "stop": comp.stop, "groups": groups})
+    return out
+
+
+def _task_stream_rows(stream: list[dict]) -> tuple[list[dict], dict[str, float]]:
+    """Compact task stream rows and the time spent per action (compute, transfer, ...)."""
+    rows: list[dict] = []
+    spent: dict[str, float] = defaultdict(float)
+    for d in stream:
+        for ss in d.get("startstops", ()):
+            spent[ss["action"]] += ss["stop"] - ss["start"]
+            if len(rows) < MAX_TASK_STREAM:
+                rows.append({"key": str(d.get("key")), "worker": d.get("worker"), "thread": d.get("thread"),
+                             "action": ss["action"], "start": ss["start"], "stop": ss["stop"],
+                             "status": d.get("status"), "nbytes": d.get("nbytes")})
+    return rows, dict(spent)
+
+
+class performance_report(distributed.performance_report):
+    """distributed.performance_report that also stores the report and prints its link.
+
+    After the block: `.url` (None if storing failed), `.report` (the stored row).
+    """
+
+    def __init__(self, filename: str = "dask-report.html", *, account: str | None = None,
+                 private: bool = False, title: str | None = None, store: str | None = None,
+                 stacklevel: int = 1, mode: str | None = None, storage_options: dict | None = None):
+        super().__init__(filename=filename, stacklevel=stacklevel, mode=mode, storage_options=storage_options)
+        self.account = account
+        self.private = bool(private)
+        self.title = title
+        self.store = store
+        self.url: str | None = None
+        self.report: dict | None = None
+
+    def __enter__(self) -> "performance_report":
+        super().__enter__()
+        return self
+
+    async def __aenter__(self) -> "performance_report":
+        await super().__aenter__()  # also starts the scheduler's task stream plugin
+        # Tasks are picked by their position in the stream, not by time: the time
+        # filter compares the client's clock with the workers' and can drop tasks.
+        self._stream_index = await distributed.get_client().scheduler.get_task_stream_index()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc_value: Any, traceback: Any, code: str | None = None) -> None:
+        client = distributed.get_client()
+        if code is None:  # the async path: one frame deeper than distributed's own
+            frames = client._get_computation_code(self._stacklevel + 1, nframes=1)
+            code = frames[0].code if frames else "<Code not available>"
+        stop = time.time()
+        await super().__aexit__(exc_type, exc_value, traceback, code=code)
+        try:
+            twin = await self._twin(client, code, stop)
+            html = await asyncio.to_thread(self._read_html)
+            self.report = await asyncio.to_thread(publish, html, twin, filename=self.filename, account=self.account,
+                                                  private=self.private, title=self.title, store=self.store)
+            self.url = self.report["url"]
+            print(f"Performance Report Available at: {self.url}")
+        except Exception as e:
+            warnings.warn(f"dask-analytics: the performance report is saved in {self.filename} but could not be "
+                          f"stored in the analytics store: {e}", stacklevel=2)
+
+    def _read_html(self) -> str:
+        import fsspec
+
+        with fsspec.open(self.filename, mode="r", compression="infer", **self.storage_options) as f:
+            return f.read()
+
+    async def _twin(self, client: Any, code: str, stop: float) -> dict:
+        start = self.start
+        stream, profile, info = await asyncio.gather(
+            client.scheduler.get_task_stream(start_index=self._stream_index),
+            client.scheduler.profile(start=start),
+            client.scheduler.identity(),
+        )
+        try:
+            computations = await client.run_on_scheduler(_groups_since, start=start)
+        except Exception as e:  # e.g. the scheduler cannot import this package
+            logger.info("dask-analytics: no task groups for the report: %r", e)
+            computations = []
+        rows, spent = _task_stream_rows(stream)
+        workers = info.get("workers", {})
+        summary = {
+            "start": start, "stop": stop, "duration": stop - start,
+            "n_tasks": len(stream), "time_per_action": spent,
+            "n_workers": len(workers),
+            "n_threads": sum(w.get("nthreads", 0) for w in workers.values()),
+            "memory_limit": sum(w.get("memory_limit", 0) or 0 for w in workers.values()),
+            "cluster_id": info.get("id"), "scheduler": info.get("address"),
+            "versions": {"dask": dask.__version__, "distributed": distributed.__version__},
+            "code": code,
+        }
+        return {
+            "summary": summary,
+            "computations": [{k: v for k, v in c.items() if k != "groups"} for c in computations],
+            "task_groups": [dict(g, computation_id=c["id"]) for c in computations for g in c["groups"]],
+            "task_stream": rows,
+            "task_stream_truncated": len(rows) < sum(len(d.get("startstops", ())) for d in stream),
+            "profile": profile,
+        }
+
+
+def _base_url() -> str:
+    return (dask.config.get("analytics.reports.base-url", None) or DEFAULT_BASE_URL).rstrip("/")
+
+
+def _target(store: str | None) -> tuple[str, Any]:
+    """(store URL, reader): an HttpReader for a server, else the embedded Store."""
+    from .api import _reader
+
+    url = config.validate_store(store if store is not None else dask.config.get("analytics.store"))
+    return url, _reader(url)
+
+
+def publish(html: str, twin: dict, *, filename: str, account: str | None = None, private: bool = False,
+            title: str | None = None, store: str | None = None) -> dict:
+    """Store one report and its twin; return its row with "url" and "json_url"."""
+    body = {"html": html, "twin": twin, "filename": filename, "private": private, "title": title,
+            "cluster_id": twin.get("summary", {}).get("cluster_id")}
+    url, reader = _target(store)
+    if url.startswith(("http://", "https://")):
+        if account is not None:
+            body["account"] = account
+        return reader.upload_report(body)
+    from .server.context import Principal
+    from .server.report_handlers import check_upload, public_row
+    from .store.team import TeamStore
+
+    who = Principal(account or dask.config.get("analytics.account", None) or "default",
+                    dask.config.get("analytics.user", None) or getpass.getuser(), "local")
+    row = check_upload(body, who)
+    TeamStore(reader).add_report(row)
+    return public_row(row, _base_url())
+
+
+def list_performance_reports(*, account: str | None = None, limit: int = 100, store: str | None = None) -> list[dict]:
+    """Stored reports, newest first: [{"id", "url", "json_url", "filename", "private", ...}].
+
+    From a server: the token's account's.  From an embedded store: every account's,
+    or `account`'s.
+    """
+    url, reader = _target(store)
+    if url.startswith(("http://", "https://")):
+        return reader.list_reports(account=account, limit=limit)
+    from .server.report_handlers import public_row
+    from .store.team import TeamStore
+
+    base = _base_url()
+    return [public_row(r, base) for r in TeamStore(reader).list_reports(account=account, limit=limit)]

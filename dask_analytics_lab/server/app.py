@@ -1,0 +1,64 @@
+"""Running the standalone server: one tornado Application on one port, TLS optional."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import ssl
+from typing import Any
+
+import tornado.httpserver
+import tornado.web
+
+from .context import make_context
+from .routes import routes_for
+
+logger = logging.getLogger("dask_analytics_lab.server")
+
+
+def make_app(settings: dict, prefix: str = "") -> tornado.web.Application:
+    ctx = make_context(prefix, settings)
+    app = tornado.web.Application(routes_for(ctx), compress_response=True)
+    app.dal_context = ctx  # type: ignore[attr-defined]
+    return app
+
+
+def ssl_context(certfile: str | None, keyfile: str | None) -> ssl.SSLContext | None:
+    if not certfile:
+        if keyfile:
+            raise ValueError("--keyfile needs --certfile")
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(certfile, keyfile)
+    return ctx
+
+
+async def serve(settings: dict, *, host: str = "127.0.0.1", port: int = 8765, certfile: str | None = None,
+                keyfile: str | None = None, ready: Any = None) -> None:
+    """Serve until SIGINT/SIGTERM.  `ready(url)` is called once listening."""
+    tls = ssl_context(certfile, keyfile)
+    app = make_app(settings)
+    ctx = app.dal_context
+    # Report uploads are the largest bodies; ingest checks its own, smaller limit.
+    server = tornado.httpserver.HTTPServer(app, ssl_options=tls, xheaders=False,
+                                           max_body_size=ctx.max_report_bytes + 2**20)
+    server.listen(port, host)
+    url = f"{'https' if tls else 'http'}://{host}:{port}"
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread
+            pass
+    logger.info("dask-analytics server listening at %s", url)
+    if ready is not None:
+        ready(url)
+    try:
+        await stop.wait()
+    finally:
+        server.stop()
+        await server.close_all_connections()
+        ctx.executor.shutdown(wait=True)
+        ctx.store.close()

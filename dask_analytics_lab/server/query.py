@@ -1,0 +1,227 @@
+"""The read-only JSON API: one small handler per route, all scoped to the caller's account.
+
+Every answer wraps its rows under a name ({"clusters": [...]}, {"cluster": {...}});
+errors are {"error": message, "status": code}.  Query parameters are checked (unknown
+ones, bad limits and ids give 400); `account=` narrows a trusted local caller to one
+account and must equal a token's own account.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .base import BaseHandler, check_text
+from .context import Principal
+from .errors import ApiError
+
+
+def limit_param(default: int, most: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if not 1 <= n <= most:
+            raise ApiError(400, f"limit must be a whole number from 1 to {most}, got {value[:40]!r}")
+        return n
+    parse.default = default  # type: ignore[attr-defined]
+    return parse
+
+
+def _text(name: str) -> Callable[[str], str]:
+    return lambda value: check_text(name, value)
+
+
+class QueryHandler(BaseHandler):
+    """Subclasses name their parameters and implement `query`."""
+
+    params: dict[str, Callable[[str], Any]] = {}
+    key: str = ""
+
+    def parse_params(self) -> dict[str, Any]:
+        args = self.request.query_arguments
+        allowed = set(self.params) | {"account"}
+        unknown = set(args) - allowed
+        if unknown:
+            raise ApiError(400, f"unknown query parameter(s) {sorted(unknown)}; this endpoint takes {sorted(allowed)}")
+        out: dict[str, Any] = {}
+        for name, parse in self.params.items():
+            if name in args:
+                out[name] = parse(self._one(name))
+            elif hasattr(parse, "default"):
+                out[name] = parse.default
+        return out
+
+    def _one(self, name: str) -> str:
+        values = self.request.query_arguments[name]
+        if len(values) != 1:
+            raise ApiError(400, f"give {name} once")
+        try:
+            return values[0].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, f"{name} is not UTF-8") from None
+
+    def scope(self, principal: Principal) -> str | None:
+        """The account the caller may read: their own, or any one a local caller names."""
+        if "account" not in self.request.query_arguments:
+            return principal.account
+        asked = check_text("account", self._one("account"))
+        if principal.account is not None and asked != principal.account:
+            raise ApiError(403, f"your token belongs to account {principal.account!r}; it cannot read account {asked!r}")
+        return asked
+
+    async def get(self, *path: str) -> None:
+        principal = await self.principal()
+        params = self.parse_params()
+        account = self.scope(principal)
+        ids = [check_text("id", p) for p in path]
+        result = await self.call(self.query, account, *ids, **params)
+        self.write_json({self.key: result})
+
+    def query(self, account: str | None, *ids: str, **params: Any) -> Any:
+        raise NotImplementedError
+
+
+class Clusters(QueryHandler):
+    key = "clusters"
+    params = {"limit": limit_param(100, 10_000)}
+
+    def query(self, account, limit):
+        return self.ctx.store.list_clusters(account=account, limit=limit)
+
+
+class Cluster(QueryHandler):
+    key = "cluster"
+
+    def query(self, account, cluster_id):
+        return self.ctx.store.get_cluster(cluster_id, account=account)
+
+
+class ClusterComputations(QueryHandler):
+    key = "computations"
+    params = {"limit": limit_param(100, 10_000)}
+
+    def query(self, account, cluster_id, limit):
+        self.ctx.store.get_cluster(cluster_id, account=account)  # 404 rather than [] for a stranger
+        return self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+
+
+class ClusterSamples(QueryHandler):
+    key = "samples"
+    params = {"limit": limit_param(10_000, 100_000)}
+
+    def query(self, account, cluster_id, limit):
+        return self.ctx.store.list_cluster_samples(cluster_id, account=account, limit=limit)
+
+
+class ClusterProfile(QueryHandler):
+    key = "profile"
+
+    def query(self, account, cluster_id):
+        return self.ctx.store.get_profile(cluster_id=cluster_id, account=account)
+
+
+class Computations(QueryHandler):
+    key = "computations"
+    params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id")}
+
+    def query(self, account, limit, cluster_id=None):
+        return self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+
+
+def decrypt_code(cipher: Any, rows: Any) -> Any:
+    """Snippet rows (dicts with "text") with their text readable again."""
+    for row in rows or ():
+        if isinstance(row, dict) and "text" in row:
+            row["text"] = cipher.decrypt(row["text"])
+    return rows
+
+
+class Computation(QueryHandler):
+    key = "computation"
+
+    def query(self, account, computation_id):
+        comp = self.ctx.store.get_computation(computation_id, account=account)
+        decrypt_code(self.ctx.cipher, comp.get("code"))
+        return comp
+
+
+class ComputationGroups(QueryHandler):
+    key = "groups"
+
+    def query(self, account, computation_id):
+        return self.ctx.store.list_task_groups(computation_id, account=account)
+
+
+class ComputationProfile(QueryHandler):
+    key = "profile"
+
+    def query(self, account, computation_id):
+        return self.ctx.store.get_profile(computation_id=computation_id, account=account)
+
+
+class Exceptions(QueryHandler):
+    key = "exceptions"
+    params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id"),
+              "computation_id": _text("computation_id")}
+
+    def query(self, account, limit, cluster_id=None, computation_id=None):
+        return self.ctx.store.list_exceptions(cluster_id=cluster_id, computation_id=computation_id,
+                                              account=account, limit=limit)
+
+
+class Events(QueryHandler):
+    key = "events"
+    params = {"limit": limit_param(1000, 100_000), "cluster_id": _text("cluster_id"), "topic": _text("topic")}
+
+    def query(self, account, limit, cluster_id=None, topic=None):
+        return self.ctx.store.list_events(cluster_id=cluster_id, topic=topic, account=account, limit=limit)
+
+
+class Gpu(QueryHandler):
+    key = "gpu"
+    params = {"limit": limit_param(100_000, 1_000_000), "cluster_id": _text("cluster_id"),
+              "monitor_id": _text("monitor_id"), "worker": _text("worker")}
+
+    def query(self, account, limit, cluster_id=None, monitor_id=None, worker=None):
+        return self.ctx.store.list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
+                                               account=account, limit=limit)
+
+
+class Export(QueryHandler):
+    key = "export"
+
+    def query(self, account):
+        tables = self.ctx.store.export(account=account)
+        decrypt_code(self.ctx.cipher, tables.get("code_snippets"))
+        return tables
+
+
+class WhoAmI(QueryHandler):
+    key = "whoami"
+
+    async def get(self) -> None:
+        principal = await self.principal()
+        self.parse_params()
+        self.write_json({self.key: {"account": principal.account, "user": principal.user, "via": principal.via,
+                                    "token_required": self.ctx.token_required}})
+
+
+def query_routes() -> list[tuple[str, type]]:
+    """(path under {prefix}/api, handler); ids are one path segment."""
+    seg = "([^/]+)"
+    return [
+        ("/whoami", WhoAmI),
+        ("/clusters", Clusters),
+        (f"/clusters/{seg}", Cluster),
+        (f"/clusters/{seg}/computations", ClusterComputations),
+        (f"/clusters/{seg}/samples", ClusterSamples),
+        (f"/clusters/{seg}/profile", ClusterProfile),
+        ("/computations", Computations),
+        (f"/computations/{seg}", Computation),
+        (f"/computations/{seg}/groups", ComputationGroups),
+        (f"/computations/{seg}/profile", ComputationProfile),
+        ("/exceptions", Exceptions),
+        ("/events", Events),
+        ("/gpu", Gpu),
+        ("/export", Export),
+    ]

@@ -1,0 +1,163 @@
+"""Performance reports: upload, list, and the shared links.
+
+POST {prefix}/api/reports          upload (token in the Authorization header), 201 {"report": {...}}
+GET  {prefix}/api/reports          the caller's account's reports, newest first
+GET  {prefix}/reports/{id}         the HTML; anyone with the link unless private
+GET  {prefix}/reports/{id}.json    its machine-readable twin, same rules
+
+A report id is 128 random bits: for a public report the link is the permission.
+A private one opens only for members of its account (token or login cookie).  A
+report is HTML its uploader wrote, served on this origin, so it is sandboxed
+(Content-Security-Policy: sandbox): its scripts run in an opaque origin and cannot
+read the viewer's cookie-authenticated API.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import secrets
+import time
+from typing import Any
+
+from .base import BaseHandler, check_text, dumps
+from .body import read_json
+from .context import Principal
+from .errors import ApiError
+from .query import QueryHandler, limit_param
+
+_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+SANDBOX = "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox allow-downloads"
+MAX_FILENAME = 1000
+
+
+def new_report_id() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def report_links(base: str, report_id: str) -> dict:
+    return {"url": f"{base}/reports/{report_id}", "json_url": f"{base}/reports/{report_id}.json"}
+
+
+def public_row(row: dict, base: str) -> dict:
+    """What a reader sees of a report row: no blobs, with its links."""
+    out = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created",
+                                   "cluster_id", "size", "summary")}
+    out.update(report_links(base, row["id"]))
+    return out
+
+
+def _optional_str(body: dict, name: str, most: int = 200) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > most:
+        raise ApiError(422, f"{name} must be a string of at most {most} characters or null")
+    return value
+
+
+def check_upload(body: Any, principal: Principal) -> dict:
+    """Validate an upload; return the row to store (blobs gzip'd)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object with html, twin, filename, private")
+    unknown = set(body) - {"html", "twin", "filename", "private", "title", "cluster_id", "account", "user"}
+    if unknown:
+        raise ApiError(422, f"unknown report field(s) {sorted(unknown)}")
+    html, twin = body.get("html"), body.get("twin")
+    if not isinstance(html, str) or not html:
+        raise ApiError(422, "html must be the report's HTML, a non-empty string")
+    if not isinstance(twin, dict):
+        raise ApiError(422, "twin must be a JSON object (summary, task_groups, task_stream, profile)")
+    private = body.get("private", False)
+    if not isinstance(private, bool):
+        raise ApiError(422, "private must be true or false")
+    filename = _optional_str(body, "filename", MAX_FILENAME) or "dask-report.html"
+    account = _optional_str(body, "account")
+    if principal.account is not None:
+        if account not in (None, principal.account):
+            raise ApiError(403, f"your token belongs to account {principal.account!r}; it cannot upload to {account!r}")
+        account, user = principal.account, principal.user
+    else:
+        account, user = account or "default", _optional_str(body, "user")
+    if account is not None:
+        check_text("account", account)
+    summary = twin.get("summary") if isinstance(twin.get("summary"), dict) else {}
+    html_bytes = html.encode("utf-8", "replace")
+    return {
+        "id": new_report_id(),
+        "account": account,
+        "user": user,
+        "filename": filename.replace("\x00", ""),
+        "title": (_optional_str(body, "title", MAX_FILENAME) or "").replace("\x00", "") or None,
+        "private": private,
+        "created": time.time(),
+        "cluster_id": _optional_str(body, "cluster_id"),
+        "size": len(html_bytes),
+        "summary": summary,
+        "html_gz": gzip.compress(html_bytes, 6),
+        "twin_gz": gzip.compress(dumps(twin).encode(), 6),
+    }
+
+
+def may_read(row: dict, principal: Principal | None) -> bool:
+    if not row["private"]:
+        return True
+    return principal is not None and principal.account in (None, row["account"])
+
+
+class ReportsApi(QueryHandler):
+    """GET lists the caller's account's reports (a read like any other); POST uploads."""
+
+    key = "reports"
+    params = {"limit": limit_param(100, 10_000)}
+
+    def base(self) -> str:
+        return (self.ctx.public_url or f"{self.request.protocol}://{self.request.host}") + self.ctx.prefix
+
+    def query(self, account: str | None, limit: int) -> list[dict]:
+        base = self.base()
+        return [public_row(r, base) for r in self.ctx.team.list_reports(account=account, limit=limit)]
+
+    async def post(self) -> None:
+        principal = await self.principal(allow_cookie=False)
+        limit = self.ctx.max_report_bytes
+        row = check_upload(read_json(self.request, max_bytes=limit, max_decompressed=limit * 4), principal)
+        await self.call(self.ctx.team.add_report, row)
+        self.write_json({"report": public_row(row, self.base())}, status=201)
+
+
+class ReportView(BaseHandler):
+    """The HTML (as_json False) or the twin (as_json True) of one report."""
+
+    def initialize(self, ctx: Any, as_json: bool = False) -> None:
+        super().initialize(ctx)
+        self.as_json = as_json
+
+    async def get(self, report_id: str) -> None:
+        if not _ID.match(report_id):
+            raise ApiError(404, "no such report")
+        principal = await self.principal(required=False)
+        row = await self.call(self.ctx.team.get_report, report_id, content="twin" if self.as_json else "html")
+        if row is None:
+            raise ApiError(404, "no such report")
+        if not may_read(row, principal):
+            if principal is None:
+                raise ApiError(401, f"this report is private to its account: log in at {self.ctx.prefix}/login "
+                                    "or send 'Authorization: token <token>'")
+            raise ApiError(404, "no such report")  # a stranger learns nothing, not even that it exists
+        if self.as_json:
+            twin = json.loads(gzip.decompress(row["twin_gz"]))
+            meta = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created", "cluster_id")}
+            self.write_json({"report": meta, **{k: v for k, v in twin.items() if k != "report"}})
+            return
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Content-Security-Policy", SANDBOX)
+        self.finish(gzip.decompress(row["html_gz"]))
+
+    def render_error(self, status_code: int, message: str) -> None:
+        if self.as_json:
+            return super().render_error(status_code, message)
+        from .web import error_page
+
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(error_page(self.ctx.prefix, status_code, message))

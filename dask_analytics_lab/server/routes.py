@@ -1,0 +1,89 @@
+"""The server's URL table: what `dask-analytics server` serves and what the Jupyter
+server extension mounts.
+
+    routes(prefix, settings) -> list of tornado URLSpec
+
+prefix: where everything lives, e.g. "" (the standalone server) or
+        url_path_join(base_url, "dask-analytics") (the Jupyter extension).  No trailing "/".
+
+settings (a dict; unknown keys are an error):
+  store_url       sqlite:///... or postgresql://... store to serve (opened here, schema
+                  upgraded on open).  Or pass `store`, an already open Store.
+  token_required  bool, default True.  True: every API call and page needs a token,
+                  sent as `Authorization: token <t>` or the login cookie, and sees its
+                  own account only; a public report's link opens without one.
+                  False (a trusted host such as Jupyter, which authenticates users
+                  itself): token-less callers see every account; a call with a token
+                  is still confined to its account.
+  local_auth      optional callable(handler) -> bool, asked for token-less calls when
+                  token_required is False; False answers 403 (e.g. "is the user logged
+                  in to Jupyter").
+  code_key        Fernet key (str), or several (list, or comma-separated; newest first)
+                  encrypting code snippets at rest.  None: snippets received are stored
+                  as plain text (a warning is logged).
+  public_url      base URL report links start with, e.g. "https://analytics.example.com";
+                  default: the scheme and Host of the request, plus prefix.
+  max_body_bytes  largest ingest body, default 16 MiB (gzip'd).
+  max_report_bytes largest report upload, default 64 MiB.
+  threads         threads running store calls, default 4.
+
+JSON API (errors: {"error": message, "status": code}; every read takes `account=`,
+which must be the token's own account; lists take `limit=`):
+  GET  /api/whoami                                   {"whoami": {account, user, via, token_required}}
+  GET  /api/clusters?limit=                          {"clusters": [...]}, newest first
+  GET  /api/clusters/{id}                            {"cluster": {...}}
+  GET  /api/clusters/{id}/computations?limit=        {"computations": [...]}
+  GET  /api/clusters/{id}/samples?limit=             {"samples": [...]}, oldest first
+  GET  /api/clusters/{id}/profile                    {"profile": tree}
+  GET  /api/computations?cluster_id=&limit=          {"computations": [...]}
+  GET  /api/computations/{id}                        {"computation": {..., "groups": [...], "code": [...]}}
+  GET  /api/computations/{id}/groups                 {"groups": [...]}
+  GET  /api/computations/{id}/profile                {"profile": tree}
+  GET  /api/exceptions?cluster_id=&computation_id=&limit=   {"exceptions": [...]}
+  GET  /api/events?cluster_id=&topic=&limit=         {"events": [...]}
+  GET  /api/gpu?cluster_id=&monitor_id=&worker=&limit=      {"gpu": [...]}
+  GET  /api/export                                   {"export": {table: [rows]}}
+  POST /api/ingest      gzip'd JSON list of messages -> {"stored": n, "received": n}
+  POST /api/reports     {html, twin, filename, private, title?, cluster_id?} -> 201 {"report": {..., url, json_url}}
+  GET  /api/reports?limit=                           {"reports": [...]}
+Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /login
+       /reports/{id} (report HTML)  /reports/{id}.json (its twin)  /static/...
+"""
+from __future__ import annotations
+
+from tornado.web import RedirectHandler, StaticFileHandler, URLSpec
+
+from .context import Context, make_context
+from .ingest import IngestHandler
+from .query import query_routes
+from .report_handlers import ReportsApi, ReportView
+from .web import STATIC, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
+
+
+def routes(prefix: str, settings: dict) -> list[URLSpec]:
+    """Tornado URL specs for the API, reports and web pages under `prefix` (see module doc)."""
+    return routes_for(make_context(prefix, settings))
+
+
+def routes_for(ctx: Context) -> list[URLSpec]:
+    p = ctx.prefix
+    c = {"ctx": ctx}
+    seg = "([^/]+)"
+    specs = [URLSpec(f"{p}/api/ingest", IngestHandler, c), URLSpec(f"{p}/api/reports", ReportsApi, c)]
+    specs += [URLSpec(f"{p}/api{path}", handler, c) for path, handler in query_routes()]
+    specs += [
+        URLSpec(f"{p}/reports/([^/]+)\\.json", ReportView, {**c, "as_json": True}),
+        URLSpec(f"{p}/reports/{seg}", ReportView, c),
+        URLSpec(f"{p}/", PageHandler, {**c, "page": "clusters", "title": "Clusters"}),
+        URLSpec(f"{p}/clusters/{seg}", PageHandler, {**c, "page": "cluster", "title": "Cluster"}),
+        URLSpec(f"{p}/computations/{seg}", PageHandler, {**c, "page": "computation", "title": "Computation"}),
+        URLSpec(f"{p}/exceptions", PageHandler, {**c, "page": "exceptions", "title": "Exceptions"}),
+        URLSpec(f"{p}/reports", PageHandler, {**c, "page": "reports", "title": "Reports"}),
+        URLSpec(f"{p}/login", LoginHandler, c),
+        URLSpec(f"{p}/logout", LogoutHandler, c),
+        URLSpec(f"{p}/static/(.*)", StaticFileHandler, {"path": str(STATIC)}),
+        URLSpec(f"{p}/.*", NotFoundHandler, c),
+    ]
+    if p:
+        specs.insert(0, URLSpec(p, RedirectHandler, {"url": p + "/"}))
+    return specs

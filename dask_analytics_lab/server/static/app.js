@@ -1,0 +1,353 @@
+// dask-analytics team view: reads the JSON API and builds the page with DOM calls.
+// Stored strings (names, tracebacks, code) only ever go through textContent, never
+// innerHTML, so nothing recorded can inject markup or script into this page.
+"use strict";
+(function () {
+  const body = document.body;
+  const PREFIX = body.dataset.prefix || "";
+  const app = document.getElementById("app");
+
+  // ---------- DOM and formatting helpers ----------
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") el.className = v;
+      else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+  const svgNS = "http://www.w3.org/2000/svg";
+  function s(tag, attrs, ...children) {
+    const el = document.createElementNS(svgNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    for (const c of children) el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    return el;
+  }
+  const pad = (n) => String(n).padStart(2, "0");
+  function fmtTime(t) {
+    if (t === null || t === undefined) return "";
+    const d = new Date(t * 1000);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+  function fmtDuration(sec) {
+    if (sec === null || sec === undefined || !isFinite(sec)) return "";
+    if (sec < 1) return `${Math.round(sec * 1000)} ms`;
+    if (sec < 60) return `${sec.toFixed(1)} s`;
+    if (sec < 3600) return `${Math.floor(sec / 60)} min ${Math.round(sec % 60)} s`;
+    if (sec < 86400) return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
+    return `${Math.floor(sec / 86400)} d ${Math.round((sec % 86400) / 3600)} h`;
+  }
+  function fmtBytes(n) {
+    if (n === null || n === undefined) return "";
+    const units = ["B", "kB", "MB", "GB", "TB", "PB"];
+    let i = 0;
+    while (Math.abs(n) >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+    return `${i ? n.toFixed(1) : n} ${units[i]}`;
+  }
+  const fmtNum = (n) => (n === null || n === undefined ? "" : Number(n).toLocaleString());
+  const fmtCost = (n) => (n === null || n === undefined ? "" : Number(n).toFixed(n < 1 ? 4 : 2));
+  const link = (path, text) => h("a", { href: PREFIX + path }, text);
+  const enc = encodeURIComponent;
+  const stateBadge = (state) => h("span", { class: `state ${state}` }, state);
+
+  function table(columns, rows, empty) {
+    if (!rows.length) return h("p", { class: "muted" }, empty || "Nothing recorded yet.");
+    return h("table", {},
+      h("thead", {}, h("tr", {}, columns.map((c) => h("th", { class: c.num ? "num" : null }, c.label)))),
+      h("tbody", {}, rows.map((r) => h("tr", {}, columns.map((c) => h("td", { class: c.num ? "num" : null }, c.value(r)))))));
+  }
+  function facts(pairs) {
+    return h("dl", { class: "facts" }, pairs.filter((p) => p[1] !== "" && p[1] !== null && p[1] !== undefined)
+      .map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  }
+
+  // ---------- the API ----------
+  let redirecting = false;
+  async function api(path, params) {
+    const q = params ? "?" + new URLSearchParams(Object.entries(params).filter(([, v]) => v !== null && v !== undefined)) : "";
+    const response = await fetch(`${PREFIX}/api${path}${q}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (response.status === 401) {
+      if (!redirecting) {  // several calls fail at once: navigate once
+        redirecting = true;
+        location.replace(`${PREFIX}/login?next=${enc(location.pathname)}`);
+      }
+      throw new Error("not logged in");
+    }
+    let data = null;
+    try { data = await response.json(); } catch (e) { /* not JSON */ }
+    if (!response.ok) throw new Error((data && data.error) || `${response.status} ${response.statusText}`);
+    return data;
+  }
+
+  function clusterState(c) {
+    if (c.stopped) return "stopped";
+    const interval = (c.settings && c.settings.interval) || 1;
+    // No message for a long while and no stop: the scheduler died or lost its store.
+    return Date.now() / 1000 - c.last_seen > Math.max(120, 30 * interval) ? "lost" : "running";
+  }
+
+  // ---------- charts ----------
+  function timeline(clusters, errorsBy) {
+    const rows = clusters.slice(0, 60).reverse();
+    if (!rows.length) return null;
+    const now = Date.now() / 1000;
+    const t0 = Math.min(...rows.map((c) => c.started));
+    const t1 = Math.max(now, ...rows.map((c) => c.stopped || c.last_seen || now));
+    const W = 1000, rowH = 14, left = 160, top = 8, H = top + rows.length * rowH + 22;
+    const x = (t) => left + ((t - t0) / Math.max(t1 - t0, 1)) * (W - left - 10);
+    const svg = s("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "Clusters over time" });
+    rows.forEach((c, i) => {
+      const y = top + i * rowH;
+      const state = clusterState(c);
+      const end = c.stopped || (state === "running" ? now : c.last_seen);
+      const color = errorsBy[c.cluster_id] ? "#cf222e" : { running: "#1f6feb", stopped: "#8c959f", lost: "#bf8700" }[state];
+      const label = s("text", { x: left - 6, y: y + 10, "text-anchor": "end" }, (c.name || c.cluster_id).slice(0, 26));
+      const bar = s("rect", { x: x(c.started), y: y + 2, width: Math.max(2, x(end) - x(c.started)), height: rowH - 4, fill: color, rx: 2 });
+      bar.appendChild(s("title", {}, `${c.name} (${c.user || "?"}): ${fmtTime(c.started)} – ${c.stopped ? fmtTime(c.stopped) : state}`));
+      const a = s("a", { href: `${PREFIX}/clusters/${enc(c.cluster_id)}` });
+      a.appendChild(label); a.appendChild(bar);
+      svg.appendChild(a);
+    });
+    const yAxis = top + rows.length * rowH + 14;
+    svg.appendChild(s("text", { x: left, y: yAxis }, fmtTime(t0)));
+    svg.appendChild(s("text", { x: W - 10, y: yAxis, "text-anchor": "end" }, fmtTime(t1)));
+    return svg;
+  }
+
+  function lineChart(points, series, title) {
+    if (points.length < 2) return h("p", { class: "muted" }, "Not enough samples for a chart yet.");
+    const W = 1000, H = 180, left = 10, right = 10, top = 18, bottom = 22;
+    const t0 = points[0].time, t1 = points[points.length - 1].time;
+    const x = (t) => left + ((t - t0) / Math.max(t1 - t0, 1e-9)) * (W - left - right);
+    const svg = s("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
+    series.forEach((sr, k) => {
+      const values = points.map((p) => Number(p[sr.key]) || 0);
+      const max = Math.max(...values, 1e-9);
+      const y = (v) => top + (1 - v / max) * (H - top - bottom);
+      const d = points.map((p, i) => `${i ? "L" : "M"}${x(p.time).toFixed(1)},${y(values[i]).toFixed(1)}`).join("");
+      svg.appendChild(s("path", { d, fill: "none", stroke: sr.color, "stroke-width": 1.6 }));
+      svg.appendChild(s("text", { x: k ? W - 4 : 4, y: top - 4, fill: sr.color, "text-anchor": k ? "end" : "start" },
+        `${sr.label} (max ${sr.fmt(max)})`));
+    });
+    svg.appendChild(s("text", { x: left, y: H - 6 }, fmtTime(t0)));
+    svg.appendChild(s("text", { x: W - right, y: H - 6, "text-anchor": "end" }, fmtTime(t1)));
+    return svg;
+  }
+
+  // Dask's profile tree ({count, description, children}) as an icicle: the root on top,
+  // each frame as wide as its share of samples.  Click a frame to zoom, "reset" to go back.
+  function flamegraph(tree) {
+    const wrap = h("div", {});
+    if (!tree || !tree.count) {
+      wrap.appendChild(h("p", { class: "muted" }, "No profile recorded (analytics.profile.transmit off, or too short to sample)."));
+      return wrap;
+    }
+    const info = h("div", { class: "flame-bar" }, "Click a frame to zoom in.");
+    const box = h("div", { class: "flame" });
+    wrap.append(info, box);
+    const palette = ["#fdd49e", "#fdbb84", "#fc8d59", "#fee8c8", "#fdae6b", "#f7c59f"];
+    function render(root) {
+      box.textContent = "";
+      let depthMax = 0;
+      const width = box.clientWidth || 1000;
+      function place(node, depth, x0, w) {
+        if (w < 1 || depth > 200) return;
+        depthMax = Math.max(depthMax, depth);
+        const d = node.description || {};
+        const label = d.name ? `${d.name} (${(d.filename || "").split("/").pop()}:${d.line_number})` : "all";
+        const el = h("div", { class: "frame", title: `${label}\n${d.line || ""}` }, label);
+        el.style.left = `${x0}px`; el.style.top = `${depth * 18}px`; el.style.width = `${Math.max(w - 1, 1)}px`;
+        el.style.background = palette[(label.length + depth) % palette.length];
+        el.addEventListener("click", () => { info.textContent = `${label}: ${node.count} samples `; info.appendChild(h("button", { onclick: () => { info.textContent = "Click a frame to zoom in."; render(tree); } }, "reset")); render(node); });
+        box.appendChild(el);
+        let cx = x0;
+        const kids = Object.values(node.children || {}).sort((a, b) => b.count - a.count);
+        // Dask counts a sample on the frames above the innermost one: a leaf often has
+        // count 0 while its parent holds the samples.  Give such children the parent's
+        // unattributed samples, so the innermost frames show.
+        const zero = kids.filter((k) => !k.count).length;
+        const rest = Math.max(node.count - kids.reduce((a, k) => a + (k.count || 0), 0), 0);
+        for (const child of kids) {
+          const share = child.count || (zero ? rest / zero : 0);
+          const cw = (share / Math.max(node.count, 1)) * w;
+          place(child, depth + 1, cx, cw);
+          cx += cw;
+        }
+      }
+      place(root, 0, 0, width);
+      box.style.height = `${(depthMax + 1) * 18 + 2}px`;
+    }
+    requestAnimationFrame(() => render(tree));
+    return wrap;
+  }
+
+  // ---------- pages ----------
+  async function clustersPage() {
+    document.title = "Clusters · dask-analytics";
+    const [{ clusters }, { exceptions }] = await Promise.all([api("/clusters", { limit: 500 }), api("/exceptions", { limit: 2000 })]);
+    const errorsBy = {};
+    for (const e of exceptions) errorsBy[e.cluster_id] = (errorsBy[e.cluster_id] || 0) + e.count;
+    const now = Date.now() / 1000;
+    app.replaceChildren(
+      h("h1", {}, "Clusters"),
+      h("div", { class: "legend muted" },
+        ["running|#1f6feb", "stopped|#8c959f", "lost (no news)|#bf8700", "with errors|#cf222e"].map((p) => {
+          const [label, color] = p.split("|"); const i = h("i", {}); i.style.background = color; return h("span", {}, i, label);
+        })),
+      timeline(clusters, errorsBy) || h("p", { class: "muted" }, "No cluster recorded yet."),
+      h("h2", {}, `${clusters.length} clusters`),
+      table([
+        { label: "Cluster", value: (c) => link(`/clusters/${enc(c.cluster_id)}`, c.name || c.cluster_id) },
+        { label: "User", value: (c) => c.user || "" },
+        { label: "Account", value: (c) => c.account || "" },
+        { label: "State", value: (c) => stateBadge(clusterState(c)) },
+        { label: "Started", value: (c) => fmtTime(c.started) },
+        { label: "Duration", num: true, value: (c) => fmtDuration((c.stopped || c.last_seen || now) - c.started) },
+        { label: "Workers", num: true, value: (c) => fmtNum(c.n_workers) },
+        { label: "Cost", num: true, value: (c) => fmtCost(c.cost) },
+        { label: "Idle", num: true, value: (c) => (c.idle_since ? fmtDuration((c.stopped || c.last_seen || now) - c.idle_since) : "") },
+        { label: "Errors", num: true, value: (c) => (errorsBy[c.cluster_id] ? h("span", { class: "error" }, fmtNum(errorsBy[c.cluster_id])) : "0") },
+      ], clusters, "No cluster recorded yet: register one with dask_analytics_lab.register(client)."));
+  }
+
+  function computationsTable(computations) {
+    return table([
+      { label: "Computation", value: (c) => link(`/computations/${enc(c.computation_id)}`, c.computation_id.slice(0, 12)) },
+      { label: "State", value: (c) => stateBadge(c.state) },
+      { label: "Start", value: (c) => fmtTime(c.start) },
+      { label: "Duration", num: true, value: (c) => fmtDuration((c.stop || Date.now() / 1000) - c.start) },
+      { label: "Tasks", num: true, value: (c) => fmtNum(c.n_tasks) },
+      { label: "Groups", num: true, value: (c) => fmtNum(c.n_groups) },
+      { label: "Erred", num: true, value: (c) => (c.n_erred ? h("span", { class: "error" }, fmtNum(c.n_erred)) : "0") },
+      { label: "Compute", num: true, value: (c) => fmtDuration(c.compute) },
+      { label: "Transfer", num: true, value: (c) => fmtDuration(c.transfer) },
+      { label: "Bytes", num: true, value: (c) => fmtBytes(c.nbytes) },
+    ], computations, "No computation recorded.");
+  }
+
+  function exceptionsList(exceptions, withLinks) {
+    if (!exceptions.length) return h("p", { class: "muted" }, "No failed tasks.");
+    return h("div", {}, exceptions.map((e) => h("details", { class: "exception" },
+      h("summary", {}, h("span", { class: "error" }, (e.exception_text || "").slice(0, 200)), ` × ${fmtNum(e.count)} `,
+        h("span", { class: "badge" }, e.task_group || "?"), " ", h("span", { class: "muted" }, fmtTime(e.last_time))),
+      withLinks ? h("p", {}, "Cluster ", link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
+        e.computation_id ? [", computation ", link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12))] : "") : null,
+      e.example_key ? h("p", { class: "muted" }, `e.g. task ${e.example_key}`) : null,
+      h("pre", { class: "traceback" },
+        (e.traceback_text ? `Traceback (most recent call last):\n${e.traceback_text}` : "") + (e.exception_text || "")))));
+  }
+
+  async function clusterPage(id) {
+    const [{ cluster: c }, { samples }, { computations }, { exceptions }, { events }] = await Promise.all([
+      api(`/clusters/${enc(id)}`), api(`/clusters/${enc(id)}/samples`, { limit: 5000 }),
+      api(`/clusters/${enc(id)}/computations`, { limit: 500 }), api("/exceptions", { cluster_id: id, limit: 500 }),
+      api("/events", { cluster_id: id, limit: 200 })]);
+    document.title = `${c.name} · dask-analytics`;
+    const state = clusterState(c);
+    const versions = c.versions || {};
+    const profileBox = h("div", {}, h("button", { onclick: async () => {
+      profileBox.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+      const { profile } = await api(`/clusters/${enc(id)}/profile`);
+      profileBox.replaceChildren(flamegraph(profile));
+    } }, "Show the cluster's profile"));
+    app.replaceChildren(
+      h("h1", {}, c.name || c.cluster_id, " ", stateBadge(state)),
+      facts([["Id", c.cluster_id], ["User", c.user], ["Account", c.account], ["Address", c.address],
+        ["Started", fmtTime(c.started)], ["Stopped", c.stopped ? `${fmtTime(c.stopped)} (${c.stop_reason || ""})` : ""],
+        ["Duration", fmtDuration((c.stopped || c.last_seen) - c.started)], ["Workers", fmtNum(c.n_workers)],
+        ["Threads", fmtNum(c.n_threads)], ["Memory", c.memory_total ? `${fmtBytes(c.memory_used)} of ${fmtBytes(c.memory_total)}` : ""],
+        ["Worker time", fmtDuration(c.worker_seconds)], ["Cost", fmtCost(c.cost)],
+        ["Idle since", c.idle_since ? fmtTime(c.idle_since) : ""], ["Dropped messages", c.dropped_messages ? fmtNum(c.dropped_messages) : ""],
+        ["Versions", Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")],
+        ["Platform", c.platform ? `${c.platform.os || ""} ${c.platform.arch || ""} ${c.platform.python || ""}` : ""]]),
+      h("h2", {}, "Workers and memory over time"),
+      lineChart(samples, [
+        { key: "n_workers", label: "workers", color: "#1f6feb", fmt: fmtNum },
+        { key: "memory_used", label: "memory", color: "#bf8700", fmt: fmtBytes }], "Workers and memory over time"),
+      h("h2", {}, `Computations (${computations.length})`), computationsTable(computations),
+      h("h2", {}, `Exceptions (${exceptions.length})`), exceptionsList(exceptions, false),
+      h("h2", {}, `Events (${events.length})`),
+      table([{ label: "Time", value: (e) => fmtTime(e.time) }, { label: "Topic", value: (e) => e.topic },
+        { label: "Message", value: (e) => h("code", {}, JSON.stringify(e.msg).slice(0, 300)) }], events, "No events recorded."),
+      h("h2", {}, "Profile"), profileBox);
+  }
+
+  async function computationPage(id) {
+    const [{ computation: c }, { exceptions }, { profile }] = await Promise.all([
+      api(`/computations/${enc(id)}`), api("/exceptions", { computation_id: id, limit: 500 }),
+      api(`/computations/${enc(id)}/profile`)]);
+    document.title = `Computation ${id.slice(0, 12)} · dask-analytics`;
+    const groups = c.groups || [];
+    app.replaceChildren(
+      h("h1", {}, "Computation ", h("code", {}, c.computation_id), " ", stateBadge(c.state)),
+      facts([["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", fmtTime(c.start)],
+        ["Stop", fmtTime(c.stop)], ["Duration", fmtDuration((c.stop || Date.now() / 1000) - c.start)],
+        ["Tasks", fmtNum(c.n_tasks)], ["Compute time", fmtDuration(c.compute)], ["Transfer time", fmtDuration(c.transfer)],
+        ["Disk time", fmtDuration(c.disk)], ["Bytes", fmtBytes(c.nbytes)]]),
+      h("h2", {}, "Code"),
+      (c.code || []).length ? h("div", {}, c.code.map((snippet) => h("div", { class: "snippet" },
+        h("p", { class: "muted" }, `${snippet.filename || "?"}${snippet.lineno_frame ? `, line ${snippet.lineno_frame}` : ""}`),
+        h("pre", { class: "code" }, snippet.text === null ? "(snippet not received)" : snippet.text))))
+        : h("p", { class: "muted" }, "No code recorded (analytics.computation.code.transmit off, or none sent)."),
+      h("h2", {}, `Task groups (${groups.length})`),
+      table([
+        { label: "Group", value: (g) => g.name }, { label: "Prefix", value: (g) => g.prefix },
+        { label: "Tasks", num: true, value: (g) => fmtNum(g.n_tasks) },
+        { label: "States", value: (g) => Object.entries(g.states || {}).map(([k, v]) => `${k} ${v}`).join(", ") },
+        { label: "Compute", num: true, value: (g) => fmtDuration(g.compute) },
+        { label: "Transfer", num: true, value: (g) => fmtDuration(g.transfer) },
+        { label: "Disk", num: true, value: (g) => fmtDuration((g.disk_read || 0) + (g.disk_write || 0)) },
+        { label: "Bytes", num: true, value: (g) => fmtBytes(g.nbytes) },
+        { label: "Depends on", value: (g) => (g.dependencies || []).join(", ") },
+      ], groups, "No task groups recorded."),
+      h("h2", {}, `Exceptions (${exceptions.length})`), exceptionsList(exceptions, false),
+      h("h2", {}, "Profile"), flamegraph(profile));
+  }
+
+  async function exceptionsPage() {
+    document.title = "Exceptions · dask-analytics";
+    const { exceptions } = await api("/exceptions", { limit: 500 });
+    app.replaceChildren(h("h1", {}, "Exceptions"), exceptionsList(exceptions, true));
+  }
+
+  async function reportsPage() {
+    document.title = "Reports · dask-analytics";
+    const { reports } = await api("/reports", { limit: 500 });
+    app.replaceChildren(h("h1", {}, "Performance reports"),
+      table([
+        { label: "Report", value: (r) => h("a", { href: r.url }, r.title || (r.filename || "report").split("/").pop()) },
+        { label: "User", value: (r) => r.user || "" },
+        { label: "Created", value: (r) => fmtTime(r.created) },
+        { label: "Duration", num: true, value: (r) => fmtDuration(r.summary && r.summary.duration) },
+        { label: "Tasks", num: true, value: (r) => fmtNum(r.summary && r.summary.n_tasks) },
+        { label: "Visibility", value: (r) => (r.private ? "private" : "anyone with the link") },
+        { label: "Data", value: (r) => h("a", { href: r.json_url }, "JSON") },
+      ], reports, "No reports yet: with dask_analytics_lab.performance_report(filename=...): ..."));
+  }
+
+  async function whoami() {
+    const slot = document.getElementById("whoami");
+    try {
+      const { whoami: w } = await api("/whoami");
+      if (w.via === "open") { slot.textContent = "all accounts"; return; }
+      slot.replaceChildren(`${w.user} · ${w.account}`,
+        h("form", { method: "post", action: `${PREFIX}/logout` }, h("button", { type: "submit" }, "Log out")));
+    } catch (e) { /* the page shows the error */ }
+  }
+
+  const pages = { clusters: clustersPage, cluster: clusterPage, computation: computationPage,
+    exceptions: exceptionsPage, reports: reportsPage };
+  const page = pages[body.dataset.page];
+  if (page) {
+    whoami();
+    page(body.dataset.arg0).catch((e) => {
+      if (e.message !== "not logged in") app.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
+    });
+  }
+})();

@@ -1,0 +1,131 @@
+"""The team web view: a few HTML shells that app.js fills from the JSON API, and login.
+
+Pages hold no data: each is the same shell naming its page, so they are cheap to serve
+and the JSON API (with its account checks) stays the one way data leaves the server.
+app.js builds the DOM with textContent only (never innerHTML), so stored strings such
+as tracebacks cannot inject markup; the Content-Security-Policy allows only our script.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from tornado.web import RequestHandler
+
+from .base import COOKIE, BaseHandler
+from .errors import ApiError
+from .tokens import token_hash, well_formed
+
+STATIC = Path(__file__).with_name("static")
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
+NAV = (("", "Clusters"), ("/exceptions", "Exceptions"), ("/reports", "Reports"))
+
+
+def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, ...] = ()) -> str:
+    p = html.escape(prefix, quote=True)
+    nav = "".join(f'<a href="{p}{href or "/"}">{label}</a>' for href, label in NAV)
+    data_args = " ".join(f'data-arg{i}="{html.escape(a, quote=True)}"' for i, a in enumerate(args))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)} · dask-analytics</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="{p}/static/style.css">
+</head><body data-prefix="{p}" data-page="{html.escape(page, quote=True)}" {data_args}>
+<header><a class="brand" href="{p}/">dask-analytics</a><nav>{nav}</nav>
+<span id="whoami"></span></header>
+<main id="app">{body}</main>
+<script src="{p}/static/app.js"></script>
+</body></html>"""
+
+
+def error_page(prefix: str, status: int, message: str) -> str:
+    login = f' <a href="{html.escape(prefix, quote=True)}/login">Log in</a>' if status == 401 else ""
+    return _shell(prefix, f"Error {status}",
+                  f'<h1>Error {status}</h1><p class="error">{html.escape(message)}{login}</p>')
+
+
+class WebHandler(BaseHandler):
+    check_xsrf_cookie = RequestHandler.check_xsrf_cookie  # forms: the host app's XSRF rule applies
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        self.set_header("Content-Security-Policy", PAGE_CSP)
+        self.set_header("X-Frame-Options", "SAMEORIGIN")
+
+    def render_error(self, status_code: int, message: str) -> None:
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(error_page(self.ctx.prefix, status_code, message))
+
+
+class PageHandler(WebHandler):
+    """One page of the web view; app.js reads data-page and data-arg0 from <body>."""
+
+    def initialize(self, ctx: Any, page: str, title: str) -> None:
+        super().initialize(ctx)
+        self.page, self.title = page, title
+
+    def get(self, *args: str) -> None:
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        loading = '<p class="muted">Loading…</p><noscript>This page needs JavaScript.</noscript>'
+        self.finish(_shell(self.ctx.prefix, self.title, loading, self.page, args))
+
+
+def _safe_next(prefix: str, target: str | None) -> str:
+    # Only a path on this server: never //evil.example or https://evil.example.
+    home = prefix + "/"
+    if not target or not target.startswith(home) or target.startswith("//") or "\\" in target:
+        return home
+    return target
+
+
+class LoginHandler(WebHandler):
+    def get(self) -> None:
+        self._form()
+
+    def _form(self, error: str = "", status: int = 200) -> None:
+        p = html.escape(self.ctx.prefix, quote=True)
+        nxt = html.escape(_safe_next(self.ctx.prefix, self.get_query_argument("next", None)), quote=True)
+        err = f'<p class="error">{html.escape(error)}</p>' if error else ""
+        xsrf = self.xsrf_form_html() if self.settings.get("xsrf_cookies") else ""
+        body = f"""<h1>Log in</h1>{err}
+<form method="post" action="{p}/login?next={nxt}" class="login">{xsrf}
+<label>Token <input type="password" name="token" autocomplete="current-password" required></label>
+<button type="submit">Log in</button></form>
+<p class="muted">Make a token with <code>dask-analytics token create --account A --user U</code>.</p>"""
+        self.set_status(status)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(_shell(self.ctx.prefix, "Log in", body))
+
+    async def post(self) -> None:
+        token = (self.get_body_argument("token", "") or "").strip()
+        found = None
+        if well_formed(token):
+            found = await self.call(self.ctx.lookup_token, token_hash(token))
+        if found is None:
+            self._form("Unknown, revoked or malformed token.", status=401)
+            return
+        self.set_cookie(COOKIE, token, path=self.ctx.prefix + "/", httponly=True, samesite="Lax",
+                        secure=self.request.protocol == "https", expires_days=30)
+        self.redirect(_safe_next(self.ctx.prefix, self.get_query_argument("next", None)))
+
+
+class LogoutHandler(WebHandler):
+    def post(self) -> None:
+        self.clear_cookie(COOKIE, path=self.ctx.prefix + "/")
+        self.redirect(self.ctx.prefix + "/login")
+
+
+class NotFoundHandler(WebHandler):
+    """Anything under the prefix that no route takes: JSON under /api/, a page elsewhere."""
+
+    def prepare(self) -> None:
+        raise ApiError(404, f"nothing at {self.request.method} {self.request.path}")
+
+    def render_error(self, status_code: int, message: str) -> None:
+        if self.request.path.startswith(self.ctx.prefix + "/api/"):
+            BaseHandler.render_error(self, status_code, message)
+        else:
+            super().render_error(status_code, message)

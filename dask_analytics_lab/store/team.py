@@ -1,0 +1,119 @@
+"""Queries of the team server's tables (team_schema.py): tokens, cluster ownership and
+performance reports, for `dask_analytics_lab.server`, `dask-analytics token` and
+`dask_analytics_lab.reports`.  The same SQLAlchemy Core on SQLite and PostgreSQL.
+
+    team = TeamStore(open_store(url))
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+
+from . import schema as s
+from .ingest import _insert
+from .team_schema import accounts, cluster_owners, reports, tokens, users
+
+_REPORT_META = [c for c in reports.c if c.name not in ("html_gz", "twin_gz")]
+
+
+def _report(row: Any) -> dict:
+    d = dict(row._mapping)
+    d["id"] = d.pop("report_id")
+    return d
+
+
+class TeamStore:
+    """The team tables of one open Store: its engine, its error handling (StoreUnavailable)."""
+
+    def __init__(self, store: Any):
+        self._store = store
+        self._engine: sa.Engine = store._engine
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sa.Connection]:
+        """A write transaction (BEGIN IMMEDIATE on SQLite); connection trouble is
+        StoreUnavailable, as for every Store method."""
+        with self._store._unavailable(), self._engine.begin() as conn:
+            yield conn
+
+    # --- tokens ------------------------------------------------------------
+    def add_token(self, *, token_id: str, token_hash: str, account: str, user: str) -> None:
+        """Keep a new token's hash (making its account and user on first use)."""
+        now = time.time()
+        with self._writing() as conn:
+            conn.execute(_insert(conn, accounts).on_conflict_do_nothing(), {"account": account, "created": now})
+            conn.execute(_insert(conn, users).on_conflict_do_nothing(),
+                         {"account": account, "user": user, "created": now})
+            conn.execute(sa.insert(tokens), {"token_id": token_id, "token_hash": token_hash, "account": account,
+                                             "user": user, "created": now, "revoked": None})
+
+    def find_token(self, token_hash: str) -> dict | None:
+        """The live token with this hash: {token_id, account, user}, or None."""
+        q = sa.select(tokens.c.token_id, tokens.c.account, tokens.c.user).where(
+            tokens.c.token_hash == token_hash, tokens.c.revoked.is_(None))
+        with self._store._reading() as conn:
+            row = conn.execute(q).first()
+        return dict(row._mapping) if row else None
+
+    def list_tokens(self, *, account: str | None = None) -> list[dict]:
+        """Tokens' ids and owners (never their hashes), by account then age."""
+        q = sa.select(tokens.c.token_id, tokens.c.account, tokens.c.user, tokens.c.created, tokens.c.revoked)
+        if account is not None:
+            q = q.where(tokens.c.account == account)
+        with self._store._reading() as conn:
+            return [dict(r._mapping) for r in conn.execute(q.order_by(tokens.c.account, tokens.c.created))]
+
+    def revoke_token(self, token_id: str) -> bool:
+        q = sa.update(tokens).where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None)).values(revoked=time.time())
+        with self._writing() as conn:
+            return conn.execute(q).rowcount > 0
+
+    # --- cluster ownership ---------------------------------------------------
+    def claim_clusters(self, claims: dict[str, str]) -> dict[str, str]:
+        """Record {cluster_id: account} for ids nobody owns yet; return every id's owner.
+
+        A cluster a scheduler wrote straight into the store belongs to the account its
+        `cluster` message named.  One write transaction, so two accounts racing for a
+        new id get one answer.
+        """
+        if not claims:
+            return {}
+        ids, now = list(claims), time.time()
+        owned = sa.select(cluster_owners.c.cluster_id, cluster_owners.c.account)
+        with self._writing() as conn:
+            owners = dict(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(ids))).all())
+            missing = [cid for cid in ids if cid not in owners]
+            if missing:
+                written = dict(conn.execute(sa.select(s.clusters.c.cluster_id, s.clusters.c.account).where(
+                    s.clusters.c.cluster_id.in_(missing), s.clusters.c.account.is_not(None))).all())
+                conn.execute(_insert(conn, cluster_owners).on_conflict_do_nothing(), [
+                    {"cluster_id": cid, "account": written.get(cid, claims[cid]), "claimed": now} for cid in missing])
+                owners.update(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(missing))).all())
+        return owners
+
+    # --- reports -----------------------------------------------------------------
+    def add_report(self, row: dict) -> None:
+        """Store one report: its id as "id", the blobs as html_gz and twin_gz."""
+        with self._writing() as conn:
+            conn.execute(sa.insert(reports), {("report_id" if k == "id" else k): v for k, v in row.items()})
+
+    def get_report(self, report_id: str, *, content: str | None = None) -> dict | None:
+        """One report's metadata, plus "html_gz" or "twin_gz" when content names it."""
+        cols = list(_REPORT_META)
+        if content in ("html", "twin"):
+            cols.append(reports.c[content + "_gz"])
+        with self._store._reading() as conn:
+            row = conn.execute(sa.select(*cols).where(reports.c.report_id == report_id)).first()
+        return _report(row) if row else None
+
+    def list_reports(self, *, account: str | None = None, limit: int = 100) -> list[dict]:
+        """Reports' metadata (no blobs), newest first; every account's when account is None."""
+        q = sa.select(*_REPORT_META)
+        if account is not None:
+            q = q.where(reports.c.account == account)
+        q = q.order_by(reports.c.created.desc(), reports.c.report_id).limit(limit)
+        with self._store._reading() as conn:
+            return [_report(r) for r in conn.execute(q)]

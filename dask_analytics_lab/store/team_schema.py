@@ -1,0 +1,70 @@
+"""The team server's tables: accounts, users, tokens, cluster ownership, reports.
+
+Registered on schema.metadata (schema.py imports this module), so Alembic and the
+schema test see them; made by migration 0002_team.  Queries: team.py.
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .schema import Json, Time, metadata
+
+accounts = sa.Table(
+    "accounts",
+    metadata,
+    sa.Column("account", sa.Text, primary_key=True),
+    sa.Column("created", Time, nullable=False),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("account", sa.Text, sa.ForeignKey("accounts.account"), primary_key=True),
+    sa.Column("user", sa.Text, primary_key=True),
+    sa.Column("created", Time, nullable=False),
+)
+
+# Only a hash of each token: a stolen database does not hand out working tokens.
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("token_id", sa.Text, primary_key=True),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("account", sa.Text, sa.ForeignKey("accounts.account"), nullable=False),
+    sa.Column("user", sa.Text, nullable=False),
+    sa.Column("created", Time, nullable=False),
+    sa.Column("revoked", Time),
+)
+
+# Which account a cluster id belongs to: the first that wrote it (or the account its
+# own `cluster` message named, for a scheduler that wrote straight into the store).
+# The server refuses another account's messages for it.
+cluster_owners = sa.Table(
+    "cluster_owners",
+    metadata,
+    sa.Column("cluster_id", sa.Text, primary_key=True),
+    sa.Column("account", sa.Text, nullable=False),
+    sa.Column("claimed", Time, nullable=False),
+)
+
+# Performance reports: the HTML and its JSON twin, gzip'd.
+reports = sa.Table(
+    "reports",
+    metadata,
+    sa.Column("report_id", sa.Text, primary_key=True),
+    sa.Column("account", sa.Text, nullable=False),
+    sa.Column("user", sa.Text),
+    sa.Column("filename", sa.Text),
+    sa.Column("title", sa.Text),
+    sa.Column("private", sa.Boolean, nullable=False),
+    sa.Column("created", Time, nullable=False),
+    sa.Column("cluster_id", sa.Text),
+    sa.Column("size", sa.BigInteger),
+    sa.Column("summary", Json),
+    sa.Column("html_gz", sa.LargeBinary, nullable=False),
+    sa.Column("twin_gz", sa.LargeBinary, nullable=False),
+    sa.Index(None, "account", "created"),
+    sa.Index(None, "created"),
+)
+
+TEAM_TABLES = (accounts, users, tokens, cluster_owners, reports)

@@ -1,0 +1,164 @@
+"""The server end to end: ingest over HTTP, the read API behind the public functions,
+code encrypted at rest, idempotency, TLS with a CA bundle, the token command."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+
+import dask
+import pytest
+
+import dask_analytics_lab as dal
+from dask_analytics_lab import api
+from dask_analytics_lab.collect.sinks import HttpSink
+from dask_analytics_lab.server import cli
+from dask_analytics_lab.server.client import HttpReader
+from dask_analytics_lab.store import NotFound
+
+from .cluster_helpers import recorded_cluster
+from .test_server_support import ServerThread, full_cluster, request
+
+
+@pytest.fixture
+def server(store_url):
+    with ServerThread({"store_url": store_url}) as s:
+        yield s
+
+
+def test_ingest_then_the_public_api_reads_through_the_server(server):
+    token = server.token("team-a")
+    c, msgs = full_cluster("ignored-the-token-decides")
+    sink = HttpSink(server.url, token=token)
+    assert sink.write(msgs) == len(msgs)
+    assert sink.write(msgs) == 0  # a retried batch is stored once
+    assert sink.write(msgs[:3] + [c.sample()]) == 1
+
+    comp_id = f"comp-{c.id}"
+    api._readers.clear()
+    with dask.config.set({"analytics.store": server.url, "analytics.token": token}):
+        clusters = dal.list_clusters()
+        assert [x["cluster_id"] for x in clusters] == [c.id]
+        assert clusters[0]["account"] == "team-a"  # from the token, not the message
+        assert dal.get_cluster(c.id)["n_workers"] == 2
+        assert len(dal.list_cluster_samples(c.id)) == 2
+        assert [x["computation_id"] for x in dal.list_computations(c.id)] == [comp_id]
+        assert [x["computation_id"] for x in dal.list_computations()] == [comp_id]
+        comp = dal.get_computation(comp_id)
+        assert {g["name"] for g in comp["groups"]} == {"sum-aggregate", "ones"}
+        assert comp["code"][0]["text"].startswith("# ignored-the-token-decides's secret code")
+        assert len(dal.list_task_groups(comp_id)) == 2
+        assert dal.list_exceptions(c.id)[0]["count"] == 1
+        assert dal.list_exceptions(computation_id=comp_id)[0]["task_group"] == "sum-aggregate"
+        assert dal.list_events(c.id, topic="worker-fail-hard")[0]["msg"] == {"worker": "tcp://w1"}
+        assert dal.get_profile(comp_id)["count"] == 1
+        assert dal.get_profile(cluster_id=c.id)["count"] == 2
+        assert len(dal.list_gpu_metrics(c.id)) == 2
+        assert {r["cluster_id"] for r in dal.export()["clusters"]} == {c.id}
+        with pytest.raises(NotFound):
+            dal.get_computation("no-such-computation")
+    api._readers.clear()
+
+    # The same reads straight from the store: identical rows, but the code is ciphertext there.
+    direct = server.ctx.store.get_computation(comp_id)
+    assert direct["code"][0]["text"].startswith("fernet:")
+    assert "secret code" not in direct["code"][0]["text"]
+    via_http = HttpReader(server.url, token=token).get_computation(comp_id)
+    assert {k: v for k, v in via_http.items() if k != "code"} == {k: v for k, v in direct.items() if k != "code"}
+
+
+def test_forged_code_hash_and_bad_batches_are_refused(server):
+    token = server.token("team-a")
+    c, msgs = full_cluster("team-a")
+    forged = c.code(text="print('mine')")
+    forged["data"]["hash"] = msgs[2]["data"]["hash"]  # try to replace another snippet
+    status, body, _ = request(server.url + "/api/ingest", method="POST", token=token, body=msgs + [forged])
+    assert status == 422 and "code hash does not match" in body["error"]
+    assert server.ctx.store.list_clusters() == []  # the whole batch was refused
+
+
+def _self_signed(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
+    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    return str(certfile), str(keyfile)
+
+
+def test_tls_with_a_ca_bundle(sqlite_url, tmp_path):
+    certfile, keyfile = _self_signed(tmp_path)
+    with ServerThread({"store_url": sqlite_url}, certfile=certfile, keyfile=keyfile) as server:
+        assert server.url.startswith("https://")
+        token = server.token("team-a")
+        c, msgs = full_cluster("team-a")
+        # Unknown issuer: the plugin's sink refuses to talk (and would retry), never skips checks.
+        with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            HttpSink(server.url, token=token).write(msgs)
+        assert HttpSink(server.url, token=token, ca_file=certfile).write(msgs) == len(msgs)
+        reader = HttpReader(server.url, token=token, ca_file=certfile)
+        assert reader.list_clusters()[0]["cluster_id"] == c.id
+        # Plain http to the TLS port gets nowhere.
+        with pytest.raises(Exception):
+            HttpReader(server.url.replace("https", "http"), token=token).list_clusters()
+
+        # A real cluster's plugin, configured on the client: store, token, CA bundle.
+        config = {"analytics.token": token, "analytics.ca-file": certfile}
+        with recorded_cluster(server.url, config=config) as (client, info):
+            assert client.submit(sum, [1, 2]).result() == 3
+            assert dal.flush(client, timeout=20)["flushed"]
+            assert dal.status(client)["rejected"] == 0
+        assert [x["cluster_id"] for x in reader.list_clusters()] == [info["cluster_id"], c.id]
+
+
+def test_token_command_prints_a_working_token(sqlite_url):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["token", "create", "--account", "team-b", "--user", "bob", "--db", sqlite_url]) == 0
+    token = out.getvalue().strip()
+    assert token.startswith("dal_")
+    with ServerThread({"store_url": sqlite_url}) as server:
+        status, body, _ = request(server.url + "/api/whoami", token=token)
+        assert status == 200 and body["whoami"] == {"account": "team-b", "user": "bob", "via": "token",
+                                                    "token_required": True}
+        # Only the hash is kept.
+        assert token not in str(server.ctx.team.list_tokens())
+        token_id = server.ctx.team.list_tokens()[0]["token_id"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["token", "revoke", token_id, "--db", sqlite_url]) == 0
+    with ServerThread({"store_url": sqlite_url}) as server:
+        assert request(server.url + "/api/whoami", token=token)[0] == 401
+
+
+def test_a_store_from_before_the_team_tables_is_upgraded(sqlite_url):
+    """A store made at revision 0001 (no team tables) gets them when the server opens it."""
+    from alembic import command
+
+    from dask_analytics_lab.store import open_store
+    from dask_analytics_lab.store.engine import make_engine
+    from dask_analytics_lab.store.migrate import alembic_config
+
+    c, msgs = full_cluster("default")
+    with open_store(sqlite_url) as store:
+        store.ingest(msgs[:2])
+    engine = make_engine(sqlite_url)
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0001")
+    engine.dispose()
+    with ServerThread({"store_url": sqlite_url}) as server:
+        token = server.token("default")
+        assert request(server.url + f"/api/clusters/{c.id}", token=token)[0] == 200

@@ -1,0 +1,179 @@
+"""Helpers for the server tests: a real server on a free port, tokens, messages.
+
+(Named test_server_*.py to sit with the tests it serves; it holds no tests.)
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import tornado.httpserver
+
+from dask_analytics_lab.collect.computations import code_hash
+from dask_analytics_lab.server.app import make_app, ssl_context
+from dask_analytics_lab.server.tokens import new_token, token_hash
+
+from .test_store import Cluster as _StoreCluster
+from .test_store import group, tree  # noqa: F401  (re-exported for the server tests)
+
+CODE_KEY = "p2Yq8P0bYH2xq5Qy0eKQ0jv3wqvN0mDq2v6e7Y2c0mE="  # a Fernet key for the tests
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerThread:
+    """The real tornado app on 127.0.0.1:<free port>, on its own loop in a thread."""
+
+    def __init__(self, settings: dict, *, certfile: str | None = None, keyfile: str | None = None,
+                 port: int | None = None):
+        self.app = make_app({"code_key": CODE_KEY, **settings})
+        self.ctx = self.app.dal_context
+        self.port = port or free_port()
+        self._tls = ssl_context(certfile, keyfile)
+        scheme = "https" if self._tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            server = tornado.httpserver.HTTPServer(self.app, ssl_options=self._tls, max_body_size=2**27)
+            server.listen(self.port, "127.0.0.1")
+            self._ready.set()
+            await self._stop.wait()
+            server.stop()
+            await server.close_all_connections()
+
+        asyncio.run(main())
+
+    def start(self) -> "ServerThread":
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self.ctx.executor.shutdown(wait=True)
+        self.ctx.store.close()
+
+    def token(self, account: str, user: str = "ann") -> str:
+        token_id, token = new_token()
+        self.ctx.team.add_token(token_id=token_id, token_hash=token_hash(token), account=account, user=user)
+        return token
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def request(url: str, *, method: str = "GET", token: str | None = None, body: Any = None, raw: bytes | None = None,
+            headers: dict | None = None, gzipped: bool = True, context: Any = None) -> tuple[int, Any, dict]:
+    """(status, parsed JSON or text, headers) of one HTTP call; never raises on 4xx/5xx."""
+    hdrs = dict(headers or {})
+    data = raw
+    if body is not None:
+        data = json.dumps(body).encode()
+        if gzipped:
+            data = gzip.compress(data)
+            hdrs.setdefault("Content-Encoding", "gzip")
+        hdrs.setdefault("Content-Type", "application/json")
+    if token:
+        hdrs["Authorization"] = f"token {token}"
+    req = urllib.request.Request(url, data=data, headers=hdrs, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=context) as r:
+            status, payload, rh = r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        status, payload, rh = e.code, e.read(), dict(e.headers)
+    text = payload.decode("utf-8", "replace")
+    try:
+        return status, json.loads(text), rh
+    except ValueError:
+        return status, text, rh
+
+
+class Cluster(_StoreCluster):
+    """The store tests' message maker, with code hashes the server accepts."""
+
+    def code(self, h: str | None = None, text: str = "x.sum().compute()") -> dict:  # type: ignore[override]
+        filename = "/home/ann/nb.py"
+        return self.msg("code", {"hash": code_hash(filename, text), "text": text, "filename": filename,
+                                 "lineno_frame": 12, "lineno_relative": 3})
+
+
+def full_cluster(account: str, *, name: str = "LocalCluster-1", user: str = "ann") -> tuple[Cluster, list[dict]]:
+    """One cluster's messages of every kind: (maker, messages)."""
+    c = Cluster(account=account)
+    code = c.code(text=f"# {account}'s secret code\nx.sum().compute()\n")
+    comp = f"comp-{c.id}"
+    msgs = [
+        c.cluster(name=name, user=user), c.sample(), code,
+        c.computation(comp, code=[code["data"]["hash"]]),
+        c.exception(comp, "sum-aggregate"), c.event(), c.profile(comp, tree("main", "work")),
+        c.profile(None, tree("main")), c.gpu(n=1),
+    ]
+    return c, msgs
+
+
+# --- a server in its own process, for the load and fault tests ---------------------
+class ServerProcess:
+    """`python -m dask_analytics_lab.server server` on a port; start() and kill() as often as needed."""
+
+    def __init__(self, db: str, port: int, extra: list[str] | None = None):
+        self.cmd = [sys.executable, "-m", "dask_analytics_lab.server", "server", "--db", db, "--port", str(port),
+                    "--code-key", CODE_KEY, *(extra or [])]
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "ServerProcess":
+        proc = self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        seen = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            seen.append(line)
+            if not line and proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}: {''.join(seen)[-2000:]}")
+            if "dask-analytics server at" in line:
+                break
+        # Keep draining its output so the pipe never fills and blocks it.
+        threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, possibly in the middle of a request."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.kill()

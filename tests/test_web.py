@@ -1,0 +1,182 @@
+"""The team web view in a real Chromium (Debian's, driven by Playwright), over what a
+real LocalCluster recorded: login, clusters over time, a cluster's computations, a
+computation's task groups, code, exceptions with tracebacks, the flamegraph, reports.
+Screenshots land in test-artifacts/.  Stored text is shown as text, never as markup."""
+from __future__ import annotations
+
+import os
+import time
+
+import dask.array as da
+import pytest
+from distributed import get_worker
+from playwright import sync_api as playwright
+
+import dask_analytics_lab as dal
+from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect.sinks import HttpSink
+
+from .cluster_helpers import recorded_cluster
+from .test_server_support import ARTIFACTS, ServerThread, full_cluster, request
+
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-gpu"]
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def _spin() -> int:
+    x = 0
+    for i in range(20_000):
+        x += i * i
+    return x
+
+
+def _busy(x: int) -> int:
+    # Together over two seconds: workers hand out their profile in 1 s cycles, and the
+    # plugin asks for it when the computation ends.
+    end = time.perf_counter() + 0.25
+    while time.perf_counter() < end:
+        _spin()
+    return x + 1
+
+
+def _boom(x: int) -> float:
+    return 1 / (x - x)
+
+
+def _shout() -> None:
+    get_worker().log_event("team-notes", {"note": "hello from a task"})
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A server over a store a real cluster recorded into; yields (server, token)."""
+    url = "sqlite:///" + str(tmp_path_factory.mktemp("web") / "analytics.db")
+    config = {"analytics.account": "team-a", "analytics.user": "ann",
+              "analytics.events.allow": ["team-notes", "worker-fail-hard"]}
+    with recorded_cluster(url, config=config) as (client, info):
+        assert sum(client.gather(client.map(_busy, range(16)))) == 136
+        assert da.ones((400, 400), chunks=100).sum().compute() == 160_000
+        with pytest.raises(ZeroDivisionError):
+            client.submit(_boom, 3).result()
+        client.submit(_shout).result()
+        assert dal.flush(client, timeout=20)["flushed"]
+    close_readers()
+    with ServerThread({"store_url": url}) as server:
+        token = server.token("team-a", "ann")
+        _, hostile = full_cluster("team-a", name=HOSTILE, user=HOSTILE)
+        assert HttpSink(server.url, token=token).write(hostile)
+        for private in (False, True):
+            status, _, _ = request(server.url + "/api/reports", method="POST", token=token, body={
+                "html": "<html><body><h1>A shared report</h1></body></html>", "filename": f"report-{private}.html",
+                "private": private, "twin": {"summary": {"duration": 1.5, "n_tasks": 22}}})
+            assert status == 201
+        yield server, token, info["cluster_id"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        # Fail, never skip: the README's test command installs it (apt-get install -y chromium).
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()
+
+
+def _watch(page) -> list[str]:
+    """Collect console errors (CSP violations included) and any dialog (an injected alert)."""
+    problems: list[tuple[str, str]] = []
+    page.on("console", lambda m: problems.append((f"console {m.type}: {m.text}", m.location.get("url")))
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append((f"page error: {e}", page.url)))
+    page.on("dialog", lambda d: (problems.append((f"dialog: {d.message}", page.url)), d.dismiss()))
+    return problems
+
+
+def test_team_view_in_chromium(site, browser):
+    server, token, cluster_id = site
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    page = context.new_page()
+    problems = _watch(page)
+
+    # Not logged in: the page sends us to the login form, which brings us back.
+    page.goto(server.url + "/")
+    page.wait_for_url("**/login?next=*")
+    page.screenshot(path=str(ARTIFACTS / "web-login.png"))
+    assert all("401" in p for p, _ in problems)  # the API said "log in": expected
+    problems.clear()
+    page.fill("input[name=token]", token)
+    page.click("button[type=submit]")
+    page.wait_for_selector("table")
+    assert "ann · team-a" in page.inner_text("#whoami")
+    rows = page.locator("main table tbody tr")
+    assert rows.count() == 2
+    assert page.locator("svg.chart rect").count() == 2  # clusters over time
+    # The hostile cluster name is text on the page, not an element.
+    assert page.get_by_text(HOSTILE).count() >= 1 and page.locator("main img").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "web-clusters.png"), full_page=True)
+
+    # A cluster: facts, chart, computations, exceptions, events.
+    page.click(f"main table a[href$='{cluster_id}']")
+    page.wait_for_selector("h2:has-text('Computations')")
+    text = page.inner_text("main")
+    assert "team-a" in text and "ZeroDivisionError" in text and "hello from a task" in text
+    computations = page.locator("main table").first.locator("tbody tr")
+    assert computations.count() >= 4
+    assert page.locator("main .state.erred").count() >= 1
+    page.screenshot(path=str(ARTIFACTS / "web-cluster.png"), full_page=True)
+
+    # The computation that ran _busy: task groups, its code (decrypted), its flamegraph.
+    comps = request(f"{server.url}/api/clusters/{cluster_id}/computations", token=token)[1]["computations"]
+    busy = next(c for c in comps if request(f"{server.url}/api/computations/{c['computation_id']}", token=token)[1]
+                ["computation"]["groups"][0]["prefix"] == "busy")
+    page.click(f"a[href$='/computations/{busy['computation_id']}']")
+    page.wait_for_selector("h2:has-text('Task groups')")
+    assert "busy" in page.inner_text("main table")
+    assert "client.map(_busy" in page.inner_text("pre.code")
+    frames = page.locator(".flame .frame")
+    frames.first.wait_for()
+    assert frames.count() > 3 and "_spin" in " ".join(frames.all_inner_texts())
+    frames.nth(1).click()  # zoom into a frame
+    page.wait_for_selector(".flame-bar button:has-text('reset')")
+    page.screenshot(path=str(ARTIFACTS / "web-computation.png"), full_page=True)
+
+    # Exceptions, with their tracebacks.
+    page.click("nav a:has-text('Exceptions')")
+    page.wait_for_selector("details.exception")
+    page.locator("details.exception summary").first.click()
+    assert "ZeroDivisionError" in page.inner_text("pre.traceback")
+    assert "_boom" in page.inner_text("pre.traceback")
+    page.screenshot(path=str(ARTIFACTS / "web-exceptions.png"), full_page=True)
+
+    # Reports: both listed for the account; the public one opens for anyone.
+    page.click("nav a:has-text('Reports')")
+    page.wait_for_selector("main table")
+    assert page.locator("main table tbody tr").count() == 2
+    assert "anyone with the link" in page.inner_text("main") and "private" in page.inner_text("main")
+    page.screenshot(path=str(ARTIFACTS / "web-reports.png"), full_page=True)
+    links = page.locator("main table tbody tr td:first-child a")
+    urls = {links.nth(i).inner_text(): links.nth(i).get_attribute("href") for i in range(2)}
+    page.goto(urls["report-True.html"])  # the private one opens with the login cookie
+    assert page.inner_text("h1") == "A shared report"
+
+    stranger = browser.new_context().new_page()
+    stranger.goto(urls["report-False.html"])
+    assert stranger.inner_text("h1") == "A shared report"
+    stranger.screenshot(path=str(ARTIFACTS / "web-public-report.png"))
+    response = stranger.goto(urls["report-True.html"])
+    assert response.status == 401 and "private" in stranger.inner_text("main")
+    stranger.context.close()
+
+    # Log out: the cookie is gone and the API says so.
+    page.goto(server.url + "/")
+    page.wait_for_selector("#whoami button")
+    page.click("#whoami button")
+    page.wait_for_url("**/login")
+    if problems:
+        pytest.fail("\n".join(f"{p} at {u}" for p, u in problems))
+    context.close()
