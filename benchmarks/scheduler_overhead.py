@@ -111,10 +111,59 @@ def overhead(repeats: int, n: int, store: str) -> None:
                   f"{po:>20.1f} {pn:>8.1f} {(pn / po - 1) * 100:>6.1f}%")
         print("\n(loop: the scheduler's event-loop thread; process: all its threads, the shipper's included;"
               " each run includes 1.2 s idle, so the plugin's ticks are counted)")
+        own_share(on.client, n)
         memory(on.client)
     finally:
         off.close()
         on.close()
+
+
+def _hook_cost(dask_scheduler, calls: int = 200_000) -> float:
+    """Seconds per call of the plugin's transition hook, with the arguments Dask passes
+    for a typical (not erred) transition, called the way the scheduler calls it."""
+    import time as t
+
+    plugin = dask_scheduler.plugins["dask-analytics-lab"]
+    plugins = list(dask_scheduler.plugins.values())
+    kwargs = {"worker": "tcp://127.0.0.1:1", "nbytes": 28, "type": b"int", "typename": "int"}
+    t0 = t.thread_time()
+    for _ in range(calls):
+        for p in [plugin]:
+            try:
+                p.transition("inc-abc", "processing", "memory", stimulus_id="task-finished-1", **kwargs)
+            except Exception:
+                pass
+    empty = t.thread_time()
+    for _ in range(calls):
+        for p in []:
+            pass
+    baseline = t.thread_time() - empty
+    return ((empty - t0) - baseline) / calls
+
+
+def own_share(client: Client, n: int) -> None:
+    """The plugin's own event-loop time per task: hook calls x measured cost per call,
+    plus its snapshots' CPU (thread time around each tick).  Steadier than the
+    difference of two noisy totals above."""
+    per_call = client.run_on_scheduler(_hook_cost)
+    print(f"\n1b. The plugin's own share of the scheduler's event-loop CPU"
+          f" (transition hook: {per_call * 1e6:.2f} us a call, measured in the scheduler)\n")
+    print(f"{'workload':<16} {'tasks':>7} {'transitions':>12} {'loop CPU s':>11} {'hook s':>8} {'ticks s':>8} {'share':>7}")
+    for name, work in WORKLOADS.items():
+        c0 = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+        s0 = client.sync(client.scheduler.analytics_info)
+        loop0 = _loop_cpu(client)
+        work(client, n)
+        time.sleep(1.2)
+        loop1 = _loop_cpu(client)
+        s1 = client.sync(client.scheduler.analytics_info)
+        c1 = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+        calls = c1 - c0
+        hook = calls * per_call
+        ticks = s1["tick_cpu_seconds"] - s0["tick_cpu_seconds"]
+        loop = loop1 - loop0
+        print(f"{name:<16} {_tasks_in_last(client):>7} {calls:>12} {loop:>11.2f} {hook:>8.3f} {ticks:>8.3f}"
+              f" {(hook + ticks) / loop * 100:>6.2f}%")
 
 
 def memory(client: Client) -> None:

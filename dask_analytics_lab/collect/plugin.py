@@ -83,6 +83,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
         self._sampler = ClusterSampler(s["price_per_core_hour"], time.time())
         self._last_counter = -1
+        self._tick_cpu = 0.0
+        self._ticks = 0
         self._idle_shutdown = False
         url = s["store"]
         self._shipper = Shipper(
@@ -167,6 +169,7 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     # --- the periodic snapshot ---------------------------------------------------
     def _tick(self, force: bool = False) -> None:
+        cpu = time.thread_time()
         try:
             now = time.time()
             sample = self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
@@ -186,6 +189,10 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._check_idle(now)
         except Exception:
             logger.exception("dask-analytics: snapshot failed; will try again next interval")
+        finally:
+            # What analytics costs the event loop, reported by `status()`.
+            self._tick_cpu += time.thread_time() - cpu
+            self._ticks += 1
 
     def _check_idle(self, now: float) -> None:
         timeout = self.settings["idle_timeout"]
@@ -239,4 +246,6 @@ class AnalyticsPlugin(SchedulerPlugin):
             "dropped": self._shipper.dropped,
             "rejected": self._shipper.rejected,
             "failing_since": self._shipper.failing_since,
+            "ticks": self._ticks,
+            "tick_cpu_seconds": self._tick_cpu,
         }
