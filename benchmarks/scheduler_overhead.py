@@ -214,14 +214,14 @@ def snapshot_cost() -> None:
         for _ in range(repeats):
             tracker = ComputationTracker(lambda kind, data: None, code_transmit=False)
             t0 = time.perf_counter()
-            tracker.poll([comp], {}, set(), changed=True)
+            tracker.poll([comp], {}, set(), {}, changed=True)
             times.append(time.perf_counter() - t0)
         first = statistics.median(times)
         tracker = ComputationTracker(lambda kind, data: None, code_transmit=False)
-        tracker.poll([comp], {}, set(), changed=True)
+        tracker.poll([comp], {}, set(), {}, changed=True)
         t0 = time.perf_counter()
         for _ in range(repeats):
-            tracker.poll([comp], {}, set(), changed=True)
+            tracker.poll([comp], {}, set(), {}, changed=True)
         unchanged = (time.perf_counter() - t0) / repeats
         return first, unchanged
 

@@ -176,3 +176,18 @@ def test_register_twice_records_once(store_url):
         cluster_id = info["cluster_id"]
     assert len([c for c in dal.list_clusters(store=store_url) if c["cluster_id"] == cluster_id]) == 1
     assert len(dal.list_computations(cluster_id, store=store_url)) == 1
+
+
+def test_erred_state_kept_when_failed_futures_are_released_before_a_snapshot(store_url):
+    # A long interval: the failed tasks are forgotten before the plugin looks.
+    with recorded_cluster(store_url, config={"analytics.interval": "1h"}) as (client, info):
+        futures = client.map(boom, range(10))
+        wait(futures)
+        del futures
+        time.sleep(0.5)
+        assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+    (comp,) = dal.list_computations(cluster_id, store=store_url)
+    assert comp["state"] == "erred" and comp["n_erred"] == 10
+    assert sum(r["count"] for r in dal.list_exceptions(cluster_id, store=store_url)) == 10

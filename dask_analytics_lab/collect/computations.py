@@ -52,6 +52,7 @@ class _Tracked:
     code_seen: int = 0
     code: list[str] = field(default_factory=list)
     state: str = ""
+    n_erred: int = 0
     closed: bool = False
     # Groups of a closed computation the scheduler still holds: only these can change.
     live: list = field(default_factory=list)
@@ -68,11 +69,13 @@ class ComputationTracker:
         # Group name -> computation id, for errors and GPU samples that name a group.
         self.group_owner: dict[str, str] = {}
 
-    def poll(self, computations: Iterable[Any], task_groups: dict, cancelled_groups: set[str], *,
-             changed: bool) -> list[tuple[str, float]]:
+    def poll(self, computations: Iterable[Any], task_groups: dict, cancelled_groups: set[str],
+             erred_groups: dict[str, int], *, changed: bool) -> list[tuple[str, float]]:
         """Emit what changed; return (id, start) of computations that just ended.
 
         `changed`: whether any transition happened since the last poll.
+        `erred_groups`: tasks that raised, per group, counted as they failed: a group's
+        state counts forget them once the client releases the futures.
         `task_groups`: the scheduler's live groups.  Dask adds new tasks to an existing
         group of the same name, and that group stays with the computation that made
         it; a group the scheduler has dropped can never change again.
@@ -94,7 +97,7 @@ class ComputationTracker:
                         continue
             if not comp.groups:
                 continue
-            if self._update(cid, comp, tracked, cancelled_groups) and tracked.closed:
+            if self._update(cid, comp, tracked, cancelled_groups, erred_groups) and tracked.closed:
                 ended.append((cid, comp.start))
         for cid in self._tracked.keys() - live:
             gone = self._tracked.pop(cid)
@@ -102,9 +105,11 @@ class ComputationTracker:
                 if self.group_owner.get(name) == cid:
                     del self.group_owner[name]
                     cancelled_groups.discard(name)
+                    erred_groups.pop(name, None)
         return ended
 
-    def _update(self, cid: str, comp: Any, tracked: _Tracked, cancelled_groups: set[str]) -> bool:
+    def _update(self, cid: str, comp: Any, tracked: _Tracked, cancelled_groups: set[str],
+                erred_groups: dict[str, int]) -> bool:
         """Emit a message if anything changed; True when the state changed."""
         changed_groups = []
         running = False
@@ -120,7 +125,7 @@ class ComputationTracker:
 
         new_code = self._take_code(comp, tracked)
         summaries = tracked.summaries.values()
-        n_erred = sum(g["states"].get("erred", 0) for g in summaries)
+        n_erred = sum(max(g["states"].get("erred", 0), erred_groups.get(g["name"], 0)) for g in summaries)
         if running:
             state = "running"
         elif n_erred:
@@ -129,10 +134,11 @@ class ComputationTracker:
             state = "cancelled"
         else:
             state = "finished"
-        state_changed = state != tracked.state
+        state_changed = state != tracked.state or n_erred != tracked.n_erred
         if not (changed_groups or new_code or state_changed):
             return False
         tracked.state = state
+        tracked.n_erred = n_erred
         tracked.closed = not running
         tracked.live = list(comp.groups) if tracked.closed else []
         self._emit("computation", {

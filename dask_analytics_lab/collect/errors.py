@@ -10,9 +10,12 @@ class ErrorCounter:
         self._rows: dict[tuple[str, str], dict] = {}
         self._dirty: set[tuple[str, str]] = set()
         self._max_rows = max_rows
+        # Tasks that raised, per task group (the tracker prunes it with its groups).
+        self.erred_groups: dict[str, int] = {}
 
     def record(self, group: str, key: Any, exception_text: str, traceback_text: str | None, t: float) -> None:
         """O(1): runs inside the scheduler's transition hook."""
+        self.erred_groups[group] = self.erred_groups.get(group, 0) + 1
         row_key = (group, exception_text)
         row = self._rows.get(row_key)
         if row is None:

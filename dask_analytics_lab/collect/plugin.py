@@ -179,7 +179,8 @@ class AnalyticsPlugin(SchedulerPlugin):
             changed = force or counter != self._last_counter
             self._last_counter = counter
             ended = self._computations.poll(
-                self.scheduler.computations, self.scheduler.task_groups, self._cancelled_groups, changed=changed
+                self.scheduler.computations, self.scheduler.task_groups, self._cancelled_groups,
+                self._errors.erred_groups, changed=changed,
             )
             for row in self._errors.drain(self._computations.group_owner):
                 self.emit("exception", row)
