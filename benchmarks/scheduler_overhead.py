@@ -124,7 +124,6 @@ def _hook_cost(dask_scheduler, calls: int = 200_000) -> float:
     import time as t
 
     plugin = dask_scheduler.plugins["dask-analytics-lab"]
-    plugins = list(dask_scheduler.plugins.values())
     kwargs = {"worker": "tcp://127.0.0.1:1", "nbytes": 28, "type": b"int", "typename": "int"}
     t0 = t.thread_time()
     for _ in range(calls):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("playwright")
-pytest.importorskip("anywidget")
+import playwright  # noqa: F401,E402  (a test extra: a missing one fails the run)
+import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 
 from tests.browser_helpers import CHROMIUM, chromium, jupyter_lab, save  # noqa: E402
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import time
 
-import dask
 import dask.array as da
 import dask.bag as db
 import dask.dataframe as dd

@@ -25,7 +25,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from dask_analytics_lab import messages
 from dask_analytics_lab.gpu import Monitor, NoGPUWarning
 
-pytest.importorskip("pynvml")
+import pynvml  # noqa: F401,E402  (a test extra: a missing one fails the run)
 sys.path.insert(0, str(Path(__file__).parent))
 import fake_nvml  # noqa: E402
 

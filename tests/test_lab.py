@@ -7,7 +7,7 @@ import json
 import dask
 import pytest
 
-pytest.importorskip("anywidget")
+import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 
 from distributed import Client, LocalCluster  # noqa: E402
 

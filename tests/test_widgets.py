@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-pytest.importorskip("anywidget")
+import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 
 from dask_analytics_lab.widgets import _feed  # noqa: E402
 from dask_analytics_lab.widgets._sync import KeyedTable, downsample  # noqa: E402
