@@ -57,7 +57,7 @@ from .context import Context, make_context
 from .ingest import IngestHandler
 from .query import query_routes
 from .report_handlers import ReportsApi, ReportView
-from .web import STATIC, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
+from .web import STATIC, WIDGETS, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
 
 
 def routes(prefix: str, settings: dict) -> list[URLSpec]:
@@ -82,6 +82,8 @@ def routes_for(ctx: Context) -> list[URLSpec]:
         URLSpec(f"{p}/login", LoginHandler, c),
         URLSpec(f"{p}/logout", LogoutHandler, c),
         URLSpec(f"{p}/static/(.*)", StaticFileHandler, {"path": str(STATIC)}),
+        # The notebook's views, built from js/widgets at install: the pages reuse them.
+        URLSpec(f"{p}/widgets/(.*)", StaticFileHandler, {"path": str(WIDGETS)}),
         URLSpec(f"{p}/.*", NotFoundHandler, c),
     ]
     if p:

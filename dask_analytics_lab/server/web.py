@@ -18,7 +18,11 @@ from .errors import ApiError
 from .tokens import token_hash, well_formed
 
 STATIC = Path(__file__).with_name("static")
-PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+# Built from js/widgets at install (pip install runs the npm build).
+WIDGETS = Path(__file__).parent.parent / "static"
+# Scripts only from this server; the shared widget views inject their own <style>, so
+# inline styles are allowed (styles cannot run code).
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
 NAV = (("", "Clusters"), ("/exceptions", "Exceptions"), ("/reports", "Reports"))
 

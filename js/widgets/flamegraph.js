@@ -16,17 +16,25 @@ export function flatten(tree) {
   const parent = [], depth = [], count = [], start = [], desc = [];
   let maxDepth = 0;
   // Iterative DFS: profiles can be deeper than the JS call stack likes.
-  const stack = [[tree, -1, 0, 0]];
+  const stack = [[tree, -1, 0, 0, undefined]];
   while (stack.length) {
-    const [node, p, d, x] = stack.pop();
+    const [node, p, d, x, own] = stack.pop();
     const i = count.length;
-    parent.push(p); depth.push(d); count.push(node.count || 0); start.push(x); desc.push(node.description || {});
+    const c = own ?? (node.count || 0);
+    parent.push(p); depth.push(d); count.push(c); start.push(x); desc.push(node.description || {});
     if (d > maxDepth) maxDepth = d;
-    const kids = Object.values(node.children || {}).sort((a, b) => (b.count || 0) - (a.count || 0));
+    const kids = Object.values(node.children || {});
+    // Dask's innermost frames can carry a count of 0: they share their parent's samples
+    // that no child claims, so the function that was running still shows.
+    const claimed = kids.reduce((t, k) => t + (k.count || 0), 0);
+    const zero = kids.filter((k) => !k.count).length;
+    const share = zero && c > claimed ? (c - claimed) / zero : 0;
+    const weight = (k) => k.count || share;
+    kids.sort((a, b) => weight(b) - weight(a));
     // Push in reverse so the heaviest child is laid out (and popped) first, leftmost.
     let offsets = [], xx = x;
-    for (const k of kids) { offsets.push(xx); xx += k.count || 0; }
-    for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j], i, d + 1, offsets[j]]);
+    for (const k of kids) { offsets.push(xx); xx += weight(k); }
+    for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j], i, d + 1, offsets[j], weight(kids[j])]);
   }
   const n = count.length;
   const byDepth = Array.from({ length: maxDepth + 1 }, () => []);

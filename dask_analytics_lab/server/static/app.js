@@ -140,50 +140,21 @@
     return svg;
   }
 
-  // Dask's profile tree ({count, description, children}) as an icicle: the root on top,
-  // each frame as wide as its share of samples.  Click a frame to zoom, "reset" to go back.
+  // Dask's profile tree as a flamegraph: the notebook widget's own view (zoom on click,
+  // search, hover for file, line and code), loaded from the package's built modules, so
+  // the product has one flamegraph.
   function flamegraph(tree) {
-    const wrap = h("div", {});
+    const wrap = h("div", { class: "flame" });
     if (!tree || !tree.count) {
       wrap.appendChild(h("p", { class: "muted" }, "No profile recorded (analytics.profile.transmit off, or too short to sample)."));
       return wrap;
     }
-    const info = h("div", { class: "flame-bar" }, "Click a frame to zoom in.");
-    const box = h("div", { class: "flame" });
-    wrap.append(info, box);
-    const palette = ["#fdd49e", "#fdbb84", "#fc8d59", "#fee8c8", "#fdae6b", "#f7c59f"];
-    function render(root) {
-      box.textContent = "";
-      let depthMax = 0;
-      const width = box.clientWidth || 1000;
-      function place(node, depth, x0, w) {
-        if (w < 1 || depth > 200) return;
-        depthMax = Math.max(depthMax, depth);
-        const d = node.description || {};
-        const label = d.name ? `${d.name} (${(d.filename || "").split("/").pop()}:${d.line_number})` : "all";
-        const el = h("div", { class: "frame", title: `${label}\n${d.line || ""}` }, label);
-        el.style.left = `${x0}px`; el.style.top = `${depth * 18}px`; el.style.width = `${Math.max(w - 1, 1)}px`;
-        el.style.background = palette[(label.length + depth) % palette.length];
-        el.addEventListener("click", () => { info.textContent = `${label}: ${node.count} samples `; info.appendChild(h("button", { onclick: () => { info.textContent = "Click a frame to zoom in."; render(tree); } }, "reset")); render(node); });
-        box.appendChild(el);
-        let cx = x0;
-        const kids = Object.values(node.children || {}).sort((a, b) => b.count - a.count);
-        // Dask counts a sample on the frames above the innermost one: a leaf often has
-        // count 0 while its parent holds the samples.  Give such children the parent's
-        // unattributed samples, so the innermost frames show.
-        const zero = kids.filter((k) => !k.count).length;
-        const rest = Math.max(node.count - kids.reduce((a, k) => a + (k.count || 0), 0), 0);
-        for (const child of kids) {
-          const share = child.count || (zero ? rest / zero : 0);
-          const cw = (share / Math.max(node.count, 1)) * w;
-          place(child, depth + 1, cx, cw);
-          cx += cw;
-        }
-      }
-      place(root, 0, 0, width);
-      box.style.height = `${(depthMax + 1) * 18 + 2}px`;
-    }
-    requestAnimationFrame(() => render(tree));
+    import(`${PREFIX}/widgets/flamegraph.js`).then((view) => {
+      const model = { get: (name) => (name === "profile" ? tree : undefined), on() {}, off() {} };
+      view.default.render({ model, el: wrap });
+    }).catch((e) => {
+      wrap.appendChild(h("p", { class: "muted" }, `The flamegraph could not load: ${e}`));
+    });
     return wrap;
   }
 
