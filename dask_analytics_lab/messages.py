@@ -12,26 +12,37 @@ stored once.  Times are seconds since the epoch (floats).  Kinds and their `data
 cluster         name, address, user, account, started, price_per_core_hour,
                 versions {package: version}, platform {arch, os, python,
                 python_executable, hostname}, settings {interval, code_transmit,
-                profile_transmit, events_allow}
+                profile_transmit, events_allow}, reported_user (set by a team server
+                that took `user` from the token: what the client said)
                 -> insert or update the cluster row.
 cluster_sample  n_workers, n_threads, memory_used, memory_total (bytes),
                 processing (tasks), worker_seconds, core_seconds, cost (cumulative),
                 idle_since (float|None), last_activity (float|None),
-                dropped_messages (cumulative count the shipper had to drop)
-                -> one time-series row, and the cluster row's latest figures.
+                dropped_messages (cumulative count the shipper had to drop); sent on
+                change and at least every HEARTBEAT seconds
+                -> one time-series row, the cluster row's latest figures and peaks.
 cluster_stop    stopped (float), reason (str), idle_shutdown (bool)
 computation     id, start, stop (None while running), state (running | finished |
-                erred | cancelled), code [hash, ...], totals {n_tasks, n_groups,
-                n_erred, compute, transfer, disk, nbytes},
-                groups [{name, prefix, states {state: count}, n_tasks, compute,
-                transfer, disk_read, disk_write, nbytes, start, stop,
-                dependencies [group name, ...]}]  (only groups changed since the
-                last message of this computation)
+                erred | cancelled), label (its task-group prefixes in order, e.g.
+                "read_parquet → groupby-agg"), code [hash, ...], code_frames [{hash,
+                lineno_frame, lineno_relative}] (where in each snippet this
+                computation was made), code_line (that line's text),
+                totals {n_tasks, n_groups, n_done, n_erred, n_not_run, compute,
+                transfer, disk, nbytes}, groups [{name, prefix, states {state: count},
+                n_tasks, n_done, n_erred, n_not_run, compute, transfer, disk_read,
+                disk_write, nbytes, start, stop, dependencies [group name, ...]}]
+                (only groups changed since the last message of this computation).
+                Counts are this computation's own tasks: n_done finished, n_erred
+                raised, n_not_run never ran (a dependency failed, released, cancelled).
                 -> upsert the computation row and each group row.
-code            hash, text, filename, lineno_frame, lineno_relative
+code            hash, text, filename (lineno_* of the first sender, kept for old
+                readers; the per-computation lines are in code_frames)
                 -> one row per distinct snippet (by hash), stored once.
-exception       computation_id, group, hash, exception_text, traceback_text, key,
-                count (cumulative), first_time, last_time
+exception       computation_id, group, hash (of exc_type, location, pattern),
+                exc_type, location (the frame that raised it), pattern (the message
+                with its literals masked), examples [a few messages], workers
+                [addresses involved], exception_text (first example),
+                traceback_text, key, count (cumulative, exact), first_time, last_time
                 -> upsert on (computation_id, group, hash); count replaces.
 event           topic, time, msg (any JSON)
 profile         computation_id (None: the whole cluster), tree (Dask's profile
@@ -65,6 +76,11 @@ KINDS = frozenset(
 
 # Longest cluster id we accept; scheduler ids are ~45 characters.
 MAX_ID = 200
+
+# A live cluster sends a cluster_sample at least this often; readers call a cluster
+# lost after LOST_AFTER_HEARTBEATS silent heartbeats.
+HEARTBEAT = 30.0
+LOST_AFTER_HEARTBEATS = 3
 
 
 class MessageError(ValueError):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# A sample is sent when a figure changes, and at least this often as a heartbeat.
-HEARTBEAT = 30.0
+# A sample is sent when a figure changes, and at least every HEARTBEAT seconds.
+from ..messages import HEARTBEAT
 
 
 class ClusterSampler:

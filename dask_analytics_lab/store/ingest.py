@@ -127,12 +127,12 @@ def _clusters(conn: sa.Connection, msgs: list[dict]) -> None:
             "user": d["user"], "account": d["account"],
             "started": d["started"] if d["started"] is not None else m["time"],
             "price_per_core_hour": d["price_per_core_hour"], "versions": d["versions"],
-            "platform": d["platform"], "settings": d["settings"],
+            "platform": d["platform"], "settings": d["settings"], "reported_user": d["reported_user"],
             "first_seen": m["time"], "last_seen": m["time"], "updated": m["time"],
         })
     stmt = _insert(conn, s.clusters)
     fields = ["name", "address", "user", "account", "started", "price_per_core_hour",
-              "versions", "platform", "settings", "updated"]
+              "versions", "platform", "settings", "reported_user", "updated"]
     stmt = stmt.on_conflict_do_update(
         index_elements=[s.clusters.c.cluster_id],
         set_=_set_from_excluded(stmt, fields),
@@ -153,6 +153,31 @@ def _cluster_samples(conn: sa.Connection, msgs: list[dict]) -> None:
         .values({**{f: sa.bindparam("b_" + f) for f in SAMPLE_FIELDS}, "sample_time": sa.bindparam("b_time")})
     )
     conn.execute(stmt, [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))])
+    _peaks(conn, rows)
+
+
+def _peaks(conn: sa.Connection, rows: list[dict]) -> None:
+    """Keep the largest size each cluster reached, whatever order samples arrive in."""
+    peaks: dict[str, dict[str, int]] = {}
+    for r in rows:
+        p = peaks.setdefault(r["cluster_id"], {"workers": 0, "threads": 0, "memory": 0})
+        p["workers"] = max(p["workers"], r.get("n_workers") or 0)
+        p["threads"] = max(p["threads"], r.get("n_threads") or 0)
+        p["memory"] = max(p["memory"], r.get("memory_total") or 0)
+    c = s.clusters.c
+
+    def grow(column: sa.Column, name: str) -> sa.ColumnElement:
+        new = sa.bindparam("b_" + name)
+        return sa.case((sa.func.coalesce(column, -1) < new, new), else_=column)
+
+    stmt = (
+        sa.update(s.clusters)
+        .where(c.cluster_id == sa.bindparam("b_cluster_id"))
+        .values(peak_workers=grow(c.peak_workers, "workers"), peak_threads=grow(c.peak_threads, "threads"),
+                peak_memory=grow(c.peak_memory, "memory"))
+    )
+    conn.execute(stmt, [{"b_cluster_id": cid, **{"b_" + k: v for k, v in p.items()}}
+                        for cid, p in sorted(peaks.items())])
 
 
 def _cluster_stops(conn: sa.Connection, msgs: list[dict]) -> None:
@@ -183,7 +208,8 @@ def _computations(conn: sa.Connection, msgs: list[dict]) -> None:
         d, cid, t = m["data"], m["cluster_id"], m["time"]
         comps.append({
             "computation_id": d["id"], "cluster_id": cid, "start": d["start"], "stop": d["stop"],
-            "state": d["state"], "code_hashes": d["code"] or [], **d["totals"], "updated": t,
+            "state": d["state"], "code_hashes": d["code"] or [], "code_frames": d["code_frames"],
+            "code_line": d["code_line"], "label": d["label"], **d["totals"], "updated": t,
         })
         for g in d["groups"] or []:
             groups.append({**g, "cluster_id": cid, "computation_id": d["id"], "updated": t})
@@ -218,6 +244,8 @@ def _exceptions(conn: sa.Connection, msgs: list[dict]) -> None:
             "task_group": d["group"] or "", "hash": d["hash"],
             "exception_text": d["exception_text"], "traceback_text": d["traceback_text"],
             "example_key": d["key"], "count": d["count"] if d["count"] is not None else 1,
+            "exc_type": d["exc_type"], "location": d["location"], "pattern": d["pattern"],
+            "examples": d["examples"], "workers": d["workers"],
             "first_time": d["first_time"] if d["first_time"] is not None else t,
             "last_time": d["last_time"] if d["last_time"] is not None else t,
             "updated": t,
@@ -227,8 +255,9 @@ def _exceptions(conn: sa.Connection, msgs: list[dict]) -> None:
     stmt = stmt.on_conflict_do_update(
         index_elements=list(key),
         # count, first_time and last_time are cumulative in the message: they replace
-        set_=_set_from_excluded(stmt, ["exception_text", "traceback_text", "example_key",
-                                       "count", "first_time", "last_time", "updated"]),
+        set_=_set_from_excluded(stmt, ["exception_text", "traceback_text", "example_key", "count",
+                                       "first_time", "last_time", "exc_type", "location", "pattern",
+                                       "examples", "workers", "updated"]),
         where=_newer(s.exceptions, stmt),
     )
     conn.execute(stmt, _latest(rows, key))

@@ -65,6 +65,12 @@ clusters = sa.Table(
     sa.Column("last_activity", Time),
     sa.Column("dropped_messages", sa.BigInteger),
     sa.Column("sample_time", Time),
+    # How big it got: a stopped cluster reads 0 workers, these say what it was.
+    sa.Column("peak_workers", sa.BigInteger),
+    sa.Column("peak_threads", sa.BigInteger),
+    sa.Column("peak_memory", sa.BigInteger),
+    # What the client said its user was, when a token decided `user` (team server).
+    sa.Column("reported_user", sa.Text),
     sa.Column("first_seen", Time, nullable=False),
     sa.Column("last_seen", Time, nullable=False),
     # Time of the `cluster` message the descriptive columns come from; NULL for a stub.
@@ -102,11 +108,19 @@ computations = sa.Table(
     sa.Column("stop", Time),
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("code_hashes", Json),
+    # Per computation: [{hash, lineno_frame, lineno_relative}]; the snippet's text is
+    # stored once in code_snippets, the line that made this computation here.
+    sa.Column("code_frames", Json),
+    sa.Column("code_line", sa.Text),
+    # What it ran, from its task groups (e.g. "read_parquet → groupby-agg"), made once.
+    sa.Column("label", sa.Text),
     # Totals kept on the row so "the last 100 computations with their totals" never
     # touches task_groups (limit-first: ~10 ms instead of ~650 ms over 1M groups).
     sa.Column("n_tasks", sa.BigInteger),
     sa.Column("n_groups", sa.BigInteger),
     sa.Column("n_erred", sa.BigInteger),
+    sa.Column("n_done", sa.BigInteger),
+    sa.Column("n_not_run", sa.BigInteger),
     sa.Column("compute", sa.Double),
     sa.Column("transfer", sa.Double),
     sa.Column("disk", sa.Double),
@@ -126,6 +140,10 @@ task_groups = sa.Table(
     sa.Column("prefix", sa.Text),
     sa.Column("states", Json),
     sa.Column("n_tasks", sa.BigInteger),
+    # Of n_tasks: finished, raised, never ran (a dependency failed, released, cancelled).
+    sa.Column("n_done", sa.BigInteger),
+    sa.Column("n_erred", sa.BigInteger),
+    sa.Column("n_not_run", sa.BigInteger),
     sa.Column("compute", sa.Double),
     sa.Column("transfer", sa.Double),
     sa.Column("disk_read", sa.Double),
@@ -155,7 +173,14 @@ exceptions = sa.Table(
     _cluster_fk(),
     sa.Column("computation_id", sa.Text, nullable=False),  # "" = not tied to one
     sa.Column("task_group", sa.Text, nullable=False),  # "" = unknown
+    # One row per failure: exception type + the frame that raised it + the message
+    # with its literals masked (`pattern`); `hash` is of those three.
     sa.Column("hash", sa.Text, nullable=False),
+    sa.Column("exc_type", sa.Text),
+    sa.Column("location", sa.Text),
+    sa.Column("pattern", sa.Text),
+    sa.Column("examples", Json),
+    sa.Column("workers", Json),
     sa.Column("exception_text", sa.Text),
     sa.Column("traceback_text", sa.Text),
     sa.Column("example_key", sa.Text),

@@ -267,6 +267,12 @@ GROUP = record({
     "name": text(required=True, max_bytes=NAME_BYTES), "prefix": NAME, "states": counts(),
     "n_tasks": INT, "compute": NUM, "transfer": NUM, "disk_read": NUM, "disk_write": NUM,
     "nbytes": INT, "start": NUM, "stop": NUM, "dependencies": NAMES,
+    "n_done": INT, "n_erred": INT, "n_not_run": INT,
+})
+
+CODE_FRAME = record({
+    "hash": text(required=True, max_bytes=ID_BYTES), "lineno_frame": integer(minimum=None),
+    "lineno_relative": integer(minimum=None),
 })
 
 GPU_SAMPLE = record({
@@ -285,7 +291,7 @@ KINDS: dict[str, dict[str, Check]] = {
     "cluster": {
         "name": text(), "address": text(), "user": text(), "account": NAME, "started": NUM,
         "price_per_core_hour": NUM, "versions": JSON_OBJECT, "platform": JSON_OBJECT,
-        "settings": JSON_OBJECT,
+        "settings": JSON_OBJECT, "reported_user": text(),
     },
     "cluster_sample": SAMPLE_FIELDS,
     "cluster_stop": {"stopped": NUM, "reason": text(), "idle_shutdown": boolean()},
@@ -295,8 +301,12 @@ KINDS: dict[str, dict[str, Check]] = {
         "stop": NUM,
         "state": choice(STATES),
         "code": list_of(text(required=True, max_bytes=ID_BYTES)),
-        "totals": record({"n_tasks": INT, "n_groups": INT, "n_erred": INT, "compute": NUM,
-                          "transfer": NUM, "disk": NUM, "nbytes": INT}, required=False),
+        "code_frames": list_of(CODE_FRAME),
+        "code_line": text(),
+        "label": text(),
+        "totals": record({"n_tasks": INT, "n_groups": INT, "n_erred": INT, "n_done": INT,
+                          "n_not_run": INT, "compute": NUM, "transfer": NUM, "disk": NUM,
+                          "nbytes": INT}, required=False),
         "groups": list_of(GROUP),
     },
     "code": {
@@ -307,7 +317,8 @@ KINDS: dict[str, dict[str, Check]] = {
     "exception": {
         "computation_id": ID, "group": NAME, "hash": text(required=True, max_bytes=ID_BYTES),
         "exception_text": text(), "traceback_text": text(), "key": text(), "count": INT,
-        "first_time": NUM, "last_time": NUM,
+        "first_time": NUM, "last_time": NUM, "exc_type": text(), "location": text(),
+        "pattern": text(), "examples": list_of(text(required=True)), "workers": NAMES,
     },
     "event": {"topic": text(required=True, max_bytes=NAME_BYTES), "time": NUM, "msg": any_json()},
     "profile": {"computation_id": ID, "tree": _req(profile_tree(), "a profile tree"), "count": INT},
