@@ -29,6 +29,11 @@ def tree(*frames: str, count: int = 1) -> dict:
     return root
 
 
+_FRAMES = object()  # "the default" for Cluster.computation's frames=
+_LABEL = object()
+_LINE = object()
+
+
 class Cluster:
     """Makes the messages of one cluster, with increasing seq and time."""
 
@@ -54,24 +59,38 @@ class Cluster:
         }
         return self.msg("cluster", {**data, **kw})
 
-    def sample(self, **kw) -> dict:
+    def sample(self, *, at: float | None = None, **kw) -> dict:
+        """A cluster_sample (a heartbeat); at: the message's time (default: the next second)."""
         data = {"n_workers": 2, "n_threads": 4, "memory_used": 2**31, "memory_total": 2**34,
                 "processing": 3, "worker_seconds": 10.0, "core_seconds": 20.0, "cost": 0.0003,
                 "idle_since": None, "last_activity": self.t, "dropped_messages": 0}
-        return self.msg("cluster_sample", {**data, **kw})
+        return self.msg("cluster_sample", {**data, **kw}, time=at)
 
     def stop(self, **kw) -> dict:
         return self.msg("cluster_stop", {"stopped": self.t + 1, "reason": "closed", "idle_shutdown": False, **kw})
 
     def computation(self, comp_id: str, *, state: str = "finished", groups: list | None = None,
-                    code: list | None = None, start: float | None = None, **totals) -> dict:
+                    code: list | None = None, start: float | None = None, frames: list | None = _FRAMES,
+                    label: str | None = _LABEL, code_line: str | None = _LINE, **totals) -> dict:
+        """frames: code_frames (default: line 12 / 3 of each snippet in `code`; None: sent by
+        a collector from before code_frames); label: default, the groups' prefixes;
+        code_line: default, a line when there is code."""
         groups = groups if groups is not None else [group("sum-aggregate", n_tasks=4), group("ones", n_tasks=16)]
-        t = {"n_tasks": sum(g["n_tasks"] for g in groups), "n_groups": len(groups), "n_erred": 0,
+        t = {"n_tasks": sum(g["n_tasks"] for g in groups), "n_groups": len(groups),
+             "n_done": sum(g["n_done"] for g in groups), "n_erred": sum(g["n_erred"] for g in groups),
+             "n_not_run": sum(g["n_not_run"] for g in groups),
              "compute": sum(g["compute"] for g in groups), "transfer": 0.1, "disk": 0.0,
              "nbytes": sum(g["nbytes"] for g in groups), **totals}
+        if frames is _FRAMES:
+            frames = [{"hash": h, "lineno_frame": 12, "lineno_relative": 3} for h in code or []]
+        if code_line is _LINE:
+            code_line = "x.sum().compute()" if code else None
+        if label is _LABEL:
+            label = " → ".join(dict.fromkeys(g["prefix"] for g in groups))
         return self.msg("computation", {
             "id": comp_id, "start": start if start is not None else self.t, "stop": None if state == "running" else self.t + 0.5,
-            "state": state, "code": code or [], "totals": t, "groups": groups,
+            "state": state, "code": code or [], "code_frames": frames, "code_line": code_line,
+            "label": label, "totals": t, "groups": groups,
         })
 
     def code(self, h: str, text: str = "x.sum().compute()") -> dict:
@@ -83,7 +102,9 @@ class Cluster:
             "computation_id": comp_id, "group": group_name, "hash": h,
             "exception_text": "ValueError('bad value 1')",
             "traceback_text": 'File "nb.py", line 3, in boom\n    raise ValueError(x)\n',
-            "key": "('boom-abc', 3)", "count": count, "first_time": self.t, "last_time": self.t, **kw,
+            "key": "('boom-abc', 3)", "count": count, "first_time": self.t, "last_time": self.t,
+            "exc_type": "ValueError", "location": "nb.py:3 in boom", "pattern": "bad value <int>",
+            "examples": ["ValueError('bad value 1')"], "workers": ["tcp://127.0.0.1:4001"], **kw,
         })
 
     def event(self, topic: str = "worker-fail-hard", msg=None) -> dict:
@@ -104,8 +125,11 @@ class Cluster:
 
 
 def group(name: str, **kw) -> dict:
+    """A task group; all its tasks done unless n_erred / n_not_run say otherwise."""
     n = kw.pop("n_tasks", 4)
+    erred, not_run = kw.pop("n_erred", 0), kw.pop("n_not_run", 0)
     return {"name": name, "prefix": name.split("-")[0], "states": {"memory": n}, "n_tasks": n,
+            "n_done": n - erred - not_run, "n_erred": erred, "n_not_run": not_run,
             "compute": 0.5 * n, "transfer": 0.01, "disk_read": 0.0, "disk_write": 0.0,
             "nbytes": 8000 * n, "start": T0 + 1, "stop": T0 + 2, "dependencies": [], **kw}
 
@@ -391,3 +415,164 @@ def test_empty_store_reads(store):
     assert store.list_clusters() == [] and store.list_computations() == []
     assert store.list_exceptions() == [] and store.list_events() == [] and store.list_gpu_metrics() == []
     assert all(rows == [] for rows in store.export().values())
+
+
+# --- the cluster lifecycle: one rule, below every reader ------------------------------
+from dask_analytics_lab.messages import HEARTBEAT, LOST_AFTER_HEARTBEATS  # noqa: E402
+from dask_analytics_lab.store import queries  # noqa: E402
+
+LOST_AFTER = HEARTBEAT * LOST_AFTER_HEARTBEATS
+
+
+def read(store, fn: str, *args, now: float, **kw):
+    """A query at a chosen "now"."""
+    with store._reading() as conn:
+        return getattr(queries, fn)(conn, *args, now=now, **kw)
+
+
+def test_lost_after_n_silent_heartbeats():
+    assert LOST_AFTER == 90.0  # 3 heartbeats of 30 s: an idle, healthy cluster never reads lost
+    life = queries.lifecycle
+    assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER) == {"status": "live", "ended": None,
+                                                                 "duration": 100 + LOST_AFTER}
+    assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER + 0.5) == {"status": "lost", "ended": T0 + 100,
+                                                                       "duration": 100}
+    assert life(T0 + 50, T0 + 60, T0, T0 + 10**6) == {"status": "stopped", "ended": T0 + 50, "duration": 50}
+    # a clock behind the scheduler's never makes a negative duration
+    assert life(None, T0 + 5, T0, T0 - 5)["duration"] == 0.0
+
+
+def test_live_stopped_and_lost_clusters(store):
+    live, lost, stopped = Cluster(), Cluster(), Cluster()
+    store.ingest([live.cluster(), live.sample(), lost.cluster(), lost.sample(),
+                  stopped.cluster(), stopped.sample(), stopped.stop()])
+    seen = {c.id: store.get_cluster(c.id)["last_seen"] for c in (live, lost, stopped)}
+    # `live` sends another heartbeat much later; `lost` never again
+    later = T0 + 600
+    store.ingest([live.sample(at=later)])
+    now = later + 10
+
+    rows = {r["cluster_id"]: r for r in read(store, "list_clusters", now=now)}
+    assert (rows[live.id]["status"], rows[live.id]["ended"]) == ("live", None)
+    assert rows[live.id]["duration"] == now - T0
+    assert rows[lost.id]["status"] == "lost"
+    assert rows[lost.id]["ended"] == seen[lost.id]  # its end is when it was last seen
+    assert rows[lost.id]["duration"] == seen[lost.id] - T0
+    assert rows[stopped.id]["status"] == "stopped"
+    assert rows[stopped.id]["ended"] == rows[stopped.id]["stopped"]
+    assert rows[stopped.id]["duration"] == rows[stopped.id]["stopped"] - T0
+    for c in (live, lost, stopped):
+        assert read(store, "get_cluster", c.id, now=now) == rows[c.id]
+
+    # the same cluster at different times: live while it heartbeats, lost after N silent ones
+    assert read(store, "get_cluster", lost.id, now=seen[lost.id] + LOST_AFTER)["status"] == "live"
+    assert read(store, "get_cluster", lost.id, now=seen[lost.id] + LOST_AFTER + 1)["status"] == "lost"
+    # ... and a lost cluster that speaks again is live again
+    store.ingest([lost.sample(at=now)])
+    assert read(store, "get_cluster", lost.id, now=now + 1)["status"] == "live"
+
+
+def test_the_store_and_its_readers_use_the_rule(store, monkeypatch):
+    """Store methods (and so the server, the API and the CLI) read the same fields."""
+    c = Cluster()
+    store.ingest([c.cluster(), c.sample()])
+    last = store.get_cluster(c.id)["last_seen"]
+    monkeypatch.setattr(queries, "time", type("Clock", (), {"time": staticmethod(lambda: last + 1)}))
+    assert store.get_cluster(c.id)["status"] == "live"
+    assert store.list_clusters()[0]["status"] == "live"
+    monkeypatch.setattr(queries, "time", type("Clock", (), {"time": staticmethod(lambda: last + 1000)}))
+    assert store.get_cluster(c.id)["status"] == "lost"
+
+
+def test_running_computations_of_an_ended_cluster_read_lost(store):
+    live, lost, stopped = Cluster(), Cluster(), Cluster()
+    store.ingest([live.cluster(), live.computation("live-run", state="running"),
+                  lost.cluster(), lost.computation("lost-run", state="running"),
+                  lost.computation("lost-done", state="finished"),
+                  stopped.cluster(), stopped.computation("stopped-run", state="running"), stopped.stop()])
+    last_live = store.get_cluster(live.id)["last_seen"]
+    store.ingest([live.sample(at=last_live + 500)])
+    now = last_live + 510
+    lost_seen = store.get_cluster(lost.id)["last_seen"]
+    stopped_at = store.get_cluster(stopped.id)["stopped"]
+
+    comps = {r["computation_id"]: r for r in read(store, "list_computations", now=now)}
+    assert (comps["live-run"]["state"], comps["live-run"]["stop"]) == ("running", None)
+    assert (comps["lost-run"]["state"], comps["lost-run"]["stop"]) == ("lost", lost_seen)
+    assert comps["lost-done"]["state"] == "finished"
+    assert (comps["stopped-run"]["state"], comps["stopped-run"]["stop"]) == ("lost", stopped_at)
+    for cid, row in comps.items():
+        full = read(store, "get_computation", cid, now=now)
+        assert (full["state"], full["stop"]) == (row["state"], row["stop"])
+    # by cluster, and limit-first: a page of one still reads right
+    (one,) = read(store, "list_computations", cluster_id=lost.id, limit=1, now=now)
+    assert one["state"] in ("lost", "finished") and (one["state"] == "lost") == (one["computation_id"] == "lost-run")
+    (page,) = read(store, "list_computations", cluster_id=stopped.id, limit=1, now=now)
+    assert page["state"] == "lost"
+    # before the cluster went quiet, the same computation was running
+    assert read(store, "get_computation", "lost-run", now=lost_seen + 1)["state"] == "running"
+
+
+def test_peaks_survive_a_stop(store):
+    c = Cluster()
+    store.ingest([c.cluster(), c.sample(n_workers=1, n_threads=2, memory_total=2**30),
+                  c.sample(n_workers=4, n_threads=8, memory_total=2**32),
+                  c.sample(n_workers=2, n_threads=4, memory_total=2**31),
+                  c.sample(n_workers=0, n_threads=0, memory_total=0, memory_used=0), c.stop()])
+    row = store.get_cluster(c.id)
+    assert row["status"] == "stopped"
+    assert (row["n_workers"], row["n_threads"], row["memory_total"]) == (0, 0, 0)
+    assert (row["peak_workers"], row["peak_threads"], row["peak_memory"]) == (4, 8, 2**32)
+    assert store.list_clusters()[0]["peak_workers"] == 4
+
+
+def test_each_computation_reads_its_own_code_line(store):
+    """A snippet (a cell, a function) is stored once; each computation made from it
+    says which line made it."""
+    c = Cluster()
+    cell = "import dask.array as da\nx = da.ones(10)\nx.sum().compute()\nx.mean().compute()\n"
+    store.ingest([
+        c.code("cell", cell),  # its own lineno_* are the first sender's: 12 / 3
+        c.computation("first", code=["cell"], frames=[{"hash": "cell", "lineno_frame": 3, "lineno_relative": 3}],
+                      code_line="x.sum().compute()", label="ones → sum"),
+        c.computation("second", code=["cell"], frames=[{"hash": "cell", "lineno_frame": 4, "lineno_relative": 4}],
+                      code_line="x.mean().compute()", label="ones → mean"),
+        c.computation("old", code=["cell"], frames=None, code_line=None, label=None),
+    ])
+    assert len(store.export()["code_snippets"]) == 1
+    first, second, old = (store.get_computation(x) for x in ("first", "second", "old"))
+    assert [(s["lineno_frame"], s["lineno_relative"]) for s in first["code"]] == [(3, 3)]
+    assert [(s["lineno_frame"], s["lineno_relative"]) for s in second["code"]] == [(4, 4)]
+    assert first["code"][0]["text"] == second["code"][0]["text"] == cell
+    assert (first["code_line"], first["label"]) == ("x.sum().compute()", "ones → sum")
+    assert (second["code_line"], second["label"]) == ("x.mean().compute()", "ones → mean")
+    # recorded before code_frames: the snippet's own line numbers
+    assert [(s["lineno_frame"], s["lineno_relative"]) for s in old["code"]] == [(12, 3)]
+    rows = {r["computation_id"]: r for r in store.list_computations()}
+    assert (rows["second"]["label"], rows["second"]["code_line"]) == ("ones → mean", "x.mean().compute()")
+    assert rows["old"]["label"] is None
+
+
+def test_one_snippet_for_several_frames(store):
+    """With nframes > 1 one snippet may hold two frames of one computation (a function
+    calling itself): each entry of "code" gets its own frame, in order."""
+    c = Cluster()
+    store.ingest([c.code("f", "def f(n):\n    return f(n - 1)\n"), c.computation(
+        "rec", code=["f", "f"], frames=[{"hash": "f", "lineno_frame": 2, "lineno_relative": 2},
+                                        {"hash": "f", "lineno_frame": 1, "lineno_relative": 1}])])
+    assert [s["lineno_frame"] for s in store.get_computation("rec")["code"]] == [2, 1]
+
+
+def test_counts_and_failures_read_back(store):
+    c = Cluster()
+    store.ingest([c.cluster(), c.computation("bad", state="erred", groups=[
+        group("load", n_tasks=10, n_erred=3), group("sum", n_tasks=1, n_not_run=1)]),
+        c.exception("bad", "load", count=3, examples=["KeyError('k-1')", "KeyError('k-2')"],
+                    exc_type="KeyError", pattern="KeyError(<str>)")])
+    (row,) = store.list_computations()
+    assert (row["n_tasks"], row["n_done"], row["n_erred"], row["n_not_run"]) == (11, 7, 3, 1)
+    groups = {g["name"]: g for g in store.get_computation("bad")["groups"]}
+    assert (groups["load"]["n_done"], groups["load"]["n_erred"], groups["sum"]["n_not_run"]) == (7, 3, 1)
+    (exc,) = store.list_exceptions(computation_id="bad")
+    assert (exc["exc_type"], exc["pattern"], exc["count"]) == ("KeyError", "KeyError(<str>)", 3)
+    assert exc["examples"] == ["KeyError('k-1')", "KeyError('k-2')"] and exc["workers"] == ["tcp://127.0.0.1:4001"]

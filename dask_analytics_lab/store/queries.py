@@ -3,14 +3,25 @@
 `account` (when given) limits every read to clusters of that account: the team
 server authorises with it, so an id from another account is NotFound, exactly like
 an id nobody knows.
+
+A cluster's lifecycle is decided here, once, for every reader (API, server, CLI,
+widgets, team page): see `lifecycle`.  Reads that depend on it take `now` (seconds
+since the epoch; default: the clock) so tests can say when "now" is.
 """
 from __future__ import annotations
+
+import time
 
 import sqlalchemy as sa
 from distributed import profile as dask_profile
 
+from ..messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
 from .errors import unknown
+
+# A cluster that has sent nothing for this long is lost: a live one sends a
+# cluster_sample at least every HEARTBEAT seconds, so this is N silent heartbeats.
+LOST_AFTER = HEARTBEAT * LOST_AFTER_HEARTBEATS
 
 # Key columns where "" stands for "none" (see schema.py); reads give None back.
 _EMPTY_IS_NONE = {"computation_id", "task_group"}
@@ -55,19 +66,79 @@ def _computation_row(conn: sa.Connection, computation_id: str, account: str | No
     return rows[0]
 
 
-def list_clusters(conn: sa.Connection, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
+def _clock(now: float | None) -> float:
+    return time.time() if now is None else float(now)
+
+
+def lifecycle(stopped: float | None, last_seen: float, started: float, now: float) -> dict:
+    """The one rule for a cluster's lifecycle: {"status", "ended", "duration"}.
+
+    "stopped" once its scheduler said it closed (it ended then); "lost" when nothing
+    came from it for more than LOST_AFTER seconds (its scheduler died without
+    closing: it ended when it was last seen); else "live" (not ended: its duration
+    runs to now).
+    """
+    if stopped is not None:
+        status, ended = "stopped", stopped
+    elif now - last_seen > LOST_AFTER:
+        status, ended = "lost", last_seen
+    else:
+        status, ended = "live", None
+    duration = max(0.0, (ended if ended is not None else now) - started)
+    return {"status": status, "ended": ended, "duration": duration}
+
+
+def _with_lifecycle(row: dict, now: float) -> dict:
+    row.update(lifecycle(row["stopped"], row["last_seen"], row["started"], now))
+    return row
+
+
+def list_clusters(conn: sa.Connection, *, account: str | None = None, limit: int | None = 100,
+                  now: float | None = None) -> list[dict]:
+    """Newest first; each row with its `status`, `ended` and `duration` (see `lifecycle`)."""
+    now = _clock(now)
     c = s.clusters.c
     q = sa.select(s.clusters).where(_in_account(s.clusters, account))
     q = q.order_by(c.started.desc(), c.cluster_id.desc()).limit(_limit(limit))
-    return _rows(conn.execute(q))
+    return [_with_lifecycle(r, now) for r in _rows(conn.execute(q))]
 
 
-def get_cluster(conn: sa.Connection, cluster_id: str, *, account: str | None = None) -> dict:
+def get_cluster(conn: sa.Connection, cluster_id: str, *, account: str | None = None,
+                now: float | None = None) -> dict:
+    """The cluster row with its `status`, `ended` and `duration` (see `lifecycle`)."""
     q = sa.select(s.clusters).where(s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account))
     rows = _rows(conn.execute(q))
     if not rows:
         raise unknown("cluster", cluster_id, "clusters")
-    return rows[0]
+    return _with_lifecycle(rows[0], _clock(now))
+
+
+def _cluster_ends(conn: sa.Connection, cluster_ids: set[str], now: float) -> dict[str, float]:
+    """{cluster_id: when it ended} for those of these clusters that are stopped or lost."""
+    c = s.clusters.c
+    ends: dict[str, float] = {}
+    ids = sorted(cluster_ids)
+    for i in range(0, len(ids), 500):  # SQLite caps the number of bound values
+        q = sa.select(c.cluster_id, c.stopped, c.last_seen, c.started).where(c.cluster_id.in_(ids[i:i + 500]))
+        for r in conn.execute(q):
+            ended = lifecycle(r.stopped, r.last_seen, r.started, now)["ended"]
+            if ended is not None:
+                ends[r.cluster_id] = ended
+    return ends
+
+
+def _mark_lost(conn: sa.Connection, comps: list[dict], now: float) -> list[dict]:
+    """A computation still running on a cluster that ended will never finish: it reads
+    state "lost", stopped when its cluster ended."""
+    running = {r["cluster_id"] for r in comps if r["state"] == "running"}
+    if not running:
+        return comps
+    ends = _cluster_ends(conn, running, now)
+    for r in comps:
+        if r["state"] == "running" and r["cluster_id"] in ends:
+            r["state"] = "lost"
+            r["stop"] = max(ends[r["cluster_id"]], r["start"])
+    return comps
 
 
 def list_cluster_samples(conn: sa.Connection, cluster_id: str, *, account: str | None = None,
@@ -80,16 +151,18 @@ def list_cluster_samples(conn: sa.Connection, cluster_id: str, *, account: str |
 
 
 def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, account: str | None = None,
-                      limit: int | None = 100) -> list[dict]:
-    """Newest first, with their totals. The totals live on the row, so this reads
-    `limit` rows of one table, however many task groups there are."""
+                      limit: int | None = 100, now: float | None = None) -> list[dict]:
+    """Newest first, with their totals, label and code line. The totals live on the
+    row, so this reads `limit` rows of one table, however many task groups there are
+    (then the clusters of the page's running ones, for `_mark_lost`)."""
+    now = _clock(now)
     c = s.computations
     q = sa.select(c).where(_in_account(c, account))
     if cluster_id is not None:
         _require_cluster(conn, cluster_id, account)
         q = q.where(c.c.cluster_id == cluster_id)
     q = q.order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(_limit(limit))
-    return _rows(conn.execute(q))
+    return _mark_lost(conn, _rows(conn.execute(q)), now)
 
 
 def list_task_groups(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> list[dict]:
@@ -104,10 +177,16 @@ def _task_groups(conn: sa.Connection, comp: dict) -> list[dict]:
     return _rows(conn.execute(q.order_by(g.c.start.is_(None), g.c.start, g.c.name)))
 
 
-def get_computation(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> dict:
+def get_computation(conn: sa.Connection, computation_id: str, *, account: str | None = None,
+                    now: float | None = None) -> dict:
     """The computation with its "groups" and its "code" snippets (in the order sent;
-    a snippet whose `code` message never arrived has text None)."""
-    comp = _computation_row(conn, computation_id, account)
+    a snippet whose `code` message never arrived has text None).
+
+    Each snippet's text is stored once, however many computations it made; its
+    lineno_frame / lineno_relative here are where *this* computation was made (from
+    the row's code_frames; a row recorded before those existed falls back to the
+    snippet's own, which are its first sender's)."""
+    comp = _mark_lost(conn, [_computation_row(conn, computation_id, account)], _clock(now))[0]
     comp["groups"] = _task_groups(conn, comp)
     hashes = comp["code_hashes"] or []
     found = {}
@@ -115,8 +194,23 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
         q = sa.select(s.code_snippets).where(s.code_snippets.c.hash.in_(hashes))
         found = {r["hash"]: r for r in _rows(conn.execute(q))}
     blank = {"text": None, "filename": None, "lineno_frame": None, "lineno_relative": None}
-    comp["code"] = [found.get(h, {"hash": h, **blank}) for h in hashes]
+    frames = comp["code_frames"]
+    code = []
+    for i, h in enumerate(hashes):
+        snippet = dict(found.get(h) or {"hash": h, **blank})
+        if frames is not None:
+            # The i-th frame of this hash: one snippet may be sent for several frames.
+            frame = _frame_for(frames, h, sum(1 for x in hashes[:i] if x == h))
+            snippet["lineno_frame"] = frame.get("lineno_frame") if frame else None
+            snippet["lineno_relative"] = frame.get("lineno_relative") if frame else None
+        code.append(snippet)
+    comp["code"] = code
     return comp
+
+
+def _frame_for(frames: list[dict], h: str, nth: int) -> dict | None:
+    same = [f for f in frames if isinstance(f, dict) and f.get("hash") == h]
+    return same[nth] if nth < len(same) else (same[-1] if same else None)
 
 
 def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, computation_id: str | None = None,
