@@ -162,3 +162,50 @@ def test_a_store_from_before_the_team_tables_is_upgraded(sqlite_url):
     with ServerThread({"store_url": sqlite_url}) as server:
         token = server.token("default")
         assert request(server.url + f"/api/clusters/{c.id}", token=token)[0] == 200
+
+
+def test_with_a_token_the_token_says_who_ran_it(server):
+    """On a JupyterHub every client says it is `jovyan`: through the server the token's
+    user and account are stored, and what the client said is kept beside them."""
+    token = server.token("team-a", user="ann")
+    config = {"analytics.token": token, "analytics.user": "jovyan", "analytics.account": "someone-else"}
+    with recorded_cluster(server.url, config=config) as (client, info):
+        assert client.submit(sum, [1, 2]).result() == 3
+        assert dal.flush(client, timeout=20)["flushed"]
+    row = server.ctx.store.get_cluster(info["cluster_id"])
+    assert (row["user"], row["account"], row["reported_user"]) == ("ann", "team-a", "jovyan")
+    # and the readers see it
+    via_http = HttpReader(server.url, token=token).get_cluster(info["cluster_id"])
+    assert (via_http["user"], via_http["reported_user"]) == ("ann", "jovyan")
+
+
+def test_without_tokens_the_client_says_who_ran_it(sqlite_url):
+    with ServerThread({"store_url": sqlite_url, "token_required": False}) as server:
+        c = full_cluster("default", user="jovyan")[0]
+        assert HttpSink(server.url).write([c.cluster(user="jovyan")]) == 1
+        row = server.ctx.store.get_cluster(c.id)
+        assert (row["user"], row["reported_user"]) == ("jovyan", None)
+
+
+def test_the_query_api_passes_the_lifecycle_and_labels_through(server):
+    token = server.token("team-a")
+    c, msgs = full_cluster("team-a")
+    running = c.computation("still-running", state="running", label="ones → sum")
+    assert HttpSink(server.url, token=token).write(msgs + [running, c.sample(n_workers=0, n_threads=0),
+                                                           c.stop()]) == len(msgs) + 3
+    reader = HttpReader(server.url, token=token)
+    (cluster,) = reader.list_clusters()
+    direct = server.ctx.store.get_cluster(c.id)
+    assert cluster == reader.get_cluster(c.id) == direct  # a stopped cluster's row does not move with time
+    assert (cluster["status"], cluster["ended"]) == ("stopped", direct["stopped"])
+    assert cluster["duration"] == direct["stopped"] - direct["started"]
+    assert (cluster["n_workers"], cluster["peak_workers"], cluster["peak_threads"]) == (0, 2, 4)
+    assert cluster["peak_memory"] == 2**34
+    comps = {r["computation_id"]: r for r in reader.list_computations(cluster_id=c.id)}
+    assert (comps["still-running"]["state"], comps["still-running"]["stop"]) == ("lost", direct["stopped"])
+    assert comps["still-running"]["label"] == "ones → sum"
+    comp = reader.get_computation(f"comp-{c.id}")
+    assert comp["code_line"] == "x.sum().compute()" and comp["label"] == "sum → ones"
+    assert comp["code"][0]["lineno_frame"] == 12
+    status, body, _ = request(server.url + f"/api/clusters/{c.id}", token=token)
+    assert status == 200 and body["cluster"]["status"] == "stopped"

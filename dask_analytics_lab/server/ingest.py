@@ -4,6 +4,9 @@ What the server adds to the store's own checks, because here the sender is remot
 - the account comes from the token, never from the message (a `cluster` message's
   `account` is overwritten), and a cluster id belongs to the first account that sent
   it: another account's messages for it are refused (403);
+- the user comes from the token too: a `cluster` message's `user` becomes the
+  token's user, and what the client said (on a JupyterHub often `jovyan`) is kept in
+  `reported_user`; without a token (`--no-token`) the client's word is all there is;
 - a code snippet's hash must be the hash of its text (a forged hash could otherwise
   replace another account's snippet, which is stored once by hash), and its text is
   encrypted before it is stored.
@@ -42,12 +45,15 @@ def check_envelopes(batch: Any) -> list[dict]:
 
 
 def prepare(batch: list[dict], principal: Principal, cipher: Any) -> dict[str, str | None]:
-    """Fix accounts and encrypt code in place; return {cluster_id: account claimed}."""
+    """Fix accounts and users and encrypt code in place; return {cluster_id: account claimed}."""
     claims: dict[str, str | None] = {}
     for i, msg in enumerate(batch):
         cid, kind, data = msg["cluster_id"], msg["kind"], msg["data"]
         claims.setdefault(cid, principal.account)
         if kind == "cluster":
+            if principal.via == "token":
+                data["reported_user"] = data.get("user")
+                data["user"] = principal.user
             if principal.account is not None:
                 data["account"] = principal.account
             else:
