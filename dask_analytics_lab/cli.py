@@ -18,12 +18,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("where", help="print the store in use")
-    p = sub.add_parser("clusters", help="recorded clusters, newest first")
+    p = sub.add_parser("clusters", help="recorded clusters, newest first: live, stopped or lost")
     p.add_argument("--limit", type=int, default=50)
     p = sub.add_parser("computations", help="computations, newest first")
     p.add_argument("--cluster", help="only this cluster id")
     p.add_argument("--limit", type=int, default=50)
-    p = sub.add_parser("exceptions", help="failed tasks, grouped")
+    p = sub.add_parser("exceptions", help="failed tasks: one row per failure (type, where, message pattern)")
     p.add_argument("--cluster", help="only this cluster id")
     p.add_argument("--computation", help="only this computation id")
     p.add_argument("--traceback", action="store_true", help="print each traceback")
@@ -81,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(tables.exceptions(rows))
             if args.traceback:
                 for r in rows:
-                    print(f"\n--- {r['task_group']} x{r['count']}\n{r['traceback_text']}{r['exception_text']}")
+                    what = " ".join(x for x in (r.get("exc_type"), r.get("location")) if x)
+                    print(f"\n--- {what or r['task_group']} x{r['count']} (task group {r['task_group']})\n"
+                          f"{r['traceback_text'] or ''}{tables.example(r)}")
         elif args.command == "events":
             print(tables.events(api.list_events(args.cluster, topic=args.topic, limit=args.limit, store=store)))
         elif args.command == "export":

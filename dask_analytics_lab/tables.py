@@ -4,6 +4,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Iterable, Sequence
 
+from dask.utils import format_bytes, format_time
+
 
 def when(t: float | None) -> str:
     if not t:
@@ -12,25 +14,19 @@ def when(t: float | None) -> str:
 
 
 def seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s < 1:
-        return f"{s * 1000:.0f} ms"
-    if s < 120:
-        return f"{s:.1f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
+    return "-" if s is None else format_time(s)
 
 
 def nbytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "kiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    return "-" if n is None else format_bytes(int(n))
+
+
+def short(text: str | None, width: int) -> str:
+    """The first line of `text`, cut to `width` characters (… marks a cut)."""
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def render(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
@@ -41,44 +37,75 @@ def render(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def _size(r: dict) -> tuple[Any, Any, str]:
+    """(workers, threads, memory): now while live; how big it got once it ended (the
+    current figures of an ended cluster are zeros)."""
+    if r.get("status") == "live":
+        return r.get("n_workers"), r.get("n_threads"), nbytes(r.get("memory_total"))
+    return (
+        r.get("peak_workers") if r.get("peak_workers") is not None else r.get("n_workers"),
+        r.get("peak_threads") if r.get("peak_threads") is not None else r.get("n_threads"),
+        nbytes(r.get("peak_memory") if r.get("peak_memory") is not None else r.get("memory_total")),
+    )
+
+
 def clusters(rows: list[dict]) -> str:
-    return render(
+    """Status, end and duration come from the rows (the store decides them)."""
+    table = render(
         [
             (
-                r["cluster_id"], r.get("name"), r.get("user"), when(r.get("started")),
-                when(r.get("stopped")) if r.get("stopped") else "running",
-                r.get("n_workers"), seconds(r.get("worker_seconds")), f"{r.get('cost') or 0:.4f}",
+                r["cluster_id"], r.get("name"), r.get("user"), r.get("status"), when(r.get("started")),
+                when(r.get("ended")), seconds(r.get("duration")), *_size(r),
+                seconds(r.get("worker_seconds")), f"{r.get('cost') or 0:.4f}",
             )
             for r in rows
         ],
-        ["cluster", "name", "user", "started", "stopped", "workers", "worker time", "cost"],
+        ["cluster", "name", "user", "status", "started", "ended", "duration", "workers", "threads", "memory",
+         "worker time", "cost"],
     )
+    if any(r.get("status") != "live" for r in rows):
+        table += "\n(workers, threads, memory: now for a live cluster, the most it had for a stopped or lost one)"
+    return table
 
 
 def computations(rows: list[dict]) -> str:
+    def took(r: dict) -> str:
+        return seconds(r["stop"] - r["start"]) if r.get("stop") is not None and r.get("start") is not None else "-"
+
     return render(
         [
             (
-                r["computation_id"], when(r.get("start")), r.get("state"), r.get("n_tasks"), r.get("n_groups"),
-                r.get("n_erred"), seconds(r.get("compute")), nbytes(r.get("nbytes")),
+                r["computation_id"], when(r.get("start")), r.get("state"), took(r), short(r.get("label"), 40),
+                short(r.get("code_line"), 50), r.get("n_tasks"), r.get("n_done"), r.get("n_erred"),
+                r.get("n_not_run"), seconds(r.get("compute")), nbytes(r.get("nbytes")),
             )
             for r in rows
         ],
-        ["computation", "start", "state", "tasks", "groups", "erred", "compute", "bytes"],
+        ["computation", "start", "state", "took", "what", "code", "tasks", "done", "erred", "never ran",
+         "compute", "bytes"],
     )
 
 
+def example(r: dict) -> str:
+    """One message of this failure: the first kept example (rows recorded before examples
+    were kept have only exception_text)."""
+    examples = r.get("examples") or []
+    return examples[0] if examples else (r.get("exception_text") or "")
+
+
 def exceptions(rows: list[dict]) -> str:
+    """One row per failure (exception type + the frame that raised it + the message
+    with its literals masked), with its count and an example message."""
     return render(
         [
             (
-                r.get("computation_id"), r.get("task_group"), r.get("count"),
-                (r.get("exception_text") or "").splitlines()[0][:80] if r.get("exception_text") else "",
-                when(r.get("last_time")),
+                r.get("count"), r.get("exc_type") or "", short(r.get("location"), 50),
+                short(r.get("pattern"), 50), short(example(r), 60), r.get("task_group"),
+                r.get("computation_id"), when(r.get("last_time")),
             )
             for r in rows
         ],
-        ["computation", "task group", "count", "exception", "last seen"],
+        ["count", "type", "location", "pattern", "example", "task group", "computation", "last seen"],
     )
 
 

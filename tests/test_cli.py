@@ -5,13 +5,19 @@ import csv
 import json
 import subprocess
 import sys
+import time
 
 import pytest
+from dask.utils import format_bytes, format_time
 
 import dask_analytics_lab as dal
+from dask_analytics_lab import cli
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.store import open_store
+from dask_analytics_lab.tables import when
 
 from .cluster_helpers import recorded_cluster
+from .test_store import T0, Cluster, group
 
 
 def fails(x):
@@ -36,14 +42,123 @@ def run(*args):
     return out.returncode, out.stdout, out.stderr
 
 
+def table(out: str) -> list[dict]:
+    """The rows of a printed table, by header (columns cut where the header's start)."""
+    lines = out.splitlines()
+    header, rule = lines[0], lines[1]
+    starts = [i for i, ch in enumerate(rule) if ch == "-" and (i == 0 or rule[i - 1] == " ")]
+    names = [header[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+    rows = []
+    for line in lines[2:]:
+        if not line.strip() or line.startswith("("):
+            continue
+        rows.append({n: line[a:b].strip() for n, a, b in zip(names, starts, starts[1:] + [None])})
+    return rows
+
+
 def test_tables(recorded):
     url, cluster_id = recorded
     code, out, _ = run("--store", url, "clusters")
-    assert code == 0 and cluster_id in out and "worker time" in out
+    assert code == 0 and "worker time" in out
+    (row,) = [r for r in table(out) if r["cluster"] == cluster_id]
+    # closed cleanly; its last sample had no workers left, the table shows how big it was
+    assert row["status"] == "stopped" and row["ended"] != "-"
+    assert (row["workers"], row["threads"]) == ("2", "2")
     code, out, _ = run("--store", url, "computations", "--cluster", cluster_id)
-    assert code == 0 and "finished" in out and "erred" in out
+    assert code == 0
+    states = sorted(r["state"] for r in table(out))
+    assert states == ["erred", "finished"]
     code, out, _ = run("--store", url, "exceptions", "--traceback")
-    assert code == 0 and "missing-thing" in out and "fails" in out
+    assert code == 0 and "missing-thing" in out and "fails" in out and "KeyError" in out
+
+
+@pytest.fixture
+def written(tmp_path):
+    """A store to write messages straight into; yields (url, store)."""
+    url = "sqlite:///" + str(tmp_path / "cli.db")
+    store = open_store(url)
+    yield url, store
+    store.close()
+    close_readers()
+
+
+def show(capsys, url, *args) -> str:
+    assert cli.main(["--store", url, *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_clusters_show_status_end_and_how_big_they_were(written, capsys):
+    url, store = written
+    write = store.ingest
+    now = time.time()
+    live, stopped, lost = Cluster(t0=now - 30), Cluster(t0=T0), Cluster(t0=T0 + 1000)
+    write([live.cluster(name="live-one", started=now - 60),
+           live.sample(n_workers=3, n_threads=6, memory_total=3 * 2**30)])
+    write([stopped.cluster(name="stopped-one"), stopped.sample(n_workers=4, n_threads=8, memory_total=2**32),
+           stopped.sample(n_workers=0, n_threads=0, memory_total=0, memory_used=0), stopped.stop()])
+    write([lost.cluster(name="lost-one", started=T0 + 1000), lost.sample(n_workers=2, n_threads=4, memory_total=2**31)])
+    out = show(capsys, url, "clusters")
+    rows = {r["name"]: r for r in table(out)}
+
+    assert rows["live-one"]["status"] == "live" and rows["live-one"]["ended"] == "-"
+    assert (rows["live-one"]["workers"], rows["live-one"]["threads"]) == ("3", "6")
+    assert rows["live-one"]["memory"] == format_bytes(3 * 2**30)
+
+    stopped_row = store.get_cluster(stopped.id)
+    assert rows["stopped-one"]["status"] == "stopped"
+    assert rows["stopped-one"]["ended"] == when(stopped_row["stopped"])
+    assert rows["stopped-one"]["duration"] == format_time(stopped_row["stopped"] - T0)
+    # not the zeros of its last sample
+    assert (rows["stopped-one"]["workers"], rows["stopped-one"]["threads"]) == ("4", "8")
+    assert rows["stopped-one"]["memory"] == format_bytes(2**32)
+
+    lost_row = store.get_cluster(lost.id)
+    assert rows["lost-one"]["status"] == "lost"
+    assert rows["lost-one"]["ended"] == when(lost_row["last_seen"])  # when it was last seen
+    assert (rows["lost-one"]["workers"], rows["lost-one"]["memory"]) == ("2", format_bytes(2**31))
+    assert "the most it had for a stopped or lost one" in out
+
+
+def test_computations_say_what_ran_and_how_it_ended(written, capsys):
+    url, store = written
+    write = store.ingest
+    c = Cluster()
+    write([c.cluster(), c.code("cell", "df = dd.read_parquet(p)\ndf.groupby('k').v.mean().compute()\n"),
+           c.computation("good", code=["cell"], label="read_parquet → groupby-agg",
+                         code_line="df.groupby('k').v.mean().compute()"),
+           c.computation("bad", state="erred", groups=[group("load", n_tasks=10, n_erred=3),
+                                                      group("sum", n_tasks=2, n_not_run=2)],
+                         label="load → sum", code=["cell"], code_line="total = f(x).compute()"),
+           c.computation("hung", state="running", label="slow")])
+    rows = {r["computation"]: r for r in table(show(capsys, url, "computations"))}
+    assert rows["good"]["what"] == "read_parquet → groupby-agg"
+    assert rows["good"]["code"] == "df.groupby('k').v.mean().compute()"
+    assert (rows["good"]["state"], rows["good"]["took"]) == ("finished", format_time(0.5))
+    assert (rows["bad"]["state"], rows["bad"]["what"], rows["bad"]["code"]) == ("erred", "load → sum",
+                                                                                 "total = f(x).compute()")
+    assert (rows["bad"]["tasks"], rows["bad"]["done"], rows["bad"]["erred"], rows["bad"]["never ran"]) == \
+        ("12", "7", "3", "2")
+    # its cluster was last heard of in 2023: it will never finish
+    assert rows["hung"]["state"] == "lost" and rows["hung"]["took"] != "-"
+
+
+def test_exceptions_one_row_per_failure(written, capsys):
+    url, store = written
+    write = store.ingest
+    c = Cluster()
+    write([c.cluster(), c.computation("comp", state="erred"),
+           c.exception("comp", "load", h="k", count=500, exc_type="KeyError", location="etl.py:41 in load",
+                       pattern="KeyError('key-<n>')", examples=["KeyError('key-7')", "KeyError('key-9')"],
+                       exception_text="KeyError('key-7')"),
+           c.exception("comp", "load", h="v", count=2, exc_type="ValueError", location="etl.py:50 in parse",
+                       pattern="bad value <n>", examples=["ValueError('bad value 3')"])])
+    out = show(capsys, url, "exceptions", "--traceback")
+    rows = {r["type"]: r for r in table(out.split("\n\n---")[0])}
+    assert set(rows) == {"KeyError", "ValueError"}
+    assert rows["KeyError"]["count"] == "500" and rows["KeyError"]["location"] == "etl.py:41 in load"
+    assert rows["KeyError"]["pattern"] == "KeyError('key-<n>')" and rows["KeyError"]["example"] == "KeyError('key-7')"
+    assert rows["ValueError"]["example"] == "ValueError('bad value 3')"
+    assert "--- KeyError etl.py:41 in load x500" in out
 
 
 def test_unknown_cluster_is_a_clear_error(recorded):
