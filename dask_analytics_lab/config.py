@@ -1,13 +1,18 @@
-"""The `analytics` namespace of Dask's config: defaults, validation, defaults' paths.
+"""The `analytics` namespace of Dask's config: defaults, validation, aliases, defaults' paths.
 
 Configuration is read on the client (where users set things) and sent to the
-scheduler with the plugin, already validated, as a plain dict.
+scheduler with the plugin, already validated, as a plain dict.  Every read of an
+`analytics.*` key goes through `get()`, which falls back to the shipped defaults
+(analytics.yaml) and reads Coiled's `coiled.analytics.*` names as aliases.
 """
 from __future__ import annotations
 
 import copy
 import getpass
 import os
+import re
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,48 @@ with _DEFAULTS_FILE.open() as f:
     DEFAULTS: dict = yaml.safe_load(f)
 
 dask.config.update_defaults(DEFAULTS)
+
+# Coiled Analytics users already have their settings under `coiled.analytics.*`
+# (computation.code.transmit, profile.transmit, events.allow, idle.timeout...).
+ALIAS_PREFIX = "coiled."
+_MISSING = object()
+
+
+def _default(key: str) -> Any:
+    node: Any = DEFAULTS
+    for part in key.split("."):
+        if not isinstance(node, dict):
+            raise KeyError(key)
+        # Dask treats "-" and "_" in key names as the same; analytics.yaml uses "-".
+        for name in (part, part.replace("_", "-")):
+            if name in node:
+                node = node[name]
+                break
+        else:
+            raise KeyError(f"{key} is not an analytics setting (see dask_analytics_lab/analytics.yaml)")
+    return node
+
+
+def get(key: str) -> Any:
+    """One `analytics.*` setting, e.g. get("analytics.gpu.interval").
+
+    The value set in Dask's config wins; a value equal to the shipped default
+    counts as not set, so Coiled's alias `coiled.<key>` comes next; then the
+    shipped default.  The defaults also cover a Dask config that lost the
+    `analytics` namespace (distributed.utils_test resets the config to a
+    snapshot taken before this package added its defaults).
+    Raises KeyError for a key analytics.yaml does not define.
+    """
+    if not key.startswith("analytics."):
+        raise KeyError(f"{key!r}: analytics settings are named analytics.*")
+    default = _default(key)
+    value = dask.config.get(key, _MISSING)
+    if value is _MISSING or value == default:
+        alias = dask.config.get(ALIAS_PREFIX + key, _MISSING)
+        if alias is not _MISSING:
+            value = alias
+    # A copy: dask.config.set restores its nested values in place on exit.
+    return copy.deepcopy(default if value is _MISSING else value)
 
 
 class ConfigError(ValueError):
@@ -111,24 +158,16 @@ def resolve(overrides: dict | None = None) -> dict:
     Raises ConfigError naming the key, the value and what is allowed.
     """
     with dask.config.set(overrides or {}):
-        # A copy: leaving the `with` restores the config's nested dicts in place.
-        raw = copy.deepcopy(dask.config.get("analytics"))
+        raw = {key: get("analytics." + key) for key in _leaf_keys(DEFAULTS["analytics"])}
+    setting = raw.__getitem__
 
-    def get(path: str) -> Any:
-        node: Any = raw
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
-
-    allow = get("events.allow")
+    allow = setting("events.allow")
     if isinstance(allow, str):
         allow = [t.strip() for t in allow.split(",") if t.strip()]
     if not isinstance(allow, (list, tuple)) or not all(isinstance(t, str) for t in allow):
         raise _fail("analytics.events.allow", allow, "a list of event topic names")
 
-    price = get("cost.per-core-hour")
+    price = setting("cost.per-core-hour")
     try:
         price = float(price)
         if price < 0:
@@ -136,31 +175,66 @@ def resolve(overrides: dict | None = None) -> dict:
     except (TypeError, ValueError):
         raise _fail("analytics.cost.per-core-hour", price, "a number >= 0") from None
 
-    nframes = get("computation.code.nframes")
-    code = _bool("analytics.computation.code.transmit", get("computation.code.transmit"))
+    nframes = setting("computation.code.nframes")
+    code = _bool("analytics.computation.code.transmit", setting("computation.code.transmit"))
 
-    min_delay = _duration("analytics.retry.min-delay", get("retry.min-delay"))
-    max_delay = _duration("analytics.retry.max-delay", get("retry.max-delay"))
+    min_delay = _duration("analytics.retry.min-delay", setting("retry.min-delay"))
+    max_delay = _duration("analytics.retry.max-delay", setting("retry.max-delay"))
     if max_delay < min_delay:
-        raise _fail("analytics.retry.max-delay", get("retry.max-delay"),
-                    f"a duration no shorter than analytics.retry.min-delay ({get('retry.min-delay')!r})")
+        raise _fail("analytics.retry.max-delay", setting("retry.max-delay"),
+                    f"a duration no shorter than analytics.retry.min-delay ({setting('retry.min-delay')!r})")
 
     return {
-        "store": validate_store(get("store")),
-        "token": _optional_str("analytics.token", get("token")),
-        "ca_file": _optional_str("analytics.ca-file", get("ca-file")),
-        "interval": _duration("analytics.interval", get("interval")),
-        "user": _optional_str("analytics.user", get("user")) or getpass.getuser(),
-        "account": _optional_str("analytics.account", get("account")) or "default",
-        "name": _optional_str("analytics.name", get("name")),
+        "store": validate_store(setting("store")),
+        "token": _optional_str("analytics.token", setting("token")),
+        "ca_file": _optional_str("analytics.ca-file", setting("ca-file")),
+        "interval": _duration("analytics.interval", setting("interval")),
+        "user": _optional_str("analytics.user", setting("user")) or getpass.getuser(),
+        "account": _optional_str("analytics.account", setting("account")) or "default",
+        "name": _optional_str("analytics.name", setting("name")),
         "price_per_core_hour": price,
         "code_transmit": code,
         "code_nframes": _positive_int("analytics.computation.code.nframes", nframes),
-        "profile_transmit": _bool("analytics.profile.transmit", get("profile.transmit")),
-        "profile_timeout": _duration("analytics.profile.timeout", get("profile.timeout")),
+        "profile_transmit": _bool("analytics.profile.transmit", setting("profile.transmit")),
+        "profile_timeout": _duration("analytics.profile.timeout", setting("profile.timeout")),
         "events_allow": sorted(set(allow)),
-        "idle_timeout": _duration("analytics.idle.timeout", get("idle.timeout"), allow_none=True),
-        "buffer_max_messages": _positive_int("analytics.buffer.max-messages", get("buffer.max-messages")),
+        "idle_timeout": _duration("analytics.idle.timeout", setting("idle.timeout"), allow_none=True),
+        "buffer_max_messages": _positive_int("analytics.buffer.max-messages", setting("buffer.max-messages")),
         "retry_min_delay": min_delay,
         "retry_max_delay": max_delay,
     }
+
+
+def _leaf_keys(tree: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for name, value in tree.items():
+        if isinstance(value, dict) and value:
+            keys.extend(_leaf_keys(value, prefix + name + "."))
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+# LocalCluster and other deploy.Cluster classes name themselves str(uuid4())[:8].
+_RANDOM_NAME = re.compile(r"[0-9a-f]{8}")
+
+
+def is_unnamed(name: Any) -> bool:
+    """True for no name and for the random 8-hex name a Cluster gives itself."""
+    return not isinstance(name, str) or not name.strip() or bool(_RANDOM_NAME.fullmatch(name))
+
+
+def default_cluster_name(started: float | None = None) -> str:
+    """A name a person recognises: the notebook or script and the start time,
+    e.g. "analysis.ipynb 2026-11-23 14:05" (local time).
+
+    In a Jupyter kernel JPY_SESSION_NAME holds the notebook's path; elsewhere the
+    script is sys.argv[0] ("-c" and an interactive session have none: "python").
+    """
+    source = os.environ.get("JPY_SESSION_NAME", "").strip()
+    if not source:
+        argv0 = sys.argv[0] if sys.argv else ""
+        source = "" if argv0 in ("", "-c", "-") else argv0
+    name = os.path.basename(source.rstrip("/\\")) or "python"
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(started if started is not None else time.time()))
+    return f"{name} {when}"
