@@ -6,8 +6,11 @@ config.  Rows are plain dicts; times are seconds since the epoch.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import threading
 import warnings
+from pathlib import Path
 from typing import Any
 
 import dask.config
@@ -42,7 +45,9 @@ def register(client: Any = None, *, store: str | None = None, config_overrides: 
 
     Reads `analytics.*` here, on the client, validates it (ConfigError names the
     bad key), and sends it to the scheduler with the plugin.  Registering twice on
-    one cluster keeps the first registration.
+    one cluster keeps the first registration.  A SQLite store must be a file the
+    scheduler can open too: a scheduler on another machine fails here (ConfigError)
+    with how to run a `dask-analytics server` instead.
     """
     client = _client(client)
     overrides = dict(config_overrides or {})
@@ -51,14 +56,17 @@ def register(client: Any = None, *, store: str | None = None, config_overrides: 
     settings = config.resolve(overrides)
     if settings["name"] is None:
         cluster = getattr(client, "cluster", None)
-        settings["name"] = getattr(cluster, "name", None) if cluster is not None else None
+        name = getattr(cluster, "name", None) if cluster is not None else None
+        settings["name"] = name if not config.is_unnamed(name) else config.default_cluster_name(_started(client))
     if settings["code_transmit"]:
         # The client sends code snippets only when nframes > 0.
         dask.config.set({"distributed.diagnostics.computations.nframes": settings["code_nframes"]})
     _warn_if_unreachable(settings)
+    _check_scheduler_sees_store(client, settings["store"])
     try:
         client.register_plugin(AnalyticsPlugin(settings))
-        # Idle until a Monitor starts; installs the GPU sampler on every worker.
+        # Scheduler side only: job tracking and the handlers a Monitor calls.  Workers
+        # get the GPU sampler when a Monitor starts, never before.
         client.register_plugin(GPUMonitorPlugin())
     except (ModuleNotFoundError, ImportError) as e:
         raise RuntimeError(
@@ -68,6 +76,67 @@ def register(client: Any = None, *, store: str | None = None, config_overrides: 
     info = client.sync(client.scheduler.analytics_info)
     logger.info("dask-analytics: recording cluster %s into %s", info["cluster_id"], info["store"])
     return info
+
+
+def _started(client: Any) -> float | None:
+    """When the client's scheduler started (seconds since the epoch), if it says."""
+    try:
+        return client.scheduler_info(n_workers=0).get("started")
+    except Exception:
+        return None
+
+
+def scheduler_sees_file(path: str, token: str) -> bool:
+    """Runs on the scheduler (client.run_on_scheduler): is the probe file the client
+    wrote at `path` there, with the client's random `token` in it?  A module-level
+    function, so it travels by reference."""
+    try:
+        with open(path) as f:
+            return f.read() == token
+    except OSError:
+        return False
+
+
+def _check_scheduler_sees_store(client: Any, url: str) -> None:
+    """A SQLite store is a file on this machine: make sure the scheduler, which does
+    the writing, opens the same file, rather than recording into a file of its own
+    that nobody here will read."""
+    if not url.startswith("sqlite"):
+        return
+    from .store.engine import is_memory, parse
+
+    u = parse(url)
+    if is_memory(u):
+        return
+    # As given (relative paths too): the scheduler resolves the URL the same way.
+    probe = Path(u.database).expanduser().parent / f".dask-analytics-probe-{secrets.token_hex(8)}"
+    token = secrets.token_hex(16)
+    try:
+        probe.write_text(token)
+    except OSError as e:
+        # The store is not usable from here either; _warn_if_unreachable has said so.
+        logger.info("dask-analytics: cannot check that the scheduler sees %s (%s)", probe.parent, e)
+        return
+    try:
+        seen = client.run_on_scheduler(scheduler_sees_file, str(probe), token)
+    except Exception as e:  # e.g. distributed.scheduler.pickle: false
+        logger.warning("dask-analytics: could not check that the scheduler sees the store %s (%s: %s); "
+                       "registering anyway", mask_url(url), type(e).__name__, e)
+        return
+    finally:
+        probe.unlink(missing_ok=True)
+    if not seen:
+        address = getattr(getattr(client, "scheduler", None), "address", "?")
+        where_ = ("it runs on another machine or in another container" if os.path.isabs(u.database) else
+                  "it runs elsewhere, or in another working directory: the path is relative")
+        raise config.ConfigError(
+            f"dask-analytics: the scheduler at {address} cannot see the SQLite store {u.database} of this "
+            f"machine ({where_}), so it cannot record into it. "
+            f"Run `dask-analytics server --db {mask_url(url)}` on this machine (or on one both can reach) "
+            "and set analytics.store to that server's URL, e.g. "
+            "dask.config.set({'analytics.store': 'http://<this-host>:8765'}) or "
+            "DASK_ANALYTICS__STORE=http://<this-host>:8765, then register() again."
+        )
 
 
 def _warn_if_unreachable(settings: dict) -> None:
@@ -102,9 +171,9 @@ def status(client: Any = None) -> dict:
 
 
 def _reader(store: str | None = None, token: str | None = None) -> Any:
-    url = config.validate_store(store if store is not None else dask.config.get("analytics.store"))
+    url = config.validate_store(store if store is not None else config.get("analytics.store"))
     if token is None:
-        token = dask.config.get("analytics.token", None)
+        token = config.get("analytics.token")
     key = (url, token if url.startswith("http") else None)
     with _readers_lock:
         reader = _readers.get(key)
@@ -112,7 +181,7 @@ def _reader(store: str | None = None, token: str | None = None) -> Any:
             if url.startswith(("http://", "https://")):
                 from .server.client import HttpReader
 
-                reader = HttpReader(url, token=token, ca_file=dask.config.get("analytics.ca-file", None))
+                reader = HttpReader(url, token=token, ca_file=config.get("analytics.ca-file"))
             else:
                 from .store import open_store
 
@@ -132,7 +201,7 @@ def close_readers() -> None:
 
 def where(store: str | None = None) -> str:
     """The store URL readers and `register()` use (password masked)."""
-    return mask_url(config.validate_store(store if store is not None else dask.config.get("analytics.store")))
+    return mask_url(config.validate_store(store if store is not None else config.get("analytics.store")))
 
 
 def list_clusters(*, limit: int = 100, store: str | None = None) -> list[dict]:
@@ -198,9 +267,23 @@ def export(*, store: str | None = None) -> dict[str, list[dict]]:
 def dask_setup(scheduler: Any) -> None:
     """`dask scheduler --preload dask_analytics_lab`: record this scheduler.
 
-    The scheduler starts the plugin itself: calling start() here too would start it twice.
+    The config is this process's own (with the shipped defaults for whatever it
+    lacks).  The scheduler starts the plugins itself: calling start() here too
+    would start them twice.  With DASK_ANALYTICS_SETUP_COUNT_FILE set, appends
+    one line per scheduler set up (scripts/run_distributed_tests.py counts them).
     """
     if PLUGIN_NAME not in scheduler.plugins:
-        scheduler.add_plugin(AnalyticsPlugin(config.resolve()))
+        settings = config.resolve()
+        if settings["name"] is None:
+            settings["name"] = config.default_cluster_name(getattr(scheduler, "time_started", None))
+        scheduler.add_plugin(AnalyticsPlugin(settings))
     if GPU_PLUGIN_NAME not in scheduler.plugins:
         scheduler.add_plugin(GPUMonitorPlugin())
+    count_file = os.environ.get("DASK_ANALYTICS_SETUP_COUNT_FILE")
+    if count_file:
+        # One write with O_APPEND: lines from concurrent processes do not mix.
+        fd = os.open(count_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, f"{os.getpid()} {scheduler.id}\n".encode())
+        finally:
+            os.close(fd)
