@@ -21,6 +21,7 @@ from .. import messages
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
+from .profiles import ProfileFetcher
 from .shipper import Shipper
 from .sinks import open_sink
 
@@ -29,7 +30,17 @@ logger = logging.getLogger("dask_analytics_lab")
 PLUGIN_NAME = "dask-analytics-lab"
 # Stimuli under which a not-yet-finished task being released means the user gave up on it.
 _CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
+# The transitions the hook counts; every other one returns at the first test.
+_COUNTED = frozenset({"memory", "erred", "processing", "released"})
+# Our own event topics: recorded when in analytics.events.allow, like any other topic.
 IDLE_TOPIC = "analytics-idle-shutdown"
+WORKER_LOST_TOPIC = "analytics-worker-lost"
+KILLED_WORKER_TOPIC = "analytics-killed-worker"
+# Topics Dask itself publishes on every cluster: not worth a line in the log when they
+# are not recorded (worker addresses and client ids are Dask's too).
+_DASK_TOPICS = frozenset({"all", "scheduler", "stealing", "worker-get-client", "p2p",
+                          "invalid-worker-transition", "invalid-task-states", "worker-fail-hard",
+                          "lost-data", "task-erred", "spans", "memory"})
 
 
 def _jsonable(value: Any, depth: int = 0) -> Any:
@@ -79,8 +90,10 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._seq = 0
         self._allow = frozenset(s["events_allow"])
         self._errors = ErrorCounter()
-        self._cancelled_groups: set[str] = set()
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
+        # Workers that died while running a key, for KilledWorker rows (bounded).
+        self._suspects: dict[Any, list[str]] = {}
+        self._unlisted_topics: set[str] = set()
         self._sampler = ClusterSampler(s["price_per_core_hour"], time.time())
         self._last_counter = -1
         self._tick_cpu = 0.0
@@ -94,9 +107,8 @@ class AnalyticsPlugin(SchedulerPlugin):
             max_delay=s["retry_max_delay"],
             describe=mask_url(url),
         )
-        self._profiles: asyncio.Queue = asyncio.Queue()
-        self._profile_cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle"), default="ms") + 0.1
-        self._profile_task = asyncio.create_task(self._fetch_profiles())
+        cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms")
+        self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1)
 
         from .environment import platform_info, versions
 
@@ -129,7 +141,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         if not self._started:
             return
         self._callback.stop()
-        self._profile_task.cancel()
+        self._profiles.close()
         self._tick(force=True)
         self.emit("cluster_stop", {
             "stopped": time.time(),
@@ -149,23 +161,125 @@ class AnalyticsPlugin(SchedulerPlugin):
             logger.exception("dask-analytics: could not queue a %s message", kind)
 
     # --- scheduler hooks: O(1) each ----------------------------------------------
-    def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None, **kwargs: Any) -> None:
-        if finish == "erred":
-            text = kwargs.get("exception_text")
-            if text is None:
-                return  # a dependent of the failed task; the group's counts show it
+    def update_graph(self, scheduler: Any, *, keys: Any = (), tasks: Any = (), **kwargs: Any) -> None:
+        # Before any of the new tasks moves: the moment a group's baseline is exact.
+        try:
+            if scheduler.computations:
+                self._computations.observe_graph(scheduler.computations[-1], scheduler.tasks, tasks)
+        except Exception:
+            logger.exception("dask-analytics: could not follow a submitted graph")
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
+                   **kwargs: Any) -> None:
+        if finish not in _COUNTED:
+            return
+        try:
             ts = self.scheduler.tasks.get(key)
-            if ts is not None:
-                self._errors.record(ts.group.name, key, text, kwargs.get("traceback_text"), time.time())
-        elif finish in ("released", "forgotten") and start in NOT_DONE \
-                and stimulus_id is not None and stimulus_id.startswith(_CANCEL_STIMULI):
-            ts = self.scheduler.tasks.get(key)
-            if ts is not None:
-                self._cancelled_groups.add(ts.group.name)
+            if ts is None:
+                return
+            tg = ts.group
+            counts = self._computations.counts.get(tg) or self._computations.counts_for(tg)
+            if finish == "memory":
+                if start != "memory":
+                    counts.done += 1
+                    counts.last = time.time()
+            elif finish == "processing":
+                if not counts.first:
+                    counts.first = time.time()
+            elif finish == "erred":
+                counts.last = time.time()
+                self._erred(key, tg, counts, kwargs)
+            elif start in NOT_DONE and stimulus_id is not None and stimulus_id.startswith(_CANCEL_STIMULI):
+                counts.cancelled += 1
+            if self._suspects and finish in ("memory", "erred"):
+                self._suspects.pop(key, None)
+        except Exception:
+            logger.exception("dask-analytics: transition hook failed for %r", key)
+
+    def _erred(self, key: Any, tg: Any, counts: Any, kwargs: dict) -> None:
+        text = kwargs.get("exception_text")
+        if text is not None:
+            counts.raised += 1
+            owner = self._computations.owner_id(tg, self.scheduler.computations)
+            self._errors.record(owner, tg.name, key, text, kwargs.get("traceback_text"), counts.last)
+        elif kwargs.get("cause") == key and "exception" in kwargs:
+            # The task's workers kept dying under it: distributed gives up with KilledWorker
+            # and passes no text.
+            counts.raised += 1
+            owner = self._computations.owner_id(tg, self.scheduler.computations)
+            workers = self._suspects.pop(key, [])
+            if kwargs.get("worker") and kwargs["worker"] not in workers:
+                workers.append(kwargs["worker"])
+            text = (f"KilledWorker: attempted to run task {key!r} on {len(workers)} different workers, "
+                    f"but all those workers died while running it")
+            self._errors.record(owner, tg.name, key, text, None, counts.last,
+                                exc_type="KilledWorker", location="", workers=workers)
+            self._event(KILLED_WORKER_TOPIC, {"key": str(key), "group": tg.name, "computation_id": owner,
+                                              "workers": workers})
+        # else: a dependent of a failed task, which never ran: the summary counts it so
+
+    def restart(self, scheduler: Any) -> None:
+        """`client.restart()`: every task is forgotten; finish the record and start afresh."""
+        try:
+            now = time.time()
+            self._computations.finalize(now)
+            for row in self._errors.drain():
+                self.emit("exception", row)
+            self._errors.clear()
+            self._suspects.clear()
+        except Exception:
+            logger.exception("dask-analytics: restart hook failed")
 
     def log_event(self, topic: str, msg: Any) -> None:
+        try:
+            if topic == "all" and isinstance(msg, dict) and msg.get("action") == "remove-worker":
+                self._worker_removed(msg)
+            self._event(topic, msg)
+        except Exception:
+            logger.exception("dask-analytics: could not record an event on topic %r", topic)
+
+    def _event(self, topic: str, msg: Any) -> None:
         if topic in self._allow:
             self.emit("event", {"topic": topic, "time": time.time(), "msg": _jsonable(msg)})
+        elif topic not in self._unlisted_topics and len(self._unlisted_topics) < 1000:
+            self._unlisted_topics.add(topic)
+            if topic in _DASK_TOPICS or "://" in topic or topic.startswith("Client-"):
+                return
+            logger.warning(
+                "dask-analytics: events on topic %r are not recorded; to record them add it to "
+                "analytics.events.allow (e.g. dask.config.set({'analytics.events.allow': [..., %r]}) "
+                "before register())", topic, topic)
+
+    def _worker_removed(self, msg: dict) -> None:
+        """A worker left; unless it was asked to, what it was running and holding is lost."""
+        if msg.get("expected"):
+            return
+        worker = msg.get("worker", "")
+        now = time.time()
+        lost = {"WorkerDied": msg.get("processing-tasks") or (), "LostData": msg.get("lost-computed-tasks") or ()}
+        texts = {
+            "WorkerDied": "WorkerDied: the worker died while running this task; Dask ran it again elsewhere",
+            "LostData": "LostData: the only copy of this result was on a worker that died; Dask computed it again",
+        }
+        groups: dict[str, int] = {}
+        for exc_type, keys in lost.items():
+            per_group: dict[Any, list] = {}
+            for key in keys:
+                ts = self.scheduler.tasks.get(key)
+                if ts is None:
+                    continue
+                if exc_type == "WorkerDied" and len(self._suspects) < 10_000:
+                    self._suspects.setdefault(key, []).append(worker)
+                per_group.setdefault(ts.group, []).append(key)
+            for tg, group_keys in per_group.items():
+                owner = self._computations.owner_id(tg, self.scheduler.computations)
+                self._errors.record(owner, tg.name, group_keys[0], texts[exc_type], None, now,
+                                    exc_type=exc_type, location="", workers=[worker], count=len(group_keys))
+                groups[tg.name] = groups.get(tg.name, 0) + len(group_keys)
+        self._event(WORKER_LOST_TOPIC, {
+            "worker": worker, "processing": len(lost["WorkerDied"]), "lost": len(lost["LostData"]),
+            "groups": groups, "stimulus_id": msg.get("stimulus_id"),
+        })
 
     # --- the periodic snapshot ---------------------------------------------------
     def _tick(self, force: bool = False) -> None:
@@ -179,14 +293,15 @@ class AnalyticsPlugin(SchedulerPlugin):
             changed = force or counter != self._last_counter
             self._last_counter = counter
             ended = self._computations.poll(
-                self.scheduler.computations, self.scheduler.task_groups, self._cancelled_groups,
-                self._errors.erred_groups, changed=changed,
+                self.scheduler.computations, self.scheduler.task_groups, changed=changed, now=now,
             )
-            for row in self._errors.drain(self._computations.group_owner):
+            for row in self._errors.drain():
                 self.emit("exception", row)
+            self._errors.forget(self._computations.forget_gone())
             if self.settings["profile_transmit"]:
-                for computation_id, start in ended:
-                    self._profiles.put_nowait((computation_id, start, now))
+                for computation_id, start, stop, prefixes in ended:
+                    self._profiles.put(computation_id, start, stop, prefixes)
+            self._profiles.tick()
             self._check_idle(now)
         except Exception:
             logger.exception("dask-analytics: snapshot failed; will try again next interval")
@@ -202,39 +317,14 @@ class AnalyticsPlugin(SchedulerPlugin):
             return
         self._idle_shutdown = True
         logger.warning("dask-analytics: scheduler idle for %.0f s (analytics.idle.timeout); asking it to close", now - idle_since)
-        self.emit("event", {"topic": IDLE_TOPIC, "time": now, "msg": {"idle_since": idle_since, "timeout": timeout}})
+        self._event(IDLE_TOPIC, {"idle_since": idle_since, "timeout": timeout})
         asyncio.ensure_future(self.scheduler.close(reason="analytics-idle-timeout"))
-
-    async def _fetch_profiles(self) -> None:
-        # One at a time: each fetch is one RPC per worker.
-        while True:
-            computation_id, start, ended = await self._profiles.get()
-            try:
-                # Workers hand over their samples once per profile cycle: a computation
-                # shorter than a cycle has nothing in their history until the cycle ends.
-                wait = ended + self._profile_cycle - time.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                tree = await asyncio.wait_for(
-                    self.scheduler.get_profile(start=start), self.settings["profile_timeout"]
-                )
-                if tree.get("count"):
-                    self.emit("profile", {"computation_id": computation_id, "tree": tree, "count": tree["count"]})
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                logger.info("dask-analytics: no profile for computation %s: %r", computation_id, e)
-            finally:
-                self._profiles.task_done()
 
     # --- handlers clients call ------------------------------------------------------
     async def _handle_flush(self, timeout: float = 10.0) -> dict:
         """Snapshot now, wait for pending profiles, then for the store to have it all."""
         self._tick(force=True)
-        try:
-            await asyncio.wait_for(self._profiles.join(), timeout)
-        except asyncio.TimeoutError:
-            pass
+        await self._profiles.join(timeout)
         written = await asyncio.to_thread(self._shipper.flush, timeout)
         return {**self._handle_info(), "flushed": written}
 
@@ -249,4 +339,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "failing_since": self._shipper.failing_since,
             "ticks": self._ticks,
             "tick_cpu_seconds": self._tick_cpu,
+            "profiles_fetched": self._profiles.fetched,
+            "profiles_dropped": self._profiles.dropped,
+            "profile_merge_seconds": self._profiles.merge_seconds,
         }

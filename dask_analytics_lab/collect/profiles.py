@@ -1,0 +1,157 @@
+"""Each computation's own statistical profile, fetched from the workers as it ends.
+
+Workers keep profiles per task prefix in `distributed.worker.profile.cycle` chunks; the
+scheduler's `get_profile(key=prefix, start=, stop=)` returns one prefix's chunks that
+overlap a window.  So a computation's profile is the merge, over its prefixes, of that
+prefix's window: another computation's functions never enter it.
+
+A chunk can still straddle two runs of the same prefix back to back.  For those, the
+window of a run reaches back to the first run of the chain and the chain's previous
+tree is subtracted: each sample is counted once, in the run whose fetch first saw it,
+so the cluster-wide profile (the merge of its computations') counts no sample twice.
+
+One fetch runs at a time, at most one starts per tick, the queue is bounded and a
+computation queued twice is fetched once.  Merging and subtracting trees runs in a
+thread, off the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from distributed import profile
+
+logger = logging.getLogger("dask_analytics_lab")
+
+# A chain of runs of one prefix is cut after this long: workers keep only
+# `distributed.admin.low-level-log-length` chunks.
+MAX_CHAIN = 300.0
+
+
+def subtract(new: dict, old: dict) -> dict:
+    """The samples of profile tree `new` that are not in `old` (counts never below 0)."""
+    out = {**new, "children": {}}
+    out["count"] = max(0, new["count"] - old.get("count", 0))
+    stack = [(new, old, out)]
+    while stack:
+        n, o, dst = stack.pop()
+        ochildren = o.get("children", {})
+        for ident, child in n["children"].items():
+            ochild = ochildren.get(ident, {})
+            count = child["count"] - ochild.get("count", 0)
+            if count <= 0:
+                continue
+            c = dst["children"][ident] = {**child, "count": count, "children": {}}
+            stack.append((child, ochild, c))
+    return out
+
+
+@dataclass
+class _Chain:
+    start: float  # window start of the chain's first run
+    stop: float  # stop of its latest run
+    tree: dict  # everything fetched for the chain so far
+
+
+class ProfileFetcher:
+    """Queue computations as they end; `tick()` lets the next fetch start."""
+
+    def __init__(self, scheduler: Any, emit: Callable[[str, dict], None], *, timeout: float,
+                 cycle: float, max_queue: int = 100):
+        self._scheduler = scheduler
+        self._emit = emit
+        self._timeout = timeout
+        self._cycle = cycle
+        self._max_queue = max_queue
+        self._queue: OrderedDict[str, tuple[float, float, list[str]]] = OrderedDict()
+        self._chains: dict[str, _Chain] = {}
+        self._go = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.dropped = 0
+        self.fetched = 0
+        self.merge_seconds = 0.0  # thread CPU spent merging, reported with the plugin's cost
+        self._task = asyncio.create_task(self._run())
+
+    def put(self, computation_id: str, start: float, stop: float, prefixes: list[str]) -> None:
+        if computation_id in self._queue:  # coalesce: fetch once, with the latest window
+            self._queue.pop(computation_id)
+        elif len(self._queue) >= self._max_queue:
+            self._queue.popitem(last=False)
+            self.dropped += 1
+            logger.info("dask-analytics: profile queue full; dropped the oldest computation's profile")
+        self._queue[computation_id] = (start, stop, prefixes)
+        self._idle.clear()
+
+    def tick(self) -> None:
+        self._go.set()
+
+    async def join(self, timeout: float) -> None:
+        """Wait until everything queued has been fetched (flush)."""
+        deadline = time.time() + timeout
+        while self._queue or not self._idle.is_set():
+            self._go.set()
+            try:
+                await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - time.time()))
+            except asyncio.TimeoutError:
+                return
+
+    def close(self) -> None:
+        self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                self._idle.set()
+            await self._go.wait()
+            self._go.clear()
+            if not self._queue:
+                continue
+            self._idle.clear()
+            computation_id, (start, stop, prefixes) = self._queue.popitem(last=False)
+            try:
+                # A chunk reaches a worker's history when its cycle ends.
+                wait = stop + self._cycle - time.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                await self._fetch(computation_id, start, stop, prefixes)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                logger.info("dask-analytics: no profile for computation %s: %r", computation_id, e)
+
+    async def _fetch(self, computation_id: str, start: float, stop: float, prefixes: list[str]) -> None:
+        now = time.time()
+        windows = {}
+        for prefix in prefixes:
+            chain = self._chains.get(prefix)
+            if chain is not None and start - chain.stop < 2 * self._cycle and now - chain.start < MAX_CHAIN:
+                windows[prefix] = (chain.start, chain)
+            else:
+                windows[prefix] = (start, None)
+        replies = await asyncio.wait_for(asyncio.gather(*(
+            self._scheduler.get_profile(key=prefix, start=w_start, stop=stop, merge_workers=False)
+            for prefix, (w_start, _) in windows.items()
+        )), self._timeout)
+        trees, count = await asyncio.to_thread(self._combine, windows, replies, stop)
+        self.fetched += 1
+        # Chains that can no longer continue hold memory for nothing.
+        for prefix in [p for p, c in self._chains.items() if now - c.stop > 2 * self._cycle + 60]:
+            del self._chains[prefix]
+        if count:
+            self._emit("profile", {"computation_id": computation_id, "tree": trees, "count": count})
+
+    def _combine(self, windows: dict, replies: list[dict], stop: float) -> tuple[dict, int]:
+        cpu = time.thread_time()
+        own = []
+        for (prefix, (w_start, chain)), per_worker in zip(windows.items(), replies):
+            fetched = profile.merge(*per_worker.values()) if per_worker else profile.create()
+            own.append(subtract(fetched, chain.tree) if chain is not None else fetched)
+            self._chains[prefix] = _Chain(w_start, stop, fetched)
+        tree = profile.merge(*own) if own else profile.create()
+        self.merge_seconds += time.thread_time() - cpu
+        return tree, tree.get("count", 0)
