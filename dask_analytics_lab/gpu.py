@@ -24,11 +24,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import dask.config
 from dask.utils import parse_timedelta
 
+from . import config
 from .collect import gpu_nvml
-from .collect.gpu_monitor import DEFAULT_KEEP_ROWS, GPUMonitorPlugin, validate_metrics
+from .collect.gpu_monitor import GPUMonitorPlugin, validate_metrics
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
 
@@ -69,12 +69,11 @@ class Monitor:
             raise TypeError("Monitor needs a synchronous Client (dask-metrics' API blocks); "
                             "use Client(..., asynchronous=False)")
         self.client = client
-        raw = interval if interval is not None else dask.config.get("analytics.gpu.interval", "100ms")
+        raw = interval if interval is not None else config.get("analytics.gpu.interval")
         self.interval = float(parse_timedelta(raw, default="s"))
         if not 0.001 <= self.interval <= 3600:
             raise ValueError(f"analytics.gpu.interval = {raw!r} is not valid; expected a duration between 1ms and 1h")
-        self.keep_rows = int(keep_rows if keep_rows is not None
-                             else dask.config.get("analytics.gpu.keep-rows", DEFAULT_KEEP_ROWS))
+        self.keep_rows = int(keep_rows if keep_rows is not None else config.get("analytics.gpu.keep-rows"))
         self.metrics: list[str] = list(gpu_nvml.DEFAULT_METRICS)
         self.monitor_id: str | None = None
         self.gpu_workers: dict[str, list[dict]] = {}
@@ -82,7 +81,8 @@ class Monitor:
         self._install()
 
     def _install(self) -> None:
-        # Idempotent: the plugin (from register() or another Monitor) may be there already.
+        # The scheduler side only (idempotent: register() or another Monitor may have
+        # added it); workers get the sampler at start().
         try:
             self.client.register_plugin(GPUMonitorPlugin())
         except (ModuleNotFoundError, ImportError) as e:

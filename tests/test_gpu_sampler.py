@@ -180,13 +180,10 @@ def test_plugin_handlers(monkeypatch):
     async def main():
         worker = FakeWorker()
 
-        async def no_monitor():
-            raise OSError("scheduler has no GPU monitor")
-
-        worker.scheduler = SimpleNamespace(analytics_gpu_current=no_monitor)
+        worker.scheduler = SimpleNamespace()  # the plugin asks the scheduler nothing
         plugin = GPUSamplerPlugin()
         plugin.setup(worker)
-        await plugin._join_task  # no monitor to join: stays idle, no error
+        await plugin._join_task  # no run settings: stays idle, no error
         assert plugin.run is None
         assert {"analytics_gpu_probe", "analytics_gpu_start", "analytics_gpu_stop"} <= set(worker.handlers)
 
@@ -210,5 +207,27 @@ def test_plugin_handlers(monkeypatch):
         assert plugin.run is None
         await plugin.teardown(worker)
         assert "analytics_gpu_start" not in worker.handlers
+
+    asyncio.run(main())
+
+
+def test_plugin_with_run_settings_samples_as_it_is_set_up(monkeypatch):
+    """What a worker that joins during a run gets from the scheduler's registry."""
+    monkeypatch.setattr(gpu_nvml, "GPUReader", FakeReader)
+
+    async def main():
+        worker = FakeWorker()
+        worker.scheduler = SimpleNamespace()
+        plugin = GPUSamplerPlugin({"monitor_id": "m7", "interval": 0.01, "metrics": ["total-mem"],
+                                   "flush_interval": 0.05})
+        plugin.setup(worker)
+        await plugin._join_task
+        assert plugin.run is not None and plugin.run.monitor_id == "m7"
+        await asyncio.sleep(0.05)
+        # The scheduler's start broadcast for the same run finds it running: not restarted.
+        again = await worker.handlers["analytics_gpu_start"](monitor_id="m7", interval=0.01)
+        assert again["ok"] and plugin.run.monitor_id == "m7"
+        await plugin.teardown(worker)  # stops the thread
+        assert plugin.run is None
 
     asyncio.run(main())

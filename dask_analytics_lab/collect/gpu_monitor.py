@@ -1,8 +1,9 @@
 """The scheduler side of GPU monitoring.
 
 `GPUMonitorPlugin` keeps the monitor's state on the scheduler, so any client (also
-one that connects later) can stop it or read it; installs the worker sampler on
-every worker; receives the workers' sample batches on the batched stream; tags
+one that connects later) can stop it or read it; while a monitor runs (and only
+then) keeps the worker sampler in the scheduler's worker-plugin registry, so every
+worker, also one that joins later, samples; receives the workers' sample batches on the batched stream; tags
 each sample with its `job` and `dag`; keeps the current run's rows (bounded) and
 each GPU's peak memory; and forwards every batch to the store through the
 analytics plugin's `emit("gpu_samples", ...)` when that plugin is registered.
@@ -26,11 +27,12 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol import Serialized, deserialize
 from distributed.protocol.pickle import dumps
 from distributed.utils import key_split_group
 
 from . import gpu_nvml
-from .gpu_sampler import STREAM_OP, GPUSamplerPlugin
+from .gpu_sampler import STREAM_OP, GPUSamplerPlugin, probe_gpus
 from .gpu_sampler import PLUGIN_NAME as WORKER_PLUGIN_NAME
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
@@ -205,18 +207,12 @@ class GPUMonitorPlugin(SchedulerPlugin):
             "analytics_gpu_attach": self.attach,
             "analytics_gpu_start": self.start_monitor,
             "analytics_gpu_stop": self.stop_monitor,
-            "analytics_gpu_current": self.current,
             "analytics_gpu_info": self.info,
             "analytics_gpu_rows": self.get_rows,
             "analytics_gpu_peaks": self.get_peaks,
         })
-        # The sampler goes on every worker, present and future; it idles until start.
-        if WORKER_PLUGIN_NAME not in scheduler.worker_plugins:
-            try:
-                await scheduler.register_worker_plugin(None, dumps(GPUSamplerPlugin()),
-                                                       name=WORKER_PLUGIN_NAME, idempotent=True)
-            except Exception:
-                logger.exception("dask-analytics: could not install the GPU sampler on every worker")
+        # Nothing goes to the workers here: registering analytics must leave them as
+        # they are (issue 14).  start_monitor installs the sampler, stop_monitor removes it.
 
     async def close(self) -> None:
         self.active = None
@@ -237,7 +233,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
             metrics = validate_metrics(metrics)
         except ValueError as e:
             return {"error": str(e)}
-        replies = await self._broadcast({"op": "analytics_gpu_probe"}, timeout)
+        replies = await self._probe(timeout)
         return {"metrics": metrics, "workers": replies}
 
     async def start_monitor(self, metrics: list[str] | None = None, interval: float = 0.1,
@@ -263,6 +259,9 @@ class GPUMonitorPlugin(SchedulerPlugin):
             while len(self.runs) > KEEP_RUNS + 1:
                 self.runs.popitem(last=False)
             cfg = dict(run.config(), flush_interval=flush_interval)
+            await self._install_sampler(cfg, timeout)
+            # Workers that set the plugin up are sampling already (same monitor id: a
+            # no-op there); this collects each one's devices or why it has none.
             run.workers = await self._broadcast(dict(cfg, op="analytics_gpu_start"), timeout)
             return run.info()
 
@@ -271,6 +270,8 @@ class GPUMonitorPlugin(SchedulerPlugin):
             run = self.active
             if run is None or (monitor_id is not None and run.id != monitor_id):
                 return None
+            # Out of the registry first, so no worker joining from now on samples.
+            self.scheduler.worker_plugins.pop(WORKER_PLUGIN_NAME, None)
             replies = await self._broadcast({"op": "analytics_gpu_stop", "monitor_id": run.id}, timeout)
             # Batches already on the stream arrive on another connection than the
             # replies: wait (briefly) until each worker's count is in, so the rows are
@@ -288,11 +289,8 @@ class GPUMonitorPlugin(SchedulerPlugin):
             run.stopped = time.time()
             self.active = None
             self.jobs.active = False
+            await self._remove_sampler(timeout)
             return run.info()
-
-    def current(self) -> dict | None:
-        """The running monitor's settings, for a worker that joins mid-run."""
-        return self.active.config() if self.active is not None else None
 
     def _run(self, monitor_id: str | None) -> MonitorRun | None:
         if monitor_id is not None:
@@ -321,6 +319,61 @@ class GPUMonitorPlugin(SchedulerPlugin):
         for gpus in out.values():
             gpus.sort(key=lambda g: (g["index"] if g["index"] is not None else 1 << 30, g["uuid"]))
         return {"monitor_id": run.id, "workers": out}
+
+    async def _install_sampler(self, settings: dict, timeout: float) -> None:
+        """Put the sampler, with this run's settings, on every worker now and on every
+        worker that joins while it is registered (the scheduler sends registered worker
+        plugins to each worker as it joins)."""
+        try:
+            # idempotent=False: replaces a sampler left by an earlier run (its settings).
+            await asyncio.wait_for(self.scheduler.register_worker_plugin(
+                None, dumps(GPUSamplerPlugin(settings)), name=WORKER_PLUGIN_NAME, idempotent=False), timeout)
+        except Exception:
+            # The start broadcast then names each worker that lacks it.
+            logger.exception("dask-analytics: could not install the GPU sampler on every worker")
+
+    async def _remove_sampler(self, timeout: float) -> None:
+        self.scheduler.worker_plugins.pop(WORKER_PLUGIN_NAME, None)
+        workers = list(self.scheduler.workers)
+        if not workers:
+            return
+        try:
+            await asyncio.wait_for(self.scheduler.broadcast(
+                msg={"op": "plugin-remove", "name": WORKER_PLUGIN_NAME}, workers=workers, on_error="ignore"), timeout)
+        except Exception as e:
+            logger.info("dask-analytics: could not take the GPU sampler off every worker: %r", e)
+
+    async def _probe(self, timeout: float) -> dict:
+        """Each worker's GPUs, looked at by running `probe_gpus` out of band (as
+        client.run does): attach installs nothing on the workers."""
+        workers = list(self.scheduler.workers)
+        if not workers:
+            return {}
+        msg = {"op": "run", "function": dumps(probe_gpus)}
+        try:
+            replies = await asyncio.wait_for(
+                self.scheduler.broadcast(msg=msg, workers=workers, on_error="return"), timeout)
+        except asyncio.TimeoutError:
+            return {w: {"ok": False, "error": f"no answer within {timeout}s"} for w in workers}
+        out = {}
+        for w, reply in replies.items():
+            if isinstance(reply, dict) and reply.get("status") == "OK":
+                result = reply.get("result")
+                if isinstance(result, Serialized):  # the scheduler's comms do not deserialize
+                    result = deserialize(result.header, result.frames)
+                reply = result
+            elif isinstance(reply, dict) and reply.get("status") == "error":
+                reply = {"ok": False, "error": f"the GPU probe failed there: {reply.get('text') or reply.get('exception')}"}
+            elif isinstance(reply, Exception):
+                reply = {"ok": False, "error": f"{type(reply).__name__}: {reply}"}
+            if not isinstance(reply, dict):
+                reply = {"ok": False, "error": f"unexpected answer to the GPU probe: {reply!r}"}
+            if reply.get("ok") is False:
+                hb = heartbeat_gpu(self.scheduler, w)
+                if hb:
+                    reply["heartbeat_gpu"] = hb
+            out[w] = reply
+        return out
 
     async def _broadcast(self, msg: dict, timeout: float) -> dict:
         """Ask every worker; a worker that fails or lacks the sampler gets an error entry."""

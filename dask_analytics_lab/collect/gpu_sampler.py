@@ -1,13 +1,19 @@
 """The worker side of GPU monitoring: a WorkerPlugin that samples NVML on a thread.
 
-Idle (no thread, no NVML) until the scheduler's GPU monitor starts a run.  While a
-run is on, a daemon thread reads every device each `interval` and notes which task
-groups are executing on this worker then; the event loop only moves finished
-batches into the worker's batched stream to the scheduler, so nothing here can
-block the worker's event loop.
+Workers carry nothing of this until a Monitor starts: the scheduler's GPU monitor
+then registers the plugin, with the run's settings, in the scheduler's worker-plugin
+registry, so every worker has it and a worker that joins during the run gets it
+(and starts sampling) as it registers, with no call of its own to the scheduler.
+When the run stops, the scheduler takes the plugin off every worker again.
+Monitor.attach looks at GPUs with `probe_gpus`, run out of band: it installs nothing.
+
+While a run is on, a daemon thread reads every device each `interval` and notes
+which task groups are executing on this worker then; the event loop only moves
+finished batches into the worker's batched stream to the scheduler, so nothing
+here can block the worker's event loop.
 
 The scheduler talks to it through three worker RPC handlers:
-  analytics_gpu_probe  -> what GPUs this worker has (for Monitor.attach)
+  analytics_gpu_probe  -> what GPUs this worker has
   analytics_gpu_start  -> start sampling for a monitor run
   analytics_gpu_stop   -> stop; returns the last, unsent batch and the count of
                           batches sent, so the scheduler can wait for all of them.
@@ -188,13 +194,25 @@ class SamplingRun:
         }
 
 
+async def probe_gpus() -> dict:
+    """What GPUs this worker has, for Monitor.attach.  Module level: the scheduler runs
+    it on each worker out of band (the "run" op), so attach installs nothing there."""
+    # nvmlInit can take seconds without persistence mode: off the event loop.
+    result = await asyncio.to_thread(gpu_nvml.probe)
+    result["host"] = socket.gethostname()
+    return result
+
+
 class GPUSamplerPlugin(WorkerPlugin):
-    """Installed on every worker by the scheduler's GPUMonitorPlugin; idle until a run starts."""
+    """Registered on the workers by the scheduler's GPUMonitorPlugin when a Monitor
+    starts, with that run's settings (monitor_id, interval, metrics,
+    flush_interval); without them it idles until told to start."""
 
     name = PLUGIN_NAME
     idempotent = True
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict | None = None) -> None:
+        self.settings = dict(settings) if settings else None
         self.run: SamplingRun | None = None
 
     def setup(self, worker: Any) -> None:
@@ -204,29 +222,30 @@ class GPUSamplerPlugin(WorkerPlugin):
         worker.handlers["analytics_gpu_probe"] = self.probe
         worker.handlers["analytics_gpu_start"] = self.start_sampling
         worker.handlers["analytics_gpu_stop"] = self.stop_sampling
-        # A worker that joins while a monitor runs asks for it (pull, not push: the
-        # scheduler cannot know when this plugin is ready on a new worker).
+        # A worker that joins while a monitor runs gets this plugin, settings included,
+        # from the scheduler's registry: it starts sampling without asking anything.
+        # A task, so that opening NVML does not hold up the worker's registration.
         self._join_task = asyncio.ensure_future(self._join_running_monitor())
 
     async def teardown(self, worker: Any) -> None:
         for op in ("analytics_gpu_probe", "analytics_gpu_start", "analytics_gpu_stop"):
             worker.handlers.pop(op, None)
+        # A start still opening NVML would leave a thread behind: let it finish first.
+        join = getattr(self, "_join_task", None)
+        if join is not None and not join.done():
+            try:
+                await join
+            except Exception:
+                pass
         await self.stop_sampling()
 
     async def _join_running_monitor(self) -> None:
-        try:
-            current = await asyncio.wait_for(self.worker.scheduler.analytics_gpu_current(), 30)
-        except Exception as e:  # an older scheduler without the GPU monitor: stay idle
-            logger.debug("GPU sampler: no monitor to join (%s)", e)
-            return
-        if current:
-            await self.start_sampling(**current)
+        if self.settings:
+            await self.start_sampling(**self.settings)
 
     # --- RPC handlers -------------------------------------------------------------------
     async def probe(self) -> dict:
-        result = await asyncio.to_thread(gpu_nvml.probe)
-        result["host"] = socket.gethostname()
-        return result
+        return await probe_gpus()
 
     async def start_sampling(self, monitor_id: str, interval: float = 0.1,
                              metrics: list[str] | None = None, flush_interval: float = 1.0,
