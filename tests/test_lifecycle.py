@@ -1,7 +1,10 @@
-"""A cluster's life: started by a preload, cancelled work, idle shutdown, read after restart."""
+"""A cluster's life: started by a preload, cancelled work, idle shutdown, read after restart,
+a scheduler killed without closing (lost)."""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +14,10 @@ import pytest
 from distributed import Client, LocalCluster
 
 import dask_analytics_lab as dal
+from dask_analytics_lab import cli
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
+from dask_analytics_lab.store import queries
 
 from .cluster_helpers import FAST, recorded_cluster
 
@@ -56,6 +62,9 @@ def test_idle_timeout_closes_scheduler_and_says_so(store_url):
             cluster.close()
     cluster_row = dal.get_cluster(info["cluster_id"], store=store_url)
     assert cluster_row["idle_shutdown"] and cluster_row["stop_reason"] == "idle-timeout"
+    assert cluster_row["status"] == "stopped" and cluster_row["ended"] == cluster_row["stopped"]
+    # its workers were gone when it closed; it still says how big it was
+    assert cluster_row["peak_workers"] == 1 and cluster_row["peak_threads"] >= 1
     topics = [e["topic"] for e in dal.list_events(info["cluster_id"], store=store_url)]
     assert "analytics-idle-shutdown" in topics
 
@@ -76,14 +85,16 @@ def test_another_process_reads_the_same_file_after_restart(tmp_path):
     assert out.stdout.split() == ["1", "finished"]
 
 
-def test_scheduler_preload(tmp_path):
-    url = "sqlite:///" + str(tmp_path / "preload.db")
+@contextlib.contextmanager
+def preloaded_scheduler(tmp_path, url: str):
+    """`dask scheduler --preload dask_analytics_lab` and one worker, in their own
+    processes; yields (scheduler process, scheduler file)."""
     env = {**os.environ, "DASK_ANALYTICS__STORE": url, "DASK_ANALYTICS__INTERVAL": "100ms"}
     scheduler_file = tmp_path / "scheduler.json"
     sched = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
          "--dashboard-address", ":0", "--preload", "dask_analytics_lab", "--scheduler-file", str(scheduler_file)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     worker = None
     try:
@@ -95,16 +106,61 @@ def test_scheduler_preload(tmp_path):
              "--nthreads", "1", "--no-nanny", "--dashboard-address", ":0"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
+        yield sched, scheduler_file
+    finally:
+        for p in (worker, sched):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+
+
+def test_scheduler_preload(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "preload.db")
+    with preloaded_scheduler(tmp_path, url) as (_, scheduler_file):
         with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
             client.wait_for_workers(1, timeout=60)
             assert client.submit(sum, [3, 4]).result() == 7
             status = dal.flush(client)
             assert status["flushed"] and status["store"] == url
             cluster_id = status["cluster_id"]
-    finally:
-        for p in (worker, sched):
-            if p is not None:
-                p.terminate()
-                p.wait(timeout=30)
     assert dal.get_cluster(cluster_id, store=url)["address"].startswith("tcp://127.0.0.1")
     assert len(dal.list_computations(cluster_id, store=url)) == 1
+
+
+def test_a_killed_scheduler_reads_lost(tmp_path, monkeypatch, capsys):
+    """kill -9: no cluster_stop ever comes.  The cluster reads live until N heartbeats
+    went unheard, then lost, ended when it was last seen, and so does the computation
+    that was running on it; the API and the CLI say the same."""
+    url = "sqlite:///" + str(tmp_path / "killed.db")
+    with preloaded_scheduler(tmp_path, url) as (sched, scheduler_file):
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            _running = client.submit(slow, 1, pure=False)  # held: still running when the scheduler dies
+            deadline = time.time() + 30
+            while not any(client.processing().values()):  # running on the worker now
+                assert time.time() < deadline, "the task never started"
+                time.sleep(0.1)
+            status = dal.flush(client)
+            assert status["flushed"]
+            cluster_id = status["cluster_id"]
+            os.kill(sched.pid, signal.SIGKILL)
+            sched.wait(timeout=30)
+    row = dal.get_cluster(cluster_id, store=url)
+    (comp,) = dal.list_computations(cluster_id, store=url)
+    assert row["stopped"] is None
+    if time.time() - row["last_seen"] < HEARTBEAT:  # read at once, as it should be: not lost yet
+        assert row["status"] == "live" and row["ended"] is None
+        assert comp["state"] == "running"
+
+    later = row["last_seen"] + HEARTBEAT * LOST_AFTER_HEARTBEATS + 1
+    monkeypatch.setattr(queries, "time", type("Clock", (), {"time": staticmethod(lambda: later)}))
+    row = dal.get_cluster(cluster_id, store=url)
+    assert (row["status"], row["ended"]) == ("lost", row["last_seen"])
+    assert row["duration"] == row["last_seen"] - row["started"]
+    assert row["peak_workers"] == 1
+    (comp,) = dal.list_computations(cluster_id, store=url)
+    assert (comp["state"], comp["stop"]) == ("lost", row["last_seen"])
+    assert dal.get_computation(comp["computation_id"], store=url)["state"] == "lost"
+    assert cli.main(["--store", url, "clusters"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith(cluster_id)]
+    assert " lost " in line
