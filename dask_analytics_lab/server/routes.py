@@ -46,6 +46,10 @@ which must be the token's own account; lists take `limit=`):
   POST /api/ingest      gzip'd JSON list of messages -> {"stored": n, "received": n}
   POST /api/reports     {html, twin, filename, private, title?, cluster_id?} -> 201 {"report": {..., url, json_url}}
   GET  /api/reports?limit=                           {"reports": [...]}
+Rows are the store's (store/queries.py): every cluster row carries `status` ("live",
+"stopped" or "lost"), `ended` and `duration` as the store decides them, and its peak
+size; a computation still running on an ended cluster reads state "lost".  With a
+token, a cluster's `user` is the token's and `reported_user` what its client said.
 Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /login
        /reports/{id} (report HTML)  /reports/{id}.json (its twin)  /static/...
 """
