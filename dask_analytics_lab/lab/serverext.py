@@ -85,8 +85,10 @@ class ShareHandler(RequestHandler):
 
 class LabComputations(RequestHandler):
     """GET {base}dask-analytics/lab/computations?cluster_id=&limit=: a cluster's
-    computations, each with a short name made of its final task groups (what the
-    sidebar lists).  A finished computation never changes, so its name is cached."""
+    computations, each with its `label` (what it ran, stored when it was recorded) and
+    `code_line` (what the sidebar lists).  A computation recorded before labels were
+    stored is named from its final task groups; a finished one never changes, so that
+    name is cached."""
 
     labels: dict[str, str] = {}
 
@@ -116,6 +118,8 @@ class LabComputations(RequestHandler):
 
         rows = clean(api.list_computations(cluster_id, limit=limit, store=self.store_url))
         for r in rows:
+            if r.get("label"):
+                continue
             cid = r["computation_id"]
             label = self.labels.get(cid)
             if label is None:

@@ -35,8 +35,20 @@ def clean(value: Any) -> Any:
     return value
 
 
+def is_live(cluster: dict | None) -> bool:
+    """Whether the store says this cluster is live (its rule, in store/queries.py, is
+    the only one: a view never decides "lost" by a clock of its own)."""
+    if not cluster:
+        return False
+    status = cluster.get("status")
+    if status is not None:
+        return status == "live"
+    return cluster.get("stopped") is None  # a reader from before `status`
+
+
 def label_of(groups: list[dict]) -> str:
-    """A short name for a computation: its final task groups' prefixes, biggest first."""
+    """A short name for a computation recorded before the store kept its `label`: its
+    final task groups' prefixes, biggest first."""
     # Dask's own last step ("finalize-...") says nothing about the work: look past it.
     groups = [g for g in groups if not (g.get("prefix") or g["name"]).startswith("finalize")] or groups
     if not groups:
@@ -190,7 +202,7 @@ class Feed:
                 if len(table) > 2 * MAX_SAMPLES:
                     table.replace(downsample(sorted(table.rows(), key=lambda r: r["time"]), MAX_SAMPLES))
             self._samples_time = row.get("sample_time")
-        return row.get("stopped") is None
+        return is_live(row)
 
     def _poll_computations(self, cluster_id: str, store: str | None) -> bool:
         w = self.w
@@ -198,6 +210,9 @@ class Feed:
         fetched = 0
         for r in rows:
             cid = r["computation_id"]
+            if r.get("label"):
+                continue  # stored with the computation when it was recorded
+            # A computation recorded before labels were stored: name it from its groups.
             if cid not in self._labels and r.get("state") != "running" and fetched < 3:
                 # A finished computation never changes: read its groups once, for a name.
                 try:
@@ -229,7 +244,7 @@ class Feed:
                 self.tables["groups"].update(groups)
             if w.has_trait("code"):
                 w.code = [c for c in code if c.get("text")]
-            if groups:
+            if groups and not detail.get("label"):
                 self._labels[computation_id] = label_of(groups)
             n_erred = detail.get("n_erred") or 0
             if n_erred != self._comp_erred:
@@ -266,8 +281,8 @@ class Feed:
     def _poll_gpu(self, cluster_id: str, store: str | None) -> None:
         if self.ticks % GPU_EVERY and self._gpu_seen >= 0:
             return
-        if self._gpu_seen >= 0 and not self.live and (self._cluster or {}).get("stopped"):
-            return  # a stopped cluster's samples are all in
+        if self._gpu_seen >= 0 and not self.live and self._cluster and not is_live(self._cluster):
+            return  # a stopped or lost cluster's samples are all in
         rows = api.list_gpu_metrics(cluster_id, store=store)
         self._gpu_seen = len(rows)
         by_gpu: dict[tuple, list[dict]] = {}

@@ -54,8 +54,23 @@ def _script_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
 
 
+def computation_duration(row: dict, now: float) -> float | None:
+    """Seconds it ran: to its stop; to `now` only while it runs (js/common/lifecycle.js
+    says the same for the views)."""
+    start, stop = row.get("start"), row.get("stop")
+    if not start:
+        return None
+    if stop and stop >= start:
+        return stop - start
+    if row.get("state") in (None, "running"):
+        return max(now - start, 0.0)
+    updated = row.get("updated")
+    return updated - start if updated and updated >= start else None
+
+
 def computation_report(computation_id: str, *, store: str | None = None) -> tuple[str, dict, dict]:
     """(html, twin, meta) of one stored computation."""
+    now = time.time()
     detail = clean(api.get_computation(computation_id, store=store))
     groups = detail.pop("groups", None) or []
     code = [c for c in (detail.pop("code", None) or []) if c.get("text")]
@@ -63,13 +78,13 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     exceptions = clean(api.list_exceptions(computation_id=computation_id, limit=200, store=store))
     profile = api.get_profile(computation_id=computation_id, store=store)
     samples = [s for s in clean(api.list_cluster_samples(detail["cluster_id"], store=store))
-               if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or time.time()) + 5]
-    label = label_of(groups) or computation_id
+               if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5]
+    label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
     state = {
         "title": cluster.get("name") or cluster["cluster_id"],
         "where": "",
-        "snapshot_time": time.time(),
+        "snapshot_time": now,
         "cluster": cluster,
         "computation_id": computation_id,
         "follow": False,
@@ -84,10 +99,10 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "samples_base": {"v": 0, "rows": samples},
         "gpu_base": {"v": 0, "rows": []},
     }
-    duration = (detail.get("stop") or time.time()) - detail["start"]
+    duration = computation_duration(detail, now)
     title = f"{label} — Dask performance report"
     subtitle = (f"{cluster.get('name') or cluster['cluster_id']} · {detail.get('state')} · "
-                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(detail['start']))} · {duration:.1f} s · "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(detail['start']))} · {'?' if duration is None else f'{duration:.1f}'} s · "
                 f"{detail.get('n_tasks') or 0} tasks")
     script = (STATIC / "report-page.js").read_text()
     page = PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), state=_script_json(state),

@@ -1,22 +1,21 @@
-// Colours: task states (the same order everywhere) and a stable colour per task prefix.
+// Colours: what became of a group's tasks (the same order and colours everywhere) and a
+// stable colour per task prefix.
 
-// Order of the segments in a progress bar: done work first, then live, then pending.
-export const STATES = [
-  ["released", "done", "#7fa6dc"],
+// Segments of a progress bar, left to right: finished work first, then what failed,
+// then what is still to come.  "erred" (raised) and "never ran" (skipped because a
+// dependency failed, released, cancelled) are never drawn as done.
+export const SEGMENTS = [
   ["memory", "in memory", "#2fa572"],
+  ["done", "finished", "#7fa6dc"],
   ["erred", "erred", "#e5484d"],
+  ["not-run", "never ran", "#6e5a8a"],
   ["processing", "processing", "#f5a524"],
-  ["queued", "queued", "#c9ced6"],
   ["no-worker", "no worker", "#b197fc"],
+  ["queued", "queued", "#c9ced6"],
   ["waiting", "waiting", "#dfe3e8"],
 ];
-export const STATE_COLOR = Object.fromEntries(STATES.map(([s, , c]) => [s, c]));
-export const STATE_LABEL = Object.fromEntries(STATES.map(([s, l]) => [s, l]));
-
-// "forgotten" tasks counted the same as released ones: both ran and are done.
-export function stateOf(s) {
-  return s === "forgotten" ? "released" : s;
-}
+export const SEGMENT_COLOR = Object.fromEntries(SEGMENTS.map(([s, , c]) => [s, c]));
+export const SEGMENT_LABEL = Object.fromEntries(SEGMENTS.map(([s, l]) => [s, l]));
 
 function hash(text) {
   let x = 2166136261;

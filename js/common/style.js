@@ -52,7 +52,8 @@ const CSS = `
 .dal-badge.live { background: rgba(47,165,114,0.14); color: #1f7a52; }
 .dal-badge.finished { background: rgba(47,165,114,0.14); color: #1f7a52; }
 .dal-badge.erred { background: rgba(229,72,77,0.14); color: #c0282d; }
-.dal-badge.cancelled { background: var(--dal-bg3); color: var(--dal-fg2); }
+.dal-badge.cancelled, .dal-badge.stopped { background: var(--dal-bg3); color: var(--dal-fg2); }
+.dal-badge.lost { background: rgba(191,135,0,0.16); color: #9a6700; }
 .dal-dot { width: 7px; height: 7px; border-radius: 50%; background: currentColor; flex: none; }
 .dal-badge.live .dal-dot, .dal-badge.running .dal-dot { animation: dal-pulse 1.6s ease-in-out infinite; }
 @keyframes dal-pulse { 0%, 100% { opacity: 1; } 50% { opacity: 0.25; } }
@@ -78,13 +79,16 @@ const CSS = `
 .dal-comp:hover { background: var(--dal-bg2); }
 .dal-comp.selected { background: var(--dal-accent-soft); border-left-color: var(--dal-accent); }
 .dal-comp-name { font-weight: 600; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.dal-comp-code { grid-column: 1 / 3; font-family: var(--dal-mono); font-size: 11px; color: var(--dal-fg2); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .dal-comp-meta { grid-column: 1 / 3; color: var(--dal-fg3); font-size: 11px; display: flex; gap: 2px 8px; flex-wrap: wrap; white-space: nowrap; }
 .dal-mini { height: 4px; border-radius: 2px; overflow: hidden; display: flex; background: var(--dal-bg3); grid-column: 1 / 3; margin-top: 3px; }
 
 /* progress bars */
 .dal-bar { position: relative; height: 14px; border-radius: 4px; overflow: hidden; display: flex; background: var(--dal-bg3); min-width: 120px; }
 .dal-bar > span, .dal-mini > span { height: 100%; transition: width 0.4s ease; }
-.dal-bar > span.processing, .dal-mini > span.processing {
+.dal-bar > span.seg-not-run, .dal-mini > span.seg-not-run, .dal-legend i.seg-not-run {
+  background-image: repeating-linear-gradient(135deg, rgba(255,255,255,0.35) 0 2px, transparent 2px 5px); }
+.dal-bar > span.seg-processing, .dal-mini > span.seg-processing {
   background-image: linear-gradient(45deg, rgba(255,255,255,0.28) 25%, transparent 25%, transparent 50%, rgba(255,255,255,0.28) 50%, rgba(255,255,255,0.28) 75%, transparent 75%);
   background-size: 14px 14px; animation: dal-stripes 0.8s linear infinite; }
 @keyframes dal-stripes { from { background-position: 0 0; } to { background-position: 14px 0; } }
@@ -112,6 +116,28 @@ const CSS = `
 .dal-exc-title { font-family: var(--dal-mono); color: #c0282d; font-weight: 600; white-space: pre-wrap; word-break: break-word; }
 .dal-exc pre { margin: 6px 0 0; padding: 8px 10px; background: var(--dal-bg); border: 1px solid var(--dal-border); border-radius: 6px; max-height: 260px; overflow: auto;
   font-family: var(--dal-mono); font-size: 11.5px; line-height: 1.4; white-space: pre; }
+/* failures: one row per kind, examples and traceback on demand */
+.dal-fails { display: flex; flex-direction: column; gap: 4px; margin-bottom: 10px; }
+.dal-fail { border: 1px solid var(--dal-border); border-left: 3px solid var(--dal-bad); border-radius: 6px; background: var(--dal-bg); }
+.dal-fail > summary { display: flex; align-items: baseline; gap: 8px; padding: 5px 10px; cursor: pointer; list-style: none; flex-wrap: wrap; }
+.dal-fail > summary::-webkit-details-marker { display: none; }
+.dal-fail > summary::before { content: "▸"; color: var(--dal-fg3); font-size: 10px; }
+.dal-fail[open] > summary::before { content: "▾"; }
+.dal-fail-count { font-weight: 650; color: #c0282d; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.dal-fail-type { font-family: var(--dal-mono); font-weight: 650; color: #c0282d; }
+.dal-fail-pattern { font-family: var(--dal-mono); font-size: 12px; color: var(--dal-fg); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; max-width: 520px; }
+.dal-fail-where { font-family: var(--dal-mono); font-size: 11px; color: var(--dal-fg3); }
+.dal-fail-group { font-size: 11px; padding: 0 6px; border-radius: 999px; background: var(--dal-bg3); color: var(--dal-fg2); }
+.dal-fail-body { padding: 2px 12px 8px 26px; }
+.dal-fail-label { font-size: 10.5px; text-transform: uppercase; letter-spacing: 0.06em; color: var(--dal-fg3); font-weight: 650; }
+.dal-fail-examples ul { margin: 2px 0 6px; padding-left: 18px; font-family: var(--dal-mono); font-size: 11.5px; }
+.dal-fail-examples li { white-space: pre-wrap; word-break: break-word; }
+.dal-fail-meta { display: flex; gap: 12px; flex-wrap: wrap; font-size: 11px; color: var(--dal-fg3); margin-bottom: 4px; }
+.dal-tb > summary { cursor: pointer; font-size: 11.5px; color: var(--dal-accent); }
+.dal-tb pre { margin: 4px 0 0; padding: 8px 10px; background: var(--dal-bg2); border: 1px solid var(--dal-border); border-radius: 6px; max-height: 260px; overflow: auto;
+  font-family: var(--dal-mono); font-size: 11.5px; line-height: 1.4; white-space: pre; }
+.dal-bad-num { color: #c0282d; font-weight: 600; }
+.dal-notrun-num { color: #6e5a8a; font-weight: 600; }
 .dal-legend { display: flex; gap: 12px; flex-wrap: wrap; padding: 6px 2px 10px; color: var(--dal-fg2); font-size: 11px; }
 .dal-legend i { display: inline-block; width: 9px; height: 9px; border-radius: 2px; margin-right: 4px; vertical-align: -1px; }
 .dal-totals { display: flex; gap: 18px; flex-wrap: wrap; padding: 2px 2px 8px; color: var(--dal-fg2); }
@@ -208,6 +234,7 @@ const LAB_CSS = `
 .dal-cl-name { font-weight: 650; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; flex: 1; }
 .dal-cl-open { border: 1px solid var(--dal-border); background: var(--dal-bg); border-radius: 5px; font-size: 11px; padding: 0 7px; cursor: pointer; color: var(--dal-fg2); }
 .dal-cl-open:hover { color: var(--dal-accent); border-color: var(--dal-accent); }
+.dal-cl-size { font-variant-numeric: tabular-nums; }
 .dal-cl-meta { display: flex; gap: 8px; flex-wrap: wrap; padding: 0 10px 8px 26px; font-size: 11px; color: var(--dal-fg3); }
 .dal-cl-comps { padding: 0 0 6px 14px; }
 .dal-cl-none { padding: 2px 12px 8px; font-size: 11px; }

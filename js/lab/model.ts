@@ -1,6 +1,7 @@
 // The monitor's model, filled from the JSON API instead of a kernel: the panels in
 // the main area reuse the notebook views (js/widgets/*) unchanged.
 import { LocalModel } from "../common/model.js";
+import { clusterStatus } from "../common/lifecycle.js";
 import { get, post, reportUrl } from "./api";
 
 const FAST = 2000; // ms between polls while something runs
@@ -112,7 +113,8 @@ export class RestModel extends LocalModel {
         } else running = true; // the profile lands a moment after the computation ends
       }
     }
-    return running || !cluster.stopped;
+    // Poll fast while the store says the cluster is live; a stopped or lost one is history.
+    return running || clusterStatus(cluster) === "live";
   }
 
   private async share(): Promise<void> {

@@ -5,7 +5,7 @@ import { Message } from "@lumino/messaging";
 import { h, clear } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { injectStyle, injectLabStyle } from "../common/style.js";
-import { clusterState, stateBadge } from "../widgets/cluster.js";
+import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { computationItem, LOGO } from "../widgets/monitor.js";
 import { get, url } from "./api";
 
@@ -99,10 +99,12 @@ export class Sidebar extends Widget {
     }
     for (const c of clusters) {
       const open = this.expanded.has(c.cluster_id);
-      const state = clusterState(c);
-      const end = c.stopped || (state === "live" ? Date.now() / 1000 : c.last_seen);
+      // live / stopped / lost: the store's word (common/lifecycle.js), never a clock here.
+      const status = clusterStatus(c);
+      const ended = clusterEnded(c);
+      const size = clusterSize(c);
       const head = h("div.dal-cl-head", {
-        dataset: { cluster: c.cluster_id },
+        dataset: { cluster: c.cluster_id, status },
         title: `${c.cluster_id}\n${c.address || ""}`,
         onclick: () => {
           open ? this.expanded.delete(c.cluster_id) : this.expanded.add(c.cluster_id);
@@ -111,14 +113,18 @@ export class Sidebar extends Widget {
       },
       h("span.dal-chev", open ? "▾" : "▸"),
       h("span.dal-cl-name", c.name || fmt.short(c.cluster_id, 24)),
-      stateBadge(state),
+      statusBadge(c),
       h("button.dal-cl-open", { title: "Open this cluster", onclick: (e: Event) => {
         e.stopPropagation();
         this.open({ clusterId: c.cluster_id, computationId: null });
       } }, "open"));
       const meta = h("div.dal-cl-meta",
-        h("span", c.user || ""), h("span", fmt.clock(c.started)), h("span", fmt.duration(end - c.started)),
-        h("span", `${fmt.count(c.n_workers)} workers`), h("span", fmt.money(c.cost)));
+        h("span", c.user || ""), h("span", fmt.clock(c.started)),
+        ended != null ? h("span.dal-cl-ended", `${status === "lost" ? "last seen" : "ended"} ${fmt.clock(ended)}`) : null,
+        h("span.dal-cl-uptime", fmt.duration(clusterUptime(c))),
+        h("span.dal-cl-size", { title: size.peak ? "How big it got (its peak)" : "Now" },
+          `${size.peak ? "peak " : ""}${fmt.count(size.workers)} workers · ${fmt.count(size.threads)} threads · ${fmt.bytes(size.memory)}`),
+        h("span", fmt.money(c.cost)));
       const box = h("div.dal-cl", head, meta);
       if (open) {
         const comps = computations[c.cluster_id] || [];

@@ -5,21 +5,10 @@ import * as fmt from "../common/format.js";
 import { timeChart } from "../common/chart.js";
 import { readTable, tableTraits } from "../common/table.js";
 import { injectStyle } from "../common/style.js";
+import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 
-/** "live", "stopped" or "lost" (no sample for a while and no stop message). */
-export function clusterState(c, now = Date.now() / 1000) {
-  if (!c || !c.cluster_id) return "unknown";
-  if (c.stopped) return "stopped";
-  const interval = c.settings?.interval || 1;
-  const seen = c.last_seen || c.sample_time || c.started;
-  return now - seen > Math.max(30, 10 * interval) ? "lost" : "live";
-}
-
-export function stateBadge(state) {
-  const text = { live: "live", stopped: "stopped", lost: "no contact", unknown: "…" }[state] || state;
-  return h(`span.dal-badge.${state}`, { title: state === "lost" ? "No news from this scheduler for a while, and it never said it stopped" : "" },
-    h("span.dal-dot"), text);
-}
+// The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.js.
+export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
 
 function kpi(label, value, sub) {
   return h("div.dal-kpi", h("div.dal-kpi-label", label), h("div.dal-kpi-value", value), sub ? h("div.dal-kpi-sub", sub) : null);
@@ -31,17 +20,23 @@ function kv(obj) {
   return h("dl.dal-kv", entries.flatMap(([k, v]) => [h("dt", k), h("dd", typeof v === "object" ? JSON.stringify(v) : String(v))]));
 }
 
-export function clusterSummary(c, samples) {
+export function clusterSummary(c, samples, now = Date.now() / 1000) {
   const box = h("div");
-  const state = clusterState(c);
-  const end = c.stopped || (state === "live" ? Date.now() / 1000 : c.last_seen);
-  const idle = c.idle_since && !c.stopped ? `idle ${fmt.duration(Date.now() / 1000 - c.idle_since)}` : c.processing ? `${fmt.count(c.processing)} tasks running` : "–";
+  const status = clusterStatus(c);
+  const live = status === "live";
+  const ended = clusterEnded(c);
+  const size = clusterSize(c);
+  const activity = !live
+    ? kpi(status === "lost" ? "Last seen" : "Stopped", fmt.clock(ended), status === "lost" ? "no heartbeat since: lost" : c.stop_reason || "closed")
+    : kpi("Activity", c.idle_since ? `idle ${fmt.duration(now - c.idle_since)}` : c.processing ? `${fmt.count(c.processing)} tasks running` : "–",
+      c.last_activity ? `last work ${fmt.ago(c.last_activity)}` : "");
   box.append(h("div.dal-cards",
-    kpi("Workers", fmt.count(c.n_workers), `${fmt.count(c.n_threads)} threads`),
-    kpi("Memory", fmt.bytes(c.memory_used), `of ${fmt.bytes(c.memory_total)}`),
+    kpi(size.peak ? "Peak workers" : "Workers", fmt.count(size.workers), `${fmt.count(size.threads)} threads${size.peak ? " at most" : ""}`),
+    size.peak ? kpi("Peak memory", fmt.bytes(size.memory), "the workers' total at its biggest")
+      : kpi("Memory", fmt.bytes(size.memoryUsed), `of ${fmt.bytes(size.memory)}`),
     kpi("Cost", fmt.money(c.cost), `${fmt.money(c.price_per_core_hour)} per core-hour`),
-    kpi(c.stopped ? "Ran for" : "Up for", fmt.duration(end - c.started), `since ${fmt.clock(c.started)}`),
-    kpi("Activity", idle, c.last_activity ? `last work ${fmt.ago(c.last_activity)}` : ""),
+    kpi(live ? "Up for" : "Ran for", fmt.duration(clusterUptime(c, now)), `since ${fmt.clock(c.started)}`),
+    activity,
     kpi("Worker time", fmt.duration(c.worker_seconds), `${fmt.duration(c.core_seconds)} core time`)));
   const pts = [...samples].sort((a, b) => a.time - b.time);
   if (pts.length > 1) {
@@ -61,7 +56,8 @@ export function clusterSummary(c, samples) {
   }
   const p = c.platform || {};
   box.append(h("div.dal-section", "Cluster"),
-    kv({ id: c.cluster_id, address: c.address, user: c.user, account: c.account, stopped: c.stopped ? `${fmt.clock(c.stopped)} (${c.stop_reason || "closed"})` : null,
+    kv({ id: c.cluster_id, status, address: c.address, user: c.user, account: c.account,
+      ended: ended != null ? `${fmt.clock(ended)} (${status === "lost" ? "last seen; it never said it stopped" : c.stop_reason || "closed"})` : null,
       "idle shutdown": c.idle_shutdown ? "yes" : null, "dropped messages": c.dropped_messages || null }),
     h("div.dal-section", "Versions"), kv(c.versions),
     h("div.dal-section", "Platform"), kv(p));
@@ -79,7 +75,8 @@ function render({ model, el }) {
       root.append(empty("No cluster recorded yet", h("span", "Run ", h("code", "%load_ext dask_analytics"), " and create a Client.")));
       return;
     }
-    root.append(h("div.dal-totals", stateBadge(clusterState(c)), h("b", c.name || c.cluster_id)), clusterSummary(c, readTable(model, "samples", "time")));
+    const now = model.get("snapshot_time") || Date.now() / 1000;
+    root.append(h("div.dal-totals", statusBadge(c), h("b", c.name || c.cluster_id)), clusterSummary(c, readTable(model, "samples", "time"), now));
   });
   draw();
   const off = watch(model, ["cluster", ...tableTraits("samples")], draw);

@@ -9,7 +9,9 @@ import { injectStyle } from "../common/style.js";
 import taskgroups from "./taskgroups.js";
 import flamegraph from "./flamegraph.js";
 import code from "./code.js";
-import cluster, { clusterState, stateBadge } from "./cluster.js";
+import cluster from "./cluster.js";
+import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge, computationDuration } from "../common/lifecycle.js";
+import { taskCounts, progressBar } from "../common/progress.js";
 import gpu from "./gpu.js";
 import { shareControl } from "./share.js";
 
@@ -25,17 +27,24 @@ const TABS = [
   ["gpu", "GPU", gpu],
 ];
 
+/** A computation in a list: what it ran (its label), the line of code that made it,
+ *  when, how long, and what became of its tasks. */
 export function computationItem(c, selected, onclick) {
   const state = c.state || "running";
-  const dur = c.start ? (c.stop || Date.now() / 1000) - c.start : null;
-  return h(`div.dal-comp${selected ? ".selected" : ""}`, { onclick, dataset: { computation: c.computation_id }, title: c.computation_id },
-    h("span.dal-comp-name", c.label || `computation ${fmt.short(c.computation_id, 12)}`),
+  const counts = taskCounts(c);
+  const name = c.label || `computation ${fmt.short(c.computation_id, 12)}`;
+  return h(`div.dal-comp${selected ? ".selected" : ""}`, { onclick, dataset: { computation: c.computation_id },
+    title: `${c.label || ""}\n${c.code_line || ""}\n${c.computation_id}`.replace(/^\n+/, "") },
+    h("span.dal-comp-name", name),
     h(`span.dal-badge.${state}`, h("span.dal-dot"), state),
+    c.code_line ? h("span.dal-comp-code", c.code_line.trim()) : null,
+    counts.total ? progressBar(counts, { cls: "dal-mini", label: false }) : null,
     h("span.dal-comp-meta",
       h("span", fmt.clock(c.start)),
-      h("span", fmt.duration(dur)),
+      h("span", fmt.duration(computationDuration(c))),
       h("span", `${fmt.count(c.n_tasks)} tasks`),
-      c.n_erred ? h("span", { style: { color: "var(--dal-bad)" } }, `${fmt.count(c.n_erred)} erred`) : null));
+      counts.erred ? h("span", { style: { color: "var(--dal-bad)" } }, `${fmt.count(counts.erred)} erred`) : null,
+      counts["not-run"] ? h("span.dal-notrun-num", `${fmt.count(counts["not-run"])} never ran`) : null));
 }
 
 function render({ model, el }) {
@@ -88,12 +97,18 @@ function render({ model, el }) {
     if (c.cluster_id) {
       // A shared report is a snapshot: "live" and "up" as of when it was made.
       const now = model.get("snapshot_time") || Date.now() / 1000;
-      header.append(stateBadge(clusterState(c, now)), h("span.dal-stats",
-        h("span.dal-stat", h("b", fmt.count(c.n_workers)), " workers"),
-        h("span.dal-stat", h("b", fmt.count(c.n_threads)), " threads"),
-        h("span.dal-stat", h("b", fmt.bytes(c.memory_used)), ` / ${fmt.bytes(c.memory_total)}`),
+      const status = clusterStatus(c);
+      const size = clusterSize(c);
+      const ended = clusterEnded(c);
+      header.append(statusBadge(c), h("span.dal-stats",
+        h("span.dal-stat.dal-size", { title: size.peak ? "How big it got: its peak" : "" },
+          size.peak ? "peak " : "", h("b", fmt.count(size.workers)), " workers"),
+        h("span.dal-stat", h("b", fmt.count(size.threads)), " threads"),
+        size.peak ? h("span.dal-stat", h("b", fmt.bytes(size.memory)), " memory")
+          : h("span.dal-stat", h("b", fmt.bytes(size.memoryUsed)), ` / ${fmt.bytes(size.memory)}`),
         h("span.dal-stat", h("b", fmt.money(c.cost))),
-        h("span.dal-stat", "up ", h("b", fmt.duration((c.stopped || now) - c.started)))));
+        ended != null ? h("span.dal-stat", status === "lost" ? "last seen " : "ended ", h("b", fmt.clock(ended))) : null,
+        h("span.dal-stat.dal-uptime", status === "live" ? "up " : "ran ", h("b", fmt.duration(clusterUptime(c, now))))));
     }
     header.append(h("span.dal-spacer"));
     if (model.get("error")) header.append(h("span.dal-share-msg.bad", { title: model.get("error") }, "store unreachable — retrying"));
@@ -114,7 +129,7 @@ function render({ model, el }) {
       }));
     }
     const groups = readTable(model, "groups", "name");
-    const erred = groups.reduce((a, g) => a + ((g.states || {}).erred || 0), 0);
+    const erred = groups.reduce((a, g) => a + taskCounts(g).erred, 0);
     tabButtons.groups.replaceChildren("Task groups", groups.length ? h(`span.dal-count${erred ? ".bad" : ""}`, erred ? `${fmt.count(erred)} erred` : groups.length) : "");
     const gpuRows = (model.get("gpu_base")?.rows?.length || 0) + (model.get("gpu_patch")?.rows?.length || 0);
     tabButtons.gpu.style.opacity = gpuRows ? "1" : "0.55";

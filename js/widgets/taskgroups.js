@@ -1,19 +1,28 @@
-// Task groups of one computation: a progress bar by state per group, compute /
-// transfer / disk time, bytes; sortable; dependency order by default; erred groups
-// open their exceptions and tracebacks.
+// Task groups of one computation: what became of each group's tasks (finished, erred,
+// never ran, still to come) as a stacked bar and as numbers, compute / transfer / disk
+// time, bytes; sortable; dependency order by default.  The computation's failures are
+// listed one row per failure; an erred group opens its own.
 // Traits: computation {}, groups_base/groups_patch (KeyedTable by name), exceptions [].
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
-import { STATES, STATE_COLOR, STATE_LABEL, stateOf, prefixColor } from "../common/colors.js";
+import { prefixColor } from "../common/colors.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
 import { injectStyle } from "../common/style.js";
+import { taskCounts, addCounts, progressBar, progressLegend } from "../common/progress.js";
+import { failureList } from "../common/failures.js";
+import { computationDuration } from "../common/lifecycle.js";
 
-const DONE = new Set(["released", "memory", "erred", "forgotten"]);
 const MAX_ROWS = 400;
 
 const COLUMNS = [
   { id: "order", label: "Task group", num: false, value: (g) => g._order },
-  { id: "progress", label: "Progress", num: false, value: (g) => g._done / Math.max(g.n_tasks || 1, 1) },
+  { id: "progress", label: "Progress", num: false, value: (g) => g._counts.done / Math.max(g._counts.total || 1, 1) },
+  { id: "done", label: "Finished", num: true, value: (g) => g._counts.done, show: (v, g) => `${fmt.count(v)} / ${fmt.count(g._counts.total)}`,
+    title: "Tasks that ran to the end, of all the group's tasks" },
+  { id: "erred", label: "Erred", num: true, value: (g) => g._counts.erred, show: (v) => (v ? h("span.dal-bad-num", fmt.count(v)) : "0"),
+    title: "Tasks that raised an exception" },
+  { id: "not-run", label: "Never ran", num: true, value: (g) => g._counts["not-run"], show: (v) => (v ? h("span.dal-notrun-num", fmt.count(v)) : "0"),
+    title: "Tasks that never ran: a dependency failed, or they were released or cancelled" },
   { id: "compute", label: "Compute", num: true, value: (g) => g.compute || 0, show: fmt.duration },
   { id: "transfer", label: "Transfer", num: true, value: (g) => g.transfer || 0, show: fmt.duration },
   { id: "disk", label: "Disk", num: true, value: (g) => (g.disk_read || 0) + (g.disk_write || 0), show: fmt.duration },
@@ -56,29 +65,15 @@ export function dependencyOrder(groups) {
   return sorted;
 }
 
-export function progressBar(states, total, cls = "dal-bar", label = true) {
-  const bar = h(`div.${cls}`);
-  const n = Math.max(total || 0, 1);
-  const merged = {};
-  for (const [s, c] of Object.entries(states || {})) merged[stateOf(s)] = (merged[stateOf(s)] || 0) + c;
-  for (const [s] of STATES) {
-    const c = merged[s];
-    if (!c) continue;
-    bar.append(h(`span.${s}`, { style: { width: `${(100 * c) / n}%`, background: STATE_COLOR[s] }, title: `${STATE_LABEL[s]}: ${c}` }));
-  }
-  if (label) {
-    const done = Object.entries(merged).filter(([s]) => DONE.has(s)).reduce((a, [, c]) => a + c, 0);
-    bar.append(h("span.dal-bar-label", `${fmt.count(done)} / ${fmt.count(total)}`));
-  }
-  return bar;
-}
+export { progressBar };
 
 function render({ model, el }) {
   injectStyle();
   const root = h("div.dal.dal-taskgroups");
   el.append(root);
   let sort = { id: "order", desc: false };
-  const open = new Set(); // groups whose exceptions are shown
+  const open = new Set(); // groups whose failures are shown
+  const openFailures = new Set(); // failure rows (and tracebacks) the user opened
 
   const draw = throttle(() => {
     const comp = model.get("computation") || {};
@@ -91,7 +86,7 @@ function render({ model, el }) {
       return;
     }
     for (const g of groups) {
-      g._done = Object.entries(g.states || {}).filter(([s]) => DONE.has(s)).reduce((a, [, c]) => a + c, 0);
+      g._counts = taskCounts(g);
       g._wall = g.start && g.stop ? g.stop - g.start : null;
     }
     const ordered = dependencyOrder(groups);
@@ -100,11 +95,17 @@ function render({ model, el }) {
       const d = (col.value(a) ?? -1) - (col.value(b) ?? -1);
       return sort.desc ? -d : d;
     });
-    root.append(totals(comp, groups), legend());
+    const sum = addCounts(groups);
+    root.append(totals(comp, groups, sum), progressLegend(legendOf(sum)));
+    if (exceptions.length) {
+      const n = exceptions.reduce((a, e) => a + (e.count || 0), 0);
+      root.append(h("div.dal-section", `Failures · ${exceptions.length} kind${exceptions.length === 1 ? "" : "s"}, ${fmt.count(n)} task${n === 1 ? "" : "s"}`),
+        failureList(exceptions, openFailures));
+    }
 
     const head = h("tr", COLUMNS.map((c) => h(`th${c.num ? ".dal-num" : ""}`, {
       onclick: () => { sort = { id: c.id, desc: sort.id === c.id ? !sort.desc : c.num }; draw(); },
-      title: c.id === "order" ? "Dependency order: a group comes after the groups it depends on" : `Sort by ${c.label.toLowerCase()}`,
+      title: c.id === "order" ? "Dependency order: a group comes after the groups it depends on" : c.title || `Sort by ${c.label.toLowerCase()}`,
     }, c.label, sort.id === c.id ? h("span.dal-arrow", sort.desc ? "▼" : "▲") : null)));
     const byGroup = new Map();
     for (const e of exceptions) {
@@ -114,7 +115,7 @@ function render({ model, el }) {
     }
     const body = h("tbody");
     for (const g of rows.slice(0, MAX_ROWS)) {
-      const erred = (g.states || {}).erred || 0;
+      const erred = g._counts.erred;
       const excs = byGroup.get(g.name) || [];
       const indent = g._level ? `${"  ".repeat(Math.min(g._level - 1, 8))}└ ` : "";
       body.append(h(`tr.dal-row${erred ? ".erred" : ""}`, { dataset: { group: g.name } },
@@ -123,13 +124,13 @@ function render({ model, el }) {
           h("span.dal-swatch", { style: { background: prefixColor(g.prefix || g.name) } }),
           h("span.dal-group-name", { title: g.name }, ...splitName(g)),
           erred || excs.length ? h("button.dal-err-link", {
-            title: "Show the exception and traceback",
+            title: "Show how its tasks failed",
             onclick: () => { open.has(g.name) ? open.delete(g.name) : open.add(g.name); draw(); },
           }, `${fmt.count(erred || excs.reduce((a, e) => a + (e.count || 0), 0))} erred ${open.has(g.name) ? "▴" : "▾"}`) : null),
           g.dependencies?.length ? h("div.dal-deps", { title: g.dependencies.join("\n") }, `after ${g.dependencies.map(shortName).join(", ")}`) : null),
-        h("td", progressBar(g.states, g.n_tasks)),
-        COLUMNS.slice(2).map((c) => h("td.dal-num", c.show(c.value(g))))));
-      if (open.has(g.name)) body.append(h("tr", h("td", { colspan: COLUMNS.length }, exceptionList(excs))));
+        h("td", progressBar(g._counts)),
+        COLUMNS.slice(2).map((c) => h("td.dal-num", { dataset: { col: c.id } }, c.show(c.value(g), g)))));
+      if (open.has(g.name)) body.append(h("tr.dal-exc-row", h("td", { colspan: COLUMNS.length }, exceptionList(excs, openFailures))));
     }
     if (rows.length > MAX_ROWS) body.append(h("tr", h("td.dal-muted", { colspan: COLUMNS.length }, `… and ${rows.length - MAX_ROWS} more groups`)));
     root.append(h("table.dal-table", h("thead", head), body));
@@ -140,17 +141,25 @@ function render({ model, el }) {
   return () => { off(); root.remove(); };
 }
 
-function totals(comp, groups) {
-  const n = groups.reduce((a, g) => a + (g.n_tasks || 0), 0);
-  const done = groups.reduce((a, g) => a + g._done, 0);
+/** The legend lists what the bars can show here: always finished / erred / never ran. */
+function legendOf(sum) {
+  const keep = ["done", "erred", "not-run"];
+  if (sum.memory) keep.unshift("memory");
+  for (const s of ["processing", "no-worker", "queued", "waiting"]) if (sum[s]) keep.push(s);
+  return keep;
+}
+
+function totals(comp, groups, sum) {
   const compute = groups.reduce((a, g) => a + (g.compute || 0), 0);
   const transfer = groups.reduce((a, g) => a + (g.transfer || 0), 0);
   const nbytes = groups.reduce((a, g) => a + (g.nbytes || 0), 0);
-  const wall = comp.start ? (comp.stop || Date.now() / 1000) - comp.start : null;
+  const wall = computationDuration(comp);
   const state = comp.state || "running";
   return h("div.dal-totals",
     h(`span.dal-badge.${state}`, h("span.dal-dot"), state),
-    h("span", h("b", `${fmt.count(done)} / ${fmt.count(n)}`), " tasks"),
+    h("span.dal-total-done", h("b", `${fmt.count(sum.done)} / ${fmt.count(sum.total)}`), " finished"),
+    sum.erred ? h("span.dal-total-erred", h("b.dal-bad-num", fmt.count(sum.erred)), " erred") : null,
+    sum["not-run"] ? h("span.dal-total-notrun", h("b.dal-notrun-num", fmt.count(sum["not-run"])), " never ran") : null,
     h("span", h("b", groups.length), " groups"),
     h("span", "compute ", h("b", fmt.duration(compute))),
     h("span", "transfer ", h("b", fmt.duration(transfer))),
@@ -158,17 +167,9 @@ function totals(comp, groups) {
     wall != null ? h("span", "wall ", h("b", fmt.duration(wall))) : null);
 }
 
-function legend() {
-  return h("div.dal-legend", STATES.filter(([s]) => s !== "no-worker" && s !== "queued").map(([, label, color]) => h("span", h("i", { style: { background: color } }), label)));
-}
-
-export function exceptionList(excs) {
+export function exceptionList(excs, open = null) {
   if (!excs.length) return h("div.dal-exc.dal-muted", "The exception of this group was not recorded (its tasks may have failed because a dependency did).");
-  return h("div", excs.map((e) => h("div.dal-exc",
-    h("div.dal-exc-title", e.exception_text || "(no exception text)"),
-    h("div.dal-muted", `${fmt.count(e.count)} task${e.count === 1 ? "" : "s"} · first ${fmt.clock(e.first_time)} · last ${fmt.clock(e.last_time)}`,
-      e.example_key ? ` · e.g. ${e.example_key}` : ""),
-    e.traceback_text ? h("pre", e.traceback_text) : null)));
+  return h("div.dal-exc", failureList(excs, open));
 }
 
 export default { render };

@@ -85,11 +85,102 @@
     return data;
   }
 
-  function clusterState(c) {
-    if (c.stopped) return "stopped";
-    const interval = (c.settings && c.settings.interval) || 1;
-    // No message for a long while and no stop: the scheduler died or lost its store.
-    return Date.now() / 1000 - c.last_seen > Math.max(120, 30 * interval) ? "lost" : "running";
+  // ---------- what the store says, shown as it says it ----------
+  // The same reading as the notebook views (js/common/lifecycle.js, progress.js,
+  // failures.js); this page stays one plain script, so it carries its own copy.
+
+  // live / stopped / lost is decided once, by the store (store/queries.py): never here.
+  const status = (c) => c.status || (c.stopped ? "stopped" : "live");
+  const ended = (c) => (status(c) === "live" ? null : (c.ended ?? c.stopped ?? c.last_seen ?? null));
+  function uptime(c, now) {
+    const end = ended(c);
+    if (end !== null) return Math.max(end - c.started, 0);
+    return status(c) === "live" ? Math.max(now - c.started, 0) : (c.duration ?? null);
+  }
+  // Now while live; how big it got once it ended (it has no worker left then).
+  function size(c) {
+    if (status(c) === "live") return { peak: false, workers: c.n_workers, threads: c.n_threads, memory: c.memory_total };
+    return { peak: true, workers: c.peak_workers ?? c.n_workers, threads: c.peak_threads ?? c.n_threads,
+             memory: c.peak_memory ?? c.memory_total };
+  }
+  function statusTitle(c) {
+    const st = status(c);
+    if (st === "lost") return `its scheduler went silent without saying it stopped; last seen ${fmtTime(ended(c))}`;
+    if (st === "stopped") return `stopped ${fmtTime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}`;
+    return "its scheduler is sending heartbeats";
+  }
+  const clusterBadge = (c) => h("span", { class: `state ${status(c)}`, title: statusTitle(c) }, status(c));
+
+  // A computation's duration: to its stop; to now only while it runs.
+  function compDuration(c, now) {
+    if (!c.start) return null;
+    if (c.stop && c.stop >= c.start) return c.stop - c.start;
+    if (!c.state || c.state === "running") return Math.max(now - c.start, 0);
+    return c.updated && c.updated >= c.start ? c.updated - c.start : null;
+  }
+
+  // What became of a group's (or computation's) tasks: finished, erred (raised), never
+  // ran (a dependency failed, released, cancelled), and what is still to come.
+  const SEGMENTS = [["done", "finished", "#7fa6dc"], ["erred", "erred", "#e5484d"], ["not-run", "never ran", "#6e5a8a"],
+    ["processing", "processing", "#f5a524"], ["waiting", "waiting", "#dfe3e8"]];
+  function counts(g) {
+    const st = {};
+    for (const [k, v] of Object.entries(g.states || {})) st[k] = (st[k] || 0) + (v || 0);
+    const total = g.n_tasks ?? Object.values(st).reduce((a, v) => a + v, 0);
+    let done, erred, notRun;
+    if (g.n_done != null || g.n_not_run != null) {
+      done = g.n_done || 0; erred = g.n_erred || 0; notRun = g.n_not_run || 0;
+    } else { // recorded before the store kept these counts
+      erred = g.n_erred ?? st.erred ?? 0; done = (st.memory || 0) + (st.released || 0) + (st.forgotten || 0); notRun = 0;
+    }
+    const left = Math.max(total - done - erred - notRun, 0);
+    const processing = Math.min((st.processing || 0) + (st["no-worker"] || 0), left);
+    return { total, done, erred, "not-run": notRun, processing, waiting: left - processing };
+  }
+  function taskBar(k) {
+    const n = Math.max(k.total || 0, 1);
+    const bar = h("div", { class: "bar", title: SEGMENTS.filter(([id]) => k[id]).map(([id, label]) => `${label}: ${fmtNum(k[id])}`).join(", ") });
+    for (const [id, label, color] of SEGMENTS) {
+      if (!k[id]) continue;
+      bar.appendChild(h("span", { class: `seg ${id}`, title: `${label}: ${fmtNum(k[id])}`,
+        style: `width:${((100 * k[id]) / n).toFixed(3)}%;background:${color}` }));
+    }
+    return bar;
+  }
+  const taskLegend = () => h("div", { class: "legend muted" }, SEGMENTS.map(([id, label, color]) =>
+    h("span", {}, h("i", { class: `seg ${id}`, style: `background:${color}` }), label)));
+  const numCell = (n, cls) => (n ? h("span", { class: cls }, fmtNum(n)) : "0");
+
+  // One row per failure: type, the frame that raised it, the message with its literals
+  // masked, an exact count; a few real messages, workers, and the traceback on demand.
+  function failureTitle(e) {
+    if (e.exc_type) return [e.exc_type, e.pattern || ""];
+    const text = e.exception_text || "(no exception text)";
+    const m = text.match(/^([A-Za-z_][\w.]*)(?=[(:]|$)/);
+    return [m ? m[1] : "", text];
+  }
+  function failureRow(e, withLinks) {
+    const [type, pattern] = failureTitle(e);
+    const examples = (Array.isArray(e.examples) ? e.examples : []).filter((x) => x);
+    if (!examples.length && e.exception_text) examples.push(e.exception_text);
+    const workers = Array.isArray(e.workers) ? e.workers : [];
+    return h("details", { class: "exception", "data-count": e.count },
+      h("summary", {},
+        h("span", { class: "count" }, `× ${fmtNum(e.count)}`), " ",
+        h("code", { class: "pattern" }, type ? h("span", { class: "error exc-type" }, type) : null,
+          (type && pattern.startsWith(type) ? pattern.slice(type.length) : type && pattern ? `: ${pattern}` : pattern).slice(0, 300)), " ",
+        e.location ? h("span", { class: "muted location" }, `at ${e.location}`) : null, " ",
+        h("span", { class: "badge" }, e.task_group || "?"), " ", h("span", { class: "muted" }, fmtTime(e.last_time))),
+      withLinks ? h("p", {}, "Cluster ", link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
+        e.computation_id ? [", computation ", link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12))] : "") : null,
+      examples.length ? h("div", { class: "examples" }, h("p", { class: "muted" }, examples.length > 1 ? "Examples:" : "Message:"),
+        h("ul", {}, examples.map((x) => h("li", {}, h("code", {}, x))))) : null,
+      h("p", { class: "muted" }, `${fmtNum(e.count)} task${e.count === 1 ? "" : "s"} · first ${fmtTime(e.first_time)} · last ${fmtTime(e.last_time)}`,
+        e.example_key ? ` · e.g. task ${e.example_key}` : "",
+        workers.length ? ` · worker${workers.length === 1 ? "" : "s"} ${workers.join(", ")}` : ""),
+      h("details", { class: "traceback-box" }, h("summary", {}, "Traceback"),
+        h("pre", { class: "traceback" },
+          (e.traceback_text ? `Traceback (most recent call last):\n${e.traceback_text}` : "") + (e.exception_text || ""))));
   }
 
   // ---------- charts ----------
@@ -98,18 +189,18 @@
     if (!rows.length) return null;
     const now = Date.now() / 1000;
     const t0 = Math.min(...rows.map((c) => c.started));
-    const t1 = Math.max(now, ...rows.map((c) => c.stopped || c.last_seen || now));
+    const t1 = Math.max(...rows.map((c) => ended(c) ?? now));
     const W = 1000, rowH = 14, left = 160, top = 8, H = top + rows.length * rowH + 22;
     const x = (t) => left + ((t - t0) / Math.max(t1 - t0, 1)) * (W - left - 10);
     const svg = s("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "Clusters over time" });
     rows.forEach((c, i) => {
       const y = top + i * rowH;
-      const state = clusterState(c);
-      const end = c.stopped || (state === "running" ? now : c.last_seen);
-      const color = errorsBy[c.cluster_id] ? "#cf222e" : { running: "#1f6feb", stopped: "#8c959f", lost: "#bf8700" }[state];
+      const state = status(c);
+      const end = ended(c) ?? now;
+      const color = errorsBy[c.cluster_id] ? "#cf222e" : { live: "#1f6feb", stopped: "#8c959f", lost: "#bf8700" }[state];
       const label = s("text", { x: left - 6, y: y + 10, "text-anchor": "end" }, (c.name || c.cluster_id).slice(0, 26));
       const bar = s("rect", { x: x(c.started), y: y + 2, width: Math.max(2, x(end) - x(c.started)), height: rowH - 4, fill: color, rx: 2 });
-      bar.appendChild(s("title", {}, `${c.name} (${c.user || "?"}): ${fmtTime(c.started)} – ${c.stopped ? fmtTime(c.stopped) : state}`));
+      bar.appendChild(s("title", {}, `${c.name} (${c.user || "?"}): ${fmtTime(c.started)} – ${ended(c) !== null ? `${fmtTime(ended(c))} (${state})` : state}`));
       const a = s("a", { href: `${PREFIX}/clusters/${enc(c.cluster_id)}` });
       a.appendChild(label); a.appendChild(bar);
       svg.appendChild(a);
@@ -168,7 +259,7 @@
     app.replaceChildren(
       h("h1", {}, "Clusters"),
       h("div", { class: "legend muted" },
-        ["running|#1f6feb", "stopped|#8c959f", "lost (no news)|#bf8700", "with errors|#cf222e"].map((p) => {
+        ["live|#1f6feb", "stopped|#8c959f", "lost (went silent)|#bf8700", "with errors|#cf222e"].map((p) => {
           const [label, color] = p.split("|"); const i = h("i", {}); i.style.background = color; return h("span", {}, i, label);
         })),
       timeline(clusters, errorsBy) || h("p", { class: "muted" }, "No cluster recorded yet."),
@@ -177,25 +268,39 @@
         { label: "Cluster", value: (c) => link(`/clusters/${enc(c.cluster_id)}`, c.name || c.cluster_id) },
         { label: "User", value: (c) => c.user || "" },
         { label: "Account", value: (c) => c.account || "" },
-        { label: "State", value: (c) => stateBadge(clusterState(c)) },
+        { label: "State", value: (c) => clusterBadge(c) },
         { label: "Started", value: (c) => fmtTime(c.started) },
-        { label: "Duration", num: true, value: (c) => fmtDuration((c.stopped || c.last_seen || now) - c.started) },
-        { label: "Workers", num: true, value: (c) => fmtNum(c.n_workers) },
+        { label: "Ended", value: (c) => (ended(c) !== null ? fmtTime(ended(c)) : "") },
+        { label: "Duration", num: true, value: (c) => fmtDuration(uptime(c, now)) },
+        { label: "Workers", num: true, value: (c) => sizeCell(c, "workers", fmtNum) },
+        { label: "Threads", num: true, value: (c) => sizeCell(c, "threads", fmtNum) },
+        { label: "Memory", num: true, value: (c) => sizeCell(c, "memory", fmtBytes) },
         { label: "Cost", num: true, value: (c) => fmtCost(c.cost) },
-        { label: "Idle", num: true, value: (c) => (c.idle_since ? fmtDuration((c.stopped || c.last_seen || now) - c.idle_since) : "") },
+        { label: "Idle", num: true, value: (c) => (c.idle_since ? fmtDuration((ended(c) ?? now) - c.idle_since) : "") },
         { label: "Errors", num: true, value: (c) => (errorsBy[c.cluster_id] ? h("span", { class: "error" }, fmtNum(errorsBy[c.cluster_id])) : "0") },
       ], clusters, "No cluster recorded yet: register one with dask_analytics_lab.register(client)."));
   }
 
+  // Now while live, the peak (marked) once it ended.
+  function sizeCell(c, key, fmt) {
+    const z = size(c);
+    return z.peak ? h("span", { class: "peak", title: "peak: how big it got" }, fmt(z[key]), h("small", { class: "muted" }, " peak")) : fmt(z[key]);
+  }
+
   function computationsTable(computations) {
     return table([
-      { label: "Computation", value: (c) => link(`/computations/${enc(c.computation_id)}`, c.computation_id.slice(0, 12)) },
+      { label: "Computation", value: (c) => h("div", { class: "comp" },
+        link(`/computations/${enc(c.computation_id)}`, c.label || `computation ${c.computation_id.slice(0, 12)}`),
+        c.code_line ? h("code", { class: "code-line", title: c.code_line }, c.code_line.trim()) : null,
+        h("small", { class: "muted id" }, c.computation_id.slice(0, 12))) },
       { label: "State", value: (c) => stateBadge(c.state) },
       { label: "Start", value: (c) => fmtTime(c.start) },
-      { label: "Duration", num: true, value: (c) => fmtDuration((c.stop || Date.now() / 1000) - c.start) },
-      { label: "Tasks", num: true, value: (c) => fmtNum(c.n_tasks) },
+      { label: "Duration", num: true, value: (c) => fmtDuration(compDuration(c, Date.now() / 1000)) },
+      { label: "Tasks", value: (c) => taskBar(counts(c)) },
+      { label: "Finished", num: true, value: (c) => `${fmtNum(counts(c).done)} / ${fmtNum(c.n_tasks)}` },
+      { label: "Erred", num: true, value: (c) => numCell(counts(c).erred, "error") },
+      { label: "Never ran", num: true, value: (c) => numCell(counts(c)["not-run"], "not-run") },
       { label: "Groups", num: true, value: (c) => fmtNum(c.n_groups) },
-      { label: "Erred", num: true, value: (c) => (c.n_erred ? h("span", { class: "error" }, fmtNum(c.n_erred)) : "0") },
       { label: "Compute", num: true, value: (c) => fmtDuration(c.compute) },
       { label: "Transfer", num: true, value: (c) => fmtDuration(c.transfer) },
       { label: "Bytes", num: true, value: (c) => fmtBytes(c.nbytes) },
@@ -204,15 +309,12 @@
 
   function exceptionsList(exceptions, withLinks) {
     if (!exceptions.length) return h("p", { class: "muted" }, "No failed tasks.");
-    return h("div", {}, exceptions.map((e) => h("details", { class: "exception" },
-      h("summary", {}, h("span", { class: "error" }, (e.exception_text || "").slice(0, 200)), ` × ${fmtNum(e.count)} `,
-        h("span", { class: "badge" }, e.task_group || "?"), " ", h("span", { class: "muted" }, fmtTime(e.last_time))),
-      withLinks ? h("p", {}, "Cluster ", link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
-        e.computation_id ? [", computation ", link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12))] : "") : null,
-      e.example_key ? h("p", { class: "muted" }, `e.g. task ${e.example_key}`) : null,
-      h("pre", { class: "traceback" },
-        (e.traceback_text ? `Traceback (most recent call last):\n${e.traceback_text}` : "") + (e.exception_text || "")))));
+    return h("div", { class: "failures" }, exceptions.map((e) => failureRow(e, withLinks)));
   }
+  const failureCount = (exceptions) => {
+    const n = exceptions.reduce((a, e) => a + (e.count || 0), 0);
+    return `${exceptions.length} kind${exceptions.length === 1 ? "" : "s"}, ${fmtNum(n)} task${n === 1 ? "" : "s"}`;
+  };
 
   async function clusterPage(id) {
     const [{ cluster: c }, { samples }, { computations }, { exceptions }, { events }] = await Promise.all([
@@ -220,7 +322,8 @@
       api(`/clusters/${enc(id)}/computations`, { limit: 500 }), api("/exceptions", { cluster_id: id, limit: 500 }),
       api("/events", { cluster_id: id, limit: 200 })]);
     document.title = `${c.name} · dask-analytics`;
-    const state = clusterState(c);
+    const now = Date.now() / 1000;
+    const z = size(c);
     const versions = c.versions || {};
     const profileBox = h("div", {}, h("button", { onclick: async () => {
       profileBox.replaceChildren(h("p", { class: "muted" }, "Loading…"));
@@ -228,11 +331,14 @@
       profileBox.replaceChildren(flamegraph(profile));
     } }, "Show the cluster's profile"));
     app.replaceChildren(
-      h("h1", {}, c.name || c.cluster_id, " ", stateBadge(state)),
-      facts([["Id", c.cluster_id], ["User", c.user], ["Account", c.account], ["Address", c.address],
-        ["Started", fmtTime(c.started)], ["Stopped", c.stopped ? `${fmtTime(c.stopped)} (${c.stop_reason || ""})` : ""],
-        ["Duration", fmtDuration((c.stopped || c.last_seen) - c.started)], ["Workers", fmtNum(c.n_workers)],
-        ["Threads", fmtNum(c.n_threads)], ["Memory", c.memory_total ? `${fmtBytes(c.memory_used)} of ${fmtBytes(c.memory_total)}` : ""],
+      h("h1", {}, c.name || c.cluster_id, " ", clusterBadge(c)),
+      facts([["Id", c.cluster_id], ["Status", statusTitle(c)], ["User", c.user], ["Account", c.account], ["Address", c.address],
+        ["Started", fmtTime(c.started)],
+        [status(c) === "lost" ? "Last seen" : "Ended", ended(c) !== null ? `${fmtTime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}` : ""],
+        ["Duration", fmtDuration(uptime(c, now))],
+        [z.peak ? "Peak workers" : "Workers", fmtNum(z.workers)], [z.peak ? "Peak threads" : "Threads", fmtNum(z.threads)],
+        z.peak ? ["Peak memory", fmtBytes(z.memory)]
+          : ["Memory", c.memory_total ? `${fmtBytes(c.memory_used)} of ${fmtBytes(c.memory_total)}` : ""],
         ["Worker time", fmtDuration(c.worker_seconds)], ["Cost", fmtCost(c.cost)],
         ["Idle since", c.idle_since ? fmtTime(c.idle_since) : ""], ["Dropped messages", c.dropped_messages ? fmtNum(c.dropped_messages) : ""],
         ["Versions", Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")],
@@ -242,7 +348,7 @@
         { key: "n_workers", label: "workers", color: "#1f6feb", fmt: fmtNum },
         { key: "memory_used", label: "memory", color: "#bf8700", fmt: fmtBytes }], "Workers and memory over time"),
       h("h2", {}, `Computations (${computations.length})`), computationsTable(computations),
-      h("h2", {}, `Exceptions (${exceptions.length})`), exceptionsList(exceptions, false),
+      h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
       h("h2", {}, `Events (${events.length})`),
       table([{ label: "Time", value: (e) => fmtTime(e.time) }, { label: "Topic", value: (e) => e.topic },
         { label: "Message", value: (e) => h("code", {}, JSON.stringify(e.msg).slice(0, 300)) }], events, "No events recorded."),
@@ -253,13 +359,17 @@
     const [{ computation: c }, { exceptions }, { profile }] = await Promise.all([
       api(`/computations/${enc(id)}`), api("/exceptions", { computation_id: id, limit: 500 }),
       api(`/computations/${enc(id)}/profile`)]);
-    document.title = `Computation ${id.slice(0, 12)} · dask-analytics`;
+    document.title = `${c.label || `Computation ${id.slice(0, 12)}`} · dask-analytics`;
     const groups = c.groups || [];
+    const total = counts(c);
     app.replaceChildren(
-      h("h1", {}, "Computation ", h("code", {}, c.computation_id), " ", stateBadge(c.state)),
-      facts([["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", fmtTime(c.start)],
-        ["Stop", fmtTime(c.stop)], ["Duration", fmtDuration((c.stop || Date.now() / 1000) - c.start)],
-        ["Tasks", fmtNum(c.n_tasks)], ["Compute time", fmtDuration(c.compute)], ["Transfer time", fmtDuration(c.transfer)],
+      h("h1", {}, c.label || "Computation", " ", stateBadge(c.state)),
+      c.code_line ? h("pre", { class: "code code-line" }, c.code_line) : null,
+      facts([["Id", h("code", {}, c.computation_id)], ["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", fmtTime(c.start)],
+        ["Stop", fmtTime(c.stop)], ["Duration", fmtDuration(compDuration(c, Date.now() / 1000))],
+        ["Tasks", h("span", {}, `${fmtNum(c.n_tasks)}: ${fmtNum(total.done)} finished, `, numCell(total.erred, "error"), " erred, ",
+          numCell(total["not-run"], "not-run"), " never ran")],
+        ["Compute time", fmtDuration(c.compute)], ["Transfer time", fmtDuration(c.transfer)],
         ["Disk time", fmtDuration(c.disk)], ["Bytes", fmtBytes(c.nbytes)]]),
       h("h2", {}, "Code"),
       (c.code || []).length ? h("div", {}, c.code.map((snippet) => h("div", { class: "snippet" },
@@ -267,24 +377,28 @@
         h("pre", { class: "code" }, snippet.text === null ? "(snippet not received)" : snippet.text))))
         : h("p", { class: "muted" }, "No code recorded (analytics.computation.code.transmit off, or none sent)."),
       h("h2", {}, `Task groups (${groups.length})`),
+      groups.length ? taskLegend() : null,
       table([
         { label: "Group", value: (g) => g.name }, { label: "Prefix", value: (g) => g.prefix },
-        { label: "Tasks", num: true, value: (g) => fmtNum(g.n_tasks) },
-        { label: "States", value: (g) => Object.entries(g.states || {}).map(([k, v]) => `${k} ${v}`).join(", ") },
+        { label: "Tasks", value: (g) => taskBar(counts(g)) },
+        { label: "Finished", num: true, value: (g) => `${fmtNum(counts(g).done)} / ${fmtNum(g.n_tasks)}` },
+        { label: "Erred", num: true, value: (g) => numCell(counts(g).erred, "error") },
+        { label: "Never ran", num: true, value: (g) => numCell(counts(g)["not-run"], "not-run") },
         { label: "Compute", num: true, value: (g) => fmtDuration(g.compute) },
         { label: "Transfer", num: true, value: (g) => fmtDuration(g.transfer) },
         { label: "Disk", num: true, value: (g) => fmtDuration((g.disk_read || 0) + (g.disk_write || 0)) },
         { label: "Bytes", num: true, value: (g) => fmtBytes(g.nbytes) },
         { label: "Depends on", value: (g) => (g.dependencies || []).join(", ") },
       ], groups, "No task groups recorded."),
-      h("h2", {}, `Exceptions (${exceptions.length})`), exceptionsList(exceptions, false),
+      h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
       h("h2", {}, "Profile"), flamegraph(profile));
   }
 
   async function exceptionsPage() {
     document.title = "Exceptions · dask-analytics";
     const { exceptions } = await api("/exceptions", { limit: 500 });
-    app.replaceChildren(h("h1", {}, "Exceptions"), exceptionsList(exceptions, true));
+    app.replaceChildren(h("h1", {}, "Exceptions"), exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : null,
+      exceptionsList(exceptions, true));
   }
 
   async function reportsPage() {

@@ -1,0 +1,77 @@
+// How the views read a cluster's lifecycle and a computation's duration.
+//
+// The store decides whether a cluster is live, stopped or lost (one rule, in
+// dask_analytics_lab/store/queries.py, below every reader) and says so on each cluster
+// row: `status`, `ended` (time or null), `duration` (seconds), and how big it got
+// (`peak_workers`, `peak_threads`, `peak_memory`).  The views only show that: none of
+// them decides "lost" from a clock of its own.
+import { h } from "./dom.js";
+import * as fmt from "./format.js";
+
+/** "live" | "stopped" | "lost" as the store says; "unknown" for no row. */
+export function clusterStatus(c) {
+  if (!c || !c.cluster_id) return "unknown";
+  if (c.status) return c.status;
+  // A row without `status` (a report shared before the store said it): only a stop
+  // message is known for sure.
+  return c.stopped ? "stopped" : "live";
+}
+
+/** When the cluster ended (stopped, or last seen when lost); null while live. */
+export function clusterEnded(c) {
+  if (clusterStatus(c) === "live") return null;
+  return c.ended ?? c.stopped ?? c.last_seen ?? null;
+}
+
+/** Seconds from start to its end, or to `now` while live (it never counts past `ended`). */
+export function clusterUptime(c, now = Date.now() / 1000) {
+  if (!c || c.started == null) return null;
+  const ended = clusterEnded(c);
+  if (ended != null) return Math.max(ended - c.started, 0);
+  if (clusterStatus(c) === "live") return Math.max(now - c.started, 0);
+  return c.duration ?? null;
+}
+
+/** Workers, threads and memory to show: now while live, the peak once it ended
+ *  (a stopped cluster has no worker left: "0 workers" says nothing). */
+export function clusterSize(c) {
+  if (clusterStatus(c) === "live") {
+    return { peak: false, workers: c.n_workers, threads: c.n_threads, memory: c.memory_total, memoryUsed: c.memory_used };
+  }
+  return {
+    peak: true,
+    workers: c.peak_workers ?? c.n_workers,
+    threads: c.peak_threads ?? c.n_threads,
+    memory: c.peak_memory ?? c.memory_total,
+    memoryUsed: null,
+  };
+}
+
+const STATUS_TEXT = { live: "live", stopped: "stopped", lost: "lost", unknown: "…" };
+
+export function statusTitle(c) {
+  const status = clusterStatus(c);
+  if (status === "lost") {
+    return `Its scheduler went silent without saying it stopped (killed, kernel restart, lost node); last seen ${fmt.clock(clusterEnded(c))}`;
+  }
+  if (status === "stopped") return `Stopped ${fmt.clock(clusterEnded(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}`;
+  if (status === "live") return "Its scheduler is sending heartbeats";
+  return "";
+}
+
+/** The status badge: pass a cluster row (or a status string). */
+export function statusBadge(c) {
+  const status = typeof c === "string" ? c : clusterStatus(c);
+  return h(`span.dal-badge.${status}`, { title: typeof c === "string" ? "" : statusTitle(c), dataset: { status } },
+    h("span.dal-dot"), STATUS_TEXT[status] || status);
+}
+
+/** Seconds a computation ran: to its stop; to `now` only while it runs.  A computation
+ *  that ended without a stop time (recorded before stops were kept) shows its last
+ *  update, never a duration that grows forever. */
+export function computationDuration(c, now = Date.now() / 1000) {
+  if (!c || !c.start) return null;
+  if (c.stop && c.stop >= c.start) return c.stop - c.start;
+  if (!c.state || c.state === "running") return Math.max(now - c.start, 0);
+  return c.updated && c.updated >= c.start ? c.updated - c.start : null;
+}
