@@ -75,6 +75,7 @@ class _Tracked:
     # Claims whose group the scheduler still holds: only these can change once it ended.
     live: list[_Claim] = field(default_factory=list)
     labelled: int = 0  # claims the label was made from
+    seen_groups: int = 0  # len(comp.groups) when last looked at
     code_seen: int = 0
     code: list[str] = field(default_factory=list)
     frames: list[dict] = field(default_factory=list)
@@ -119,21 +120,31 @@ class ComputationTracker:
 
     def observe_graph(self, comp: Any, tasks: dict, keys: Iterable[Any]) -> None:
         """A graph was submitted to `comp` (the plugin's update_graph hook, before any of
-        its tasks moved): claim its new groups now, while baselines are still exact."""
-        record = self._tracked.get(str(comp.id))
-        if record is not None and len(record.claims) == len(comp.groups):
-            return
+        its tasks moved): claim the groups its tasks are in, while baselines are exact.
+
+        Dask adds a re-run's tasks to a live group of the same name without listing that
+        group on the new Computation: only the submitted keys say where they went.  One
+        pass over them, in C-speed steps, once per submission (not per transition)."""
         record = self._record(comp)
-        new = [tg for tg in comp.groups if tg not in record.claimed]
+        groups: dict[Any, None] = {}
+        last = None
+        for key in keys:
+            ts = tasks.get(key)
+            if ts is not None and ts.group is not last:
+                last = ts.group
+                groups[last] = None
+        new = [tg for tg in groups if tg not in record.claimed]
+        new += [tg for tg in comp.groups if tg not in record.claimed and tg not in groups]
         if not new:
             return
         new_in: dict[Any, int] = {}
-        if any(self._owner.get(tg) not in (None, record) for tg in new):
-            # A group an earlier computation owns: its baseline must leave out the tasks
-            # this submission just added (still "released").  O(tasks), shared groups only.
+        shared = {tg for tg in new if self._owner.get(tg) not in (None, record)}
+        if shared:
+            # Their baselines must leave out the tasks this submission just added (still
+            # "released"): a second pass, for submissions into an earlier run's group only.
             for key in keys:
                 ts = tasks.get(key)
-                if ts is not None and ts.state == "released":
+                if ts is not None and ts.group in shared and ts.state == "released":
                     new_in[ts.group] = new_in.get(ts.group, 0) + 1
         for tg in new:
             self._claim(record, tg, new_in.get(tg, 0))
@@ -150,6 +161,7 @@ class ComputationTracker:
         for tg in comp.groups:
             if tg not in record.claimed:
                 self._claim(record, tg, 0)
+        record.seen_groups = len(comp.groups)
         return record
 
     def _claim(self, record: _Tracked, tg: Any, new_tasks: int) -> None:
@@ -160,8 +172,7 @@ class ComputationTracker:
             claim.base = _cumulative(tg, counts, new_tasks)
             for old in previous.claims:
                 if old.tg is tg and old.frozen is None:
-                    old.frozen = self._summarise(old, now=time.time())
-                    old.frozen["pending"] = 0
+                    old.frozen = self._summarise(old, now=time.time(), final=True, new_tasks=new_tasks)
             # Timing is the new owner's own from here.
             counts.first = counts.last = 0.0
         self._owner[tg] = record
@@ -182,7 +193,7 @@ class ComputationTracker:
             cid = str(comp.id)
             live.add(cid)
             record = self._tracked.get(cid)
-            if record is not None and len(record.claims) == len(comp.groups) \
+            if record is not None and record.seen_groups == len(comp.groups) \
                     and len(comp.code) == record.code_seen:
                 if not changed:
                     continue
@@ -191,7 +202,7 @@ class ComputationTracker:
                                    if c.frozen is None and task_groups.get(c.tg.name) is c.tg]
                     if all(c.signature == _signature(c, self.counts.get(c.tg)) for c in record.live):
                         continue
-            if not comp.groups:
+            if not comp.groups and (record is None or not record.claims):
                 continue
             record = self._claim_all(comp)
             if self._update(record, comp, now):
@@ -223,12 +234,12 @@ class ComputationTracker:
         self._owner.clear()
         self.counts.clear()
 
-    def _summarise(self, claim: _Claim, *, now: float, final: bool = False) -> dict:
+    def _summarise(self, claim: _Claim, *, now: float, final: bool = False, new_tasks: int = 0) -> dict:
         if claim.frozen is not None:
             return claim.frozen
         tg = claim.tg
         counts = self.counts_for(tg)
-        cur = _cumulative(tg, counts)
+        cur = _cumulative(tg, counts, new_tasks)
         total, done, raised, cancelled, compute, transfer, dread, dwrite, nbytes = (
             a - b for a, b in zip(cur, claim.base))
         pending = 0 if final else sum(tg.states.get(s, 0) for s in NOT_DONE)

@@ -251,8 +251,10 @@ class AnalyticsPlugin(SchedulerPlugin):
                 "before register())", topic, topic)
 
     def _worker_removed(self, msg: dict) -> None:
-        """A worker left; unless it was asked to, what it was running and holding is lost."""
-        if msg.get("expected"):
+        """A worker left without being asked to while it ran or held tasks: they are lost.
+        (An idle worker that goes away, as every worker does when a LocalCluster
+        closes, cost nothing: Dask's own log has it.)"""
+        if msg.get("expected") or not (msg.get("processing-tasks") or msg.get("lost-computed-tasks")):
             return
         worker = msg.get("worker", "")
         now = time.time()

@@ -43,8 +43,8 @@ def subtract(new: dict, old: dict) -> dict:
         for ident, child in n["children"].items():
             ochild = ochildren.get(ident, {})
             count = child["count"] - ochild.get("count", 0)
-            if count <= 0:
-                continue
+            if count < 0 or (count == 0 and child["count"] > 0):
+                continue  # all its samples were counted before; Dask's zero-count frames stay
             c = dst["children"][ident] = {**child, "count": count, "children": {}}
             stack.append((child, ochild, c))
     return out

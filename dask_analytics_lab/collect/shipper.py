@@ -3,6 +3,11 @@
 `put` is what the event loop calls: O(1), never blocks, never raises.  The
 thread writes in batches, retries with backoff while the store is down, drops
 the oldest messages once the buffer is full, and says so, once per outage.
+
+The sink is opened as the shipper starts, not at the first write: the store's
+connections and files are open before the scheduler serves anything and stay
+the same for its life (distributed's tests count a scheduler's descriptors
+before and after a worker comes and goes).
 """
 from __future__ import annotations
 
@@ -19,6 +24,10 @@ from .sinks import Sink
 logger = logging.getLogger("dask_analytics_lab")
 
 BATCH = 500
+# Longest the constructor waits for the sink to open (on the writer thread).  Opening
+# a local SQLite store takes milliseconds; the bound only matters when the store is
+# slow to answer, and then the thread goes on trying in the background.
+OPEN_WAIT = 2.0
 
 
 class Shipper:
@@ -48,8 +57,10 @@ class Shipper:
         self.stored = 0
         self.failing_since: float | None = None
         self._dropped_at_outage = 0
+        self._opened = threading.Event()  # the first attempt to open the sink is over
         self._thread = threading.Thread(target=self._run, name="dask-analytics-shipper", daemon=True)
         self._thread.start()
+        self._opened.wait(OPEN_WAIT)
 
     # --- called on the scheduler's event loop -------------------------------
     def put(self, message: dict) -> None:
@@ -104,6 +115,12 @@ class Shipper:
 
     # --- the writer thread ---------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._sink = self._open_sink()
+        except Exception as e:
+            self._failed(e)  # says so once; writing retries with backoff
+        finally:
+            self._opened.set()
         delay = self._min_delay
         while True:
             with self._cond:

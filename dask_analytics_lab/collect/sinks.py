@@ -17,12 +17,13 @@ class Sink(Protocol):
 
 
 class StoreSink:
-    """Writes into a SQLite/PostgreSQL store; opened lazily, off the event loop."""
+    """Writes into a SQLite/PostgreSQL store through one connection, opened here (on
+    the shipper's thread) and kept: the scheduler's descriptors stay constant."""
 
     def __init__(self, url: str):
         from ..store import open_store
 
-        self.store = open_store(url)
+        self.store = open_store(url, single_connection=True)
 
     def write(self, messages: list[dict]) -> int:
         return self.store.ingest(messages)

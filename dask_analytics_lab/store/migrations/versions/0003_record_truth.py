@@ -55,7 +55,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Plain DROP COLUMN (SQLite >= 3.35, PostgreSQL): a batch rebuild of `clusters`
+    # would trip the foreign keys that point at it.
     for table, columns in COLUMNS.items():
-        with op.batch_alter_table(table) as batch:
-            for column in columns:
-                batch.drop_column(column.name)
+        for column in columns:
+            op.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column.name}"')
