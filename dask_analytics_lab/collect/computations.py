@@ -300,6 +300,8 @@ class ComputationTracker:
             state = "finished"
         if running:
             record.stop = None
+        elif record.final and record.state == "running":
+            record.stop = now  # stopped by the restart, not by its last task
         elif record.stop is None or changed_groups:
             stops = [g["stop"] for g in summaries if g["stop"]]
             record.stop = max(stops) if stops else now

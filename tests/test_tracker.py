@@ -1,0 +1,265 @@
+"""The computation tracker over sequences of computations, with stand-in TaskGroups.
+
+Fast unit tests of the collector's model; test_record_truth.py runs the same sequences
+on a real cluster.  The stand-ins carry only what the tracker reads, and the counts are
+moved the way the plugin's transition hook moves them.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from distributed.client import SourceCode
+
+from dask_analytics_lab.collect.computations import ComputationTracker
+from dask_analytics_lab.collect.errors import ErrorCounter
+
+
+@dataclass(eq=False)
+class Prefix:
+    name: str
+
+
+@dataclass(eq=False)
+class Group:
+    name: str
+    states: dict = field(default_factory=lambda: dict.fromkeys(
+        ("released", "waiting", "queued", "processing", "no-worker", "memory", "erred", "forgotten"), 0))
+    all_durations: dict = field(default_factory=dict)
+    nbytes_total: int = 0
+    start: float = 0.0
+    stop: float = 0.0
+    duration: float = 0.0
+    dependencies: set = field(default_factory=set)
+
+    def __post_init__(self):
+        self.prefix = Prefix(self.name)
+
+
+@dataclass(eq=False)
+class Task:
+    key: str
+    group: Group
+    state: str = "released"
+
+
+@dataclass(eq=False)
+class Computation:
+    start: float
+    groups: set = field(default_factory=set)
+    code: list = field(default_factory=list)
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+class Sim:
+    """A tiny scheduler: submits tasks into groups and moves them as Dask would."""
+
+    def __init__(self):
+        self.messages: list[tuple[str, dict]] = []
+        self.tracker = ComputationTracker(lambda kind, data: self.messages.append((kind, data)),
+                                          code_transmit=True)
+        self.tasks: dict[str, Task] = {}
+        self.task_groups: dict[str, Group] = {}
+        self.computations: list[Computation] = []
+        self.t = 1000.0
+        self._n = 0
+
+    def submit(self, name: str, n: int, *, new_computation: bool, deps: tuple = (), code=()) -> list[Task]:
+        if new_computation or not self.computations:
+            self.computations.append(Computation(self.t))
+        comp = self.computations[-1]
+        comp.code.extend(code)
+        tg = self.task_groups.get(name)
+        if tg is None:
+            tg = self.task_groups[name] = Group(name, start=0.0)
+            comp.groups.add(tg)  # as Dask does: only a group it makes is listed
+        tg.dependencies.update(self.task_groups[d] for d in deps)
+        keys = []
+        for _ in range(n):
+            self._n += 1
+            task = self.tasks[f"{name}-{self._n}"] = Task(f"{name}-{self._n}", tg)
+            tg.states["released"] += 1
+            keys.append(task.key)
+        self.tracker.observe_graph(comp, self.tasks, keys)
+        for key in keys:
+            self.move(self.tasks[key], "waiting")
+        return [self.tasks[k] for k in keys]
+
+    def move(self, task: Task, finish: str) -> None:
+        tg = task.group
+        tg.states[task.state] -= 1
+        tg.states[finish] += 1
+        counts = self.tracker.counts_for(tg)
+        self.t += 0.01
+        if finish == "memory":
+            counts.done += 1
+            counts.last = self.t
+            tg.all_durations["compute"] = tg.all_durations.get("compute", 0.0) + 0.01
+            tg.start = tg.start or self.t - 0.01
+            tg.stop = self.t
+        elif finish == "erred":
+            counts.last = self.t
+        elif finish == "processing":
+            counts.first = counts.first or self.t
+        task.state = finish
+
+    def run(self, tasks, *, fail=lambda t: False) -> None:
+        for task in tasks:
+            self.move(task, "processing")
+            if fail(task):
+                self.move(task, "erred")
+                self.tracker.counts_for(task.group).raised += 1
+            else:
+                self.move(task, "memory")
+
+    def forget(self, tasks) -> None:
+        for task in tasks:
+            if task.state == "memory":
+                self.move(task, "released")
+            self.move(task, "forgotten")
+            del self.tasks[task.key]
+        for name, tg in list(self.task_groups.items()):
+            if tg.states["forgotten"] == sum(tg.states.values()):
+                del self.task_groups[name]
+
+    def poll(self):
+        self.messages.clear()
+        self.tracker.poll(self.computations, self.task_groups, changed=True, now=self.t)
+        return {m["id"]: m for kind, m in self.messages if kind == "computation"}
+
+    def last(self, comp_index: int) -> dict:
+        cid = str(self.computations[comp_index].id)
+        return self.latest[cid]
+
+    def settle(self):
+        self.latest = getattr(self, "latest", {})
+        self.latest.update(self.poll())
+
+
+def figures(msg):
+    t = msg["totals"]
+    return msg["state"], t["n_tasks"], t["n_done"], t["n_erred"], t["n_not_run"]
+
+
+def test_clean_rerun_in_the_same_live_group_is_finished():
+    sim = Sim()
+    first = sim.submit("f", 10, new_computation=True)
+    sim.run(first, fail=lambda t: int(t.key.split("-")[1]) <= 4)
+    sim.settle()
+    second = sim.submit("f", 20, new_computation=True)  # the first's futures are still held
+    sim.settle()
+    assert figures(sim.last(1))[0] == "running"
+    sim.run(second)
+    sim.settle()
+    assert figures(sim.last(0)) == ("erred", 10, 6, 4, 0)
+    assert figures(sim.last(1)) == ("finished", 20, 20, 0, 0)
+    (group,) = sim.last(1)["groups"]
+    assert (group["n_tasks"], group["n_done"], group["n_erred"]) == (20, 20, 0)
+
+
+def test_forgotten_failures_are_not_done_and_dependents_never_ran():
+    sim = Sim()
+    a = sim.submit("a", 3, new_computation=True)
+    b = sim.submit("b", 3, new_computation=False, deps=("a",))
+    sim.run(a, fail=lambda t: t.key != "a-3")
+    for task in b[:2]:
+        sim.move(task, "erred")  # a dependency failed: Dask errs it without running it
+    sim.run(b[2:])
+    sim.forget(a + b)
+    sim.settle()
+    msg = sim.last(0)
+    assert figures(msg) == ("erred", 6, 2, 2, 2)
+    groups = {g["name"]: g for g in msg["groups"]}
+    assert (groups["b"]["n_done"], groups["b"]["n_erred"], groups["b"]["n_not_run"]) == (1, 0, 2)
+    assert msg["stop"] and msg["stop"] >= msg["start"]
+
+
+def test_all_erred_computation_has_a_real_stop():
+    sim = Sim()
+    tasks = sim.submit("g", 2, new_computation=True)
+    sim.run(tasks, fail=lambda t: True)
+    sim.settle()
+    msg = sim.last(0)
+    assert msg["state"] == "erred" and msg["start"] < msg["stop"] <= sim.t
+    (group,) = msg["groups"]
+    assert group["start"] and group["stop"] == msg["stop"]
+
+
+def test_cancelled_then_clean():
+    sim = Sim()
+    first = sim.submit("h", 4, new_computation=True)
+    sim.run(first[:1])
+    for task in first[1:]:
+        sim.move(task, "released")
+        sim.tracker.counts_for(task.group).cancelled += 1
+    sim.forget(first)
+    sim.settle()
+    second = sim.submit("h", 2, new_computation=True)
+    sim.run(second)
+    sim.settle()
+    assert figures(sim.last(0)) == ("cancelled", 4, 1, 0, 3)
+    assert figures(sim.last(1)) == ("finished", 2, 2, 0, 0)
+
+
+def test_restart_ends_running_computations_as_cancelled():
+    sim = Sim()
+    tasks = sim.submit("k", 5, new_computation=True)
+    sim.run(tasks[:2])
+    sim.move(tasks[2], "processing")
+    sim.settle()
+    sim.messages.clear()
+    sim.tracker.finalize(now=sim.t + 1)
+    (msg,) = [m for kind, m in sim.messages if kind == "computation"]
+    assert figures(msg) == ("cancelled", 5, 2, 0, 3)
+    assert msg["stop"] == sim.t + 1
+    # Afresh: a later run in a new group is its own.
+    sim.computations.clear()
+    sim.task_groups.clear()
+    later = sim.submit("k", 1, new_computation=True)
+    sim.run(later)
+    sim.settle()
+    assert figures(sim.last(0)) == ("finished", 1, 1, 0, 0)
+
+
+def test_label_runs_from_inputs_to_outputs():
+    sim = Sim()
+    sim.submit("read_parquet", 2, new_computation=True)
+    sim.submit("assign", 2, new_computation=False, deps=("read_parquet",))
+    sim.submit("groupby-agg", 1, new_computation=False, deps=("assign",))
+    sim.settle()
+    assert sim.last(0)["label"] == "read_parquet → assign → groupby-agg"
+
+
+def test_code_line_per_computation_one_snippet():
+    sim = Sim()
+    cell = "x = 1\ny.compute()  # one\nz.compute()  # two\n"
+    one = SourceCode(cell, 11, 1, "<cell>")
+    two = SourceCode(cell, 12, 2, "<cell>")
+    sim.run(sim.submit("a", 1, new_computation=True, code=[(one,)]))
+    sim.settle()
+    sim.run(sim.submit("b", 1, new_computation=True, code=[(two,)]))
+    sim.settle()
+    assert sim.last(0)["code_line"] == "y.compute()  # one"
+    assert sim.last(1)["code_line"] == "z.compute()  # two"
+    assert sim.last(0)["code"] == sim.last(1)["code"]
+    assert [f["lineno_frame"] for f in sim.last(1)["code_frames"]] == [12]
+    assert len([m for m in sim.messages if m[0] == "code"]) == 0  # sent once, with the first
+
+
+def test_error_counter_groups_bounds_and_counts_exactly():
+    errors = ErrorCounter(kinds_per_group=3)
+    tb = '  File "/x/job.py", line 7, in load\n    raise KeyError(k)\n'
+    for i in range(500):
+        errors.record("c1", "load", f"load-{i}", f"KeyError('key-{i}')", tb, 1.0 + i)
+    for word in ("alpha", "bravo", "charlie", "delta", "echo"):
+        errors.record("c1", "load", "load-x", f"KeyError('{word}')", tb, 2.0)
+    rows = {r["exc_type"]: r for r in errors.drain() if r["pattern"] == "KeyError('key-…')"}
+    row = rows["KeyError"]
+    assert row["count"] == 500 and row["location"] == "/x/job.py:7 in load"
+    assert row["examples"] == ["KeyError('key-0')", "KeyError('key-1')", "KeyError('key-2')"]
+    errors.record("c1", "load", "k", "KeyError('foxtrot')", tb, 3.0)
+    drained = errors.drain()
+    (overflow,) = [r for r in drained if r["exc_type"] == "(other failures)"]
+    assert overflow["count"] == 4  # delta, echo, foxtrot and ... all kept, none lost
+    errors.forget({"c1"})
+    assert errors.drain() == []
