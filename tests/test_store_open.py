@@ -195,3 +195,16 @@ def test_postgres_user_who_may_not_create_tables(postgres_server, postgres_url):
     url = postgres_url.replace("postgres@", f"{role}@")
     with pytest.raises(StoreUnavailable, match="permission denied for schema public"):
         open_store(url)
+
+
+def test_single_connection_store_opens_its_one_connection_up_front(store_url):
+    """The scheduler's writer: one connection, open from the start, never a second."""
+    c = Cluster()
+    with open_store(store_url, single_connection=True) as store:
+        pool = store._engine.pool
+        assert pool.size() == 1 and pool.checkedin() == 1  # open before the first write
+        store.ingest([c.cluster()])
+        for _ in range(5):
+            store.ingest([c.sample() for _ in range(10)])
+        assert store.get_cluster(c.id)["name"] == "LocalCluster-1"
+        assert pool.checkedin() == 1 and pool.checkedout() == 0

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import QueuePool, StaticPool
 
 from .errors import StoreUnavailable
 
@@ -61,17 +61,25 @@ def is_memory(u: URL) -> bool:
     return u.get_backend_name() == "sqlite" and u.database in (None, "", ":memory:")
 
 
-def make_engine(url: str) -> sa.Engine:
+def make_engine(url: str, *, single_connection: bool = False) -> sa.Engine:
+    """An engine for a store URL.
+
+    single_connection: pool exactly one connection, kept for the engine's life (a
+    second checkout waits for it).  For the scheduler's writer, which writes from
+    one thread: its process then holds a constant set of descriptors for the store
+    (distributed checks that a scheduler's descriptor count does not grow).
+    """
     u = parse(url)
+    pool: dict = {"pool_size": 1, "max_overflow": 0} if single_connection else {}
     if u.get_backend_name() == "postgresql":
         # pre_ping: a pooled connection may have died with a server restart.
-        return sa.create_engine(u, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+        return sa.create_engine(u, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}, **pool)
     if is_memory(u):
         # One shared connection, or every checkout would see its own empty database.
         engine = sa.create_engine(u, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
         _make_parent_dir(u)
-        engine = sa.create_engine(u)
+        engine = sa.create_engine(u, poolclass=QueuePool, **pool) if pool else sa.create_engine(u)
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine

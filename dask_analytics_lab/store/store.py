@@ -18,14 +18,18 @@ from .migrate import upgrade
 
 
 class Store:
-    """Open with open_store(url). Every method may raise StoreUnavailable."""
+    """Open with open_store(url). Every method may raise StoreUnavailable.
 
-    def __init__(self, url: str | os.PathLike) -> None:
+    single_connection: one connection, opened here (SQLite's -wal and -shm files
+    with it) and kept until close(); for a writer in a long-lived process.
+    """
+
+    def __init__(self, url: str | os.PathLike, *, single_connection: bool = False) -> None:
         url = os.fspath(url)
         if "://" not in url:  # a bare path is a SQLite file, as in config.validate_store
             url = "sqlite:///" + os.path.abspath(os.path.expanduser(url))
         self.url = masked(url)  # as given, safe to print: the password is hidden
-        self._engine = make_engine(url)
+        self._engine = make_engine(url, single_connection=single_connection)
         self._read = read_options(self._engine)
         try:
             with self._unavailable(opening=True):
@@ -131,7 +135,9 @@ class Store:
         return f"<Store {self.url}>"
 
 
-def open_store(url: str | os.PathLike) -> Store:
+def open_store(url: str | os.PathLike, *, single_connection: bool = False) -> Store:
     """Open (creating if need be, and upgrading to this release's schema) the store at
-    `url`: sqlite:///absolute/path, postgresql://..., or a plain file path."""
-    return Store(url)
+    `url`: sqlite:///absolute/path, postgresql://..., or a plain file path.
+
+    single_connection: see Store (the scheduler plugin's writer uses it)."""
+    return Store(url, single_connection=single_connection)

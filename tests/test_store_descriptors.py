@@ -1,0 +1,122 @@
+"""Issue 14, part B: the scheduler's store connections are opened when the plugin starts
+and their number stays the same for the scheduler's life (distributed's
+test_file_descriptors_dont_leak counts a scheduler's descriptors around a worker that
+comes and goes).  The scheduler runs in this process, so /proc/self/fd is its table.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import dask
+import pytest
+from distributed import Client, LocalCluster
+
+import dask_analytics_lab as dal
+from dask_analytics_lab import messages
+from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect.shipper import Shipper
+from dask_analytics_lab.collect.sinks import open_sink
+
+from .cluster_helpers import FAST
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)")
+
+
+def open_files(folder: Path) -> Counter:
+    """Descriptors of this process open on files under `folder`, by path."""
+    found: Counter = Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith(str(folder) + os.sep):
+            found[target] += 1
+    return found
+
+
+def n_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def wait_for(cond, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def cluster_message(seq: int) -> dict:
+    return messages.make("fd-test", seq, "event", time.time(), {"topic": "t", "time": time.time(), "msg": seq})
+
+
+def test_shipper_opens_the_store_before_anything_is_written(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "analytics.db")
+    shipper = Shipper(lambda: open_sink(url))
+    try:
+        opened = open_files(tmp_path)
+        # The database and its WAL files, once each: one connection, open already.
+        assert sorted(p.rsplit("/", 1)[1] for p in opened) == ["analytics.db", "analytics.db-shm", "analytics.db-wal"]
+        assert set(opened.values()) == {1}
+        for i in range(1, 2001):  # several batches
+            shipper.put(cluster_message(i))
+        assert shipper.flush(30) and shipper.stored == 2000
+        assert open_files(tmp_path) == opened
+    finally:
+        shipper.close()
+    assert open_files(tmp_path) == Counter()
+
+
+def slow_inc(x):
+    time.sleep(0.05)
+    return x + 1
+
+
+def fail(x):
+    raise ValueError(f"bad {x}")
+
+
+def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path):
+    folder = tmp_path / "store"
+    store = str(folder / "analytics.db")
+    try:
+        with dask.config.set(FAST):
+            with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0") as cluster, \
+                    Client(cluster) as client:
+                info = dal.register(client, store=store)
+                # The plugin's writer has its connection open already (register() also
+                # opened a reader here); from now on nothing opens more on the store.
+                store_files = open_files(folder)
+                assert store_files and all(n >= 1 for n in store_files.values())
+                before = None
+
+                def round_of_work(i: int) -> None:
+                    assert sum(client.gather(client.map(slow_inc, range(20), pure=False))) == 210
+                    client.gather(client.map(fail, range(3), pure=False), errors="skip")
+                    cluster.scale(2)
+                    client.wait_for_workers(2, timeout=60)
+                    assert client.submit(slow_inc, i, pure=False).result() == i + 1
+                    cluster.scale(1)
+                    wait_for(lambda: len(cluster.scheduler.workers) == 1, what="the worker to leave")
+
+                # distributed itself keeps two pooled comms to the remaining worker after
+                # its first computation (with or without analytics): count after that.
+                round_of_work(0)
+                assert open_files(folder) == store_files
+                before = n_fds()
+                for i in range(1, 4):
+                    round_of_work(i)
+                assert dal.flush(client)["flushed"]
+                assert dal.status(client)["stored"] > 0
+
+                assert open_files(folder) == store_files
+                # Everything else a worker brought (comms) goes with it.
+                wait_for(lambda: n_fds() <= before, what=f"descriptors back to {before} (now {n_fds()})")
+        comps = dal.list_computations(info["cluster_id"], store=store)
+        assert len(comps) >= 4
+    finally:
+        close_readers()
