@@ -118,51 +118,84 @@ def overhead(repeats: int, n: int, store: str) -> None:
         on.close()
 
 
-def _hook_cost(dask_scheduler, calls: int = 200_000) -> float:
-    """Seconds per call of the plugin's transition hook, with the arguments Dask passes
-    for a typical (not erred) transition, called the way the scheduler calls it."""
+# The transitions of one task that runs and is released, with the arguments Dask passes.
+_TASK_LIFE = (
+    ("released", "waiting", {}),
+    ("waiting", "processing", {}),
+    ("processing", "memory", {"worker": "tcp://127.0.0.1:1", "nbytes": 28, "type": b"int", "typename": "int"}),
+    ("memory", "released", {}),
+    ("released", "forgotten", {}),
+)
+
+
+def _hook_cost(dask_scheduler, key: str, tasks: int = 40_000) -> float:
+    """Seconds of the plugin's transition hook per task: the five calls of one task's
+    life, on a live task (so the counting path runs), called as the scheduler calls it."""
     import time as t
 
     plugin = dask_scheduler.plugins["dask-analytics-lab"]
-    kwargs = {"worker": "tcp://127.0.0.1:1", "nbytes": 28, "type": b"int", "typename": "int"}
     t0 = t.thread_time()
-    for _ in range(calls):
-        for p in [plugin]:
-            try:
-                p.transition("inc-abc", "processing", "memory", stimulus_id="task-finished-1", **kwargs)
-            except Exception:
-                pass
+    for _ in range(tasks):
+        for start, finish, kwargs in _TASK_LIFE:
+            for p in [plugin]:
+                try:
+                    p.transition(key, start, finish, stimulus_id="task-finished-1", **kwargs)
+                except Exception:
+                    pass
     empty = t.thread_time()
-    for _ in range(calls):
-        for p in []:
-            pass
+    for _ in range(tasks):
+        for start, finish, kwargs in _TASK_LIFE:
+            for p in []:
+                pass
     baseline = t.thread_time() - empty
-    return ((empty - t0) - baseline) / calls
+    return ((empty - t0) - baseline) / tasks
+
+
+def _fetch_cost(client: Client, fetches: int = 20) -> float:
+    """Event-loop CPU seconds of one profile fetch as the plugin makes it (one RPC per
+    worker for one prefix), measured on an idle cluster: an upper bound."""
+    async def fetch(dask_scheduler, n):
+        import time as t
+
+        t0 = t.thread_time()
+        for _ in range(n):
+            await dask_scheduler.get_profile(key="inc", start=t.time() - 60, stop=t.time(), merge_workers=False)
+        return (t.thread_time() - t0) / n
+
+    return client.run_on_scheduler(fetch, n=fetches)
 
 
 def own_share(client: Client, n: int) -> None:
     """The plugin's own event-loop time per task: hook calls x measured cost per call,
     plus its snapshots' CPU (thread time around each tick).  Steadier than the
     difference of two noisy totals above."""
-    per_call = client.run_on_scheduler(_hook_cost)
-    print(f"\n1b. The plugin's own share of the scheduler's event-loop CPU"
-          f" (transition hook: {per_call * 1e6:.2f} us a call, measured in the scheduler)\n")
-    print(f"{'workload':<16} {'tasks':>7} {'transitions':>12} {'loop CPU s':>11} {'hook s':>8} {'ticks s':>8} {'share':>7}")
+    live = client.submit(inc, 1, key=f"live-{uuid.uuid4().hex}")  # its own group: not one a workload reuses
+    live.result()
+    per_task = client.run_on_scheduler(_hook_cost, key=live.key)
+    per_fetch = _fetch_cost(client)
+    print(f"\n1b. The plugin's whole cost, as a share of the scheduler's event-loop CPU"
+          f" (hook: {per_task * 1e6:.2f} us a task; one profile fetch: {per_fetch * 1e3:.2f} ms of loop CPU;"
+          f" both measured in the scheduler)\n")
+    print(f"{'workload':<16} {'tasks':>7} {'loop CPU s':>11} {'hook s':>8} {'ticks s':>8} {'fetch s':>8}"
+          f" {'merge s*':>9} {'share':>7} {'us/task':>8}")
     for name, work in WORKLOADS.items():
-        c0 = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
         s0 = client.sync(client.scheduler.analytics_info)
         loop0 = _loop_cpu(client)
         work(client, n)
         time.sleep(1.2)
+        client.sync(client.scheduler.analytics_flush)  # the profile fetch of this work
         loop1 = _loop_cpu(client)
         s1 = client.sync(client.scheduler.analytics_info)
-        c1 = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
-        calls = c1 - c0
-        hook = calls * per_call
+        tasks = _tasks_in_last(client)
+        hook = tasks * per_task
         ticks = s1["tick_cpu_seconds"] - s0["tick_cpu_seconds"]
+        fetch = (s1["profiles_fetched"] - s0["profiles_fetched"]) * per_fetch
+        merge = s1["profile_merge_seconds"] - s0["profile_merge_seconds"]
         loop = loop1 - loop0
-        print(f"{name:<16} {_tasks_in_last(client):>7} {calls:>12} {loop:>11.2f} {hook:>8.3f} {ticks:>8.3f}"
-              f" {(hook + ticks) / loop * 100:>6.2f}%")
+        cost = hook + ticks + fetch
+        print(f"{name:<16} {tasks:>7} {loop:>11.2f} {hook:>8.3f} {ticks:>8.3f} {fetch:>8.3f} {merge:>9.4f}"
+              f" {cost / loop * 100:>6.2f}% {cost / tasks * 1e6:>8.2f}")
+    print("\n(* merging and subtracting profile trees runs on a thread, off the event loop)")
 
 
 def memory(client: Client) -> None:
@@ -173,7 +206,7 @@ def memory(client: Client) -> None:
         import psutil
 
         p = dask_scheduler.plugins["dask-analytics-lab"]
-        return (len(p._computations._tracked), len(p._computations.group_owner), len(p._errors._rows),
+        return (len(p._computations._tracked), len(p._computations.counts), len(p._errors._rows),
                 psutil.Process().memory_info().rss / 2**20)
 
     done = 0
@@ -213,14 +246,14 @@ def snapshot_cost() -> None:
         for _ in range(repeats):
             tracker = ComputationTracker(lambda kind, data: None, code_transmit=False)
             t0 = time.perf_counter()
-            tracker.poll([comp], {}, set(), {}, changed=True)
+            tracker.poll([comp], {}, changed=True)
             times.append(time.perf_counter() - t0)
         first = statistics.median(times)
         tracker = ComputationTracker(lambda kind, data: None, code_transmit=False)
-        tracker.poll([comp], {}, set(), {}, changed=True)
+        tracker.poll([comp], {}, changed=True)
         t0 = time.perf_counter()
         for _ in range(repeats):
-            tracker.poll([comp], {}, set(), {}, changed=True)
+            tracker.poll([comp], {}, changed=True)
         unchanged = (time.perf_counter() - t0) / repeats
         return first, unchanged
 
