@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -131,11 +132,19 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
            f"--timeout={timeout}", "--timeout-method=signal", *tests]
     started = time.monotonic()
     with log.open("w") as out:
+        # A session of its own: on a timeout (or when this script is stopped) the
+        # workers and nannies the tests started go too, not only pytest.
+        proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            rc = subprocess.run(cmd, cwd=src, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                timeout=file_timeout).returncode
+            rc = proc.wait(timeout=file_timeout)
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        except BaseException:
+            _kill_group(proc)
+            raise
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
     outcomes: dict[str, str] = {}
     if outcomes_file.exists():
         for line in outcomes_file.read_text().splitlines():
@@ -144,6 +153,19 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
     setups = len(count_file.read_text().splitlines()) if count_file.exists() else 0
     return {"outcomes": outcomes, "setups": setups, "rc": rc, "log": str(log),
             "seconds": time.monotonic() - started}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def counts(outcomes: dict[str, str]) -> Counter:
@@ -193,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                            cwd=src, capture_output=True, text=True)
     header = [f"distributed under test: {probe.stdout.strip().splitlines()[0] if probe.stdout else probe.stderr}",
               f"dask_analytics_lab: {probe.stdout.strip().splitlines()[-1] if probe.stdout else '?'}",
-              f"work folder (logs, stores): {work}"]
+              f"work folder (logs per run and way under runs/, stores): {work}"]
     print("\n".join(header), flush=True)
 
     # --- the runs --------------------------------------------------------------------
@@ -214,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                 if mode == "with":
                     setups += r["setups"]
                 if r["rc"] not in (0, 1, 5):  # 1: tests failed; 5: none collected
-                    notes.append(f"{mode}: rc={r['rc']} ({r['log']})")
+                    notes.append(f"{mode}: " + ("ran past --file-timeout" if r["rc"] == "timeout"
+                                                else f"pytest exit {r['rc']}"))
                 print(f"  {test} [{mode}{'' if args.repeat == 1 else f' #{i + 1}'}]: "
                       f"{dict(counts(r['outcomes']))} in {r['seconds']:.0f}s"
                       + (f", dask_setup x{r['setups']}" if mode == "with" else ""), flush=True)
@@ -269,4 +292,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM unwinds like Ctrl-C, so the running pytest session is stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())
