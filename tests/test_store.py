@@ -293,6 +293,48 @@ def test_code_snippet_stored_once_across_computations(store):
     assert all(store.get_computation(f"comp-{i}")["code"][0]["text"] == cell for i in range(5))
 
 
+def test_code_is_scoped_by_account(store):
+    """Another account that names a snippet's hash in its own computation learns nothing:
+    the hash is no oracle for code it did not send."""
+    ann, eve = Cluster(account="acme"), Cluster(account="evil")
+    store.ingest([ann.cluster(), ann.code("secret-hash", "password = 'hunter2'"),
+                  ann.computation("ann-comp", code=["secret-hash"])])
+    store.ingest([eve.cluster(), eve.computation("eve-comp", code=["secret-hash"])])
+    assert store.get_computation("ann-comp")["code"][0]["text"] == "password = 'hunter2'"
+    (probe,) = store.get_computation("eve-comp")["code"]
+    assert probe["text"] is None and probe["filename"] is None
+    assert store.export(account="evil")["code_snippets"] == []
+    assert [r["hash"] for r in store.export(account="acme")["code_snippets"]] == ["secret-hash"]
+    # The same text sent by both accounts is stored once for each.
+    store.ingest([eve.code("secret-hash", "password = 'hunter2'")])
+    assert store.get_computation("eve-comp")["code"][0]["text"] == "password = 'hunter2'"
+    assert len(store.export()["code_snippets"]) == 2
+
+
+def test_upgrade_gives_each_account_its_own_copy_of_the_code_it_used(store_url):
+    """A store from before snippets were scoped (revision 0003: one row per hash for
+    everyone) keeps every account's code readable by that account, and no one else's."""
+    from alembic import command
+
+    from dask_analytics_lab.store.engine import make_engine
+    from dask_analytics_lab.store.migrate import alembic_config
+
+    ann, bob = Cluster(account="acme"), Cluster(account="beta")
+    with open_store(store_url) as st:
+        st.ingest([ann.cluster(), bob.cluster(), ann.computation("a", code=["h1"]),
+                   bob.computation("b", code=["h1", "h2"])])
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0003")
+        conn.exec_driver_sql("INSERT INTO code_snippets (hash, text) VALUES ('h1', 'one'), ('h2', 'two')")
+    engine.dispose()
+    with open_store(store_url) as st:
+        assert [c["text"] for c in st.get_computation("a")["code"]] == ["one"]
+        assert [c["text"] for c in st.get_computation("b")["code"]] == ["one", "two"]
+        assert sorted((r["account"], r["hash"]) for r in st.export()["code_snippets"]) == [
+            ("acme", "h1"), ("beta", "h1"), ("beta", "h2")]
+
+
 def test_orders_and_limits(store):
     c = Cluster()
     msgs = [c.cluster()] + [c.computation(f"comp-{i:02d}", start=T0 + i) for i in range(30)]

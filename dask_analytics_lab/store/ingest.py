@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ..messages import MessageError
 from . import schema as s
+from .team_schema import cluster_owners
 from .validate import SAMPLE_FIELDS, clean
 
 # The order kinds are applied in: the cluster row first, so other kinds find it filled.
@@ -196,10 +197,23 @@ def _cluster_stops(conn: sa.Connection, msgs: list[dict]) -> None:
 
 
 def _code(conn: sa.Connection, msgs: list[dict]) -> None:
-    # First one wins: a snippet is known by the hash of its content.
-    rows = {m["data"]["hash"]: m["data"] for m in reversed(msgs)}
-    stmt = _insert(conn, s.code_snippets).on_conflict_do_nothing(index_elements=["hash"])
+    # First one wins: a snippet is known by its account and the hash of its content.
+    accounts = cluster_accounts(conn, {m["cluster_id"] for m in msgs})
+    rows = {(accounts[m["cluster_id"]], m["data"]["hash"]): {**m["data"], "account": accounts[m["cluster_id"]]}
+            for m in reversed(msgs)}
+    stmt = _insert(conn, s.code_snippets).on_conflict_do_nothing(index_elements=["account", "hash"])
     conn.execute(stmt, list(rows.values()))
+
+
+def cluster_accounts(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, str]:
+    """Each cluster's account: its own row's, else the team server's owner, else "default"."""
+    ids = sorted(cluster_ids)
+    c, o = s.clusters.c, cluster_owners.c
+    q = (sa.select(c.cluster_id, sa.func.coalesce(c.account, o.account))
+         .select_from(s.clusters.outerjoin(cluster_owners, o.cluster_id == c.cluster_id))
+         .where(c.cluster_id.in_(ids)))
+    found = dict(conn.execute(q).all())
+    return {cid: found.get(cid) or "default" for cid in ids}
 
 
 def _computations(conn: sa.Connection, msgs: list[dict]) -> None:

@@ -18,6 +18,7 @@ from distributed import profile as dask_profile
 from ..messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
 from .errors import unknown
+from .ingest import cluster_accounts
 
 # A cluster that has sent nothing for this long is lost: a live one sends a
 # cluster_sample at least every HEARTBEAT seconds, so this is N silent heartbeats.
@@ -191,8 +192,13 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
     hashes = comp["code_hashes"] or []
     found = {}
     if hashes:
-        q = sa.select(s.code_snippets).where(s.code_snippets.c.hash.in_(hashes))
+        # Only the code this computation's own account sent.
+        owner = cluster_accounts(conn, {comp["cluster_id"]})[comp["cluster_id"]]
+        snippets = s.code_snippets.c
+        q = sa.select(s.code_snippets).where(snippets.account == owner, snippets.hash.in_(hashes))
         found = {r["hash"]: r for r in _rows(conn.execute(q))}
+        for r in found.values():
+            del r["account"]
     blank = {"text": None, "filename": None, "lineno_frame": None, "lineno_relative": None}
     frames = comp["code_frames"]
     code = []
@@ -283,17 +289,11 @@ def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list
     out: dict[str, list[dict]] = {}
     for table in s.DATA_TABLES:
         if table is s.code_snippets:
-            continue  # shared between clusters: below, only the ones this account's computations use
-        q = sa.select(table).where(_in_account(table, account)).order_by(*table.primary_key.columns)
+            # Scoped by their own account column, not by a cluster.
+            where = sa.true() if account is None else table.c.account == account
+        else:
+            where = _in_account(table, account)
+        q = sa.select(table).where(where).order_by(*table.primary_key.columns)
         out[table.name] = _rows(conn.execute(q), blanks=True)
-    snippets = s.code_snippets
-    if account is None:
-        out[snippets.name] = _rows(conn.execute(sa.select(snippets).order_by(snippets.c.hash)))
-    else:
-        used = sorted({h for c in out["computations"] for h in (c["code_hashes"] or [])})
-        out[snippets.name] = []
-        for i in range(0, len(used), 500):  # SQLite caps the number of bound values
-            q = sa.select(snippets).where(snippets.c.hash.in_(used[i:i + 500])).order_by(snippets.c.hash)
-            out[snippets.name] += _rows(conn.execute(q))
     return {t.name: out[t.name] for t in s.DATA_TABLES}
 

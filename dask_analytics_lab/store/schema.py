@@ -155,10 +155,13 @@ task_groups = sa.Table(
     sa.Column("updated", Time, nullable=False),
 )
 
-# Each distinct snippet once: a notebook cell is sent again with every computation.
+# Each distinct snippet once per account: a notebook cell is sent again with every
+# computation.  Scoped by account, so a computation can only show code its own account
+# sent: a hash is no oracle for another account's code.
 code_snippets = sa.Table(
     "code_snippets",
     metadata,
+    sa.Column("account", sa.Text, primary_key=True),
     sa.Column("hash", sa.Text, primary_key=True),
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("filename", sa.Text),

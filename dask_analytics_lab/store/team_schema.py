@@ -34,6 +34,8 @@ tokens = sa.Table(
     sa.Column("user", sa.Text, nullable=False),
     sa.Column("created", Time, nullable=False),
     sa.Column("revoked", Time),
+    sa.Column("expires", Time),  # null: never
+    sa.Column("last_used", Time),
 )
 
 # Which account a cluster id belongs to: the first that wrote it (or the account its
