@@ -14,6 +14,9 @@ Each TEST runs in its own pytest process, twice: as is, and with
     DASK_ANALYTICS__STORE=<a fresh SQLite file>
     DASK_ANALYTICS_SETUP_COUNT_FILE=<a file our dask_setup appends a line to per scheduler>
 
+(the table's dask_setup column counts those lines; "recorded" counts the clusters the
+plugin then wrote into the store).
+
 (distributed.utils_test resets Dask's config to its import-time snapshot, which holds
 the environment's keys but not the package's defaults: the preload must cope, which is
 issue 8 item 10).  Tests that fail only with analytics are then run alone, --reruns
@@ -158,8 +161,19 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
             row = json.loads(line)
             outcomes[row["nodeid"]] = row["outcome"]
     setups = len(count_file.read_text().splitlines()) if count_file.exists() else 0
-    return {"outcomes": outcomes, "setups": setups, "rc": rc, "log": str(log),
+    recorded = recorded_clusters(work / f"{label}.analytics.db") if mode == "with" else 0
+    return {"outcomes": outcomes, "setups": setups, "recorded": recorded, "rc": rc, "log": str(log),
             "seconds": time.monotonic() - started}
+
+
+def recorded_clusters(path: Path) -> int:
+    """Clusters the plugin wrote into the run's store: proof it ran, not only set up."""
+    if not path.exists():
+        return 0
+    from dask_analytics_lab.store import open_store
+
+    with open_store(path) as store:
+        return len(store.list_clusters(limit=None))
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -231,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     for test in tests:
         label = test.replace("/", "_").replace("::", "__").strip("_")[:120]
         totals = {m: Counter() for m in MODES}
-        setups = 0
+        setups = recorded = 0
         notes = []
         for i in range(args.repeat):
             for mode in MODES:
@@ -242,19 +256,21 @@ def main(argv: list[str] | None = None) -> int:
                     per_test[nodeid][mode][outcome] += 1
                 if mode == "with":
                     setups += r["setups"]
+                    recorded += r["recorded"]
                 if r["rc"] not in (0, 1, 5):  # 1: tests failed; 5: none collected
                     notes.append(f"{mode}: " + ("ran past --file-timeout" if r["rc"] == "timeout"
                                                 else f"pytest exit {r['rc']}"))
                 print(f"  {test} [{mode}{'' if args.repeat == 1 else f' #{i + 1}'}]: "
                       f"{dict(counts(r['outcomes']))} in {r['seconds']:.0f}s"
-                      + (f", dask_setup x{r['setups']}" if mode == "with" else ""), flush=True)
+                      + (f", dask_setup x{r['setups']}, {r['recorded']} clusters recorded" if mode == "with"
+                         else ""), flush=True)
         file_rows.append([test, *(totals["without"][k] for k in ("passed", "failed", "skipped")),
-                          *(totals["with"][k] for k in ("passed", "failed", "skipped")), setups,
+                          *(totals["with"][k] for k in ("passed", "failed", "skipped")), setups, recorded,
                           "; ".join(notes)])
 
     out = [*header, ""]
     out.append(table(file_rows, ["test file", "w/o pass", "w/o fail", "w/o skip", "with pass", "with fail",
-                                 "with skip", "dask_setup", "notes"]))
+                                 "with skip", "dask_setup", "recorded", "notes"]))
 
     # --- tests that fail only with analytics ----------------------------------------------
     bad = lambda c: c["failed"] + c["error"]  # noqa: E731
