@@ -16,6 +16,7 @@ import playwright  # noqa: F401,E402  (a test extra: a missing one fails the run
 import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 
 from tests.browser_helpers import CHROMIUM, chromium, jupyter_lab, save  # noqa: E402
+from tests.views_data import build as build_history  # noqa: E402
 
 if not Path(CHROMIUM).exists():  # pragma: no cover
     pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (scripts/dev test does)", pytrace=False)
@@ -70,7 +71,10 @@ def _notebook(path: Path) -> None:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lab")
-    with jupyter_lab(tmp, f"sqlite:///{tmp / 'analytics.db'}", {"DASK_ANALYTICS__INTERVAL": "500ms"}) as lab:
+    url = f"sqlite:///{tmp / 'analytics.db'}"
+    # Besides what the notebook records: a stopped and a lost cluster from before.
+    build_history(url)
+    with jupyter_lab(tmp, url, {"DASK_ANALYTICS__INTERVAL": "500ms"}) as lab:
         _notebook(lab.root / "demo.ipynb")
         yield lab
 
@@ -117,13 +121,23 @@ def test_monitor_widget_shows_live_task_groups(page):
     # Follows the newest computation: the failing map, whose erred group opens its traceback.
     page.wait_for_selector(".dal-monitor tr.dal-row.erred", timeout=30_000)
     page.locator(".dal-monitor tr.dal-row.erred .dal-err-link").first.click()
-    page.wait_for_selector(".dal-monitor .dal-exc-title", timeout=30_000)
-    assert "divisible by 3" in page.locator(".dal-monitor .dal-exc-title").first.inner_text()
+    # One row per failure (4 of the 12 tasks raised the same way, on one line), its
+    # examples and traceback inside.
+    failure = page.locator(".dal-monitor tr.dal-exc-row .dal-fail").first
+    failure.wait_for(timeout=30_000)
+    assert page.locator(".dal-monitor tr.dal-exc-row .dal-fail").count() == 1
+    head = failure.locator("summary.dal-fail-head").inner_text()
+    assert "ValueError" in head and "× 4" in head and "in check" in head, head
+    failure.locator("summary.dal-fail-head").click()
+    assert "divisible by 3" in failure.locator(".dal-fail-examples").inner_text()
     widget.scroll_into_view_if_needed()
     widget.screenshot(path=save("monitor-exceptions.png"))
 
     # The array computation: many groups in dependency order.
-    page.locator(".dal-monitor .dal-comp", has_text=re.compile("aggregate")).first.click()
+    # Listed by what it ran and the line that made it.
+    array = page.locator(".dal-monitor .dal-comp", has_text="(x + x.T).mean(axis=0).std().compute()").first
+    assert array.locator(".dal-comp-name").inner_text().startswith("random_sample → ")
+    array.click()
     page.wait_for_function("() => document.querySelectorAll('.dal-monitor tr.dal-row').length >= 5", timeout=30_000)
     names = page.locator(".dal-monitor .dal-group-name").all_inner_texts()
     assert any(n.startswith("random_sample") for n in names), names
@@ -212,9 +226,38 @@ def test_sidebar_lists_the_cluster_and_opens_a_computation(page):
     assert "/dask-analytics/reports/" in link.get_attribute("href")
 
 
+def test_sidebar_shows_stopped_and_lost_clusters_as_the_store_says(page):
+    sidebar = page.locator("#dask-analytics-sidebar")
+    if not sidebar.is_visible():
+        page.evaluate("() => window.jupyterapp.shell.activateById('dask-analytics-sidebar')")
+    stopped = sidebar.locator(".dal-cl", has=page.locator(".dal-cl-name", has_text="etl-nightly"))
+    lost = sidebar.locator(".dal-cl", has=page.locator(".dal-cl-name", has_text="crashed-kernel"))
+    stopped.wait_for(timeout=30_000)
+    # Stopped: its end, how long it ran and how big it got (not "0 workers").
+    assert stopped.locator(".dal-badge").inner_text().strip() == "stopped"
+    assert stopped.locator(".dal-cl-size").inner_text() == "peak 4 workers · 16 threads · 64.0 GiB"
+    assert stopped.locator(".dal-cl-uptime").inner_text() == "1h 00m"
+    assert stopped.locator(".dal-cl-ended").inner_text().startswith("ended ")
+    # Lost: the store's word, its uptime stopped when it was last seen.
+    assert lost.locator(".dal-badge").inner_text().strip() == "lost"
+    assert lost.locator(".dal-cl-uptime").inner_text() == "1h 00m"
+    assert lost.locator(".dal-cl-ended").inner_text().startswith("last seen ")
+    assert lost.locator(".dal-cl-size").inner_text().startswith("peak 3 workers")
+    # Its computations by label and code line, with what became of their tasks.
+    stopped.locator(".dal-cl-head").click()
+    stopped.locator(".dal-comp").first.wait_for(timeout=30_000)
+    parse = stopped.locator(".dal-comp", has_text="load → parse")
+    assert "client.gather(client.map(parse, records))" in parse.locator(".dal-comp-code").inner_text()
+    segments = parse.locator(".dal-mini").evaluate("b => [...b.children].map(s => s.className)")
+    assert segments == ["seg-done", "seg-erred", "seg-not-run"], segments
+    assert "500 erred" in parse.inner_text() and "200 never ran" in parse.inner_text()
+    assert "df.groupby(\"k\").x.mean().compute()" in stopped.locator(".dal-comp", has_text="read_parquet → groupby-agg").inner_text()
+    sidebar.screenshot(path=save("lab-sidebar-history.png"))
+
+
 def test_no_javascript_errors(page):
-    errors = [e for e in page.errors if "dask" in e.lower() or "dal-" in e]
-    assert not errors, errors
+    # Any uncaught error on the page fails, whoever raised it.
+    assert not page.errors, page.errors
 
 
 def test_flamegraph_renders_10k_nodes_fast(page):

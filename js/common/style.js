@@ -110,7 +110,7 @@ const CSS = `
 .dal-group-name { font-family: var(--dal-mono); font-size: 12px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; max-width: 280px; }
 .dal-token { color: var(--dal-fg3); }
 .dal-level { color: var(--dal-fg3); font-family: var(--dal-mono); font-size: 11px; white-space: pre; }
-.dal-deps { color: var(--dal-fg3); font-size: 11px; margin-left: 16px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; max-width: 300px; }
+.dal-deps { color: var(--dal-fg3); font-size: 11px; margin-left: 16px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; max-width: 240px; }
 .dal-err-link { border: 0; background: rgba(229,72,77,0.12); color: #c0282d; border-radius: 999px; padding: 0 7px; font-size: 11px; font-weight: 600; cursor: pointer; }
 .dal-exc { background: var(--dal-bg2); padding: 8px 12px; }
 .dal-exc-title { font-family: var(--dal-mono); color: #c0282d; font-weight: 600; white-space: pre-wrap; word-break: break-word; }
@@ -212,12 +212,28 @@ const CSS = `
 .dal-share-msg.bad { color: var(--dal-bad); }
 `;
 
-export function injectStyle(doc = document) {
-  if (doc.getElementById("dask-analytics-lab-style")) return;
+// One <style> per version of the sheet: the JupyterLab extension and a kernel's widget
+// bundle can be different builds on one page (an extension installed before the
+// package was upgraded); keyed by content, the newer sheet is added beside the older
+// one instead of being skipped because "the" sheet is already there.
+function digest(text) {
+  let x = 2166136261;
+  for (let i = 0; i < text.length; i++) x = Math.imul(x ^ text.charCodeAt(i), 16777619);
+  return (x >>> 0).toString(36);
+}
+
+function inject(doc, name, css) {
+  const id = `${name}-${digest(css)}`;
+  if (doc.getElementById(id)) return;
   const style = doc.createElement("style");
-  style.id = "dask-analytics-lab-style";
-  style.textContent = CSS;
+  style.id = id;
+  style.className = name;
+  style.textContent = css;
   doc.head.append(style);
+}
+
+export function injectStyle(doc = document) {
+  inject(doc, "dask-analytics-lab-style", CSS);
 }
 
 // The JupyterLab sidebar and main-area panels.
@@ -243,9 +259,5 @@ const LAB_CSS = `
 .dal-lab-panel .dal-side, .dal-lab-panel .dal-pane { max-height: none; }
 `;
 export function injectLabStyle(doc = document) {
-  if (doc.getElementById("dask-analytics-lab-style-lab")) return;
-  const style = doc.createElement("style");
-  style.id = "dask-analytics-lab-style-lab";
-  style.textContent = LAB_CSS;
-  doc.head.append(style);
+  inject(doc, "dask-analytics-lab-style-lab", LAB_CSS);
 }

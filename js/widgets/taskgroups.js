@@ -16,9 +16,8 @@ const MAX_ROWS = 400;
 
 const COLUMNS = [
   { id: "order", label: "Task group", num: false, value: (g) => g._order },
-  { id: "progress", label: "Progress", num: false, value: (g) => g._counts.done / Math.max(g._counts.total || 1, 1) },
-  { id: "done", label: "Finished", num: true, value: (g) => g._counts.done, show: (v, g) => `${fmt.count(v)} / ${fmt.count(g._counts.total)}`,
-    title: "Tasks that ran to the end, of all the group's tasks" },
+  { id: "progress", label: "Finished", num: false, value: (g) => g._counts.done / Math.max(g._counts.total || 1, 1),
+    title: "Tasks that ran to the end, of all the group's tasks; the bar shows what became of the rest" },
   { id: "erred", label: "Erred", num: true, value: (g) => g._counts.erred, show: (v) => (v ? h("span.dal-bad-num", fmt.count(v)) : "0"),
     title: "Tasks that raised an exception" },
   { id: "not-run", label: "Never ran", num: true, value: (g) => g._counts["not-run"], show: (v) => (v ? h("span.dal-notrun-num", fmt.count(v)) : "0"),
@@ -90,12 +89,17 @@ function render({ model, el }) {
       g._wall = g.start && g.stop ? g.stop - g.start : null;
     }
     const ordered = dependencyOrder(groups);
-    const col = COLUMNS.find((c) => c.id === sort.id) || COLUMNS[0];
+    // Columns that would be all zero stay out (the table must fit a notebook): erred and
+    // never-ran counts when some group has them, disk time when some group spilled.
+    const sum = addCounts(groups);
+    const spilled = groups.some((g) => (g.disk_read || 0) + (g.disk_write || 0) > 0);
+    const shown = { erred: sum.erred > 0, "not-run": sum["not-run"] > 0, disk: spilled };
+    const columns = COLUMNS.filter((c) => shown[c.id] ?? true);
+    const col = columns.find((c) => c.id === sort.id) || columns[0];
     const rows = [...ordered].sort((a, b) => {
       const d = (col.value(a) ?? -1) - (col.value(b) ?? -1);
       return sort.desc ? -d : d;
     });
-    const sum = addCounts(groups);
     root.append(totals(comp, groups, sum), progressLegend(legendOf(sum)));
     if (exceptions.length) {
       const n = exceptions.reduce((a, e) => a + (e.count || 0), 0);
@@ -103,7 +107,7 @@ function render({ model, el }) {
         failureList(exceptions, openFailures));
     }
 
-    const head = h("tr", COLUMNS.map((c) => h(`th${c.num ? ".dal-num" : ""}`, {
+    const head = h("tr", columns.map((c) => h(`th${c.num ? ".dal-num" : ""}`, {
       onclick: () => { sort = { id: c.id, desc: sort.id === c.id ? !sort.desc : c.num }; draw(); },
       title: c.id === "order" ? "Dependency order: a group comes after the groups it depends on" : c.title || `Sort by ${c.label.toLowerCase()}`,
     }, c.label, sort.id === c.id ? h("span.dal-arrow", sort.desc ? "▼" : "▲") : null)));
@@ -129,10 +133,10 @@ function render({ model, el }) {
           }, `${fmt.count(erred || excs.reduce((a, e) => a + (e.count || 0), 0))} erred ${open.has(g.name) ? "▴" : "▾"}`) : null),
           g.dependencies?.length ? h("div.dal-deps", { title: g.dependencies.join("\n") }, `after ${g.dependencies.map(shortName).join(", ")}`) : null),
         h("td", progressBar(g._counts)),
-        COLUMNS.slice(2).map((c) => h("td.dal-num", { dataset: { col: c.id } }, c.show(c.value(g), g)))));
-      if (open.has(g.name)) body.append(h("tr.dal-exc-row", h("td", { colspan: COLUMNS.length }, exceptionList(excs, openFailures))));
+        columns.slice(2).map((c) => h("td.dal-num", { dataset: { col: c.id } }, c.show(c.value(g), g)))));
+      if (open.has(g.name)) body.append(h("tr.dal-exc-row", h("td", { colspan: columns.length }, exceptionList(excs, openFailures))));
     }
-    if (rows.length > MAX_ROWS) body.append(h("tr", h("td.dal-muted", { colspan: COLUMNS.length }, `… and ${rows.length - MAX_ROWS} more groups`)));
+    if (rows.length > MAX_ROWS) body.append(h("tr", h("td.dal-muted", { colspan: columns.length }, `… and ${rows.length - MAX_ROWS} more groups`)));
     root.append(h("table.dal-table", h("thead", head), body));
   });
 
