@@ -152,7 +152,11 @@ def test_team_view_in_chromium(site, browser):
     # Exceptions, with their tracebacks.
     page.click("nav a:has-text('Exceptions')")
     page.wait_for_selector("details.exception")
-    page.locator("details.exception summary").first.click()
+    failure = page.locator("details.exception").first
+    failure.locator("summary").first.click()
+    assert "ZeroDivisionError" in failure.locator("summary").first.inner_text()
+    assert "× 1" in failure.locator("summary").first.inner_text()
+    failure.locator(".traceback-box summary").click()  # the traceback on demand
     assert "ZeroDivisionError" in page.inner_text("pre.traceback")
     assert "_boom" in page.inner_text("pre.traceback")
     page.screenshot(path=str(ARTIFACTS / "web-exceptions.png"), full_page=True)
