@@ -280,3 +280,44 @@ def test_widgets_point_at_built_bundles():
         path = STATIC / f"{name}.js"
         assert path.exists(), f"{path} missing: pip install -e . builds it (npm run build)"
     assert "export" in (STATIC / "monitor.js").read_text()
+
+
+# --- issue 8: the feed shows what the store says -----------------------------------------
+def test_feed_takes_liveness_from_the_store_status(fake_store, monkeypatch):
+    """A lost cluster (no stop message, status "lost" from the store) is history: the feed
+    slows down instead of polling it as live forever; no clock rule of the feed's own."""
+    fake_store.step = 100  # the computation finished
+    fake = _feed.api
+    real_get_cluster = fake.get_cluster
+
+    def lost_cluster(cluster_id, store=None):
+        row = real_get_cluster(cluster_id, store=store)
+        return dict(row, stopped=None, last_seen=1e12, status="lost", ended=150.0, duration=50.0)
+
+    monkeypatch.setattr(fake, "get_cluster", lost_cluster)
+    w = MonitorWidget("k1", start=False)
+    for _ in range(3):
+        w.refresh()
+    assert w.cluster["status"] == "lost"
+    assert w._feed.live is False
+    monkeypatch.setattr(fake, "get_cluster", lambda cid, store=None: dict(lost_cluster(cid), status="live", ended=None))
+    w.refresh()
+    assert w._feed.live is True
+    assert _feed.is_live({"stopped": None}) and not _feed.is_live({"stopped": 5.0})  # readers before `status`
+    w.close()
+
+
+def test_feed_lists_computations_by_their_stored_label(fake_store, monkeypatch):
+    fake = _feed.api
+    real_list = fake.list_computations
+
+    def labelled(cluster_id=None, limit=100, store=None):
+        return [dict(r, label="random_sample → sum", code_line="x.sum().compute()") for r in real_list(cluster_id, limit, store)]
+
+    monkeypatch.setattr(fake, "list_computations", labelled)
+    fake_store.step = 100
+    w = MonitorWidget("k1", start=False)
+    w.refresh()
+    rows = browser_view(w, "computations", "computation_id")
+    assert rows["c1"]["label"] == "random_sample → sum" and rows["c1"]["code_line"] == "x.sum().compute()"
+    w.close()
