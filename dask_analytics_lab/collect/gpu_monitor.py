@@ -3,8 +3,8 @@
 `GPUMonitorPlugin` keeps the monitor's state on the scheduler, so any client (also
 one that connects later) can stop it or read it; while a monitor runs (and only
 then) keeps the worker sampler in the scheduler's worker-plugin registry, so every
-worker, also one that joins later, samples; receives the workers' sample batches on the batched stream; tags
-each sample with its `job` and `dag`; keeps the current run's rows (bounded) and
+worker, also one that joins later, samples; receives the workers' sample batches
+on the batched stream; tags each sample with its `job` and `dag`; keeps the current run's rows (bounded) and
 each GPU's peak memory; and forwards every batch to the store through the
 analytics plugin's `emit("gpu_samples", ...)` when that plugin is registered.
 
@@ -368,11 +368,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
                 reply = {"ok": False, "error": f"{type(reply).__name__}: {reply}"}
             if not isinstance(reply, dict):
                 reply = {"ok": False, "error": f"unexpected answer to the GPU probe: {reply!r}"}
-            if reply.get("ok") is False:
-                hb = heartbeat_gpu(self.scheduler, w)
-                if hb:
-                    reply["heartbeat_gpu"] = hb
-            out[w] = reply
+            out[w] = self._with_heartbeat(w, reply)
         return out
 
     async def _broadcast(self, msg: dict, timeout: float) -> dict:
@@ -392,14 +388,17 @@ class GPUMonitorPlugin(SchedulerPlugin):
                 reply = {"ok": False, "error": "the dask-analytics-lab GPU sampler is not installed on this worker"}
             elif isinstance(reply, Exception):
                 reply = {"ok": False, "error": f"{type(reply).__name__}: {reply}"}
-            if isinstance(reply, dict) and reply.get("ok") is False:
-                # Reuse what distributed already knows: a heartbeat with GPU figures
-                # means a GPU is there and only our sampler is missing or failing.
-                hb = heartbeat_gpu(self.scheduler, w)
-                if hb:
-                    reply["heartbeat_gpu"] = hb
-            out[w] = reply
+            out[w] = self._with_heartbeat(w, reply)
         return out
+
+    def _with_heartbeat(self, worker: str, reply: Any) -> Any:
+        if isinstance(reply, dict) and reply.get("ok") is False:
+            # Reuse what distributed already knows: a heartbeat with GPU figures
+            # means a GPU is there and only our sampler is missing or failing.
+            hb = heartbeat_gpu(self.scheduler, worker)
+            if hb:
+                reply["heartbeat_gpu"] = hb
+        return reply
 
     # --- samples from the workers (batched stream; event loop) -----------------------------
     def _on_samples(self, worker: str, monitor_id: str | None = None, host: str | None = None,
