@@ -78,6 +78,9 @@ class AnalyticsPlugin(SchedulerPlugin):
     def __init__(self, settings: dict):
         self.settings = settings
         self._started = False
+        # Hooks are no-ops until start() has made the state they use (a preload adds the
+        # plugin before the scheduler starts, and the scheduler logs events meanwhile).
+        self._ready = False
 
     # --- lifecycle -----------------------------------------------------------
     async def start(self, scheduler: Any) -> None:
@@ -109,6 +112,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         )
         cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms")
         self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1)
+        self._ready = True
 
         from .environment import platform_info, versions
 
@@ -148,6 +152,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "reason": "idle-timeout" if self._idle_shutdown else "closed",
             "idle_shutdown": self._idle_shutdown,
         })
+        self._ready = False
         await asyncio.to_thread(self._shipper.close, 10.0)
         self._started = False
 
@@ -163,6 +168,8 @@ class AnalyticsPlugin(SchedulerPlugin):
     # --- scheduler hooks: O(1) each ----------------------------------------------
     def update_graph(self, scheduler: Any, *, keys: Any = (), tasks: Any = (), **kwargs: Any) -> None:
         # Before any of the new tasks moves: the moment a group's baseline is exact.
+        if not self._ready:
+            return
         try:
             if scheduler.computations:
                 self._computations.observe_graph(scheduler.computations[-1], scheduler.tasks, tasks)
@@ -171,7 +178,7 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
                    **kwargs: Any) -> None:
-        if finish not in _COUNTED:
+        if finish not in _COUNTED or not self._ready:
             return
         try:
             ts = self.scheduler.tasks.get(key)
@@ -220,6 +227,8 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     def restart(self, scheduler: Any) -> None:
         """`client.restart()`: every task is forgotten; finish the record and start afresh."""
+        if not self._ready:
+            return
         try:
             now = time.time()
             self._computations.finalize(now)
@@ -231,6 +240,8 @@ class AnalyticsPlugin(SchedulerPlugin):
             logger.exception("dask-analytics: restart hook failed")
 
     def log_event(self, topic: str, msg: Any) -> None:
+        if not self._ready:
+            return
         try:
             if topic == "all" and isinstance(msg, dict) and msg.get("action") == "remove-worker":
                 self._worker_removed(msg)
