@@ -263,3 +263,13 @@ def test_error_counter_groups_bounds_and_counts_exactly():
     assert overflow["count"] == 4  # delta, echo, foxtrot and ... all kept, none lost
     errors.forget({"c1"})
     assert errors.drain() == []
+
+
+def test_counts_of_groups_nobody_claims_are_let_go():
+    sim = Sim()
+    for i in range(3000):  # e.g. scattered data: counted by the hook, never submitted
+        tg = Group(f"data-{i}")
+        sim.tracker.counts_for(tg).done += 1
+    sim.run(sim.submit("kept", 1, new_computation=True))
+    sim.settle()
+    assert len(sim.tracker.counts) == 1

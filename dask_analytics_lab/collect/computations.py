@@ -210,7 +210,15 @@ class ComputationTracker:
         gone = self._tracked.keys() - live
         for cid in gone:
             self._drop(self._tracked.pop(cid))
+        if len(self.counts) > 2 * len(self._owner) + 1000:
+            self._prune_counts(task_groups)
         return ended
+
+    def _prune_counts(self, task_groups: dict) -> None:
+        """Counts of groups no computation claims and the scheduler dropped (scattered
+        data, say) can never be read: let them go, so a long-lived cluster stays bounded."""
+        for tg in [tg for tg in self.counts if tg not in self._owner and task_groups.get(tg.name) is not tg]:
+            del self.counts[tg]
 
     def forget_gone(self) -> set[str]:
         """Ids dropped by the last polls (for the error counter); emptied on read."""
