@@ -1,4 +1,4 @@
-"""Everyday sequences of runs on a real LocalCluster, and the stored record of each.
+"""Everyday sequences of runs on a real process-based LocalCluster, and the stored record of each.
 
 Each test is one thing a user does (a re-run after a failure, two computations back to
 back, a task that kills its worker ...) and asserts what the store says against what
@@ -52,7 +52,7 @@ def _comps(cluster_id, store):
 def test_clean_rerun_after_a_failed_run_is_finished(sqlite_url, hold):
     """Item 1: the failed run's state and counts stay with it; held futures keep the
     scheduler's TaskGroup `flaky` alive, so the second run lands in the same group."""
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True) as (client, info):
         first = client.map(flaky, range(-5, 5))
         wait(first)
         if not hold:
@@ -75,7 +75,7 @@ def test_clean_rerun_after_a_failed_run_is_finished(sqlite_url, hold):
 
 
 def test_clean_rerun_after_a_cancelled_run_is_finished(sqlite_url):
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True) as (client, info):
         futures = client.map(slow, range(4))
         time.sleep(0.5)
         client.cancel(futures)
@@ -131,7 +131,7 @@ def _functions(node):
 def test_back_to_back_profiles_hold_only_their_own_work(sqlite_url):
     """Item 2: alpha then beta at once; each profile has only its own function, and the
     cluster-wide profile is the sum of both (no sample counted twice)."""
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True) as (client, info):
         client.gather(client.map(alpha_work, range(4)))
         client.gather(client.map(beta_work, range(4)))
         client.gather(client.map(alpha_work, range(10, 14)))  # alpha again, same prefix
@@ -155,7 +155,7 @@ def two_runs(client):
 
 def test_each_computation_keeps_its_own_code_line(sqlite_url):
     """Item 3: one snippet stored once, each computation with the line that made it."""
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True) as (client, info):
         two_runs(client)
         dal.flush(client)
         cluster_id = info["cluster_id"]
@@ -172,7 +172,7 @@ def test_each_computation_keeps_its_own_code_line(sqlite_url):
 
 def test_fast_failure_has_a_real_stop_and_honest_counts(sqlite_url):
     """Item 4: a sub-second computation whose tasks erred; its dependents never ran."""
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True) as (client, info):
         parts = [dask.delayed(flaky)(x) for x in (-1, -2, 3)]
         after = client.compute([dask.delayed(inc)(p) for p in parts])
         wait(after)
@@ -205,7 +205,7 @@ def numbered(i):
 def test_failures_grouped_and_bounded_with_exact_counts(sqlite_url):
     """Item 5: 2,000 distinct messages of one kind are one row; 30 kinds of failure in
     one group are 20 rows and an overflow row, and no failure is lost."""
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True) as (client, info):
         wait(client.map(numbered, range(2000)))
         wait(client.map(many_kinds, range(300)))
         dal.flush(client)
@@ -249,7 +249,7 @@ def test_task_that_kills_its_workers_is_recorded(sqlite_url):
 
 def test_computation_rows_say_what_they_ran(sqlite_url):
     """Item 8: a label from the task groups, inputs to outputs, and the line of code."""
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True) as (client, info):
         pdf = pd.DataFrame({"k": [i % 7 for i in range(1000)], "v": range(1000)})
         dd.from_pandas(pdf, npartitions=4).groupby("k").v.sum().compute()  # the-groupby
         dal.flush(client)
@@ -273,7 +273,7 @@ def log_topics(x):
 def test_unlisted_topic_says_once_how_to_record_it(sqlite_url, caplog):
     """Item 12: an event on a topic not allowed is not recorded, and the log says so once."""
     with caplog.at_level(logging.WARNING, logger="dask_analytics_lab"):
-        with recorded_cluster(sqlite_url) as (client, info):
+        with recorded_cluster(sqlite_url, processes=True) as (client, info):
             client.gather(client.map(log_topics, range(3)))
             time.sleep(0.5)
             dal.flush(client)
