@@ -58,7 +58,9 @@ def deep(n: int):
     return v
 
 
-BAD_NUMBER = ["1.5", [], {}, True, math.nan, math.inf, -math.inf, 10**400]
+BAD_NUMBER = ["1.5", [], {}, True, math.nan, math.inf, -math.inf, 10**400, 1e300, -1e300, 1e16]
+# A time (seconds since the epoch) must also fall between 1970 and 2200.
+BAD_TIME = BAD_NUMBER + [-1.0, 7_258_118_401.0, 1e12]
 BAD_INT = [1.5, "1", True, 2**63, -(2**63) - 1, [], math.nan, -1]
 BAD_TEXT = [1, [], {}, True, "nul\x00here", "lone \ud800 surrogate"]
 BAD_KEY = BAD_TEXT + ["k" * 5000, "é" * 600]
@@ -67,7 +69,7 @@ BAD_REQUIRED = [None]
 
 # (kind, path inside the message) -> values that must be refused there
 FIELDS = {
-    ("cluster", ("data", "started")): BAD_NUMBER,
+    ("cluster", ("data", "started")): BAD_TIME,
     ("cluster", ("data", "price_per_core_hour")): BAD_NUMBER,
     ("cluster", ("data", "name")): BAD_TEXT,
     ("cluster", ("data", "account")): BAD_KEY,
@@ -76,11 +78,11 @@ FIELDS = {
     ("cluster_sample", ("data", "n_workers")): BAD_INT,
     ("cluster_sample", ("data", "memory_used")): BAD_INT,
     ("cluster_sample", ("data", "cost")): BAD_NUMBER,
-    ("cluster_sample", ("data", "idle_since")): BAD_NUMBER,
-    ("cluster_stop", ("data", "stopped")): BAD_NUMBER,
+    ("cluster_sample", ("data", "idle_since")): BAD_TIME,
+    ("cluster_stop", ("data", "stopped")): BAD_TIME,
     ("cluster_stop", ("data", "idle_shutdown")): [1, "yes", [], "true"],
     ("computation", ("data", "id")): BAD_KEY + BAD_REQUIRED + [""],
-    ("computation", ("data", "start")): BAD_NUMBER + BAD_REQUIRED,
+    ("computation", ("data", "start")): BAD_TIME + BAD_REQUIRED,
     ("computation", ("data", "state")): ["done", 1, None, "Finished"],
     ("computation", ("data", "code")): ["h", [1], ["\x00"], {}],
     ("computation", ("data", "totals")): [[], "x", {"n_tasks": 1.5}, {"compute": "1"}],
@@ -88,6 +90,10 @@ FIELDS = {
     ("computation", ("data", "groups", 0, "name")): BAD_KEY + BAD_REQUIRED,
     ("computation", ("data", "groups", 0, "n_tasks")): BAD_INT,
     ("computation", ("data", "groups", 0, "compute")): BAD_NUMBER,
+    ("computation", ("data", "groups", 0, "start")): BAD_TIME,
+    ("computation", ("data", "stop")): BAD_TIME,
+    ("exception", ("data", "last_time")): BAD_TIME,
+    ("gpu_samples", ("data", "samples", 0, "time")): BAD_TIME,
     ("computation", ("data", "groups", 0, "states")): [[], {"memory": 1.5}, {"memory": "1"}, {"x" * 2000: 1}],
     ("computation", ("data", "groups", 0, "dependencies")): ["ones", [1], [None], {}],
     ("code", ("data", "hash")): BAD_KEY + BAD_REQUIRED,
@@ -100,7 +106,7 @@ FIELDS = {
     ("exception", ("data", "group")): BAD_KEY,
     ("event", ("data", "topic")): BAD_KEY + BAD_REQUIRED,
     ("event", ("data", "msg")): [math.nan, {"a": math.inf}, deep(150), "\ud800", {"s": {1}}, object()],
-    ("event", ("data", "time")): BAD_NUMBER,
+    ("event", ("data", "time")): BAD_TIME,
     ("profile", ("data", "tree")): [None, [], {}, {"count": 1}, tree("f") | {"identifier": "top"},
                                     tree("f") | {"children": []}, tree("f") | {"count": -1}],
     ("profile", ("data", "tree", "children", "f;file.py;0", "identifier")): ["other", 1],
@@ -129,6 +135,8 @@ BAD_ENVELOPES = [
     make("c", 0, "event", math.nan, {"topic": "t"}),
     make("c", 0, "event", 10**400, {"topic": "t"}),
     make("c", 0, "event", "now", {"topic": "t"}),
+    make("c", 0, "event", 1e300, {"topic": "t"}),  # a time past 2200
+    make("c", 0, "event", -1.0, {"topic": "t"}),
     make("c", 0, "event", 1.0, [("topic", "t")]),
 ]
 
@@ -154,6 +162,26 @@ def test_bad_envelope_is_refused(store, bad):
     with pytest.raises(MessageError, match="message 1 of the batch"):
         store.ingest(templates()[:1] + [bad])
     assert stored(store) == {}
+
+
+def test_out_of_range_errors_say_what_is_allowed(store):
+    (cluster,) = [m for m in templates() if m["kind"] == "cluster"]
+    with pytest.raises(MessageError, match=r"data.started must be a time in seconds since the epoch from 1970 to "
+                                           r"2200 \(0 to 7258118400\), got 1e\+300"):
+        store.ingest([with_field(cluster, ("data", "started"), 1e300)])
+    with pytest.raises(MessageError, match="data.cost must be a number from -1e\\+15 to 1e\\+15"):
+        store.ingest([with_field(templates()[1], ("data", "cost"), 1e300)])
+    with pytest.raises(MessageError, match="time must be seconds since the epoch from 1970 to 2200"):
+        store.ingest([cluster | {"time": 1e300}])
+    assert stored(store) == {}
+
+
+def test_an_event_message_of_many_values_is_kept_as_sent(store):
+    """Plain JSON is checked in one walk and stored as it is (no copy per value)."""
+    c = Cluster()
+    msg = {"rows": [{"i": i, "x": [1.5, "s"]} for i in range(20_000)]}
+    assert store.ingest([c.event(msg=msg)]) == 1
+    assert store.list_events()[0]["msg"] == msg
 
 
 def test_batch_must_be_a_list(store):

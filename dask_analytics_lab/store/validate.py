@@ -11,7 +11,9 @@ Limits worth knowing when producing messages:
   names (task group, prefix, topic, account, worker, host) at most 1000: they are
   keys of PostgreSQL indexes, whose entries must stay under ~2.7 kB;
 - text may not hold NUL characters or lone surrogates (PostgreSQL refuses both);
-- integers fit in 64 bits; numbers are finite;
+- integers fit in 64 bits; numbers are finite and at most 1e15 in size (MAX_NUMBER);
+- times (seconds since the epoch) lie between 1970 and 2200 (TIME_RANGE): a time like
+  1e300 would break every reader that turns it into a date (the CLI, the pages);
 - general JSON (event msg, versions ...) at most 100 levels deep; profile trees
   deeper than MAX_PROFILE_DEPTH frames are cut there (their counts stay right).
 """
@@ -30,6 +32,11 @@ MAX_PROFILE_DEPTH = 200
 MAX_PROFILE_NODES = 1_000_000
 STATES = ("running", "finished", "erred", "cancelled")
 _INT64 = 2**63
+# Times are seconds since the epoch: from 1970 (the store tests write small synthetic
+# clocks; nothing real reads earlier) to 2200-01-01.  Other numbers (durations, costs,
+# utilisation) at most 1e15 either way: JavaScript and the CLI's formatting read them.
+TIME_RANGE = (0.0, 7_258_118_400.0)
+MAX_NUMBER = 1e15
 
 Check = Callable[[Any, str], Any]  # (value, field path) -> clean value, or raise Bad
 
@@ -70,23 +77,35 @@ def text(*, required: bool = False, max_bytes: int | None = None) -> Check:
     return check
 
 
-def number(*, required: bool = False) -> Check:
+def number(*, required: bool = False, bounds: tuple[float, float] = (-MAX_NUMBER, MAX_NUMBER),
+           what: str = "a number", allowed: str | None = None) -> Check:
+    low, high = bounds
+    allowed = allowed or f"from {low:g} to {high:g}"
+
     def check(v: Any, path: str) -> float | None:
         if v is None:
             if required:
-                raise Bad(path, "is required (a number)")
+                raise Bad(path, f"is required ({what})")
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise Bad(path, "must be a number", v)
+            raise Bad(path, f"must be {what}", v)
         try:
             f = float(v)
         except OverflowError:
             f = math.inf
         if not math.isfinite(f):
             raise Bad(path, "must be a finite number", v)
+        if not low <= f <= high:
+            raise Bad(path, f"must be {what} {allowed}", v)
         return f
 
     return check
+
+
+def time_value(*, required: bool = False) -> Check:
+    """Seconds since the epoch, within TIME_RANGE."""
+    return number(required=required, bounds=TIME_RANGE, what="a time in seconds since the epoch",
+                  allowed=f"from 1970 to 2200 ({TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f})")
 
 
 def integer(*, minimum: int | None = 0) -> Check:
@@ -125,8 +144,67 @@ def choice(options: tuple[str, ...]) -> Check:
     return check
 
 
+class _NotPlain(Exception):
+    pass
+
+
+def _check_plain(v: Any, path: str) -> None:
+    """Check that v is already plain JSON, at most MAX_JSON_DEPTH deep, in one walk that
+    keeps only one iterator per level (not one entry per value: an event's message can
+    hold millions of values).  _NotPlain: it needs normalising (tuples, non-string keys)
+    or is no JSON at all; any_json then takes the slow path that says which."""
+
+    def scalar(x: Any) -> None:
+        if x is None or isinstance(x, (bool, int)):
+            return
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                raise Bad(path, "must be plain JSON (no NaN or infinity)")
+            return
+        if isinstance(x, str):
+            if not x.isascii():
+                try:
+                    x.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise Bad(path, "must be plain JSON (a string holds a lone surrogate)") from None
+            return
+        raise _NotPlain
+
+    if not isinstance(v, (dict, list)):
+        scalar(v)
+        return
+    stack: list[tuple[bool, Any]] = [(isinstance(v, dict), iter(v.items() if isinstance(v, dict) else v))]
+    while stack:
+        is_dict, it = stack[-1]
+        item = next(it, _END)
+        if item is _END:
+            stack.pop()
+            continue
+        if is_dict:
+            key, x = item
+            if not isinstance(key, str):
+                raise _NotPlain
+            scalar(key)
+        else:
+            x = item
+        # x sits one level below its container; as _depth counted, a leaf is a level too.
+        if len(stack) + 1 > MAX_JSON_DEPTH:
+            raise Bad(path, f"must be JSON at most {MAX_JSON_DEPTH} levels deep")
+        if isinstance(x, dict):
+            stack.append((True, iter(x.items())))
+        elif isinstance(x, list):
+            stack.append((False, iter(x)))
+        else:
+            scalar(x)
+
+
+_END = object()
+
+
 def any_json(*, object_only: bool = False) -> Check:
-    """Any JSON value (an object with object_only), normalised by a JSON round trip."""
+    """Any JSON value (an object with object_only).  Plain JSON (what a server's parser
+    makes) is kept as it is; anything else is normalised by a JSON round trip (tuples
+    become lists, keys strings: what reads will return)."""
 
     def check(v: Any, path: str) -> Any:
         if v is None:
@@ -134,12 +212,17 @@ def any_json(*, object_only: bool = False) -> Check:
         if object_only and not isinstance(v, dict):
             raise Bad(path, "must be a JSON object", v)
         try:
+            _check_plain(v, path)
+            return v
+        except _NotPlain:
+            pass
+        try:
             s = json.dumps(v, ensure_ascii=False, allow_nan=False)
             s.encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             # ValueError covers NaN, circular references and lone surrogates.
             raise Bad(path, f"must be plain JSON ({type(e).__name__}: {str(e)[:80]})") from None
-        clean = json.loads(s)  # tuple -> list, int keys -> str: what reads will return
+        clean = json.loads(s)
         if _depth(clean) > MAX_JSON_DEPTH:
             raise Bad(path, f"must be JSON at most {MAX_JSON_DEPTH} levels deep")
         return clean
@@ -260,13 +343,14 @@ ID = text(max_bytes=ID_BYTES)
 NAME = text(max_bytes=NAME_BYTES)
 NAMES = list_of(text(required=True, max_bytes=NAME_BYTES))  # items of a list may not be null
 NUM = number()
+TIME = time_value()
 INT = integer()
 JSON_OBJECT = any_json(object_only=True)
 
 GROUP = record({
     "name": text(required=True, max_bytes=NAME_BYTES), "prefix": NAME, "states": counts(),
     "n_tasks": INT, "compute": NUM, "transfer": NUM, "disk_read": NUM, "disk_write": NUM,
-    "nbytes": INT, "start": NUM, "stop": NUM, "dependencies": NAMES,
+    "nbytes": INT, "start": TIME, "stop": TIME, "dependencies": NAMES,
     "n_done": INT, "n_erred": INT, "n_not_run": INT,
 })
 
@@ -276,29 +360,29 @@ CODE_FRAME = record({
 })
 
 GPU_SAMPLE = record({
-    "timestamp": NUM, "time": NUM, "gpu_uuid": ID, "gpu_index": INT, "gpu_name": text(),
+    "timestamp": NUM, "time": TIME, "gpu_uuid": ID, "gpu_index": INT, "gpu_name": text(),
     "mem_used": INT, "mem_total": INT, "mem_util": NUM, "compute_util": NUM, "power_w": NUM,
     "temperature_c": NUM, "job": text(), "dag": text(), "task_groups": NAMES,
 })
 
 SAMPLE_FIELDS = {
     "n_workers": INT, "n_threads": INT, "memory_used": INT, "memory_total": INT, "processing": INT,
-    "worker_seconds": NUM, "core_seconds": NUM, "cost": NUM, "idle_since": NUM,
-    "last_activity": NUM, "dropped_messages": INT,
+    "worker_seconds": NUM, "core_seconds": NUM, "cost": NUM, "idle_since": TIME,
+    "last_activity": TIME, "dropped_messages": INT,
 }
 
 KINDS: dict[str, dict[str, Check]] = {
     "cluster": {
-        "name": text(), "address": text(), "user": text(), "account": NAME, "started": NUM,
+        "name": text(), "address": text(), "user": text(), "account": NAME, "started": TIME,
         "price_per_core_hour": NUM, "versions": JSON_OBJECT, "platform": JSON_OBJECT,
         "settings": JSON_OBJECT, "reported_user": text(),
     },
     "cluster_sample": SAMPLE_FIELDS,
-    "cluster_stop": {"stopped": NUM, "reason": text(), "idle_shutdown": boolean()},
+    "cluster_stop": {"stopped": TIME, "reason": text(), "idle_shutdown": boolean()},
     "computation": {
         "id": text(required=True, max_bytes=ID_BYTES),
-        "start": number(required=True),
-        "stop": NUM,
+        "start": time_value(required=True),
+        "stop": TIME,
         "state": choice(STATES),
         "code": list_of(text(required=True, max_bytes=ID_BYTES)),
         "code_frames": list_of(CODE_FRAME),
@@ -317,10 +401,10 @@ KINDS: dict[str, dict[str, Check]] = {
     "exception": {
         "computation_id": ID, "group": NAME, "hash": text(required=True, max_bytes=ID_BYTES),
         "exception_text": text(), "traceback_text": text(), "key": text(), "count": INT,
-        "first_time": NUM, "last_time": NUM, "exc_type": text(), "location": text(),
+        "first_time": TIME, "last_time": TIME, "exc_type": text(), "location": text(),
         "pattern": text(), "examples": list_of(text(required=True)), "workers": NAMES,
     },
-    "event": {"topic": text(required=True, max_bytes=NAME_BYTES), "time": NUM, "msg": any_json()},
+    "event": {"topic": text(required=True, max_bytes=NAME_BYTES), "time": TIME, "msg": any_json()},
     "profile": {"computation_id": ID, "tree": _req(profile_tree(), "a profile tree"), "count": INT},
     "gpu_samples": {"worker": NAME, "host": NAME, "monitor_id": ID,
                     "samples": list_of(GPU_SAMPLE, required=True)},
@@ -338,6 +422,11 @@ def clean(index: int, msg: Any) -> dict:
         raise MessageError(f"message {index} of the batch: malformed envelope ({type(e).__name__}: {e})") from None
     kind = msg["kind"]
     data = msg["data"]
+    low, high = TIME_RANGE
+    if not low <= msg["time"] <= high:
+        raise MessageError(
+            f"message {index} of the batch (cluster {msg['cluster_id']!r}, seq {msg['seq']}): time must be "
+            f"seconds since the epoch from 1970 to 2200, got {msg['time']!r:.40}")
     try:
         checked = {name: check(data.get(name), name) for name, check in KINDS[kind].items()}
     except Bad as e:
