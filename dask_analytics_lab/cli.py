@@ -1,4 +1,9 @@
-"""`dask-analytics`: read the store from a terminal, and export it."""
+"""`dask-analytics`: read the store from a terminal, and export it.
+
+Whatever it prints of the store goes through tables.printable: recorded strings come
+from the clusters, and their control characters (terminal escapes) are shown escaped.
+JSON export escapes them by itself; CSV goes to files.
+"""
 from __future__ import annotations
 
 import argparse
@@ -63,7 +68,7 @@ def _export(store: str | None, fmt: str, output: str | None) -> None:
             writer.writeheader()
             for r in rows:
                 writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
-    print(f"wrote {len(data)} tables to {folder}/")
+    print(f"wrote {len(data)} tables to {tables.printable(folder)}/")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     store = args.store
     try:
         if args.command == "where":
-            print(api.where(store))
+            print(tables.printable(api.where(store)))
         elif args.command == "clusters":
             print(tables.clusters(api.list_clusters(limit=args.limit, store=store)))
         elif args.command == "computations":
@@ -82,8 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.traceback:
                 for r in rows:
                     what = " ".join(x for x in (r.get("exc_type"), r.get("location")) if x)
-                    print(f"\n--- {what or r['task_group']} x{r['count']} (task group {r['task_group']})\n"
-                          f"{r['traceback_text'] or ''}{tables.example(r)}")
+                    head = f"--- {what or r['task_group']} x{r['count']} (task group {r['task_group']})"
+                    body = f"{r['traceback_text'] or ''}{tables.example(r)}"
+                    print(f"\n{tables.printable(head)}\n{tables.printable(body, lines=True)}")
         elif args.command == "events":
             print(tables.events(api.list_events(args.cluster, topic=args.topic, limit=args.limit, store=store)))
         elif args.command == "export":
@@ -91,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif hasattr(args, "run"):
             return args.run(args) or 0
     except (ConfigError, LookupError, ConnectionError, ValueError) as e:
-        print(f"dask-analytics: {e}", file=sys.stderr)
+        print(f"dask-analytics: {tables.printable(e, lines=True)}", file=sys.stderr)
         return 2
     return 0
 

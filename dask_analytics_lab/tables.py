@@ -1,36 +1,74 @@
-"""Plain-text tables and human-readable figures for the command line and the demo."""
+"""Plain-text tables and human-readable figures for the command line and the demo.
+
+Every recorded string goes through `printable` before it reaches a terminal: task
+names, messages and tracebacks come from whatever ran on a cluster, and an escape
+sequence in one (ESC [ ..., an OSC 8 link, a title change, a bidi override) would
+otherwise act on the reader's terminal.
+"""
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any, Iterable, Sequence
 
 from dask.utils import format_bytes, format_time
 
 
+# C0 and C1 control characters (ESC, CSI, BEL, backspace, carriage return ...), DEL, and
+# the invisible bidi and zero-width characters that can reorder or hide text.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e"
+                                "\u2060-\u2069\ufeff]")
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group()
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def printable(text: Any, *, lines: bool = False) -> str:
+    """`text` with control characters shown as escapes (ESC as \\x1b), safe to print.
+    lines=True keeps newlines and tabs (for tracebacks)."""
+    text = "" if text is None else str(text)
+    return (_UNSAFE_KEEP_LINES if lines else _UNSAFE).sub(_escape, text)
+
+
 def when(t: float | None) -> str:
     if not t:
         return "-"
-    return _dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return _dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return printable(repr(t))  # stored before the store bounded times: show it, do not fail
 
 
 def seconds(s: float | None) -> str:
-    return "-" if s is None else format_time(s)
+    try:
+        return "-" if s is None else format_time(s)
+    except (OverflowError, ValueError, TypeError):
+        return printable(repr(s))
 
 
 def nbytes(n: float | None) -> str:
-    return "-" if n is None else format_bytes(int(n))
+    try:
+        return "-" if n is None else format_bytes(int(n))
+    except (OverflowError, ValueError, TypeError):
+        return printable(repr(n))
 
 
 def short(text: str | None, width: int) -> str:
-    """The first line of `text`, cut to `width` characters (… marks a cut)."""
+    """The first line of `text`, made printable, cut to `width` characters (… marks a cut)."""
     if not text:
         return ""
+    text = str(text)
     line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    line = printable(line)
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def render(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    """A table; every cell is made printable (one line, control characters escaped)."""
+    cells = [[str(c) for c in headers]] + [["" if c is None else printable(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -49,6 +87,13 @@ def _size(r: dict) -> tuple[Any, Any, str]:
     )
 
 
+def _cost(value: Any) -> str:
+    try:
+        return f"{float(value or 0):.4f}" if abs(float(value or 0)) < 1e12 else f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return printable(repr(value))
+
+
 def clusters(rows: list[dict]) -> str:
     """Status, end and duration come from the rows (the store decides them)."""
     table = render(
@@ -56,7 +101,7 @@ def clusters(rows: list[dict]) -> str:
             (
                 r["cluster_id"], r.get("name"), r.get("user"), r.get("status"), when(r.get("started")),
                 when(r.get("ended")), seconds(r.get("duration")), *_size(r),
-                seconds(r.get("worker_seconds")), f"{r.get('cost') or 0:.4f}",
+                seconds(r.get("worker_seconds")), _cost(r.get("cost")),
             )
             for r in rows
         ],

@@ -178,3 +178,40 @@ def test_export_json_and_csv(recorded, tmp_path):
     assert code == 0
     with (tmp_path / "csv" / "computations.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 2
+
+
+HOSTILE = {
+    "title": "\x1b]0;pwned\x07",  # sets the terminal's title
+    "clear": "\x1b[2J\x1b[H",  # clears the screen
+    "link": "\x1b]8;;http://attacker.example\x1b\\click\x1b]8;;\x1b\\",  # a hyperlink
+    "csi8": "\x9b31m",  # the 8-bit CSI
+    "bidi": "safe\u202eexe.txt",  # reverses what follows
+    "cr": "fine\roverwritten",
+}
+
+
+def test_recorded_strings_cannot_drive_the_terminal(tmp_path):
+    """Names, labels, messages and tracebacks come from whatever ran on the cluster: the
+    CLI shows their control characters escaped, through every command, in a real process."""
+    url = "sqlite:///" + str(tmp_path / "hostile.db")
+    store = open_store(url)
+    c = Cluster()
+    evil = "".join(HOSTILE.values())
+    store.ingest([
+        c.cluster(name="name" + evil, user="user" + evil),
+        c.computation("comp" + HOSTILE["clear"], label="label" + evil, code_line="line" + evil),
+        c.exception("comp" + HOSTILE["clear"], "group" + evil, exc_type="Type" + evil, location="loc" + evil,
+                    pattern="pat" + evil, examples=["ex" + evil], traceback_text="tb\n  line" + evil + "\n"),
+        c.event(topic="topic" + evil, msg="msg" + evil),
+    ])
+    store.close()
+    for args in (["clusters"], ["computations"], ["exceptions", "--traceback"], ["events"],
+                 ["computations", "--cluster", "no-such" + HOSTILE["title"]]):
+        code, out, err = run("--store", url, *args)
+        assert code in (0, 2), (args, err)
+        for text in (out, err):
+            for ch in ("\x1b", "\x07", "\x9b", "\u202e", "\r"):
+                assert ch not in text, (args, repr(ch), text[:2000])
+        assert "\\x1b" in out + err, args  # shown, escaped
+    code, out, _ = run("--store", url, "exceptions", "--traceback")
+    assert "tb\n  line" in out  # a traceback keeps its lines
