@@ -2,13 +2,15 @@
 through every endpoint, with a token, with a login cookie, and with no token at all."""
 from __future__ import annotations
 
+import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
 
 from dask_analytics_lab.collect.sinks import HttpSink
 
-from .test_server_support import ServerThread, full_cluster, request
+from .test_server_support import ServerThread, browser, form_xsrf, full_cluster, log_in, request
 
 REPORT = {"html": "<html><body>report</body></html>", "filename": "r.html",
           "twin": {"summary": {"n_tasks": 1}, "task_groups": [], "task_stream": [], "profile": {}}}
@@ -32,7 +34,8 @@ LISTS = ["/api/clusters", "/api/computations", "/api/exceptions", "/api/events",
 
 @pytest.fixture
 def two_accounts(store_url):
-    with ServerThread({"store_url": store_url}) as server:
+    # These tests make many failed calls on purpose: throttling has its own test.
+    with ServerThread({"store_url": store_url, "auth_failures": 10_000}) as server:
         tokens = {"A": server.token("A", "ann"), "B": server.token("B", "bob")}
         clusters = {}
         for account in "AB":
@@ -106,15 +109,28 @@ def test_no_token_or_a_bad_one_reads_nothing(two_accounts):
 
 
 def test_a_token_cannot_write_into_another_accounts_cluster_or_account(two_accounts):
+    """A's messages for B's cluster are not stored, and ingest answers exactly as it does
+    for an id nobody has used (status and body): it is no oracle of other accounts' ids."""
     server, tokens, clusters, reports = two_accounts
     b = clusters["B"]
     before = server.ctx.store.export()
     c, _ = full_cluster("B")
     c.id = b  # messages for B's cluster, sent with A's token
-    status, body, _ = request(server.url + "/api/ingest", method="POST", token=tokens["A"],
-                              body=[c.cluster(name="hijacked"), c.sample(n_workers=99)])
-    assert status == 403 and "belongs to another account" in body["error"]
+    fresh, _ = full_cluster("A")  # the same batches for an id nobody has used
+    fresh._seq, c._seq = iter(range(100)), iter(range(100))
+    foreign = request(server.url + "/api/ingest", method="POST", token=tokens["A"],
+                      body=[c.cluster(name="hijacked"), c.sample(n_workers=99)])
     assert server.ctx.store.export() == before
+    unknown = request(server.url + "/api/ingest", method="POST", token=tokens["A"],
+                      body=[fresh.cluster(name="hijacked"), fresh.sample(n_workers=99)])
+    assert foreign[:2] == unknown[:2] == (200, {"stored": 2, "received": 2})
+    # A bad message is refused with the same words wherever it points.
+    bad = {"n_workers": "many"}
+    answers = [request(server.url + "/api/ingest", method="POST", token=tokens["A"],
+                       body=[m.cluster(name="x"), m.sample(**bad)])[:2] for m in (c, fresh)]
+    assert answers[0][0] == answers[1][0] == 422
+    assert answers[0][1]["error"].replace(b, "ID") == answers[1][1]["error"].replace(fresh.id, "ID"), answers
+    assert server.ctx.store.get_cluster(b)["name"] == "cluster-of-B"
     status, body, _ = request(server.url + "/api/reports", method="POST", token=tokens["A"],
                               body={**REPORT, "account": "B"})
     assert status == 403
@@ -141,15 +157,12 @@ def test_private_reports_open_to_their_account_only(two_accounts):
 
 def test_login_cookie_reads_but_never_writes(two_accounts):
     server, tokens, clusters, reports = two_accounts
-    import http.cookiejar
-    import urllib.request
-
-    jar = http.cookiejar.CookieJar()
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-    data = urllib.parse.urlencode({"token": tokens["A"]}).encode()
-    with opener.open(server.url + "/login?next=/reports", data=data) as r:
+    opener, jar = browser()
+    with log_in(opener, server.url, tokens["A"], "/reports") as r:
         assert r.geturl().endswith("/reports")
-    assert [c.name for c in jar] == ["dal_token"]
+    cookies = {c.name: c.value for c in jar}
+    assert set(cookies) == {"_xsrf", "dal_session"}
+    assert tokens["A"] not in str(cookies) and tokens["A"].split("_")[2] not in str(cookies)
     with opener.open(server.url + "/api/clusters") as r:
         assert clusters["A"] in r.read().decode()
     with opener.open(f"{server.url}/reports/{reports['A', True]}") as r:
@@ -163,7 +176,7 @@ def test_login_cookie_reads_but_never_writes(two_accounts):
     with pytest.raises(urllib.error.HTTPError) as e:
         opener.open(req)
     assert e.value.code == 401
-    bad = urllib.parse.urlencode({"token": "dal_nope"}).encode()
+    bad = urllib.parse.urlencode({"token": "dal_nope", "_xsrf": form_xsrf(opener, server.url + "/login")}).encode()
     with pytest.raises(urllib.error.HTTPError) as e:
         opener.open(server.url + "/login", data=bad)
     assert e.value.code == 401

@@ -21,7 +21,7 @@ from typing import Any
 import tornado.httpserver
 
 from dask_analytics_lab.collect.computations import code_hash
-from dask_analytics_lab.server.app import make_app, ssl_context
+from dask_analytics_lab.server.app import make_app, make_server, ssl_context
 from dask_analytics_lab.server.tokens import new_token, token_hash
 
 from .test_store import Cluster as _StoreCluster
@@ -57,7 +57,7 @@ class ServerThread:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
-            server = tornado.httpserver.HTTPServer(self.app, ssl_options=self._tls, max_body_size=2**27)
+            server = make_server(self.app, self._tls)  # the limits `dask-analytics server` has
             server.listen(self.port, "127.0.0.1")
             self._ready.set()
             await self._stop.wait()
@@ -75,12 +75,12 @@ class ServerThread:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
-        self.ctx.executor.shutdown(wait=True)
-        self.ctx.store.close()
+        self.ctx.close()
 
-    def token(self, account: str, user: str = "ann") -> str:
+    def token(self, account: str, user: str = "ann", expires: float | None = None) -> str:
         token_id, token = new_token()
-        self.ctx.team.add_token(token_id=token_id, token_hash=token_hash(token), account=account, user=user)
+        self.ctx.team.add_token(token_id=token_id, token_hash=token_hash(token), account=account, user=user,
+                                expires=expires)
         return token
 
     def __enter__(self) -> "ServerThread":
@@ -144,14 +144,19 @@ class ServerProcess:
     """`python -m dask_analytics_lab.server server` on a port; start() and kill() as often as needed."""
 
     def __init__(self, db: str, port: int, extra: list[str] | None = None):
+        # The code key in the environment, not argv (where `ps` shows it).
+        import tempfile
+
+        self.session_file = Path(tempfile.mkdtemp(prefix="dal-session-")) / "session.secret"
         self.cmd = [sys.executable, "-m", "dask_analytics_lab.server", "server", "--db", db, "--port", str(port),
-                    "--code-key", CODE_KEY, *(extra or [])]
+                    "--session-secret-file", str(self.session_file), *(extra or [])]
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "ServerProcess":
         proc = self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                            env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                                 "DASK_ANALYTICS_CODE_KEY": CODE_KEY})
         seen = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -177,3 +182,30 @@ class ServerProcess:
 
     def __exit__(self, *exc: Any) -> None:
         self.kill()
+
+
+# --- the login form, as a browser fills it in ------------------------------------------
+def browser() -> tuple[Any, Any]:
+    """(opener keeping cookies, its cookie jar)."""
+    import http.cookiejar
+
+    jar = http.cookiejar.CookieJar()
+    return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar)), jar
+
+
+def form_xsrf(opener: Any, url: str) -> str:
+    """The _xsrf field of the login form at url (its cookie lands in the opener's jar)."""
+    import re
+
+    with opener.open(url) as r:
+        page = r.read().decode()
+    return re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
+
+
+def log_in(opener: Any, server_url: str, token: str, next_path: str = "/") -> Any:
+    """Fill in and send the login form; the response (after its redirect)."""
+    import urllib.parse
+
+    xsrf = form_xsrf(opener, server_url + "/login")
+    data = urllib.parse.urlencode({"token": token, "_xsrf": xsrf}).encode()
+    return opener.open(server_url + "/login?next=" + urllib.parse.quote(next_path), data=data)

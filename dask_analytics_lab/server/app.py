@@ -23,6 +23,22 @@ def make_app(settings: dict, prefix: str = "") -> tornado.web.Application:
     return app
 
 
+# Connections that send no request (or headers) for this long are closed.
+IDLE_CONNECTION_SECONDS = 60
+
+
+def make_server(app: tornado.web.Application, tls: ssl.SSLContext | None = None) -> tornado.httpserver.HTTPServer:
+    """The HTTP server with the limits body.py relies on: a request carries at most
+    SMALL_BODY unless its handler, having checked the token, allows its own limit; idle
+    connections and slow bodies are closed."""
+    from .body import SMALL_BODY
+
+    ctx = app.dal_context  # type: ignore[attr-defined]
+    return tornado.httpserver.HTTPServer(app, ssl_options=tls, xheaders=False, max_body_size=SMALL_BODY,
+                                         idle_connection_timeout=IDLE_CONNECTION_SECONDS,
+                                         body_timeout=ctx.body_timeout)
+
+
 def ssl_context(certfile: str | None, keyfile: str | None) -> ssl.SSLContext | None:
     if not certfile:
         if keyfile:
@@ -40,9 +56,7 @@ async def serve(settings: dict, *, host: str = "127.0.0.1", port: int = 8765, ce
     tls = ssl_context(certfile, keyfile)
     app = make_app(settings)
     ctx = app.dal_context
-    # Report uploads are the largest bodies; ingest checks its own, smaller limit.
-    server = tornado.httpserver.HTTPServer(app, ssl_options=tls, xheaders=False,
-                                           max_body_size=ctx.max_report_bytes + 2**20)
+    server = make_server(app, tls)
     server.listen(port, host)
     url = f"{'https' if tls else 'http'}://{host}:{port}"
     stop = asyncio.Event()
@@ -60,5 +74,4 @@ async def serve(settings: dict, *, host: str = "127.0.0.1", port: int = 8765, ce
     finally:
         server.stop()
         await server.close_all_connections()
-        ctx.executor.shutdown(wait=True)
-        ctx.store.close()
+        ctx.close()

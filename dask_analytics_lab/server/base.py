@@ -1,11 +1,20 @@
 """What every handler shares: who is asking, running store calls off the loop, errors.
 
+Every request first passes the host check: with `allowed_hosts` set (by default when
+there are no tokens and no host app), a Host header naming another server is refused
+(403) before anything else, so a web page whose name was rebound to this address
+(DNS rebinding) reads nothing.
+
 Authentication, in order:
 1. `Authorization: token <token>` (the plugin, HttpReader, scripts);
-2. the `dal_token` cookie the login page sets (browsers), for GET/HEAD only: a
-   cookie is sent on cross-site requests too, so it never authorises a write;
+2. the `dal_session` cookie the login page sets (browsers), for GET/HEAD only: a
+   signed session naming the token's id (never the token), so it dies with the token;
+   a cookie is sent on cross-site requests too, so it never authorises a write;
 3. nothing: refused (401) when tokens are required, else the trusted local caller,
    who reads every account (after `local_auth`, when the host app gave one).
+A token that is unknown, revoked, expired or malformed is logged (address and token
+id, never the token) and counted per client address: past FAILURES a minute, that
+address gets 429 until the minute is over, unless its token is already known good.
 """
 from __future__ import annotations
 
@@ -14,19 +23,22 @@ import functools
 import json
 import logging
 import math
+import time
 from typing import Any, Callable
 
-from tornado.web import HTTPError, RequestHandler
+from tornado.web import HTTPError, RequestHandler, decode_signed_value
 
 from ..messages import MessageError
 from ..store import NotFound, StoreUnavailable
-from .context import Context, Principal
+from .context import Context, Principal, TokenCheck
 from .errors import ApiError
-from .tokens import token_hash, well_formed
+from .tokens import token_hash, token_id_of, well_formed
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
-COOKIE = "dal_token"
+SESSION_COOKIE = "dal_session"
+OLD_COOKIE = "dal_token"  # before sessions the cookie held the raw token: cleared on login/logout
+SESSION_DAYS = 30
 MAX_ID = 200  # the longest id any path or query parameter may carry
 
 
@@ -73,50 +85,116 @@ class BaseHandler(RequestHandler):
         on): its writes need `Content-Type: application/json`, which a cross-site page
         cannot send without CORS, and a login cookie never authorises them anyway."""
 
+    async def prepare(self) -> None:
+        result = super().prepare()  # the host app's own (Jupyter's login), if any
+        if result is not None:
+            await result
+        if self._finished:
+            return
+        self.check_host()
+
+    def check_host(self) -> None:
+        host = self.request.headers.get("Host", "")
+        if not self.ctx.host_allowed(host):
+            logger.info("dask-analytics server: refused a request for Host %r from %s", host[:100],
+                        self.request.remote_ip)
+            raise ApiError(403, f"this server does not answer to the host name {host[:100]!r} (a page on "
+                                "another site may have rebound its name to this address); if the name is this "
+                                "server's, start it with --allowed-host NAME")
+
     # --- running store calls ------------------------------------------------
-    async def call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    async def call(self, fn: Callable, *args: Any, executor: Any = None, **kwargs: Any) -> Any:
         """Run a blocking store call on the server's threads; map store errors to answers."""
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self.ctx.executor, functools.partial(fn, *args, **kwargs))
-        except NotFound as e:
-            raise ApiError(404, str(e)) from None
-        except MessageError as e:
-            raise ApiError(422, str(e)) from None
-        except StoreUnavailable as e:
+            return await loop.run_in_executor(executor or self.ctx.executor, functools.partial(fn, *args, **kwargs))
+        except (ApiError, NotFound, MessageError, StoreUnavailable) as e:
+            # An answer, not a bug: drop the thread's frames (they hold the request's
+            # parsed body, which would otherwise live until the cycle collector runs).
+            _forget_frames(e)
+            if isinstance(e, ApiError):
+                raise e from None
+            if isinstance(e, NotFound):
+                raise ApiError(404, str(e)) from None
+            if isinstance(e, MessageError):
+                raise ApiError(422, str(e)) from None
             logger.warning("dask-analytics server: store unavailable: %s", e)
             raise ApiError(503, f"the analytics store is unavailable; try again later ({e})") from None
 
     # --- who is asking --------------------------------------------------------
-    def request_token(self, *, allow_cookie: bool = True) -> tuple[str | None, bool]:
-        """(token, came from the cookie)."""
+    def request_token(self) -> str | None:
+        """The token of the Authorization header, if any."""
         header = self.request.headers.get("Authorization")
-        if header is not None:
-            scheme, _, value = header.strip().partition(" ")
-            if scheme.lower() not in ("token", "bearer") or not value.strip():
-                if not self.ctx.token_required:
-                    return None, False  # some other scheme, for the host app
-                raise ApiError(401, "the Authorization header must be 'token <your token>'")
-            return value.strip(), False
-        if allow_cookie and self.request.method in ("GET", "HEAD"):
-            return self.get_cookie(COOKIE) or None, True
-        return None, False
+        if header is None:
+            return None
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() not in ("token", "bearer") or not value.strip():
+            if not self.ctx.token_required:
+                return None  # some other scheme, for the host app
+            self.auth_failure("an Authorization header that is not 'token <token>'")
+            raise ApiError(401, "the Authorization header must be 'token <your token>'")
+        return value.strip()
+
+    def auth_failure(self, reason: str) -> None:
+        self.ctx.auth_failed(self.request.remote_ip or "?", reason)
+
+    def refuse_if_throttled(self) -> None:
+        wait = self.ctx.throttled(self.request.remote_ip or "?")
+        if wait > 0:
+            raise ApiError(429, f"too many failed authentications from your address; try again in {wait:.0f} s",
+                           headers={"Retry-After": str(int(wait) + 1)})
+
+    async def check_token(self, token: str) -> Principal:
+        """The principal of a token, or 401 (logged and counted) / 429."""
+        if not well_formed(token):
+            self.refuse_if_throttled()
+            self.auth_failure("a malformed token")
+            raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
+                                "make one with `dask-analytics token create --account A --user U`)")
+        digest = token_hash(token)
+        if self.ctx.throttled(self.request.remote_ip or "?"):
+            known = self.ctx.cached_principal(digest)  # a good token keeps working behind a shared proxy
+            if known is not None:
+                return known
+            self.refuse_if_throttled()
+        found: TokenCheck = await self.call(self.ctx.check_token, digest)
+        if found.principal is not None:
+            return found.principal
+        tid = token_id_of(token)
+        if found.problem == "expired":
+            self.auth_failure(f"expired token {tid}")
+            raise ApiError(401, f"token {tid} expired on {_utc(found.expires)}; make a new one with "
+                                "`dask-analytics token create --account A --user U [--expires 30d]`")
+        self.auth_failure(f"unknown or revoked token {tid}")
+        raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
+                            "make one with `dask-analytics token create --account A --user U`)")
+
+    def session_token_id(self) -> str | None:
+        """The token id of a valid signed session cookie, else None."""
+        raw = self.get_cookie(SESSION_COOKIE)
+        if not raw:
+            return None
+        value = decode_signed_value(self.ctx.session_secret, SESSION_COOKIE, raw, max_age_days=SESSION_DAYS)
+        if value is None:
+            self.auth_failure("a session cookie with a bad or old signature")
+            return None
+        return value.decode("ascii", "replace")
 
     async def principal(self, *, required: bool = True, allow_cookie: bool = True) -> Principal | None:
-        """Who is asking, or 401/403.  required=False: None for an anonymous caller
-        (one with no token, or only a stale login cookie) instead of an error."""
-        token, from_cookie = self.request_token(allow_cookie=allow_cookie)
+        """Who is asking, or 401/403/429.  required=False: None for an anonymous caller
+        (one with no token, or only a stale login session) instead of an error."""
+        token = self.request_token()
         if token is not None and not well_formed(token) and not self.ctx.token_required:
             token = None  # not ours: e.g. a Jupyter token, for the host app to check
         if token is not None:
-            found = None
-            if well_formed(token):
-                found = await self.call(self.ctx.lookup_token, token_hash(token))
-            if found is not None:
-                return found
-            if not (from_cookie and not required):
-                raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
-                                    "make one with `dask-analytics token create --account A --user U`)")
+            return await self.check_token(token)
+        if allow_cookie and self.request.method in ("GET", "HEAD"):
+            token_id = self.session_token_id()
+            if token_id is not None:
+                found: TokenCheck = await self.call(self.ctx.check_session, token_id)
+                if found.principal is not None:
+                    return found.principal
+                # revoked or expired since login: anonymous, as if logged out
         if self.ctx.token_required:
             if not required:
                 return None
@@ -139,6 +217,8 @@ class BaseHandler(RequestHandler):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, ApiError):
             message = exc.message
+            for name, value in exc.headers.items():
+                self.set_header(name, value)
         elif isinstance(exc, HTTPError):
             message = exc.log_message or self._reason
         else:
@@ -150,3 +230,16 @@ class BaseHandler(RequestHandler):
     def render_error(self, status_code: int, message: str) -> None:
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(dumps({"error": message, "status": status_code}))
+
+
+def _forget_frames(e: BaseException | None) -> None:
+    """Clear the tracebacks of an exception and of those it was raised from."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+
+
+def _utc(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t is not None else "?"

@@ -51,6 +51,57 @@ def _code_keys(args: argparse.Namespace) -> list[str]:
     return parse_keys(key)
 
 
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
+    """The Host names the server answers to: with --no-token or any --allowed-host, the
+    local names, the address it binds, the --public-url's host and every --allowed-host;
+    otherwise (tokens, no --allowed-host) any."""
+    given = list(args.allowed_host or [])
+    if not args.no_token and not given:
+        return None
+    hosts = [*LOCAL_HOSTS, args.host, *given]
+    if args.public_url:
+        from urllib.parse import urlsplit
+
+        hosts.append(urlsplit(args.public_url).hostname or "")
+    return [h for h in hosts if h]
+
+
+def default_session_file(args: argparse.Namespace) -> Path:
+    """Next to the code key file (the user's data directory by default): apart from the
+    database, which a stolen backup may expose."""
+    key_file = getattr(args, "code_key_file", None)
+    return (Path(key_file).parent if key_file else default_key_file().parent) / "server-session.secret"
+
+
+def _session_secret(args: argparse.Namespace) -> bytes:
+    """The secret signing login sessions: --session-secret-file, made (mode 0600) on first start."""
+    import secrets
+
+    path = Path(args.session_secret_file) if args.session_secret_file else default_session_file(args)
+    try:
+        data = path.read_bytes().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = secrets.token_hex(32).encode()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another server made it just now
+            return path.read_bytes().strip()
+        with os.fdopen(fd, "wb") as f:
+            f.write(data + b"\n")
+        logging.getLogger("dask_analytics_lab.server").info("made the login session secret %s", path)
+        return data
+    if os.name == "posix" and path.stat().st_mode & 0o077:
+        logging.getLogger("dask_analytics_lab.server").warning(
+            "%s is readable by other users: anyone who reads it can forge logins (chmod 600 it)", path)
+    if len(data) < 32:
+        raise ValueError(f"{path} holds too short a session secret (at least 32 characters)")
+    return data
+
+
 def _server(args: argparse.Namespace) -> int:
     from ..store import StoreUnavailable
     from .app import serve
@@ -65,6 +116,8 @@ def _server(args: argparse.Namespace) -> int:
         "token_required": not args.no_token,
         "code_key": _code_keys(args),
         "public_url": args.public_url,
+        "allowed_hosts": _allowed_hosts(args),
+        "session_secret": _session_secret(args),
     }
     try:
         asyncio.run(serve(settings, host=args.host, port=args.port, certfile=args.certfile,
@@ -88,25 +141,61 @@ def _team(args: argparse.Namespace) -> Any:
 def _token_create(args: argparse.Namespace) -> int:
     from .tokens import new_token, token_hash
 
+    import time
+
     team = _team(args)
     token_id, token = new_token()
-    team.add_token(token_id=token_id, token_hash=token_hash(token), account=args.account, user=args.user)
+    expires = None if args.expires is None else time.time() + args.expires
+    team.add_token(token_id=token_id, token_hash=token_hash(token), account=args.account, user=args.user,
+                   expires=expires)
     print(token)
-    print(f"(token id {token_id} for user {args.user!r} of account {args.account!r}; "
+    until = "never expires" if expires is None else \
+        "expires " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(expires))
+    print(f"(token id {token_id} for user {_safe(args.user)!r} of account {_safe(args.account)!r}, {until}; "
           "it is shown once: the server keeps only its hash)", file=sys.stderr)
     return 0
 
 
+def _safe(text: Any) -> str:
+    from ..tables import printable
+
+    return printable(text)
+
+
+def _duration(value: str) -> float:
+    """--expires: 30d, 12h, 90m, 2w, 3600s (a plain number: days)."""
+    import dask.utils
+
+    try:
+        seconds = dask.utils.parse_timedelta(value.strip(), default="d")
+    except (ValueError, KeyError, TypeError):
+        raise argparse.ArgumentTypeError(f"--expires takes a duration such as 30d, 12h or 2w, got {value!r}") from None
+    if not seconds or seconds <= 0:
+        raise argparse.ArgumentTypeError("--expires must be a positive duration")
+    return float(seconds)
+
+
 def _token_list(args: argparse.Namespace) -> int:
-    rows = _team(args).list_tokens(account=args.account)
-    print(f"{'id':<14}{'account':<20}{'user':<20}{'created':<22}revoked")
     import time
 
-    def when(t: float | None) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+    from ..tables import render
 
-    for r in rows:
-        print(f"{r['token_id']:<14}{r['account']:<20}{r['user']:<20}{when(r['created']):<22}{when(r['revoked'])}")
+    now = time.time()
+
+    def when(t: float | None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "-"
+
+    def state(r: dict) -> str:
+        if r["revoked"]:
+            return "revoked " + when(r["revoked"])
+        if r.get("expires") is not None and r["expires"] <= now:
+            return "expired"
+        return "active"
+
+    rows = _team(args).list_tokens(account=args.account)
+    print(render([(r["token_id"], r["account"], r["user"], when(r["created"]), when(r.get("expires")),
+                   when(r.get("last_used")), state(r)) for r in rows],
+                 ["id", "account", "user", "created", "expires", "last used", "state"]))
     return 0
 
 
@@ -121,7 +210,7 @@ def _token_revoke(args: argparse.Namespace) -> int:
 def _name(kind: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         value = value.strip()
-        if not value or len(value) > 200 or any(ord(c) < 32 for c in value):
+        if not value or len(value) > 200 or any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in value):
             raise argparse.ArgumentTypeError(f"{kind} must be 1 to 200 printable characters")
         return value
     return check
@@ -142,6 +231,13 @@ def add_server_commands(subparsers: Any) -> None:
     p.add_argument("--public-url", help="base URL of report links (default: from each request's Host)")
     p.add_argument("--no-token", action="store_true",
                    help="no tokens: anyone reaching the port reads every account (localhost only)")
+    p.add_argument("--allowed-host", action="append", metavar="NAME",
+                   help="a host name (or address) clients reach the server by; repeat for several. Requests "
+                        "naming another Host are refused (DNS rebinding). Checked with --no-token (local names "
+                        "and --host allowed by default) or once given; '*' allows any")
+    p.add_argument("--session-secret-file",
+                   help="file holding the secret that signs login sessions (default: server-session.secret "
+                        "next to the code key file; made with mode 0600 on first start)")
     p.set_defaults(run=_server)
 
     t = subparsers.add_parser("token", help="API tokens of the analytics server")
@@ -149,6 +245,8 @@ def add_server_commands(subparsers: Any) -> None:
     c = tsub.add_parser("create", help="make a token for a user of an account and print it")
     c.add_argument("--account", required=True, type=_name("account"))
     c.add_argument("--user", required=True, type=_name("user"))
+    c.add_argument("--expires", type=_duration, metavar="DURATION",
+                   help="refuse the token after this long, e.g. 30d, 12h, 2w (default: never)")
     c.add_argument("--db", help=db_help)
     c.set_defaults(run=_token_create)
     ls = tsub.add_parser("list", help="list tokens (ids, never the tokens)")

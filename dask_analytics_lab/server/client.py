@@ -4,6 +4,10 @@
 and the rest work unchanged against a server.  Errors come back as the Store's:
 NotFound (404), StoreUnavailable (cannot connect, 5xx), PermissionError (401/403),
 ValueError (other 4xx), each with the server's message.
+
+Redirects are followed, but the token (the Authorization header) only to the same
+origin (scheme, host and port): a server, proxy or attacker that redirects the reader
+elsewhere never receives it.
 """
 from __future__ import annotations
 
@@ -16,6 +20,37 @@ import urllib.request
 from typing import Any
 
 from ..store.errors import NotFound, StoreUnavailable
+
+
+CREDENTIALS = ("authorization", "cookie", "proxy-authorization")
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects like urllib's own handler, dropping credentials on the way to
+    another origin (another host, port or scheme: https -> http included)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and origin(new.full_url) != origin(req.full_url):
+            for name in list(new.headers):
+                if name.lower() in CREDENTIALS:
+                    del new.headers[name]
+            for name in list(new.unredirected_hdrs):
+                if name.lower() in CREDENTIALS:
+                    del new.unredirected_hdrs[name]
+        return new
+
+
+def opener(context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
+    """An opener that verifies TLS with `context` and never forwards credentials across origins."""
+    return urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), SameOriginRedirects())
 
 
 def ssl_context(url: str, ca_file: str | None) -> ssl.SSLContext | None:
@@ -33,6 +68,7 @@ class ServerClient:
         self.token = token
         self.timeout = timeout
         self._ssl = ssl_context(self.url, ca_file)
+        self._opener = opener(self._ssl)
 
     def request(self, method: str, path: str, params: dict | None = None, body: Any = None) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
@@ -46,7 +82,7 @@ class ServerClient:
             headers["Authorization"] = f"token {self.token}"
         req = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as response:
+            with self._opener.open(req, timeout=self.timeout) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as e:
             raise self._error(e) from None

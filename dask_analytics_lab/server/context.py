@@ -4,8 +4,11 @@ See `routes.routes()` for the settings contract.
 """
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import logging
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .codecrypt import CodeCipher
+from .errors import ApiError
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
@@ -20,10 +24,21 @@ logger = logging.getLogger("dask_analytics_lab.server")
 # token stops working within this long, and a busy ingest does not hit the
 # tokens table once per batch.
 TOKEN_CACHE_SECONDS = 30.0
+# last_used is written at most this often per token (one small write a minute).
+TOUCH_SECONDS = 60.0
+# Failed authentications from one address: more than `auth_failures` (default
+# FAILURES) in FAILURE_WINDOW seconds, and that address is refused (429) until the
+# window ends.
+FAILURES = 10
+FAILURE_WINDOW = 60.0
+# The names a server without tokens answers to by default (DNS rebinding: a web page
+# whose name was rebound to 127.0.0.1 sends its own name as Host).
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 KNOWN_SETTINGS = frozenset({
     "store_url", "store", "token_required", "local_auth", "code_key", "public_url",
-    "max_body_bytes", "max_report_bytes", "threads",
+    "max_body_bytes", "max_json_bytes", "max_report_bytes", "body_memory", "body_timeout",
+    "body_idle_timeout", "body_queue_timeout", "threads", "allowed_hosts", "session_secret", "auth_failures",
 })
 
 
@@ -33,7 +48,81 @@ class Principal:
 
     account: str | None
     user: str | None
-    via: str  # "token" (header or login cookie), "open" (no token, trusted host), "local" (in-process)
+    via: str  # "token" (header or login session), "open" (no token, trusted host), "local" (in-process)
+    token_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenCheck:
+    """What a token (or a session's token id) stands for: a principal, or why not."""
+
+    principal: Principal | None
+    problem: str | None = None  # "unknown" or "expired"
+    expires: float | None = None
+
+
+class MemoryBudget:
+    """Bytes that request bodies in flight may take, shared by all requests (asyncio,
+    event loop only).  Waiters are served first come, first served; one that waits
+    longer than its timeout gets 503 with Retry-After (the plugin retries those)."""
+
+    def __init__(self, total: int, name: str):
+        self.total, self.name, self.used = int(total), name, 0
+        self._waiters: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
+
+    async def acquire(self, n: int, timeout: float) -> int:
+        n = max(0, int(n))
+        if n > self.total:
+            raise ValueError(f"{n} bytes is more than the whole {self.name} budget ({self.total})")
+        if not self._waiters and self.used + n <= self.total:
+            self.used += n
+            return n
+        fut = asyncio.get_running_loop().create_future()
+        entry = (n, fut)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+            if fut.done() and not fut.cancelled():
+                if isinstance(e, asyncio.CancelledError):
+                    self.release(n)
+                    raise
+                return n  # granted just as the timeout struck
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(entry)
+            fut.cancel()
+            self._wake()
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise ApiError(503, f"the server is busy reading other large requests ({self.name}); try again",
+                           headers={"Retry-After": "5"}) from None
+        return n
+
+    def release(self, n: int) -> None:
+        self.used = max(0, self.used - int(n))
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            n, fut = self._waiters[0]
+            if fut.done():
+                self._waiters.popleft()
+                continue
+            if self.used + n > self.total:
+                return
+            self._waiters.popleft()
+            self.used += n
+            fut.set_result(None)
+
+
+def host_name(host: str) -> str:
+    """The name in a Host header: no port, no brackets, lower case, no trailing dot."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        host = host[1:].split("]", 1)[0]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".")
 
 
 @dataclass
@@ -46,17 +135,32 @@ class Context:
     local_auth: Callable[[Any], bool] | None
     public_url: str | None
     max_body_bytes: int
+    max_json_bytes: int
     max_report_bytes: int
     executor: ThreadPoolExecutor
-    _tokens: dict[str, tuple[float, Principal | None]] = field(default_factory=dict)
+    # Request bodies are parsed and stored here, apart from the reads' threads, so a
+    # big batch never makes a query wait for a thread.
+    body_executor: ThreadPoolExecutor
+    receiving: MemoryBudget  # decompressed bytes of bodies being received
+    parsing: MemoryBudget  # estimated memory of bodies being parsed and stored
+    body_timeout: float
+    body_idle_timeout: float
+    body_queue_timeout: float
+    session_secret: bytes
+    allowed_hosts: frozenset[str] | None
+    auth_failures: int = FAILURES
+    _tokens: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
     _tokens_lock: threading.Lock = field(default_factory=threading.Lock)
+    _touched: dict[str, float] = field(default_factory=dict)
+    _failures: dict[str, tuple[float, int, bool]] = field(default_factory=dict)
     _owners: dict[str, str] = field(default_factory=dict)
     # SQLite takes one writer at a time; threads waiting on its lock sleep in growing
     # steps (its busy handler), so this process queues its own writers instead.
     write_lock: Any = field(default_factory=contextlib.nullcontext)
 
-    def cluster_owners(self, claims: dict[str, str]) -> dict[str, str]:
-        """{cluster_id: owning account}, claiming unowned ids (blocking: call off the loop).
+    # --- cluster ownership (blocking: call off the loop) ------------------------
+    def cluster_owners(self, claims: dict[str, str], *, now: float | None = None) -> dict[str, str]:
+        """{cluster_id: owning account}, claiming unowned ids (at time `now`).
 
         An owner never changes, so each id costs one database round trip per process.
         """
@@ -68,27 +172,127 @@ class Context:
             else:
                 result[cid] = owner
         if missing:
-            found = self.team.claim_clusters(missing)
+            with self.write_lock:
+                found = self.team.claim_clusters(missing, now=now)
             if len(self._owners) > 100_000:  # bounded memory on a long-lived server
                 self._owners.clear()
             self._owners.update(found)
             result.update(found)
         return result
 
-    def lookup_token(self, token_hash: str) -> Principal | None:
-        """The principal a token stands for, or None; cached (blocking: call off the loop)."""
+    def release_claims(self, cluster_ids: list[str], *, account: str, claimed: float) -> None:
+        """Take back the claims a refused batch made (see TeamStore.release_claims)."""
+        if not cluster_ids:
+            return
+        with self.write_lock:
+            released = self.team.release_claims(cluster_ids, account=account, claimed=claimed)
+        for cid in released:
+            self._owners.pop(cid, None)
+
+    # --- tokens (blocking: call off the loop) -------------------------------------
+    def _cached(self, key: str, fetch: Callable[[], dict | None]) -> dict | None:
         now = time.monotonic()
         with self._tokens_lock:
-            hit = self._tokens.get(token_hash)
+            hit = self._tokens.get(key)
         if hit is not None and now - hit[0] < TOKEN_CACHE_SECONDS:
             return hit[1]
-        row = self.team.find_token(token_hash)
-        principal = Principal(row["account"], row["user"], "token") if row else None
+        row = fetch()
         with self._tokens_lock:
             if len(self._tokens) > 10_000:  # someone trying many tokens: keep memory bounded
                 self._tokens.clear()
-            self._tokens[token_hash] = (now, principal)
-        return principal
+            self._tokens[key] = (now, row)
+        return row
+
+    def _check(self, row: dict | None) -> TokenCheck:
+        if row is None:
+            return TokenCheck(None, "unknown")
+        expires = row.get("expires")
+        if expires is not None and time.time() >= expires:
+            return TokenCheck(None, "expired", expires)
+        self._touch(row["token_id"])
+        return TokenCheck(Principal(row["account"], row["user"], "token", row["token_id"]), expires=expires)
+
+    def check_token(self, token_hash: str) -> TokenCheck:
+        """What a token stands for (cached; an expired one says so)."""
+        return self._check(self._cached(token_hash, lambda: self.team.find_token(token_hash)))
+
+    def check_session(self, token_id: str) -> TokenCheck:
+        """What a login session's token stands for now (revoked or expired: nothing)."""
+        return self._check(self._cached("id:" + token_id, lambda: self.team.find_token_by_id(token_id)))
+
+    def cached_principal(self, token_hash: str) -> Principal | None:
+        """A token already known good, without asking the database (for a throttled address)."""
+        with self._tokens_lock:
+            hit = self._tokens.get(token_hash)
+        if hit is None or hit[1] is None or time.monotonic() - hit[0] >= TOKEN_CACHE_SECONDS:
+            return None
+        check = self._check(hit[1])
+        return check.principal
+
+    def lookup_token(self, token_hash: str) -> Principal | None:
+        """The principal a token stands for, or None (unknown, revoked or expired)."""
+        return self.check_token(token_hash).principal
+
+    def _touch(self, token_id: str) -> None:
+        """Record the token's use, at most once a minute, on a writer thread."""
+        now = time.monotonic()
+        with self._tokens_lock:
+            if now - self._touched.get(token_id, -TOUCH_SECONDS) < TOUCH_SECONDS:
+                return
+            if len(self._touched) > 10_000:
+                self._touched.clear()
+            self._touched[token_id] = now
+        try:
+            self.body_executor.submit(self._write_touch, token_id, time.time())
+        except RuntimeError:  # shutting down
+            pass
+
+    def _write_touch(self, token_id: str, when: float) -> None:
+        try:
+            with self.write_lock:
+                self.team.touch_token(token_id, when)
+        except Exception as e:  # the store being down must not fail the request that used it
+            logger.debug("dask-analytics server: could not record the use of token %s: %s", token_id, e)
+
+    # --- failed authentication (event loop) ---------------------------------------
+    def throttled(self, address: str) -> float:
+        """Seconds until `address` may try again (0: it may now)."""
+        entry = self._failures.get(address)
+        if entry is None:
+            return 0.0
+        start, count, _ = entry
+        left = start + FAILURE_WINDOW - time.monotonic()
+        if left <= 0:
+            del self._failures[address]
+            return 0.0
+        return left if count >= self.auth_failures else 0.0
+
+    def auth_failed(self, address: str, reason: str) -> None:
+        """Count one failed authentication from `address` and log it (never the token)."""
+        now = time.monotonic()
+        start, count, said = self._failures.get(address, (now, 0, False))
+        if now - start >= FAILURE_WINDOW:
+            start, count, said = now, 0, False
+        count += 1
+        if len(self._failures) > 100_000:
+            self._failures.clear()
+        if count <= self.auth_failures:
+            logger.warning("dask-analytics server: failed authentication from %s: %s", address, reason)
+        elif not said:
+            logger.warning("dask-analytics server: %d failed authentications from %s within %.0f s; refusing "
+                           "its credentials for the rest of the minute (%s)", count, address, FAILURE_WINDOW, reason)
+            said = True
+        self._failures[address] = (start, count, said)
+
+    def host_allowed(self, host: str) -> bool:
+        if self.allowed_hosts is None or "*" in self.allowed_hosts:
+            return True
+        return host_name(host) in self.allowed_hosts
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
+        self.body_executor.shutdown(wait=True)
+        self.store.close()
 
 
 def make_context(prefix: str, settings: dict) -> Context:
@@ -106,20 +310,46 @@ def make_context(prefix: str, settings: dict) -> Context:
     from ..store.team import TeamStore
 
     cipher = CodeCipher(settings.get("code_key"))
-    if not cipher.enabled and settings.get("token_required", True):
+    token_required = bool(settings.get("token_required", True))
+    if not cipher.enabled and token_required:
         logger.warning("dask-analytics server: no code key given; code snippets are stored as plain text")
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     public_url = settings.get("public_url")
+    hosts = settings.get("allowed_hosts")
+    if hosts is None and not token_required and settings.get("local_auth") is None:
+        hosts = LOCAL_HOSTS  # no tokens and no host app judging callers: local names only
+    allowed = None if hosts is None else frozenset(host_name(h) if h != "*" else "*" for h in hosts)
+    secret = settings.get("session_secret")
+    if isinstance(secret, str):
+        secret = secret.encode()
+    if secret is not None and len(secret) < 16:
+        raise ValueError("session_secret must be at least 16 bytes")
+    memory = int(settings.get("body_memory", 320 * 2**20))
+    max_json = int(settings.get("max_json_bytes", 32 * 2**20))
+    max_report = int(settings.get("max_report_bytes", 64 * 2**20))
+    receiving = MemoryBudget(memory // 5, "memory for bodies being received")
+    if max(max_json, max_report) > receiving.total:
+        raise ValueError(f"body_memory ({memory}) must be at least 5 times max_json_bytes and max_report_bytes")
     return Context(
         prefix=prefix,
         store=store,
         team=TeamStore(store),
-        token_required=bool(settings.get("token_required", True)),
+        token_required=token_required,
         cipher=cipher,
         local_auth=settings.get("local_auth"),
         public_url=public_url.rstrip("/") if public_url else None,
         max_body_bytes=int(settings.get("max_body_bytes", 16 * 2**20)),
-        max_report_bytes=int(settings.get("max_report_bytes", 64 * 2**20)),
+        max_json_bytes=max_json,
+        max_report_bytes=max_report,
         executor=ThreadPoolExecutor(int(settings.get("threads", 4)), thread_name_prefix="dal-server"),
+        body_executor=ThreadPoolExecutor(2, thread_name_prefix="dal-server-body"),
+        receiving=receiving,
+        parsing=MemoryBudget(memory - receiving.total, "memory for bodies being parsed and stored"),
+        body_timeout=float(settings.get("body_timeout", 120.0)),
+        body_idle_timeout=float(settings.get("body_idle_timeout", 10.0)),
+        body_queue_timeout=float(settings.get("body_queue_timeout", 30.0)),
+        session_secret=secret or secrets.token_bytes(32),
+        allowed_hosts=allowed,
+        auth_failures=int(settings.get("auth_failures", FAILURES)),
         write_lock=threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext(),
     )

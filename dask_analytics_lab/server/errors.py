@@ -10,9 +10,10 @@ class ApiError(HTTPError):
     A tornado HTTPError, so tornado answers it without logging a traceback.
     """
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(status, reason=_reason(status))
         self.message = message
+        self.headers = dict(headers or {})  # e.g. Retry-After, set on the answer
 
     def __str__(self) -> str:
         return f"{self.status_code}: {self.message}"

@@ -1,31 +1,40 @@
 """POST {prefix}/api/ingest: a batch of messages (messages.py) from a scheduler plugin.
 
+The body is read as body.py says: the token is checked from the headers before any of
+it is read, and parsing, checking and storing run on the body threads.
+
 What the server adds to the store's own checks, because here the sender is remote:
 - the account comes from the token, never from the message (a `cluster` message's
   `account` is overwritten), and a cluster id belongs to the first account that sent
-  it: another account's messages for it are refused (403);
+  it;
+- messages for a cluster id another account owns are not stored, and the answer is
+  the one an unknown id gets (the same status and body: ingest is no oracle of other
+  accounts' ids; the server log says what was dropped).  The batch is checked whole
+  first, so a bad message is refused the same way wherever it points;
 - the user comes from the token too: a `cluster` message's `user` becomes the
   token's user, and what the client said (on a JupyterHub often `jovyan`) is kept in
   `reported_user`; without a token (`--no-token`) the client's word is all there is;
-- a code snippet's hash must be the hash of its text (a forged hash could otherwise
-  replace another account's snippet, which is stored once by hash), and its text is
-  encrypted before it is stored.
-The whole batch is refused or stored: the plugin retries it as one.
+- a code snippet's hash must be the hash of its text, and its text is encrypted
+  before it is stored.
+The whole batch is refused or stored, and a refused one leaves nothing behind: the
+cluster ids it claimed are released again.  The plugin retries a batch as one.
 """
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from ..collect.computations import code_hash
 from ..messages import MessageError, validate
-from .base import BaseHandler
-from .body import read_json
+from ..store.validate import clean
+from .body import BodyReader
 from .context import Principal
 from .errors import ApiError
 
+logger = logging.getLogger("dask_analytics_lab.server")
+
 MAX_MESSAGES = 10_000
-# JSON of scheduler messages compresses ~10x; allow that much and no more.
-EXPANSION = 16
 
 
 def check_envelopes(batch: Any) -> list[dict]:
@@ -72,28 +81,53 @@ def prepare(batch: list[dict], principal: Principal, cipher: Any) -> dict[str, s
     return claims
 
 
-class IngestHandler(BaseHandler):
+class IngestHandler(BodyReader):
     async def post(self) -> None:
-        # A cookie never authorises a write (see base.py).
-        principal = await self.principal(allow_cookie=False)
-        batch = check_envelopes(read_json(
-            self.request, max_bytes=self.ctx.max_body_bytes,
-            max_decompressed=self.ctx.max_body_bytes * EXPANSION,
-        ))
-        if not batch:
-            self.write_json({"stored": 0, "received": 0})
-            return
-        claims = prepare(batch, principal, self.ctx.cipher)
-        stored = await self.call(self._store, principal, batch, claims)
-        self.write_json({"stored": stored, "received": len(batch)})
+        if self._finished:
+            return  # refused while the body came in
+        # A cookie never authorises a write: prepare() took the token from the header.
+        principal = self.body_principal
+        batch = await self.body_json()
+        stored, received = await self.call(self._ingest, principal, batch, executor=self.ctx.body_executor)
+        self.write_json({"stored": stored, "received": received})
 
-    def _store(self, principal: Principal, batch: list[dict], claims: dict[str, str | None]) -> int:
-        # Runs on a server thread: the ownership check and the write are blocking calls.
-        owners = self.ctx.cluster_owners({cid: acc for cid, acc in claims.items() if acc is not None})
-        if principal.account is not None:
-            for cid in claims:
-                if owners[cid] != principal.account:
-                    raise ApiError(403, f"cluster {cid!r} belongs to another account; "
-                                        "a token can only write its own account's clusters")
-        with self.ctx.write_lock:
-            return self.ctx.store.ingest(batch)
+    def _ingest(self, principal: Principal, batch: Any) -> tuple[int, int]:
+        # Runs on a body thread: checks, ownership and the write are blocking work.
+        batch = check_envelopes(batch)
+        received = len(batch)
+        if not batch:
+            return 0, 0
+        claims = prepare(batch, principal, self.ctx.cipher)
+        claimed_at = time.time()
+        wanted = {cid: acc for cid, acc in claims.items() if acc is not None}
+        owners = self.ctx.cluster_owners(wanted, now=claimed_at)
+        try:
+            foreign: set[str] = set()
+            dropped: list[dict] = []
+            if principal.account is not None:
+                foreign = {cid for cid in claims if owners.get(cid) != principal.account}
+            if foreign:
+                # Check the batch whole, as the store would, so a bad message reads the
+                # same (same index, same words) whoever owns the id it names.
+                for i, msg in enumerate(batch):
+                    clean(i, msg)
+                dropped = [m for m in batch if m["cluster_id"] in foreign]
+                batch = [m for m in batch if m["cluster_id"] not in foreign]
+                logger.warning("dask-analytics server: dropped %d messages of account %r for cluster(s) %s owned "
+                               "by another account", len(dropped), principal.account, sorted(foreign)[:5])
+            stored = 0
+            if batch:
+                with self.ctx.write_lock:
+                    stored = self.ctx.store.ingest(batch)
+        except BaseException:
+            mine = [cid for cid, acc in wanted.items() if owners.get(cid) == acc]
+            try:
+                for account in {wanted[cid] for cid in mine}:
+                    self.ctx.release_claims([c for c in mine if wanted[c] == account], account=account,
+                                            claimed=claimed_at)
+            except Exception as e:  # the store went away: the claim stays, harmlessly
+                logger.warning("dask-analytics server: could not release the claims of a refused batch: %s", e)
+            raise
+        # A foreign id answers as an unknown one would: each distinct message new.
+        stored += len({(m["cluster_id"], m["seq"]) for m in dropped})
+        return stored, received

@@ -23,9 +23,31 @@ settings (a dict; unknown keys are an error):
                   as plain text (a warning is logged).
   public_url      base URL report links start with, e.g. "https://analytics.example.com";
                   default: the scheme and Host of the request, plus prefix.
-  max_body_bytes  largest ingest body, default 16 MiB (gzip'd).
-  max_report_bytes largest report upload, default 64 MiB.
-  threads         threads running store calls, default 4.
+  allowed_hosts   host names (and addresses) the Host header may name, e.g.
+                  ["localhost", "127.0.0.1", "::1", "analytics.example.com"]; "*": any.
+                  Another Host is refused (403) on every route: DNS rebinding.  Default:
+                  with token_required False and no local_auth, the local names
+                  ("localhost", "127.0.0.1", "::1"); otherwise not checked (tokens and
+                  the host app protect those).
+  session_secret  bytes or str (16 bytes at least) signing login sessions; default: a
+                  random one per process (logins then end when the server restarts).
+                  `dask-analytics server` keeps one in a file (see server/cli.py).
+  auth_failures   failed authentications (bad token, login, session signature) one
+                  client address may make in a minute before it gets 429 for the rest
+                  of that minute, default 10; each failure is logged (never the token).
+  max_body_bytes  largest ingest body as sent, default 16 MiB (gzip'd).
+  max_json_bytes  largest ingest body once decompressed, default 32 MiB.
+  max_report_bytes largest report upload, as sent and decompressed, default 64 MiB.
+  body_memory     memory all request bodies in flight may take, by the server's
+                  estimate (body.py), default 320 MiB: a fifth for bodies being received,
+                  the rest for parsing and storing them.  One request estimated past
+                  that rest is refused (413); others wait their turn.
+  body_timeout    seconds a whole body may take to arrive, default 120.
+  body_idle_timeout  seconds a body may go without data before the connection is
+                  closed, default 10.
+  body_queue_timeout seconds a request waits for its share of body_memory before it
+                  gets 503 with Retry-After, default 30.
+  threads         threads running store reads, default 4 (bodies have 2 of their own).
 
 JSON API (errors: {"error": message, "status": code}; every read takes `account=`,
 which must be the token's own account; lists take `limit=`):
@@ -44,6 +66,8 @@ which must be the token's own account; lists take `limit=`):
   GET  /api/gpu?cluster_id=&monitor_id=&worker=&limit=      {"gpu": [...]}
   GET  /api/export                                   {"export": {table: [rows]}}
   POST /api/ingest      gzip'd JSON list of messages -> {"stored": n, "received": n}
+                        (token checked before the body is read; messages for another
+                        account's cluster are dropped, answered as for an unknown id)
   POST /api/reports     {html, twin, filename, private, title?, cluster_id?} -> 201 {"report": {..., url, json_url}}
   GET  /api/reports?limit=                           {"reports": [...]}
 Rows are the store's (store/queries.py): every cluster row carries `status` ("live",
@@ -55,8 +79,11 @@ Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /login
 """
 from __future__ import annotations
 
+from typing import Any
+
 from tornado.web import RedirectHandler, StaticFileHandler, URLSpec
 
+from .body import BodyReader
 from .context import Context, make_context
 from .ingest import IngestHandler
 from .query import query_routes
@@ -69,11 +96,25 @@ def routes(prefix: str, settings: dict) -> list[URLSpec]:
     return routes_for(make_context(prefix, settings))
 
 
+class ReportsUpload(BodyReader, ReportsApi):
+    """/api/reports with its POST body read as body.py says (token before body, bounded
+    memory, parsed off the loop); ReportsApi's own read_json then takes the parsed body."""
+
+    def body_limits(self) -> tuple[int, int]:
+        return self.ctx.max_report_bytes, self.ctx.max_report_bytes
+
+    async def post(self) -> Any:
+        if self._finished:
+            return None
+        self.request.dal_json = await self.body_json()
+        return await ReportsApi.post(self)
+
+
 def routes_for(ctx: Context) -> list[URLSpec]:
     p = ctx.prefix
     c = {"ctx": ctx}
     seg = "([^/]+)"
-    specs = [URLSpec(f"{p}/api/ingest", IngestHandler, c), URLSpec(f"{p}/api/reports", ReportsApi, c)]
+    specs = [URLSpec(f"{p}/api/ingest", IngestHandler, c), URLSpec(f"{p}/api/reports", ReportsUpload, c)]
     specs += [URLSpec(f"{p}/api{path}", handler, c) for path, handler in query_routes()]
     specs += [
         URLSpec(f"{p}/reports/([^/]+)\\.json", ReportView, {**c, "as_json": True}),

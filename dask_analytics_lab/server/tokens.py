@@ -28,3 +28,9 @@ def token_hash(token: str) -> str:
 def well_formed(token: str) -> bool:
     """Cheap shape check, so garbage never reaches the database."""
     return bool(_SHAPE.match(token))
+
+
+def token_id_of(token: str) -> str:
+    """The public id of a well-formed token (what logs and messages may show), else "?"."""
+    m = _SHAPE.match(token)
+    return m.group(1) if m else "?"

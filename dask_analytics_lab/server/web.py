@@ -8,14 +8,17 @@ as tracebacks cannot inject markup; the Content-Security-Policy allows only our 
 from __future__ import annotations
 
 import html
+import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from tornado.web import RequestHandler
+from tornado.web import HTTPError, RequestHandler, create_signed_value
 
-from .base import COOKIE, BaseHandler
+from .base import OLD_COOKIE, SESSION_COOKIE, SESSION_DAYS, BaseHandler, _utc
+from .context import TokenCheck
 from .errors import ApiError
-from .tokens import token_hash, well_formed
+from .tokens import token_hash, token_id_of, well_formed
 
 STATIC = Path(__file__).with_name("static")
 # Built from js/widgets at install (pip install runs the npm build).
@@ -85,7 +88,48 @@ def _safe_next(prefix: str, target: str | None) -> str:
     return target
 
 
-class LoginHandler(WebHandler):
+def cross_site(handler: RequestHandler, public_url: str | None = None) -> str | None:
+    """Why a form post comes from another site, or None when it is this site's own (or
+    no browser's: a non-browser client carries nobody's cookies).  Browsers send
+    Sec-Fetch-Site, or at least Origin, with every form post; a sandboxed report page
+    posts from the opaque origin "null", which is another site too."""
+    headers = handler.request.headers
+    site = headers.get("Sec-Fetch-Site")
+    origin = headers.get("Origin")
+    if site in ("same-origin", "none"):
+        return None
+    if site is None:
+        if origin is None:
+            return None
+        netloc = urllib.parse.urlsplit(origin).netloc.lower()
+        ours = {headers.get("Host", "").lower()}
+        if public_url:
+            ours.add(urllib.parse.urlsplit(public_url).netloc.lower())
+        if netloc and netloc in ours:
+            return None
+        return f"a form of {origin[:100]} cannot post here"
+    return f"a form of another site ({origin or site}) cannot post here"
+
+
+class FormHandler(WebHandler):
+    """Login and logout: form posts that change who the browser is, so each must come
+    from this server's own pages (checked from the browser's Sec-Fetch-Site / Origin),
+    and login also carries the form's XSRF token (tornado's _xsrf cookie and field)."""
+
+    def check_origin(self) -> None:
+        why = cross_site(self, self.ctx.public_url)
+        if why is not None:
+            raise ApiError(403, f"{why}: log in and out from this server's own pages")
+
+    def check_form_xsrf(self) -> None:
+        try:
+            RequestHandler.check_xsrf_cookie(self)
+        except HTTPError:
+            raise ApiError(403, "this form has expired or did not come from this server: reload the login page "
+                                "and try again") from None
+
+
+class LoginHandler(FormHandler):
     def get(self) -> None:
         self._form()
 
@@ -93,9 +137,8 @@ class LoginHandler(WebHandler):
         p = html.escape(self.ctx.prefix, quote=True)
         nxt = html.escape(_safe_next(self.ctx.prefix, self.get_query_argument("next", None)), quote=True)
         err = f'<p class="error">{html.escape(error)}</p>' if error else ""
-        xsrf = self.xsrf_form_html() if self.settings.get("xsrf_cookies") else ""
         body = f"""<h1>Log in</h1>{err}
-<form method="post" action="{p}/login?next={nxt}" class="login">{xsrf}
+<form method="post" action="{p}/login?next={nxt}" class="login">{self.xsrf_form_html()}
 <label>Token <input type="password" name="token" autocomplete="current-password" required></label>
 <button type="submit">Log in</button></form>
 <p class="muted">Make a token with <code>dask-analytics token create --account A --user U</code>.</p>"""
@@ -104,28 +147,52 @@ class LoginHandler(WebHandler):
         self.finish(_shell(self.ctx.prefix, "Log in", body))
 
     async def post(self) -> None:
+        self.check_origin()
+        self.check_form_xsrf()
+        self.refuse_if_throttled()
         token = (self.get_body_argument("token", "") or "").strip()
-        found = None
+        found = TokenCheck(None, "malformed")
         if well_formed(token):
-            found = await self.call(self.ctx.lookup_token, token_hash(token))
-        if found is None:
-            self._form("Unknown, revoked or malformed token.", status=401)
+            found = await self.call(self.ctx.check_token, token_hash(token))
+        if found.principal is None:
+            if found.problem == "expired":
+                self.auth_failure(f"login with expired token {token_id_of(token)}")
+                self._form(f"This token expired on {_utc(found.expires)}: make a new one.", status=401)
+            else:
+                what = f"unknown or revoked token {token_id_of(token)}" if well_formed(token) else "a malformed token"
+                self.auth_failure(f"login with {what}")
+                self._form("Unknown, revoked or malformed token.", status=401)
             return
-        self.set_cookie(COOKIE, token, path=self.ctx.prefix + "/", httponly=True, samesite="Lax",
-                        secure=self.request.protocol == "https", expires_days=30)
+        principal = found.principal
+        days = SESSION_DAYS
+        if found.expires is not None:
+            days = max(0.0, min(days, (found.expires - time.time()) / 86400))
+        # The session names the token by its id, signed with the server's secret: the
+        # token itself never sits in the browser, and revoking it ends the session.
+        session = create_signed_value(self.ctx.session_secret, SESSION_COOKIE, principal.token_id)
+        path = self.ctx.prefix + "/"
+        self.clear_cookie(OLD_COOKIE, path=path)
+        self.set_cookie(SESSION_COOKIE, session, path=path, httponly=True, samesite="Lax",
+                        secure=self.request.protocol == "https", expires_days=days)
         self.redirect(_safe_next(self.ctx.prefix, self.get_query_argument("next", None)))
 
 
-class LogoutHandler(WebHandler):
+class LogoutHandler(FormHandler):
     def post(self) -> None:
-        self.clear_cookie(COOKIE, path=self.ctx.prefix + "/")
+        self.check_origin()
+        if self.get_body_argument("_xsrf", None) is not None:
+            self.check_form_xsrf()  # a form that carries the token must carry the right one
+        path = self.ctx.prefix + "/"
+        self.clear_cookie(SESSION_COOKIE, path=path)
+        self.clear_cookie(OLD_COOKIE, path=path)
         self.redirect(self.ctx.prefix + "/login")
 
 
 class NotFoundHandler(WebHandler):
     """Anything under the prefix that no route takes: JSON under /api/, a page elsewhere."""
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
+        await super().prepare()  # the host check first
         raise ApiError(404, f"nothing at {self.request.method} {self.request.path}")
 
     def render_error(self, status_code: int, message: str) -> None:

@@ -40,27 +40,45 @@ class TeamStore:
             yield conn
 
     # --- tokens ------------------------------------------------------------
-    def add_token(self, *, token_id: str, token_hash: str, account: str, user: str) -> None:
-        """Keep a new token's hash (making its account and user on first use)."""
+    def add_token(self, *, token_id: str, token_hash: str, account: str, user: str,
+                  expires: float | None = None) -> None:
+        """Keep a new token's hash (making its account and user on first use).
+        expires: seconds since the epoch after which it is refused; None: never."""
         now = time.time()
         with self._writing() as conn:
             conn.execute(_insert(conn, accounts).on_conflict_do_nothing(), {"account": account, "created": now})
             conn.execute(_insert(conn, users).on_conflict_do_nothing(),
                          {"account": account, "user": user, "created": now})
             conn.execute(sa.insert(tokens), {"token_id": token_id, "token_hash": token_hash, "account": account,
-                                             "user": user, "created": now, "revoked": None})
+                                             "user": user, "created": now, "revoked": None, "expires": expires})
+
+    _FOUND = (tokens.c.token_id, tokens.c.account, tokens.c.user, tokens.c.expires)
 
     def find_token(self, token_hash: str) -> dict | None:
-        """The live token with this hash: {token_id, account, user}, or None."""
-        q = sa.select(tokens.c.token_id, tokens.c.account, tokens.c.user).where(
-            tokens.c.token_hash == token_hash, tokens.c.revoked.is_(None))
+        """The unrevoked token with this hash: {token_id, account, user, expires}, or None.
+        An expired one is returned too (with its `expires`), so the caller can say so."""
+        q = sa.select(*self._FOUND).where(tokens.c.token_hash == token_hash, tokens.c.revoked.is_(None))
         with self._store._reading() as conn:
             row = conn.execute(q).first()
         return dict(row._mapping) if row else None
 
+    def find_token_by_id(self, token_id: str) -> dict | None:
+        """The same for a token id (a login session names its token by id)."""
+        q = sa.select(*self._FOUND).where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None))
+        with self._store._reading() as conn:
+            row = conn.execute(q).first()
+        return dict(row._mapping) if row else None
+
+    def touch_token(self, token_id: str, when: float) -> None:
+        """Record that a token was used at `when` (the server does so at most once a minute)."""
+        q = sa.update(tokens).where(tokens.c.token_id == token_id).values(last_used=when)
+        with self._writing() as conn:
+            conn.execute(q)
+
     def list_tokens(self, *, account: str | None = None) -> list[dict]:
-        """Tokens' ids and owners (never their hashes), by account then age."""
-        q = sa.select(tokens.c.token_id, tokens.c.account, tokens.c.user, tokens.c.created, tokens.c.revoked)
+        """Tokens' ids, owners, expiry and last use (never their hashes), by account then age."""
+        q = sa.select(tokens.c.token_id, tokens.c.account, tokens.c.user, tokens.c.created, tokens.c.revoked,
+                      tokens.c.expires, tokens.c.last_used)
         if account is not None:
             q = q.where(tokens.c.account == account)
         with self._store._reading() as conn:
@@ -72,16 +90,18 @@ class TeamStore:
             return conn.execute(q).rowcount > 0
 
     # --- cluster ownership ---------------------------------------------------
-    def claim_clusters(self, claims: dict[str, str]) -> dict[str, str]:
+    def claim_clusters(self, claims: dict[str, str], *, now: float | None = None) -> dict[str, str]:
         """Record {cluster_id: account} for ids nobody owns yet; return every id's owner.
 
         A cluster a scheduler wrote straight into the store belongs to the account its
         `cluster` message named.  One write transaction, so two accounts racing for a
-        new id get one answer.
+        new id get one answer.  `now` is kept as the claim's time: release_claims takes
+        back exactly the claims made with it.
         """
         if not claims:
             return {}
-        ids, now = list(claims), time.time()
+        ids = list(claims)
+        now = time.time() if now is None else now
         owned = sa.select(cluster_owners.c.cluster_id, cluster_owners.c.account)
         with self._writing() as conn:
             owners = dict(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(ids))).all())
@@ -93,6 +113,20 @@ class TeamStore:
                     {"cluster_id": cid, "account": written.get(cid, claims[cid]), "claimed": now} for cid in missing])
                 owners.update(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(missing))).all())
         return owners
+
+    def release_claims(self, cluster_ids: list[str], *, account: str, claimed: float) -> list[str]:
+        """Take back the claims `account` made at time `claimed` for ids that hold no data
+        (a refused batch leaves nothing behind); return the ids released."""
+        if not cluster_ids:
+            return []
+        o = cluster_owners.c
+        cond = sa.and_(o.cluster_id.in_(list(cluster_ids)), o.account == account, o.claimed == claimed,
+                       ~sa.exists().where(s.clusters.c.cluster_id == o.cluster_id))
+        with self._writing() as conn:
+            ids = [r[0] for r in conn.execute(sa.select(o.cluster_id).where(cond))]
+            if ids:
+                conn.execute(sa.delete(cluster_owners).where(cond))
+        return ids
 
     # --- reports -----------------------------------------------------------------
     def add_report(self, row: dict) -> None:
