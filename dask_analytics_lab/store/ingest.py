@@ -15,6 +15,7 @@ from typing import Any, Iterable
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ..codecrypt import local_cipher
 from ..messages import MessageError
 from . import schema as s
 from .team_schema import cluster_owners
@@ -201,6 +202,14 @@ def _code(conn: sa.Connection, msgs: list[dict]) -> None:
     accounts = cluster_accounts(conn, {m["cluster_id"] for m in msgs})
     rows = {(accounts[m["cluster_id"]], m["data"]["hash"]): {**m["data"], "account": accounts[m["cluster_id"]]}
             for m in reversed(msgs)}
+    # With a code key in this process (codecrypt.local_cipher), the text is stored
+    # encrypted; text a team server already encrypted with its key is left as it is.
+    # A key that is configured but unusable raises: never plain text instead.
+    cipher = local_cipher(create=True)
+    if cipher.enabled:
+        for row in rows.values():
+            if isinstance(row.get("text"), str):
+                row["text"] = cipher.encrypt(row["text"])
     stmt = _insert(conn, s.code_snippets).on_conflict_do_nothing(index_elements=["account", "hash"])
     conn.execute(stmt, list(rows.values()))
 
@@ -218,12 +227,14 @@ def cluster_accounts(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, st
 
 def _computations(conn: sa.Connection, msgs: list[dict]) -> None:
     comps, groups = [], []
+    # The line of code that made it is code: encrypted like the snippets (see _code).
+    cipher = local_cipher(create=True)
     for m in msgs:
         d, cid, t = m["data"], m["cluster_id"], m["time"]
         comps.append({
             "computation_id": d["id"], "cluster_id": cid, "start": d["start"], "stop": d["stop"],
             "state": d["state"], "code_hashes": d["code"] or [], "code_frames": d["code_frames"],
-            "code_line": d["code_line"], "label": d["label"], **d["totals"], "updated": t,
+            "code_line": cipher.encrypt(d["code_line"]), "label": d["label"], **d["totals"], "updated": t,
         })
         for g in d["groups"] or []:
             groups.append({**g, "cluster_id": cid, "computation_id": d["id"], "updated": t})

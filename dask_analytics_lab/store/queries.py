@@ -15,6 +15,7 @@ import time
 import sqlalchemy as sa
 from distributed import profile as dask_profile
 
+from ..codecrypt import is_sealed, reading_cipher
 from ..messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
 from .errors import unknown
@@ -163,7 +164,7 @@ def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, acc
         _require_cluster(conn, cluster_id, account)
         q = q.where(c.c.cluster_id == cluster_id)
     q = q.order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(_limit(limit))
-    return _mark_lost(conn, _rows(conn.execute(q)), now)
+    return _mark_lost(conn, open_code_lines(_rows(conn.execute(q))), now)
 
 
 def list_task_groups(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> list[dict]:
@@ -187,7 +188,7 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
     lineno_frame / lineno_relative here are where *this* computation was made (from
     the row's code_frames; a row recorded before those existed falls back to the
     snippet's own, which are its first sender's)."""
-    comp = _mark_lost(conn, [_computation_row(conn, computation_id, account)], _clock(now))[0]
+    comp = _mark_lost(conn, open_code_lines([_computation_row(conn, computation_id, account)]), _clock(now))[0]
     comp["groups"] = _task_groups(conn, comp)
     hashes = comp["code_hashes"] or []
     found = {}
@@ -210,8 +211,30 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
             snippet["lineno_frame"] = frame.get("lineno_frame") if frame else None
             snippet["lineno_relative"] = frame.get("lineno_relative") if frame else None
         code.append(snippet)
-    comp["code"] = code
+    comp["code"] = open_code(code)
     return comp
+
+
+def open_code_lines(rows: list[dict]) -> list[dict]:
+    """Computation rows with their code_line readable, as open_code does for snippets
+    (one that cannot be opened reads None, with `code_error`)."""
+    cipher = reading_cipher()
+    if cipher.enabled or cipher.problem:
+        for row in rows:
+            if is_sealed(row.get("code_line")):
+                row["code_line"], error = cipher.open(row["code_line"])
+                if error:
+                    row["code_error"] = error
+    return rows
+
+
+def open_code(rows: list[dict]) -> list[dict]:
+    """Snippet rows with their text readable, when this process has the code key
+    (codecrypt.local_cipher); text stored encrypted that its key does not open reads
+    None, with `code_error` saying why.  Without a key here, encrypted text is left
+    as stored, for a team server holding its own key to open."""
+    cipher = reading_cipher()
+    return cipher.open_rows(rows) if cipher.enabled or cipher.problem else rows
 
 
 def _frame_for(frames: list[dict], h: str, nth: int) -> dict | None:
@@ -295,5 +318,9 @@ def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list
             where = _in_account(table, account)
         q = sa.select(table).where(where).order_by(*table.primary_key.columns)
         out[table.name] = _rows(conn.execute(q), blanks=True)
+        if table is s.code_snippets:
+            open_code(out[table.name])
+        elif table is s.computations:
+            open_code_lines(out[table.name])
     return {t.name: out[t.name] for t in s.DATA_TABLES}
 
