@@ -7,9 +7,17 @@ GET  {prefix}/reports/{id}.json    its machine-readable twin, same rules
 
 A report id is 128 random bits: for a public report the link is the permission.
 A private one opens only for members of its account (token or login cookie).  A
-report is HTML its uploader wrote, served on this origin, so it is sandboxed
-(Content-Security-Policy: sandbox): its scripts run in an opaque origin and cannot
-read the viewer's cookie-authenticated API.
+report is HTML its uploader wrote, served on this origin, so its Content-Security-
+Policy (REPORT_CSP) sandboxes it (its scripts run in an opaque origin and cannot read
+the viewer's cookie-authenticated API) and lets it reach nothing outside itself: its
+own inline scripts, styles and data: images run, and every fetch, image, script,
+frame, form or font from anywhere else is blocked, so a report cannot send what it
+shows (or what a phishing form asks for) to another host.  distributed's report
+therefore embeds BokehJS (reports.performance_report uses mode="inline").
+
+At rest a report's HTML, its twin and the code in its summary are encrypted with the
+code key (codecrypt): the server's, or for an embedded store the writer's
+`analytics.code-key-file` / $DASK_ANALYTICS_CODE_KEY when one is set.
 """
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ import secrets
 import time
 from typing import Any
 
+from ..codecrypt import CodeCipher, CodeDecryptError, local_cipher, reading_cipher
 from .base import BaseHandler, check_text, dumps
 from .body import read_json
 from .context import Principal
@@ -27,7 +36,25 @@ from .errors import ApiError
 from .query import QueryHandler, limit_param
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
-SANDBOX = "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox allow-downloads"
+SANDBOX = "sandbox allow-scripts allow-downloads"
+# Inline scripts and styles run ('unsafe-eval' for BokehJS); nothing loads from or
+# connects to anywhere (data:/blob: are the page's own bytes).
+REPORT_CSP = "; ".join([
+    SANDBOX,
+    "default-src 'none'",
+    "script-src 'unsafe-inline' 'unsafe-eval'",
+    "style-src 'unsafe-inline'",
+    "img-src data: blob:",
+    "font-src data:",
+    "media-src data: blob:",
+    "connect-src 'none'",
+    "frame-src 'none'",
+    "worker-src 'none'",
+    "object-src 'none'",
+    "manifest-src 'none'",
+    "form-action 'none'",
+    "base-uri 'none'",
+])
 MAX_FILENAME = 1000
 
 
@@ -39,12 +66,29 @@ def report_links(base: str, report_id: str) -> dict:
     return {"url": f"{base}/reports/{report_id}", "json_url": f"{base}/reports/{report_id}.json"}
 
 
-def public_row(row: dict, base: str) -> dict:
-    """What a reader sees of a report row: no blobs, with its links."""
+def public_row(row: dict, base: str, cipher: CodeCipher | None = None) -> dict:
+    """What a reader sees of a report row: no blobs, with its links, the code in its
+    summary readable (None and a `code_error` when the key at hand does not open it)."""
     out = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created",
                                    "cluster_id", "size", "summary")}
+    summary = out.get("summary")
+    if isinstance(summary, dict) and "code" in summary:
+        code, error = (cipher or reading_cipher()).open(summary["code"])
+        out["summary"] = dict(summary, code=code)
+        if error:
+            out["code_error"] = error
     out.update(report_links(base, row["id"]))
     return out
+
+
+def writing_cipher(cipher: CodeCipher | None) -> CodeCipher:
+    """The cipher a report is stored with: the server's key; else (an embedded store,
+    the Jupyter extension) this process's analytics.code-key-file / $DASK_ANALYTICS_CODE_KEY."""
+    return cipher if cipher is not None and cipher.enabled else local_cipher(create=True)
+
+
+def _reading(cipher: CodeCipher | None) -> CodeCipher:
+    return cipher if cipher is not None and cipher.enabled else reading_cipher()
 
 
 def _optional_str(body: dict, name: str, most: int = 200) -> str | None:
@@ -56,8 +100,9 @@ def _optional_str(body: dict, name: str, most: int = 200) -> str | None:
     return value
 
 
-def check_upload(body: Any, principal: Principal) -> dict:
-    """Validate an upload; return the row to store (blobs gzip'd)."""
+def check_upload(body: Any, principal: Principal, cipher: CodeCipher | None = None) -> dict:
+    """Validate an upload; return the row to store: blobs gzip'd, then with the code,
+    encrypted with writing_cipher(cipher) when it has a key."""
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object with html, twin, filename, private")
     unknown = set(body) - {"html", "twin", "filename", "private", "title", "cluster_id", "account", "user"}
@@ -81,7 +126,10 @@ def check_upload(body: Any, principal: Principal) -> dict:
         account, user = account or "default", _optional_str(body, "user")
     if account is not None:
         check_text("account", account)
-    summary = twin.get("summary") if isinstance(twin.get("summary"), dict) else {}
+    summary = dict(twin["summary"]) if isinstance(twin.get("summary"), dict) else {}
+    seal = writing_cipher(cipher)
+    if isinstance(summary.get("code"), str):
+        summary["code"] = seal.encrypt(summary["code"])
     html_bytes = html.encode("utf-8", "replace")
     return {
         "id": new_report_id(),
@@ -94,8 +142,8 @@ def check_upload(body: Any, principal: Principal) -> dict:
         "cluster_id": _optional_str(body, "cluster_id"),
         "size": len(html_bytes),
         "summary": summary,
-        "html_gz": gzip.compress(html_bytes, 6),
-        "twin_gz": gzip.compress(dumps(twin).encode(), 6),
+        "html_gz": seal.seal_bytes(gzip.compress(html_bytes, 6)),
+        "twin_gz": seal.seal_bytes(gzip.compress(dumps(twin).encode(), 6)),
     }
 
 
@@ -115,15 +163,16 @@ class ReportsApi(QueryHandler):
         return (self.ctx.public_url or f"{self.request.protocol}://{self.request.host}") + self.ctx.prefix
 
     def query(self, account: str | None, limit: int) -> list[dict]:
-        base = self.base()
-        return [public_row(r, base) for r in self.ctx.team.list_reports(account=account, limit=limit)]
+        base, cipher = self.base(), _reading(self.ctx.cipher)
+        return [public_row(r, base, cipher) for r in self.ctx.team.list_reports(account=account, limit=limit)]
 
     async def post(self) -> None:
         principal = await self.principal(allow_cookie=False)
         limit = self.ctx.max_report_bytes
-        row = check_upload(read_json(self.request, max_bytes=limit, max_decompressed=limit * 4), principal)
+        row = check_upload(read_json(self.request, max_bytes=limit, max_decompressed=limit * 4), principal,
+                           self.ctx.cipher)
         await self.call(self.ctx.team.add_report, row)
-        self.write_json({"report": public_row(row, self.base())}, status=201)
+        self.write_json({"report": public_row(row, self.base(), _reading(self.ctx.cipher))}, status=201)
 
 
 class ReportView(BaseHandler):
@@ -145,14 +194,18 @@ class ReportView(BaseHandler):
                 raise ApiError(401, f"this report is private to its account: log in at {self.ctx.prefix}/login "
                                     "or send 'Authorization: token <token>'")
             raise ApiError(404, "no such report")  # a stranger learns nothing, not even that it exists
+        try:
+            blob = gzip.decompress(_reading(self.ctx.cipher).open_bytes(row["twin_gz" if self.as_json else "html_gz"]))
+        except CodeDecryptError as e:  # logged once by the cipher
+            raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
         if self.as_json:
-            twin = json.loads(gzip.decompress(row["twin_gz"]))
+            twin = json.loads(blob)
             meta = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created", "cluster_id")}
             self.write_json({"report": meta, **{k: v for k, v in twin.items() if k != "report"}})
             return
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Content-Security-Policy", SANDBOX)
-        self.finish(gzip.decompress(row["html_gz"]))
+        self.set_header("Content-Security-Policy", REPORT_CSP)
+        self.finish(blob)
 
     def render_error(self, status_code: int, message: str) -> None:
         if self.as_json:

