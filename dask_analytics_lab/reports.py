@@ -20,6 +20,14 @@ task groups, task stream, profile) and stores both in `analytics.store`:
 Public-by-link by default (the id is 128 random bits); `private=True` opens only for
 members of the account.  If storing fails the HTML file is still there and a warning
 says why: a report never fails the user's computation.
+
+Privacy switches hold here as in the plugin: with `analytics.computation.code.transmit`
+false neither the HTML nor the twin holds the calling code; with
+`analytics.profile.transmit` false neither holds a profile (the HTML's profile tabs are
+empty, the twin's profile an empty tree); `summary.recorded` says which were kept.
+BokehJS is embedded in the HTML (mode="inline" unless you pass another mode): a stored
+report is served with a policy that lets it load nothing from anywhere else.
+At rest the stored copy is encrypted with the code key (server/report_handlers.py).
 """
 from __future__ import annotations
 
@@ -39,22 +47,69 @@ from . import config
 logger = logging.getLogger("dask_analytics_lab")
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
+CODE_SWITCH = "analytics.computation.code.transmit"
+PROFILE_SWITCH = "analytics.profile.transmit"
+NO_CODE = f"(not recorded: {CODE_SWITCH} is false)"
 # Entries of the task stream kept in the twin: enough for any plot, bounded in size.
 MAX_TASK_STREAM = 100_000
 
 
-def _groups_since(dask_scheduler: Any, start: float) -> list[dict]:
-    """On the scheduler: the computations active since `start`, with their task groups."""
-    from .collect.computations import summarise_group
+def _groups_since() -> Any:
+    """A function for the scheduler: the computations active since `start`, each with
+    its task groups' own figures.  Made here so that it is pickled by value: the
+    scheduler needs nothing but distributed to run it."""
+    def groups_since(dask_scheduler: Any, start: float) -> list[dict]:
+        def summary(tg: Any) -> dict:
+            d = tg.all_durations
+            return {
+                "name": tg.name, "prefix": tg.prefix.name,
+                "states": {state: n for state, n in tg.states.items() if n},
+                "n_tasks": sum(tg.states.values()), "n_erred": tg.states.get("erred", 0),
+                "compute": float(d.get("compute", 0.0)), "transfer": float(d.get("transfer", 0.0)),
+                "disk_read": float(d.get("disk-read", 0.0)), "disk_write": float(d.get("disk-write", 0.0)),
+                "nbytes": int(tg.nbytes_total), "start": tg.start or None, "stop": tg.stop or None,
+                "dependencies": sorted(dep.name for dep in tg.dependencies),
+            }
 
-    out = []
-    for comp in list(dask_scheduler.computations):
-        if comp.stop is not None and comp.stop < start and comp.stop > 0:
-            continue
-        groups = [summarise_group(tg) for tg in comp.groups]
-        if groups:
-            out.append({"id": str(comp.id), "start": comp.start, "stop": comp.stop, "groups": groups})
-    return out
+        out = []
+        for comp in list(dask_scheduler.computations):
+            if comp.stop is not None and 0 < comp.stop < start:
+                continue
+            groups = [summary(tg) for tg in comp.groups]
+            if groups:
+                out.append({"id": str(comp.id), "start": comp.start, "stop": comp.stop, "groups": groups})
+        return out
+    return groups_since
+
+
+def privacy_switches() -> dict[str, bool]:
+    """{"code": ..., "profile": ...}: whether this process's config lets reports hold the
+    calling code and a profile (the plugin's own switches, Coiled's aliases included)."""
+    return {"code": config._bool(CODE_SWITCH, config.get(CODE_SWITCH)),
+            "profile": config._bool(PROFILE_SWITCH, config.get(PROFILE_SWITCH))}
+
+
+def _profileless_report() -> Any:
+    """On the scheduler: distributed's own performance report with every profile empty.
+
+    A function made here is pickled by value (cloudpickle), so the scheduler needs
+    nothing but distributed to run it."""
+    async def report(dask_scheduler: Any, start: float, last_count: int, code: str, mode: str | None) -> str:
+        from distributed import profile
+        from distributed.scheduler import Scheduler
+
+        class NoProfile:
+            """The scheduler, except that it has no profile to give."""
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(dask_scheduler, name)
+
+            async def get_profile(self, *args: Any, **kwargs: Any) -> dict:
+                return profile.create()
+
+        return await Scheduler.performance_report(NoProfile(), start=start, last_count=last_count, code=code,
+                                                  mode=mode)
+    return report
 
 
 def _task_stream_rows(stream: list[dict]) -> tuple[list[dict], dict[str, float]]:
@@ -80,7 +135,9 @@ class performance_report(distributed.performance_report):
     def __init__(self, filename: str = "dask-report.html", *, account: str | None = None,
                  private: bool = False, title: str | None = None, store: str | None = None,
                  stacklevel: int = 1, mode: str | None = None, storage_options: dict | None = None):
-        super().__init__(filename=filename, stacklevel=stacklevel, mode=mode, storage_options=storage_options)
+        # "inline": BokehJS in the page, which then renders where it may load nothing else.
+        super().__init__(filename=filename, stacklevel=stacklevel, mode="inline" if mode is None else mode,
+                         storage_options=storage_options)
         self.account = account
         self.private = bool(private)
         self.title = title
@@ -101,13 +158,19 @@ class performance_report(distributed.performance_report):
 
     async def __aexit__(self, exc_type: Any, exc_value: Any, traceback: Any, code: str | None = None) -> None:
         client = distributed.get_client()
-        if code is None:  # the async path: one frame deeper than distributed's own
+        recorded = privacy_switches()
+        if not recorded["code"]:
+            code = NO_CODE
+        elif code is None:  # the async path: one frame deeper than distributed's own
             frames = client._get_computation_code(self._stacklevel + 1, nframes=1)
             code = frames[0].code if frames else "<Code not available>"
         stop = time.time()
-        await super().__aexit__(exc_type, exc_value, traceback, code=code)
+        if recorded["profile"]:
+            await super().__aexit__(exc_type, exc_value, traceback, code=code)
+        else:
+            await self._write_without_profile(client, code)
         try:
-            twin = await self._twin(client, code, stop)
+            twin = await self._twin(client, code if recorded["code"] else None, stop, recorded)
             html = await asyncio.to_thread(self._read_html)
             self.report = await asyncio.to_thread(publish, html, twin, filename=self.filename, account=self.account,
                                                   private=self.private, title=self.title, store=self.store)
@@ -117,21 +180,35 @@ class performance_report(distributed.performance_report):
             warnings.warn(f"dask-analytics: the performance report is saved in {self.filename} but could not be "
                           f"stored in the analytics store: {e}", stacklevel=2)
 
+    async def _write_without_profile(self, client: Any, code: str) -> None:
+        import fsspec
+
+        data = await client.run_on_scheduler(_profileless_report(), start=self.start, last_count=self.last_count,
+                                             code=code, mode=self.mode)
+        with fsspec.open(self.filename, mode="w", compression="infer", **self.storage_options) as f:
+            f.write(data)
+
     def _read_html(self) -> str:
         import fsspec
 
         with fsspec.open(self.filename, mode="r", compression="infer", **self.storage_options) as f:
             return f.read()
 
-    async def _twin(self, client: Any, code: str, stop: float) -> dict:
+    async def _twin(self, client: Any, code: str | None, stop: float, recorded: dict[str, bool]) -> dict:
+        from distributed import profile as dask_profile
+
         start = self.start
+
+        async def no_profile() -> dict:
+            return dask_profile.create()
+
         stream, profile, info = await asyncio.gather(
             client.scheduler.get_task_stream(start_index=self._stream_index),
-            client.scheduler.profile(start=start),
+            client.scheduler.profile(start=start) if recorded["profile"] else no_profile(),
             client.scheduler.identity(),
         )
         try:
-            computations = await client.run_on_scheduler(_groups_since, start=start)
+            computations = await client.run_on_scheduler(_groups_since(), start=start)
         except Exception as e:  # e.g. the scheduler cannot import this package
             logger.info("dask-analytics: no task groups for the report: %r", e)
             computations = []
@@ -146,6 +223,7 @@ class performance_report(distributed.performance_report):
             "cluster_id": info.get("id"), "scheduler": info.get("address"),
             "versions": {"dask": dask.__version__, "distributed": distributed.__version__},
             "code": code,
+            "recorded": dict(recorded),
         }
         return {
             "summary": summary,

@@ -6,6 +6,10 @@ computation from the store: the monitor's own views (task groups, profile flameg
 code, cluster) over the stored rows, in one HTML file with its JavaScript inlined,
 plus the machine-readable twin (the same rows as JSON), stored through
 `dask_analytics_lab.reports.publish` like any other performance report.
+
+It honours the privacy switches of both this process's config and the cluster's
+recorded settings: with code off it holds no snippet and no code line, with the
+profile off no profile (an empty tree); `summary.recorded` says which were kept.
 """
 from __future__ import annotations
 
@@ -68,15 +72,36 @@ def computation_duration(row: dict, now: float) -> float | None:
     return updated - start if updated and updated >= start else None
 
 
+CODE_FIELDS = ("code", "code_line", "code_frames", "code_hashes")
+
+
+def recorded_switches(cluster: dict) -> dict[str, bool]:
+    """What a report of this cluster may hold: code and profile each need this process's
+    switch on and the cluster not to have recorded with it off."""
+    from ..reports import privacy_switches
+
+    settings = cluster.get("settings") if isinstance(cluster.get("settings"), dict) else {}
+    mine = privacy_switches()
+    return {"code": mine["code"] and settings.get("code_transmit") is not False,
+            "profile": mine["profile"] and settings.get("profile_transmit") is not False}
+
+
 def computation_report(computation_id: str, *, store: str | None = None) -> tuple[str, dict, dict]:
     """(html, twin, meta) of one stored computation."""
+    from distributed import profile as dask_profile
+
     now = time.time()
     detail = clean(api.get_computation(computation_id, store=store))
     groups = detail.pop("groups", None) or []
-    code = [c for c in (detail.pop("code", None) or []) if c.get("text")]
     cluster = clean(api.get_cluster(detail["cluster_id"], store=store))
+    recorded = recorded_switches(cluster)
+    code = [c for c in (detail.pop("code", None) or []) if c.get("text")] if recorded["code"] else []
+    if not recorded["code"]:
+        for field in CODE_FIELDS:
+            detail.pop(field, None)
     exceptions = clean(api.list_exceptions(computation_id=computation_id, limit=200, store=store))
-    profile = api.get_profile(computation_id=computation_id, store=store)
+    profile = (api.get_profile(computation_id=computation_id, store=store) if recorded["profile"]
+               else dask_profile.create())
     samples = [s for s in clean(api.list_cluster_samples(detail["cluster_id"], store=store))
                if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5]
     label = detail.get("label") or label_of(groups) or computation_id
@@ -114,6 +139,7 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
             "state": detail.get("state"), "n_tasks": detail.get("n_tasks"), "n_erred": detail.get("n_erred"),
             "compute": detail.get("compute"), "transfer": detail.get("transfer"), "nbytes": detail.get("nbytes"),
             "code": code[0]["text"] if code else None,
+            "recorded": recorded,
         },
         "computations": [detail],
         "task_groups": [dict(g, computation_id=computation_id) for g in groups],
