@@ -19,9 +19,12 @@ CODE_KEY_ENV = "DASK_ANALYTICS_CODE_KEY"
 
 
 def default_key_file() -> Path:
-    import platformdirs
+    """The code key file when neither $DASK_ANALYTICS_CODE_KEY, --code-key-file nor
+    analytics.code-key-file names one: in the user's config directory
+    (~/.config/dask-analytics/code.key), apart from the default database."""
+    from ..codecrypt import default_key_file
 
-    return Path(platformdirs.user_data_dir("dask-analytics")) / "server-code.key"
+    return default_key_file()
 
 
 def _db(args: argparse.Namespace) -> str:
@@ -37,18 +40,45 @@ def _db(args: argparse.Namespace) -> str:
 
 
 def _code_keys(args: argparse.Namespace) -> list[str]:
-    from .codecrypt import load_or_create_key_file, parse_keys
+    """The server's code keys: $DASK_ANALYTICS_CODE_KEY, else --code-key-file, else
+    analytics.code-key-file, else default_key_file() (made, mode 0600, on first start).
+    Never from argv: a key there is in every process listing.  They also become this
+    process's keys (codecrypt.set_process_keys), so the store layer reads and writes
+    with them and says `code_error` for code none of them opens."""
+    import shutil
 
-    given = args.code_key or os.environ.get(CODE_KEY_ENV)
-    if given:
-        return parse_keys(given)
-    path = Path(args.code_key_file) if args.code_key_file else default_key_file()
-    existed = path.exists()
-    key = load_or_create_key_file(path)
-    if not existed:
-        logging.getLogger("dask_analytics_lab.server").warning(
-            "no --code-key given: made one in %s (keep it: snippets stored with it need it)", path)
-    return parse_keys(key)
+    import platformdirs
+
+    from .. import codecrypt, config
+
+    if getattr(args, "code_key", None):
+        raise SystemExit(f"dask-analytics server: --code-key is refused (a key on the command line is visible "
+                         f"to every user in the process list); put it in a file (mode 600) and pass "
+                         f"--code-key-file FILE, or set ${CODE_KEY_ENV}")
+    log = logging.getLogger("dask_analytics_lab.server")
+    given = os.environ.get(CODE_KEY_ENV, "").strip()
+    try:
+        if given:
+            keys = codecrypt.parse_keys(given, where=f"${CODE_KEY_ENV}")
+            log.info("code key: from $%s", CODE_KEY_ENV)
+        else:
+            named = args.code_key_file or config.get(codecrypt.KEY_FILE_SETTING)
+            path = Path(named).expanduser() if named else default_key_file()
+            if not named:
+                # Before, the default key file sat next to the default database: move it here.
+                old = Path(platformdirs.user_data_dir("dask-analytics")) / "server-code.key"
+                if old.exists() and not path.exists():
+                    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    shutil.copyfile(old, path)
+                    os.chmod(path, 0o600)
+                    old.unlink()
+                    log.warning("moved the code key from %s (next to the default database) to %s", old, path)
+            keys = codecrypt.load_or_create_key_file(path)
+            log.info("code key: from %s", path)
+    except codecrypt.CodeKeyError as e:
+        raise SystemExit(f"dask-analytics server: {e}") from None
+    codecrypt.set_process_keys(keys)
+    return keys
 
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -225,9 +255,11 @@ def add_server_commands(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument("--certfile", help="TLS certificate (PEM); serves https")
     p.add_argument("--keyfile", help="TLS private key (PEM), if not in --certfile")
-    p.add_argument("--code-key", help=f"Fernet key(s), comma-separated, newest first, encrypting code snippets at "
-                                      f"rest (or ${CODE_KEY_ENV}; default: a key file, made on first start)")
-    p.add_argument("--code-key-file", help=f"file holding the code key (default {default_key_file()})")
+    p.add_argument("--code-key", help=argparse.SUPPRESS)  # refused with a message: keys do not go in argv
+    p.add_argument("--code-key-file", metavar="FILE",
+                   help=f"file holding the Fernet key(s) that encrypt code at rest (snippets, reports), one per "
+                        f"line or comma-separated, newest first; or set ${CODE_KEY_ENV}. Default: "
+                        f"analytics.code-key-file, else {default_key_file()} (made, mode 0600, on first start)")
     p.add_argument("--public-url", help="base URL of report links (default: from each request's Host)")
     p.add_argument("--no-token", action="store_true",
                    help="no tokens: anyone reaching the port reads every account (localhost only)")
