@@ -18,8 +18,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import tornado.httpserver
-
 from dask_analytics_lab.collect.computations import code_hash
 from dask_analytics_lab.server.app import make_app, make_server, ssl_context
 from dask_analytics_lab.server.tokens import new_token, token_hash
