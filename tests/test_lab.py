@@ -125,18 +125,25 @@ def test_share_report_of_a_stored_computation(store):
 
 
 def test_server_extension_routes_are_behind_jupyter_login(store):
-    from jupyter_server.base.handlers import JupyterHandler
+    """Every route the extension mounts is a Jupyter handler under Jupyter's rules, report
+    links included (tests/test_lab_security.py attacks them on a running server)."""
+    from jupyter_server.base.handlers import APIHandler, JupyterHandler
 
-    from dask_analytics_lab.lab.serverext import make_routes
+    from dask_analytics_lab.lab.serverext import JupyterRules, make_routes
 
     specs = make_routes("/user/x/", dask_analytics_lab_store(store))
     patterns = {s.regex.pattern: s.handler_class for s in specs}
-    api = patterns["/user/x/dask\\-analytics/api/clusters$"] if "/user/x/dask\\-analytics/api/clusters$" in patterns \
-        else next(c for p, c in patterns.items() if p.endswith("/api/clusters$"))
-    assert issubclass(api, JupyterHandler)
-    report = next(c for p, c in patterns.items() if p.endswith("/reports/([^/]+)$"))
-    assert getattr(report.get, "__allow_unauthenticated", False), "a public report link opens without a login"
-    assert all(p.startswith("/user/x/dask") for p in patterns)
+    assert all(p.startswith("/user/x/dask-analytics") for p in patterns)
+    for pattern, cls in patterns.items():
+        assert issubclass(cls, JupyterHandler) and cls.__mro__[1] is JupyterRules, pattern
+        assert cls.check_xsrf_cookie is JupyterRules.check_xsrf_cookie, pattern  # Jupyter's, not a no-op
+        assert cls.set_default_headers is JupyterRules.set_default_headers, pattern
+    assert issubclass(patterns["/user/x/dask-analytics/api/clusters$"], APIHandler)
+    assert issubclass(patterns["/user/x/dask-analytics/lab/share$"], APIHandler)
+    report = patterns["/user/x/dask-analytics/reports/([^/]+)$"]
+    assert not getattr(report.get, "__allow_unauthenticated", False), "a report link needs the Jupyter login too"
+    # The analytics server's own token login has no place behind Jupyter's.
+    assert not any(p.endswith(("/login$", "/logout$")) for p in patterns)
 
 
 def dask_analytics_lab_store(url: str) -> str:

@@ -4,42 +4,257 @@
 It serves the store in `analytics.store` (the one the kernels record into by default)
 to the JupyterLab sidebar and panels, and opens shared report links
 ({base_url}dask-analytics/reports/<id>) in the same server.
+
+Every route it mounts (`make_routes`) runs behind Jupyter's rules, applied by
+`JupyterRules`, first in each handler's MRO, before the handler does anything:
+
+- Jupyter's prepare(): its Host check, its login (token, cookie or whatever identity
+  provider the server uses), its CORS headers and, for writes, its XSRF check
+  (`JupyterHandler.check_xsrf_cookie`: the `_xsrf` cookie against the X-XSRFToken
+  header, and the Origin; requests that carry the Jupyter token itself are exempt,
+  as everywhere in Jupyter);
+- then nobody anonymous gets further (pages redirect to Jupyter's login, everything
+  else is 403), and Jupyter's authorizer must allow the action on "dask_analytics";
+- a write authenticated by a browser's login cookie must also name its origin: an
+  Origin header (checked by Jupyter's XSRF check) or, without one, a Referer on this
+  host (Jupyter's check_referer);
+- every method is also wrapped in @web.authenticated and @authorized, so Jupyter's own
+  audit (`allow_unauthenticated_access = False`) sees each one as protected;
+- Jupyter's default headers (its Content-Security-Policy, X-Content-Type-Options and
+  the headers configured in `ServerApp.tornado_settings["headers"]`) are on every
+  answer; a handler's own, stricter policy (a page's, a report's sandbox) is sent as a
+  second Content-Security-Policy header, and browsers enforce both.
+
+Anonymous readers of a shared report need the Jupyter login too: a link into a
+Jupyter server is for the people who can log in to it (a team shares reports through
+`dask-analytics server`).
 """
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import dask.config
-from tornado.web import RequestHandler, URLSpec
+from tornado import web
+from tornado.httputil import parse_body_arguments
+from tornado.web import HTTPError, RequestHandler, URLSpec, stream_request_body
 
 logger = logging.getLogger("dask_analytics_lab")
 
 PATH = "dask-analytics"
+# What Jupyter's authorizer is asked about (an Authorizer may refuse it, e.g. a
+# JupyterHub scope); the action is Jupyter's for the HTTP method (read, write, ...).
+AUTH_RESOURCE = "dask_analytics"
+CSP = "Content-Security-Policy"
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
-def _jupyter_auth(cls: type, public_get: bool = False) -> type:
-    """`cls` behind Jupyter's authentication: its prepare() logs the user in (token,
-    cookie or password, whatever the server uses) and refuses strangers.
+def _own_method(cls: type, name: str) -> Callable | None:
+    """`cls`'s own `name` when it comes from this package (the analytics server's host
+    and origin checks, which share their names with Jupyter's), else None."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name] if klass.__module__.startswith("dask_analytics_lab.") else None
+    return None
 
-    The analytics handlers stay first in the MRO, so their JSON errors and headers
-    win; JupyterHandler adds login, XSRF and host checks.
+
+class JupyterRules:
+    """Jupyter's authentication, XSRF check and headers over a handler (module doc).
+
+    Mixed in first: `JupyterRules, Handler, _HandlerEnd, JupyterHandler or APIHandler`.
     """
-    from jupyter_server.auth.decorator import allow_unauthenticated
-    from jupyter_server.base.handlers import JupyterHandler
 
-    namespace: dict[str, Any] = {"__module__": __name__}
-    if public_get:
-        # A public report's link is the permission (private ones check the login below).
-        namespace["get"] = allow_unauthenticated(cls.get)
-    return type(f"Jupyter{cls.__name__}", (cls, JupyterHandler), namespace)
+    auth_resource = AUTH_RESOURCE
+    _jupyter_base: type  # JupyterHandler (pages, files) or APIHandler (JSON)
+    _own_check_host: Callable | None = None
+    _own_check_origin: Callable | None = None
+
+    async def prepare(self) -> None:
+        # Jupyter's own: Host, who is asking, CORS, the XSRF check of writes.
+        await self._jupyter_base.prepare(self)
+        if self._finished:
+            return
+        # Nobody anonymous goes further (pages: to Jupyter's login; else 403), exactly
+        # as @web.authenticated decides, and nothing of the handler has run yet.
+        web.authenticated(lambda handler: None)(self)
+        if self._finished:
+            return
+        await self._authorize()
+        # The handler's own prepare (the analytics server's host check and body limits).
+        result = super().prepare()
+        if result is not None:
+            await result
+        if isinstance(self, BodyAfterLogin) and not self._finished:
+            self.accept_body()
+
+    async def _authorize(self) -> None:
+        from jupyter_core.utils import ensure_async
+        from jupyter_server.auth.utils import HTTP_METHOD_TO_AUTH_ACTION
+
+        action = HTTP_METHOD_TO_AUTH_ACTION.get((self.request.method or "").upper())
+        if action is None or not await ensure_async(
+                self.authorizer.is_authorized(self, self.current_user, action, self.auth_resource)):
+            raise HTTPError(403, f"not authorized to {action or self.request.method} {self.auth_resource}")
+
+    def check_xsrf_cookie(self) -> None:
+        from jupyter_server.base.handlers import JupyterHandler
+
+        JupyterHandler.check_xsrf_cookie(self)
+        if not hasattr(self, "_jupyter_current_user"):
+            return  # tornado's early call, before the login is known: prepare() checks again
+        if self.request.method not in WRITES or self.settings.get("disable_check_xsrf", False):
+            return
+        if self.current_user is None or self.token_authenticated:
+            # Anonymous: refused next, by prepare().  The Jupyter token in the request
+            # itself: no page of another site has it (Jupyter's rule).
+            return
+        # A browser's write (its login cookie) says where it comes from: Jupyter's XSRF
+        # check judged the Origin; without one, the Referer must be this host.
+        if self.request.headers.get("Origin") is None and not self.check_referer():
+            raise HTTPError(403, "a write from a logged-in browser must come from this server's own pages "
+                                 "(no Origin, and no Referer on this host)")
+
+    def check_host(self) -> bool:
+        from jupyter_server.base.handlers import JupyterHandler
+
+        if not JupyterHandler.check_host(self):
+            return False
+        if self._own_check_host is not None:
+            self._own_check_host()  # the analytics server's DNS-rebinding check: raises when refused
+        return True
+
+    def check_origin(self, origin_to_satisfy_tornado: str = "") -> bool:
+        from jupyter_server.base.handlers import JupyterHandler
+
+        allowed = JupyterHandler.check_origin(self, origin_to_satisfy_tornado)
+        if allowed and self._own_check_origin is not None:
+            self._own_check_origin()  # the login form's own: raises when refused
+        return allowed
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()  # the handler's own
+        own = [v for v in self._headers.get_list(CSP)]
+        self._jupyter_base.set_default_headers(self)  # Jupyter's, over them
+        for value in own:
+            if value not in self._headers.get_list(CSP):
+                self.add_header(CSP, value)
+
+    def flush(self, include_footers: bool = False) -> Any:
+        if not self._headers_written:
+            # A handler that set its own policy (a report's sandbox) replaced Jupyter's:
+            # send both.
+            jupyter_csp = self.content_security_policy
+            if jupyter_csp not in self._headers.get_list(CSP):
+                self.add_header(CSP, jupyter_csp)
+        return super().flush(include_footers)
+
+
+class _HandlerEnd(RequestHandler):
+    """Ends the handler's own prepare() chain: JupyterRules already ran Jupyter's."""
+
+    def prepare(self) -> None:
+        return None
+
+
+class BodyAfterLogin(RequestHandler):
+    """For a handler that tornado would give its whole body: the body is read only once
+    Jupyter's rules let the request in (JupyterRules.prepare calls accept_body), up to
+    `max_buffered_body` bytes, then set as `request.body` before the method runs.  (A
+    stranger's upload is answered from its headers; nothing of it is buffered.)"""
+
+    max_buffered_body = 1 << 20
+    _body: bytearray | None = None
+    _body_too_big = False
+
+    def accept_body(self) -> None:
+        length = self.request.headers.get("Content-Length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_buffered_body):
+            raise HTTPError(413, f"the body must be at most {self.max_buffered_body} bytes")
+        connection = getattr(self.request, "connection", None)
+        if connection is not None and hasattr(connection, "set_max_body_size"):
+            connection.set_max_body_size(self.max_buffered_body)
+        self._body = bytearray()
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._body is None or self._body_too_big:
+            return
+        self._body += chunk
+        if len(self._body) > self.max_buffered_body:
+            self._body_too_big, self._body = True, bytearray()
+
+    def take_body(self) -> None:
+        if self._body_too_big:
+            raise HTTPError(413, f"the body must be at most {self.max_buffered_body} bytes")
+        if self._body is not None:
+            body, self._body = bytes(self._body), None
+            self.request.body = body
+            if body:
+                parse_body_arguments(self.request.headers.get("Content-Type", ""), body, self.request.body_arguments,
+                                     self.request.files, self.request.headers)
+                for k, v in self.request.body_arguments.items():
+                    self.request.arguments.setdefault(k, []).extend(v)
+
+
+def _with_body(method: Callable) -> Callable:
+    @functools.wraps(method)
+    def with_body(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.take_body()
+        return method(self, *args, **kwargs)
+
+    return with_body
+
+
+def _protected(method: Callable, buffered: bool) -> Callable:
+    from jupyter_server.auth.decorator import authorized
+
+    wrapped = web.authenticated(authorized(resource=AUTH_RESOURCE)(_with_body(method) if buffered else method))
+    setattr(wrapped, "__allow_unauthenticated", False)  # (copied by functools.wraps from an allow-listed one)
+    return wrapped
+
+
+def jupyter_handler(cls: type, api: bool) -> type:
+    """`cls` behind Jupyter's rules (module doc); `api`: JSON answers (APIHandler, 403
+    for anonymous requests), else a page or file (JupyterHandler, anonymous GETs go to
+    Jupyter's login page).  Every one streams its body: a handler that reads its own
+    (the analytics server's BodyReader) as before, any other through BodyAfterLogin."""
+    from jupyter_server.base.handlers import APIHandler, JupyterHandler
+
+    base = APIHandler if api else JupyterHandler
+    buffered = not getattr(cls, "_stream_request_body", False)
+    bases = (JupyterRules, cls, BodyAfterLogin, _HandlerEnd, base) if buffered else (JupyterRules, cls, _HandlerEnd, base)
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__doc__": cls.__doc__,
+        "_jupyter_base": base,
+        "_own_check_host": _own_method(cls, "check_host"),
+        "_own_check_origin": _own_method(cls, "check_origin"),
+    }
+    draft = type(f"Jupyter{cls.__name__}", bases, dict(namespace))
+    for name in draft.SUPPORTED_METHODS:
+        method = getattr(draft, name.lower(), None)
+        if method is not None and method is not RequestHandler._unimplemented_method:
+            namespace[name.lower()] = _protected(method, buffered)
+    return stream_request_body(type(draft.__name__, bases, namespace))
 
 
 def _logged_in(handler: Any) -> bool:
     return getattr(handler, "current_user", None) is not None
 
 
-class LabInfo(RequestHandler):
+class _LabHandler(RequestHandler):
+    """The extension's own endpoints: errors as the analytics API gives them."""
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = (exc.log_message if isinstance(exc, HTTPError) else None) or self._reason
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps({"error": message, "status": status_code}))
+
+
+class LabInfo(_LabHandler):
     """GET {base}dask-analytics/lab-info: what the sidebar shows in its footer."""
 
     def initialize(self, info: dict) -> None:
@@ -50,17 +265,16 @@ class LabInfo(RequestHandler):
         self.finish(self.info)
 
 
-class ShareHandler(RequestHandler):
+class ShareHandler(_LabHandler):
     """POST {base}dask-analytics/lab/share {"computation_id"}: the sidebar panel's
     "Share report" button; the same report the notebook's button makes."""
+
+    max_buffered_body = 16 * 1024  # BodyAfterLogin: {"computation_id": ...} is small
 
     def initialize(self, store_url: str) -> None:
         self.store_url = store_url
 
     async def post(self) -> None:
-        import asyncio
-        import json
-
         from ..widgets.report import share_computation
 
         try:
@@ -83,7 +297,7 @@ class ShareHandler(RequestHandler):
         self.finish({"report": {k: row.get(k) for k in ("id", "url", "json_url", "title", "local")}})
 
 
-class LabComputations(RequestHandler):
+class LabComputations(_LabHandler):
     """GET {base}dask-analytics/lab/computations?cluster_id=&limit=: a cluster's
     computations, each with its `label` (what it ran, stored when it was recorded) and
     `code_line` (what the sidebar lists).  A computation recorded before labels were
@@ -96,8 +310,6 @@ class LabComputations(RequestHandler):
         self.store_url = store_url
 
     async def get(self) -> None:
-        import asyncio
-
         cluster_id = self.get_argument("cluster_id")
         try:
             limit = max(1, min(int(self.get_argument("limit", "50")), 500))
@@ -133,27 +345,31 @@ class LabComputations(RequestHandler):
 
 
 def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
-    """The analytics routes under base_url + "dask-analytics", behind Jupyter's login."""
+    """Every route the extension mounts: the analytics server's routes (routes.py) and
+    the sidebar's own, under base_url + "dask-analytics", each behind Jupyter's rules
+    (JupyterRules): none is left as it came."""
     from jupyter_server.utils import url_path_join
 
-    from ..server.report_handlers import ReportView
     from ..server.routes import routes
 
     prefix = url_path_join(base_url, PATH).rstrip("/")
-    specs = routes(prefix, {"store_url": store_url, "token_required": False, "local_auth": _logged_in})
-    wrapped = []
-    for spec in specs:
-        cls = spec.handler_class
-        # Redirects, static files and the catch-all 404 hold nothing to protect.
-        if cls.__module__.startswith("dask_analytics_lab.server") and cls.__name__ not in ("NotFoundHandler",):
-            cls = _jupyter_auth(cls, public_get=cls is ReportView)
-        wrapped.append(URLSpec(spec.regex.pattern, cls, spec.kwargs, spec.name))
     info = {"prefix": prefix, "store": _mask(store_url), "mounted": True}
-    wrapped.insert(0, URLSpec(url_path_join(prefix, "lab-info"), _jupyter_auth(LabInfo), {"info": info}))
-    wrapped.insert(0, URLSpec(url_path_join(prefix, "lab", "share"), _jupyter_auth(ShareHandler), {"store_url": store_url}))
-    wrapped.insert(0, URLSpec(url_path_join(prefix, "lab", "computations"), _jupyter_auth(LabComputations),
-                              {"store_url": store_url}))
-    return wrapped
+    lab = [
+        (url_path_join(prefix, "lab", "computations"), LabComputations, {"store_url": store_url}),
+        (url_path_join(prefix, "lab", "share"), ShareHandler, {"store_url": store_url}),
+        (url_path_join(prefix, "lab-info"), LabInfo, {"info": info}),
+    ]
+    specs = [URLSpec(path, jupyter_handler(cls, api=True), kwargs) for path, cls, kwargs in lab]
+    served = routes(prefix, {"store_url": store_url, "token_required": False, "local_auth": _logged_in})
+    for spec in served:
+        if spec.regex.pattern in (f"{prefix}/login$", f"{prefix}/logout$"):
+            # The analytics server's own token login: Jupyter's login is the one here
+            # (the pages show "all accounts" and no log-out button).
+            continue
+        api = spec.regex.pattern.startswith(url_path_join(prefix, "api") + "/")
+        specs.append(URLSpec(spec.regex.pattern, jupyter_handler(spec.handler_class, api=api), spec.kwargs,
+                             spec.name))
+    return specs
 
 
 def _mask(url: str) -> str:

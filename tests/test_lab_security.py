@@ -1,0 +1,407 @@
+"""The Jupyter server extension's routes against a real `jupyter server` (issue 9, item 1).
+
+Every route the extension mounts is taken from its own handler list (make_routes), so a
+route added later is tried too.  Against a running server with a known token, a base
+URL like JupyterHub's and a store holding recorded clusters, computations and a report:
+
+- anonymous GET and POST (the latter with a made-up `_xsrf` cookie/header pair, as the
+  outside tester sent) are refused on every route: 403, or a redirect to Jupyter's login
+  page, and nothing is written to the store;
+- a logged-in browser session (Jupyter's login cookie, got by logging in with the token)
+  whose write carries no XSRF token, a mismatched pair, or a made-up pair sent from
+  another site or from nowhere is refused, and nothing is written;
+- refused means refused before any work: a POST is answered from its headers, before
+  its body is sent;
+- with the login (a real `_xsrf` from Jupyter) or the token, every route works as
+  before, Share included;
+- Jupyter's headers (its Content-Security-Policy, X-Content-Type-Options and a header
+  configured in ServerApp.tornado_settings) are on every answer, refusals included.
+"""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import http.client
+import http.cookies
+import json
+import os
+import re
+import secrets
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from dask_analytics_lab import config
+from dask_analytics_lab.lab.serverext import AUTH_RESOURCE, make_routes
+from dask_analytics_lab.messages import make
+from tests.browser_helpers import free_port
+from tests.views_data import build
+
+pytestmark = pytest.mark.timeout(300)
+
+BASE = "/jh/user/ann/"  # a base URL as JupyterHub gives a single-user server
+PREFIX = BASE + "dask-analytics"
+CUSTOM_HEADER = ("X-Dal-Jupyter-Header", "kept")  # ServerApp.tornado_settings["headers"]
+FORGED = "2|deadbeef|0123456789abcdef0123456789abcdef|1700000000"  # a made-up _xsrf value
+EVIL = "http://evil.example"
+POST_BODY_ROUTES = ("/lab/share", "/api/reports", "/api/ingest")  # routes whose POST writes to the store
+
+
+# --- a real Jupyter server --------------------------------------------------------------------
+class Jupyter:
+    def __init__(self, port: int, token: str, log: Path, db: Path):
+        self.port, self.token, self.log, self.db = port, token, log, db
+        self.origin = f"http://127.0.0.1:{port}"
+
+    def request(self, method: str, path: str, headers: dict | None = None, body: bytes | None = None,
+                timeout: float = 60) -> tuple[int, http.client.HTTPMessage, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, r.headers, r.read()
+        finally:
+            conn.close()
+
+
+@contextlib.contextmanager
+def jupyter_server(tmp: Path, store_url: str, db: Path) -> Iterator[Jupyter]:
+    for d in ("config", "runtime", "data", "root"):
+        (tmp / d).mkdir(parents=True, exist_ok=True)
+    name, value = CUSTOM_HEADER
+    (tmp / "config" / "jupyter_server_config.json").write_text(
+        json.dumps({"ServerApp": {"tornado_settings": {"headers": {name: value}}}}))
+    port, token = free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+           "JUPYTER_DATA_DIR": str(tmp / "data"), "DASK_ANALYTICS__STORE": store_url, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "jupyter", "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={BASE}",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp / 'root'}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
+        cmd.append("--allow-root")
+    log = tmp / "jupyter.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
+    server = Jupyter(port, token, log, db)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if server.request("GET", f"{BASE}api/status?token={token}", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"jupyter server did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+        assert "dask-analytics: serving" in log.read_text(), log.read_text()[-3000:]
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# --- what the store holds -----------------------------------------------------------------------
+def fingerprint(db: Path) -> dict[str, int]:
+    """Rows per table: a refused write must leave every count as it was."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    finally:
+        con.close()
+
+
+def report_count(db: Path) -> int:
+    return next(n for t, n in fingerprint(db).items() if "report" in t)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Iterator[tuple[Jupyter, Any, dict]]:
+    from dask_analytics_lab.widgets.report import share_computation
+
+    tmp = tmp_path_factory.mktemp("labsec")
+    db = tmp / "analytics.db"
+    url = config.validate_store(f"sqlite:///{db}")
+    scenario = build(url)  # recorded clusters (stopped, lost), computations, failures
+    report = share_computation(scenario.stopped["groupby"], store=url)
+    ids = {"cluster": scenario.stopped["cluster_id"], "computation": scenario.stopped["groupby"],
+           "report": report["id"]}
+    with jupyter_server(tmp, url, db) as server:
+        yield server, url, ids
+
+
+@pytest.fixture(scope="module")
+def routes(world) -> list:
+    """The extension's routes, as it mounts them (the same function load() calls)."""
+    _, url, _ = world
+    return make_routes(BASE, url)
+
+
+# --- concrete requests for each mounted route ------------------------------------------------------
+def request_path(spec: Any, specs: list, ids: dict) -> str:
+    """A path that reaches `spec` (and no route before it) with ids that exist."""
+    pattern = spec.regex.pattern
+    assert pattern.startswith(PREFIX) and pattern.endswith("$"), pattern
+    path = pattern[:-1].replace("\\.", ".")
+    if "(" in path:
+        if "/reports/" in path:
+            sample = ids["report"]
+        elif "/clusters/" in path:
+            sample = ids["cluster"]
+        elif "/computations/" in path:
+            sample = ids["computation"]
+        else:  # files
+            folder = Path(spec.kwargs["path"])
+            sample = sorted(p.name for p in folder.iterdir() if p.is_file())[0]
+        path = path.replace("([^/]+)", urllib.parse.quote(sample, safe="")).replace("(.*)", sample)
+    path = path.replace(".*", "no-such-page")
+    assert not re.search(r"[\\()\[\]*+?^$|]", path), f"a route pattern this test cannot fill in: {pattern}"
+    first = next(s for s in specs if s.regex.match(path))
+    assert first is spec, f"{path} reaches {first.regex.pattern}, not {pattern}"
+    if path == PREFIX + "/lab/computations":
+        path += "?cluster_id=" + urllib.parse.quote(ids["cluster"], safe="")
+    return path
+
+
+def methods(spec: Any) -> list[str]:
+    from tornado.web import RequestHandler
+
+    cls = spec.handler_class
+    return [m for m in cls.SUPPORTED_METHODS if getattr(cls, m.lower()) is not RequestHandler._unimplemented_method]
+
+
+def post_body(path: str, ids: dict) -> tuple[bytes, dict]:
+    """A body that would write to the store if the request were let in."""
+    if path.endswith("/lab/share"):
+        return json.dumps({"computation_id": ids["computation"]}).encode(), {"Content-Type": "application/json"}
+    if path.endswith("/api/reports"):
+        body = {"html": "<p>from the test</p>", "twin": {"summary": {}}, "filename": "t.html", "private": False}
+        return json.dumps(body).encode(), {"Content-Type": "application/json"}
+    if path.endswith("/api/ingest"):
+        cid = f"tcp://10.0.0.9:8786-{secrets.token_hex(4)}"
+        msg = make(cid, 0, "event", time.time(), {"topic": "test", "time": time.time(), "msg": "written"})
+        return gzip.compress(json.dumps([msg]).encode()), {"Content-Type": "application/json",
+                                                           "Content-Encoding": "gzip"}
+    return json.dumps({"x": 1}).encode(), {"Content-Type": "application/json"}
+
+
+# --- Jupyter's headers ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def jupyter_csp(world) -> set[str]:
+    """The policies Jupyter itself sends: on an API answer and on a page."""
+    server, _, _ = world
+    _, api, _ = server.request("GET", f"{BASE}api/status", {"Authorization": f"token {server.token}"})
+    _, page, _ = server.request("GET", f"{BASE}login")
+    policies = {api["Content-Security-Policy"], page["Content-Security-Policy"]}
+    assert all("report-uri " + BASE + "api/security/csp-report" in p for p in policies), policies
+    return policies
+
+
+def assert_jupyter_headers(headers: http.client.HTTPMessage, jupyter_csp: set[str], what: str) -> None:
+    csp = headers.get_all("Content-Security-Policy") or []
+    assert set(csp) & jupyter_csp, f"{what}: Jupyter's Content-Security-Policy is missing: {csp}"
+    name, value = CUSTOM_HEADER
+    assert headers.get(name) == value, f"{what}: the header configured in Jupyter is missing"
+    assert headers.get("X-Content-Type-Options") == "nosniff", what
+
+
+# --- logging in as a browser does ------------------------------------------------------------------
+def cookies_of(headers: http.client.HTTPMessage) -> dict[str, str]:
+    jar = http.cookies.SimpleCookie()
+    for line in headers.get_all("Set-Cookie") or []:
+        jar.load(line)
+    return {k: m.value for k, m in jar.items() if m.value}
+
+
+@pytest.fixture(scope="module")
+def browser(world) -> dict:
+    """Jupyter's login cookie (from its login form, with the token) and a real _xsrf."""
+    server, _, _ = world
+    status, headers, page = server.request("GET", f"{BASE}login")
+    assert status == 200
+    xsrf = cookies_of(headers)["_xsrf"]
+    form = re.search(rb'name="_xsrf" value="([^"]+)"', page).group(1).decode()
+    body = urllib.parse.urlencode({"password": server.token, "_xsrf": form}).encode()
+    status, headers, _ = server.request("POST", f"{BASE}login?next={BASE}lab", {
+        "Cookie": f"_xsrf={xsrf}", "Content-Type": "application/x-www-form-urlencoded"}, body)
+    assert status == 302, status
+    login = {k: v for k, v in cookies_of(headers).items() if k.startswith("username-")}
+    assert login, headers
+    return {"login": "; ".join(f"{k}={v}" for k, v in login.items()), "xsrf": xsrf}
+
+
+# --- the tests ---------------------------------------------------------------------------------
+def test_every_route_is_mounted_behind_jupyters_rules(routes):
+    from jupyter_server.base.handlers import JupyterHandler
+    from jupyter_server.serverapp import ServerWebApplication
+
+    paths = {s.regex.pattern for s in routes}
+    for needed in ("/lab/share$", "/lab/computations$", "/lab-info$", "/api/clusters$", "/api/ingest$",
+                   "/api/reports$", "/reports/([^/]+)$"):
+        assert PREFIX + needed in paths, needed
+    for spec in routes:
+        assert issubclass(spec.handler_class, JupyterHandler), spec.regex.pattern
+        # Jupyter's own audit (ServerApp.allow_unauthenticated_access = False) finds every
+        # method decorated: none is left to "allow by default".
+        assert ServerWebApplication._check_handler_auth(None, spec.regex.pattern, spec.handler_class) == []
+
+
+def test_anonymous_requests_are_refused_on_every_route(world, routes, jupyter_csp):
+    server, _, ids = world
+    before = fingerprint(server.db)
+    for spec in routes:
+        path = request_path(spec, routes, ids)
+        for method in sorted({"GET", "POST", *methods(spec)}):
+            body, headers = (post_body(path, ids) if method in ("POST", "PUT", "PATCH") else (None, {}))
+            if method == "POST":  # as the outside tester sent it: a made-up XSRF pair
+                headers = {**headers, "Cookie": f"_xsrf={FORGED}", "X-XSRFToken": FORGED}
+            status, answer, text = server.request(method, path, headers, body)
+            what = f"anonymous {method} {path}"
+            if status == 302:
+                assert method in ("GET", "HEAD"), what
+                assert answer["Location"].startswith(f"{BASE}login?next="), (what, answer["Location"])
+            else:
+                assert status == 403, (what, status, text[:300])
+            assert_jupyter_headers(answer, jupyter_csp, what)
+            assert ids["computation"].encode() not in text and b"clusters" not in text, what
+    assert fingerprint(server.db) == before, "an anonymous request wrote to the store"
+
+
+def test_a_strangers_post_is_refused_from_its_headers(world, routes):
+    """Refused before any work: the answer comes from the headers, before the body is
+    sent (8 MiB announced, none sent), on every route."""
+    server, _, ids = world
+    writers = {s.regex.pattern for s in routes if "POST" in methods(s)}
+    assert {PREFIX + p + "$" for p in POST_BODY_ROUTES} <= writers
+    for spec in routes:
+        assert spec.handler_class._stream_request_body, spec.regex.pattern
+        path = request_path(spec, routes, ids)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                       f"Content-Type: application/json\r\nContent-Length: {8 * 2**20}\r\n"
+                       f"Cookie: _xsrf={FORGED}\r\nX-XSRFToken: {FORGED}\r\n\r\n").encode())
+            head = s.recv(200).decode("latin-1")
+        assert head.startswith("HTTP/1.1 403"), (path, head)
+
+
+def test_a_logged_in_browsers_write_needs_jupyters_xsrf(world, routes, browser, jupyter_csp):
+    server, _, ids = world
+    login = browser["login"]
+    cases = {
+        "no XSRF token": {"Cookie": login},
+        "a mismatched pair": {"Cookie": f"{login}; _xsrf={browser['xsrf']}", "X-XSRFToken": FORGED},
+        "a made-up pair from another site": {"Cookie": f"{login}; _xsrf={FORGED}", "X-XSRFToken": FORGED,
+                                             "Origin": EVIL},
+        "a made-up pair from nowhere": {"Cookie": f"{login}; _xsrf={FORGED}", "X-XSRFToken": FORGED},
+        "a made-up pair as a form field": {"Cookie": f"{login}; _xsrf={FORGED}", "Referer": EVIL + "/page"},
+    }
+    before = fingerprint(server.db)
+    for spec in routes:
+        path = request_path(spec, routes, ids)
+        for case, headers in cases.items():
+            body, content = post_body(path, ids)
+            if case.endswith("form field"):
+                body = urllib.parse.urlencode({"_xsrf": FORGED, "computation_id": ids["computation"]}).encode()
+                content = {"Content-Type": "application/x-www-form-urlencoded"}
+            status, answer, text = server.request("POST", path, {**content, **headers}, body)
+            what = f"logged-in POST {path} with {case}"
+            # 404: Jupyter's origin check ("Blocking Cross Origin API request") answers so.
+            assert status in ((403, 404) if "Origin" in headers else (403,)), (what, status, text[:300])
+            assert_jupyter_headers(answer, jupyter_csp, what)
+    assert fingerprint(server.db) == before, "a write without Jupyter's XSRF token reached the store"
+
+
+def test_with_the_login_every_route_works_as_before(world, routes, browser, jupyter_csp):
+    server, _, ids = world
+    cookie = {"Cookie": browser["login"]}
+    for spec in routes:
+        if "GET" not in methods(spec):
+            continue
+        path = request_path(spec, routes, ids)
+        status, answer, text = server.request("GET", path, cookie)
+        what = f"logged-in GET {path}"
+        if spec.regex.pattern.endswith("/.*$"):
+            assert status == 404, (what, status)  # the catch-all: nothing there
+        elif spec.regex.pattern == PREFIX + "$":
+            assert status in (301, 302) and answer["Location"] == PREFIX + "/", what
+        else:
+            assert status == 200, (what, status, text[:300])
+        assert_jupyter_headers(answer, jupyter_csp, what)
+    # What the sidebar reads.
+    q = urllib.parse.quote(ids["cluster"], safe="")
+    status, _, text = server.request("GET", f"{PREFIX}/lab/computations?cluster_id={q}", cookie)
+    assert status == 200 and ids["computation"] in {c["computation_id"] for c in json.loads(text)["computations"]}
+    status, _, text = server.request("GET", f"{PREFIX}/api/clusters", cookie)
+    assert status == 200 and ids["cluster"] in {c["cluster_id"] for c in json.loads(text)["clusters"]}
+    status, _, text = server.request("GET", f"{PREFIX}/lab-info", cookie)
+    assert status == 200 and json.loads(text)["mounted"] is True
+    # A report keeps its own sandboxing policy beside Jupyter's.
+    status, answer, _ = server.request("GET", f"{PREFIX}/reports/{ids['report']}", cookie)
+    policies = answer.get_all("Content-Security-Policy")
+    assert status == 200 and any(p.startswith("sandbox") for p in policies) and set(policies) & jupyter_csp
+
+
+def test_with_the_login_and_jupyters_xsrf_writes_work(world, browser, jupyter_csp):
+    """As the sidebar's Share button sends it: login cookie, the _xsrf Jupyter set, its Origin."""
+    server, _, ids = world
+    headers = {"Cookie": f"{browser['login']}; _xsrf={browser['xsrf']}", "X-XSRFToken": browser["xsrf"],
+               "Origin": server.origin}
+    for route, expected in (("/lab/share", 201), ("/api/reports", 201), ("/api/ingest", 200)):
+        before = fingerprint(server.db)
+        body, content = post_body(PREFIX + route, ids)
+        status, answer, text = server.request("POST", PREFIX + route, {**content, **headers}, body)
+        assert status == expected, (route, status, text[:300])
+        assert_jupyter_headers(answer, jupyter_csp, route)
+        assert fingerprint(server.db) != before, f"{route} stored nothing"
+    # The report Share makes opens in the same session.
+    n = report_count(server.db)
+    status, _, text = server.request("POST", f"{PREFIX}/lab/share", {**headers, "Content-Type": "application/json"},
+                                     json.dumps({"computation_id": ids["computation"]}).encode())
+    link = json.loads(text)["report"]
+    assert status == 201 and report_count(server.db) == n + 1 and link["local"] is True
+    status, _, page = server.request("GET", f"{PREFIX}/reports/{link['id']}", {"Cookie": browser["login"]})
+    assert status == 200 and b"Dask performance report" in page
+    # ... and needs the Jupyter login like everything else.
+    status, answer, _ = server.request("GET", f"{PREFIX}/reports/{link['id']}")
+    assert status == 302 and answer["Location"].startswith(f"{BASE}login")
+
+
+def test_with_the_token_in_the_request_routes_work_as_in_jupyter(world, jupyter_csp):
+    """Jupyter's rule: a request that carries the token itself needs no XSRF token (no
+    page of another site can attach it); it reads and shares like the sidebar."""
+    server, _, ids = world
+    auth = {"Authorization": f"token {server.token}"}
+    status, answer, text = server.request("GET", f"{PREFIX}/api/computations/"
+                                                 f"{urllib.parse.quote(ids['computation'], safe='')}", auth)
+    assert status == 200 and json.loads(text)["computation"]["computation_id"] == ids["computation"]
+    assert_jupyter_headers(answer, jupyter_csp, "token GET")
+    n = report_count(server.db)
+    status, answer, text = server.request("POST", f"{PREFIX}/lab/share", {**auth, "Content-Type": "application/json"},
+                                          json.dumps({"computation_id": ids["computation"]}).encode())
+    assert status == 201 and report_count(server.db) == n + 1, text[:300]
+    # A wrong token is anonymous.
+    status, _, _ = server.request("GET", f"{PREFIX}/api/clusters", {"Authorization": "token wrong"})
+    assert status == 403
+
+
+def test_each_method_is_wrapped_in_authenticated_and_authorized(routes):
+    """@web.authenticated over Jupyter's @authorized (resource "dask_analytics"), on
+    every method of every route; prepare() has already asked both before any work."""
+    for spec in routes:
+        for m in methods(spec):
+            fn = getattr(spec.handler_class, m.lower())
+            assert fn.__code__.co_qualname.startswith("authenticated"), (spec.regex.pattern, m)
+            assert fn.__wrapped__.__code__.co_qualname.startswith("authorized"), (spec.regex.pattern, m)
+            assert getattr(fn, "__allow_unauthenticated", False) is False
+    assert AUTH_RESOURCE == "dask_analytics"
