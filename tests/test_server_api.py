@@ -64,7 +64,9 @@ def test_ingest_then_the_public_api_reads_through_the_server(server):
     assert direct["code"][0]["text"].startswith("fernet:")
     assert "secret code" not in direct["code"][0]["text"]
     via_http = HttpReader(server.url, token=token).get_computation(comp_id)
-    assert {k: v for k, v in via_http.items() if k != "code"} == {k: v for k, v in direct.items() if k != "code"}
+    code = ("code", "code_line")  # the line that made it is user code too: sealed at rest
+    assert direct["code_line"].startswith("fernet:") and via_http["code_line"] == "x.sum().compute()"
+    assert {k: v for k, v in via_http.items() if k not in code} == {k: v for k, v in direct.items() if k not in code}
 
 
 def test_forged_code_hash_and_bad_batches_are_refused(server):

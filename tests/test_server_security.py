@@ -491,6 +491,35 @@ def test_the_reader_keeps_its_token_to_the_servers_origin():
         other.shutdown()
 
 
+def test_the_plugins_sink_follows_no_redirect_with_its_token():
+    """The scheduler's HTTP sink POSTs batches with the token: a store URL that redirects
+    (to another host or not) is an error to fix, and nothing reaches the other server."""
+    from dask_analytics_lab.collect.sinks import HttpSink
+
+    seen: list = []
+
+    class Redirects(Recorder):
+        def do_POST(self) -> None:  # noqa: N802
+            self.seen.append((self.server.server_address[1], self.path, self.headers.get("Authorization")))
+            self.send_response(307)
+            self.send_header("Location", f"http://127.0.0.1:{other.server_address[1]}/api/ingest")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("O", (Recorder,), {"seen": seen, "redirect": {}}))
+    first = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("F", (Redirects,), {"seen": seen, "redirect": {}}))
+    for srv in (first, other):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        sink = HttpSink(f"http://127.0.0.1:{first.server_address[1]}", token="dal_0123456789ab_" + "t" * 43)
+        with pytest.raises(ConnectionError, match="redirects.*analytics.store"):
+            sink.write([{"kind": "event"}])
+        assert [port for port, _, _ in seen] == [first.server_address[1]]
+    finally:
+        first.shutdown()
+        other.shutdown()
+
+
 # --- item 8: a refused batch leaves nothing behind ---------------------------------------
 def owners(url: str) -> dict:
     store = open_store(url)

@@ -32,6 +32,16 @@ class StoreSink:
         self.store.close()
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """The token goes to the configured server only: a redirect is an error to fix in
+    `analytics.store`, never a request (with the token) to wherever it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        raise urllib.error.HTTPError(
+            req.full_url, code, f"the store redirects to {newurl}: set analytics.store to the server's own URL",
+            headers, fp)
+
+
 class HttpSink:
     """POSTs gzip'd JSON batches to a `dask-analytics server`'s ingest endpoint."""
 
@@ -39,7 +49,8 @@ class HttpSink:
         self.url = url.rstrip("/") + "/api/ingest"
         self.token = token
         self.timeout = timeout
-        self.context = ssl.create_default_context(cafile=ca_file) if url.startswith("https") else None
+        context = ssl.create_default_context(cafile=ca_file) if url.startswith("https") else None
+        self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _NoRedirects())
 
     def write(self, messages: list[dict]) -> int:
         body = gzip.compress(json.dumps(messages, default=repr).encode())
@@ -48,10 +59,10 @@ class HttpSink:
             headers["Authorization"] = f"token {self.token}"
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 return int(json.loads(response.read() or b"{}").get("stored", 0))
         except urllib.error.HTTPError as e:
-            detail = e.read().decode(errors="replace")[:500]
+            detail = (e.read().decode(errors="replace") if e.fp else "")[:500] or str(e.msg)
             if e.code in (400, 413, 422):
                 # The server read the batch and refused it: retrying cannot help.
                 raise MessageError(f"server refused the batch ({e.code}): {detail}") from None

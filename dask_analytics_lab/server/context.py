@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .codecrypt import CodeCipher
+from ..codecrypt import CodeCipher
 from .errors import ApiError
 
 logger = logging.getLogger("dask_analytics_lab.server")

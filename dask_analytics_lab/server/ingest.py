@@ -78,6 +78,8 @@ def prepare(batch: list[dict], principal: Principal, cipher: Any) -> dict[str, s
             if code_hash(filename, text) != digest:
                 raise ApiError(422, f"message {i}: code hash does not match its filename and text")
             data["text"] = cipher.encrypt(text)
+        elif kind == "computation" and isinstance(data.get("code_line"), str):
+            data["code_line"] = cipher.encrypt(data["code_line"])  # a line of the user's code
     return claims
 
 

@@ -102,7 +102,8 @@ class ClusterComputations(QueryHandler):
 
     def query(self, account, cluster_id, limit):
         self.ctx.store.get_cluster(cluster_id, account=account)  # 404 rather than [] for a stranger
-        return self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+        return open_code_lines(self.ctx.cipher, rows)
 
 
 class ClusterSamples(QueryHandler):
@@ -125,14 +126,18 @@ class Computations(QueryHandler):
     params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id")}
 
     def query(self, account, limit, cluster_id=None):
-        return self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+        return open_code_lines(self.ctx.cipher, rows)
 
 
-def decrypt_code(cipher: Any, rows: Any) -> Any:
-    """Snippet rows (dicts with "text") with their text readable again."""
+def open_code_lines(cipher: Any, rows: Any) -> Any:
+    """Computation rows with their code line readable again; one no key here opens reads
+    None, with `code_error` saying why."""
     for row in rows or ():
-        if isinstance(row, dict) and "text" in row:
-            row["text"] = cipher.decrypt(row["text"])
+        if isinstance(row, dict) and row.get("code_line") is not None:
+            row["code_line"], error = cipher.open(row["code_line"])
+            if error:
+                row["code_error"] = error
     return rows
 
 
@@ -141,7 +146,8 @@ class Computation(QueryHandler):
 
     def query(self, account, computation_id):
         comp = self.ctx.store.get_computation(computation_id, account=account)
-        decrypt_code(self.ctx.cipher, comp.get("code"))
+        self.ctx.cipher.open_rows(comp.get("code"))
+        open_code_lines(self.ctx.cipher, [comp])
         return comp
 
 
@@ -192,7 +198,8 @@ class Export(QueryHandler):
 
     def query(self, account):
         tables = self.ctx.store.export(account=account)
-        decrypt_code(self.ctx.cipher, tables.get("code_snippets"))
+        self.ctx.cipher.open_rows(tables.get("code_snippets"))
+        open_code_lines(self.ctx.cipher, tables.get("computations"))
         return tables
 
 

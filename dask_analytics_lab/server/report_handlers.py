@@ -169,8 +169,9 @@ class ReportsApi(QueryHandler):
     async def post(self) -> None:
         principal = await self.principal(allow_cookie=False)
         limit = self.ctx.max_report_bytes
-        row = check_upload(read_json(self.request, max_bytes=limit, max_decompressed=limit * 4), principal,
-                           self.ctx.cipher)
+        body = read_json(self.request, max_bytes=limit, max_decompressed=limit)
+        # gzip and encryption of up to max_report_bytes of HTML: not on the event loop.
+        row = await self.call(check_upload, body, principal, self.ctx.cipher, executor=self.ctx.body_executor)
         await self.call(self.ctx.team.add_report, row)
         self.write_json({"report": public_row(row, self.base(), _reading(self.ctx.cipher))}, status=201)
 

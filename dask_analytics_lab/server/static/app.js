@@ -420,8 +420,11 @@
     try {
       const { whoami: w } = await api("/whoami");
       if (w.via === "open") { slot.textContent = "all accounts"; return; }
+      // Tornado's XSRF token from its cookie (set with the login form), sent as the field.
+      const xsrf = (document.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/) || [])[1];
+      const field = xsrf ? [h("input", { type: "hidden", name: "_xsrf", value: decodeURIComponent(xsrf) })] : [];
       slot.replaceChildren(`${w.user} · ${w.account}`,
-        h("form", { method: "post", action: `${PREFIX}/logout` }, h("button", { type: "submit" }, "Log out")));
+        h("form", { method: "post", action: `${PREFIX}/logout` }, ...field, h("button", { type: "submit" }, "Log out")));
     } catch (e) { /* the page shows the error */ }
   }
 
