@@ -55,6 +55,22 @@ POST_BODY_ROUTES = ("/lab/share", "/api/reports", "/api/ingest")  # routes whose
 
 
 # --- a real Jupyter server --------------------------------------------------------------------
+try:
+    from jupyter_server.auth.authorizer import AllowAllAuthorizer
+except ImportError:  # pragma: no cover
+    AllowAllAuthorizer = object  # type: ignore[misc,assignment]
+
+DENY_HEADER = "X-Test-Deny-Analytics"
+
+
+class DenyAnalyticsOnHeader(AllowAllAuthorizer):  # type: ignore[misc,valid-type]
+    """The test server's authorizer (as JupyterHub's scopes would): refuses the
+    extension's resource to a request that carries DENY_HEADER, allows the rest."""
+
+    def is_authorized(self, handler: Any, user: Any, action: str, resource: str) -> bool:
+        return not (resource == AUTH_RESOURCE and handler.request.headers.get(DENY_HEADER))
+
+
 class Jupyter:
     def __init__(self, port: int, token: str, log: Path, db: Path):
         self.port, self.token, self.log, self.db = port, token, log, db
@@ -80,10 +96,14 @@ def jupyter_server(tmp: Path, store_url: str, db: Path) -> Iterator[Jupyter]:
         json.dumps({"ServerApp": {"tornado_settings": {"headers": {name: value}}}}))
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
-           "JUPYTER_DATA_DIR": str(tmp / "data"), "DASK_ANALYTICS__STORE": store_url, "PYTHONUNBUFFERED": "1"}
+           "JUPYTER_DATA_DIR": str(tmp / "data"), "DASK_ANALYTICS__STORE": store_url, "PYTHONUNBUFFERED": "1",
+           # The server imports this module's authorizer.
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                          os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "jupyter", "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={BASE}",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp / 'root'}"]
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp / 'root'}",
+           f"--ServerApp.authorizer_class={__name__}.DenyAnalyticsOnHeader"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
         cmd.append("--allow-root")
     log = tmp / "jupyter.log"
@@ -405,3 +425,33 @@ def test_each_method_is_wrapped_in_authenticated_and_authorized(routes):
             assert fn.__wrapped__.__code__.co_qualname.startswith("authorized"), (spec.regex.pattern, m)
             assert getattr(fn, "__allow_unauthenticated", False) is False
     assert AUTH_RESOURCE == "dask_analytics"
+
+
+def test_jupyters_authorizer_is_asked_before_any_work(world, routes, browser):
+    """A logged-in user whom Jupyter's authorizer refuses the extension gets 403 on every
+    route and method, and nothing is written (the test server's authorizer refuses
+    requests that carry DENY_HEADER)."""
+    server, _, ids = world
+    before = fingerprint(server.db)
+    headers = {"Cookie": f"{browser['login']}; _xsrf={browser['xsrf']}", "X-XSRFToken": browser["xsrf"],
+               "Origin": server.origin, DENY_HEADER: "1"}
+    for spec in routes:
+        path = request_path(spec, routes, ids)
+        for method in sorted({"GET", "POST", *methods(spec)}):
+            body, content = post_body(path, ids) if method == "POST" else (None, {})
+            status, _, text = server.request(method, path, {**content, **headers}, body)
+            assert status == 403, (method, path, status, text[:300])
+    assert fingerprint(server.db) == before
+    # The same request without the marker is let in.
+    status, _, _ = server.request("GET", f"{PREFIX}/api/clusters", {"Cookie": browser["login"]})
+    assert status == 200
+
+
+def test_another_host_name_is_refused_as_jupyter_refuses_it(world, routes, browser):
+    """Jupyter's Host check (DNS rebinding) holds on the extension's routes, logged in or not."""
+    server, _, ids = world
+    for spec in routes:
+        path = request_path(spec, routes, ids)
+        for cookie in ({}, {"Cookie": browser["login"]}):
+            status, _, text = server.request("GET", path, {"Host": f"rebound.example:{server.port}", **cookie})
+            assert status == 403, (path, status, text[:200])

@@ -224,7 +224,7 @@ def jupyter_handler(cls: type, api: bool) -> type:
 
     base = APIHandler if api else JupyterHandler
     buffered = not getattr(cls, "_stream_request_body", False)
-    bases = (JupyterRules, cls, BodyAfterLogin, _HandlerEnd, base) if buffered else (JupyterRules, cls, _HandlerEnd, base)
+    bases = (JupyterRules, cls, *([BodyAfterLogin] if buffered else []), _HandlerEnd, base)
     namespace: dict[str, Any] = {
         "__module__": __name__,
         "__doc__": cls.__doc__,
