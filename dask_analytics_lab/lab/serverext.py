@@ -52,15 +52,6 @@ CSP = "Content-Security-Policy"
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
-def _own_method(cls: type, name: str) -> Callable | None:
-    """`cls`'s own `name` when it comes from this package (the analytics server's host
-    and origin checks, which share their names with Jupyter's), else None."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            return vars(klass)[name] if klass.__module__.startswith("dask_analytics_lab.") else None
-    return None
-
-
 class JupyterRules:
     """Jupyter's authentication, XSRF check and headers over a handler (module doc).
 
@@ -69,8 +60,6 @@ class JupyterRules:
 
     auth_resource = AUTH_RESOURCE
     _jupyter_base: type  # JupyterHandler (pages, files) or APIHandler (JSON)
-    _own_check_host: Callable | None = None
-    _own_check_origin: Callable | None = None
 
     async def prepare(self) -> None:
         # Jupyter's own: Host, who is asking, CORS, the XSRF check of writes.
@@ -116,23 +105,6 @@ class JupyterRules:
         if self.request.headers.get("Origin") is None and not self.check_referer():
             raise HTTPError(403, "a write from a logged-in browser must come from this server's own pages "
                                  "(no Origin, and no Referer on this host)")
-
-    def check_host(self) -> bool:
-        from jupyter_server.base.handlers import JupyterHandler
-
-        if not JupyterHandler.check_host(self):
-            return False
-        if self._own_check_host is not None:
-            self._own_check_host()  # the analytics server's DNS-rebinding check: raises when refused
-        return True
-
-    def check_origin(self, origin_to_satisfy_tornado: str = "") -> bool:
-        from jupyter_server.base.handlers import JupyterHandler
-
-        allowed = JupyterHandler.check_origin(self, origin_to_satisfy_tornado)
-        if allowed and self._own_check_origin is not None:
-            self._own_check_origin()  # the login form's own: raises when refused
-        return allowed
 
     def set_default_headers(self) -> None:
         super().set_default_headers()  # the handler's own
@@ -229,8 +201,6 @@ def jupyter_handler(cls: type, api: bool) -> type:
         "__module__": __name__,
         "__doc__": cls.__doc__,
         "_jupyter_base": base,
-        "_own_check_host": _own_method(cls, "check_host"),
-        "_own_check_origin": _own_method(cls, "check_origin"),
     }
     draft = type(f"Jupyter{cls.__name__}", bases, dict(namespace))
     for name in draft.SUPPORTED_METHODS:

@@ -91,9 +91,11 @@ class BaseHandler(RequestHandler):
             await result
         if self._finished:
             return
-        self.check_host()
+        self.check_allowed_host()
 
-    def check_host(self) -> None:
+    def check_allowed_host(self) -> None:
+        """Raises when Host is not allowed (DNS rebinding).  Not named check_host:
+        Jupyter's handlers have one that returns a bool, and this class is mixed into them."""
         host = self.request.headers.get("Host", "")
         if not self.ctx.host_allowed(host):
             logger.info("dask-analytics server: refused a request for Host %r from %s", host[:100],

@@ -116,7 +116,8 @@ class FormHandler(WebHandler):
     from this server's own pages (checked from the browser's Sec-Fetch-Site / Origin),
     and login also carries the form's XSRF token (tornado's _xsrf cookie and field)."""
 
-    def check_origin(self) -> None:
+    def check_same_site(self) -> None:
+        # Not check_origin: tornado's and Jupyter's handlers have one returning a bool.
         why = cross_site(self, self.ctx.public_url)
         if why is not None:
             raise ApiError(403, f"{why}: log in and out from this server's own pages")
@@ -147,7 +148,7 @@ class LoginHandler(FormHandler):
         self.finish(_shell(self.ctx.prefix, "Log in", body))
 
     async def post(self) -> None:
-        self.check_origin()
+        self.check_same_site()
         self.check_form_xsrf()
         self.refuse_if_throttled()
         token = (self.get_body_argument("token", "") or "").strip()
@@ -179,7 +180,7 @@ class LoginHandler(FormHandler):
 
 class LogoutHandler(FormHandler):
     def post(self) -> None:
-        self.check_origin()
+        self.check_same_site()
         if self.get_body_argument("_xsrf", None) is not None:
             self.check_form_xsrf()  # a form that carries the token must carry the right one
         path = self.ctx.prefix + "/"
