@@ -236,14 +236,14 @@ class performance_report(distributed.performance_report):
 
 
 def _base_url() -> str:
-    return (dask.config.get("analytics.reports.base-url", None) or DEFAULT_BASE_URL).rstrip("/")
+    return (config.get("analytics.reports.base-url") or DEFAULT_BASE_URL).rstrip("/")
 
 
 def _target(store: str | None) -> tuple[str, Any]:
     """(store URL, reader): an HttpReader for a server, else the embedded Store."""
     from .api import _reader
 
-    url = config.validate_store(store if store is not None else dask.config.get("analytics.store"))
+    url = config.validate_store(store if store is not None else config.get("analytics.store"))
     return url, _reader(url)
 
 
@@ -261,8 +261,8 @@ def publish(html: str, twin: dict, *, filename: str, account: str | None = None,
     from .server.report_handlers import check_upload, public_row
     from .store.team import TeamStore
 
-    who = Principal(account or dask.config.get("analytics.account", None) or "default",
-                    dask.config.get("analytics.user", None) or getpass.getuser(), "local")
+    who = Principal(account or config.get("analytics.account") or "default",
+                    config.get("analytics.user") or getpass.getuser(), "local")
     row = check_upload(body, who)
     TeamStore(reader).add_report(row)
     return public_row(row, _base_url())

@@ -37,7 +37,6 @@ import json
 import logging
 from typing import Any, Callable
 
-import dask.config
 from tornado import web
 from tornado.httputil import parse_body_arguments
 from tornado.web import HTTPError, RequestHandler, URLSpec, stream_request_body
@@ -352,7 +351,7 @@ def load(serverapp: Any) -> None:
     from .. import config
 
     try:
-        store_url = config.validate_store(dask.config.get("analytics.store"))
+        store_url = config.validate_store(config.get("analytics.store"))
     except Exception as e:
         serverapp.log.warning("dask-analytics: not serving analytics (%s)", e)
         return

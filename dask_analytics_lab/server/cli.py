@@ -28,12 +28,10 @@ def default_key_file() -> Path:
 
 
 def _db(args: argparse.Namespace) -> str:
-    import dask.config
-
     from .. import config
 
     value = args.db or getattr(args, "store", None)
-    url = config.validate_store(value if value is not None else dask.config.get("analytics.store"))
+    url = config.validate_store(value if value is not None else config.get("analytics.store"))
     if url.startswith(("http://", "https://")):
         raise SystemExit(f"--db must be a SQLite path or a postgresql:// URL, not a server URL ({url})")
     return url

@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-import dask.config
+from .. import config
 
 from .. import api
 from ._base import STATIC
@@ -160,5 +160,5 @@ def share_computation(computation_id: str, *, store: str | None = None, private:
     page, twin, meta = computation_report(computation_id, store=store)
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in meta["label"])[:60].strip("-") or "computation"
     row = publish(page, twin, filename=f"dask-report-{safe}.html", private=private, title=meta["title"], store=store)
-    url = store if store is not None else dask.config.get("analytics.store", None)
+    url = store if store is not None else config.get("analytics.store")
     return dict(row, local=not str(url or "").startswith(("http://", "https://")))
