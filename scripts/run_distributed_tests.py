@@ -10,12 +10,13 @@ worker, spans, metrics, stealing and plugin tests, and distributed/diagnostics/t
 
 Each TEST runs in its own pytest process, twice: as is, and with
 
-    DASK_DISTRIBUTED__SCHEDULER__PRELOAD='["dask_analytics_lab"]'
+    DASK_DISTRIBUTED__SCHEDULER__PRELOAD='["dal_schedulers", "dask_analytics_lab"]'
     DASK_ANALYTICS__STORE=<a fresh SQLite file>
     DASK_ANALYTICS_SETUP_COUNT_FILE=<a file our dask_setup appends a line to per scheduler>
 
-(the table's dask_setup column counts those lines; "recorded" counts the clusters the
-plugin then wrote into the store).
+(dal_schedulers, written by this script, counts every scheduler that starts: the
+"schedulers" column; "dask_setup" counts the lines our own dask_setup wrote once it
+completed; "recorded" counts the clusters the plugin then wrote into the store).
 
 (distributed.utils_test resets Dask's config to its import-time snapshot, which holds
 the environment's keys but not the package's defaults: the preload must cope, which is
@@ -54,6 +55,20 @@ DEFAULT_TESTS = [
     "distributed/diagnostics/tests/",
 ]
 MODES = ("without", "with")
+
+# A scheduler preload listed before ours: one line per scheduler that starts, whatever
+# our own dask_setup then does, so "set up on every scheduler" is counted, not assumed.
+SCHEDULER_COUNTER = """
+import os
+
+
+def dask_setup(scheduler):
+    fd = os.open(os.environ["DAL_SCHEDULERS_FILE"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, f"{os.getpid()} {scheduler.id}\\n".encode())
+    finally:
+        os.close(fd)
+"""
 
 # A pytest plugin, loaded with -p, that writes one JSON line per test: its node id and
 # outcome.  Junit XML would lose the node ids of parametrised and class-based tests.
@@ -125,8 +140,9 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
     work.mkdir(parents=True, exist_ok=True)
     outcomes_file = work / f"{label}.{mode}.jsonl"
     count_file = work / f"{label}.{mode}.setups"
+    schedulers_file = work / f"{label}.{mode}.schedulers"
     log = work / f"{label}.{mode}.log"
-    for f in (outcomes_file, count_file):
+    for f in (outcomes_file, count_file, schedulers_file):
         f.unlink(missing_ok=True)
     env = dict(os.environ)
     env["DAL_OUTCOMES_FILE"] = str(outcomes_file)
@@ -135,7 +151,8 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
         env.pop(k, None)
     if mode == "with":
         store = work / f"{label}.analytics.db"
-        env["DASK_DISTRIBUTED__SCHEDULER__PRELOAD"] = json.dumps(["dask_analytics_lab"])
+        env["DASK_DISTRIBUTED__SCHEDULER__PRELOAD"] = json.dumps(["dal_schedulers", "dask_analytics_lab"])
+        env["DAL_SCHEDULERS_FILE"] = str(schedulers_file)
         env["DASK_ANALYTICS__STORE"] = str(store)
         env["DASK_ANALYTICS_SETUP_COUNT_FILE"] = str(count_file)
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "dal_outcomes", "-q", "--color=no",
@@ -161,8 +178,10 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
             row = json.loads(line)
             outcomes[row["nodeid"]] = row["outcome"]
     setups = len(count_file.read_text().splitlines()) if count_file.exists() else 0
+    schedulers = len(schedulers_file.read_text().splitlines()) if schedulers_file.exists() else 0
     recorded = recorded_clusters(work / f"{label}.analytics.db") if mode == "with" else 0
-    return {"outcomes": outcomes, "setups": setups, "recorded": recorded, "rc": rc, "log": str(log),
+    return {"outcomes": outcomes, "setups": setups, "schedulers": schedulers, "recorded": recorded,
+            "rc": rc, "log": str(log),
             "seconds": time.monotonic() - started}
 
 
@@ -229,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     work = (args.work or Path(tempfile.mkdtemp(prefix="dal-distributed-tests-"))).resolve()
     (work / "plugin").mkdir(parents=True, exist_ok=True)
     (work / "plugin" / "dal_outcomes.py").write_text(OUTCOME_PLUGIN)
+    (work / "plugin" / "dal_schedulers.py").write_text(SCHEDULER_COUNTER)
     runs = work / "runs"
 
     probe = subprocess.run([sys.executable, "-c", "import distributed, dask_analytics_lab as d; "
@@ -245,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     for test in tests:
         label = test.replace("/", "_").replace("::", "__").strip("_")[:120]
         totals = {m: Counter() for m in MODES}
-        setups = recorded = 0
+        setups = recorded = schedulers = 0
         notes = []
         for i in range(args.repeat):
             for mode in MODES:
@@ -256,21 +276,23 @@ def main(argv: list[str] | None = None) -> int:
                     per_test[nodeid][mode][outcome] += 1
                 if mode == "with":
                     setups += r["setups"]
+                    schedulers += r["schedulers"]
                     recorded += r["recorded"]
                 if r["rc"] not in (0, 1, 5):  # 1: tests failed; 5: none collected
                     notes.append(f"{mode}: " + ("ran past --file-timeout" if r["rc"] == "timeout"
                                                 else f"pytest exit {r['rc']}"))
                 print(f"  {test} [{mode}{'' if args.repeat == 1 else f' #{i + 1}'}]: "
                       f"{dict(counts(r['outcomes']))} in {r['seconds']:.0f}s"
-                      + (f", dask_setup x{r['setups']}, {r['recorded']} clusters recorded" if mode == "with"
+                      + (f", {r['schedulers']} schedulers, dask_setup x{r['setups']}, {r['recorded']} clusters recorded"
+                         if mode == "with"
                          else ""), flush=True)
         file_rows.append([test, *(totals["without"][k] for k in ("passed", "failed", "skipped")),
-                          *(totals["with"][k] for k in ("passed", "failed", "skipped")), setups, recorded,
+                          *(totals["with"][k] for k in ("passed", "failed", "skipped")), schedulers, setups, recorded,
                           "; ".join(notes)])
 
     out = [*header, ""]
     out.append(table(file_rows, ["test file", "w/o pass", "w/o fail", "w/o skip", "with pass", "with fail",
-                                 "with skip", "dask_setup", "recorded", "notes"]))
+                                 "with skip", "schedulers", "dask_setup", "recorded", "notes"]))
 
     # --- tests that fail only with analytics ----------------------------------------------
     bad = lambda c: c["failed"] + c["error"]  # noqa: E731
