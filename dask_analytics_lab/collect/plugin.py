@@ -103,7 +103,10 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._ticks = 0
         self._idle_shutdown = False
         url = s["store"]
-        self._shipper = Shipper(
+        # The shipper opens the store before it returns (the scheduler's descriptors stay
+        # constant from here): a thread's wait, not the event loop's.
+        self._shipper = await asyncio.to_thread(
+            Shipper,
             lambda: open_sink(url, token=s.get("token"), ca_file=s.get("ca_file")),
             max_messages=s["buffer_max_messages"],
             min_delay=s["retry_min_delay"],
