@@ -343,20 +343,23 @@ class GPUMonitorPlugin(SchedulerPlugin):
         except Exception as e:
             logger.info("dask-analytics: could not take the GPU sampler off every worker: %r", e)
 
-    async def _probe(self, timeout: float) -> dict:
-        """Each worker's GPUs, looked at by running `probe_gpus` out of band (as
-        client.run does): attach installs nothing on the workers."""
+    async def _ask_every_worker(self, msg: dict, timeout: float) -> dict:
+        """Each worker's reply to `msg`, asked at once; an exception as the reply of a
+        worker that failed, or of every worker when no answer came within `timeout`."""
         workers = list(self.scheduler.workers)
         if not workers:
             return {}
-        msg = {"op": "run", "function": dumps(probe_gpus)}
         try:
-            replies = await asyncio.wait_for(
+            return await asyncio.wait_for(
                 self.scheduler.broadcast(msg=msg, workers=workers, on_error="return"), timeout)
         except asyncio.TimeoutError:
-            return {w: {"ok": False, "error": f"no answer within {timeout}s"} for w in workers}
+            return {w: TimeoutError(f"no answer within {timeout}s") for w in workers}
+
+    async def _probe(self, timeout: float) -> dict:
+        """Each worker's GPUs, looked at by running `probe_gpus` out of band (as
+        client.run does): attach installs nothing on the workers."""
         out = {}
-        for w, reply in replies.items():
+        for w, reply in (await self._ask_every_worker({"op": "run", "function": dumps(probe_gpus)}, timeout)).items():
             if isinstance(reply, dict) and reply.get("status") == "OK":
                 result = reply.get("result")
                 if isinstance(result, Serialized):  # the scheduler's comms do not deserialize
@@ -373,16 +376,8 @@ class GPUMonitorPlugin(SchedulerPlugin):
 
     async def _broadcast(self, msg: dict, timeout: float) -> dict:
         """Ask every worker; a worker that fails or lacks the sampler gets an error entry."""
-        workers = list(self.scheduler.workers)
-        if not workers:
-            return {}
-        try:
-            replies = await asyncio.wait_for(
-                self.scheduler.broadcast(msg=msg, workers=workers, on_error="return"), timeout)
-        except asyncio.TimeoutError:
-            return {w: {"ok": False, "error": f"no answer within {timeout}s"} for w in workers}
         out = {}
-        for w, reply in replies.items():
+        for w, reply in (await self._ask_every_worker(msg, timeout)).items():
             if reply is None and msg["op"] != "analytics_gpu_stop":
                 # A worker without the handler answers None (and logs "No handler").
                 reply = {"ok": False, "error": "the dask-analytics-lab GPU sampler is not installed on this worker"}
