@@ -64,6 +64,7 @@ class _Claim:
     base: tuple = _ZERO
     frozen: dict | None = None  # final summary once a newer computation took the group
     signature: tuple = ()
+    summary: dict | None = None  # as of `signature`
 
 
 @dataclass(eq=False)
@@ -204,7 +205,8 @@ class ComputationTracker:
                         continue
             if not comp.groups and (record is None or not record.claims):
                 continue
-            record = self._claim_all(comp)
+            if record is None or record.seen_groups != len(comp.groups):
+                record = self._claim_all(comp)
             if self._update(record, comp, now):
                 ended.append((cid, record.start, record.stop, sorted({c.tg.prefix.name for c in record.claims})))
         gone = self._tracked.keys() - live
@@ -283,11 +285,13 @@ class ComputationTracker:
         for claim in record.claims:
             tg = claim.tg
             signature = _signature(claim, self.counts.get(tg))
-            summary = self._summarise(claim, now=now, final=record.final)
-            by_name.setdefault(tg.name, []).append(summary)
-            if signature != claim.signature or record.final:
+            # Only a group whose signature moved is summarised again: a tick's work is
+            # O(groups that changed), plus one cheap signature per group.
+            if signature != claim.signature or record.final or claim.summary is None:
                 claim.signature = signature
-                changed_groups[tg.name] = summary
+                claim.summary = self._summarise(claim, now=now, final=record.final)
+                changed_groups[tg.name] = claim.summary
+            by_name.setdefault(tg.name, []).append(claim.summary)
         for name in changed_groups:
             record.summaries[name] = _combine(by_name[name])
         summaries = record.summaries.values()

@@ -183,12 +183,14 @@ class AnalyticsPlugin(SchedulerPlugin):
                    **kwargs: Any) -> None:
         if finish not in _COUNTED or not self._ready:
             return
+        if finish == "released" and start not in NOT_DONE:
+            return  # a finished task let go (the common release): nothing to count
         try:
             ts = self.scheduler.tasks.get(key)
             if ts is None:
                 return
             tg = ts.group
-            counts = self._computations.counts.get(tg) or self._computations.counts_for(tg)
+            counts = self._computations.counts_for(tg)
             if finish == "memory":
                 if start != "memory":
                     counts.done += 1
