@@ -23,6 +23,21 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-c
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
+def wait_until_serving(proc: subprocess.Popen, answers, log: Path, *, timeout: float, what: str) -> None:
+    """Wait until `answers()` is true (a connection refused counts as not yet), or fail
+    with the end of the server's log when it exits or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if answers():
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.3)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -96,17 +111,11 @@ def jupyter_lab(tmp: Path, store_url: str, extra_env: dict | None = None) -> Ite
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
     lab = JupyterLab(tmp / "notebooks", env, port, token, proc, log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(lab.url("api/status"), timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"jupyter lab did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
+        def answers() -> bool:
+            with urllib.request.urlopen(lab.url("api/status"), timeout=2) as r:
+                return r.status == 200
+
+        wait_until_serving(proc, answers, log, timeout=60, what="jupyter lab")
         yield lab
     finally:
         proc.terminate()

@@ -41,7 +41,7 @@ import pytest
 from dask_analytics_lab import config
 from dask_analytics_lab.lab.serverext import AUTH_RESOURCE, make_routes
 from dask_analytics_lab.messages import make
-from tests.browser_helpers import free_port
+from tests.browser_helpers import free_port, wait_until_serving
 from tests.views_data import build
 
 pytestmark = pytest.mark.timeout(300)
@@ -111,16 +111,8 @@ def jupyter_server(tmp: Path, store_url: str, db: Path) -> Iterator[Jupyter]:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
     server = Jupyter(port, token, log, db)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if server.request("GET", f"{BASE}api/status?token={token}", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"jupyter server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
+        wait_until_serving(proc, lambda: server.request("GET", f"{BASE}api/status?token={token}", timeout=2)[0] == 200,
+                           log, timeout=90, what="jupyter server")
         assert "dask-analytics: serving" in log.read_text(), log.read_text()[-3000:]
         yield server
     finally:
