@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from dask_analytics_lab.collect.sinks import HttpSink  # noqa: E402
+from dask_analytics_lab.remote import HttpSink  # noqa: E402
 from dask_analytics_lab.store.team import TeamStore  # noqa: E402
 from dask_analytics_lab.server.tokens import new_token, token_hash  # noqa: E402
 from dask_analytics_lab.store import open_store  # noqa: E402

@@ -179,7 +179,7 @@ def _reader(store: str | None = None, token: str | None = None) -> Any:
         reader = _readers.get(key)
         if reader is None:
             if url.startswith(("http://", "https://")):
-                from .server.client import HttpReader
+                from .remote import HttpReader
 
                 reader = HttpReader(url, token=token, ca_file=config.get("analytics.ca-file"))
             else:

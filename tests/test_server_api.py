@@ -11,9 +11,8 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab import api
-from dask_analytics_lab.collect.sinks import HttpSink
 from dask_analytics_lab.server import cli
-from dask_analytics_lab.server.client import HttpReader
+from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import NotFound
 
 from .cluster_helpers import recorded_cluster

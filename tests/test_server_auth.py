@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from dask_analytics_lab.collect.sinks import HttpSink
+from dask_analytics_lab.remote import HttpSink
 
 from .test_server_support import ServerThread, browser, form_xsrf, full_cluster, log_in, request
 

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from dask_analytics_lab.collect.sinks import HttpSink
+from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.messages import MessageError
 from dask_analytics_lab.store.team import TeamStore
 from dask_analytics_lab.server.tokens import new_token, token_hash

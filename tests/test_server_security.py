@@ -29,9 +29,8 @@ import sqlalchemy as sa
 from tornado.web import create_signed_value
 
 from dask_analytics_lab import cli
-from dask_analytics_lab.collect.sinks import HttpSink
 from dask_analytics_lab.server import body as body_module
-from dask_analytics_lab.server.client import HttpReader
+from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import open_store
 from dask_analytics_lab.store.team import TeamStore
 from dask_analytics_lab.store.team_schema import cluster_owners
@@ -494,8 +493,6 @@ def test_the_reader_keeps_its_token_to_the_servers_origin():
 def test_the_plugins_sink_follows_no_redirect_with_its_token():
     """The scheduler's HTTP sink POSTs batches with the token: a store URL that redirects
     (to another host or not) is an error to fix, and nothing reaches the other server."""
-    from dask_analytics_lab.collect.sinks import HttpSink
-
     seen: list = []
 
     class Redirects(Recorder):

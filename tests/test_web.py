@@ -14,7 +14,7 @@ from playwright import sync_api as playwright
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.collect.sinks import HttpSink
+from dask_analytics_lab.remote import HttpSink
 
 from .cluster_helpers import recorded_cluster
 from .test_server_support import ARTIFACTS, ServerThread, full_cluster, request

@@ -1,0 +1,317 @@
+"""The one HTTP client to a `dask-analytics server`: the scheduler plugin's sink writes
+batches with it, the Python API's reader reads with it.
+
+- Connections are kept alive and reused, a few per origin: a caller's thread takes one
+  out of the pool for one request and gives it back, so the reader may be shared by
+  threads.  A kept connection the server has closed meanwhile (its idle timeout, a
+  restart) is noticed before use, and a request it drops anyway is sent once more on a
+  new connection when sending twice is harmless (GETs; ingest, which stores a message
+  once per (cluster_id, seq)).
+- TLS is verified, against `ca_file` when given (a self-signed server).
+- Request bodies are gzip'd JSON; the token goes in `Authorization: token <token>`.
+- A GET follows redirects, with the token only to the configured server's origin
+  (scheme, host and port): whoever redirects the reader elsewhere never receives it.
+  A POST (a batch, a report: both carry the token) follows none: that is an error to
+  fix in `analytics.store`.
+- Errors are the store's: NotFound (404), PermissionError (401/403), MessageError (a
+  ValueError: 400/413/422, the server read the request and refused it, so sending it
+  again cannot help), ValueError (other 4xx), StoreUnavailable (a ConnectionError:
+  cannot connect, timeouts, 5xx, redirects refused), each with the server's message.
+"""
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import selectors
+import ssl
+import threading
+import urllib.parse
+from typing import Any
+
+from .messages import MessageError
+from .store.errors import NotFound, StoreUnavailable
+
+Origin = tuple[str, str, int]
+
+# Idle connections kept per origin: the sink uses one; a reader shared by threads a few.
+MAX_IDLE = 4
+MAX_REDIRECTS = 10  # as urllib
+REDIRECTS = (301, 302, 303, 307, 308)
+REFUSED = (400, 413, 422)  # the server read the body and refused it
+# Above level 5, JSON shrinks little more for much more CPU (on the scheduler's host).
+GZIP_LEVEL = 5
+# A kept connection the peer dropped between our requests shows as one of these.
+DROPPED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+
+
+def origin(url: str) -> Origin:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"{url!r} is not an http(s) URL")
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+
+
+def _target(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return (parts.path or "/") + ("?" + parts.query if parts.query else "")
+
+
+def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+    """An idle kept connection with something to read was closed by the server (EOF), or
+    holds bytes no request asked for: either way it cannot carry the next request."""
+    if conn.sock is None:
+        return True
+    with selectors.DefaultSelector() as sel:  # no FD_SETSIZE limit, unlike select()
+        sel.register(conn.sock, selectors.EVENT_READ)
+        return bool(sel.select(0))
+
+
+class ServerClient:
+    """JSON over HTTP(S) to one server with one token, on kept-alive connections."""
+
+    def __init__(self, url: str, *, token: str | None = None, ca_file: str | None = None, timeout: float = 30):
+        self.url = url.rstrip("/")
+        self.origin = origin(self.url)
+        self.token = token
+        self.timeout = timeout
+        self._ca_file = ca_file
+        self._tls: ssl.SSLContext | None = None
+        self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
+        self._lock = threading.Lock()
+
+    # --- the public calls ----------------------------------------------------
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params)
+
+    def post(self, path: str, body: Any, *, idempotent: bool = False) -> Any:
+        """POST `body` as gzip'd JSON.  `idempotent`: the server stores it once however often
+        it arrives, so a request a dropped connection lost may be sent again."""
+        return self.request("POST", path, body=body, idempotent=idempotent)
+
+    def request(self, method: str, path: str, params: dict | None = None, body: Any = None, *,
+                idempotent: bool | None = None) -> Any:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            # A value JSON cannot hold goes as its repr rather than losing the whole batch.
+            data = gzip.compress(json.dumps(body, default=repr).encode(), GZIP_LEVEL)
+            headers.update({"Content-Type": "application/json", "Content-Encoding": "gzip"})
+        for _ in range(MAX_REDIRECTS + 1):
+            status, reason, answer, payload = self._exchange(
+                method, url, data, self._with_token(url, headers),
+                idempotent=method == "GET" if idempotent is None else idempotent)
+            if status not in REDIRECTS or not answer.get("Location"):
+                return self._reply(status, reason, answer, payload)
+            url = self._redirect(method, url, answer["Location"])
+        raise StoreUnavailable(f"analytics server {self.url}: more than {MAX_REDIRECTS} redirects; "
+                               "set analytics.store to the server's own URL")
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
+
+    # --- one exchange on a pooled connection ------------------------------------
+    def _exchange(self, method: str, url: str, data: bytes | None, headers: dict, *,
+                  idempotent: bool) -> tuple[int, str, http.client.HTTPMessage, bytes]:
+        where = origin(url)
+        conn, reused = self._checkout(where)
+        try:
+            try:
+                response = self._send(conn, method, url, data, headers)
+            except DROPPED:
+                conn.close()
+                if not (reused and idempotent):
+                    raise
+                # The server closed the kept connection as the request went out: once more, new.
+                conn, reused = self._connect(where), False
+                response = self._send(conn, method, url, data, headers)
+        except ssl.SSLCertVerificationError as e:
+            conn.close()
+            raise StoreUnavailable(f"cannot reach the analytics server at {self.url}: {e}; for a server with a "
+                                   "self-signed certificate set analytics.ca-file to its CA bundle") from None
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise StoreUnavailable(f"cannot reach the analytics server at {self.url}: "
+                                   f"{type(e).__name__}: {e}") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._checkin(where, conn)
+        return response
+
+    @staticmethod
+    def _send(conn: http.client.HTTPConnection, method: str, url: str, data: bytes | None,
+              headers: dict) -> tuple[int, str, http.client.HTTPMessage, bytes]:
+        conn.request(method, _target(url), body=data, headers=headers)
+        response = conn.getresponse()
+        payload = response.read()
+        if response.will_close:
+            conn.close()
+        return response.status, response.reason, response.headers, payload
+
+    def _checkout(self, where: Origin) -> tuple[http.client.HTTPConnection, bool]:
+        """(a connection to `where`, whether it was kept from an earlier request)."""
+        while True:
+            with self._lock:
+                idle = self._idle.get(where)
+                conn = idle.pop() if idle else None
+            if conn is None:
+                return self._connect(where), False
+            if not _closed_by_peer(conn):
+                return conn, True
+            conn.close()
+
+    def _checkin(self, where: Origin, conn: http.client.HTTPConnection) -> None:
+        if conn.sock is None:  # closed as its response said it would (Connection: close)
+            return
+        with self._lock:
+            idle = self._idle.setdefault(where, [])
+            if len(idle) < MAX_IDLE:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def _connect(self, where: Origin) -> http.client.HTTPConnection:
+        scheme, host, port = where
+        if scheme == "https":
+            if self._tls is None:
+                self._tls = ssl.create_default_context(cafile=self._ca_file)
+            return http.client.HTTPSConnection(host, port, timeout=self.timeout, context=self._tls)
+        return http.client.HTTPConnection(host, port, timeout=self.timeout)
+
+    # --- redirects, tokens and answers ----------------------------------------------
+    def _with_token(self, url: str, headers: dict) -> dict:
+        if self.token and origin(url) == self.origin:
+            return {**headers, "Authorization": f"token {self.token}"}
+        return headers
+
+    def _redirect(self, method: str, url: str, location: str) -> str:
+        new = urllib.parse.urljoin(url, location)
+        if method != "GET":
+            raise StoreUnavailable(f"the store redirects to {new}: set analytics.store to the server's own URL")
+        try:
+            origin(new)
+        except ValueError:
+            raise StoreUnavailable(f"analytics server {self.url} redirects to {new}, not an http(s) URL; "
+                                   "set analytics.store to the server's own URL") from None
+        return new
+
+    def _reply(self, status: int, reason: str, answer: http.client.HTTPMessage, payload: bytes) -> Any:
+        if status >= 300:
+            raise self._error(status, reason, payload)
+        try:
+            return json.loads(payload or b"null")
+        except ValueError:
+            raise StoreUnavailable(
+                f"analytics server {self.url} answered {status} with {answer.get('Content-Type') or 'no type'}, "
+                "not JSON: is analytics.store the analytics server's URL?") from None
+
+    def _error(self, status: int, reason: str, payload: bytes) -> Exception:
+        text = payload.decode("utf-8", "replace")
+        try:
+            message = json.loads(text).get("error") or reason
+        except (ValueError, AttributeError):
+            message = text[:500] or reason
+        if status == 404:
+            return NotFound(message)
+        if status in (401, 403):
+            return PermissionError(f"analytics server {self.url}: {message}")
+        if status in REFUSED:
+            return MessageError(f"analytics server {self.url} refused the request ({status}): {message}")
+        if 400 <= status < 500:
+            return ValueError(f"analytics server {self.url} answered {status}: {message}")
+        return StoreUnavailable(f"analytics server {self.url} answered {status}: {message}")
+
+
+class HttpSink:
+    """The scheduler plugin's writer: POSTs batches to the server's ingest endpoint (from
+    the shipper's one thread; the shipper decides when to retry)."""
+
+    def __init__(self, url: str, token: str | None = None, ca_file: str | None = None, timeout: float = 10):
+        self.client = ServerClient(url, token=token, ca_file=ca_file, timeout=timeout)
+
+    def write(self, messages: list[dict]) -> int:
+        # Ingest stores each (cluster_id, seq) once: a batch sent twice is harmless.
+        return int((self.client.post("/api/ingest", messages, idempotent=True) or {}).get("stored", 0))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _q(ident: str) -> str:
+    return urllib.parse.quote(ident, safe="")
+
+
+class HttpReader:
+    """The Store's read methods, answered by a server (the token decides the account)."""
+
+    def __init__(self, url: str, *, token: str | None = None, ca_file: str | None = None):
+        self.client = ServerClient(url, token=token, ca_file=ca_file)
+        self.url = self.client.url
+
+    def _get(self, path: str, key: str, **params: Any) -> Any:
+        return self.client.get("/api" + path, **params)[key]
+
+    def list_clusters(self, *, account: str | None = None, limit: int = 100) -> list[dict]:
+        return self._get("/clusters", "clusters", account=account, limit=limit)
+
+    def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
+        return self._get(f"/clusters/{_q(cluster_id)}", "cluster", account=account)
+
+    def list_cluster_samples(self, cluster_id: str, *, account: str | None = None, limit: int = 10_000) -> list[dict]:
+        return self._get(f"/clusters/{_q(cluster_id)}/samples", "samples", account=account, limit=limit)
+
+    def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
+                          limit: int = 100) -> list[dict]:
+        return self._get("/computations", "computations", cluster_id=cluster_id, account=account, limit=limit)
+
+    def get_computation(self, computation_id: str, *, account: str | None = None) -> dict:
+        return self._get(f"/computations/{_q(computation_id)}", "computation", account=account)
+
+    def list_task_groups(self, computation_id: str, *, account: str | None = None) -> list[dict]:
+        return self._get(f"/computations/{_q(computation_id)}/groups", "groups", account=account)
+
+    def list_exceptions(self, *, cluster_id: str | None = None, computation_id: str | None = None,
+                        account: str | None = None, limit: int = 100) -> list[dict]:
+        return self._get("/exceptions", "exceptions", cluster_id=cluster_id, computation_id=computation_id,
+                         account=account, limit=limit)
+
+    def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
+                    account: str | None = None, limit: int = 1000) -> list[dict]:
+        return self._get("/events", "events", cluster_id=cluster_id, topic=topic, account=account, limit=limit)
+
+    def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
+                    account: str | None = None) -> dict:
+        if computation_id is not None:
+            return self._get(f"/computations/{_q(computation_id)}/profile", "profile", account=account)
+        if cluster_id is not None:
+            return self._get(f"/clusters/{_q(cluster_id)}/profile", "profile", account=account)
+        raise TypeError("get_profile needs computation_id= or cluster_id=")
+
+    def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
+                         worker: str | None = None, account: str | None = None, limit: int = 100_000) -> list[dict]:
+        return self._get("/gpu", "gpu", cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
+                         account=account, limit=limit)
+
+    def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
+        return self._get("/export", "export", account=account)
+
+    # --- reports (not Store methods: reports.py uses these) -----------------------
+    def upload_report(self, body: dict) -> dict:
+        return self.client.post("/api/reports", body)["report"]
+
+    def list_reports(self, *, account: str | None = None, limit: int = 100) -> list[dict]:
+        return self._get("/reports", "reports", account=account, limit=limit)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __repr__(self) -> str:
+        return f"<HttpReader {self.url}>"
