@@ -1,7 +1,7 @@
 """A bounded queue and a writer thread between the scheduler and the store.
 
 `put` is what the event loop calls: O(1), never blocks, never raises.  The
-thread writes in batches, retries with backoff while the store is down, drops
+thread writes in batches, retries with jittered backoff while the store is down, drops
 the oldest messages once the buffer is full, and says so, once per outage.
 
 The sink is opened as the shipper starts, not at the first write: the store's
@@ -12,6 +12,7 @@ before and after a worker comes and goes).
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import deque
@@ -28,6 +29,14 @@ BATCH = 500
 # a local SQLite store takes milliseconds; the bound only matters when the store is
 # slow to answer, and then the thread goes on trying in the background.
 OPEN_WAIT = 2.0
+
+
+def retry_delay(failures: int, min_delay: float, max_delay: float) -> float:
+    """Seconds to wait after the `failures`-th write in a row failed: exponential from
+    min_delay, capped at max_delay, and jittered over the upper half of that range so the
+    schedulers a store outage stopped together do not all come back at the same instant."""
+    ceiling = min(max_delay, min_delay * 2.0 ** min(failures, 64))
+    return random.uniform(max(min_delay, ceiling / 2), ceiling)
 
 
 class Shipper:
@@ -121,7 +130,7 @@ class Shipper:
             self._failed(e)  # says so once; writing retries with backoff
         finally:
             self._opened.set()
-        delay = self._min_delay
+        failures = 0
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
@@ -143,12 +152,12 @@ class Shipper:
                 self._done(last)
             except Exception as e:
                 self._failed(e)
+                failures += 1
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
                     if not self._closing:
-                        self._cond.wait(delay)
-                delay = min(delay * 2, self._max_delay)
+                        self._cond.wait(retry_delay(failures, self._min_delay, self._max_delay))
                 continue
             else:
                 self._done(last)
@@ -159,7 +168,7 @@ class Shipper:
                         self.dropped - self._dropped_at_outage,
                     )
                     self.failing_since = None
-                delay = self._min_delay
+                failures = 0
 
     def _done(self, last: int) -> None:
         with self._cond:
