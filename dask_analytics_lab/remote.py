@@ -77,7 +77,8 @@ class ServerClient:
         self.token = token
         self.timeout = timeout
         self._ca_file = ca_file
-        self._tls: ssl.SSLContext | None = None
+        # Made now for an https server, so a CA bundle that cannot be read fails here.
+        self._tls = ssl.create_default_context(cafile=ca_file) if self.origin[0] == "https" else None
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
 
@@ -181,7 +182,7 @@ class ServerClient:
     def _connect(self, where: Origin) -> http.client.HTTPConnection:
         scheme, host, port = where
         if scheme == "https":
-            if self._tls is None:
+            if self._tls is None:  # an http server that redirected to https
                 self._tls = ssl.create_default_context(cafile=self._ca_file)
             return http.client.HTTPSConnection(host, port, timeout=self.timeout, context=self._tls)
         return http.client.HTTPConnection(host, port, timeout=self.timeout)
