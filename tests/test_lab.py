@@ -110,7 +110,8 @@ def test_monitor_over_a_real_cluster(store):
 
 
 def test_share_report_of_a_stored_computation(store):
-    from dask_analytics_lab.widgets.report import computation_report, share_computation
+    from dask_analytics_lab.reports.render import computation_report
+    from dask_analytics_lab.reports.share import share_computation
 
     with recorded_cluster(store, processes=False) as (client, info):
         _work(client)

@@ -140,7 +140,7 @@ def report_count(db: Path) -> int:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Iterator[tuple[Jupyter, Any, dict]]:
-    from dask_analytics_lab.widgets.report import share_computation
+    from dask_analytics_lab.reports.share import share_computation
 
     tmp = tmp_path_factory.mktemp("labsec")
     db = tmp / "analytics.db"
