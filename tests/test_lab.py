@@ -141,6 +141,12 @@ def test_server_extension_routes_are_behind_jupyter_login(store):
         assert cls.set_default_headers is JupyterRules.set_default_headers, pattern
     assert issubclass(patterns["/user/x/dask-analytics/api/clusters$"], APIHandler)
     assert issubclass(patterns["/user/x/dask-analytics/lab/share$"], APIHandler)
+    # The sidebar's list is the team server's own computations query, at the path it reads.
+    from dask_analytics_lab.server.query import Computations
+
+    for path in ("lab/computations$", "api/computations$"):
+        handler = patterns["/user/x/dask-analytics/" + path]
+        assert issubclass(handler, APIHandler) and issubclass(handler, Computations), path
     report = patterns["/user/x/dask-analytics/reports/([^/]+)$"]
     assert not getattr(report.get, "__allow_unauthenticated", False), "a report link needs the Jupyter login too"
     # The analytics server's own token login has no place behind Jupyter's.
