@@ -9,7 +9,7 @@ from typing import Any
 from .. import config
 from ..readers import open_reader
 from ..store.team import TeamStore
-from .rows import make_row, public_row
+from .rows import check_report, make_row, public_row
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
 
@@ -31,18 +31,19 @@ def _is_server(url: str) -> bool:
 
 def publish(html: str, twin: dict, *, filename: str, account: str | None = None, private: bool = False,
             title: str | None = None, store: str | None = None) -> dict:
-    """Store one report and its twin; return its row with "url" and "json_url"."""
-    cluster_id = twin.get("summary", {}).get("cluster_id")
+    """Store one report and its twin; return its row with "url" and "json_url".
+    Raises rows.BadReport (a ValueError) saying which argument is wrong."""
+    body = {"html": html, "twin": twin, "filename": filename, "private": private, "title": title,
+            "cluster_id": twin.get("summary", {}).get("cluster_id") if isinstance(twin, dict) else None}
+    if account is not None:
+        body["account"] = account
+    report = check_report(body)
     url, reader = _target(store)
     if _is_server(url):
-        body = {"html": html, "twin": twin, "filename": filename, "private": private, "title": title,
-                "cluster_id": cluster_id}
-        if account is not None:
-            body["account"] = account  # the server decides: a token's own account only
-        return reader.upload_report(body)
-    row = make_row(html=html, twin=twin, filename=filename, private=bool(private), title=title, cluster_id=cluster_id,
-                   account=account or config.get("analytics.account") or "default",
-                   user=config.get("analytics.user") or getpass.getuser())
+        return reader.upload_report(body)  # the server decides the account: a token's own only
+    report.update(account=report["account"] or config.get("analytics.account") or "default",
+                  user=config.get("analytics.user") or getpass.getuser())
+    row = make_row(**report)
     TeamStore(reader).add_report(row)
     return public_row(row, base_url())
 

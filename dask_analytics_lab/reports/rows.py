@@ -18,6 +18,14 @@ from ..codecrypt import CodeCipher, local_cipher, reading_cipher
 from ..display import dumps
 
 
+MAX_FILENAME = 1000
+FIELDS = ("html", "twin", "filename", "private", "title", "cluster_id", "account", "user")
+
+
+class BadReport(ValueError):
+    """A report that cannot be stored; the message says what was wrong."""
+
+
 class Caller(Protocol):
     """Who reads a report: `account` None is a trusted local caller (every account)."""
 
@@ -43,10 +51,42 @@ def opening_cipher(cipher: CodeCipher | None) -> CodeCipher:
     return cipher if cipher is not None and cipher.enabled else reading_cipher()
 
 
+def _optional_str(body: dict, name: str, most: int = 200) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > most:
+        raise BadReport(f"{name} must be a string of at most {most} characters or null")
+    return value
+
+
+def check_report(body: Any) -> dict:
+    """A report as uploaded or published ({html, twin, filename, private, title?,
+    cluster_id?, account?, user?}), checked: the keyword arguments of make_row but the
+    cipher.  Raises BadReport saying what is wrong."""
+    if not isinstance(body, dict):
+        raise BadReport("the body must be a JSON object with html, twin, filename, private")
+    unknown = set(body) - set(FIELDS)
+    if unknown:
+        raise BadReport(f"unknown report field(s) {sorted(unknown)}")
+    html, twin = body.get("html"), body.get("twin")
+    if not isinstance(html, str) or not html:
+        raise BadReport("html must be the report's HTML, a non-empty string")
+    if not isinstance(twin, dict):
+        raise BadReport("twin must be a JSON object (summary, task_groups, task_stream, profile)")
+    private = body.get("private", False)
+    if not isinstance(private, bool):
+        raise BadReport("private must be true or false")
+    return {"html": html, "twin": twin, "private": private,
+            "filename": _optional_str(body, "filename", MAX_FILENAME) or "dask-report.html",
+            "title": _optional_str(body, "title", MAX_FILENAME), "cluster_id": _optional_str(body, "cluster_id"),
+            "account": _optional_str(body, "account"), "user": _optional_str(body, "user")}
+
+
 def make_row(*, html: str, twin: dict, filename: str, private: bool, title: str | None, cluster_id: str | None,
              account: str | None, user: str | None, cipher: CodeCipher | None = None) -> dict:
-    """The row to store for one checked report: blobs gzip'd, then with the code in its
-    summary, encrypted with writing_cipher(cipher) when it has a key."""
+    """The row to store for one report (check_report's fields): blobs gzip'd, then with
+    the code in its summary, encrypted with writing_cipher(cipher) when it has a key."""
     summary = dict(twin["summary"]) if isinstance(twin.get("summary"), dict) else {}
     seal = writing_cipher(cipher)
     if isinstance(summary.get("code"), str):

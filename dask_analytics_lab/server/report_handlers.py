@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from ..codecrypt import CodeCipher, CodeDecryptError
-from ..reports.rows import make_row, may_read, open_blob, opening_cipher, public_row
+from ..reports.rows import BadReport, check_report, make_row, may_read, open_blob, opening_cipher, public_row
 from .base import BaseHandler, check_text
 from .body import read_json
 from .context import Principal
@@ -52,46 +52,23 @@ REPORT_CSP = "; ".join([
     "form-action 'none'",
     "base-uri 'none'",
 ])
-MAX_FILENAME = 1000
-
-
-def _optional_str(body: dict, name: str, most: int = 200) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > most:
-        raise ApiError(422, f"{name} must be a string of at most {most} characters or null")
-    return value
 
 
 def check_upload(body: Any, principal: Principal, cipher: CodeCipher | None = None) -> dict:
-    """Check an upload's body against who sent it; return the row to store (rows.make_row)."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "the body must be a JSON object with html, twin, filename, private")
-    unknown = set(body) - {"html", "twin", "filename", "private", "title", "cluster_id", "account", "user"}
-    if unknown:
-        raise ApiError(422, f"unknown report field(s) {sorted(unknown)}")
-    html, twin = body.get("html"), body.get("twin")
-    if not isinstance(html, str) or not html:
-        raise ApiError(422, "html must be the report's HTML, a non-empty string")
-    if not isinstance(twin, dict):
-        raise ApiError(422, "twin must be a JSON object (summary, task_groups, task_stream, profile)")
-    private = body.get("private", False)
-    if not isinstance(private, bool):
-        raise ApiError(422, "private must be true or false")
-    filename = _optional_str(body, "filename", MAX_FILENAME) or "dask-report.html"
-    account = _optional_str(body, "account")
+    """Check an upload's body (rows.check_report) and who sent it; return the row to store."""
+    try:
+        report = check_report(body)
+    except BadReport as e:
+        raise ApiError(422 if isinstance(body, dict) else 400, str(e)) from None
     if principal.account is not None:
-        if account not in (None, principal.account):
-            raise ApiError(403, f"your token belongs to account {principal.account!r}; it cannot upload to {account!r}")
-        account, user = principal.account, principal.user
+        if report["account"] not in (None, principal.account):
+            raise ApiError(403, f"your token belongs to account {principal.account!r}; "
+                                f"it cannot upload to {report['account']!r}")
+        report.update(account=principal.account, user=principal.user)
     else:
-        account, user = account or "default", _optional_str(body, "user")
-    if account is not None:
-        check_text("account", account)
-    return make_row(html=html, twin=twin, filename=filename, private=private, cipher=cipher,
-                    title=_optional_str(body, "title", MAX_FILENAME), cluster_id=_optional_str(body, "cluster_id"),
-                    account=account, user=user)
+        report["account"] = report["account"] or "default"
+    check_text("account", report["account"])
+    return make_row(**report, cipher=cipher)
 
 
 class ReportsApi(QueryHandler):
