@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from . import schema as s
-from .ingest import _insert
+from .engine import dialect_insert
 from .store import Store
 from .team_schema import accounts, cluster_owners, reports, tokens, users
 
@@ -39,8 +39,8 @@ class TeamStore:
         expires: seconds since the epoch after which it is refused; None: never."""
         now = time.time()
         with self._store.transaction() as conn:
-            conn.execute(_insert(conn, accounts).on_conflict_do_nothing(), {"account": account, "created": now})
-            conn.execute(_insert(conn, users).on_conflict_do_nothing(),
+            conn.execute(dialect_insert(conn, accounts).on_conflict_do_nothing(), {"account": account, "created": now})
+            conn.execute(dialect_insert(conn, users).on_conflict_do_nothing(),
                          {"account": account, "user": user, "created": now})
             conn.execute(sa.insert(tokens), {"token_id": token_id, "token_hash": token_hash, "account": account,
                                              "user": user, "created": now, "revoked": None, "expires": expires})
@@ -102,7 +102,7 @@ class TeamStore:
             if missing:
                 written = dict(conn.execute(sa.select(s.clusters.c.cluster_id, s.clusters.c.account).where(
                     s.clusters.c.cluster_id.in_(missing), s.clusters.c.account.is_not(None))).all())
-                conn.execute(_insert(conn, cluster_owners).on_conflict_do_nothing(), [
+                conn.execute(dialect_insert(conn, cluster_owners).on_conflict_do_nothing(), [
                     {"cluster_id": cid, "account": written.get(cid, claims[cid]), "claimed": now} for cid in missing])
                 owners.update(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(missing))).all())
         return owners
