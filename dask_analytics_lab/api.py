@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,9 @@ from . import config
 from .collect.gpu_monitor import PLUGIN_NAME as GPU_PLUGIN_NAME
 from .collect.gpu_monitor import GPUMonitorPlugin
 from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin, mask_url
+from .readers import close_readers, open_reader  # noqa: F401  (close_readers: public here too)
 
 logger = logging.getLogger("dask_analytics_lab")
-
-_readers: dict[tuple[str, str | None], Any] = {}
-_readers_lock = threading.Lock()
-
 
 def _client(client: Any = None) -> Any:
     if client is not None:
@@ -146,7 +142,7 @@ def _warn_if_unreachable(settings: dict) -> None:
     from .store import StoreUnavailable
 
     try:
-        _reader(url)
+        open_reader(url)
     except StoreUnavailable as e:
         warnings.warn(
             f"dask-analytics: {e} The scheduler will keep up to {settings['buffer_max_messages']} "
@@ -170,35 +166,6 @@ def status(client: Any = None) -> dict:
     return client.sync(client.scheduler.analytics_info)
 
 
-def _reader(store: str | None = None, token: str | None = None) -> Any:
-    url = config.validate_store(store if store is not None else config.get("analytics.store"))
-    if token is None:
-        token = config.get("analytics.token")
-    key = (url, token if url.startswith("http") else None)
-    with _readers_lock:
-        reader = _readers.get(key)
-        if reader is None:
-            if url.startswith(("http://", "https://")):
-                from .remote import HttpReader
-
-                reader = HttpReader(url, token=token, ca_file=config.get("analytics.ca-file"))
-            else:
-                from .store import open_store
-
-                reader = open_store(url)
-            _readers[key] = reader
-        return reader
-
-
-def close_readers() -> None:
-    """Close every store connection this process opened for reading."""
-    with _readers_lock:
-        readers = list(_readers.values())
-        _readers.clear()
-    for reader in readers:
-        reader.close()
-
-
 def where(store: str | None = None) -> str:
     """The store URL readers and `register()` use (password masked)."""
     return mask_url(config.validate_store(store if store is not None else config.get("analytics.store")))
@@ -206,42 +173,42 @@ def where(store: str | None = None) -> str:
 
 def list_clusters(*, limit: int = 100, store: str | None = None) -> list[dict]:
     """Recorded clusters, newest first."""
-    return _reader(store).list_clusters(limit=limit)
+    return open_reader(store).list_clusters(limit=limit)
 
 
 def get_cluster(cluster_id: str, *, store: str | None = None) -> dict:
-    return _reader(store).get_cluster(cluster_id)
+    return open_reader(store).get_cluster(cluster_id)
 
 
 def list_cluster_samples(cluster_id: str, *, limit: int = 10_000, store: str | None = None) -> list[dict]:
     """Workers, threads and memory over time for one cluster, oldest first."""
-    return _reader(store).list_cluster_samples(cluster_id, limit=limit)
+    return open_reader(store).list_cluster_samples(cluster_id, limit=limit)
 
 
 def list_computations(cluster_id: str | None = None, *, limit: int = 100, store: str | None = None) -> list[dict]:
     """Computations with their totals, newest first; all clusters when cluster_id is None."""
-    return _reader(store).list_computations(cluster_id=cluster_id, limit=limit)
+    return open_reader(store).list_computations(cluster_id=cluster_id, limit=limit)
 
 
 def get_computation(computation_id: str, *, store: str | None = None) -> dict:
     """One computation with its task groups and code snippets."""
-    return _reader(store).get_computation(computation_id)
+    return open_reader(store).get_computation(computation_id)
 
 
 def list_task_groups(computation_id: str, *, store: str | None = None) -> list[dict]:
-    return _reader(store).list_task_groups(computation_id)
+    return open_reader(store).list_task_groups(computation_id)
 
 
 def list_exceptions(cluster_id: str | None = None, *, computation_id: str | None = None,
                     limit: int = 100, store: str | None = None) -> list[dict]:
     """Failed tasks grouped by (computation, task group, exception), with counts and a traceback."""
-    return _reader(store).list_exceptions(cluster_id=cluster_id, computation_id=computation_id, limit=limit)
+    return open_reader(store).list_exceptions(cluster_id=cluster_id, computation_id=computation_id, limit=limit)
 
 
 def list_events(cluster_id: str | None = None, *, topic: str | None = None,
                 limit: int = 1000, store: str | None = None) -> list[dict]:
     """Recorded events (topics in analytics.events.allow), newest first."""
-    return _reader(store).list_events(cluster_id=cluster_id, topic=topic, limit=limit)
+    return open_reader(store).list_events(cluster_id=cluster_id, topic=topic, limit=limit)
 
 
 def get_profile(computation_id: str | None = None, *, cluster_id: str | None = None,
@@ -249,19 +216,19 @@ def get_profile(computation_id: str | None = None, *, cluster_id: str | None = N
     """Dask's profile tree for one computation, or merged over a whole cluster."""
     if (computation_id is None) == (cluster_id is None):
         raise ValueError("get_profile needs exactly one of computation_id= or cluster_id=")
-    return _reader(store).get_profile(computation_id=computation_id, cluster_id=cluster_id)
+    return open_reader(store).get_profile(computation_id=computation_id, cluster_id=cluster_id)
 
 
 def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = None,
                      worker: str | None = None, limit: int = 100_000, store: str | None = None) -> list[dict]:
     """GPU samples, one row per GPU per sample (the newest `limit`, oldest first), with the
     task groups running then."""
-    return _reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker, limit=limit)
+    return open_reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker, limit=limit)
 
 
 def export(*, store: str | None = None) -> dict[str, list[dict]]:
     """Everything recorded, table by table."""
-    return _reader(store).export()
+    return open_reader(store).export()
 
 
 def dask_setup(scheduler: Any) -> None:

@@ -309,7 +309,7 @@ def test_reports_honour_the_privacy_switches(sqlite_url, tmp_path):
         comp_id = max(dal.list_computations(cluster_id, store=sqlite_url), key=lambda c: c["start"])["computation_id"]
         assert dal.get_computation(comp_id, store=sqlite_url)["code"]  # the store has code ...
         assert dal.get_profile(comp_id, store=sqlite_url)["count"] > 0  # ... and a profile
-        from dask_analytics_lab.widgets.report import share_computation
+        from dask_analytics_lab.reports.share import share_computation
 
         with dask.config.set(OFF):
             shared = share_computation(comp_id, store=sqlite_url)

@@ -110,7 +110,8 @@ def test_monitor_over_a_real_cluster(store):
 
 
 def test_share_report_of_a_stored_computation(store):
-    from dask_analytics_lab.widgets.report import computation_report, share_computation
+    from dask_analytics_lab.reports.render import computation_report
+    from dask_analytics_lab.reports.share import share_computation
 
     with recorded_cluster(store, processes=False) as (client, info):
         _work(client)
@@ -140,6 +141,12 @@ def test_server_extension_routes_are_behind_jupyter_login(store):
         assert cls.set_default_headers is JupyterRules.set_default_headers, pattern
     assert issubclass(patterns["/user/x/dask-analytics/api/clusters$"], APIHandler)
     assert issubclass(patterns["/user/x/dask-analytics/lab/share$"], APIHandler)
+    # The sidebar's list is the team server's own computations query, at the path it reads.
+    from dask_analytics_lab.server.query import Computations
+
+    for path in ("lab/computations$", "api/computations$"):
+        handler = patterns["/user/x/dask-analytics/" + path]
+        assert issubclass(handler, APIHandler) and issubclass(handler, Computations), path
     report = patterns["/user/x/dask-analytics/reports/([^/]+)$"]
     assert not getattr(report.get, "__allow_unauthenticated", False), "a report link needs the Jupyter login too"
     # The analytics server's own token login has no place behind Jupyter's.

@@ -140,7 +140,7 @@ def report_count(db: Path) -> int:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Iterator[tuple[Jupyter, Any, dict]]:
-    from dask_analytics_lab.widgets.report import share_computation
+    from dask_analytics_lab.reports.share import share_computation
 
     tmp = tmp_path_factory.mktemp("labsec")
     db = tmp / "analytics.db"
@@ -352,8 +352,13 @@ def test_with_the_login_every_route_works_as_before(world, routes, browser, jupy
         assert_jupyter_headers(answer, jupyter_csp, what)
     # What the sidebar reads.
     q = urllib.parse.quote(ids["cluster"], safe="")
-    status, _, text = server.request("GET", f"{PREFIX}/lab/computations?cluster_id={q}", cookie)
-    assert status == 200 and ids["computation"] in {c["computation_id"] for c in json.loads(text)["computations"]}
+    status, _, text = server.request("GET", f"{PREFIX}/lab/computations?cluster_id={q}&limit=50", cookie)
+    sidebar = json.loads(text)["computations"]
+    assert status == 200 and ids["computation"] in {c["computation_id"] for c in sidebar}
+    # ... is the team server's computations query, labels and code lines as stored.
+    status, _, text = server.request("GET", f"{PREFIX}/api/computations?cluster_id={q}&limit=50", cookie)
+    assert status == 200 and json.loads(text)["computations"] == sidebar
+    assert {c["label"] for c in sidebar} >= {"read_parquet → groupby-agg"} and all(c["code_line"] for c in sidebar)
     status, _, text = server.request("GET", f"{PREFIX}/api/clusters", cookie)
     assert status == 200 and ids["cluster"] in {c["cluster_id"] for c in json.loads(text)["clusters"]}
     status, _, text = server.request("GET", f"{PREFIX}/lab-info", cookie)

@@ -87,3 +87,20 @@ def test_report_uploaded_to_a_server(client, sqlite_url, tmp_path, capsys):
         assert status == 200 and twin["report"]["user"] == "ann" and twin["report"]["private"] is True
         with dask.config.set({"analytics.store": server.url, "analytics.token": token_b}):
             assert list_performance_reports() == []
+
+
+def test_publish_says_which_argument_is_wrong(sqlite_url):
+    from dask_analytics_lab.reports import publish
+
+    twin = {"summary": {}}
+    for kwargs, problem in (({"html": ""}, "html must be the report's HTML"),
+                            ({"twin": []}, "twin must be a JSON object"),
+                            ({"private": "yes"}, "private must be true or false"),
+                            ({"account": 7}, "account must be a string"),
+                            ({"filename": "x" * 1001}, "filename must be a string of at most 1000")):
+        args = {"html": "<p>r</p>", "twin": twin, "filename": "r.html", **kwargs}
+        with pytest.raises(ValueError, match=problem):
+            publish(args.pop("html"), args.pop("twin"), store=sqlite_url, **args)
+    assert list_performance_reports(store=sqlite_url) == []  # nothing half-stored
+    row = publish("<p>r</p>", twin, filename="r.html", store=sqlite_url)
+    assert [r["id"] for r in list_performance_reports(store=sqlite_url)] == [row["id"]]

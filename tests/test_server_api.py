@@ -34,7 +34,7 @@ def test_ingest_then_the_public_api_reads_through_the_server(server):
     assert sink.write(msgs[:3] + [c.sample()]) == 1
 
     comp_id = f"comp-{c.id}"
-    api._readers.clear()
+    api.close_readers()
     with dask.config.set({"analytics.store": server.url, "analytics.token": token}):
         clusters = dal.list_clusters()
         assert [x["cluster_id"] for x in clusters] == [c.id]
@@ -56,7 +56,7 @@ def test_ingest_then_the_public_api_reads_through_the_server(server):
         assert {r["cluster_id"] for r in dal.export()["clusters"]} == {c.id}
         with pytest.raises(NotFound):
             dal.get_computation("no-such-computation")
-    api._readers.clear()
+    api.close_readers()
 
     # The same reads straight from the store: identical rows, but the code is ciphertext there.
     direct = server.ctx.store.get_computation(comp_id)

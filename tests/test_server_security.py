@@ -320,7 +320,7 @@ def test_a_session_ends_when_its_token_expires(server):
     log_in(opener, server.url, token).close()
     (session,) = [c for c in jar if c.name == "dal_session"]
     assert session.expires is not None and session.expires <= time.time() + 3600 + 5  # not the usual 30 days
-    with server.ctx.store._engine.begin() as conn:
+    with server.ctx.store.transaction() as conn:
         conn.execute(sa.text("UPDATE tokens SET expires = :t"), {"t": time.time() - 1})
     server.ctx._tokens.clear()
     assert whoami(opener, server.url) == 401
@@ -521,7 +521,7 @@ def test_the_plugins_sink_follows_no_redirect_with_its_token():
 def owners(url: str) -> dict:
     store = open_store(url)
     try:
-        with store._engine.connect() as conn:
+        with store.reading() as conn:
             return dict(conn.execute(sa.select(cluster_owners.c.cluster_id, cluster_owners.c.account)).all())
     finally:
         store.close()

@@ -468,7 +468,7 @@ LOST_AFTER = HEARTBEAT * LOST_AFTER_HEARTBEATS
 
 def read(store, fn: str, *args, now: float, **kw):
     """A query at a chosen "now"."""
-    with store._reading() as conn:
+    with store.reading() as conn:
         return getattr(queries, fn)(conn, *args, now=now, **kw)
 
 

@@ -16,7 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from dask_analytics_lab.store import StoreUnavailable, open_store
 from dask_analytics_lab.store.engine import make_engine
 from dask_analytics_lab.store.migrate import alembic_config, head
-from dask_analytics_lab.store.schema import metadata
+from dask_analytics_lab.store.team_schema import metadata  # every table: core and team
 
 from .postgres_server import PostgresServer, free_port
 from .test_store import Cluster

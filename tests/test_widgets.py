@@ -8,6 +8,7 @@ import pytest
 
 import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 
+from dask_analytics_lab import display  # noqa: E402
 from dask_analytics_lab.widgets import _feed  # noqa: E402
 from dask_analytics_lab.widgets._sync import KeyedTable, downsample  # noqa: E402
 from dask_analytics_lab.widgets.monitor_widget import MonitorWidget  # noqa: E402
@@ -89,12 +90,12 @@ def test_label_of_names_final_groups():
         {"name": "b-2", "prefix": "mean_chunk", "n_tasks": 64, "dependencies": ["a-1"]},
         {"name": "c-3", "prefix": "mean_agg-aggregate", "n_tasks": 1, "dependencies": ["b-2"]},
     ]
-    assert _feed.label_of(groups) == "mean_agg-aggregate"
-    assert _feed.label_of([]) == ""
+    assert display.label_of(groups) == "mean_agg-aggregate"
+    assert display.label_of([]) == ""
 
 
 def test_clean_makes_browser_json():
-    assert _feed.clean({"a": float("nan"), "b": [1.5, float("inf")], "c": "x"}) == {"a": None, "b": [1.5, None], "c": "x"}
+    assert display.clean({"a": float("nan"), "b": [1.5, float("inf")], "c": "x"}) == {"a": None, "b": [1.5, None], "c": "x"}
 
 
 # --- feeds against a simulated store -------------------------------------------------

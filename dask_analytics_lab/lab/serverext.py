@@ -244,7 +244,7 @@ class ShareHandler(_LabHandler):
         self.store_url = store_url
 
     async def post(self) -> None:
-        from ..widgets.report import share_computation
+        from ..reports.share import share_computation
 
         try:
             body = json.loads(self.request.body or b"{}")
@@ -266,56 +266,10 @@ class ShareHandler(_LabHandler):
         self.finish({"report": {k: row.get(k) for k in ("id", "url", "json_url", "title", "local")}})
 
 
-class LabComputations(_LabHandler):
-    """GET {base}dask-analytics/lab/computations?cluster_id=&limit=: a cluster's
-    computations, each with its `label` (what it ran, stored when it was recorded) and
-    `code_line` (what the sidebar lists).  A computation recorded before labels were
-    stored is named from its final task groups; a finished one never changes, so that
-    name is cached."""
-
-    labels: dict[str, str] = {}
-
-    def initialize(self, store_url: str) -> None:
-        self.store_url = store_url
-
-    async def get(self) -> None:
-        cluster_id = self.get_argument("cluster_id")
-        try:
-            limit = max(1, min(int(self.get_argument("limit", "50")), 500))
-        except ValueError:
-            limit = 50
-        try:
-            rows = await asyncio.to_thread(self._rows, cluster_id, limit)
-        except Exception as e:
-            self.set_status(404 if type(e).__name__ == "NotFound" else 500)
-            self.finish({"error": str(e), "status": self.get_status()})
-            return
-        self.set_header("Cache-Control", "no-store")
-        self.finish({"computations": rows})
-
-    def _rows(self, cluster_id: str, limit: int) -> list[dict]:
-        from .. import api
-        from ..widgets._feed import clean, label_of
-
-        rows = clean(api.list_computations(cluster_id, limit=limit, store=self.store_url))
-        for r in rows:
-            if r.get("label"):
-                continue
-            cid = r["computation_id"]
-            label = self.labels.get(cid)
-            if label is None:
-                label = label_of(api.get_computation(cid, store=self.store_url).get("groups") or [])
-                if r.get("state") != "running":
-                    if len(self.labels) > 100_000:
-                        self.labels.clear()
-                    self.labels[cid] = label
-            r["label"] = label or None
-        return rows
-
-
 def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
-    """Every route the extension mounts: the analytics server's routes (routes.py) and
-    the sidebar's own, under base_url + "dask-analytics", each behind Jupyter's rules
+    """Every route the extension mounts: the analytics server's routes (routes.py), the
+    same computations query at the path the sidebar reads (lab/computations) and the
+    sidebar's own, under base_url + "dask-analytics", each behind Jupyter's rules
     (JupyterRules): none is left as it came."""
     from jupyter_server.utils import url_path_join
 
@@ -324,12 +278,16 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
     prefix = url_path_join(base_url, PATH).rstrip("/")
     info = {"prefix": prefix, "store": _mask(store_url), "mounted": True}
     lab = [
-        (url_path_join(prefix, "lab", "computations"), LabComputations, {"store_url": store_url}),
         (url_path_join(prefix, "lab", "share"), ShareHandler, {"store_url": store_url}),
         (url_path_join(prefix, "lab-info"), LabInfo, {"info": info}),
     ]
     specs = [URLSpec(path, jupyter_handler(cls, api=True), kwargs) for path, cls, kwargs in lab]
     served = routes(prefix, {"store_url": store_url, "token_required": False, "local_auth": _logged_in})
+    # The sidebar's list (lab/computations?cluster_id=&limit=) is the team server's own
+    # computations query, labels and code lines as stored, at the path the sidebar reads.
+    computations = next(s for s in served if s.regex.pattern == url_path_join(prefix, "api", "computations") + "$")
+    specs.append(URLSpec(url_path_join(prefix, "lab", "computations"),
+                         jupyter_handler(computations.handler_class, api=True), computations.kwargs))
     for spec in served:
         if spec.regex.pattern in (f"{prefix}/login$", f"{prefix}/logout$"):
             # The analytics server's own token login: Jupyter's login is the one here

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
-import math
 import time
 from typing import Any, Callable
 
 from tornado.web import HTTPError, RequestHandler, decode_signed_value
 
+from ..display import dumps
 from ..messages import MessageError
 from ..store import NotFound, StoreUnavailable
 from .context import Context, Principal, TokenCheck
@@ -40,24 +39,6 @@ SESSION_COOKIE = "dal_session"
 OLD_COOKIE = "dal_token"  # before sessions the cookie held the raw token: cleared on login/logout
 SESSION_DAYS = 30
 MAX_ID = 200  # the longest id any path or query parameter may carry
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
-def dumps(value: Any) -> str:
-    """JSON browsers can parse: NaN/inf (only a direct writer can store them) become null."""
-    try:
-        return json.dumps(value, allow_nan=False, default=str)
-    except ValueError:
-        return json.dumps(_finite(value), default=str)
 
 
 def check_text(name: str, value: str) -> str:

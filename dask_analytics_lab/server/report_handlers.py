@@ -15,21 +15,18 @@ frame, form or font from anywhere else is blocked, so a report cannot send what 
 shows (or what a phishing form asks for) to another host.  distributed's report
 therefore embeds BokehJS (reports.performance_report uses mode="inline").
 
-At rest a report's HTML, its twin and the code in its summary are encrypted with the
-code key (codecrypt): the server's, or for an embedded store the writer's
-`analytics.code-key-file` / $DASK_ANALYTICS_CODE_KEY when one is set.
+The rows themselves (made, encrypted at rest, shown, who may read them) are
+dask_analytics_lab.reports.rows: the same for a report written straight into a store.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import secrets
-import time
 from typing import Any
 
-from ..codecrypt import CodeCipher, CodeDecryptError, local_cipher, reading_cipher
-from .base import BaseHandler, check_text, dumps
+from ..codecrypt import CodeCipher, CodeDecryptError
+from ..reports.rows import BadReport, check_report, make_row, may_read, open_blob, opening_cipher, public_row
+from .base import BaseHandler, check_text
 from .body import read_json
 from .context import Principal
 from .errors import ApiError
@@ -55,102 +52,23 @@ REPORT_CSP = "; ".join([
     "form-action 'none'",
     "base-uri 'none'",
 ])
-MAX_FILENAME = 1000
-
-
-def new_report_id() -> str:
-    return secrets.token_urlsafe(16)
-
-
-def report_links(base: str, report_id: str) -> dict:
-    return {"url": f"{base}/reports/{report_id}", "json_url": f"{base}/reports/{report_id}.json"}
-
-
-def public_row(row: dict, base: str, cipher: CodeCipher | None = None) -> dict:
-    """What a reader sees of a report row: no blobs, with its links, the code in its
-    summary readable (None and a `code_error` when the key at hand does not open it)."""
-    out = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created",
-                                   "cluster_id", "size", "summary")}
-    summary = out.get("summary")
-    if isinstance(summary, dict) and "code" in summary:
-        code, error = (cipher or reading_cipher()).open(summary["code"])
-        out["summary"] = dict(summary, code=code)
-        if error:
-            out["code_error"] = error
-    out.update(report_links(base, row["id"]))
-    return out
-
-
-def writing_cipher(cipher: CodeCipher | None) -> CodeCipher:
-    """The cipher a report is stored with: the server's key; else (an embedded store,
-    the Jupyter extension) this process's analytics.code-key-file / $DASK_ANALYTICS_CODE_KEY."""
-    return cipher if cipher is not None and cipher.enabled else local_cipher(create=True)
-
-
-def _reading(cipher: CodeCipher | None) -> CodeCipher:
-    return cipher if cipher is not None and cipher.enabled else reading_cipher()
-
-
-def _optional_str(body: dict, name: str, most: int = 200) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > most:
-        raise ApiError(422, f"{name} must be a string of at most {most} characters or null")
-    return value
 
 
 def check_upload(body: Any, principal: Principal, cipher: CodeCipher | None = None) -> dict:
-    """Validate an upload; return the row to store: blobs gzip'd, then with the code,
-    encrypted with writing_cipher(cipher) when it has a key."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "the body must be a JSON object with html, twin, filename, private")
-    unknown = set(body) - {"html", "twin", "filename", "private", "title", "cluster_id", "account", "user"}
-    if unknown:
-        raise ApiError(422, f"unknown report field(s) {sorted(unknown)}")
-    html, twin = body.get("html"), body.get("twin")
-    if not isinstance(html, str) or not html:
-        raise ApiError(422, "html must be the report's HTML, a non-empty string")
-    if not isinstance(twin, dict):
-        raise ApiError(422, "twin must be a JSON object (summary, task_groups, task_stream, profile)")
-    private = body.get("private", False)
-    if not isinstance(private, bool):
-        raise ApiError(422, "private must be true or false")
-    filename = _optional_str(body, "filename", MAX_FILENAME) or "dask-report.html"
-    account = _optional_str(body, "account")
+    """Check an upload's body (rows.check_report) and who sent it; return the row to store."""
+    try:
+        report = check_report(body)
+    except BadReport as e:
+        raise ApiError(422 if isinstance(body, dict) else 400, str(e)) from None
     if principal.account is not None:
-        if account not in (None, principal.account):
-            raise ApiError(403, f"your token belongs to account {principal.account!r}; it cannot upload to {account!r}")
-        account, user = principal.account, principal.user
+        if report["account"] not in (None, principal.account):
+            raise ApiError(403, f"your token belongs to account {principal.account!r}; "
+                                f"it cannot upload to {report['account']!r}")
+        report.update(account=principal.account, user=principal.user)
     else:
-        account, user = account or "default", _optional_str(body, "user")
-    if account is not None:
-        check_text("account", account)
-    summary = dict(twin["summary"]) if isinstance(twin.get("summary"), dict) else {}
-    seal = writing_cipher(cipher)
-    if isinstance(summary.get("code"), str):
-        summary["code"] = seal.encrypt(summary["code"])
-    html_bytes = html.encode("utf-8", "replace")
-    return {
-        "id": new_report_id(),
-        "account": account,
-        "user": user,
-        "filename": filename.replace("\x00", ""),
-        "title": (_optional_str(body, "title", MAX_FILENAME) or "").replace("\x00", "") or None,
-        "private": private,
-        "created": time.time(),
-        "cluster_id": _optional_str(body, "cluster_id"),
-        "size": len(html_bytes),
-        "summary": summary,
-        "html_gz": seal.seal_bytes(gzip.compress(html_bytes, 6)),
-        "twin_gz": seal.seal_bytes(gzip.compress(dumps(twin).encode(), 6)),
-    }
-
-
-def may_read(row: dict, principal: Principal | None) -> bool:
-    if not row["private"]:
-        return True
-    return principal is not None and principal.account in (None, row["account"])
+        report["account"] = report["account"] or "default"
+    check_text("account", report["account"])
+    return make_row(**report, cipher=cipher)
 
 
 class ReportsApi(QueryHandler):
@@ -163,7 +81,7 @@ class ReportsApi(QueryHandler):
         return (self.ctx.public_url or f"{self.request.protocol}://{self.request.host}") + self.ctx.prefix
 
     def query(self, account: str | None, limit: int) -> list[dict]:
-        base, cipher = self.base(), _reading(self.ctx.cipher)
+        base, cipher = self.base(), opening_cipher(self.ctx.cipher)
         return [public_row(r, base, cipher) for r in self.ctx.team.list_reports(account=account, limit=limit)]
 
     async def post(self) -> None:
@@ -173,7 +91,7 @@ class ReportsApi(QueryHandler):
         # gzip and encryption of up to max_report_bytes of HTML: not on the event loop.
         row = await self.call(check_upload, body, principal, self.ctx.cipher, executor=self.ctx.body_executor)
         await self.call(self.ctx.team.add_report, row)
-        self.write_json({"report": public_row(row, self.base(), _reading(self.ctx.cipher))}, status=201)
+        self.write_json({"report": public_row(row, self.base(), opening_cipher(self.ctx.cipher))}, status=201)
 
 
 class ReportView(BaseHandler):
@@ -196,7 +114,7 @@ class ReportView(BaseHandler):
                                     "or send 'Authorization: token <token>'")
             raise ApiError(404, "no such report")  # a stranger learns nothing, not even that it exists
         try:
-            blob = gzip.decompress(_reading(self.ctx.cipher).open_bytes(row["twin_gz" if self.as_json else "html_gz"]))
+            blob = open_blob(row, "twin_gz" if self.as_json else "html_gz", self.ctx.cipher)
         except CodeDecryptError as e:  # logged once by the cipher
             raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
         if self.as_json:

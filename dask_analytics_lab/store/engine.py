@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import QueuePool, StaticPool
 
@@ -55,6 +56,11 @@ def masked(url: URL | str) -> str:
         return (url if isinstance(url, URL) else make_url(url)).render_as_string(hide_password=True)
     except Exception:
         return "<unparsable URL>"
+
+
+def dialect_insert(conn: sa.Connection, table: sa.Table) -> Any:
+    """INSERT with ON CONFLICT for this connection's dialect (the same API on both)."""
+    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
 
 
 def is_memory(u: URL) -> bool:

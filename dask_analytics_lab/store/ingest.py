@@ -13,11 +13,11 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..codecrypt import local_cipher
 from ..messages import MessageError
 from . import schema as s
+from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
 from .validate import SAMPLE_FIELDS, clean
 
@@ -72,11 +72,6 @@ def _store(engine: sa.Engine, msgs: list[dict]) -> int:
                 # Oldest first: where one key comes twice, _latest keeps the last.
                 APPLY[kind](conn, sorted(by_kind[kind], key=lambda m: (m["time"], m["seq"])))
         return len(msgs)
-
-
-def _insert(conn: sa.Connection, table: sa.Table) -> Any:
-    """INSERT with ON CONFLICT for this connection's dialect (same API on both)."""
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
 
 
 def _newer(table: sa.Table, stmt: Any) -> sa.ColumnElement:

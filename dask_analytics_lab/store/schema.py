@@ -7,6 +7,10 @@ together: edit this file, then add a migration (see migrations/README).
 Conventions: times are float seconds since the epoch (Double), bytes and counts
 BigInteger, code and tracebacks Text.  "" stands for "no computation" / "no task
 group" in key columns, because NULLs never collide in a unique constraint.
+
+The team server's tables (accounts, tokens, reports ...) are in team_schema.py, which
+builds on this module and adds them to the same `metadata`: whatever needs every table
+(Alembic's env.py, the schema test) imports team_schema, never the other way round.
 """
 from __future__ import annotations
 
@@ -262,7 +266,3 @@ ingested = sa.Table(
 # Tables a user's export holds, in an order where every row's cluster comes first.
 DATA_TABLES = (clusters, cluster_samples, computations, task_groups, code_snippets,
                exceptions, events, profiles, gpu_samples)
-
-# The team server's tables (accounts, tokens, reports ...) live in team_schema.py;
-# importing it registers them on `metadata`.
-from . import team_schema  # noqa: E402,F401

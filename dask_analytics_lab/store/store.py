@@ -55,10 +55,21 @@ class Store:
             raise
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[sa.Connection]:
+    def reading(self) -> Iterator[sa.Connection]:
+        """A read transaction: every SELECT inside sees one snapshot.  Connection
+        trouble is StoreUnavailable, as for every Store method."""
         with self._unavailable(), self._engine.connect().execution_options(**self._read) as conn:
-            with conn.begin():  # one snapshot for all the SELECTs of a read
+            with conn.begin():
                 yield conn
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sa.Connection]:
+        """A write transaction, committed on leaving the block and rolled back on an
+        error (BEGIN IMMEDIATE on SQLite: it holds the write lock from the start, so two
+        writing processes wait for each other instead of failing at commit).  Connection
+        trouble is StoreUnavailable."""
+        with self._unavailable(), self._engine.begin() as conn:
+            yield conn
 
     def ingest(self, messages: list[dict]) -> int:
         """Store a batch (all or nothing); returns how many messages were new.
@@ -69,57 +80,57 @@ class Store:
             return _ingest.ingest(self._engine, messages)
 
     def list_clusters(self, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.list_clusters(conn, account=account, limit=limit)
 
     def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.get_cluster(conn, cluster_id, account=account)
 
     def list_cluster_samples(self, cluster_id: str, *, account: str | None = None,
                              limit: int | None = 10_000) -> list[dict]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.list_cluster_samples(conn, cluster_id, account=account, limit=limit)
 
     def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
                           limit: int | None = 100) -> list[dict]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.list_computations(conn, cluster_id=cluster_id, account=account, limit=limit)
 
     def get_computation(self, computation_id: str, *, account: str | None = None) -> dict:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.get_computation(conn, computation_id, account=account)
 
     def list_task_groups(self, computation_id: str, *, account: str | None = None) -> list[dict]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.list_task_groups(conn, computation_id, account=account)
 
     def list_exceptions(self, *, cluster_id: str | None = None, computation_id: str | None = None,
                         account: str | None = None, limit: int | None = 100) -> list[dict]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.list_exceptions(conn, cluster_id=cluster_id, computation_id=computation_id,
                                            account=account, limit=limit)
 
     def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
                     account: str | None = None, limit: int | None = 1000) -> list[dict]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.list_events(conn, cluster_id=cluster_id, topic=topic, account=account, limit=limit)
 
     def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
                     account: str | None = None) -> dict:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.get_profile(conn, computation_id=computation_id, cluster_id=cluster_id,
                                        account=account)
 
     def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
                          worker: str | None = None, account: str | None = None,
                          limit: int | None = 100_000) -> list[dict]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.list_gpu_metrics(conn, cluster_id=cluster_id, monitor_id=monitor_id,
                                             worker=worker, account=account, limit=limit)
 
     def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
-        with self._reading() as conn:
+        with self.reading() as conn:
             return queries.export(conn, account=account)
 
     def close(self) -> None:

@@ -6,14 +6,14 @@ performance reports, for `dask_analytics_lab.server`, `dask-analytics token` and
 """
 from __future__ import annotations
 
-import contextlib
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import sqlalchemy as sa
 
 from . import schema as s
-from .ingest import _insert
+from .engine import dialect_insert
+from .store import Store
 from .team_schema import accounts, cluster_owners, reports, tokens, users
 
 _REPORT_META = [c for c in reports.c if c.name not in ("html_gz", "twin_gz")]
@@ -26,18 +26,11 @@ def _report(row: Any) -> dict:
 
 
 class TeamStore:
-    """The team tables of one open Store: its engine, its error handling (StoreUnavailable)."""
+    """The team tables of one open Store, read and written through the Store's own
+    transactions (so connection trouble is StoreUnavailable, as for every Store method)."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: Store):
         self._store = store
-        self._engine: sa.Engine = store._engine
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[sa.Connection]:
-        """A write transaction (BEGIN IMMEDIATE on SQLite); connection trouble is
-        StoreUnavailable, as for every Store method."""
-        with self._store._unavailable(), self._engine.begin() as conn:
-            yield conn
 
     # --- tokens ------------------------------------------------------------
     def add_token(self, *, token_id: str, token_hash: str, account: str, user: str,
@@ -45,9 +38,9 @@ class TeamStore:
         """Keep a new token's hash (making its account and user on first use).
         expires: seconds since the epoch after which it is refused; None: never."""
         now = time.time()
-        with self._writing() as conn:
-            conn.execute(_insert(conn, accounts).on_conflict_do_nothing(), {"account": account, "created": now})
-            conn.execute(_insert(conn, users).on_conflict_do_nothing(),
+        with self._store.transaction() as conn:
+            conn.execute(dialect_insert(conn, accounts).on_conflict_do_nothing(), {"account": account, "created": now})
+            conn.execute(dialect_insert(conn, users).on_conflict_do_nothing(),
                          {"account": account, "user": user, "created": now})
             conn.execute(sa.insert(tokens), {"token_id": token_id, "token_hash": token_hash, "account": account,
                                              "user": user, "created": now, "revoked": None, "expires": expires})
@@ -58,21 +51,21 @@ class TeamStore:
         """The unrevoked token with this hash: {token_id, account, user, expires}, or None.
         An expired one is returned too (with its `expires`), so the caller can say so."""
         q = sa.select(*self._FOUND).where(tokens.c.token_hash == token_hash, tokens.c.revoked.is_(None))
-        with self._store._reading() as conn:
+        with self._store.reading() as conn:
             row = conn.execute(q).first()
         return dict(row._mapping) if row else None
 
     def find_token_by_id(self, token_id: str) -> dict | None:
         """The same for a token id (a login session names its token by id)."""
         q = sa.select(*self._FOUND).where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None))
-        with self._store._reading() as conn:
+        with self._store.reading() as conn:
             row = conn.execute(q).first()
         return dict(row._mapping) if row else None
 
     def touch_token(self, token_id: str, when: float) -> None:
         """Record that a token was used at `when` (the server does so at most once a minute)."""
         q = sa.update(tokens).where(tokens.c.token_id == token_id).values(last_used=when)
-        with self._writing() as conn:
+        with self._store.transaction() as conn:
             conn.execute(q)
 
     def list_tokens(self, *, account: str | None = None) -> list[dict]:
@@ -81,12 +74,12 @@ class TeamStore:
                       tokens.c.expires, tokens.c.last_used)
         if account is not None:
             q = q.where(tokens.c.account == account)
-        with self._store._reading() as conn:
+        with self._store.reading() as conn:
             return [dict(r._mapping) for r in conn.execute(q.order_by(tokens.c.account, tokens.c.created))]
 
     def revoke_token(self, token_id: str) -> bool:
         q = sa.update(tokens).where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None)).values(revoked=time.time())
-        with self._writing() as conn:
+        with self._store.transaction() as conn:
             return conn.execute(q).rowcount > 0
 
     # --- cluster ownership ---------------------------------------------------
@@ -103,13 +96,13 @@ class TeamStore:
         ids = list(claims)
         now = time.time() if now is None else now
         owned = sa.select(cluster_owners.c.cluster_id, cluster_owners.c.account)
-        with self._writing() as conn:
+        with self._store.transaction() as conn:
             owners = dict(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(ids))).all())
             missing = [cid for cid in ids if cid not in owners]
             if missing:
                 written = dict(conn.execute(sa.select(s.clusters.c.cluster_id, s.clusters.c.account).where(
                     s.clusters.c.cluster_id.in_(missing), s.clusters.c.account.is_not(None))).all())
-                conn.execute(_insert(conn, cluster_owners).on_conflict_do_nothing(), [
+                conn.execute(dialect_insert(conn, cluster_owners).on_conflict_do_nothing(), [
                     {"cluster_id": cid, "account": written.get(cid, claims[cid]), "claimed": now} for cid in missing])
                 owners.update(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(missing))).all())
         return owners
@@ -122,7 +115,7 @@ class TeamStore:
         o = cluster_owners.c
         cond = sa.and_(o.cluster_id.in_(list(cluster_ids)), o.account == account, o.claimed == claimed,
                        ~sa.exists().where(s.clusters.c.cluster_id == o.cluster_id))
-        with self._writing() as conn:
+        with self._store.transaction() as conn:
             ids = [r[0] for r in conn.execute(sa.select(o.cluster_id).where(cond))]
             if ids:
                 conn.execute(sa.delete(cluster_owners).where(cond))
@@ -131,7 +124,7 @@ class TeamStore:
     # --- reports -----------------------------------------------------------------
     def add_report(self, row: dict) -> None:
         """Store one report: its id as "id", the blobs as html_gz and twin_gz."""
-        with self._writing() as conn:
+        with self._store.transaction() as conn:
             conn.execute(sa.insert(reports), {("report_id" if k == "id" else k): v for k, v in row.items()})
 
     def get_report(self, report_id: str, *, content: str | None = None) -> dict | None:
@@ -139,7 +132,7 @@ class TeamStore:
         cols = list(_REPORT_META)
         if content in ("html", "twin"):
             cols.append(reports.c[content + "_gz"])
-        with self._store._reading() as conn:
+        with self._store.reading() as conn:
             row = conn.execute(sa.select(*cols).where(reports.c.report_id == report_id)).first()
         return _report(row) if row else None
 
@@ -149,5 +142,5 @@ class TeamStore:
         if account is not None:
             q = q.where(reports.c.account == account)
         q = q.order_by(reports.c.created.desc(), reports.c.report_id).limit(limit)
-        with self._store._reading() as conn:
+        with self._store.reading() as conn:
             return [_report(r) for r in conn.execute(q)]

@@ -1,7 +1,7 @@
 """The team server's tables: accounts, users, tokens, cluster ownership, reports.
 
-Registered on schema.metadata (schema.py imports this module), so Alembic and the
-schema test see them; made by migration 0002_team.  Queries: team.py.
+Registered on schema.metadata, so whoever imports this module (Alembic's env.py, the
+schema test) sees every table; made by migration 0002_team.  Queries: team.py.
 """
 from __future__ import annotations
 

@@ -9,11 +9,11 @@ A feed serves any widget: it fills the traits the widget has and skips the rest.
 """
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
 from .. import api
+from ..display import clean, label_of
 from ._sync import KeyedTable, downsample
 from ._ticker import TICKER
 
@@ -22,17 +22,6 @@ MAX_SAMPLES = 600  # points per chart: about one per pixel of a notebook-wide ch
 MAX_GPU_POINTS = 300  # per GPU
 PROFILE_TRIES = 30  # ticks to wait for a finished computation's profile to land
 GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sample
-
-
-def clean(value: Any) -> Any:
-    """JSON that browsers parse: NaN and infinities become None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean(v) for v in value]
-    return value
 
 
 def is_live(cluster: dict | None) -> bool:
@@ -44,24 +33,6 @@ def is_live(cluster: dict | None) -> bool:
     if status is not None:
         return status == "live"
     return cluster.get("stopped") is None  # a reader from before `status`
-
-
-def label_of(groups: list[dict]) -> str:
-    """A short name for a computation recorded before the store kept its `label`: its
-    final task groups' prefixes, biggest first."""
-    # Dask's own last step ("finalize-...") says nothing about the work: look past it.
-    groups = [g for g in groups if not (g.get("prefix") or g["name"]).startswith("finalize")] or groups
-    if not groups:
-        return ""
-    needed = {d for g in groups for d in (g.get("dependencies") or [])}
-    final = [g for g in groups if g["name"] not in needed] or groups
-    final.sort(key=lambda g: -(g.get("n_tasks") or 0))
-    names: list[str] = []
-    for g in final:
-        p = g.get("prefix") or g["name"]
-        if p not in names:
-            names.append(p)
-    return ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
 
 
 class Feed:

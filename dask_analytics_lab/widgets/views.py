@@ -91,7 +91,7 @@ class ShareMixin:
         self.share = {"state": "working", "message": ""}
 
         def work() -> None:
-            from .report import share_computation
+            from ..reports.share import share_computation
 
             try:
                 row = share_computation(computation_id, store=self.store)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from alembic import context
 
 from dask_analytics_lab.store.engine import make_engine
-from dask_analytics_lab.store.schema import metadata
+from dask_analytics_lab.store.team_schema import metadata  # the core tables and the team's
 
 config = context.config
 

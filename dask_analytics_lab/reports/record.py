@@ -1,38 +1,9 @@
-"""Performance reports you can send as a link.
-
-    from dask_analytics_lab import performance_report, list_performance_reports
-    with performance_report(filename="dask-report.html"):   # account=, private=
-        df.groupby(...).value.mean().compute()
-    # prints: Performance Report Available at: <url>
-    list_performance_reports()  # [{"private": False, "filename": ..., "url": ...}, ...]
-
-`performance_report` is distributed's own, so the HTML file is written where you ask,
-as always.  On leaving the block it also gathers a machine-readable twin (summary,
-task groups, task stream, profile) and stores both in `analytics.store`:
-
-- an http(s):// store (a `dask-analytics server`): uploaded with `analytics.token`;
-  the link is the server's, and the server decides the account (the token's);
-- an embedded SQLite/PostgreSQL store: written straight into it.  The link points at
-  `analytics.reports.base-url` (default http://127.0.0.1:8765, where
-  `dask-analytics server --db <the same store>` serves it; point it at the Jupyter
-  extension's URL to open reports there).
-
-Public-by-link by default (the id is 128 random bits); `private=True` opens only for
-members of the account.  If storing fails the HTML file is still there and a warning
-says why: a report never fails the user's computation.
-
-Privacy switches hold here as in the plugin: with `analytics.computation.code.transmit`
-false neither the HTML nor the twin holds the calling code; with
-`analytics.profile.transmit` false neither holds a profile (the HTML's profile tabs are
-empty, the twin's profile an empty tree); `summary.recorded` says which were kept.
-BokehJS is embedded in the HTML (mode="inline" unless you pass another mode): a stored
-report is served with a policy that lets it load nothing from anywhere else.
-At rest the stored copy is encrypted with the code key (server/report_handlers.py).
-"""
+"""Recording a performance report: distributed's `performance_report`, which also
+gathers a machine-readable twin (summary, task groups, task stream, profile) and
+publishes both (publish.py).  See the package's docstring for how to use it."""
 from __future__ import annotations
 
 import asyncio
-import getpass
 import logging
 import time
 import warnings
@@ -42,14 +13,11 @@ from typing import Any
 import dask
 import distributed
 
-from . import config
+from .privacy import NO_CODE, privacy_switches
+from .publish import publish
 
 logger = logging.getLogger("dask_analytics_lab")
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8765"
-CODE_SWITCH = "analytics.computation.code.transmit"
-PROFILE_SWITCH = "analytics.profile.transmit"
-NO_CODE = f"(not recorded: {CODE_SWITCH} is false)"
 # Entries of the task stream kept in the twin: enough for any plot, bounded in size.
 MAX_TASK_STREAM = 100_000
 
@@ -80,13 +48,6 @@ def _groups_since() -> Any:
                 out.append({"id": str(comp.id), "start": comp.start, "stop": comp.stop, "groups": groups})
         return out
     return groups_since
-
-
-def privacy_switches() -> dict[str, bool]:
-    """{"code": ..., "profile": ...}: whether this process's config lets reports hold the
-    calling code and a profile (the plugin's own switches, Coiled's aliases included)."""
-    return {"code": config._bool(CODE_SWITCH, config.get(CODE_SWITCH)),
-            "profile": config._bool(PROFILE_SWITCH, config.get(PROFILE_SWITCH))}
 
 
 def _profileless_report() -> Any:
@@ -233,52 +194,3 @@ class performance_report(distributed.performance_report):
             "task_stream_truncated": len(rows) < sum(len(d.get("startstops", ())) for d in stream),
             "profile": profile,
         }
-
-
-def _base_url() -> str:
-    return (config.get("analytics.reports.base-url") or DEFAULT_BASE_URL).rstrip("/")
-
-
-def _target(store: str | None) -> tuple[str, Any]:
-    """(store URL, reader): an HttpReader for a server, else the embedded Store."""
-    from .api import _reader
-
-    url = config.validate_store(store if store is not None else config.get("analytics.store"))
-    return url, _reader(url)
-
-
-def publish(html: str, twin: dict, *, filename: str, account: str | None = None, private: bool = False,
-            title: str | None = None, store: str | None = None) -> dict:
-    """Store one report and its twin; return its row with "url" and "json_url"."""
-    body = {"html": html, "twin": twin, "filename": filename, "private": private, "title": title,
-            "cluster_id": twin.get("summary", {}).get("cluster_id")}
-    url, reader = _target(store)
-    if url.startswith(("http://", "https://")):
-        if account is not None:
-            body["account"] = account
-        return reader.upload_report(body)
-    from .server.context import Principal
-    from .server.report_handlers import check_upload, public_row
-    from .store.team import TeamStore
-
-    who = Principal(account or config.get("analytics.account") or "default",
-                    config.get("analytics.user") or getpass.getuser(), "local")
-    row = check_upload(body, who)
-    TeamStore(reader).add_report(row)
-    return public_row(row, _base_url())
-
-
-def list_performance_reports(*, account: str | None = None, limit: int = 100, store: str | None = None) -> list[dict]:
-    """Stored reports, newest first: [{"id", "url", "json_url", "filename", "private", ...}].
-
-    From a server: the token's account's.  From an embedded store: every account's,
-    or `account`'s.
-    """
-    url, reader = _target(store)
-    if url.startswith(("http://", "https://")):
-        return reader.list_reports(account=account, limit=limit)
-    from .server.report_handlers import public_row
-    from .store.team import TeamStore
-
-    base = _base_url()
-    return [public_row(r, base) for r in TeamStore(reader).list_reports(account=account, limit=limit)]

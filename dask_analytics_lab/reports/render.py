@@ -1,11 +1,11 @@
-"""The "Share report" button's report: a stored computation as one self-contained page.
+"""A stored computation as a report: one self-contained page and its twin.
 
 distributed's `performance_report` records what happens inside a `with` block, so it
 cannot describe a computation that already ran.  The share button instead renders the
 computation from the store: the monitor's own views (task groups, profile flamegraph,
 code, cluster) over the stored rows, in one HTML file with its JavaScript inlined,
-plus the machine-readable twin (the same rows as JSON), stored through
-`dask_analytics_lab.reports.publish` like any other performance report.
+plus the machine-readable twin (the same rows as JSON); share.py stores them through
+publish.py like any other performance report (the "Share report" buttons).
 
 It honours the privacy switches of both this process's config and the cluster's
 recorded settings: with code off it holds no snippet and no code line, with the
@@ -16,13 +16,15 @@ from __future__ import annotations
 import html
 import json
 import time
+from pathlib import Path
 from typing import Any
 
-from .. import config
+from ..display import clean, label_of
+from ..readers import open_reader
+from .privacy import recorded_switches
 
-from .. import api
-from ._base import STATIC
-from ._feed import clean, label_of
+# The views' bundle for a report page, built from js/ into the package's static folder.
+REPORT_SCRIPT = Path(__file__).resolve().parent.parent / "static" / "report-page.js"
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -75,34 +77,24 @@ def computation_duration(row: dict, now: float) -> float | None:
 CODE_FIELDS = ("code", "code_line", "code_frames", "code_hashes")
 
 
-def recorded_switches(cluster: dict) -> dict[str, bool]:
-    """What a report of this cluster may hold: code and profile each need this process's
-    switch on and the cluster not to have recorded with it off."""
-    from ..reports import privacy_switches
-
-    settings = cluster.get("settings") if isinstance(cluster.get("settings"), dict) else {}
-    mine = privacy_switches()
-    return {"code": mine["code"] and settings.get("code_transmit") is not False,
-            "profile": mine["profile"] and settings.get("profile_transmit") is not False}
-
-
 def computation_report(computation_id: str, *, store: str | None = None) -> tuple[str, dict, dict]:
     """(html, twin, meta) of one stored computation."""
     from distributed import profile as dask_profile
 
     now = time.time()
-    detail = clean(api.get_computation(computation_id, store=store))
+    reader = open_reader(store)
+    detail = clean(reader.get_computation(computation_id))
     groups = detail.pop("groups", None) or []
-    cluster = clean(api.get_cluster(detail["cluster_id"], store=store))
+    cluster = clean(reader.get_cluster(detail["cluster_id"]))
     recorded = recorded_switches(cluster)
     code = [c for c in (detail.pop("code", None) or []) if c.get("text")] if recorded["code"] else []
     if not recorded["code"]:
         for field in CODE_FIELDS:
             detail.pop(field, None)
-    exceptions = clean(api.list_exceptions(computation_id=computation_id, limit=200, store=store))
-    profile = (api.get_profile(computation_id=computation_id, store=store) if recorded["profile"]
+    exceptions = clean(reader.list_exceptions(computation_id=computation_id, limit=200))
+    profile = (reader.get_profile(computation_id=computation_id) if recorded["profile"]
                else dask_profile.create())
-    samples = [s for s in clean(api.list_cluster_samples(detail["cluster_id"], store=store))
+    samples = [s for s in clean(reader.list_cluster_samples(detail["cluster_id"], limit=10_000))
                if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5]
     label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
@@ -129,7 +121,7 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     subtitle = (f"{cluster.get('name') or cluster['cluster_id']} · {detail.get('state')} · "
                 f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(detail['start']))} · {'?' if duration is None else f'{duration:.1f}'} s · "
                 f"{detail.get('n_tasks') or 0} tasks")
-    script = (STATIC / "report-page.js").read_text()
+    script = REPORT_SCRIPT.read_text()
     page = PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), state=_script_json(state),
                        script=script.replace("</script", "<\\/script"))
     twin = {
@@ -150,15 +142,3 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "profile": profile,
     }
     return page, twin, {"title": title, "label": label}
-
-
-def share_computation(computation_id: str, *, store: str | None = None, private: bool = False) -> dict:
-    """Store a report of one computation; its row with "url", "id" and "local"
-    (True when the store is embedded, so Jupyter's server extension serves the link)."""
-    from ..reports import publish
-
-    page, twin, meta = computation_report(computation_id, store=store)
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in meta["label"])[:60].strip("-") or "computation"
-    row = publish(page, twin, filename=f"dask-report-{safe}.html", private=private, title=meta["title"], store=store)
-    url = store if store is not None else config.get("analytics.store")
-    return dict(row, local=not str(url or "").startswith(("http://", "https://")))

@@ -1,0 +1,45 @@
+"""Store rows as the views show them, the same in the kernel (widgets), the servers
+(JSON answers) and stored reports."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def clean(value: Any) -> Any:
+    """JSON that browsers parse: NaN and infinities (only a direct writer can store
+    them) become None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """JSON text browsers parse (see clean); anything else JSON lacks is written as str."""
+    try:
+        return json.dumps(value, allow_nan=False, default=str)
+    except ValueError:
+        return json.dumps(clean(value), default=str)
+
+
+def label_of(groups: list[dict]) -> str:
+    """A short name for a computation recorded before the store kept its `label`: its
+    final task groups' prefixes, biggest first."""
+    # Dask's own last step ("finalize-...") says nothing about the work: look past it.
+    groups = [g for g in groups if not (g.get("prefix") or g["name"]).startswith("finalize")] or groups
+    if not groups:
+        return ""
+    needed = {d for g in groups for d in (g.get("dependencies") or [])}
+    final = [g for g in groups if g["name"] not in needed] or groups
+    final.sort(key=lambda g: -(g.get("n_tasks") or 0))
+    names: list[str] = []
+    for g in final:
+        p = g.get("prefix") or g["name"]
+        if p not in names:
+            names.append(p)
+    return ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")

@@ -1,0 +1,44 @@
+"""Performance reports you can send as a link.
+
+    from dask_analytics_lab import performance_report, list_performance_reports
+    with performance_report(filename="dask-report.html"):   # account=, private=
+        df.groupby(...).value.mean().compute()
+    # prints: Performance Report Available at: <url>
+    list_performance_reports()  # [{"private": False, "filename": ..., "url": ...}, ...]
+
+`performance_report` is distributed's own, so the HTML file is written where you ask,
+as always.  On leaving the block it also gathers a machine-readable twin (summary,
+task groups, task stream, profile) and stores both in `analytics.store`:
+
+- an http(s):// store (a `dask-analytics server`): uploaded with `analytics.token`;
+  the link is the server's, and the server decides the account (the token's);
+- an embedded SQLite/PostgreSQL store: written straight into it.  The link points at
+  `analytics.reports.base-url` (default http://127.0.0.1:8765, where
+  `dask-analytics server --db <the same store>` serves it; point it at the Jupyter
+  extension's URL to open reports there).
+
+Public-by-link by default (the id is 128 random bits); `private=True` opens only for
+members of the account.  If storing fails the HTML file is still there and a warning
+says why: a report never fails the user's computation.
+
+Privacy switches hold here as in the plugin: with `analytics.computation.code.transmit`
+false neither the HTML nor the twin holds the calling code; with
+`analytics.profile.transmit` false neither holds a profile (the HTML's profile tabs are
+empty, the twin's profile an empty tree); `summary.recorded` says which were kept.
+BokehJS is embedded in the HTML (mode="inline" unless you pass another mode): a stored
+report is served with a policy that lets it load nothing from anywhere else.
+At rest the stored copy is encrypted with the code key (rows.py).
+
+Modules: record (the context manager), render (a stored computation as a report), share
+(the Share buttons), publish (storing and listing), rows (a stored report's row, what a
+reader sees of it and who may read it), privacy (the switches).  The server, the Jupyter
+extension and the API import this package; it imports neither of them.
+"""
+from __future__ import annotations
+
+from .privacy import privacy_switches
+from .publish import list_performance_reports, publish
+from .record import performance_report
+from .share import share_computation
+
+__all__ = ["list_performance_reports", "performance_report", "privacy_switches", "publish", "share_computation"]
