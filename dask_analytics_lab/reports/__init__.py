@@ -12,10 +12,11 @@ task groups, task stream, profile) and stores both in `analytics.store`:
 
 - an http(s):// store (a `dask-analytics server`): uploaded with `analytics.token`;
   the link is the server's, and the server decides the account (the token's);
-- an embedded SQLite/PostgreSQL store: written straight into it.  The link points at
-  `analytics.reports.base-url` (default http://127.0.0.1:8765, where
-  `dask-analytics server --db <the same store>` serves it; point it at the Jupyter
-  extension's URL to open reports there).
+- an embedded SQLite/PostgreSQL store: written straight into it.  The link is one that
+  opens (publish.link_base): `analytics.reports.base-url` when set (a `dask-analytics
+  server` on the same store); in a kernel of a Jupyter server that serves this store,
+  that server's `<url>dask-analytics/reports/<id>`; otherwise the HTML file written
+  (file://), with a line on how to get a link a teammate can open.
 
 Public-by-link by default (the id is 128 random bits); `private=True` opens only for
 members of the account.  If storing fails the HTML file is still there and a warning

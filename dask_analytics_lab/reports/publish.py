@@ -1,22 +1,60 @@
 """Storing a report and listing stored ones, in `analytics.store` or the store named:
 uploaded to a `dask-analytics server`, or written straight into an embedded store.
-The link points at the server, or for an embedded store at `analytics.reports.base-url`."""
+Every link follows one rule (`link_base`): it opens, or there is none."""
 from __future__ import annotations
 
 import getpass
+from pathlib import Path
 from typing import Any
 
 from .. import config
 from ..readers import open_reader
 from ..store.team import TeamStore
-from .rows import check_report, make_row, public_row
+from . import kernel_server
+from .rows import check_report, make_row, public_row, report_links
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8765"
+# Printed under a file:// link: how to get one a teammate can open.
+SHARE_HINT = ("Only this machine opens that file. For a link a teammate can open, run `dask-analytics server` "
+              "(it serves this store) and set analytics.reports.base-url to its URL, or record to it with "
+              "analytics.store.")
 
 
-def base_url() -> str:
-    """Where an embedded store's report links start (a server or Jupyter serving it)."""
-    return (config.get("analytics.reports.base-url") or DEFAULT_BASE_URL).rstrip("/")
+def link_base(store_url: str) -> str | None:
+    """Where links to reports in the embedded store `store_url` start: the configured
+    `analytics.reports.base-url` (a server on this store); else, in a kernel of a Jupyter
+    server whose extension serves this store, `<server url>dask-analytics`; else None:
+    nothing serves them here, and a report's link is its file (file_link).
+
+    (A server store, http(s)://, makes its own links: the server knows its address.)"""
+    configured = config.get("analytics.reports.base-url")
+    if configured:
+        return str(configured).rstrip("/")
+    return kernel_server.report_base(store_url)
+
+
+def file_link(filename: str) -> str | None:
+    """file:// URL of a report's HTML written on this machine, if it is there and a
+    browser shows it (not compressed, not on another filesystem); else None."""
+    if "://" in filename and not filename.startswith("file://"):
+        return None
+    path = Path(filename.removeprefix("file://")).expanduser().absolute()
+    if path.suffix.lower() not in (".html", ".htm") or not path.is_file():
+        return None
+    return path.as_uri()
+
+
+def _local_path(filename: str) -> str:
+    """An embedded store keeps a local file's absolute path: its file:// link then
+    does not depend on the directory a later listing runs in."""
+    if "://" in filename:
+        return filename
+    return str(Path(filename).expanduser().absolute())
+
+
+def _with_links(row: dict, base: str | None) -> dict:
+    if base is not None:
+        return dict(row, **report_links(base, row["id"]))
+    return dict(row, url=file_link(row["filename"]), json_url=None)
 
 
 def _target(store: str | None) -> tuple[str, Any]:
@@ -31,7 +69,8 @@ def _is_server(url: str) -> bool:
 
 def publish(html: str, twin: dict, *, filename: str, account: str | None = None, private: bool = False,
             title: str | None = None, store: str | None = None) -> dict:
-    """Store one report and its twin; return its row with "url" and "json_url".
+    """Store one report and its twin; return its row with "url" and "json_url" (link_base's
+    rule: None both when nothing serves the store and no HTML file of it is here).
     Raises rows.BadReport (a ValueError) saying which argument is wrong."""
     body = {"html": html, "twin": twin, "filename": filename, "private": private, "title": title,
             "cluster_id": twin.get("summary", {}).get("cluster_id") if isinstance(twin, dict) else None}
@@ -42,20 +81,20 @@ def publish(html: str, twin: dict, *, filename: str, account: str | None = None,
     if _is_server(url):
         return reader.upload_report(body)  # the server decides the account: a token's own only
     report.update(account=report["account"] or config.get("analytics.account") or "default",
-                  user=config.get("analytics.user") or getpass.getuser())
+                  user=config.get("analytics.user") or getpass.getuser(), filename=_local_path(report["filename"]))
     row = make_row(**report)
     TeamStore(reader).add_report(row)
-    return public_row(row, base_url())
+    return _with_links(public_row(row), link_base(url))
 
 
 def list_performance_reports(*, account: str | None = None, limit: int = 100, store: str | None = None) -> list[dict]:
     """Stored reports, newest first: [{"id", "url", "json_url", "filename", "private", ...}].
 
     From a server: the token's account's.  From an embedded store: every account's,
-    or `account`'s.
+    or `account`'s, each linked as `publish` links it.
     """
     url, reader = _target(store)
     if _is_server(url):
         return reader.list_reports(account=account, limit=limit)
-    base = base_url()
-    return [public_row(r, base) for r in TeamStore(reader).list_reports(account=account, limit=limit)]
+    base = link_base(url)
+    return [_with_links(public_row(r), base) for r in TeamStore(reader).list_reports(account=account, limit=limit)]

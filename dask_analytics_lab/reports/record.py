@@ -14,7 +14,7 @@ import dask
 import distributed
 
 from .privacy import NO_CODE, privacy_switches
-from .publish import publish
+from .publish import SHARE_HINT, publish
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -87,10 +87,21 @@ def _task_stream_rows(stream: list[dict]) -> tuple[list[dict], dict[str, float]]
     return rows, dict(spent)
 
 
+def _announcement(url: str | None, filename: str) -> str:
+    """What is printed once a report is stored: a link that opens (publish.link_base's
+    rule), and under a file:// link, how to get one a teammate can open."""
+    if url is None:
+        return f"Performance report saved to {filename}\n{SHARE_HINT}"
+    if url.startswith("file://"):
+        return f"Performance Report Available at: {url}\n{SHARE_HINT}"
+    return f"Performance Report Available at: {url}"
+
+
 class performance_report(distributed.performance_report):
     """distributed.performance_report that also stores the report and prints its link.
 
-    After the block: `.url` (None if storing failed), `.report` (the stored row).
+    After the block: `.url`, the printed link (None if storing failed, or when no
+    browser here could open the report: see publish.link_base), `.report` (the stored row).
     """
 
     def __init__(self, filename: str = "dask-report.html", *, account: str | None = None,
@@ -136,7 +147,7 @@ class performance_report(distributed.performance_report):
             self.report = await asyncio.to_thread(publish, html, twin, filename=self.filename, account=self.account,
                                                   private=self.private, title=self.title, store=self.store)
             self.url = self.report["url"]
-            print(f"Performance Report Available at: {self.url}")
+            print(_announcement(self.url, self.filename))
         except Exception as e:
             warnings.warn(f"dask-analytics: the performance report is saved in {self.filename} but could not be "
                           f"stored in the analytics store: {e}", stacklevel=2)

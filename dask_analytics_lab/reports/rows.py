@@ -108,9 +108,10 @@ def make_row(*, html: str, twin: dict, filename: str, private: bool, title: str 
     }
 
 
-def public_row(row: dict, base: str, cipher: CodeCipher | None = None) -> dict:
-    """What a reader sees of a report row: no blobs, with its links, the code in its
-    summary readable (None and a `code_error` when the key at hand does not open it)."""
+def public_row(row: dict, base: str | None = None, cipher: CodeCipher | None = None) -> dict:
+    """What a reader sees of a report row: no blobs, the code in its summary readable
+    (None and a `code_error` when the key at hand does not open it), and its links
+    under `base` (without one, the caller adds the links: publish.py)."""
     out = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created",
                                    "cluster_id", "size", "summary")}
     summary = out.get("summary")
@@ -119,7 +120,8 @@ def public_row(row: dict, base: str, cipher: CodeCipher | None = None) -> dict:
         out["summary"] = dict(summary, code=code)
         if error:
             out["code_error"] = error
-    out.update(report_links(base, row["id"]))
+    if base is not None:
+        out.update(report_links(base, row["id"]))
     return out
 
 

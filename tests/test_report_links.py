@@ -1,0 +1,231 @@
+"""Issue 11, items 1 and 2: the link `performance_report` prints opens, and the report it
+opens draws its plots with every request to the outside world blocked.
+
+- a plain script (a real subprocess with a LocalCluster) with the default set-up: a
+  file:// link to the HTML it wrote, and the line on how to get a shareable one;
+- the same script recording to a team server: the server's link;
+- a kernel of a real Jupyter server: that server's dask-analytics/reports/<id>, opened in
+  Chromium logged in to that server; a kernel recording into another store: file://.
+
+Each link is opened in Chromium with every request not to 127.0.0.1 (or a file) aborted,
+and Bokeh's plots must be drawn: canvases with pixels on them.  The control: the same
+report made with BokehJS from the CDN (distributed's default) draws nothing there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.reports import list_performance_reports
+from dask_analytics_lab.reports.publish import SHARE_HINT
+
+from .browser_helpers import chromium, jupyter_lab
+from .test_server_support import ServerThread, request
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"^Performance Report Available at: (\S+)$", re.M)
+
+# Counts the canvases (in the page and in Bokeh's shadow roots) with a visible pixel
+# that is not the white background: plots actually drawn, not just a document loaded.
+DRAWN_CANVASES = """() => {
+  const canvases = [];
+  const walk = (root) => root.querySelectorAll('*').forEach(e => {
+    if (e.tagName === 'CANVAS') canvases.push(e);
+    if (e.shadowRoot) walk(e.shadowRoot);
+  });
+  walk(document);
+  return canvases.filter(c => {
+    if (!c.width || !c.height) return false;
+    const ctx = c.getContext('2d');
+    if (!ctx) return false;
+    const px = ctx.getImageData(0, 0, c.width, c.height).data;
+    for (let i = 0; i < px.length; i += 4)
+      if (px[i + 3] > 0 && (px[i] < 250 || px[i + 1] < 250 || px[i + 2] < 250)) return true;
+    return false;
+  }).length;
+}"""
+
+SCRIPT = """
+import dask.array as da
+from distributed import Client, LocalCluster
+
+from dask_analytics_lab import list_performance_reports, performance_report
+
+if __name__ == "__main__":
+    with LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=":0") as cluster, Client(cluster):
+        with performance_report(filename="dask-report.html"{mode}):
+            assert da.ones((400, 400), chunks=100).sum().compute() == 160_000
+    print("LISTED", list_performance_reports()[0]["url"])
+"""
+
+
+def run_script(tmp_path: Path, env: dict, mode: str | None = None) -> str:
+    """Run SCRIPT as a user would (`python script.py` in its folder); its stdout.
+    `env` over this process's environment, a None value removing a variable."""
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT.format(mode=f", mode={mode!r}" if mode else ""))
+    full = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **env}.items() if v is not None}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=full, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def printed_link(out: str) -> str:
+    match = LINK.search(out)
+    assert match, out
+    return match.group(1)
+
+
+def offline_page(browser, **context_args):
+    """A page of a new context whose requests go nowhere but 127.0.0.1 and files;
+    the page's `.blocked` lists what it tried to load from elsewhere."""
+    context = browser.new_context(**context_args)
+    blocked: list[str] = []
+
+    def route(r) -> None:
+        url = r.request.url
+        if url.startswith(("http://127.0.0.1:", "file:", "data:", "blob:")):
+            r.continue_()
+        else:
+            blocked.append(url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.blocked = blocked  # type: ignore[attr-defined]
+    return page
+
+
+def assert_plots_drawn(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents[0].roots().length > 0",
+                           timeout=30_000)
+    page.wait_for_function(DRAWN_CANVASES, timeout=30_000)
+    text = page.evaluate("Array.from(document.querySelectorAll('*')).map(e => e.shadowRoot ? "
+                         "e.shadowRoot.textContent : '').join(' ') + document.body.textContent")
+    assert "Dask Performance Report" in text
+
+
+@pytest.fixture(autouse=True)
+def _fresh_readers():
+    yield
+    close_readers()
+
+
+def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(tmp_path):
+    # The default store (a SQLite file under the user's data folder), no server anywhere.
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "DASK_ANALYTICS__STORE": None,
+           "DASK_ANALYTICS__REPORTS__BASE_URL": None}
+    out = run_script(tmp_path, env)
+    link = printed_link(out)
+    assert link == (tmp_path / "dask-report.html").as_uri(), out
+    assert SHARE_HINT in out and "dask-analytics server" in SHARE_HINT
+    assert "127.0.0.1:8765" not in out
+    # list_performance_reports() follows the same rule, in the script and here.
+    assert f"LISTED {link}" in out
+    store = "sqlite:///" + str(tmp_path / "data" / "dask-analytics" / "analytics.db")
+    assert [r["url"] for r in list_performance_reports(store=store)] == [link]
+
+    with chromium() as browser:
+        page = offline_page(browser)
+        assert_plots_drawn(page, link)
+
+        # The control: distributed's default (BokehJS from its CDN) draws nothing offline.
+        cdn = tmp_path / "cdn"
+        cdn.mkdir()
+        out = run_script(cdn, {**env, "XDG_DATA_HOME": str(cdn / "data")}, mode="cdn")
+        page = offline_page(browser)
+        page.goto(printed_link(out))
+        page.wait_for_timeout(3000)
+        assert any("bokeh" in u for u in page.blocked), page.blocked
+        assert page.evaluate("typeof window.Bokeh") == "undefined"
+        assert page.evaluate(DRAWN_CANVASES) == 0
+
+
+def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_url):
+    with ServerThread({"store_url": sqlite_url}) as server:
+        out = run_script(tmp_path, {"DASK_ANALYTICS__STORE": server.url,
+                                    "DASK_ANALYTICS__TOKEN": server.token("team-a")})
+        link = printed_link(out)
+        assert link.startswith(server.url + "/reports/"), out
+        assert SHARE_HINT not in out and f"LISTED {link}" in out
+        status, html, _ = request(link)  # public by link: a teammate needs no token
+        assert status == 200 and "Dask Performance Report" in html
+        with chromium() as browser:
+            page = offline_page(browser)
+            assert_plots_drawn(page, link)
+
+
+KERNEL_CODE = """
+import dask, dask.array as da
+from distributed import Client, LocalCluster
+from dask_analytics_lab import list_performance_reports, performance_report
+
+with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, \\
+        Client(cluster):
+    with performance_report(filename="in-lab.html"):
+        da.ones((400, 400), chunks=100).sum().compute()
+    print("LISTED", list_performance_reports()[0]["url"])
+    # Recording into a store this Jupyter server does not serve: its link would be dead.
+    with dask.config.set({"analytics.store": "sqlite:///" + __import__("os").path.abspath("other.db")}):
+        with performance_report(filename="elsewhere.html"):
+            da.ones(10, chunks=5).sum().compute()
+"""
+
+
+def run_in_kernel(lab, code: str) -> str:
+    """Start a kernel in `lab` through its REST API and run `code` there; its stdout."""
+    from jupyter_client import BlockingKernelClient
+
+    req = urllib.request.Request(lab.url("api/kernels"), data=b"{}", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        kernel_id = json.load(r)["id"]
+    connection_file = Path(lab.env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"
+    deadline = time.monotonic() + 60
+    while not connection_file.exists():
+        assert time.monotonic() < deadline, "the kernel wrote no connection file"
+        time.sleep(0.2)
+    kc = BlockingKernelClient(connection_file=str(connection_file))
+    kc.load_connection_file()
+    kc.start_channels()
+    out: list[str] = []
+    try:
+        kc.wait_for_ready(timeout=120)
+        reply = kc.execute_interactive(
+            code, timeout=300,
+            output_hook=lambda msg: out.append(msg["content"]["text"]) if msg["msg_type"] == "stream" else
+            out.append(json.dumps(msg["content"])) if msg["msg_type"] == "error" else None)
+    finally:
+        kc.stop_channels()
+    assert reply["content"]["status"] == "ok", "".join(out)
+    return "".join(out)
+
+
+def test_a_kernel_under_jupyter_prints_that_servers_link(tmp_path):
+    store = f"sqlite:///{tmp_path / 'analytics.db'}"
+    with jupyter_lab(tmp_path, store, {"PYTHONPATH": str(ROOT)}) as lab:
+        out = run_in_kernel(lab, KERNEL_CODE)
+        [link, elsewhere] = LINK.findall(out)
+        assert link.startswith(f"{lab.base}/dask-analytics/reports/"), out
+        assert f"LISTED {link}" in out
+        assert elsewhere.startswith("file://") and elsewhere.endswith("/elsewhere.html"), out
+        assert Path(elsewhere.removeprefix("file://")).is_file()
+        # Without Jupyter's login the link leads to its login page; logged in, the report.
+        with urllib.request.urlopen(link, timeout=30) as r:
+            assert "/login" in r.url
+        with chromium() as browser:
+            page = offline_page(browser)
+            page.goto(lab.url("api/status"))  # the token in the URL logs this browser in
+            assert_plots_drawn(page, link)
