@@ -5,7 +5,9 @@ opens draws its plots with every request to the outside world blocked.
   file:// link to the HTML it wrote, and the line on how to get a shareable one;
 - the same script recording to a team server: the server's link;
 - a kernel of a real Jupyter server: that server's dask-analytics/reports/<id>, opened in
-  Chromium logged in to that server; a kernel recording into another store: file://.
+  Chromium logged in to that server; a kernel recording into another store: file://;
+- a report made with BokehJS from the CDN (mode="cdn", or uploaded as distributed wrote
+  it) is stored with the installed BokehJS inline.
 
 Each link is opened in Chromium with every request not to 127.0.0.1 (or a file) aborted,
 and Bokeh's plots must be drawn: canvases with pixels on them.  The control: the same
@@ -151,6 +153,18 @@ def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(t
         assert any("bokeh" in u for u in page.blocked), page.blocked
         assert page.evaluate("typeof window.Bokeh") == "undefined"
         assert page.evaluate(DRAWN_CANVASES) == 0
+
+        # Stored, the same report has the installed BokehJS inline: served, it draws offline,
+        # as does that page uploaded to a team server as distributed wrote it.
+        cdn_store = "sqlite:///" + str(cdn / "data" / "dask-analytics" / "analytics.db")
+        [stored] = list_performance_reports(store=cdn_store)
+        with ServerThread({"store_url": cdn_store}) as server:
+            assert_plots_drawn(offline_page(browser), f"{server.url}/reports/{stored['id']}")
+            status, body, _ = request(server.url + "/api/reports", method="POST", token=server.token("team-a"),
+                                      body={"html": (cdn / "dask-report.html").read_text(), "twin": {"summary": {}},
+                                            "filename": "dask-report.html", "private": False})
+            assert status == 201, body
+            assert_plots_drawn(offline_page(browser), body["report"]["url"])
 
 
 def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_url):

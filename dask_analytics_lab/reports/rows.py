@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ..codecrypt import CodeCipher, local_cipher, reading_cipher
 from ..display import dumps
+from .offline import inline_bokeh
 
 
 MAX_FILENAME = 1000
@@ -85,13 +86,14 @@ def check_report(body: Any) -> dict:
 
 def make_row(*, html: str, twin: dict, filename: str, private: bool, title: str | None, cluster_id: str | None,
              account: str | None, user: str | None, cipher: CodeCipher | None = None) -> dict:
-    """The row to store for one report (check_report's fields): blobs gzip'd, then with
-    the code in its summary, encrypted with writing_cipher(cipher) when it has a key."""
+    """The row to store for one report (check_report's fields): the HTML with BokehJS
+    inline (offline.py), blobs gzip'd, then with the code in its summary, encrypted with
+    writing_cipher(cipher) when it has a key."""
     summary = dict(twin["summary"]) if isinstance(twin.get("summary"), dict) else {}
     seal = writing_cipher(cipher)
     if isinstance(summary.get("code"), str):
         summary["code"] = seal.encrypt(summary["code"])
-    html_bytes = html.encode("utf-8", "replace")
+    html_bytes = inline_bokeh(html).encode("utf-8", "replace")
     return {
         "id": new_report_id(),
         "account": account,

@@ -13,7 +13,9 @@ the viewer's cookie-authenticated API) and lets it reach nothing outside itself:
 own inline scripts, styles and data: images run, and every fetch, image, script,
 frame, form or font from anywhere else is blocked, so a report cannot send what it
 shows (or what a phishing form asks for) to another host.  distributed's report
-therefore embeds BokehJS (reports.performance_report uses mode="inline").
+therefore embeds BokehJS (reports.performance_report uses mode="inline"; a report
+uploaded with BokehJS from its CDN is stored with the installed BokehJS inline:
+reports/offline.py).
 
 The rows themselves (made, encrypted at rest, shown, who may read them) are
 dask_analytics_lab.reports.rows: the same for a report written straight into a store.
