@@ -121,8 +121,13 @@ def test_share_report_of_a_stored_computation(store):
     assert "DaskAnalyticsReport.render" in page and cid in page
     assert twin["summary"]["computation_id"] == cid and twin["task_groups"]
     assert "</script" not in page.split('id="dal-state">', 1)[1].split("</script>", 1)[0]
+    # Nothing serves this store to this process (no Jupyter kernel, no base-url): no link
+    # rather than a dead one; the widget opens it from the Jupyter server it runs under.
     row = share_computation(cid)
-    assert row["local"] is True and row["url"].endswith(row["id"])
+    assert row["local"] is True and row["id"] and row["url"] is None
+    with dask.config.set({"analytics.reports.base-url": "http://analytics.example"}):
+        row = share_computation(cid)
+    assert row["url"] == f"http://analytics.example/reports/{row['id']}"
 
 
 def test_server_extension_routes_are_behind_jupyter_login(store):

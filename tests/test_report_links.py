@@ -7,7 +7,8 @@ opens draws its plots with every request to the outside world blocked.
 - a kernel of a real Jupyter server: that server's dask-analytics/reports/<id>, opened in
   Chromium logged in to that server; a kernel recording into another store: file://;
 - a report made with BokehJS from the CDN (mode="cdn", or uploaded as distributed wrote
-  it) is stored with the installed BokehJS inline.
+  it) is stored with the installed BokehJS inline;
+- the Share button's report of a stored computation renders offline too.
 
 Each link is opened in Chromium with every request not to 127.0.0.1 (or a file) aborted,
 and Bokeh's plots must be drawn: canvases with pixels on them.  The control: the same
@@ -25,13 +26,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+import dask
+import dask.array as da
 import pytest
 
+import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.reports import list_performance_reports
+from dask_analytics_lab.reports import list_performance_reports, share_computation
 from dask_analytics_lab.reports.publish import SHARE_HINT
 
 from .browser_helpers import chromium, jupyter_lab
+from .cluster_helpers import recorded_cluster
 from .test_server_support import ServerThread, request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,3 +248,21 @@ def test_a_kernel_under_jupyter_prints_that_servers_link(tmp_path):
             page = offline_page(browser)
             page.goto(lab.url("api/status"))  # the token in the URL logs this browser in
             assert_plots_drawn(page, link)
+
+
+def test_a_shared_computation_report_renders_offline(sqlite_url):
+    """The Share button's report (the monitor's own views, not Bokeh) is whole too."""
+    with recorded_cluster(sqlite_url) as (client, info):
+        assert da.ones((400, 400), chunks=100).sum().compute() == 160_000
+        dal.flush(client)
+    [comp] = dal.list_computations(info["cluster_id"], store=sqlite_url)
+    with ServerThread({"store_url": sqlite_url}) as server, \
+            dask.config.set({"analytics.reports.base-url": server.url}):
+        row = share_computation(comp["computation_id"], store=sqlite_url)
+        assert row["url"] == f"{server.url}/reports/{row['id']}"
+        with chromium() as browser:
+            page = offline_page(browser)
+            page.goto(row["url"])
+            page.wait_for_selector(".dal-monitor .dal-taskgroups tr.dal-row", timeout=30_000)
+            assert "sum" in page.locator(".dal-monitor .dal-taskgroups").inner_text()
+            assert page.blocked == []  # it asked for nothing outside
