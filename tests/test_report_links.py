@@ -29,10 +29,11 @@ from pathlib import Path
 import dask
 import dask.array as da
 import pytest
+from distributed import Client, LocalCluster
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.reports import list_performance_reports, share_computation
+from dask_analytics_lab.reports import list_performance_reports, performance_report, share_computation
 from dask_analytics_lab.reports.publish import SHARE_HINT
 
 from .browser_helpers import chromium, jupyter_lab
@@ -266,3 +267,18 @@ def test_a_shared_computation_report_renders_offline(sqlite_url):
             page.wait_for_selector(".dal-monitor .dal-taskgroups tr.dal-row", timeout=30_000)
             assert "sum" in page.locator(".dal-monitor .dal-taskgroups").inner_text()
             assert page.blocked == []  # it asked for nothing outside
+
+
+def test_no_link_for_a_file_a_browser_cannot_show(sqlite_url, tmp_path, capsys):
+    """A compressed report (distributed writes .gz when asked) has no file:// link that
+    would show it: the location is printed instead, with how to get a link."""
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster), dask.config.set({"analytics.reports.base-url": None}):
+        with performance_report(filename=str(tmp_path / "r.html.gz"), store=sqlite_url) as report:
+            da.ones(10, chunks=5).sum().compute()
+    out = capsys.readouterr().out
+    assert report.url is None and report.report["id"]
+    assert f"Performance report saved to {tmp_path / 'r.html.gz'}\n{SHARE_HINT}" in out
+    assert "Available at" not in out
+    [listed] = list_performance_reports(store=sqlite_url)
+    assert listed["url"] is None and listed["json_url"] is None
