@@ -56,11 +56,29 @@ def _running_servers() -> list[dict]:
     return sorted(servers, key=lambda s: s.get("pid") != parent)
 
 
+def _runs_kernel(client: ServerClient, kernel_id: str) -> bool:
+    try:
+        client.get(f"/api/kernels/{kernel_id}")
+    except Exception:  # another server's kernel (404), or a server that does not answer
+        return False
+    return True
+
+
+def _serves(client: ServerClient, store_url: str) -> bool:
+    """Whether the server's dask-analytics extension serves `store_url`."""
+    from ..collect.plugin import mask_url
+
+    try:
+        info = client.get(f"/{EXTENSION_PATH}/lab-info")
+    except Exception as e:  # the extension is off, or serves nothing (a team server store)
+        logger.info("dask-analytics: Jupyter server %s serves no reports: %s", client.url, e)
+        return False
+    return isinstance(info, dict) and info.get("store") == mask_url(store_url)
+
+
 def report_base(store_url: str) -> str | None:
     """`<server url>dask-analytics` of the Jupyter server running this kernel, when its
     extension serves `store_url` (a config.validate_store URL); else None."""
-    from ..collect.plugin import mask_url
-
     kernel_id = this_kernel_id()
     if kernel_id is None:
         return None
@@ -69,18 +87,8 @@ def report_base(store_url: str) -> str | None:
             continue  # a password-only server: nothing here can ask it, so nothing is known
         client = ServerClient(server["url"], token=server["token"], timeout=TIMEOUT)
         try:
-            client.get(f"/api/kernels/{kernel_id}")
-        except Exception:  # another server's kernel (404), or a server that does not answer
-            continue
-        else:
-            try:
-                info = client.get(f"/{EXTENSION_PATH}/lab-info")
-            except Exception as e:  # extension off: it serves no store
-                logger.info("dask-analytics: Jupyter server %s serves no reports: %s", server["url"], e)
-                return None
-            if not isinstance(info, dict) or info.get("store") != mask_url(store_url):
-                return None  # it serves another store: the report is not there
-            return server["url"].rstrip("/") + "/" + EXTENSION_PATH
+            if _runs_kernel(client, kernel_id):
+                return server["url"].rstrip("/") + "/" + EXTENSION_PATH if _serves(client, store_url) else None
         finally:
             client.close()
     return None
