@@ -17,7 +17,7 @@ from dask_analytics_lab.server.client import HttpReader
 from dask_analytics_lab.store import NotFound
 
 from .cluster_helpers import recorded_cluster
-from .test_server_support import ServerThread, full_cluster, request
+from .server_helpers import ServerThread, full_cluster, request
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from dask_analytics_lab.store.migrate import alembic_config, head
 from dask_analytics_lab.store.schema import metadata
 
 from .postgres_server import PostgresServer, free_port
-from .test_store import Cluster
+from .factories import Cluster
 
 
 def alembic_version(url: str) -> list[str]:
