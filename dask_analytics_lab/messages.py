@@ -98,7 +98,11 @@ Flag = Annotated[bool, Meta(description="true or false")]
 JsonObject = Annotated[dict[str, Any], Meta(description=f"a JSON object at most {MAX_JSON_DEPTH} levels deep")]
 
 
-class _Data(Struct):
+class _Record(Struct, omit_defaults=True):
+    """A message's data or a part of it; a field left out is None (and left out on the wire)."""
+
+
+class _Data(_Record):
     """Checks what a type alone cannot: UTF-8 bytes of keys, general JSON, profile trees."""
 
     # {field: most UTF-8 bytes} for key fields (str, list of str, or dict with str keys)
@@ -132,7 +136,7 @@ class Cluster(_Data):
             setattr(self, name, plain_json(getattr(self, name), name))
 
 
-class ClusterSample(Struct):
+class ClusterSample(_Record):
     """`cluster_sample`: one time-series row, the cluster row's latest figures and
     peaks.  Sent on change and at least every HEARTBEAT seconds; memory in bytes;
     worker_seconds, core_seconds, cost and dropped_messages (what the shipper had to
@@ -154,7 +158,7 @@ class ClusterSample(Struct):
 SAMPLE_FIELDS = ClusterSample.__struct_fields__
 
 
-class ClusterStop(Struct):
+class ClusterStop(_Record):
     """`cluster_stop`: the cluster row's end."""
 
     stopped: Optional[Time] = None
@@ -185,7 +189,7 @@ class TaskGroup(_Data):
     dependencies: Optional[list[RequiredName]] = None  # group names
 
 
-class Totals(Struct):
+class Totals(_Record):
     n_tasks: Optional[Count] = None
     n_groups: Optional[Count] = None
     n_done: Optional[Count] = None
@@ -393,9 +397,6 @@ def check_batch(batch: Any) -> list[Envelope]:
     return [check(m, i) for i, m in enumerate(batch)]
 
 
-def to_builtins(msg: Envelope) -> dict:
-    """A typed message back in its wire form."""
-    return msgspec.to_builtins(msg)
 
 
 # --- what a type alone cannot check ---------------------------------------------------
@@ -533,7 +534,7 @@ def _profile_node(v: Any, where: str, ident: str | None) -> dict:
             "description": msgspec.structs.asdict(clean_desc), "children": {}}
 
 
-class _Frame(Struct):
+class _Frame(_Record):
     filename: Optional[Text] = None
     name: Optional[Text] = None
     line_number: Optional[Whole] = None

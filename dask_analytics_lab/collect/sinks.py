@@ -6,13 +6,15 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-from typing import Protocol
+from typing import Any, Protocol
 
-from ..messages import MessageError
+import msgspec
+
+from ..messages import Envelope, MessageError
 
 
 class Sink(Protocol):
-    def write(self, messages: list[dict]) -> int: ...
+    def write(self, messages: list[Envelope]) -> int: ...
     def close(self) -> None: ...
 
 
@@ -25,7 +27,7 @@ class StoreSink:
 
         self.store = open_store(url, single_connection=True)
 
-    def write(self, messages: list[dict]) -> int:
+    def write(self, messages: list[Envelope]) -> int:
         return self.store.ingest(messages)
 
     def close(self) -> None:
@@ -52,8 +54,10 @@ class HttpSink:
         context = ssl.create_default_context(cafile=ca_file) if url.startswith("https") else None
         self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _NoRedirects())
 
-    def write(self, messages: list[dict]) -> int:
-        body = gzip.compress(json.dumps(messages, default=repr).encode())
+    def write(self, messages: list[Envelope] | list[dict]) -> int:
+        """messages: typed (what the shipper sends) or in their wire form."""
+        # NaN and infinities become null, as the server would read them.
+        body = gzip.compress(msgspec.json.encode(messages, enc_hook=_unknown))
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
         if self.token:
             headers["Authorization"] = f"token {self.token}"
@@ -70,6 +74,10 @@ class HttpSink:
 
     def close(self) -> None:
         pass
+
+
+def _unknown(value: Any) -> str:
+    return repr(value)
 
 
 def open_sink(url: str, token: str | None = None, ca_file: str | None = None) -> Sink:
