@@ -110,7 +110,13 @@ class _Data(_Record):
 
     def __post_init__(self) -> None:
         for name, limit in self._keys.items():
-            _check_key_bytes(name, getattr(self, name), limit)
+            value = getattr(self, name)
+            if value is None or (value.__class__ is str and value.isascii()):
+                continue  # the common case, cheap: max_length already bounds ASCII
+            for text in (value,) if isinstance(value, str) else value:  # a list's items, a dict's keys
+                if not text.isascii() and len(text.encode("utf-8")) > limit:
+                    raise ValueError(f"`{name}` must be at most {limit} bytes of UTF-8 (it is a key), "
+                                     f"got {text!r:.80}")
 
 
 # --- the data of each kind ----------------------------------------------------------
@@ -378,36 +384,51 @@ def make(cluster_id: str, seq: int, kind: str, time: float, data: dict) -> dict:
     return {"v": VERSION, "cluster_id": cluster_id, "seq": seq, "kind": kind, "time": time, "data": data}
 
 
+class _Batch(Struct):
+    # Converting through a Struct keeps msgspec's compiled type on the class: a bare
+    # Union would be looked up (hashed) on every call.
+    messages: list[Message]
+
+
+_AT_MESSAGE = re.compile(r"`\$\.messages\[(\d+)\]")
+
+
 def check(msg: Any, index: int = 0) -> Envelope:
     """The typed message, or MessageError naming message `index` of its batch, the kind,
     the field and what it must be."""
-    try:
-        return msgspec.convert(msg, Message)
-    except msgspec.ValidationError as e:
-        raise MessageError(_explain(msg, index, str(e))) from None
-    except (TypeError, ValueError, OverflowError) as e:
-        # e.g. msgspec describing a string with a lone surrogate in it
-        raise MessageError(f"message {index} of the batch: malformed ({type(e).__name__}: {str(e)[:200]})") from None
+    return _convert([msg], index)[0]
 
 
 def check_batch(batch: Any) -> list[Envelope]:
     """Every message of a batch, typed; MessageError at the first that is wrong."""
     if not isinstance(batch, (list, tuple)):
         raise MessageError(f"a batch must be a list of messages, got {type(batch).__name__}")
-    return [check(m, i) for i, m in enumerate(batch)]
+    return _convert(batch, 0)
 
 
+def _convert(batch: list | tuple, first: int) -> list[Envelope]:
+    try:
+        return msgspec.convert({"messages": batch}, _Batch).messages
+    except msgspec.ValidationError as e:
+        text = str(e)
+        at = _AT_MESSAGE.search(text)
+        if at is None:
+            raise MessageError(f"the batch is malformed: {text[:200]}") from None
+        i = int(at.group(1))
+        inner = text[:at.start()] + "`$" + text[at.end():]
+        raise MessageError(_explain(batch[i], first + i, inner)) from None
+    except (TypeError, ValueError, OverflowError) as e:
+        # e.g. msgspec describing a string with a lone surrogate in it: find which message
+        for i, msg in enumerate(batch):
+            try:
+                msgspec.convert({"messages": [msg]}, _Batch)
+            except (TypeError, ValueError, OverflowError):
+                raise MessageError(f"message {first + i} of the batch: malformed ({type(e).__name__}: "
+                                   f"{str(e)[:200]})") from None
+        raise MessageError(f"the batch is malformed ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 # --- what a type alone cannot check ---------------------------------------------------
-def _check_key_bytes(name: str, value: Any, limit: int) -> None:
-    if value is None:
-        return
-    for s in (value,) if isinstance(value, str) else value:  # a list's items, a dict's keys
-        if not s.isascii() and len(s.encode("utf-8")) > limit:
-            raise ValueError(f"`{name}` must be at most {limit} bytes of UTF-8 (it is a key), got {s!r:.80}")
-
-
 class _NotPlain(Exception):
     pass
 
@@ -576,6 +597,9 @@ def _explain(msg: Any, index: int, error: str) -> str:
     """msgspec's "Expected `float` <= 7258118400.0 - at `$.data.started`" in words:
     which message, which field, what it must be (from the type's description), what it got."""
     problem, _, at = error.partition(" - at `")
+    in_key = at.startswith("key` in `")  # "... - at `key` in `$.data.groups[0].states`"
+    if in_key:
+        at = at[len("key` in `"):]
     parts = [(m.group(1), m.group(2)) for m in _PATH_PART.finditer(at.rstrip("`")[1:])]
     # None: a dict's key or value (msgspec's "[...]")
     path = [name if name is not None else (int(i) if i is not None else None) for name, i in parts]
@@ -600,14 +624,14 @@ def _explain(msg: Any, index: int, error: str) -> str:
     if path == ["v"] and not missing:
         return f"{where}message version {msg.get('v')!r:.20} is not supported (this store reads v{VERSION}); " \
                "upgrade the server"
-    what = _description(msg, path, key="`str`" in problem)
+    what = _description(msg, path, key=in_key)
     if missing:
         return f"{where}{shown} is required" + (f" ({what})" if what else "")
     found, value = _lookup(msg, path)
     got = f", got {value!r:.80}" if found else ""
     if what is None:
         return f"{where}{shown}: {problem}{got}"
-    return f"{where}{shown} must be {what}{got}"
+    return f"{where}{shown}{' keys' if in_key else ''} must be {what}{got}"
 
 
 def _where(msg: Any, index: int, path: list) -> str:
@@ -650,7 +674,6 @@ def _description(msg: Any, path: list, *, key: bool = False) -> str | None:
     tp, described = _unwrap(tp)
     if key and get_origin(tp) is dict:  # msgspec names the dict, not the key, that is wrong
         tp, described = _unwrap(get_args(tp)[0])
-        described = described and "keys of " + described
     if described:
         return described
     if get_origin(tp) is Literal:
