@@ -541,18 +541,13 @@ def _profile_node(v: Any, where: str, ident: str | None) -> dict:
     if ident is not None and identifier != ident:
         # profile.merge pairs children by key and insists their identifiers agree
         raise bad(".identifier", "must be the node's key in its parent's children", identifier)
-    desc = v.get("description")
-    if not isinstance(desc, dict):
-        raise bad(".description", "must be an object", desc)
     try:
-        count = msgspec.convert(v.get("count"), Optional[Count])
-        clean_desc = msgspec.convert({k: desc.get(k) for k in ("filename", "name", "line_number", "line")},
-                                     _Frame)
+        head = msgspec.convert(v, _NodeHead)
     except msgspec.ValidationError as e:
         problem, _, at = str(e).partition(" - at `$")
-        raise bad(".description" + at.rstrip("`") if at else ".count", f"is wrong: {problem}") from None
-    return {"count": count or 0, "identifier": _safe_text(identifier, where + ".identifier"),
-            "description": msgspec.structs.asdict(clean_desc), "children": {}}
+        raise ValueError(f"`{where}{at.rstrip('`')}` is wrong: {problem}") from None
+    return {"count": head.count or 0, "identifier": _safe_text(identifier, where + ".identifier"),
+            "description": msgspec.structs.asdict(head.description), "children": {}}
 
 
 class _Frame(_Record):
@@ -560,6 +555,13 @@ class _Frame(_Record):
     name: Optional[Text] = None
     line_number: Optional[Whole] = None
     line: Optional[Text] = None
+
+
+class _NodeHead(_Record):
+    """What a profile node holds besides its identifier and children."""
+
+    description: _Frame
+    count: Optional[Count] = None
 
 
 def profile_tree(v: Any) -> dict:
