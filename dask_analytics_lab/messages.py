@@ -400,7 +400,10 @@ def check(msg: Any, index: int = 0) -> Envelope:
 
 
 def check_batch(batch: Any) -> list[Envelope]:
-    """Every message of a batch, typed; MessageError at the first that is wrong."""
+    """Every message of a batch, typed; MessageError at the first that is wrong.
+
+    A message that is typed already passes as it is (msgspec does not check a Struct
+    again): it came from here, or from code that built it and answers for its bounds."""
     if not isinstance(batch, (list, tuple)):
         raise MessageError(f"a batch must be a list of messages, got {type(batch).__name__}")
     return _convert(batch, 0)

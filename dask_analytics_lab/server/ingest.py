@@ -17,8 +17,9 @@ What the server adds to the store's own checks, because here the sender is remot
 - a code snippet's hash must be the hash of its text, and its text is encrypted
   before it is stored.
 The batch is checked whole against the contract (messages.py) before any of this, and
-the store takes the checked messages as they are.  The whole batch is refused or stored, and a refused one leaves nothing behind: the
-cluster ids it claimed are released again.  The plugin retries a batch as one.
+the store takes the checked messages as they are.  The whole batch is refused or
+stored, and a refused one leaves nothing behind: the cluster ids it claimed are
+released again.  The plugin retries a batch as one.
 """
 from __future__ import annotations
 
