@@ -704,3 +704,10 @@ def _unwrap(tp: Any) -> tuple[Any, str | None]:
             tp = rest[0] if len(rest) == 1 else Union[tuple(rest)]
         else:
             return tp, described
+
+
+# msgspec builds a Struct's type information at its first use, and doing so on several
+# threads at once crashes the process (msgspec 0.22: the server's body threads did):
+# build it here, under the import lock.
+msgspec.convert({"messages": []}, _Batch)
+msgspec.convert({"description": {}}, _NodeHead)
