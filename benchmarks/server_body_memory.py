@@ -44,7 +44,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_server_support import Cluster, ServerProcess, free_port, group  # noqa: E402
+from tests.server_helpers import Cluster, ServerProcess, free_port, group  # noqa: E402
 
 MiB = 2**20
 

@@ -41,7 +41,7 @@ from dask_analytics_lab.remote import HttpSink  # noqa: E402
 from dask_analytics_lab.store.team import TeamStore  # noqa: E402
 from dask_analytics_lab.server.tokens import new_token, token_hash  # noqa: E402
 from dask_analytics_lab.store import open_store  # noqa: E402
-from tests.test_server_support import Cluster, ServerProcess, free_port, group  # noqa: E402
+from tests.server_helpers import Cluster, ServerProcess, free_port, group  # noqa: E402
 
 LIMIT = 100
 

@@ -17,7 +17,7 @@ from dask_analytics_lab.store import open_store
 from dask_analytics_lab.tables import when
 
 from .cluster_helpers import recorded_cluster
-from .test_store import T0, Cluster, group
+from .factories import T0, Cluster, group
 
 
 def fails(x):

@@ -27,7 +27,7 @@ from dask_analytics_lab.store.team import TeamStore
 from dask_analytics_lab.server.tokens import new_token, token_hash
 
 from .cluster_helpers import recorded_cluster
-from .test_server_support import Cluster, ServerThread, free_port, request
+from .server_helpers import Cluster, ServerThread, free_port, request
 
 SECRET = "hunter2-" + "7f3a9c"  # in the code: must never be readable in the database
 

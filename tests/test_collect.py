@@ -103,6 +103,24 @@ def test_user_events_follow_allow_list(store_url):
     assert dal.list_events(cluster_id, topic="my-topic", store=store_url)
 
 
+def test_a_message_the_store_would_refuse_is_dropped_alone(store_url):
+    """The shipper checks each message against the contract: an event holding NaN (no
+    JSON can carry it) is dropped and counted, and the rest of its batch is stored."""
+    allow = {"analytics.events.allow": ["my-topic"]}
+    with recorded_cluster(store_url, config=allow) as (client, info):
+        for x in (1, float("nan"), 2):
+            client.log_event("my-topic", {"x": x})
+        assert da.ones((100, 100), chunks=50).sum().compute() == 10_000
+        flushed = dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    assert flushed["flushed"] and flushed["rejected"] == 1, flushed
+    events = dal.list_events(cluster_id, topic="my-topic", store=store_url)
+    assert sorted(e["msg"]["x"] for e in events) == [1, 2]
+    assert dal.get_cluster(cluster_id, store=store_url)["name"]
+    assert [c for c in dal.list_computations(cluster_id, store=store_url) if c["state"] == "finished"]
+
+
 def test_code_snippet_lands_on_its_computation(store_url):
     with recorded_cluster(store_url) as (client, info):
         def first_step():

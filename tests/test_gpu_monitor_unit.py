@@ -118,7 +118,9 @@ class Recorder:
         self.cluster_id = "cluster-1"
 
     def emit(self, kind, data):
-        self.messages.append(messages.validate(messages.make(self.cluster_id, len(self.messages) + 1, kind, 0.0, data)))
+        msg = messages.make(self.cluster_id, len(self.messages) + 1, kind, 0.0, data)
+        messages.check(msg)  # what ingest would refuse fails here
+        self.messages.append(msg)
 
 
 def make_plugin():

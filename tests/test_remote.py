@@ -20,7 +20,7 @@ from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import StoreUnavailable
 
 from .test_server_load import make_tokens
-from .test_server_support import Cluster, ServerProcess, free_port
+from .server_helpers import Cluster, ServerProcess, free_port
 
 
 class CountingProxy:

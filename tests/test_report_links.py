@@ -37,7 +37,7 @@ from dask_analytics_lab.reports.publish import SHARE_HINT
 
 from .browser_helpers import chromium, jupyter_lab
 from .cluster_helpers import recorded_cluster
-from .test_server_support import ServerThread, request
+from .server_helpers import ServerThread, request
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"^Performance Report Available at: (\S+)$", re.M)

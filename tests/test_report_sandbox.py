@@ -17,7 +17,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import performance_report
 
 from .browser_helpers import chromium
-from .test_server_support import ServerThread, request
+from .server_helpers import ServerThread, request
 
 
 class Recorder:

@@ -10,7 +10,7 @@ from distributed import Client, LocalCluster
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import list_performance_reports, performance_report
 
-from .test_server_support import ServerThread, request
+from .server_helpers import ServerThread, request
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import NotFound
 
 from .cluster_helpers import recorded_cluster
-from .test_server_support import ServerThread, full_cluster, request
+from .server_helpers import ServerThread, full_cluster, request
 
 
 @pytest.fixture

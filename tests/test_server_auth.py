@@ -10,7 +10,7 @@ import pytest
 
 from dask_analytics_lab.remote import HttpSink
 
-from .test_server_support import ServerThread, browser, form_xsrf, full_cluster, log_in, request
+from .server_helpers import ServerThread, browser, form_xsrf, full_cluster, log_in, request
 
 REPORT = {"html": "<html><body>report</body></html>", "filename": "r.html",
           "twin": {"summary": {"n_tasks": 1}, "task_groups": [], "task_stream": [], "profile": {}}}

@@ -19,7 +19,7 @@ from dask_analytics_lab.collect.plugin import PLUGIN_NAME
 
 from .cluster_helpers import recorded_cluster
 from .test_server_load import make_tokens
-from .test_server_support import ServerProcess, free_port
+from .server_helpers import ServerProcess, free_port
 
 OUTAGE = float(os.environ.get("DAL_OUTAGE_SECONDS", "4"))
 

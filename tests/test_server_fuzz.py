@@ -11,7 +11,7 @@ import urllib.parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .test_server_support import ServerThread, full_cluster, request
+from .server_helpers import ServerThread, full_cluster, request
 
 # Enough to find the usual suspects in a run that stays short; raise to dig deeper.
 EXAMPLES = int(os.environ.get("DAL_FUZZ_EXAMPLES", "60"))

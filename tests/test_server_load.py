@@ -18,7 +18,7 @@ from dask_analytics_lab.store.team import TeamStore
 from dask_analytics_lab.server.tokens import new_token, token_hash
 from dask_analytics_lab.store import open_store
 
-from .test_server_support import Cluster, ServerProcess, free_port, group, tree
+from .server_helpers import Cluster, ServerProcess, free_port, group, tree
 
 SECONDS = float(os.environ.get("DAL_LOAD_SECONDS", "4"))
 CLUSTERS = 20

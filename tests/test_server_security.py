@@ -35,7 +35,7 @@ from dask_analytics_lab.store import open_store
 from dask_analytics_lab.store.team import TeamStore
 from dask_analytics_lab.store.team_schema import cluster_owners
 
-from .test_server_support import (Cluster, ServerProcess, ServerThread, browser, form_xsrf, free_port,
+from .server_helpers import (Cluster, ServerProcess, ServerThread, browser, form_xsrf, free_port,
                                   full_cluster, log_in, request)
 
 MiB = 2**20

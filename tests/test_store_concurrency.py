@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from dask_analytics_lab.store import StoreUnavailable, open_store, schema
 
-from .test_store import Cluster, group
+from .factories import Cluster, group
 
 N_WRITERS = 4
 SPAWN = mp.get_context("spawn")  # a fresh interpreter, as separate schedulers would be

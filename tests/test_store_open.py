@@ -19,7 +19,7 @@ from dask_analytics_lab.store.migrate import alembic_config, head
 from dask_analytics_lab.store.team_schema import metadata  # every table: core and team
 
 from .postgres_server import PostgresServer, free_port
-from .test_store import Cluster
+from .factories import Cluster
 
 
 def alembic_version(url: str) -> list[str]:

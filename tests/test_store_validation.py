@@ -13,11 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dask_analytics_lab.messages import MessageError, make
+from dask_analytics_lab.messages import MAX_PROFILE_DEPTH, MessageError, make
 from dask_analytics_lab.store import open_store
-from dask_analytics_lab.store.validate import MAX_PROFILE_DEPTH
 
-from .test_store import Cluster, group, tree
+from .factories import Cluster, group, tree
 
 HYPOTHESIS = settings(max_examples=120, deadline=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

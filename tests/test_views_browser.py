@@ -250,7 +250,7 @@ def test_widget_lists_computations_by_label_and_code_line(harness, page):
 # --- the team web page ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def site(scenario):
-    from tests.test_server_support import ServerThread
+    from tests.server_helpers import ServerThread
 
     url, sc = scenario
     with ServerThread({"store_url": url, "token_required": False}) as server:

@@ -17,7 +17,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.remote import HttpSink
 
 from .cluster_helpers import recorded_cluster
-from .test_server_support import ARTIFACTS, ServerThread, full_cluster, request
+from .server_helpers import ARTIFACTS, ServerThread, full_cluster, request
 
 
 CHROMIUM = "/usr/bin/chromium"

@@ -17,10 +17,11 @@ Work here is O(groups of the computations that changed), never O(tasks).
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
+
+from ..messages import code_hash
 
 # A task in one of these states has not finished.
 NOT_DONE = frozenset({"waiting", "processing", "no-worker", "queued"})
@@ -41,10 +42,6 @@ class GroupCounts:
         self.cancelled = 0  # released before finishing, under a cancel stimulus
         self.first = 0.0  # a task of the group started processing (scheduler clock)
         self.last = 0.0  # a task finished or failed
-
-
-def code_hash(filename: str, text: str) -> str:
-    return hashlib.sha256(f"{filename}\0{text}".encode()).hexdigest()[:32]
 
 
 def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> tuple:

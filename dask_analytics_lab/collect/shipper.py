@@ -1,8 +1,12 @@
 """A bounded queue and a writer thread between the scheduler and the store.
 
 `put` is what the event loop calls: O(1), never blocks, never raises.  The
-thread writes in batches, retries with jittered backoff while the store is down, drops
-the oldest messages once the buffer is full, and says so, once per outage.
+thread checks each message against the contract (messages.check: a message the
+store would refuse is dropped alone, and logged, instead of costing its whole
+batch), writes the typed messages in batches, retries with jittered
+backoff while the store
+is down, drops the oldest messages once the buffer is full, and says so, once per
+outage.
 
 The sink is opened as the shipper starts, not at the first write: the store's
 connections and files are open before the scheduler serves anything and stay
@@ -17,9 +21,9 @@ import threading
 import time
 from collections import deque
 from itertools import islice
-from typing import Callable
+from typing import Any, Callable, Iterable
 
-from ..messages import MessageError
+from ..messages import Envelope, MessageError, check
 from .sinks import Sink
 
 logger = logging.getLogger("dask_analytics_lab")
@@ -62,7 +66,7 @@ class Shipper:
         self._closing = False
         self._busy = False  # a batch is out of the queue's head and being written
         self.dropped = 0  # oldest messages pushed out of a full buffer
-        self.rejected = 0  # messages the store refused as malformed
+        self.rejected = 0  # messages the contract or the store refused as malformed
         self.stored = 0
         self.failing_since: float | None = None
         self._dropped_at_outage = 0
@@ -139,12 +143,13 @@ class Shipper:
                     return
                 entries = list(islice(self._queue, BATCH))
                 self._busy = True
-            batch = [m for _, m in entries]
+            batch = self._checked(m for _, m in entries)
             last = entries[-1][0]
             try:
                 if self._sink is None:
                     self._sink = self._open_sink()
-                self.stored += self._sink.write(batch)
+                if batch:
+                    self.stored += self._sink.write(batch)
             except MessageError as e:
                 # Retrying a batch the store cannot read would wedge the queue.
                 logger.error("dask-analytics: %s rejected %d messages: %s", self._describe, len(batch), e)
@@ -169,6 +174,17 @@ class Shipper:
                     )
                     self.failing_since = None
                 failures = 0
+
+    def _checked(self, messages: Iterable[Any]) -> list[Envelope]:
+        checked = []
+        for m in messages:
+            try:
+                checked.append(check(m))
+            except MessageError as e:
+                # A collector's bug: lose that message, not the batch it came in.
+                logger.error("dask-analytics: dropped a message the store would refuse: %s", e)
+                self.rejected += 1
+        return checked
 
     def _done(self, last: int) -> None:
         with self._cond:

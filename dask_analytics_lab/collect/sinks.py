@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..messages import Envelope
 from ..remote import HttpSink
 
 
 class Sink(Protocol):
-    def write(self, messages: list[dict]) -> int: ...
+    def write(self, messages: list[Envelope]) -> int: ...
     def close(self) -> None: ...
 
 
@@ -20,7 +21,7 @@ class StoreSink:
 
         self.store = open_store(url, single_connection=True)
 
-    def write(self, messages: list[dict]) -> int:
+    def write(self, messages: list[Envelope]) -> int:
         return self.store.ingest(messages)
 
     def close(self) -> None:

@@ -16,8 +16,10 @@ What the server adds to the store's own checks, because here the sender is remot
   `reported_user`; without a token (`--no-token`) the client's word is all there is;
 - a code snippet's hash must be the hash of its text, and its text is encrypted
   before it is stored.
-The whole batch is refused or stored, and a refused one leaves nothing behind: the
-cluster ids it claimed are released again.  The plugin retries a batch as one.
+The batch is checked whole against the contract (messages.py) before any of this, and
+the store takes the checked messages as they are.  The whole batch is refused or
+stored, and a refused one leaves nothing behind: the cluster ids it claimed are
+released again.  The plugin retries a batch as one.
 """
 from __future__ import annotations
 
@@ -25,9 +27,7 @@ import logging
 import time
 from typing import Any
 
-from ..collect.computations import code_hash
-from ..messages import MessageError, validate
-from ..store.validate import clean
+from ..messages import ClusterMessage, CodeMessage, ComputationMessage, Envelope, check_batch, code_hash
 from .body import BodyReader
 from .context import Principal
 from .errors import ApiError
@@ -37,49 +37,39 @@ logger = logging.getLogger("dask_analytics_lab.server")
 MAX_MESSAGES = 10_000
 
 
-def check_envelopes(batch: Any) -> list[dict]:
+def check_messages(batch: Any) -> list[Envelope]:
+    """The batch, typed (messages.check_batch: MessageError is a 422 naming the field)."""
     if not isinstance(batch, list):
         raise ApiError(400, "the body must be a JSON list of messages")
     if len(batch) > MAX_MESSAGES:
         raise ApiError(413, f"a batch holds at most {MAX_MESSAGES} messages, got {len(batch)}")
-    for i, msg in enumerate(batch):
-        if isinstance(msg, dict) and not isinstance(msg.get("kind"), str):
-            # messages.validate looks kind up in a set: a list or dict there is a TypeError.
-            raise ApiError(422, f"message {i}: kind must be a string")
-        try:
-            validate(msg)
-        except MessageError as e:
-            raise ApiError(422, f"message {i}: {e}") from None
-    return batch
+    return check_batch(batch)
 
 
-def prepare(batch: list[dict], principal: Principal, cipher: Any) -> dict[str, str | None]:
+def prepare(batch: list[Envelope], principal: Principal, cipher: Any) -> dict[str, str | None]:
     """Fix accounts and users and encrypt code in place; return {cluster_id: account claimed}."""
     claims: dict[str, str | None] = {}
     for i, msg in enumerate(batch):
-        cid, kind, data = msg["cluster_id"], msg["kind"], msg["data"]
+        cid = msg.cluster_id
         claims.setdefault(cid, principal.account)
-        if kind == "cluster":
+        if isinstance(msg, ClusterMessage):
+            data = msg.data
             if principal.via == "token":
-                data["reported_user"] = data.get("user")
-                data["user"] = principal.user
+                data.reported_user = data.user
+                data.user = principal.user
             if principal.account is not None:
-                data["account"] = principal.account
+                data.account = principal.account
             else:
-                account = data.get("account") or "default"
-                if not isinstance(account, str) or len(account) > 200:
+                account = data.account or "default"
+                if len(account) > 200:
                     raise ApiError(422, f"message {i}: account must be a string of at most 200 characters")
-                data["account"] = claims[cid] = account
-        elif kind == "code":
-            text, filename, digest = data.get("text"), data.get("filename"), data.get("hash")
-            if not isinstance(text, str) or not isinstance(digest, str) \
-                    or not (filename is None or isinstance(filename, str)):
-                raise ApiError(422, f"message {i}: code needs string hash and text, and filename a string or null")
-            if code_hash(filename, text) != digest:
+                data.account = claims[cid] = account
+        elif isinstance(msg, CodeMessage):
+            if code_hash(msg.data.filename, msg.data.text) != msg.data.hash:
                 raise ApiError(422, f"message {i}: code hash does not match its filename and text")
-            data["text"] = cipher.encrypt(text)
-        elif kind == "computation" and isinstance(data.get("code_line"), str):
-            data["code_line"] = cipher.encrypt(data["code_line"])  # a line of the user's code
+            msg.data.text = cipher.encrypt(msg.data.text)
+        elif isinstance(msg, ComputationMessage) and msg.data.code_line is not None:
+            msg.data.code_line = cipher.encrypt(msg.data.code_line)  # a line of the user's code
     return claims
 
 
@@ -95,7 +85,7 @@ class IngestHandler(BodyReader):
 
     def _ingest(self, principal: Principal, batch: Any) -> tuple[int, int]:
         # Runs on a body thread: checks, ownership and the write are blocking work.
-        batch = check_envelopes(batch)
+        batch = check_messages(batch)
         received = len(batch)
         if not batch:
             return 0, 0
@@ -105,16 +95,14 @@ class IngestHandler(BodyReader):
         owners = self.ctx.cluster_owners(wanted, now=claimed_at)
         try:
             foreign: set[str] = set()
-            dropped: list[dict] = []
+            dropped: list[Envelope] = []
             if principal.account is not None:
                 foreign = {cid for cid in claims if owners.get(cid) != principal.account}
             if foreign:
-                # Check the batch whole, as the store would, so a bad message reads the
-                # same (same index, same words) whoever owns the id it names.
-                for i, msg in enumerate(batch):
-                    clean(i, msg)
-                dropped = [m for m in batch if m["cluster_id"] in foreign]
-                batch = [m for m in batch if m["cluster_id"] not in foreign]
+                # The batch was checked whole above: a bad message reads the same (same
+                # index, same words) whoever owns the id it names.
+                dropped = [m for m in batch if m.cluster_id in foreign]
+                batch = [m for m in batch if m.cluster_id not in foreign]
                 logger.warning("dask-analytics server: dropped %d messages of account %r for cluster(s) %s owned "
                                "by another account", len(dropped), principal.account, sorted(foreign)[:5])
             stored = 0
@@ -131,5 +119,5 @@ class IngestHandler(BodyReader):
                 logger.warning("dask-analytics server: could not release the claims of a refused batch: %s", e)
             raise
         # A foreign id answers as an unknown one would: each distinct message new.
-        stored += len({(m["cluster_id"], m["seq"]) for m in dropped})
+        stored += len({(m.cluster_id, m.seq) for m in dropped})
         return stored, received

@@ -1,4 +1,5 @@
-"""Write a batch of messages: validate all, then store the new ones in one transaction.
+"""Write a batch of messages: check all (messages.check_batch), then store the new ones
+in one transaction.
 
 Idempotent on (cluster_id, seq): the `ingested` table claims each pair with
 INSERT ... ON CONFLICT DO NOTHING RETURNING, so a retried or concurrently repeated
@@ -13,27 +14,29 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 import sqlalchemy as sa
+from msgspec.structs import asdict
 
 from ..codecrypt import local_cipher
-from ..messages import MessageError
+from ..messages import (SAMPLE_FIELDS, ClusterMessage, ClusterSampleMessage, ClusterStopMessage, CodeMessage,
+                        ComputationMessage, Envelope, EventMessage, ExceptionMessage, GpuSamplesMessage,
+                        MessageError, ProfileMessage, Totals, check_batch)
 from . import schema as s
 from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
-from .validate import SAMPLE_FIELDS, clean
 
 # The order kinds are applied in: the cluster row first, so other kinds find it filled.
-KIND_ORDER = ("cluster", "cluster_sample", "cluster_stop", "code", "computation",
-              "exception", "event", "profile", "gpu_samples")
+KIND_ORDER = (ClusterMessage, ClusterSampleMessage, ClusterStopMessage, CodeMessage, ComputationMessage,
+              ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage)
 
 
 def ingest(engine: sa.Engine, messages: Any) -> int:
-    """Store the messages not stored before; return how many that was."""
-    if not isinstance(messages, (list, tuple)):
-        raise MessageError(f"a batch must be a list of messages, got {type(messages).__name__}")
-    batch: dict[tuple[str, int], dict] = {}
-    for i, m in enumerate(messages):
-        m = clean(i, m)
-        batch.setdefault((m["cluster_id"], m["seq"]), m)  # a pair twice in one batch: the first
+    """Store the messages not stored before; return how many that was.
+
+    `messages` are wire-form dicts, checked here, or typed messages that already were
+    (messages.check_batch: the server checks before it fixes accounts)."""
+    batch: dict[tuple[str, int], Envelope] = {}
+    for m in check_batch(messages):
+        batch.setdefault((m.cluster_id, m.seq), m)  # a pair twice in one batch: the first
     if not batch:
         return 0
     # Sorted, so concurrent batches take PostgreSQL's row locks in the same order.
@@ -41,7 +44,7 @@ def ingest(engine: sa.Engine, messages: Any) -> int:
     try:
         return _store(engine, msgs)
     except sa.exc.DataError as e:
-        # A value validate.py let through but the database refuses: retrying cannot help,
+        # A value the contract lets through but the database refuses: retrying cannot help,
         # so say so as the shipper understands it (drop, don't retry).
         raise MessageError(f"the store refused data in this batch: {str(e.orig).splitlines()[0]}") from e
     except (sa.exc.IntegrityError, sa.exc.OperationalError) as e:
@@ -57,20 +60,20 @@ def _is_retryable(e: sa.exc.OperationalError) -> bool:
     return getattr(e.orig, "sqlstate", None) in ("40P01", "40001")
 
 
-def _store(engine: sa.Engine, msgs: list[dict]) -> int:
+def _store(engine: sa.Engine, msgs: list[Any]) -> int:
     with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE
         new = _claim(conn, msgs)
-        msgs = [m for m in msgs if (m["cluster_id"], m["seq"]) in new]
+        msgs = [m for m in msgs if (m.cluster_id, m.seq) in new]
         if not msgs:
             return 0
         _touch_clusters(conn, msgs)
-        by_kind: dict[str, list[dict]] = defaultdict(list)
+        by_kind: dict[type, list[Any]] = defaultdict(list)
         for m in msgs:
-            by_kind[m["kind"]].append(m)
+            by_kind[type(m)].append(m)
         for kind in KIND_ORDER:
             if by_kind[kind]:
                 # Oldest first: where one key comes twice, _latest keeps the last.
-                APPLY[kind](conn, sorted(by_kind[kind], key=lambda m: (m["time"], m["seq"])))
+                APPLY[kind](conn, sorted(by_kind[kind], key=lambda m: (m.time, m.seq)))
         return len(msgs)
 
 
@@ -89,19 +92,19 @@ def _latest(rows: list[dict], key: tuple[str, ...]) -> list[dict]:
     return list({tuple(r[k] for k in key): r for r in rows}.values())
 
 
-def _claim(conn: sa.Connection, msgs: list[dict]) -> set[tuple[str, int]]:
+def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
     stmt = _insert(conn, s.ingested).on_conflict_do_nothing().returning(s.ingested.c.cluster_id, s.ingested.c.seq)
-    rows = conn.execute(stmt, [{"cluster_id": m["cluster_id"], "seq": m["seq"], "time": m["time"]} for m in msgs])
+    rows = conn.execute(stmt, [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs])
     return {(r.cluster_id, r.seq) for r in rows}
 
 
-def _touch_clusters(conn: sa.Connection, msgs: list[dict]) -> None:
+def _touch_clusters(conn: sa.Connection, msgs: list[Any]) -> None:
     """Make a stub row for a cluster not seen yet (its `cluster` message may have been
     dropped, or be in a later batch) and move last_seen on."""
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     for m in msgs:
-        cid, t = m["cluster_id"], m["time"]
+        cid, t = m.cluster_id, m.time
         first[cid] = min(first.get(cid, t), t)
         last[cid] = max(last.get(cid, t), t)
     stmt = _insert(conn, s.clusters)
@@ -115,17 +118,13 @@ def _touch_clusters(conn: sa.Connection, msgs: list[dict]) -> None:
                          "last_seen": last[cid]} for cid in sorted(first)])
 
 
-def _clusters(conn: sa.Connection, msgs: list[dict]) -> None:
+def _clusters(conn: sa.Connection, msgs: list[ClusterMessage]) -> None:
     rows = []
     for m in msgs:
-        d = m["data"]
+        d = m.data
         rows.append({
-            "cluster_id": m["cluster_id"], "name": d["name"], "address": d["address"],
-            "user": d["user"], "account": d["account"],
-            "started": d["started"] if d["started"] is not None else m["time"],
-            "price_per_core_hour": d["price_per_core_hour"], "versions": d["versions"],
-            "platform": d["platform"], "settings": d["settings"], "reported_user": d["reported_user"],
-            "first_seen": m["time"], "last_seen": m["time"], "updated": m["time"],
+            **asdict(d), "cluster_id": m.cluster_id, "started": d.started if d.started is not None else m.time,
+            "first_seen": m.time, "last_seen": m.time, "updated": m.time,
         })
     stmt = _insert(conn, s.clusters)
     fields = ["name", "address", "user", "account", "started", "price_per_core_hour",
@@ -138,8 +137,8 @@ def _clusters(conn: sa.Connection, msgs: list[dict]) -> None:
     conn.execute(stmt, _latest(rows, ("cluster_id",)))
 
 
-def _cluster_samples(conn: sa.Connection, msgs: list[dict]) -> None:
-    rows = [{"cluster_id": m["cluster_id"], "time": m["time"], **m["data"]} for m in msgs]
+def _cluster_samples(conn: sa.Connection, msgs: list[ClusterSampleMessage]) -> None:
+    rows = [{"cluster_id": m.cluster_id, "time": m.time, **asdict(m.data)} for m in msgs]
     conn.execute(sa.insert(s.cluster_samples), rows)
     # The cluster row keeps the newest sample's figures, for list_clusters.
     c = s.clusters.c
@@ -177,7 +176,7 @@ def _peaks(conn: sa.Connection, rows: list[dict]) -> None:
                         for cid, p in sorted(peaks.items())])
 
 
-def _cluster_stops(conn: sa.Connection, msgs: list[dict]) -> None:
+def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
     c = s.clusters.c
     stmt = (
         sa.update(s.clusters)
@@ -185,17 +184,16 @@ def _cluster_stops(conn: sa.Connection, msgs: list[dict]) -> None:
         .values(stopped=sa.bindparam("b_stopped"), stop_reason=sa.bindparam("b_reason"),
                 idle_shutdown=sa.bindparam("b_idle_shutdown"))
     )
-    rows = [{"b_cluster_id": m["cluster_id"],
-             "b_stopped": m["data"]["stopped"] if m["data"]["stopped"] is not None else m["time"],
-             "b_reason": m["data"]["reason"], "b_idle_shutdown": m["data"]["idle_shutdown"]}
+    rows = [{"b_cluster_id": m.cluster_id, "b_stopped": m.data.stopped if m.data.stopped is not None else m.time,
+             "b_reason": m.data.reason, "b_idle_shutdown": m.data.idle_shutdown}
             for m in msgs]
     conn.execute(stmt, _latest(rows, ("b_cluster_id",)))
 
 
-def _code(conn: sa.Connection, msgs: list[dict]) -> None:
+def _code(conn: sa.Connection, msgs: list[CodeMessage]) -> None:
     # First one wins: a snippet is known by its account and the hash of its content.
-    accounts = cluster_accounts(conn, {m["cluster_id"] for m in msgs})
-    rows = {(accounts[m["cluster_id"]], m["data"]["hash"]): {**m["data"], "account": accounts[m["cluster_id"]]}
+    accounts = cluster_accounts(conn, {m.cluster_id for m in msgs})
+    rows = {(accounts[m.cluster_id], m.data.hash): {**asdict(m.data), "account": accounts[m.cluster_id]}
             for m in reversed(msgs)}
     # With a code key in this process (codecrypt.local_cipher), the text is stored
     # encrypted; text a team server already encrypted with its key is left as it is.
@@ -220,19 +218,21 @@ def cluster_accounts(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, st
     return {cid: found.get(cid) or "default" for cid in ids}
 
 
-def _computations(conn: sa.Connection, msgs: list[dict]) -> None:
+def _computations(conn: sa.Connection, msgs: list[ComputationMessage]) -> None:
     comps, groups = [], []
     # The line of code that made it is code: encrypted like the snippets (see _code).
     cipher = local_cipher(create=True)
     for m in msgs:
-        d, cid, t = m["data"], m["cluster_id"], m["time"]
+        d, cid, t = m.data, m.cluster_id, m.time
         comps.append({
-            "computation_id": d["id"], "cluster_id": cid, "start": d["start"], "stop": d["stop"],
-            "state": d["state"], "code_hashes": d["code"] or [], "code_frames": d["code_frames"],
-            "code_line": cipher.encrypt(d["code_line"]), "label": d["label"], **d["totals"], "updated": t,
+            "computation_id": d.id, "cluster_id": cid, "start": d.start, "stop": d.stop,
+            "state": d.state, "code_hashes": d.code or [],
+            "code_frames": None if d.code_frames is None else [asdict(f) for f in d.code_frames],
+            "code_line": cipher.encrypt(d.code_line), "label": d.label, **asdict(d.totals or Totals()),
+            "updated": t,
         })
-        for g in d["groups"] or []:
-            groups.append({**g, "cluster_id": cid, "computation_id": d["id"], "updated": t})
+        for g in d.groups or []:
+            groups.append({**asdict(g), "cluster_id": cid, "computation_id": d.id, "updated": t})
 
     stmt = _insert(conn, s.computations)
     fields = [col for col in comps[0] if col not in ("computation_id", "cluster_id")]
@@ -255,19 +255,19 @@ def _computations(conn: sa.Connection, msgs: list[dict]) -> None:
         conn.execute(stmt, _latest(groups, key))
 
 
-def _exceptions(conn: sa.Connection, msgs: list[dict]) -> None:
+def _exceptions(conn: sa.Connection, msgs: list[ExceptionMessage]) -> None:
     rows = []
     for m in msgs:
-        d, t = m["data"], m["time"]
+        d, t = m.data, m.time
         rows.append({
-            "cluster_id": m["cluster_id"], "computation_id": d["computation_id"] or "",
-            "task_group": d["group"] or "", "hash": d["hash"],
-            "exception_text": d["exception_text"], "traceback_text": d["traceback_text"],
-            "example_key": d["key"], "count": d["count"] if d["count"] is not None else 1,
-            "exc_type": d["exc_type"], "location": d["location"], "pattern": d["pattern"],
-            "examples": d["examples"], "workers": d["workers"],
-            "first_time": d["first_time"] if d["first_time"] is not None else t,
-            "last_time": d["last_time"] if d["last_time"] is not None else t,
+            "cluster_id": m.cluster_id, "computation_id": d.computation_id or "",
+            "task_group": d.group or "", "hash": d.hash,
+            "exception_text": d.exception_text, "traceback_text": d.traceback_text,
+            "example_key": d.key, "count": d.count if d.count is not None else 1,
+            "exc_type": d.exc_type, "location": d.location, "pattern": d.pattern,
+            "examples": d.examples, "workers": d.workers,
+            "first_time": d.first_time if d.first_time is not None else t,
+            "last_time": d.last_time if d.last_time is not None else t,
             "updated": t,
         })
     key = ("cluster_id", "computation_id", "task_group", "hash")
@@ -283,18 +283,17 @@ def _exceptions(conn: sa.Connection, msgs: list[dict]) -> None:
     conn.execute(stmt, _latest(rows, key))
 
 
-def _events(conn: sa.Connection, msgs: list[dict]) -> None:
+def _events(conn: sa.Connection, msgs: list[EventMessage]) -> None:
     conn.execute(sa.insert(s.events), [
-        {"cluster_id": m["cluster_id"], "topic": m["data"]["topic"],
-         "time": m["data"]["time"] if m["data"]["time"] is not None else m["time"],
-         "msg": m["data"]["msg"]}
+        {"cluster_id": m.cluster_id, "topic": m.data.topic,
+         "time": m.data.time if m.data.time is not None else m.time, "msg": m.data.msg}
         for m in msgs
     ])
 
 
-def _profiles(conn: sa.Connection, msgs: list[dict]) -> None:
-    rows = [{"cluster_id": m["cluster_id"], "computation_id": m["data"]["computation_id"] or "",
-             "tree": m["data"]["tree"], "count": m["data"]["count"], "updated": m["time"]}
+def _profiles(conn: sa.Connection, msgs: list[ProfileMessage]) -> None:
+    rows = [{"cluster_id": m.cluster_id, "computation_id": m.data.computation_id or "",
+             "tree": m.data.tree, "count": m.data.count, "updated": m.time}
             for m in msgs]
     key = ("cluster_id", "computation_id")
     stmt = _insert(conn, s.profiles)
@@ -306,28 +305,27 @@ def _profiles(conn: sa.Connection, msgs: list[dict]) -> None:
     conn.execute(stmt, _latest(rows, key))
 
 
-def _gpu_samples(conn: sa.Connection, msgs: list[dict]) -> None:
+def _gpu_samples(conn: sa.Connection, msgs: list[GpuSamplesMessage]) -> None:
     rows = []
     for m in msgs:
-        d = m["data"]
-        for sample in d["samples"]:
+        d = m.data
+        for sample in d.samples:
             rows.append({
-                "cluster_id": m["cluster_id"], "worker": d["worker"], "host": d["host"],
-                "monitor_id": d["monitor_id"], **sample,
-                "time": sample["time"] if sample["time"] is not None else m["time"],
+                "cluster_id": m.cluster_id, "worker": d.worker, "host": d.host, "monitor_id": d.monitor_id,
+                **asdict(sample), "time": sample.time if sample.time is not None else m.time,
             })
     if rows:
         conn.execute(sa.insert(s.gpu_samples), rows)
 
 
 APPLY = {
-    "cluster": _clusters,
-    "cluster_sample": _cluster_samples,
-    "cluster_stop": _cluster_stops,
-    "code": _code,
-    "computation": _computations,
-    "exception": _exceptions,
-    "event": _events,
-    "profile": _profiles,
-    "gpu_samples": _gpu_samples,
+    ClusterMessage: _clusters,
+    ClusterSampleMessage: _cluster_samples,
+    ClusterStopMessage: _cluster_stops,
+    CodeMessage: _code,
+    ComputationMessage: _computations,
+    ExceptionMessage: _exceptions,
+    EventMessage: _events,
+    ProfileMessage: _profiles,
+    GpuSamplesMessage: _gpu_samples,
 }

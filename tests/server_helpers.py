@@ -1,7 +1,4 @@
-"""Helpers for the server tests: a real server on a free port, tokens, messages.
-
-(Named test_server_*.py to sit with the tests it serves; it holds no tests.)
-"""
+"""Helpers for the server tests: a real server on a free port, tokens, messages."""
 from __future__ import annotations
 
 import asyncio
@@ -18,12 +15,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from dask_analytics_lab.collect.computations import code_hash
+from dask_analytics_lab.messages import code_hash
 from dask_analytics_lab.server.app import make_app, make_server, ssl_context
 from dask_analytics_lab.server.tokens import new_token, token_hash
 
-from .test_store import Cluster as _StoreCluster
-from .test_store import group, tree  # noqa: F401  (re-exported for the server tests)
+from .factories import Cluster as _StoreCluster
+from .factories import group, tree  # noqa: F401  (re-exported for the server tests)
 
 CODE_KEY = "p2Yq8P0bYH2xq5Qy0eKQ0jv3wqvN0mDq2v6e7Y2c0mE="  # a Fernet key for the tests
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
