@@ -52,6 +52,8 @@ def test_idle_timeout_closes_scheduler_and_says_so(store_url):
         client = Client(cluster)
         try:
             info = dal.register(client, store=store_url)
+            # The scheduler's own idle timeout (Scheduler.check_idle) does the closing.
+            assert cluster.scheduler.idle_timeout == 1.0
             client.submit(sum, [1]).result()
             deadline = time.time() + 20
             while cluster.scheduler.status.name not in ("closed", "closing") and time.time() < deadline:

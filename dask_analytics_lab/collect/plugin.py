@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import dask.config
-from dask.utils import parse_timedelta
+from dask.utils import format_time, parse_timedelta
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
@@ -101,7 +101,11 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._last_counter = -1
         self._tick_cpu = 0.0
         self._ticks = 0
-        self._idle_shutdown = False
+        if s["idle_timeout"] is not None:
+            # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
+            # shorter one set in distributed's config still wins.
+            own = scheduler.idle_timeout
+            scheduler.idle_timeout = s["idle_timeout"] if not own else min(own, s["idle_timeout"])
         url = s["store"]
         # The shipper opens the store before it returns (the scheduler's descriptors stay
         # constant from here): a thread's wait, not the event loop's.
@@ -150,10 +154,11 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._callback.stop()
         self._profiles.close()
         self._tick(force=True)
+        idle = self._closed_for_idleness()
         self.emit("cluster_stop", {
             "stopped": time.time(),
-            "reason": "idle-timeout" if self._idle_shutdown else "closed",
-            "idle_shutdown": self._idle_shutdown,
+            "reason": "idle-timeout" if idle else "closed",
+            "idle_shutdown": idle,
         })
         self._ready = False
         await asyncio.to_thread(self._shipper.close, 10.0)
@@ -320,7 +325,6 @@ class AnalyticsPlugin(SchedulerPlugin):
                 for computation_id, start, stop, prefixes in ended:
                     self._profiles.put(computation_id, start, stop, prefixes)
             self._profiles.tick()
-            self._check_idle(now)
         except Exception:
             logger.exception("dask-analytics: snapshot failed; will try again next interval")
         finally:
@@ -328,15 +332,16 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._tick_cpu += time.thread_time() - cpu
             self._ticks += 1
 
-    def _check_idle(self, now: float) -> None:
-        timeout = self.settings["idle_timeout"]
-        idle_since = self.scheduler.idle_since
-        if timeout is None or self._idle_shutdown or idle_since is None or now - idle_since < timeout:
-            return
-        self._idle_shutdown = True
-        logger.warning("dask-analytics: scheduler idle for %.0f s (analytics.idle.timeout); asking it to close", now - idle_since)
+    def _closed_for_idleness(self) -> bool:
+        """Whether the scheduler closes because its idle timeout ran out (any other close
+        would come before that moment: check_idle closes as soon as it has passed)."""
+        scheduler = self.scheduler
+        timeout, idle_since = scheduler.idle_timeout, scheduler.idle_since
+        if not timeout or idle_since is None or time.time() < idle_since + timeout:
+            return False
+        logger.warning("dask-analytics: scheduler closing after %s idle (its idle timeout)", format_time(timeout))
         self._event(IDLE_TOPIC, {"idle_since": idle_since, "timeout": timeout})
-        asyncio.ensure_future(self.scheduler.close(reason="analytics-idle-timeout"))
+        return True
 
     # --- handlers clients call ------------------------------------------------------
     async def _handle_flush(self, timeout: float = 10.0) -> dict:
