@@ -1,11 +1,13 @@
 // Builds the browser code into the Python package (run by `npm run build`, which
 // hatch-jupyter-builder runs during `pip install`):
-//   widgets: one ES module per anywidget view, js/widgets/*.js -> dask_analytics_lab/static/
+//   widgets: one ES module per anywidget view, js/widgets/*.js -> dask_analytics_lab/static/,
+//            and their one stylesheet js/common/style.css -> static/style.css (the widgets'
+//            _css; the Lab extension @imports the same file)
 //   lab:     the JupyterLab extension, js/lab/index.ts -> js/lib/index.js (esbuild strips the
 //            types; `npm run check` type-checks) -> @jupyter/builder -> dask_analytics_lab/labextension
 // Usage: node js/build.mjs [widgets|lab] [--dev]
 import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { copyFileSync, mkdirSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
@@ -16,11 +18,14 @@ const dev = process.argv.includes("--dev");
 const want = (name) => what.length === 0 || what.includes(name);
 
 async function widgets() {
+  const out = join(root, "dask_analytics_lab", "static");
+  mkdirSync(out, { recursive: true });
+  copyFileSync(join(root, "js", "common", "style.css"), join(out, "style.css"));
   const dir = join(root, "js", "widgets");
   const entryPoints = readdirSync(dir).filter((f) => f.endsWith(".js")).map((f) => join(dir, f));
   await esbuild.build({
     entryPoints,
-    outdir: join(root, "dask_analytics_lab", "static"),
+    outdir: out,
     bundle: true,
     format: "esm",
     target: "es2020",

@@ -30,7 +30,8 @@ from tests.views_data import KEYERROR_EXAMPLES, build
 pytestmark = pytest.mark.timeout(180)
 
 HARNESS = """<!doctype html>
-<html><head><meta charset="utf-8"><title>views</title><link rel="icon" href="data:,"></head>
+<html><head><meta charset="utf-8"><title>views</title><link rel="icon" href="data:,">
+<link rel="stylesheet" href="./style.css"></head>
 <body style="margin:0;padding:16px;background:#f3f4f6"><div id="app" style="max-width:1360px"></div>
 <script type="module">
 import monitor from "./monitor.js";
@@ -90,6 +91,7 @@ def harness(scenario, tmp_path_factory):
     url, sc = scenario
     root = tmp_path_factory.mktemp("harness")
     shutil.copy(STATIC / "monitor.js", root / "monitor.js")
+    shutil.copy(STATIC / "style.css", root / "style.css")  # what anywidget's _css loads
     (root / "index.html").write_text(HARNESS)
     states = {
         "stopped": _widget_state(url, sc.stopped["cluster_id"], sc.stopped["groupby"]),

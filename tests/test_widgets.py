@@ -282,6 +282,22 @@ def test_widgets_point_at_built_bundles():
     assert "export" in (STATIC / "monitor.js").read_text()
 
 
+def test_the_stylesheet_ships_once():
+    """Every widget gets js/common/style.css through anywidget's _css; no bundle carries
+    a copy of it (it used to be inlined into all of them)."""
+    from dask_analytics_lab.widgets import views
+    from dask_analytics_lab.widgets._base import STATIC
+    from dask_analytics_lab.widgets.monitor_widget import MonitorWidget
+
+    sheet = STATIC / "style.css"
+    assert ".dal-tab" in sheet.read_text()
+    for cls in (MonitorWidget, views.TaskGroups, views.Flamegraph, views.CodeSnippets, views.ClusterSummary,
+                views.GpuMetrics, views.ShareButton):
+        assert str(cls._css) == sheet.read_text(), cls
+    for bundle in STATIC.glob("*.js"):
+        assert "--dal-fg2:" not in bundle.read_text(), f"{bundle.name} carries a copy of the stylesheet"
+
+
 # --- issue 8: the feed shows what the store says -----------------------------------------
 def test_feed_takes_liveness_from_the_store_status(fake_store, monkeypatch):
     """A lost cluster (no stop message, status "lost" from the store) is history: the feed

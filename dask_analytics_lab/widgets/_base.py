@@ -32,6 +32,13 @@ def bundle(name: str) -> Path | str:
     return path if path.exists() else _MISSING % f"static/{name}.js"
 
 
+def stylesheet() -> Path | str:
+    """dask_analytics_lab/static/style.css (js/common/style.css): the views' one stylesheet,
+    given to every widget through anywidget's _css instead of being copied into each bundle."""
+    path = STATIC / "style.css"
+    return path if path.exists() else ""
+
+
 def table_traits(name: str) -> dict[str, Any]:
     """The two traits a KeyedTable travels in (see _sync.py)."""
     return {
@@ -43,6 +50,7 @@ def table_traits(name: str) -> dict[str, Any]:
 class LiveView(anywidget.AnyWidget):
     """A view that polls the analytics store (through dask_analytics_lab.api) while shown."""
 
+    _css = stylesheet()
     store = t.Unicode(None, allow_none=True)  # kernel-side only: which store to read
     interval = t.Float(1.0)  # seconds between looks at the store
     error = t.Unicode("").tag(sync=True)

@@ -4,7 +4,6 @@ import { Widget } from "@lumino/widgets";
 import { Message } from "@lumino/messaging";
 import { h, clear } from "../common/dom.js";
 import * as fmt from "../common/format.js";
-import { injectStyle, injectLabStyle } from "../common/style.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { computationItem, LOGO } from "../widgets/monitor.js";
 import { get, url } from "./api";
@@ -30,8 +29,6 @@ export class Sidebar extends Widget {
 
   constructor(private open: (req: IOpenRequest) => void) {
     super();
-    injectStyle();
-    injectLabStyle();
     this.id = "dask-analytics-sidebar";
     this.addClass("dal");
     this.addClass("dal-sidebar");

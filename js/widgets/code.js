@@ -2,7 +2,6 @@
 // line that called compute/persist/submit is marked.
 // Traits: code [{hash, text, filename, lineno_frame, lineno_relative}].
 import { h, clear, watch, empty } from "../common/dom.js";
-import { injectStyle } from "../common/style.js";
 
 const KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else except finally for from " +
   "global if import in is lambda nonlocal not or pass raise return try while with yield match case").split(" "));
@@ -72,7 +71,6 @@ export function codeBlock(snippet) {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-codeview");
   el.append(root);
   const draw = () => {

@@ -5,7 +5,6 @@
 // Traits: profile {count, identifier, description, children}, profile_title "".
 import { h, clear, watch, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
-import { injectStyle } from "../common/style.js";
 
 const ROW = 18;
 const FONT = "11px var(--jp-code-font-family, ui-monospace, Menlo, Consolas, monospace)";
@@ -227,7 +226,6 @@ export class FlameChart {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-flame");
   const input = h("input.dal-input", { type: "search", placeholder: "Search functions or files…", "aria-label": "Search the profile" });
   const reset = h("button.dal-btn", { disabled: true }, "Reset zoom");

@@ -6,7 +6,6 @@ import * as fmt from "../common/format.js";
 import { timeChart } from "../common/chart.js";
 import { prefixColor } from "../common/colors.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { injectStyle } from "../common/style.js";
 
 /** Consecutive samples running the same task group -> one band. */
 export function groupBands(samples) {
@@ -25,7 +24,6 @@ export function groupBands(samples) {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-gpu");
   el.append(root);
   const draw = throttle(() => {

@@ -5,7 +5,6 @@
 import { h, clear, watch, throttle } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { injectStyle } from "../common/style.js";
 import taskgroups from "./taskgroups.js";
 import flamegraph from "./flamegraph.js";
 import code from "./code.js";
@@ -48,7 +47,6 @@ export function computationItem(c, selected, onclick) {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-card.dal-monitor");
   const header = h("div.dal-header");
   const list = h("div");

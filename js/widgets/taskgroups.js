@@ -7,7 +7,6 @@ import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import { prefixColor } from "../common/colors.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { injectStyle } from "../common/style.js";
 import { taskCounts, addCounts, progressBar, progressLegend } from "../common/progress.js";
 import { failureList } from "../common/failures.js";
 import { computationDuration } from "../common/lifecycle.js";
@@ -67,7 +66,6 @@ export function dependencyOrder(groups) {
 export { progressBar };
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-taskgroups");
   el.append(root);
   let sort = { id: "order", desc: false };
