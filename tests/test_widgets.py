@@ -28,7 +28,7 @@ class Owner:
 
 
 def browser_view(owner, name, key):
-    """What js/common/table.js rebuilds from the two traits."""
+    """What js/common/table.ts rebuilds from the two traits."""
     base = getattr(owner, f"{name}_base", {"v": 0, "rows": []})
     patch = getattr(owner, f"{name}_patch", {"v": 0, "rows": [], "removed": []})
     rows = {r[key]: r for r in base["rows"]}

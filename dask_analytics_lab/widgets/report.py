@@ -60,7 +60,7 @@ def _script_json(value: Any) -> str:
 
 
 def computation_duration(row: dict, now: float) -> float | None:
-    """Seconds it ran: to its stop; to `now` only while it runs (js/common/lifecycle.js
+    """Seconds it ran: to its stop; to `now` only while it runs (js/common/lifecycle.ts
     says the same for the views)."""
     start, stop = row.get("start"), row.get("stop")
     if not start:

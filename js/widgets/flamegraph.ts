@@ -11,18 +11,18 @@ const FONT = "11px var(--jp-code-font-family, ui-monospace, Menlo, Consolas, mon
 const CHAR_W = 6.6; // width of one glyph at FONT; avoids measureText per node
 
 /** Flatten a profile tree (children heaviest first) into typed arrays + strings. */
-export function flatten(tree) {
-  const parent = [], depth = [], count = [], start = [], desc = [];
+export function flatten(tree: any) {
+  const parent: number[] = [], depth: number[] = [], count: number[] = [], start: number[] = [], desc: any[] = [];
   let maxDepth = 0;
   // Iterative DFS: profiles can be deeper than the JS call stack likes.
-  const stack = [[tree, -1, 0, 0, undefined]];
+  const stack: [any, number, number, number, number | undefined][] = [[tree, -1, 0, 0, undefined]];
   while (stack.length) {
-    const [node, p, d, x, own] = stack.pop();
+    const [node, p, d, x, own] = stack.pop()!;
     const i = count.length;
     const c = own ?? (node.count || 0);
     parent.push(p); depth.push(d); count.push(c); start.push(x); desc.push(node.description || {});
     if (d > maxDepth) maxDepth = d;
-    const kids = Object.values(node.children || {});
+    const kids: any[] = Object.values(node.children || {});
     // Dask's innermost frames can carry a count of 0: they share their parent's samples
     // that no child claims, so the function that was running still shows.
     const claimed = kids.reduce((t, k) => t + (k.count || 0), 0);
@@ -31,12 +31,12 @@ export function flatten(tree) {
     const weight = (k) => k.count || share;
     kids.sort((a, b) => weight(b) - weight(a));
     // Push in reverse so the heaviest child is laid out (and popped) first, leftmost.
-    let offsets = [], xx = x;
+    let offsets: number[] = [], xx = x;
     for (const k of kids) { offsets.push(xx); xx += weight(k); }
     for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j], i, d + 1, offsets[j], weight(kids[j])]);
   }
   const n = count.length;
-  const byDepth = Array.from({ length: maxDepth + 1 }, () => []);
+  const byDepth = Array.from({ length: maxDepth + 1 }, (): number[] => []);
   for (let i = 0; i < n; i++) byDepth[depth[i]].push(i);
   for (const list of byDepth) list.sort((a, b) => start[a] - start[b]);
   return {
@@ -69,7 +69,19 @@ function label(d) {
 }
 
 export class FlameChart {
-  constructor(container, { onZoom } = {}) {
+  container: HTMLElement;
+  canvas: HTMLCanvasElement;
+  tip: HTMLElement;
+  flat: any = null;
+  focus = 0;
+  query = "";
+  matched: any = null;
+  matchedCount = 0;
+  boxes: any[] = [];
+  onZoom?: (path: number[]) => void;
+  _resize: ResizeObserver;
+
+  constructor(container: HTMLElement, { onZoom }: { onZoom?: (path: number[]) => void } = {}) {
     this.container = container;
     this.canvas = h("canvas");
     this.tip = h("div.dal-tip", { style: { display: "none" } });
@@ -104,7 +116,7 @@ export class FlameChart {
 
   /** Ancestors of node i, root first. */
   path(i) {
-    const out = [];
+    const out: any[] = [];
     for (let j = i; j >= 0; j = this.flat.parent[j]) out.unshift(j);
     return out;
   }
@@ -146,7 +158,7 @@ export class FlameChart {
       this.canvas.height = Math.round(H * dpr);
       this.canvas.style.height = `${H}px`;
     }
-    const ctx = this.canvas.getContext("2d");
+    const ctx = this.canvas.getContext("2d")!;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, W, H);
     ctx.font = FONT;
@@ -156,7 +168,7 @@ export class FlameChart {
     this.boxes = []; // per depth: [x0, x1, node] for hit-testing what is drawn
     for (let d = 0; d < rows; d++) {
       const list = f.byDepth[d];
-      const drawn = [];
+      const drawn: any[] = [];
       for (let k = 0; k < list.length; k++) {
         const i = list[k];
         let x, w;
@@ -209,10 +221,10 @@ export class FlameChart {
     if (i < 0) { this.tip.style.display = "none"; return; }
     const f = this.flat, d = f.desc[i];
     const total = f.count[0] || 1;
-    clear(this.tip).append(
+    clear(this.tip).append(...[
       h("div", h("b", label(d)), `  ${fmt.count(f.count[i])} samples · ${fmt.percent((100 * f.count[i]) / total)}`),
       d.filename ? h("div.dal-tip-file", `${d.filename}:${d.line_number}`) : null,
-      d.line ? h("pre", d.line.trim()) : null);
+      d.line ? h("pre", d.line.trim()) : null].filter((x) => x !== null) as HTMLElement[]);
     this.tip.style.display = "block";
     const tw = this.tip.offsetWidth, th = this.tip.offsetHeight;
     this.tip.style.left = `${Math.min(e.clientX + 14, window.innerWidth - tw - 8)}px`;
@@ -254,7 +266,7 @@ function render({ model, el }) {
     const p = model.get("profile") || {};
     return p.count ? `${fmt.count(p.count)} samples${model.get("profile_title") ? ` · ${model.get("profile_title")}` : ""}` : "";
   };
-  let placeholder = null;
+  let placeholder: any = null;
   const update = () => {
     const p = model.get("profile") || {};
     placeholder?.remove();
@@ -270,7 +282,7 @@ function render({ model, el }) {
     chart.canvas.style.display = "block";
     bar.style.display = "flex";
     chart.setTree(p);
-    chart.onZoom(chart.path(0));
+    chart.onZoom?.(chart.path(0));
     info.textContent = summary();
   };
   update();

@@ -14,11 +14,11 @@ const TOKEN = /(#[^\n]*)|((?:[rRbBuUfF]{1,2})?(?:"""[\s\S]*?(?:"""|$)|'''[\s\S]*
 
 /** Python source -> array of lines, each an array of [className|null, text]. */
 export function highlight(text) {
-  const parts = [];
+  const parts: any[] = [];
   let last = 0, prevWord = "";
   for (const m of text.matchAll(TOKEN)) {
     if (m.index > last) parts.push([null, text.slice(last, m.index)]);
-    let cls = null;
+    let cls: any = null;
     if (m[1]) cls = "com";
     else if (m[2]) cls = "str";
     else if (m[3]) cls = "dec";
@@ -35,7 +35,7 @@ export function highlight(text) {
   }
   if (last < text.length) parts.push([null, text.slice(last)]);
   // Split tokens across lines (triple-quoted strings span several).
-  const lines = [[]];
+  const lines: any[][] = [[]];
   for (const [cls, t] of parts) {
     const pieces = t.split("\n");
     pieces.forEach((p, k) => {
@@ -63,8 +63,8 @@ export function codeBlock(snippet) {
     h("div.dal-code-body", pre));
   // Bring the calling line into view once laid out.
   requestAnimationFrame(() => {
-    const line = pre.querySelector(".dal-line.hit");
-    const body = block.querySelector(".dal-code-body");
+    const line = pre.querySelector<HTMLElement>(".dal-line.hit");
+    const body = block.querySelector<HTMLElement>(".dal-code-body");
     if (line && body && line.offsetTop > body.clientHeight - 40) body.scrollTop = line.offsetTop - body.clientHeight / 2;
   });
   return block;

@@ -9,10 +9,10 @@ import { readTable, tableTraits } from "../common/table.js";
 
 /** Consecutive samples running the same task group -> one band. */
 export function groupBands(samples) {
-  const bands = [];
+  const bands: any[] = [];
   const openBands = new Map();
   for (const s of samples) {
-    const now = new Set(s.task_groups || []);
+    const now = new Set<string>(s.task_groups || []);
     for (const [g, b] of openBands) {
       if (!now.has(g)) { bands.push(b); openBands.delete(g); } else b.t1 = s.time;
     }

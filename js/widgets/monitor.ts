@@ -13,12 +13,13 @@ import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge, c
 import { taskCounts, progressBar } from "../common/progress.js";
 import gpu from "./gpu.js";
 import { shareControl } from "./share.js";
+import type { View } from "../common/model.js";
 
 export const LOGO = `<svg viewBox="0 0 24 24" class="dal-logo" aria-hidden="true"><rect x="2" y="13" width="4" height="9" rx="1.2" fill="#ee6b3b"/>` +
   `<rect x="8" y="8" width="4" height="14" rx="1.2" fill="#f5a524"/><rect x="14" y="4" width="4" height="18" rx="1.2" fill="#2fa572"/>` +
   `<rect x="20" y="10" width="3" height="12" rx="1.2" fill="#5b8def"/></svg>`;
 
-const TABS = [
+const TABS: [string, string, View][] = [
   ["groups", "Task groups", taskgroups],
   ["profile", "Profile", flamegraph],
   ["code", "Code", code],
@@ -64,8 +65,8 @@ function render({ model, el }) {
   // Each view renders once into its own pane; switching tabs only shows/hides panes,
   // so zoom, search and sort survive.
   const cleanups = [share.dispose];
-  const paneOf = {};
-  const tabButtons = {};
+  const paneOf: Record<string, any> = {};
+  const tabButtons: Record<string, any> = {};
   for (const [id, label, view] of TABS) {
     const pane = h("div.dal-pane", { style: { display: "none" }, dataset: { pane: id } });
     panes.append(pane);
@@ -91,7 +92,7 @@ function render({ model, el }) {
     clear(header);
     const logo = h("span");
     logo.innerHTML = LOGO;
-    header.append(logo.firstChild, h("span.dal-title", c.name || model.get("title") || "Dask analytics"));
+    header.append(logo.firstChild!, h("span.dal-title", c.name || model.get("title") || "Dask analytics"));
     if (c.cluster_id) {
       // A shared report is a snapshot: "live" and "up" as of when it was made.
       const now = model.get("snapshot_time") || Date.now() / 1000;

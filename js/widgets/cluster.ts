@@ -6,7 +6,7 @@ import { timeChart } from "../common/chart.js";
 import { readTable, tableTraits } from "../common/table.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 
-// The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.js.
+// The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.ts.
 export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
 
 function kpi(label, value, sub) {
