@@ -23,8 +23,8 @@ from .tokens import token_hash, token_id_of, well_formed
 STATIC = Path(__file__).with_name("static")
 # Built from js/widgets at install (pip install runs the npm build).
 WIDGETS = Path(__file__).parent.parent / "static"
-# Scripts only from this server; the shared widget views inject their own <style>, so
-# inline styles are allowed (styles cannot run code).
+# Scripts only from this server; the shared views set element styles (bar widths, colours),
+# so inline styles are allowed (styles cannot run code).
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
 NAV = (("", "Clusters"), ("/exceptions", "Exceptions"), ("/reports", "Reports"))
@@ -39,6 +39,7 @@ def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, 
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)} · dask-analytics</title>
 <link rel="icon" href="data:,">
+<link rel="stylesheet" href="{p}/widgets/style.css">
 <link rel="stylesheet" href="{p}/static/style.css">
 </head><body data-prefix="{p}" data-page="{html.escape(page, quote=True)}" {data_args}>
 <header><a class="brand" href="{p}/">dask-analytics</a><nav>{nav}</nav>
