@@ -2,6 +2,7 @@
 // its computations; it refreshes itself while it is visible.
 import { Widget } from "@lumino/widgets";
 import { Message } from "@lumino/messaging";
+import { Poll } from "@lumino/polling";
 import { h, clear } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
@@ -21,7 +22,13 @@ export class Sidebar extends Widget {
   private list: HTMLElement;
   private footer: HTMLElement;
   private status: HTMLElement;
-  private timer: number | null = null;
+  // Polls only while the sidebar is shown and the browser tab is visible.
+  private poll = new Poll({
+    factory: () => this.load(),
+    frequency: { interval: POLL_MS, backoff: false },
+    standby: () => !this.isVisible || "when-hidden",
+    name: "dask-analytics:sidebar",
+  });
   private expanded = new Set<string>();
   private autoExpanded = false;
   private last = "";
@@ -46,13 +53,17 @@ export class Sidebar extends Widget {
     void this.refresh();
   }
 
-  protected onAfterHide(msg: Message): void {
-    if (this.timer !== null) window.clearTimeout(this.timer);
-    this.timer = null;
+  /** Read the store now (then every POLL_MS while shown). */
+  refresh(): Promise<void> {
+    return this.poll.refresh();
   }
 
-  async refresh(): Promise<void> {
-    if (this.timer !== null) window.clearTimeout(this.timer);
+  dispose(): void {
+    this.poll.dispose();
+    super.dispose();
+  }
+
+  private async load(): Promise<void> {
     try {
       if (!this.where) {
         const info = await get("lab-info");
@@ -84,7 +95,6 @@ export class Sidebar extends Widget {
           h("div.dal-empty-hint", String(e?.message || e))));
       }
     }
-    if (this.isVisible) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
   }
 
   private draw(clusters: any[], computations: Record<string, any[]>): void {
