@@ -337,3 +337,62 @@ def test_feed_lists_computations_by_their_stored_label(fake_store, monkeypatch):
     rows = browser_view(w, "computations", "computation_id")
     assert rows["c1"]["label"] == "random_sample → sum" and rows["c1"]["code_line"] == "x.sum().compute()"
     w.close()
+
+
+# --- issue 10: a widget reads the store only while a view of it is on screen ----------
+def _wait_until(cond, what: str, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.01)
+
+
+def _view(widget, view_id: str, visible: bool) -> None:
+    """What js/common/onscreen.ts sends as a view comes on or goes off screen."""
+    widget._handle_custom_msg({"type": "view", "id": view_id, "visible": visible}, [])
+
+
+def test_widget_polls_only_while_a_view_is_on_screen(fake_store):
+    w = MonitorWidget("k1", interval=0.02)
+    clock = MonitorWidget("k1", interval=0.02)  # a widget that stays on screen: the ticker's pulse
+    try:
+        _view(clock, "clock", True)
+        # Made but never shown: no reads.
+        _wait_until(lambda: clock._feed.ticks >= 3, "the ticker ran")
+        assert not w.polling and w._feed.ticks == 0
+
+        _view(w, "a", True)
+        _wait_until(lambda: w._feed.ticks >= 2, "the shown widget polls")
+        _view(w, "b", True)  # a second view of it (the same output shown twice)
+        _view(w, "a", False)  # the first one is removed: the other still shows it
+        before = w._feed.ticks
+        _wait_until(lambda: w._feed.ticks >= before + 2, "it polls while one view is left")
+
+        _view(w, "b", False)  # the last view goes away (scrolled off, cleared, tab hidden)
+        assert not w.polling
+        stopped = w._feed.ticks
+        pulse = clock._feed.ticks
+        _wait_until(lambda: clock._feed.ticks >= pulse + 3, "the ticker ran on")
+        assert w._feed.ticks <= stopped + 1, "a widget with no view on screen kept polling"  # +1: a tick in flight
+        idle = w._feed.ticks
+
+        _view(w, "c", True)  # a view returns: polling resumes at once
+        assert w.polling
+        _wait_until(lambda: w._feed.ticks > idle, "polling resumes")
+        w._handle_custom_msg({"type": "view", "id": 7}, [])  # malformed: ignored
+        assert w.polling
+    finally:
+        w.close()
+        clock.close()
+    assert not w.polling
+
+
+def test_widget_made_with_start_false_never_polls(fake_store):
+    w = MonitorWidget("k1", interval=0.02, start=False)
+    try:
+        _view(w, "a", True)
+        assert not w.polling  # refresh() is how such a widget reads
+    finally:
+        w.close()

@@ -48,7 +48,15 @@ def table_traits(name: str) -> dict[str, Any]:
 
 
 class LiveView(anywidget.AnyWidget):
-    """A view that polls the analytics store (through dask_analytics_lab.api) while shown."""
+    """A view that polls the analytics store (through dask_analytics_lab.api) while shown.
+
+    "Shown" is what its front-end views say (js/common/onscreen.ts): each sends
+    {type: "view", id, visible} as it comes on or goes off screen and when it is removed.
+    The feed runs while at least one view is visible, so a widget nobody displays, or
+    whose outputs were cleared or scrolled away, costs the store nothing.  (A message
+    arrives once the kernel is free: a view scrolled into sight during a blocking cell
+    is seen after it.)
+    """
 
     _css = stylesheet()
     store = t.Unicode(None, allow_none=True)  # kernel-side only: which store to read
@@ -56,10 +64,31 @@ class LiveView(anywidget.AnyWidget):
     error = t.Unicode("").tag(sync=True)
 
     def __init__(self, *, start: bool = True, **kwargs: Any):
+        """start=False: never poll by itself (refresh() reads the store)."""
         super().__init__(**kwargs)
         self._feed = Feed(self)
-        if start:
-            self._feed.start()
+        self._polls = start
+        self._views_on_screen: set[str] = set()
+        self.on_msg(self._on_view_msg)
+
+    @property
+    def polling(self) -> bool:
+        """Whether the feed is reading the store now (a view of it is on screen)."""
+        return self._feed.running
+
+    def _on_view_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not (isinstance(content, dict) and content.get("type") == "view" and isinstance(content.get("id"), str)):
+            return
+        if content.get("visible"):
+            self._views_on_screen.add(content["id"])
+        else:
+            self._views_on_screen.discard(content["id"])
+        if self._polls and self._views_on_screen:
+            if not self._feed.running:
+                self._feed.start()
+                self._feed.poke()  # back on screen: what changed meanwhile, now
+        else:
+            self._feed.stop()
 
     def refresh(self) -> None:
         """Read the store now (tests and benchmarks call this instead of waiting)."""

@@ -5,6 +5,7 @@ import * as fmt from "../common/format.js";
 import { timeChart } from "../common/chart.js";
 import { readTable, tableTraits } from "../common/table.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
+import { onScreen } from "../common/onscreen.js";
 
 // The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.ts.
 export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
@@ -81,4 +82,4 @@ function render({ model, el }) {
   return () => { off(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

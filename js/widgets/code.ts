@@ -2,6 +2,7 @@
 // line that called compute/persist/submit is marked.
 // Traits: code [{hash, text, filename, lineno_frame, lineno_relative}].
 import { h, clear, watch, empty } from "../common/dom.js";
+import { onScreen } from "../common/onscreen.js";
 
 const KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else except finally for from " +
   "global if import in is lambda nonlocal not or pass raise return try while with yield match case").split(" "));
@@ -88,4 +89,4 @@ function render({ model, el }) {
   return () => { off(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -5,6 +5,7 @@
 // Traits: profile {count, identifier, description, children}, profile_title "".
 import { h, clear, watch, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
+import { onScreen } from "../common/onscreen.js";
 
 const ROW = 18;
 const FONT = "11px var(--jp-code-font-family, ui-monospace, Menlo, Consolas, monospace)";
@@ -290,4 +291,4 @@ function render({ model, el }) {
   return () => { off(); chart.dispose(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -6,6 +6,7 @@ import * as fmt from "../common/format.js";
 import { timeChart } from "../common/chart.js";
 import { prefixColor } from "../common/colors.js";
 import { readTable, tableTraits } from "../common/table.js";
+import { onScreen } from "../common/onscreen.js";
 
 /** Consecutive samples running the same task group -> one band. */
 export function groupBands(samples) {
@@ -64,4 +65,4 @@ function render({ model, el }) {
   return () => { off(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -14,6 +14,7 @@ import { taskCounts, progressBar } from "../common/progress.js";
 import gpu from "./gpu.js";
 import { shareControl } from "./share.js";
 import type { View } from "../common/model.js";
+import { onScreen } from "../common/onscreen.js";
 
 export const LOGO = `<svg viewBox="0 0 24 24" class="dal-logo" aria-hidden="true"><rect x="2" y="13" width="4" height="9" rx="1.2" fill="#ee6b3b"/>` +
   `<rect x="8" y="8" width="4" height="14" rx="1.2" fill="#f5a524"/><rect x="14" y="4" width="4" height="18" rx="1.2" fill="#2fa572"/>` +
@@ -146,4 +147,4 @@ function render({ model, el }) {
   return () => { for (const c of cleanups) c(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -2,6 +2,7 @@
 // report of the chosen computation, upload it to the store, and shows the link.
 // Traits: share {state: "idle"|"working"|"done"|"error", url, message}; sends {type: "share"}.
 import { h, clear, watch } from "../common/dom.js";
+import { onScreen } from "../common/onscreen.js";
 
 /** Jupyter's base URL when this page is JupyterLab / Notebook (its page config), else null. */
 function jupyterBase() {
@@ -54,4 +55,4 @@ function render({ model, el }) {
   return () => { control.dispose(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

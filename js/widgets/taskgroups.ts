@@ -10,6 +10,7 @@ import { readTable, tableTraits } from "../common/table.js";
 import { taskCounts, addCounts, progressBar, progressLegend } from "../common/progress.js";
 import { failureList } from "../common/failures.js";
 import { computationDuration } from "../common/lifecycle.js";
+import { onScreen } from "../common/onscreen.js";
 
 const MAX_ROWS = 400;
 
@@ -183,4 +184,4 @@ export function exceptionList(excs, open: any = null) {
   return h("div.dal-exc", failureList(excs, open));
 }
 
-export default { render };
+export default onScreen({ render });
