@@ -2,7 +2,8 @@
 // hatch-jupyter-builder runs during `pip install`):
 //   widgets: one ES module per anywidget view, js/widgets/*.ts -> dask_analytics_lab/static/,
 //            and their one stylesheet js/common/style.css -> static/style.css (the widgets'
-//            _css; the Lab extension @imports the same file)
+//            _css; the Lab extension @imports the same file), js/team/app.ts -> static/team.js
+//            (the team page) and js/report/page.ts -> static/report-page.js
 //   lab:     the JupyterLab extension, js/lab/index.ts -> js/lib/index.js -> @jupyter/builder -> dask_analytics_lab/labextension
 // Usage: node js/build.mjs [widgets|lab] [--dev] [--no-check]
 import { spawnSync } from "node:child_process";
@@ -30,6 +31,17 @@ async function widgets() {
     target: "es2020",
     minify: !dev,
     sourcemap: dev ? "inline" : false,
+    legalComments: "none",
+    logLevel: "warning",
+  });
+  // The team page (dask_analytics_lab/server): one classic script, served at {prefix}/widgets/team.js.
+  await esbuild.build({
+    entryPoints: [join(root, "js", "team", "app.ts")],
+    outfile: join(out, "team.js"),
+    bundle: true,
+    format: "iife",
+    target: "es2020",
+    minify: !dev,
     legalComments: "none",
     logLevel: "warning",
   });

@@ -1,8 +1,9 @@
-"""The team web view: a few HTML shells that app.js fills from the JSON API, and login.
+"""The team web view: a few HTML shells that team.js (built from js/team/app.ts) fills
+from the JSON API, and login.
 
 Pages hold no data: each is the same shell naming its page, so they are cheap to serve
 and the JSON API (with its account checks) stays the one way data leaves the server.
-app.js builds the DOM with textContent only (never innerHTML), so stored strings such
+team.js builds the DOM with textContent only (never innerHTML), so stored strings such
 as tracebacks cannot inject markup; the Content-Security-Policy allows only our script.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, 
 <header><a class="brand" href="{p}/">dask-analytics</a><nav>{nav}</nav>
 <span id="whoami"></span></header>
 <main id="app">{body}</main>
-<script src="{p}/static/app.js"></script>
+<script src="{p}/widgets/team.js"></script>
 </body></html>"""
 
 
@@ -69,7 +70,7 @@ class WebHandler(BaseHandler):
 
 
 class PageHandler(WebHandler):
-    """One page of the web view; app.js reads data-page and data-arg0 from <body>."""
+    """One page of the web view; team.js reads data-page and data-arg0 from <body>."""
 
     def initialize(self, ctx: Any, page: str, title: str) -> None:
         super().initialize(ctx)
