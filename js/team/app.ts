@@ -9,34 +9,15 @@ import { clusterStatus as status, clusterEnded as ended, clusterUptime as uptime
 import { taskCounts } from "../common/progress.js";
 import flamegraphView from "../widgets/flamegraph.js";
 import { LocalModel } from "../common/model.js";
+import { h, svg } from "../common/dom.js";
 
 (function () {
   const body = document.body;
   const PREFIX = body.dataset.prefix || "";
   const app = document.getElementById("app")!;
 
-  // ---------- DOM and formatting helpers ----------
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "class") el.className = v;
-      else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-      else el.setAttribute(k, v === true ? "" : String(v));
-    }
-    for (const c of children.flat(Infinity)) {
-      if (c === null || c === undefined || c === false) continue;
-      el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return el;
-  }
-  const svgNS = "http://www.w3.org/2000/svg";
-  function s(tag, attrs, ...children) {
-    const el = document.createElementNS(svgNS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
-    for (const c of children) el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
-    return el;
-  }
+  // ---------- formatting helpers (the DOM ones are the views': common/dom.ts) ----------
+  const s = svg;
   const pad = (n) => String(n).padStart(2, "0");
   function fmtTime(t) {
     if (t === null || t === undefined) return "";
@@ -339,7 +320,7 @@ import { LocalModel } from "../common/model.js";
     const total = counts(c);
     app.replaceChildren(
       h("h1", {}, c.label || "Computation", " ", stateBadge(c.state)),
-      c.code_line ? h("pre", { class: "code code-line" }, c.code_line) : null,
+      c.code_line ? h("pre", { class: "code code-line" }, c.code_line) : "",
       facts([["Id", h("code", {}, c.computation_id)], ["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", fmtTime(c.start)],
         ["Stop", fmtTime(c.stop)], ["Duration", fmtDuration(compDuration(c, Date.now() / 1000))],
         ["Tasks", h("span", {}, `${fmtNum(c.n_tasks)}: ${fmtNum(total.done)} finished, `, numCell(total.erred, "error"), " erred, ",
@@ -352,7 +333,7 @@ import { LocalModel } from "../common/model.js";
         h("pre", { class: "code" }, snippet.text === null ? "(snippet not received)" : snippet.text))))
         : h("p", { class: "muted" }, "No code recorded (analytics.computation.code.transmit off, or none sent)."),
       h("h2", {}, `Task groups (${groups.length})`),
-      groups.length ? taskLegend() : null,
+      groups.length ? taskLegend() : "",
       table([
         { label: "Group", value: (g) => g.name }, { label: "Prefix", value: (g) => g.prefix },
         { label: "Tasks", value: (g) => taskBar(counts(g)) },
@@ -372,7 +353,7 @@ import { LocalModel } from "../common/model.js";
   async function exceptionsPage() {
     document.title = "Exceptions · dask-analytics";
     const { exceptions } = await api("/exceptions", { limit: 500 });
-    app.replaceChildren(h("h1", {}, "Exceptions"), exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : null,
+    app.replaceChildren(h("h1", {}, "Exceptions"), exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : "",
       exceptionsList(exceptions, true));
   }
 
