@@ -79,6 +79,7 @@ export class FlameChart {
   matched: any = null;
   matchedCount = 0;
   boxes: any[] = [];
+  keyFrame = -1; // the frame the keyboard is on (-1: none yet)
   onZoom?: (path: number[]) => void;
   _resize: ResizeObserver;
 
@@ -99,6 +100,14 @@ export class FlameChart {
       const i = this._hit(e);
       if (i >= 0) this.zoom(i);
     });
+    // Keyboard: Tab reaches the chart; arrows walk the frames (up: the caller, down: the
+    // heaviest callee, left/right: the neighbours on that row); Enter or Space zooms to
+    // the frame, Escape zooms out; the frame is outlined and named for screen readers.
+    this.canvas.tabIndex = 0;
+    this.canvas.setAttribute("role", "img");
+    this.canvas.setAttribute("aria-label", "Flamegraph: use the arrow keys to move between frames, Enter to zoom");
+    this.canvas.addEventListener("keydown", (e) => this._key(e));
+    this.canvas.addEventListener("blur", () => this.draw());
     this._resize = new ResizeObserver(() => this.draw());
     this._resize.observe(container);
   }
@@ -106,6 +115,7 @@ export class FlameChart {
   setTree(tree) {
     this.flat = tree ? flatten(tree) : null;
     this.focus = 0;
+    this.keyFrame = -1;
     this.search(this.query);
   }
 
@@ -195,9 +205,55 @@ export class FlameChart {
           ctx.fillStyle = this.matched && !this.matched[i] ? "rgba(60,64,70,0.55)" : "#1b1f24";
           ctx.fillText(text.length > maxChars ? text.slice(0, Math.max(maxChars - 1, 1)) + "…" : text, x + 4, y + ROW / 2);
         }
+        if (i === this.keyFrame && document.activeElement === this.canvas) {
+          ctx.strokeStyle = "#1b1f24";
+          ctx.lineWidth = 2;
+          ctx.strokeRect(x + 1, y + 1, Math.max(w - 2.5, 1), ROW - 3);
+        }
         drawn.push([x, x + w, i]);
       }
       this.boxes.push(drawn);
+    }
+  }
+
+  /** The frame an arrow key leads to from frame i, or -1. */
+  _step(i: number, key: string): number {
+    const f = this.flat;
+    if (key === "ArrowUp") return f.parent[i];
+    const row = f.byDepth[f.depth[i]];
+    if (key === "ArrowDown") {
+      // the heaviest callee: flatten() lays children out heaviest first, leftmost
+      const next = f.byDepth[f.depth[i] + 1] || [];
+      return next.find((j: number) => f.parent[j] === i && f.count[j] > 0) ?? -1;
+    }
+    const visible = (j: number) => this.path(j).includes(this.focus) && f.count[j] > 0;
+    const k = row.indexOf(i);
+    if (key === "ArrowRight") { for (let m = k + 1; m < row.length; m++) if (visible(row[m])) return row[m]; }
+    if (key === "ArrowLeft") { for (let m = k - 1; m >= 0; m--) if (visible(row[m])) return row[m]; }
+    return -1;
+  }
+
+  _key(e: KeyboardEvent) {
+    const f = this.flat;
+    if (!f) return;
+    const i = this.keyFrame >= 0 ? this.keyFrame : this.focus;
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      this.zoom(i);
+    } else if (e.key === "Escape") {
+      e.preventDefault();
+      this.keyFrame = 0;
+      this.zoom(0);
+    } else if (e.key.startsWith("Arrow")) {
+      e.preventDefault();
+      const next = this.keyFrame < 0 ? this.focus : this._step(i, e.key);
+      if (next < 0) return;
+      this.keyFrame = next;
+      const d = f.desc[next];
+      this.canvas.setAttribute("aria-label", `${label(d)}: ${fmt.count(f.count[next])} samples, ${fmt.percent((100 * f.count[next]) / (f.count[0] || 1))}` +
+        (d.filename ? `, ${d.filename}:${d.line_number}` : ""));
+      this.canvas.dataset.frame = label(d);
+      this.draw();
     }
   }
 
