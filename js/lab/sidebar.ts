@@ -106,7 +106,7 @@ export class Sidebar extends Widget {
     }
     for (const c of clusters) {
       const open = this.expanded.has(c.cluster_id);
-      // live / stopped / lost: the store's word (common/lifecycle.js), never a clock here.
+      // live / stopped / lost: the store's word (common/lifecycle.ts), never a clock here.
       const status = clusterStatus(c);
       const ended = clusterEnded(c);
       const size = clusterSize(c);
