@@ -389,6 +389,21 @@ def test_widget_polls_only_while_a_view_is_on_screen(fake_store):
     assert not w.polling
 
 
+def test_displayed_widget_polls_before_its_views_report(fake_store):
+    """Displaying counts as on screen: a view's message waits for the kernel, which may
+    be blocked in compute() in the same cell; the first message takes over."""
+    w = MonitorWidget("k1", interval=0.02)
+    try:
+        assert not w.polling
+        w._repr_mimebundle_()  # what display(w) / a cell's last expression calls
+        assert w.polling
+        _wait_until(lambda: w._feed.ticks >= 2, "the displayed widget polls")
+        _view(w, "a", False)  # its view reports: off screen
+        assert not w.polling
+    finally:
+        w.close()
+
+
 def test_widget_made_with_start_false_never_polls(fake_store):
     w = MonitorWidget("k1", interval=0.02, start=False)
     try:

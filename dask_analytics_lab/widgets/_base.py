@@ -16,6 +16,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from ._feed import Feed
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
+_DISPLAYED = "(displayed by the kernel)"  # a view assumed on screen until views report
 
 _MISSING = """
 export default { render({ el }) {
@@ -53,9 +54,10 @@ class LiveView(anywidget.AnyWidget):
     "Shown" is what its front-end views say (js/common/onscreen.ts): each sends
     {type: "view", id, visible} as it comes on or goes off screen and when it is removed.
     The feed runs while at least one view is visible, so a widget nobody displays, or
-    whose outputs were cleared or scrolled away, costs the store nothing.  (A message
-    arrives once the kernel is free: a view scrolled into sight during a blocking cell
-    is seen after it.)
+    whose outputs were cleared or scrolled away, costs the store nothing.  A view's
+    messages reach the kernel only once it is free, so displaying the widget counts as
+    a view on screen until the first message comes: `monitor(); x.compute()` in one
+    cell updates live while the cell blocks.
     """
 
     _css = stylesheet()
@@ -69,7 +71,14 @@ class LiveView(anywidget.AnyWidget):
         self._feed = Feed(self)
         self._polls = start
         self._views_on_screen: set[str] = set()
+        self._heard_from_views = False
         self.on_msg(self._on_view_msg)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        if not self._heard_from_views:
+            self._views_on_screen.add(_DISPLAYED)
+            self._follow_views()
+        return super()._repr_mimebundle_(**kwargs)
 
     @property
     def polling(self) -> bool:
@@ -79,10 +88,15 @@ class LiveView(anywidget.AnyWidget):
     def _on_view_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not (isinstance(content, dict) and content.get("type") == "view" and isinstance(content.get("id"), str)):
             return
+        self._heard_from_views = True
+        self._views_on_screen.discard(_DISPLAYED)  # the views speak for themselves now
         if content.get("visible"):
             self._views_on_screen.add(content["id"])
         else:
             self._views_on_screen.discard(content["id"])
+        self._follow_views()
+
+    def _follow_views(self) -> None:
         if self._polls and self._views_on_screen:
             if not self._feed.running:
                 self._feed.start()
