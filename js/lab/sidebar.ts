@@ -7,7 +7,11 @@ import { h, clear } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { computationItem, LOGO } from "../widgets/monitor.js";
+import { rovingFocus, settleFocus } from "../common/keys.js";
 import { get, url } from "./api";
+
+// Cluster heads and computation rows: one keyboard stop, walked with the arrow keys.
+const ITEMS = ".dal-cl-head, .dal-comp";
 
 const POLL_MS = 3000;
 const MAX_CLUSTERS = 30;
@@ -42,7 +46,8 @@ export class Sidebar extends Widget {
     const logo = h("span");
     logo.innerHTML = LOGO;
     this.status = h("span.dal-faint");
-    this.list = h("div.dal-sidebar-list");
+    this.list = h("div.dal-sidebar-list", { role: "tree", "aria-label": "Clusters and their computations" });
+    rovingFocus(this.list, ITEMS);
     this.footer = h("div.dal-sidebar-foot");
     this.node.append(
       h("div.dal-sidebar-head", logo.firstChild, h("span.dal-title", "Dask analytics"), h("span.dal-spacer"), this.status),
@@ -98,6 +103,15 @@ export class Sidebar extends Widget {
   }
 
   private draw(clusters: any[], computations: Record<string, any[]>): void {
+    // A redraw replaces the items: the one with the keyboard focus gets it back.
+    const had = this.list.contains(document.activeElement) ? (document.activeElement as HTMLElement) : null;
+    const again = had?.dataset.computation ? `.dal-comp[data-computation="${CSS.escape(had.dataset.computation)}"]`
+      : had?.dataset.cluster ? `.dal-cl-head[data-cluster="${CSS.escape(had.dataset.cluster)}"]` : null;
+    this.drawItems(clusters, computations);
+    settleFocus(this.list, ITEMS, null, again ? this.list.querySelector<HTMLElement>(again) : null);
+  }
+
+  private drawItems(clusters: any[], computations: Record<string, any[]>): void {
     clear(this.list);
     if (!clusters.length) {
       this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No clusters recorded yet"),
@@ -111,7 +125,7 @@ export class Sidebar extends Widget {
       const ended = clusterEnded(c);
       const size = clusterSize(c);
       const head = h("div.dal-cl-head", {
-        dataset: { cluster: c.cluster_id, status },
+        dataset: { cluster: c.cluster_id, status }, role: "treeitem", "aria-expanded": String(open),
         title: `${c.cluster_id}\n${c.address || ""}`,
         onclick: () => {
           open ? this.expanded.delete(c.cluster_id) : this.expanded.add(c.cluster_id);
