@@ -42,6 +42,8 @@ def main() -> None:
             LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
         info = dal.register(client)
         widget = MonitorWidget(info["cluster_id"], interval=1.0)
+        # As a view on screen says (js/common/onscreen.ts): the widget polls only then.
+        widget._handle_custom_msg({"type": "view", "id": "benchmark", "visible": True}, [])
         sent = {"messages": 0, "bytes": 0}
 
         def send(data=None, metadata=None, buffers=None):

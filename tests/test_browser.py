@@ -244,8 +244,15 @@ def test_sidebar_shows_stopped_and_lost_clusters_as_the_store_says(page):
     assert lost.locator(".dal-cl-ended").inner_text().startswith("last seen ")
     assert lost.locator(".dal-cl-size").inner_text().startswith("peak 3 workers")
     # Its computations by label and code line, with what became of their tasks.
-    stopped.locator(".dal-cl-head").click()
+    # By keyboard: Enter opens the cluster, the focus stays on it, the arrows walk on.
+    stopped.locator(".dal-cl-head").focus()
+    page.keyboard.press("Enter")
     stopped.locator(".dal-comp").first.wait_for(timeout=30_000)
+    assert stopped.locator(".dal-cl-head").get_attribute("aria-expanded") == "true"
+    page.wait_for_function("() => document.activeElement.matches('.dal-cl-head')"
+                           " && document.activeElement.innerText.includes('etl-nightly')")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("() => document.activeElement.matches('#dask-analytics-sidebar .dal-comp')")
     parse = stopped.locator(".dal-comp", has_text="load → parse")
     assert "client.gather(client.map(parse, records))" in parse.locator(".dal-comp-code").inner_text()
     segments = parse.locator(".dal-mini").evaluate("b => [...b.children].map(s => s.className)")

@@ -30,7 +30,8 @@ from tests.views_data import KEYERROR_EXAMPLES, build
 pytestmark = pytest.mark.timeout(180)
 
 HARNESS = """<!doctype html>
-<html><head><meta charset="utf-8"><title>views</title><link rel="icon" href="data:,"></head>
+<html><head><meta charset="utf-8"><title>views</title><link rel="icon" href="data:,">
+<link rel="stylesheet" href="./style.css"></head>
 <body style="margin:0;padding:16px;background:#f3f4f6"><div id="app" style="max-width:1360px"></div>
 <script type="module">
 import monitor from "./monitor.js";
@@ -90,6 +91,7 @@ def harness(scenario, tmp_path_factory):
     url, sc = scenario
     root = tmp_path_factory.mktemp("harness")
     shutil.copy(STATIC / "monitor.js", root / "monitor.js")
+    shutil.copy(STATIC / "style.css", root / "style.css")  # what anywidget's _css loads
     (root / "index.html").write_text(HARNESS)
     states = {
         "stopped": _widget_state(url, sc.stopped["cluster_id"], sc.stopped["groupby"]),
@@ -245,6 +247,62 @@ def test_widget_lists_computations_by_label_and_code_line(harness, page):
     assert 'df.groupby("k").x.mean().compute()' in groupby
     assert any("load → parse" in t and "client.gather(client.map(parse, records))" in t for t in texts), texts
     assert not any(re.search(r"computation comp-", t) for t in texts), texts
+
+
+def test_keyboard_reaches_computations_tabs_and_flamegraph_frames(harness, page):
+    base, _ = harness
+    monitor = _show(page, base, "stopped")
+    items = monitor.locator(".dal-side .dal-comp")
+    items.first.wait_for()
+    assert monitor.locator(".dal-side [role=listbox] .dal-comp[role=option]").count() == items.count() == 3
+    # The list is one stop in the tab order: Tab from the "follow" box lands on the chosen row.
+    chosen = page.evaluate("() => window.model.get('computation_id')")
+    monitor.locator(".dal-follow input").focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.dataset.computation") == chosen
+    assert monitor.locator(".dal-side .dal-comp[tabindex='0']").count() == 1
+    # Arrows move between rows; Enter chooses; the row keeps the focus through the redraw.
+    ids = [items.nth(i).get_attribute("data-computation") for i in range(3)]
+    page.keyboard.press("ArrowUp" if ids.index(chosen) == 2 else "ArrowDown")
+    target = page.evaluate("() => document.activeElement.dataset.computation")
+    assert target != chosen and target in ids
+    page.keyboard.press("Enter")
+    page.wait_for_function("id => window.model.get('computation_id') === id", arg=target)
+    page.wait_for_function("id => document.activeElement.dataset.computation === id"
+                           " && document.activeElement.getAttribute('aria-selected') === 'true'", arg=target)
+    focus_ring = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
+    assert focus_ring == "solid", focus_ring
+
+    # Tabs: a tablist; the arrows move to the next tab and show its pane.
+    tab = monitor.locator(".dal-tab[role=tab][aria-selected=true]")
+    assert tab.get_attribute("data-tab") == "groups"
+    tab.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => window.model.get('tab') === 'profile'")
+    assert page.evaluate("() => document.activeElement.dataset.tab") == "profile"
+    assert monitor.locator(".dal-tab[data-tab=profile]").get_attribute("aria-selected") == "true"
+    assert monitor.locator(".dal-pane[data-pane=profile][role=tabpanel]").is_visible()
+
+    # The flamegraph: Tab reaches it; arrows walk the frames, Enter zooms, Escape zooms out.
+    frame = lambda name, count, children=(), f="work.py": {  # noqa: E731
+        "count": count, "identifier": name, "description": {"name": name, "filename": f, "line_number": 3},
+        "children": {c["identifier"]: c for c in children}}
+    tree = {"count": 10, "identifier": "root", "description": {}, "children": {
+        "f": frame("f", 6, [frame("g", 6)]), "h": frame("h", 4)}}
+    page.evaluate("tree => window.model.set('profile', tree)", tree)
+    canvas = monitor.locator(".dal-flame canvas")
+    canvas.wait_for(state="visible")
+    canvas.focus()
+    reset = monitor.locator(".dal-flame button", has_text="Reset zoom")
+    for key, name in (("ArrowDown", "all"), ("ArrowDown", "f"), ("ArrowRight", "h"), ("ArrowLeft", "f"),
+                      ("ArrowDown", "g"), ("ArrowUp", "f")):
+        page.keyboard.press(key)
+        assert canvas.get_attribute("data-frame") == name, (key, name)
+    assert canvas.get_attribute("aria-label").startswith("f: 6 samples")
+    page.keyboard.press("Enter")
+    assert reset.is_enabled() and monitor.locator(".dal-crumbs a").all_inner_texts() == ["all", "f"]
+    page.keyboard.press("Escape")
+    assert reset.is_disabled()
 
 
 # --- the team web page ------------------------------------------------------------------

@@ -141,6 +141,8 @@ def test_team_view_in_chromium(site, browser):
     # The same flamegraph view as the notebook widget: search, then zoom on click.
     canvas = page.locator(".flame canvas")
     canvas.wait_for()
+    # styled by the views' one stylesheet (the widgets' _css), which the page links
+    assert page.eval_on_selector(".dal-flame-bar", "el => getComputedStyle(el).display") == "flex"
     page.fill(".flame input[type=search]", "_spin")
     # _spin is the innermost frame, where Dask's tree leaves a count of 0: it still shows.
     assert "of samples match" in page.inner_text(".flame") and "0.0% of samples" not in page.inner_text(".flame")

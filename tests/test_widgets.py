@@ -29,7 +29,7 @@ class Owner:
 
 
 def browser_view(owner, name, key):
-    """What js/common/table.js rebuilds from the two traits."""
+    """What js/common/table.ts rebuilds from the two traits."""
     base = getattr(owner, f"{name}_base", {"v": 0, "rows": []})
     patch = getattr(owner, f"{name}_patch", {"v": 0, "rows": [], "removed": []})
     rows = {r[key]: r for r in base["rows"]}
@@ -283,6 +283,22 @@ def test_widgets_point_at_built_bundles():
     assert "export" in (STATIC / "monitor.js").read_text()
 
 
+def test_the_stylesheet_ships_once():
+    """Every widget gets js/common/style.css through anywidget's _css; no bundle carries
+    a copy of it (it used to be inlined into all of them)."""
+    from dask_analytics_lab.widgets import views
+    from dask_analytics_lab.widgets._base import STATIC
+    from dask_analytics_lab.widgets.monitor_widget import MonitorWidget
+
+    sheet = STATIC / "style.css"
+    assert ".dal-tab" in sheet.read_text()
+    for cls in (MonitorWidget, views.TaskGroups, views.Flamegraph, views.CodeSnippets, views.ClusterSummary,
+                views.GpuMetrics, views.ShareButton):
+        assert str(cls._css) == sheet.read_text(), cls
+    for bundle in STATIC.glob("*.js"):
+        assert "--dal-fg2:" not in bundle.read_text(), f"{bundle.name} carries a copy of the stylesheet"
+
+
 # --- issue 8: the feed shows what the store says -----------------------------------------
 def test_feed_takes_liveness_from_the_store_status(fake_store, monkeypatch):
     """A lost cluster (no stop message, status "lost" from the store) is history: the feed
@@ -322,3 +338,77 @@ def test_feed_lists_computations_by_their_stored_label(fake_store, monkeypatch):
     rows = browser_view(w, "computations", "computation_id")
     assert rows["c1"]["label"] == "random_sample → sum" and rows["c1"]["code_line"] == "x.sum().compute()"
     w.close()
+
+
+# --- issue 10: a widget reads the store only while a view of it is on screen ----------
+def _wait_until(cond, what: str, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.01)
+
+
+def _view(widget, view_id: str, visible: bool) -> None:
+    """What js/common/onscreen.ts sends as a view comes on or goes off screen."""
+    widget._handle_custom_msg({"type": "view", "id": view_id, "visible": visible}, [])
+
+
+def test_widget_polls_only_while_a_view_is_on_screen(fake_store):
+    w = MonitorWidget("k1", interval=0.02)
+    clock = MonitorWidget("k1", interval=0.02)  # a widget that stays on screen: the ticker's pulse
+    try:
+        _view(clock, "clock", True)
+        # Made but never shown: no reads.
+        _wait_until(lambda: clock._feed.ticks >= 3, "the ticker ran")
+        assert not w.polling and w._feed.ticks == 0
+
+        _view(w, "a", True)
+        _wait_until(lambda: w._feed.ticks >= 2, "the shown widget polls")
+        _view(w, "b", True)  # a second view of it (the same output shown twice)
+        _view(w, "a", False)  # the first one is removed: the other still shows it
+        before = w._feed.ticks
+        _wait_until(lambda: w._feed.ticks >= before + 2, "it polls while one view is left")
+
+        _view(w, "b", False)  # the last view goes away (scrolled off, cleared, tab hidden)
+        assert not w.polling
+        stopped = w._feed.ticks
+        pulse = clock._feed.ticks
+        _wait_until(lambda: clock._feed.ticks >= pulse + 3, "the ticker ran on")
+        assert w._feed.ticks <= stopped + 1, "a widget with no view on screen kept polling"  # +1: a tick in flight
+        idle = w._feed.ticks
+
+        _view(w, "c", True)  # a view returns: polling resumes at once
+        assert w.polling
+        _wait_until(lambda: w._feed.ticks > idle, "polling resumes")
+        w._handle_custom_msg({"type": "view", "id": 7}, [])  # malformed: ignored
+        assert w.polling
+    finally:
+        w.close()
+        clock.close()
+    assert not w.polling
+
+
+def test_displayed_widget_polls_before_its_views_report(fake_store):
+    """Displaying counts as on screen: a view's message waits for the kernel, which may
+    be blocked in compute() in the same cell; the first message takes over."""
+    w = MonitorWidget("k1", interval=0.02)
+    try:
+        assert not w.polling
+        w._repr_mimebundle_()  # what display(w) / a cell's last expression calls
+        assert w.polling
+        _wait_until(lambda: w._feed.ticks >= 2, "the displayed widget polls")
+        _view(w, "a", False)  # its view reports: off screen
+        assert not w.polling
+    finally:
+        w.close()
+
+
+def test_widget_made_with_start_false_never_polls(fake_store):
+    w = MonitorWidget("k1", interval=0.02, start=False)
+    try:
+        _view(w, "a", True)
+        assert not w.polling  # refresh() is how such a widget reads
+    finally:
+        w.close()

@@ -30,6 +30,7 @@ PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
+<style>{css}</style>
 <style>
   body {{ margin: 0; padding: 28px 20px 40px; background: #f3f4f6; font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }}
   .wrap {{ max-width: 1280px; margin: 0 auto; }}
@@ -61,7 +62,7 @@ def _script_json(value: Any) -> str:
 
 
 def computation_duration(row: dict, now: float) -> float | None:
-    """Seconds it ran: to its stop; to `now` only while it runs (js/common/lifecycle.js
+    """Seconds it ran: to its stop; to `now` only while it runs (js/common/lifecycle.ts
     says the same for the views)."""
     start, stop = row.get("start"), row.get("stop")
     if not start:
@@ -122,8 +123,9 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
                 f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(detail['start']))} · {'?' if duration is None else f'{duration:.1f}'} s · "
                 f"{detail.get('n_tasks') or 0} tasks")
     script = REPORT_SCRIPT.read_text()
+    css = (REPORT_SCRIPT.parent / "style.css").read_text()
     page = PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), state=_script_json(state),
-                       script=script.replace("</script", "<\\/script"))
+                       css=css, script=script.replace("</script", "<\\/script"))
     twin = {
         "summary": {
             "computation_id": computation_id, "cluster_id": detail["cluster_id"], "label": label,

@@ -1,8 +1,9 @@
-"""The team web view: a few HTML shells that app.js fills from the JSON API, and login.
+"""The team web view: a few HTML shells that team.js (built from js/team/app.ts) fills
+from the JSON API, and login.
 
 Pages hold no data: each is the same shell naming its page, so they are cheap to serve
 and the JSON API (with its account checks) stays the one way data leaves the server.
-app.js builds the DOM with textContent only (never innerHTML), so stored strings such
+team.js builds the DOM with textContent only (never innerHTML), so stored strings such
 as tracebacks cannot inject markup; the Content-Security-Policy allows only our script.
 """
 from __future__ import annotations
@@ -23,8 +24,8 @@ from .tokens import token_hash, token_id_of, well_formed
 STATIC = Path(__file__).with_name("static")
 # Built from js/widgets at install (pip install runs the npm build).
 WIDGETS = Path(__file__).parent.parent / "static"
-# Scripts only from this server; the shared widget views inject their own <style>, so
-# inline styles are allowed (styles cannot run code).
+# Scripts only from this server; the shared views set element styles (bar widths, colours),
+# so inline styles are allowed (styles cannot run code).
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
 NAV = (("", "Clusters"), ("/exceptions", "Exceptions"), ("/reports", "Reports"))
@@ -39,12 +40,13 @@ def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, 
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)} · dask-analytics</title>
 <link rel="icon" href="data:,">
+<link rel="stylesheet" href="{p}/widgets/style.css">
 <link rel="stylesheet" href="{p}/static/style.css">
 </head><body data-prefix="{p}" data-page="{html.escape(page, quote=True)}" {data_args}>
 <header><a class="brand" href="{p}/">dask-analytics</a><nav>{nav}</nav>
 <span id="whoami"></span></header>
 <main id="app">{body}</main>
-<script src="{p}/static/app.js"></script>
+<script src="{p}/widgets/team.js"></script>
 </body></html>"""
 
 
@@ -68,7 +70,7 @@ class WebHandler(BaseHandler):
 
 
 class PageHandler(WebHandler):
-    """One page of the web view; app.js reads data-page and data-arg0 from <body>."""
+    """One page of the web view; team.js reads data-page and data-arg0 from <body>."""
 
     def initialize(self, ctx: Any, page: str, title: str) -> None:
         super().initialize(ctx)

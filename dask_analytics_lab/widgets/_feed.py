@@ -63,6 +63,10 @@ class Feed:
         # History does not change: look again now and then (a late stop message).
         return self.w.interval if self.live else max(10.0, 10 * self.w.interval)
 
+    @property
+    def running(self) -> bool:
+        return TICKER.has(self)
+
     def start(self) -> None:
         TICKER.add(self)
 

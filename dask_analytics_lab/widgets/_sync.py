@@ -7,7 +7,7 @@ rebased (one full send) and the patch starts empty again.  So a live view of a b
 computation sends what changed, and a view opened later (or a reloaded page) still
 rebuilds everything from the two traits alone: nothing depends on the browser having
 seen earlier messages, which custom messages could not promise (they are dropped
-while a view's module is still loading).  js/common/table.js is the receiving half.
+while a view's module is still loading).  js/common/table.ts is the receiving half.
 """
 from __future__ import annotations
 

@@ -31,6 +31,10 @@ class Ticker:
                 self._thread.start()
         self._wake.set()
 
+    def has(self, feed: Any) -> bool:
+        with self._lock:
+            return feed in self._feeds
+
     def discard(self, feed: Any) -> None:
         with self._lock:
             self._feeds.discard(feed)

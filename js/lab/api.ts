@@ -1,18 +1,16 @@
-// The analytics JSON API that the server extension mounts under {baseUrl}dask-analytics/.
-// Plain fetch with the Jupyter login cookie (and the XSRF cookie for writes): the
-// Jupyter token must not travel in an Authorization header, which the analytics
-// handlers read as an analytics token.
-import { PageConfig, URLExt } from "@jupyterlab/coreutils";
+// The analytics JSON API that the server extension mounts under {baseUrl}dask-analytics/,
+// through JupyterLab's ServerConnection: Jupyter's base URL, login token and XSRF header
+// are its business.  (The analytics handlers take only a "dal_..." token from the
+// Authorization header; the Jupyter token it carries is left to Jupyter's own login.)
+import { URLExt } from "@jupyterlab/coreutils";
+import { ServerConnection } from "@jupyterlab/services";
 
 export const PREFIX = "dask-analytics";
 
-export function url(path: string): string {
-  return URLExt.join(PageConfig.getBaseUrl(), PREFIX, path);
-}
+const settings = ServerConnection.makeSettings();
 
-function xsrf(): string {
-  const m = document.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/);
-  return m ? decodeURIComponent(m[1]) : "";
+export function url(path: string): string {
+  return URLExt.join(settings.baseUrl, PREFIX, path);
 }
 
 export class ApiError extends Error {
@@ -21,26 +19,29 @@ export class ApiError extends Error {
   }
 }
 
-export async function get<T = any>(path: string): Promise<T> {
-  const r = await fetch(url(path), { credentials: "same-origin", headers: { Accept: "application/json" } });
+async function request<T>(path: string, init: RequestInit): Promise<T> {
+  let r: Response;
+  try {
+    // "no-cache", not ServerConnection's "no-store": that adds a cache-busting query
+    // parameter, which the analytics API refuses as an unknown one.
+    r = await ServerConnection.makeRequest(url(path), { cache: "no-cache", ...init }, settings);
+  } catch (e: any) {
+    throw new ApiError(0, `the Jupyter server did not answer (${e?.message || e})`);
+  }
   const body = await r.json().catch(() => ({}));
   if (!r.ok) throw new ApiError(r.status, body.error || `${r.status} ${r.statusText}`);
   return body as T;
 }
 
-export async function post<T = any>(path: string, payload: unknown): Promise<T> {
-  const r = await fetch(url(path), {
-    method: "POST",
-    credentials: "same-origin",
-    headers: { "Content-Type": "application/json", "X-XSRFToken": xsrf() },
-    body: JSON.stringify(payload),
-  });
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw new ApiError(r.status, body.error || `${r.status} ${r.statusText}`);
-  return body as T;
+export function get<T = any>(path: string): Promise<T> {
+  return request<T>(path, { method: "GET", headers: { Accept: "application/json" } });
+}
+
+export function post<T = any>(path: string, payload: unknown): Promise<T> {
+  return request<T>(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payload) });
 }
 
 /** The link a stored report opens at, in this Jupyter server. */
 export function reportUrl(id: string): string {
-  return `${location.origin}${url(`reports/${id}`)}`;
+  return new URL(url(`reports/${id}`), location.href).href;
 }

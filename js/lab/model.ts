@@ -1,5 +1,6 @@
 // The monitor's model, filled from the JSON API instead of a kernel: the panels in
 // the main area reuse the notebook views (js/widgets/*) unchanged.
+import { Poll } from "@lumino/polling";
 import { LocalModel } from "../common/model.js";
 import { clusterStatus } from "../common/lifecycle.js";
 import { get, post, reportUrl } from "./api";
@@ -8,12 +9,18 @@ const FAST = 2000; // ms between polls while something runs
 const SLOW = 15000; // ... once everything shown is history
 
 export class RestModel extends LocalModel {
-  private timer: number | null = null;
   private polls = 0;
   private loadedProfile: string | null = null;
   private detailUpdated: number | null = null;
-  private disposed = false;
   private active = true;
+  // Fast while something runs, slow once all shown is history; asleep while the panel
+  // is not on screen or the browser tab is hidden.
+  private poll = new Poll({
+    factory: () => this.tick(),
+    frequency: { interval: FAST, backoff: false, max: SLOW },
+    standby: () => !this.active || "when-hidden",
+    name: "dask-analytics:panel",
+  });
 
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
@@ -35,13 +42,11 @@ export class RestModel extends LocalModel {
   }
 
   poke(): void {
-    if (this.timer !== null) window.clearTimeout(this.timer);
-    this.timer = window.setTimeout(() => void this.poll(), 0);
+    void this.poll.refresh();
   }
 
   dispose(): void {
-    this.disposed = true;
-    if (this.timer !== null) window.clearTimeout(this.timer);
+    this.poll.dispose();
   }
 
   private selected(): void {
@@ -52,17 +57,17 @@ export class RestModel extends LocalModel {
     this.poke();
   }
 
-  private async poll(): Promise<void> {
-    if (this.disposed) return;
+  private async tick(): Promise<void> {
     let live = false;
     try {
-      if (this.active) live = await this.load();
+      live = await this.load();
       this.update({ error: "" });
     } catch (e: any) {
       this.update({ error: String(e?.message || e) });
     }
     this.polls++;
-    if (!this.disposed) this.timer = window.setTimeout(() => void this.poll(), live ? FAST : SLOW);
+    const interval = live ? FAST : SLOW;
+    if (this.poll.frequency.interval !== interval) this.poll.frequency = { ...this.poll.frequency, interval };
   }
 
   private async load(): Promise<boolean> {

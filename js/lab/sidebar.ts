@@ -2,12 +2,16 @@
 // its computations; it refreshes itself while it is visible.
 import { Widget } from "@lumino/widgets";
 import { Message } from "@lumino/messaging";
+import { Poll } from "@lumino/polling";
 import { h, clear } from "../common/dom.js";
 import * as fmt from "../common/format.js";
-import { injectStyle, injectLabStyle } from "../common/style.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { computationItem, LOGO } from "../widgets/monitor.js";
+import { rovingFocus, settleFocus } from "../common/keys.js";
 import { get, url } from "./api";
+
+// Cluster heads and computation rows: one keyboard stop, walked with the arrow keys.
+const ITEMS = ".dal-cl-head, .dal-comp";
 
 const POLL_MS = 3000;
 const MAX_CLUSTERS = 30;
@@ -22,7 +26,13 @@ export class Sidebar extends Widget {
   private list: HTMLElement;
   private footer: HTMLElement;
   private status: HTMLElement;
-  private timer: number | null = null;
+  // Polls only while the sidebar is shown and the browser tab is visible.
+  private poll = new Poll({
+    factory: () => this.load(),
+    frequency: { interval: POLL_MS, backoff: false },
+    standby: () => !this.isVisible || "when-hidden",
+    name: "dask-analytics:sidebar",
+  });
   private expanded = new Set<string>();
   private autoExpanded = false;
   private last = "";
@@ -30,15 +40,14 @@ export class Sidebar extends Widget {
 
   constructor(private open: (req: IOpenRequest) => void) {
     super();
-    injectStyle();
-    injectLabStyle();
     this.id = "dask-analytics-sidebar";
     this.addClass("dal");
     this.addClass("dal-sidebar");
     const logo = h("span");
     logo.innerHTML = LOGO;
     this.status = h("span.dal-faint");
-    this.list = h("div.dal-sidebar-list");
+    this.list = h("div.dal-sidebar-list", { role: "tree", "aria-label": "Clusters and their computations" });
+    rovingFocus(this.list, ITEMS);
     this.footer = h("div.dal-sidebar-foot");
     this.node.append(
       h("div.dal-sidebar-head", logo.firstChild, h("span.dal-title", "Dask analytics"), h("span.dal-spacer"), this.status),
@@ -49,13 +58,17 @@ export class Sidebar extends Widget {
     void this.refresh();
   }
 
-  protected onAfterHide(msg: Message): void {
-    if (this.timer !== null) window.clearTimeout(this.timer);
-    this.timer = null;
+  /** Read the store now (then every POLL_MS while shown). */
+  refresh(): Promise<void> {
+    return this.poll.refresh();
   }
 
-  async refresh(): Promise<void> {
-    if (this.timer !== null) window.clearTimeout(this.timer);
+  dispose(): void {
+    this.poll.dispose();
+    super.dispose();
+  }
+
+  private async load(): Promise<void> {
     try {
       if (!this.where) {
         const info = await get("lab-info");
@@ -87,10 +100,18 @@ export class Sidebar extends Widget {
           h("div.dal-empty-hint", String(e?.message || e))));
       }
     }
-    if (this.isVisible) this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
   }
 
   private draw(clusters: any[], computations: Record<string, any[]>): void {
+    // A redraw replaces the items: the one with the keyboard focus gets it back.
+    const had = this.list.contains(document.activeElement) ? (document.activeElement as HTMLElement) : null;
+    const again = had?.dataset.computation ? `.dal-comp[data-computation="${CSS.escape(had.dataset.computation)}"]`
+      : had?.dataset.cluster ? `.dal-cl-head[data-cluster="${CSS.escape(had.dataset.cluster)}"]` : null;
+    this.drawItems(clusters, computations);
+    settleFocus(this.list, ITEMS, null, again ? this.list.querySelector<HTMLElement>(again) : null);
+  }
+
+  private drawItems(clusters: any[], computations: Record<string, any[]>): void {
     clear(this.list);
     if (!clusters.length) {
       this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No clusters recorded yet"),
@@ -99,12 +120,12 @@ export class Sidebar extends Widget {
     }
     for (const c of clusters) {
       const open = this.expanded.has(c.cluster_id);
-      // live / stopped / lost: the store's word (common/lifecycle.js), never a clock here.
+      // live / stopped / lost: the store's word (common/lifecycle.ts), never a clock here.
       const status = clusterStatus(c);
       const ended = clusterEnded(c);
       const size = clusterSize(c);
       const head = h("div.dal-cl-head", {
-        dataset: { cluster: c.cluster_id, status },
+        dataset: { cluster: c.cluster_id, status }, role: "treeitem", "aria-expanded": String(open),
         title: `${c.cluster_id}\n${c.address || ""}`,
         onclick: () => {
           open ? this.expanded.delete(c.cluster_id) : this.expanded.add(c.cluster_id);

@@ -2,7 +2,7 @@
 // line that called compute/persist/submit is marked.
 // Traits: code [{hash, text, filename, lineno_frame, lineno_relative}].
 import { h, clear, watch, empty } from "../common/dom.js";
-import { injectStyle } from "../common/style.js";
+import { onScreen } from "../common/onscreen.js";
 
 const KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else except finally for from " +
   "global if import in is lambda nonlocal not or pass raise return try while with yield match case").split(" "));
@@ -15,11 +15,11 @@ const TOKEN = /(#[^\n]*)|((?:[rRbBuUfF]{1,2})?(?:"""[\s\S]*?(?:"""|$)|'''[\s\S]*
 
 /** Python source -> array of lines, each an array of [className|null, text]. */
 export function highlight(text) {
-  const parts = [];
+  const parts: any[] = [];
   let last = 0, prevWord = "";
   for (const m of text.matchAll(TOKEN)) {
     if (m.index > last) parts.push([null, text.slice(last, m.index)]);
-    let cls = null;
+    let cls: any = null;
     if (m[1]) cls = "com";
     else if (m[2]) cls = "str";
     else if (m[3]) cls = "dec";
@@ -36,7 +36,7 @@ export function highlight(text) {
   }
   if (last < text.length) parts.push([null, text.slice(last)]);
   // Split tokens across lines (triple-quoted strings span several).
-  const lines = [[]];
+  const lines: any[][] = [[]];
   for (const [cls, t] of parts) {
     const pieces = t.split("\n");
     pieces.forEach((p, k) => {
@@ -64,15 +64,14 @@ export function codeBlock(snippet) {
     h("div.dal-code-body", pre));
   // Bring the calling line into view once laid out.
   requestAnimationFrame(() => {
-    const line = pre.querySelector(".dal-line.hit");
-    const body = block.querySelector(".dal-code-body");
+    const line = pre.querySelector<HTMLElement>(".dal-line.hit");
+    const body = block.querySelector<HTMLElement>(".dal-code-body");
     if (line && body && line.offsetTop > body.clientHeight - 40) body.scrollTop = line.offsetTop - body.clientHeight / 2;
   });
   return block;
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-codeview");
   el.append(root);
   const draw = () => {
@@ -90,4 +89,4 @@ function render({ model, el }) {
   return () => { off(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -4,10 +4,10 @@ import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { timeChart } from "../common/chart.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { injectStyle } from "../common/style.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
+import { onScreen } from "../common/onscreen.js";
 
-// The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.js.
+// The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.ts.
 export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
 
 function kpi(label, value, sub) {
@@ -65,7 +65,6 @@ export function clusterSummary(c, samples, now = Date.now() / 1000) {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-cluster");
   el.append(root);
   const draw = throttle(() => {
@@ -83,4 +82,4 @@ function render({ model, el }) {
   return () => { off(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -1,34 +1,23 @@
 // dask-analytics team view: reads the JSON API and builds the page with DOM calls.
 // Stored strings (names, tracebacks, code) only ever go through textContent, never
 // innerHTML, so nothing recorded can inject markup or script into this page.
-"use strict";
+// Built by js/build.mjs into dask_analytics_lab/static/team.js (one classic script, served
+// at {prefix}/widgets/team.js); it reads the store's rows with the notebook views'
+// helpers (js/common/lifecycle.ts, progress.ts) and shows profiles with their flamegraph.
+import { clusterStatus as status, clusterEnded as ended, clusterUptime as uptime, clusterSize as size,
+  computationDuration as compDuration } from "../common/lifecycle.js";
+import { taskCounts } from "../common/progress.js";
+import flamegraphView from "../widgets/flamegraph.js";
+import { LocalModel } from "../common/model.js";
+import { h, svg } from "../common/dom.js";
+
 (function () {
   const body = document.body;
   const PREFIX = body.dataset.prefix || "";
-  const app = document.getElementById("app");
+  const app = document.getElementById("app")!;
 
-  // ---------- DOM and formatting helpers ----------
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "class") el.className = v;
-      else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-      else el.setAttribute(k, v === true ? "" : String(v));
-    }
-    for (const c of children.flat(Infinity)) {
-      if (c === null || c === undefined || c === false) continue;
-      el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return el;
-  }
-  const svgNS = "http://www.w3.org/2000/svg";
-  function s(tag, attrs, ...children) {
-    const el = document.createElementNS(svgNS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
-    for (const c of children) el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
-    return el;
-  }
+  // ---------- formatting helpers (the DOM ones are the views': common/dom.ts) ----------
+  const s = svg;
   const pad = (n) => String(n).padStart(2, "0");
   function fmtTime(t) {
     if (t === null || t === undefined) return "";
@@ -69,8 +58,9 @@
 
   // ---------- the API ----------
   let redirecting = false;
-  async function api(path, params) {
-    const q = params ? "?" + new URLSearchParams(Object.entries(params).filter(([, v]) => v !== null && v !== undefined)) : "";
+  async function api(path: string, params?: Record<string, unknown>): Promise<any> {
+    const given = Object.entries(params || {}).filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => [k, String(v)]);
+    const q = params ? "?" + new URLSearchParams(given) : "";
     const response = await fetch(`${PREFIX}/api${path}${q}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
     if (response.status === 401) {
       if (!redirecting) {  // several calls fail at once: navigate once
@@ -79,30 +69,15 @@
       }
       throw new Error("not logged in");
     }
-    let data = null;
+    let data: any = null;
     try { data = await response.json(); } catch (e) { /* not JSON */ }
     if (!response.ok) throw new Error((data && data.error) || `${response.status} ${response.statusText}`);
     return data;
   }
 
   // ---------- what the store says, shown as it says it ----------
-  // The same reading as the notebook views (js/common/lifecycle.js, progress.js,
-  // failures.js); this page stays one plain script, so it carries its own copy.
-
-  // live / stopped / lost is decided once, by the store (store/queries.py): never here.
-  const status = (c) => c.status || (c.stopped ? "stopped" : "live");
-  const ended = (c) => (status(c) === "live" ? null : (c.ended ?? c.stopped ?? c.last_seen ?? null));
-  function uptime(c, now) {
-    const end = ended(c);
-    if (end !== null) return Math.max(end - c.started, 0);
-    return status(c) === "live" ? Math.max(now - c.started, 0) : (c.duration ?? null);
-  }
-  // Now while live; how big it got once it ended (it has no worker left then).
-  function size(c) {
-    if (status(c) === "live") return { peak: false, workers: c.n_workers, threads: c.n_threads, memory: c.memory_total };
-    return { peak: true, workers: c.peak_workers ?? c.n_workers, threads: c.peak_threads ?? c.n_threads,
-             memory: c.peak_memory ?? c.memory_total };
-  }
+  // live / stopped / lost is decided once, by the store (store/queries.py); the page
+  // reads it with the views' helpers (js/common/lifecycle.ts).
   function statusTitle(c) {
     const st = status(c);
     if (st === "lost") return `its scheduler went silent without saying it stopped; last seen ${fmtTime(ended(c))}`;
@@ -111,31 +86,18 @@
   }
   const clusterBadge = (c) => h("span", { class: `state ${status(c)}`, title: statusTitle(c) }, status(c));
 
-  // A computation's duration: to its stop; to now only while it runs.
-  function compDuration(c, now) {
-    if (!c.start) return null;
-    if (c.stop && c.stop >= c.start) return c.stop - c.start;
-    if (!c.state || c.state === "running") return Math.max(now - c.start, 0);
-    return c.updated && c.updated >= c.start ? c.updated - c.start : null;
-  }
 
   // What became of a group's (or computation's) tasks: finished, erred (raised), never
   // ran (a dependency failed, released, cancelled), and what is still to come.
   const SEGMENTS = [["done", "finished", "#7fa6dc"], ["erred", "erred", "#e5484d"], ["not-run", "never ran", "#6e5a8a"],
     ["processing", "processing", "#f5a524"], ["waiting", "waiting", "#dfe3e8"]];
+  // The views' reading of a row's task counts (js/common/progress.ts), in this page's
+  // segments: processing includes tasks waiting for a worker.
   function counts(g) {
-    const st = {};
-    for (const [k, v] of Object.entries(g.states || {})) st[k] = (st[k] || 0) + (v || 0);
-    const total = g.n_tasks ?? Object.values(st).reduce((a, v) => a + v, 0);
-    let done, erred, notRun;
-    if (g.n_done != null || g.n_not_run != null) {
-      done = g.n_done || 0; erred = g.n_erred || 0; notRun = g.n_not_run || 0;
-    } else { // recorded before the store kept these counts
-      erred = g.n_erred ?? st.erred ?? 0; done = (st.memory || 0) + (st.released || 0) + (st.forgotten || 0); notRun = 0;
-    }
-    const left = Math.max(total - done - erred - notRun, 0);
-    const processing = Math.min((st.processing || 0) + (st["no-worker"] || 0), left);
-    return { total, done, erred, "not-run": notRun, processing, waiting: left - processing };
+    const k = taskCounts(g);
+    const processing = (k.processing || 0) + (k["no-worker"] || 0);
+    return { total: k.total, done: k.done, erred: k.erred, "not-run": k["not-run"], processing,
+      waiting: Math.max(k.total - k.done - k.erred - k["not-run"] - processing, 0) };
   }
   function taskBar(k) {
     const n = Math.max(k.total || 0, 1);
@@ -232,7 +194,7 @@
   }
 
   // Dask's profile tree as a flamegraph: the notebook widget's own view (zoom on click,
-  // search, hover for file, line and code), loaded from the package's built modules, so
+  // search, hover for file, line and code), bundled into this page's script, so
   // the product has one flamegraph.
   function flamegraph(tree) {
     const wrap = h("div", { class: "flame" });
@@ -240,12 +202,7 @@
       wrap.appendChild(h("p", { class: "muted" }, "No profile recorded (analytics.profile.transmit off, or too short to sample)."));
       return wrap;
     }
-    import(`${PREFIX}/widgets/flamegraph.js`).then((view) => {
-      const model = { get: (name) => (name === "profile" ? tree : undefined), on() {}, off() {} };
-      view.default.render({ model, el: wrap });
-    }).catch((e) => {
-      wrap.appendChild(h("p", { class: "muted" }, `The flamegraph could not load: ${e}`));
-    });
+    flamegraphView.render({ model: new LocalModel({ profile: tree }), el: wrap });
     return wrap;
   }
 
@@ -363,7 +320,7 @@
     const total = counts(c);
     app.replaceChildren(
       h("h1", {}, c.label || "Computation", " ", stateBadge(c.state)),
-      c.code_line ? h("pre", { class: "code code-line" }, c.code_line) : null,
+      c.code_line ? h("pre", { class: "code code-line" }, c.code_line) : "",
       facts([["Id", h("code", {}, c.computation_id)], ["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", fmtTime(c.start)],
         ["Stop", fmtTime(c.stop)], ["Duration", fmtDuration(compDuration(c, Date.now() / 1000))],
         ["Tasks", h("span", {}, `${fmtNum(c.n_tasks)}: ${fmtNum(total.done)} finished, `, numCell(total.erred, "error"), " erred, ",
@@ -376,7 +333,7 @@
         h("pre", { class: "code" }, snippet.text === null ? "(snippet not received)" : snippet.text))))
         : h("p", { class: "muted" }, "No code recorded (analytics.computation.code.transmit off, or none sent)."),
       h("h2", {}, `Task groups (${groups.length})`),
-      groups.length ? taskLegend() : null,
+      groups.length ? taskLegend() : "",
       table([
         { label: "Group", value: (g) => g.name }, { label: "Prefix", value: (g) => g.prefix },
         { label: "Tasks", value: (g) => taskBar(counts(g)) },
@@ -396,7 +353,7 @@
   async function exceptionsPage() {
     document.title = "Exceptions · dask-analytics";
     const { exceptions } = await api("/exceptions", { limit: 500 });
-    app.replaceChildren(h("h1", {}, "Exceptions"), exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : null,
+    app.replaceChildren(h("h1", {}, "Exceptions"), exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : "",
       exceptionsList(exceptions, true));
   }
 
@@ -416,7 +373,7 @@
   }
 
   async function whoami() {
-    const slot = document.getElementById("whoami");
+    const slot = document.getElementById("whoami")!;
     try {
       const { whoami: w } = await api("/whoami");
       if (w.via === "open") { slot.textContent = "all accounts"; return; }
@@ -428,9 +385,9 @@
     } catch (e) { /* the page shows the error */ }
   }
 
-  const pages = { clusters: clustersPage, cluster: clusterPage, computation: computationPage,
+  const pages: Record<string, (arg?: string) => Promise<void>> = { clusters: clustersPage, cluster: clusterPage, computation: computationPage,
     exceptions: exceptionsPage, reports: reportsPage };
-  const page = pages[body.dataset.page];
+  const page = pages[body.dataset.page || ""];
   if (page) {
     whoami();
     page(body.dataset.arg0).catch((e) => {

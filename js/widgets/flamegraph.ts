@@ -5,25 +5,25 @@
 // Traits: profile {count, identifier, description, children}, profile_title "".
 import { h, clear, watch, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
-import { injectStyle } from "../common/style.js";
+import { onScreen } from "../common/onscreen.js";
 
 const ROW = 18;
 const FONT = "11px var(--jp-code-font-family, ui-monospace, Menlo, Consolas, monospace)";
 const CHAR_W = 6.6; // width of one glyph at FONT; avoids measureText per node
 
 /** Flatten a profile tree (children heaviest first) into typed arrays + strings. */
-export function flatten(tree) {
-  const parent = [], depth = [], count = [], start = [], desc = [];
+export function flatten(tree: any) {
+  const parent: number[] = [], depth: number[] = [], count: number[] = [], start: number[] = [], desc: any[] = [];
   let maxDepth = 0;
   // Iterative DFS: profiles can be deeper than the JS call stack likes.
-  const stack = [[tree, -1, 0, 0, undefined]];
+  const stack: [any, number, number, number, number | undefined][] = [[tree, -1, 0, 0, undefined]];
   while (stack.length) {
-    const [node, p, d, x, own] = stack.pop();
+    const [node, p, d, x, own] = stack.pop()!;
     const i = count.length;
     const c = own ?? (node.count || 0);
     parent.push(p); depth.push(d); count.push(c); start.push(x); desc.push(node.description || {});
     if (d > maxDepth) maxDepth = d;
-    const kids = Object.values(node.children || {});
+    const kids: any[] = Object.values(node.children || {});
     // Dask's innermost frames can carry a count of 0: they share their parent's samples
     // that no child claims, so the function that was running still shows.
     const claimed = kids.reduce((t, k) => t + (k.count || 0), 0);
@@ -32,12 +32,12 @@ export function flatten(tree) {
     const weight = (k) => k.count || share;
     kids.sort((a, b) => weight(b) - weight(a));
     // Push in reverse so the heaviest child is laid out (and popped) first, leftmost.
-    let offsets = [], xx = x;
+    let offsets: number[] = [], xx = x;
     for (const k of kids) { offsets.push(xx); xx += weight(k); }
     for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j], i, d + 1, offsets[j], weight(kids[j])]);
   }
   const n = count.length;
-  const byDepth = Array.from({ length: maxDepth + 1 }, () => []);
+  const byDepth = Array.from({ length: maxDepth + 1 }, (): number[] => []);
   for (let i = 0; i < n; i++) byDepth[depth[i]].push(i);
   for (const list of byDepth) list.sort((a, b) => start[a] - start[b]);
   return {
@@ -70,7 +70,20 @@ function label(d) {
 }
 
 export class FlameChart {
-  constructor(container, { onZoom } = {}) {
+  container: HTMLElement;
+  canvas: HTMLCanvasElement;
+  tip: HTMLElement;
+  flat: any = null;
+  focus = 0;
+  query = "";
+  matched: any = null;
+  matchedCount = 0;
+  boxes: any[] = [];
+  keyFrame = -1; // the frame the keyboard is on (-1: none yet)
+  onZoom?: (path: number[]) => void;
+  _resize: ResizeObserver;
+
+  constructor(container: HTMLElement, { onZoom }: { onZoom?: (path: number[]) => void } = {}) {
     this.container = container;
     this.canvas = h("canvas");
     this.tip = h("div.dal-tip", { style: { display: "none" } });
@@ -87,6 +100,14 @@ export class FlameChart {
       const i = this._hit(e);
       if (i >= 0) this.zoom(i);
     });
+    // Keyboard: Tab reaches the chart; arrows walk the frames (up: the caller, down: the
+    // heaviest callee, left/right: the neighbours on that row); Enter or Space zooms to
+    // the frame, Escape zooms out; the frame is outlined and named for screen readers.
+    this.canvas.tabIndex = 0;
+    this.canvas.setAttribute("role", "img");
+    this.canvas.setAttribute("aria-label", "Flamegraph: use the arrow keys to move between frames, Enter to zoom");
+    this.canvas.addEventListener("keydown", (e) => this._key(e));
+    this.canvas.addEventListener("blur", () => this.draw());
     this._resize = new ResizeObserver(() => this.draw());
     this._resize.observe(container);
   }
@@ -94,6 +115,7 @@ export class FlameChart {
   setTree(tree) {
     this.flat = tree ? flatten(tree) : null;
     this.focus = 0;
+    this.keyFrame = -1;
     this.search(this.query);
   }
 
@@ -105,7 +127,7 @@ export class FlameChart {
 
   /** Ancestors of node i, root first. */
   path(i) {
-    const out = [];
+    const out: any[] = [];
     for (let j = i; j >= 0; j = this.flat.parent[j]) out.unshift(j);
     return out;
   }
@@ -147,7 +169,7 @@ export class FlameChart {
       this.canvas.height = Math.round(H * dpr);
       this.canvas.style.height = `${H}px`;
     }
-    const ctx = this.canvas.getContext("2d");
+    const ctx = this.canvas.getContext("2d")!;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, W, H);
     ctx.font = FONT;
@@ -157,7 +179,7 @@ export class FlameChart {
     this.boxes = []; // per depth: [x0, x1, node] for hit-testing what is drawn
     for (let d = 0; d < rows; d++) {
       const list = f.byDepth[d];
-      const drawn = [];
+      const drawn: any[] = [];
       for (let k = 0; k < list.length; k++) {
         const i = list[k];
         let x, w;
@@ -183,9 +205,55 @@ export class FlameChart {
           ctx.fillStyle = this.matched && !this.matched[i] ? "rgba(60,64,70,0.55)" : "#1b1f24";
           ctx.fillText(text.length > maxChars ? text.slice(0, Math.max(maxChars - 1, 1)) + "…" : text, x + 4, y + ROW / 2);
         }
+        if (i === this.keyFrame && document.activeElement === this.canvas) {
+          ctx.strokeStyle = "#1b1f24";
+          ctx.lineWidth = 2;
+          ctx.strokeRect(x + 1, y + 1, Math.max(w - 2.5, 1), ROW - 3);
+        }
         drawn.push([x, x + w, i]);
       }
       this.boxes.push(drawn);
+    }
+  }
+
+  /** The frame an arrow key leads to from frame i, or -1. */
+  _step(i: number, key: string): number {
+    const f = this.flat;
+    if (key === "ArrowUp") return f.parent[i];
+    const row = f.byDepth[f.depth[i]];
+    if (key === "ArrowDown") {
+      // the heaviest callee: flatten() lays children out heaviest first, leftmost
+      const next = f.byDepth[f.depth[i] + 1] || [];
+      return next.find((j: number) => f.parent[j] === i && f.count[j] > 0) ?? -1;
+    }
+    const visible = (j: number) => this.path(j).includes(this.focus) && f.count[j] > 0;
+    const k = row.indexOf(i);
+    if (key === "ArrowRight") { for (let m = k + 1; m < row.length; m++) if (visible(row[m])) return row[m]; }
+    if (key === "ArrowLeft") { for (let m = k - 1; m >= 0; m--) if (visible(row[m])) return row[m]; }
+    return -1;
+  }
+
+  _key(e: KeyboardEvent) {
+    const f = this.flat;
+    if (!f) return;
+    const i = this.keyFrame >= 0 ? this.keyFrame : this.focus;
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      this.zoom(i);
+    } else if (e.key === "Escape") {
+      e.preventDefault();
+      this.keyFrame = 0;
+      this.zoom(0);
+    } else if (e.key.startsWith("Arrow")) {
+      e.preventDefault();
+      const next = this.keyFrame < 0 ? this.focus : this._step(i, e.key);
+      if (next < 0) return;
+      this.keyFrame = next;
+      const d = f.desc[next];
+      this.canvas.setAttribute("aria-label", `${label(d)}: ${fmt.count(f.count[next])} samples, ${fmt.percent((100 * f.count[next]) / (f.count[0] || 1))}` +
+        (d.filename ? `, ${d.filename}:${d.line_number}` : ""));
+      this.canvas.dataset.frame = label(d);
+      this.draw();
     }
   }
 
@@ -210,10 +278,10 @@ export class FlameChart {
     if (i < 0) { this.tip.style.display = "none"; return; }
     const f = this.flat, d = f.desc[i];
     const total = f.count[0] || 1;
-    clear(this.tip).append(
+    clear(this.tip).append(...[
       h("div", h("b", label(d)), `  ${fmt.count(f.count[i])} samples · ${fmt.percent((100 * f.count[i]) / total)}`),
       d.filename ? h("div.dal-tip-file", `${d.filename}:${d.line_number}`) : null,
-      d.line ? h("pre", d.line.trim()) : null);
+      d.line ? h("pre", d.line.trim()) : null].filter((x) => x !== null) as HTMLElement[]);
     this.tip.style.display = "block";
     const tw = this.tip.offsetWidth, th = this.tip.offsetHeight;
     this.tip.style.left = `${Math.min(e.clientX + 14, window.innerWidth - tw - 8)}px`;
@@ -227,7 +295,6 @@ export class FlameChart {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-flame");
   const input = h("input.dal-input", { type: "search", placeholder: "Search functions or files…", "aria-label": "Search the profile" });
   const reset = h("button.dal-btn", { disabled: true }, "Reset zoom");
@@ -256,7 +323,7 @@ function render({ model, el }) {
     const p = model.get("profile") || {};
     return p.count ? `${fmt.count(p.count)} samples${model.get("profile_title") ? ` · ${model.get("profile_title")}` : ""}` : "";
   };
-  let placeholder = null;
+  let placeholder: any = null;
   const update = () => {
     const p = model.get("profile") || {};
     placeholder?.remove();
@@ -272,7 +339,7 @@ function render({ model, el }) {
     chart.canvas.style.display = "block";
     bar.style.display = "flex";
     chart.setTree(p);
-    chart.onZoom(chart.path(0));
+    chart.onZoom?.(chart.path(0));
     info.textContent = summary();
   };
   update();
@@ -280,4 +347,4 @@ function render({ model, el }) {
   return () => { off(); chart.dispose(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -2,7 +2,7 @@
 // report of the chosen computation, upload it to the store, and shows the link.
 // Traits: share {state: "idle"|"working"|"done"|"error", url, message}; sends {type: "share"}.
 import { h, clear, watch } from "../common/dom.js";
-import { injectStyle } from "../common/style.js";
+import { onScreen } from "../common/onscreen.js";
 
 /** Jupyter's base URL when this page is JupyterLab / Notebook (its page config), else null. */
 function jupyterBase() {
@@ -48,7 +48,6 @@ export function shareControl(model) {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal");
   const control = shareControl(model);
   root.append(control.el);
@@ -56,4 +55,4 @@ function render({ model, el }) {
   return () => { control.dispose(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

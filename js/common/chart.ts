@@ -8,7 +8,18 @@ const W = 600, H = 120, L = 46, R = 8, T = 8, B = 18;
  * series: [{points: [[t, v], ...], color, fill?: bool, label}]; yFormat(v) -> text.
  * bands: [{t0, t1, color, label}] drawn along the bottom (e.g. task groups running).
  */
-export function timeChart({ series, yFormat = fmt.count, yMax = null, t0 = null, t1 = null, bands = [] }) {
+export interface ChartSeries { points: [number, number | null][]; color: string; fill?: boolean; dash?: boolean; label?: string }
+export interface ChartBand { t0: number; t1: number; color: string; label: string }
+export interface ChartOptions {
+  series: ChartSeries[];
+  yFormat?: (v: number) => string;
+  yMax?: number | null;
+  t0?: number | null;
+  t1?: number | null;
+  bands?: ChartBand[];
+}
+
+export function timeChart({ series, yFormat = fmt.count, yMax = null, t0 = null, t1 = null, bands = [] }: ChartOptions): SVGElement {
   const all = series.flatMap((s) => s.points);
   const ts = all.map((p) => p[0]);
   const lo = t0 ?? Math.min(...ts), hi = t1 ?? Math.max(...ts);

@@ -7,14 +7,23 @@ import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import { prefixColor } from "../common/colors.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { injectStyle } from "../common/style.js";
 import { taskCounts, addCounts, progressBar, progressLegend } from "../common/progress.js";
 import { failureList } from "../common/failures.js";
 import { computationDuration } from "../common/lifecycle.js";
+import { onScreen } from "../common/onscreen.js";
 
 const MAX_ROWS = 400;
 
-const COLUMNS = [
+interface Column {
+  id: string;
+  label: string;
+  num?: boolean;
+  title?: string;
+  value: (g: any) => any;
+  show?: (v: any, g?: any) => any;
+}
+
+const COLUMNS: Column[] = [
   { id: "order", label: "Task group", num: false, value: (g) => g._order },
   { id: "progress", label: "Finished", num: false, value: (g) => g._counts.done / Math.max(g._counts.total || 1, 1),
     title: "Tasks that ran to the end, of all the group's tasks; the bar shows what became of the rest" },
@@ -67,7 +76,6 @@ export function dependencyOrder(groups) {
 export { progressBar };
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-taskgroups");
   el.append(root);
   let sort = { id: "order", desc: false };
@@ -108,7 +116,7 @@ function render({ model, el }) {
     }
 
     const head = h("tr", columns.map((c) => h(`th${c.num ? ".dal-num" : ""}`, {
-      onclick: () => { sort = { id: c.id, desc: sort.id === c.id ? !sort.desc : c.num }; draw(); },
+      onclick: () => { sort = { id: c.id, desc: sort.id === c.id ? !sort.desc : !!c.num }; draw(); },
       title: c.id === "order" ? "Dependency order: a group comes after the groups it depends on" : c.title || `Sort by ${c.label.toLowerCase()}`,
     }, c.label, sort.id === c.id ? h("span.dal-arrow", sort.desc ? "▼" : "▲") : null)));
     const byGroup = new Map();
@@ -133,7 +141,7 @@ function render({ model, el }) {
           }, `${fmt.count(erred || excs.reduce((a, e) => a + (e.count || 0), 0))} erred ${open.has(g.name) ? "▴" : "▾"}`) : null),
           g.dependencies?.length ? h("div.dal-deps", { title: g.dependencies.join("\n") }, `after ${g.dependencies.map(shortName).join(", ")}`) : null),
         h("td", progressBar(g._counts)),
-        columns.slice(2).map((c) => h("td.dal-num", { dataset: { col: c.id } }, c.show(c.value(g), g)))));
+        columns.slice(2).map((c) => h("td.dal-num", { dataset: { col: c.id } }, c.show!(c.value(g), g)))));
       if (open.has(g.name)) body.append(h("tr.dal-exc-row", h("td", { colspan: columns.length }, exceptionList(excs, openFailures))));
     }
     if (rows.length > MAX_ROWS) body.append(h("tr", h("td.dal-muted", { colspan: columns.length }, `… and ${rows.length - MAX_ROWS} more groups`)));
@@ -171,9 +179,9 @@ function totals(comp, groups, sum) {
     wall != null ? h("span", "wall ", h("b", fmt.duration(wall))) : null);
 }
 
-export function exceptionList(excs, open = null) {
+export function exceptionList(excs, open: any = null) {
   if (!excs.length) return h("div.dal-exc.dal-muted", "The exception of this group was not recorded (its tasks may have failed because a dependency did).");
   return h("div.dal-exc", failureList(excs, open));
 }
 
-export default { render };
+export default onScreen({ render });

@@ -6,14 +6,14 @@ import * as fmt from "../common/format.js";
 import { timeChart } from "../common/chart.js";
 import { prefixColor } from "../common/colors.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { injectStyle } from "../common/style.js";
+import { onScreen } from "../common/onscreen.js";
 
 /** Consecutive samples running the same task group -> one band. */
 export function groupBands(samples) {
-  const bands = [];
+  const bands: any[] = [];
   const openBands = new Map();
   for (const s of samples) {
-    const now = new Set(s.task_groups || []);
+    const now = new Set<string>(s.task_groups || []);
     for (const [g, b] of openBands) {
       if (!now.has(g)) { bands.push(b); openBands.delete(g); } else b.t1 = s.time;
     }
@@ -25,7 +25,6 @@ export function groupBands(samples) {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-gpu");
   el.append(root);
   const draw = throttle(() => {
@@ -66,4 +65,4 @@ function render({ model, el }) {
   return () => { off(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

@@ -8,7 +8,7 @@ const TOKEN = /-([0-9a-f]{8,})$/;
 
 /** "/home/ann/project/etl.py:42 in parse" -> "project/etl.py:42 in parse" (full in the tooltip). */
 export function shortLocation(loc) {
-  const m = String(loc || "").match(/^(.*?)(:\d+ in .*)?$/s);
+  const m = String(loc || "").match(/^(.*?)(:\d+ in .*)?$/s)!;
   const parts = m[1].split(/[\\/]/);
   return (parts.length > 2 ? parts.slice(-2).join("/") : m[1]) + (m[2] || "");
 }
@@ -42,7 +42,7 @@ export function failureExamples(e) {
 
 /** One row (a <details>): the summary line, then examples, workers and the traceback.
  *  `open` (a Set of keys) remembers what the user opened across live redraws. */
-export function failureRow(e, open = null) {
+export function failureRow(e, open: any = null) {
   const key = failureKey(e);
   const { type, pattern } = failureTitle(e);
   const examples = failureExamples(e);
@@ -66,12 +66,12 @@ export function failureRow(e, open = null) {
         workers.length ? h("span", { title: workers.join("\n") }, `worker${workers.length === 1 ? "" : "s"} ${workers.map((w) => fmt.short(w, 28)).join(", ")}`) : null),
       tb));
   if (open) {
-    row.addEventListener("toggle", () => { row.open ? open.add(key) : open.delete(key); });
-    tb.addEventListener("toggle", () => { tb.open ? open.add(`${key}/tb`) : open.delete(`${key}/tb`); });
+    row.addEventListener("toggle", () => { (row as HTMLDetailsElement).open ? open.add(key) : open.delete(key); });
+    tb.addEventListener("toggle", () => { (tb as HTMLDetailsElement).open ? open.add(`${key}/tb`) : open.delete(`${key}/tb`); });
   }
   return row;
 }
 
-export function failureList(excs, open = null) {
+export function failureList(excs, open: any = null) {
   return h("div.dal-fails", excs.map((e) => failureRow(e, open)));
 }

@@ -5,7 +5,6 @@
 import { h, clear, watch, throttle } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { injectStyle } from "../common/style.js";
 import taskgroups from "./taskgroups.js";
 import flamegraph from "./flamegraph.js";
 import code from "./code.js";
@@ -14,12 +13,15 @@ import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge, c
 import { taskCounts, progressBar } from "../common/progress.js";
 import gpu from "./gpu.js";
 import { shareControl } from "./share.js";
+import type { View } from "../common/model.js";
+import { rovingFocus, settleFocus } from "../common/keys.js";
+import { onScreen } from "../common/onscreen.js";
 
 export const LOGO = `<svg viewBox="0 0 24 24" class="dal-logo" aria-hidden="true"><rect x="2" y="13" width="4" height="9" rx="1.2" fill="#ee6b3b"/>` +
   `<rect x="8" y="8" width="4" height="14" rx="1.2" fill="#f5a524"/><rect x="14" y="4" width="4" height="18" rx="1.2" fill="#2fa572"/>` +
   `<rect x="20" y="10" width="3" height="12" rx="1.2" fill="#5b8def"/></svg>`;
 
-const TABS = [
+const TABS: [string, string, View][] = [
   ["groups", "Task groups", taskgroups],
   ["profile", "Profile", flamegraph],
   ["code", "Code", code],
@@ -34,6 +36,7 @@ export function computationItem(c, selected, onclick) {
   const counts = taskCounts(c);
   const name = c.label || `computation ${fmt.short(c.computation_id, 12)}`;
   return h(`div.dal-comp${selected ? ".selected" : ""}`, { onclick, dataset: { computation: c.computation_id },
+    role: "option", "aria-selected": selected ? "true" : "false", tabindex: selected ? 0 : -1,
     title: `${c.label || ""}\n${c.code_line || ""}\n${c.computation_id}`.replace(/^\n+/, "") },
     h("span.dal-comp-name", name),
     h(`span.dal-badge.${state}`, h("span.dal-dot"), state),
@@ -48,15 +51,14 @@ export function computationItem(c, selected, onclick) {
 }
 
 function render({ model, el }) {
-  injectStyle();
   const root = h("div.dal.dal-card.dal-monitor");
   const header = h("div.dal-header");
-  const list = h("div");
+  const list = h("div.dal-comp-list", { role: "listbox", "aria-label": "Computations" });
   const follow = h("input", { type: "checkbox" });
   const side = h("div.dal-side",
     h("div.dal-side-title", h("span", "Computations"), h("label.dal-follow", { title: "Jump to each new computation" }, follow, "follow")),
     list);
-  const tabs = h("div.dal-tabs");
+  const tabs = h("div.dal-tabs", { role: "tablist" });
   const panes = h("div");
   const share = shareControl(model);
   const main = h("div.dal-main", tabs, panes);
@@ -66,15 +68,16 @@ function render({ model, el }) {
   // Each view renders once into its own pane; switching tabs only shows/hides panes,
   // so zoom, search and sort survive.
   const cleanups = [share.dispose];
-  const paneOf = {};
-  const tabButtons = {};
+  const paneOf: Record<string, any> = {};
+  const tabButtons: Record<string, any> = {};
   for (const [id, label, view] of TABS) {
-    const pane = h("div.dal-pane", { style: { display: "none" }, dataset: { pane: id } });
+    const pane = h("div.dal-pane", { style: { display: "none" }, dataset: { pane: id }, role: "tabpanel", "aria-label": label });
     panes.append(pane);
     paneOf[id] = pane;
     const cleanup = view.render({ model, el: pane });
     if (typeof cleanup === "function") cleanups.push(cleanup);
-    tabButtons[id] = h("button.dal-tab", { onclick: () => { model.set("tab", id); model.save_changes(); } }, label);
+    tabButtons[id] = h("button.dal-tab", { role: "tab", dataset: { tab: id },
+      onclick: () => { model.set("tab", id); model.save_changes(); } }, label);
     tabs.append(tabButtons[id]);
   }
   // A shared report is the monitor without the share button (nothing to share from there).
@@ -85,6 +88,8 @@ function render({ model, el }) {
     for (const [id] of TABS) {
       paneOf[id].style.display = id === tab ? "block" : "none";
       tabButtons[id].classList.toggle("active", id === tab);
+      tabButtons[id].setAttribute("aria-selected", String(id === tab));
+      tabButtons[id].tabIndex = id === tab ? 0 : -1;
     }
   };
 
@@ -93,7 +98,7 @@ function render({ model, el }) {
     clear(header);
     const logo = h("span");
     logo.innerHTML = LOGO;
-    header.append(logo.firstChild, h("span.dal-title", c.name || model.get("title") || "Dask analytics"));
+    header.append(logo.firstChild!, h("span.dal-title", c.name || model.get("title") || "Dask analytics"));
     if (c.cluster_id) {
       // A shared report is a snapshot: "live" and "up" as of when it was made.
       const now = model.get("snapshot_time") || Date.now() / 1000;
@@ -119,6 +124,8 @@ function render({ model, el }) {
     const rows = readTable(model, "computations", "computation_id").sort((a, b) => (b.start || 0) - (a.start || 0));
     const selected = model.get("computation_id");
     follow.checked = !!model.get("follow");
+    // A redraw replaces the items: the one with the keyboard focus gets it back.
+    const focused = list.contains(document.activeElement) ? (document.activeElement as HTMLElement).dataset.computation : null;
     clear(list);
     if (!rows.length) list.append(h("div.dal-empty", h("div.dal-empty-hint", "Nothing computed yet on this cluster.")));
     for (const c of rows) {
@@ -128,6 +135,8 @@ function render({ model, el }) {
         model.save_changes();
       }));
     }
+    const item = (id: string | null) => (id ? list.querySelector<HTMLElement>(`[data-computation="${CSS.escape(id)}"]`) : null);
+    settleFocus(list, ".dal-comp", item(selected), item(focused ?? null));
     const groups = readTable(model, "groups", "name");
     const erred = groups.reduce((a, g) => a + taskCounts(g).erred, 0);
     tabButtons.groups.replaceChildren("Task groups", groups.length ? h(`span.dal-count${erred ? ".bad" : ""}`, erred ? `${fmt.count(erred)} erred` : groups.length) : "");
@@ -135,6 +144,8 @@ function render({ model, el }) {
     tabButtons.gpu.style.opacity = gpuRows ? "1" : "0.55";
   });
 
+  rovingFocus(list, ".dal-comp");
+  rovingFocus(tabs, ".dal-tab", { activateOnMove: true });
   follow.addEventListener("change", () => { model.set("follow", follow.checked); model.save_changes(); });
   showTab(); drawHeader(); drawList();
   // Durations of live things move on even when no data changes.
@@ -147,4 +158,4 @@ function render({ model, el }) {
   return () => { for (const c of cleanups) c(); root.remove(); };
 }
 
-export default { render };
+export default onScreen({ render });

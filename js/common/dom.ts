@@ -1,15 +1,21 @@
 // Tiny DOM helpers: the views build plain DOM (no framework) so each bundle stays small.
+import type { Model } from "./model.js";
 
 /** h("div.cls1.cls2", {title: "x", onclick: fn}, child, "text", [more]) */
-export function h(spec, attrs, ...children) {
+export type Child = Node | string | number | null | undefined | false | Child[];
+export type Attrs = Record<string, any>;
+
+export function h<K extends keyof HTMLElementTagNameMap>(spec: K | `${K}.${string}`, attrs?: Attrs | Child, ...children: Child[]): HTMLElementTagNameMap[K];
+export function h(spec: string, attrs?: Attrs | Child, ...children: Child[]): HTMLElement;
+export function h(spec: string, attrs?: Attrs | Child, ...children: Child[]): HTMLElement {
   const [tag, ...classes] = spec.split(".");
   const el = document.createElement(tag || "div");
   if (classes.length) el.className = classes.join(" ");
   if (attrs && (typeof attrs !== "object" || attrs instanceof Node || Array.isArray(attrs))) {
-    children.unshift(attrs);
+    children.unshift(attrs as Child);
     attrs = null;
   }
-  for (const [k, v] of Object.entries(attrs || {})) {
+  for (const [k, v] of Object.entries((attrs as Attrs | null) || {})) {
     if (v == null || v === false) continue;
     if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else if (k === "style" && typeof v === "object") Object.assign(el.style, v);
@@ -20,7 +26,7 @@ export function h(spec, attrs, ...children) {
   return el;
 }
 
-function append(el, children) {
+function append(el: HTMLElement, children: Child[]): void {
   for (const c of children) {
     if (c == null || c === false) continue;
     if (Array.isArray(c)) append(el, c);
@@ -29,27 +35,27 @@ function append(el, children) {
 }
 
 const SVG = "http://www.w3.org/2000/svg";
-export function svg(tag, attrs = {}, ...children) {
+export function svg(tag: string, attrs: Attrs = {}, ...children: Child[]): SVGElement {
   const el = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) if (v != null) el.setAttribute(k, String(v));
-  for (const c of children.flat()) if (c != null) el.append(c instanceof Node ? c : String(c));
+  for (const c of (children as any[]).flat(Infinity) as Child[]) if (c != null && c !== false) el.append(c instanceof Node ? c : String(c));
   return el;
 }
 
-export function clear(el) {
+export function clear<E extends Element>(el: E): E {
   while (el.firstChild) el.removeChild(el.firstChild);
   return el;
 }
 
 /** Subscribe to model traits; returns an unsubscribe function. */
-export function watch(model, names, cb) {
+export function watch(model: Model, names: string[], cb: () => void): () => void {
   const events = names.map((n) => `change:${n}`);
   for (const e of events) model.on(e, cb);
   return () => { for (const e of events) model.off(e, cb); };
 }
 
 /** Coalesce bursts of trait changes into one render per animation frame. */
-export function throttle(fn) {
+export function throttle(fn: () => void): () => void {
   let queued = false;
   return () => {
     if (queued) return;
@@ -58,6 +64,6 @@ export function throttle(fn) {
   };
 }
 
-export function empty(text, hint) {
+export function empty(text: Child, hint?: Child): HTMLElement {
   return h("div.dal-empty", h("div.dal-empty-title", text), hint ? h("div.dal-empty-hint", hint) : null);
 }

@@ -2,11 +2,13 @@
 // version v) plus `<name>_patch` (rows changed since that base, and removed keys), so
 // a live update sends only what changed and a freshly opened view still gets everything.
 
-export function readTable(model, name, key) {
+import type { Model } from "./model.js";
+
+export function readTable(model: Model, name: string, key: string): any[] {
   const base = model.get(`${name}_base`) || { v: 0, rows: [] };
   const patch = model.get(`${name}_patch`) || { v: 0, rows: [], removed: [] };
   if (!patch.rows?.length && !patch.removed?.length) return base.rows || [];
-  const rows = new Map((base.rows || []).map((r) => [r[key], r]));
+  const rows = new Map<unknown, any>((base.rows || []).map((r) => [r[key], r]));
   if (patch.v === base.v) {
     for (const k of patch.removed || []) rows.delete(k);
     for (const r of patch.rows || []) rows.set(r[key], r);
@@ -14,6 +16,6 @@ export function readTable(model, name, key) {
   return [...rows.values()];
 }
 
-export function tableTraits(name) {
+export function tableTraits(name: string): string[] {
   return [`${name}_base`, `${name}_patch`];
 }

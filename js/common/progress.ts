@@ -12,7 +12,7 @@ const LIVE = ["processing", "no-worker", "queued"];
 /** {total, done, memory, erred, "not-run", processing, "no-worker", queued, waiting, exact}
  *  of a task-group row or a computation row (its totals). */
 export function taskCounts(g) {
-  const st = {};
+  const st: Record<string, any> = {};
   for (const [s, c] of Object.entries(g.states || {})) st[s] = (st[s] || 0) + (c || 0);
   const stateTotal = Object.values(st).reduce((a, c) => a + c, 0);
   const total = g.n_tasks ?? stateTotal;
@@ -28,7 +28,7 @@ export function taskCounts(g) {
     done = (st.memory || 0) + (st.released || 0) + (st.forgotten || 0);
     notRun = 0;
   }
-  const out = { total, exact, done, memory: Math.min(st.memory || 0, done), erred, "not-run": notRun };
+  const out: Record<string, any> = { total, exact, done, memory: Math.min(st.memory || 0, done), erred, "not-run": notRun };
   let left = Math.max(total - done - erred - notRun, 0);
   for (const s of LIVE) {
     out[s] = Math.min(st[s] || 0, left);
@@ -71,7 +71,7 @@ export function progressBar(counts, { cls = "dal-bar", label = true } = {}) {
 }
 
 /** The legend of the bar's colours; `only`: the segments to list (default: all but the rare ones). */
-export function progressLegend(only = null) {
+export function progressLegend(only: any = null) {
   const keep = only || ["memory", "done", "erred", "not-run", "processing", "waiting"];
   return h("div.dal-legend", SEGMENTS.filter(([s]) => keep.includes(s)).map(([s, label, color]) =>
     h("span", { dataset: { segment: s } }, h(`i.seg-${s}`, { style: { background: color } }), label)));
