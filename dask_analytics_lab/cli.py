@@ -1,63 +1,125 @@
-"""`dask-analytics`: read the store from a terminal, and export it.
+"""`dask analytics ...` (and its alias `dask-analytics ...`): read the store from a
+terminal, export it, and run the team server.
 
-Whatever it prints of the store goes through tables.printable: recorded strings come
-from the clusters, and their control characters (terminal escapes) are shown escaped.
-JSON export escapes them by itself; CSV goes to files.
+The group is registered under Dask's `dask_cli` entry point, so Dask's own `dask`
+command lists it.  Whatever it prints of the store goes through tables.printable:
+recorded strings come from the clusters, and their control characters (terminal
+escapes) are shown escaped.  JSON export escapes them by itself; CSV goes to files.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
+
+import click
 
 from . import api, tables
 from .config import ConfigError
+from .server.cli import server, token
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dask-analytics", description="Read what dask-analytics-lab recorded.")
-    parser.add_argument("--store", help="store path or URL (default: analytics.store from Dask's config)")
-    sub = parser.add_subparsers(dest="command", required=True)
+class CommandError(click.ClickException):
+    """What went wrong reading the store, said plainly (exit status 2)."""
 
-    sub.add_parser("where", help="print the store in use")
-    p = sub.add_parser("clusters", help="recorded clusters, newest first: live, stopped or lost")
-    p.add_argument("--limit", type=int, default=50)
-    p = sub.add_parser("computations", help="computations, newest first")
-    p.add_argument("--cluster", help="only this cluster id")
-    p.add_argument("--limit", type=int, default=50)
-    p = sub.add_parser("exceptions", help="failed tasks: one row per failure (type, where, message pattern)")
-    p.add_argument("--cluster", help="only this cluster id")
-    p.add_argument("--computation", help="only this computation id")
-    p.add_argument("--traceback", action="store_true", help="print each traceback")
-    p.add_argument("--limit", type=int, default=50)
-    p = sub.add_parser("events", help="recorded events")
-    p.add_argument("--cluster", help="only this cluster id")
-    p.add_argument("--topic")
-    p.add_argument("--limit", type=int, default=100)
-    p = sub.add_parser("export", help="write everything as JSON or CSV")
-    p.add_argument("--format", choices=["json", "csv"], default="json")
-    p.add_argument("--output", "-o", help="JSON: a file (default stdout); CSV: a folder, one file per table")
+    exit_code = 2
 
-    try:
-        from .server.cli import add_server_commands
-    except ImportError:
-        pass
-    else:
-        add_server_commands(sub)
-    return parser
+    def show(self, file: Any = None) -> None:
+        click.echo(f"dask-analytics: {tables.printable(self.message, lines=True)}", err=True)
 
 
-def _export(store: str | None, fmt: str, output: str | None) -> None:
-    data = api.export(store=store)
+class _Group(click.Group):
+    # The errors a reader raises for bad input or an unreachable store: a message, not a traceback.
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, LookupError, ConnectionError, ValueError) as e:
+            raise CommandError(str(e)) from None
+
+
+STORE = "dask_analytics.store"  # the group's --store, in the context's meta (shared by subcommands)
+
+
+def _store(ctx: click.Context) -> str | None:
+    return ctx.meta.get(STORE)
+
+
+cluster_option = click.option("--cluster", help="only this cluster id")
+
+
+def limit_option(default: int) -> Any:
+    return click.option("--limit", type=int, default=default, show_default=True)
+
+
+@click.group(name="analytics", cls=_Group, help="Read what dask-analytics-lab recorded, and serve it to a team.")
+@click.option("--store", help="store path or URL (default: analytics.store from Dask's config)")
+@click.pass_context
+def analytics(ctx: click.Context, store: str | None) -> None:
+    # `dask analytics` makes Dask's group the root: the store goes where subcommands find it.
+    ctx.meta[STORE] = store
+
+
+@analytics.command(help="print the store in use")
+@click.pass_context
+def where(ctx: click.Context) -> None:
+    click.echo(tables.printable(api.where(_store(ctx))))
+
+
+@analytics.command(help="recorded clusters, newest first: live, stopped or lost")
+@limit_option(50)
+@click.pass_context
+def clusters(ctx: click.Context, limit: int) -> None:
+    click.echo(tables.clusters(api.list_clusters(limit=limit, store=_store(ctx))))
+
+
+@analytics.command(help="computations, newest first")
+@cluster_option
+@limit_option(50)
+@click.pass_context
+def computations(ctx: click.Context, cluster: str | None, limit: int) -> None:
+    click.echo(tables.computations(api.list_computations(cluster, limit=limit, store=_store(ctx))))
+
+
+@analytics.command(help="failed tasks: one row per failure (type, where, message pattern)")
+@cluster_option
+@click.option("--computation", help="only this computation id")
+@click.option("--traceback", is_flag=True, help="print each traceback")
+@limit_option(50)
+@click.pass_context
+def exceptions(ctx: click.Context, cluster: str | None, computation: str | None, traceback: bool, limit: int) -> None:
+    rows = api.list_exceptions(cluster, computation_id=computation, limit=limit, store=_store(ctx))
+    click.echo(tables.exceptions(rows))
+    if traceback:
+        for r in rows:
+            what = " ".join(x for x in (r.get("exc_type"), r.get("location")) if x)
+            head = f"--- {what or r['task_group']} x{r['count']} (task group {r['task_group']})"
+            body = f"{r['traceback_text'] or ''}{tables.example(r)}"
+            click.echo(f"\n{tables.printable(head)}\n{tables.printable(body, lines=True)}")
+
+
+@analytics.command(help="recorded events")
+@cluster_option
+@click.option("--topic")
+@limit_option(100)
+@click.pass_context
+def events(ctx: click.Context, cluster: str | None, topic: str | None, limit: int) -> None:
+    click.echo(tables.events(api.list_events(cluster, topic=topic, limit=limit, store=_store(ctx))))
+
+
+@analytics.command(help="write everything as JSON or CSV")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option("--output", "-o", help="JSON: a file (default stdout); CSV: a folder, one file per table")
+@click.pass_context
+def export(ctx: click.Context, fmt: str, output: str | None) -> None:
+    data = api.export(store=_store(ctx))
     if fmt == "json":
         text = json.dumps(data, indent=1, default=str)
         if output:
             Path(output).write_text(text)
         else:
-            print(text)
+            click.echo(text)
         return
     folder = Path(output or "dask-analytics-export")
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,37 +130,31 @@ def _export(store: str | None, fmt: str, output: str | None) -> None:
             writer.writeheader()
             for r in rows:
                 writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
-    print(f"wrote {len(data)} tables to {tables.printable(folder)}/")
+    click.echo(f"wrote {len(data)} tables to {tables.printable(folder)}/")
+
+
+analytics.add_command(server)
+analytics.add_command(token)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    store = args.store
+    """`dask-analytics ...`: the same group as `dask analytics ...`; returns the exit status."""
     try:
-        if args.command == "where":
-            print(tables.printable(api.where(store)))
-        elif args.command == "clusters":
-            print(tables.clusters(api.list_clusters(limit=args.limit, store=store)))
-        elif args.command == "computations":
-            print(tables.computations(api.list_computations(args.cluster, limit=args.limit, store=store)))
-        elif args.command == "exceptions":
-            rows = api.list_exceptions(args.cluster, computation_id=args.computation, limit=args.limit, store=store)
-            print(tables.exceptions(rows))
-            if args.traceback:
-                for r in rows:
-                    what = " ".join(x for x in (r.get("exc_type"), r.get("location")) if x)
-                    head = f"--- {what or r['task_group']} x{r['count']} (task group {r['task_group']})"
-                    body = f"{r['traceback_text'] or ''}{tables.example(r)}"
-                    print(f"\n{tables.printable(head)}\n{tables.printable(body, lines=True)}")
-        elif args.command == "events":
-            print(tables.events(api.list_events(args.cluster, topic=args.topic, limit=args.limit, store=store)))
-        elif args.command == "export":
-            _export(store, args.format, args.output)
-        elif hasattr(args, "run"):
-            return args.run(args) or 0
-    except (ConfigError, LookupError, ConnectionError, ValueError) as e:
-        print(f"dask-analytics: {tables.printable(e, lines=True)}", file=sys.stderr)
-        return 2
+        analytics.main(args=list(argv) if argv is not None else None, prog_name="dask-analytics",
+                       standalone_mode=False)
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    except SystemExit as e:  # a command's refusal, with its message
+        if isinstance(e.code, str):
+            click.echo(e.code, err=True)
+            return 1
+        return e.code or 0
     return 0
 
 

@@ -51,10 +51,19 @@ class CodeDecryptError(ValueError):
     """Stored code that none of the keys at hand opens (the message says so)."""
 
 
-def generate_key() -> str:
-    from cryptography.fernet import Fernet
+def fernet() -> Any:
+    """cryptography's fernet module; a scheduler image without it records code unencrypted
+    unless a key is given, and a key needs it."""
+    try:
+        from cryptography import fernet as module
+    except ImportError:
+        raise ImportError("encrypting code at rest needs the cryptography package: "
+                          "pip install 'dask-analytics-lab[server]' (or pip install cryptography)") from None
+    return module
 
-    return Fernet.generate_key().decode()
+
+def generate_key() -> str:
+    return fernet().Fernet.generate_key().decode()
 
 
 def parse_keys(value: str | Sequence[str] | None, *, where: str = "the code key") -> list[str]:
@@ -64,8 +73,7 @@ def parse_keys(value: str | Sequence[str] | None, *, where: str = "the code key"
     if isinstance(value, str):
         value = value.split(",")
     keys = [k.strip() for k in value if k and k.strip()]
-    from cryptography.fernet import Fernet
-
+    Fernet = fernet().Fernet if keys else None
     for k in keys:
         try:
             Fernet(k.encode())
@@ -134,9 +142,8 @@ class CodeCipher:
         self.problem = problem  # why there is no key (an unreadable key file), for the messages
         self._fernet = None
         if self.keys:
-            from cryptography.fernet import Fernet, MultiFernet
-
-            self._fernet = MultiFernet([Fernet(k.encode()) for k in self.keys])
+            f = fernet()
+            self._fernet = f.MultiFernet([f.Fernet(k.encode()) for k in self.keys])
 
     @property
     def enabled(self) -> bool:
@@ -189,11 +196,9 @@ class CodeCipher:
 
     def _open(self, token: bytes) -> bytes:
         if self._fernet is not None:
-            from cryptography.fernet import InvalidToken
-
             try:
                 return self._fernet.decrypt(token)
-            except InvalidToken:
+            except fernet().InvalidToken:
                 why = (f"stored encrypted cannot be read: the key it was stored with does not match "
                        f"{self.source} (that key is lost or was not given; give it, the newest key first and "
                        "older ones after it, comma-separated)")

@@ -215,3 +215,15 @@ def test_recorded_strings_cannot_drive_the_terminal(tmp_path):
         assert "\\x1b" in out + err, args  # shown, escaped
     code, out, _ = run("--store", url, "exceptions", "--traceback")
     assert "tb\n  line" in out  # a traceback keeps its lines
+
+
+def test_dask_analytics_is_a_dask_subcommand(recorded):
+    """Registered under Dask's `dask_cli` entry point: Dask's own `dask` command runs it."""
+    url, cluster_id = recorded
+    dask_cmd = [sys.executable, "-c", "import sys; from dask.cli import run_cli; sys.argv[0] = 'dask'; run_cli()"]
+    out = subprocess.run([*dask_cmd, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "analytics" in out.stdout, out.stdout + out.stderr
+    out = subprocess.run([*dask_cmd, "analytics", "--store", url, "clusters"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert [r for r in table(out.stdout) if r["cluster"] == cluster_id], out.stdout

@@ -1,19 +1,21 @@
-"""`dask-analytics server` and `dask-analytics token ...`.
+"""`dask analytics server` and `dask analytics token ...` (click commands).
 
-The package's CLI (dask_analytics_lab/cli.py) calls `add_server_commands(subparsers)`;
-each command sets `run(args) -> int` (the exit status).  The store is `--db`, else the
-CLI's global `--store`, else `analytics.store`.  `python -m
-dask_analytics_lab.server ...` runs the same commands on their own.
+The package's CLI group (dask_analytics_lab/cli.py) adds `server` and `token`; `python
+-m dask_analytics_lab.server ...` runs that group.  The store is `--db`,
+else the group's `--store`, else `analytics.store`.  Each command's body takes the
+parsed options as one namespace (`args`) and returns the exit status.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
+
+import click
 
 CODE_KEY_ENV = "DASK_ANALYTICS_CODE_KEY"
 
@@ -27,7 +29,7 @@ def default_key_file() -> Path:
     return default_key_file()
 
 
-def _db(args: argparse.Namespace) -> str:
+def _db(args: SimpleNamespace) -> str:
     from .. import config
 
     value = args.db or getattr(args, "store", None)
@@ -37,7 +39,7 @@ def _db(args: argparse.Namespace) -> str:
     return url
 
 
-def _code_keys(args: argparse.Namespace) -> list[str]:
+def _code_keys(args: SimpleNamespace) -> list[str]:
     """The server's code keys: $DASK_ANALYTICS_CODE_KEY, else --code-key-file, else
     analytics.code-key-file, else default_key_file() (made, mode 0600, on first start).
     Never from argv: a key there is in every process listing.  They also become this
@@ -82,7 +84,7 @@ def _code_keys(args: argparse.Namespace) -> list[str]:
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
-def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
+def _allowed_hosts(args: SimpleNamespace) -> list[str] | None:
     """The Host names the server answers to: with --no-token or any --allowed-host, the
     local names, the address it binds, the --public-url's host and every --allowed-host;
     otherwise (tokens, no --allowed-host) any."""
@@ -97,14 +99,14 @@ def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
     return [h for h in hosts if h]
 
 
-def default_session_file(args: argparse.Namespace) -> Path:
+def default_session_file(args: SimpleNamespace) -> Path:
     """Next to the code key file (the user's data directory by default): apart from the
     database, which a stolen backup may expose."""
     key_file = getattr(args, "code_key_file", None)
     return (Path(key_file).parent if key_file else default_key_file().parent) / "server-session.secret"
 
 
-def _session_secret(args: argparse.Namespace) -> bytes:
+def _session_secret(args: SimpleNamespace) -> bytes:
     """The secret signing login sessions: --session-secret-file, made (mode 0600) on first start."""
     import secrets
 
@@ -130,7 +132,7 @@ def _session_secret(args: argparse.Namespace) -> bytes:
     return data
 
 
-def _server(args: argparse.Namespace) -> int:
+def _server(args: SimpleNamespace) -> int:
     from ..store import StoreUnavailable
     from .app import serve
 
@@ -159,14 +161,14 @@ def _server(args: argparse.Namespace) -> int:
     return 0
 
 
-def _team(args: argparse.Namespace) -> Any:
+def _team(args: SimpleNamespace) -> Any:
     from ..store import open_store
     from ..store.team import TeamStore
 
     return TeamStore(open_store(_db(args)))
 
 
-def _token_create(args: argparse.Namespace) -> int:
+def _token_create(args: SimpleNamespace) -> int:
     from .tokens import new_token, token_hash
 
     import time
@@ -197,13 +199,13 @@ def _duration(value: str) -> float:
     try:
         seconds = dask.utils.parse_timedelta(value.strip(), default="d")
     except (ValueError, KeyError, TypeError):
-        raise argparse.ArgumentTypeError(f"--expires takes a duration such as 30d, 12h or 2w, got {value!r}") from None
+        raise click.BadParameter(f"--expires takes a duration such as 30d, 12h or 2w, got {value!r}") from None
     if not seconds or seconds <= 0:
-        raise argparse.ArgumentTypeError("--expires must be a positive duration")
+        raise click.BadParameter("--expires must be a positive duration")
     return float(seconds)
 
 
-def _token_list(args: argparse.Namespace) -> int:
+def _token_list(args: SimpleNamespace) -> int:
     import time
 
     from ..tables import render
@@ -227,7 +229,7 @@ def _token_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _token_revoke(args: argparse.Namespace) -> int:
+def _token_revoke(args: SimpleNamespace) -> int:
     if _team(args).revoke_token(args.token_id):
         print(f"revoked token {args.token_id} (servers stop accepting it within 30 s)")
         return 0
@@ -239,58 +241,77 @@ def _name(kind: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         value = value.strip()
         if not value or len(value) > 200 or any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in value):
-            raise argparse.ArgumentTypeError(f"{kind} must be 1 to 200 printable characters")
+            raise click.BadParameter(f"{kind} must be 1 to 200 printable characters")
         return value
     return check
 
 
-def add_server_commands(subparsers: Any) -> None:
-    """Add `server` and `token {create,list,revoke}` to an argparse subparsers object."""
-    db_help = "store: SQLite path or sqlite:/// or postgresql:// URL (default: analytics.store)"
-    p = subparsers.add_parser("server", help="run the team analytics server (ingest, query API, reports, web view)")
-    p.add_argument("--db", help=db_help)
-    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    p.add_argument("--certfile", help="TLS certificate (PEM); serves https")
-    p.add_argument("--keyfile", help="TLS private key (PEM), if not in --certfile")
-    p.add_argument("--code-key", help=argparse.SUPPRESS)  # refused with a message: keys do not go in argv
-    p.add_argument("--code-key-file", metavar="FILE",
-                   help=f"file holding the Fernet key(s) that encrypt code at rest (snippets, reports), one per "
-                        f"line or comma-separated, newest first; or set ${CODE_KEY_ENV}. Default: "
-                        f"analytics.code-key-file, else {default_key_file()} (made, mode 0600, on first start)")
-    p.add_argument("--public-url", help="base URL of report links (default: from each request's Host)")
-    p.add_argument("--no-token", action="store_true",
-                   help="no tokens: anyone reaching the port reads every account (localhost only)")
-    p.add_argument("--allowed-host", action="append", metavar="NAME",
-                   help="a host name (or address) clients reach the server by; repeat for several. Requests "
-                        "naming another Host are refused (DNS rebinding). Checked with --no-token (local names "
-                        "and --host allowed by default) or once given; '*' allows any")
-    p.add_argument("--session-secret-file",
-                   help="file holding the secret that signs login sessions (default: server-session.secret "
-                        "next to the code key file; made with mode 0600 on first start)")
-    p.set_defaults(run=_server)
-
-    t = subparsers.add_parser("token", help="API tokens of the analytics server")
-    tsub = t.add_subparsers(dest="token_command", required=True)
-    c = tsub.add_parser("create", help="make a token for a user of an account and print it")
-    c.add_argument("--account", required=True, type=_name("account"))
-    c.add_argument("--user", required=True, type=_name("user"))
-    c.add_argument("--expires", type=_duration, metavar="DURATION",
-                   help="refuse the token after this long, e.g. 30d, 12h, 2w (default: never)")
-    c.add_argument("--db", help=db_help)
-    c.set_defaults(run=_token_create)
-    ls = tsub.add_parser("list", help="list tokens (ids, never the tokens)")
-    ls.add_argument("--account", type=_name("account"))
-    ls.add_argument("--db", help=db_help)
-    ls.set_defaults(run=_token_list)
-    r = tsub.add_parser("revoke", help="revoke a token by its id")
-    r.add_argument("token_id")
-    r.add_argument("--db", help=db_help)
-    r.set_defaults(run=_token_revoke)
+def _param(check: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback from one of the checks above (None passes through)."""
+    return lambda ctx, param, value: None if value is None else check(value)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dask_analytics_lab.server")
-    add_server_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.run(args)
+def _call(body: Callable[[SimpleNamespace], int], options: dict) -> None:
+    """Run a command's body with its options (and the group's --store) as one namespace;
+    its status becomes the exit status."""
+    store = click.get_current_context().meta.get("dask_analytics.store")
+    status = body(SimpleNamespace(store=store, **options))
+    if status:
+        raise SystemExit(status)
+
+
+DB_HELP = "store: SQLite path or sqlite:/// or postgresql:// URL (default: analytics.store)"
+db_option = click.option("--db", help=DB_HELP)
+
+
+@click.command(name="server", help="run the team analytics server (ingest, query API, reports, web view)")
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="interface to listen on")
+@click.option("--port", type=int, default=8765, show_default=True, help="port")
+@click.option("--certfile", help="TLS certificate (PEM); serves https")
+@click.option("--keyfile", help="TLS private key (PEM), if not in --certfile")
+@click.option("--code-key", hidden=True)  # refused with a message: keys do not go in argv
+@click.option("--code-key-file", metavar="FILE",
+              help=f"file holding the Fernet key(s) that encrypt code at rest (snippets, reports), one per "
+                   f"line or comma-separated, newest first; or set ${CODE_KEY_ENV}. Default: "
+                   f"analytics.code-key-file, else dask-analytics/code.key in the user config directory (made, mode 0600, on first start)")
+@click.option("--public-url", help="base URL of report links (default: from each request's Host)")
+@click.option("--no-token", is_flag=True, help="no tokens: anyone reaching the port reads every account (localhost only)")
+@click.option("--allowed-host", multiple=True, metavar="NAME",
+              help="a host name (or address) clients reach the server by; repeat for several. Requests "
+                   "naming another Host are refused (DNS rebinding). Checked with --no-token (local names "
+                   "and --host allowed by default) or once given; '*' allows any")
+@click.option("--session-secret-file",
+              help="file holding the secret that signs login sessions (default: server-session.secret "
+                   "next to the code key file; made with mode 0600 on first start)")
+def server(**options: Any) -> None:
+    _call(_server, options)
+
+
+@click.group(name="token", help="API tokens of the analytics server")
+def token() -> None:
+    pass
+
+
+@token.command(name="create", help="make a token for a user of an account and print it")
+@click.option("--account", required=True, callback=_param(_name("account")))
+@click.option("--user", required=True, callback=_param(_name("user")))
+@click.option("--expires", metavar="DURATION", callback=_param(_duration),
+              help="refuse the token after this long, e.g. 30d, 12h, 2w (default: never)")
+@db_option
+def token_create(**options: Any) -> None:
+    _call(_token_create, options)
+
+
+@token.command(name="list", help="list tokens (ids, never the tokens)")
+@click.option("--account", callback=_param(_name("account")))
+@db_option
+def token_list(**options: Any) -> None:
+    _call(_token_list, options)
+
+
+@token.command(name="revoke", help="revoke a token by its id")
+@click.argument("token_id")
+@db_option
+def token_revoke(**options: Any) -> None:
+    _call(_token_revoke, options)
