@@ -11,7 +11,7 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab import api
-from dask_analytics_lab.server import cli
+from dask_analytics_lab import cli
 from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import NotFound
 

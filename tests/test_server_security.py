@@ -408,8 +408,9 @@ def test_token_create_expires_and_list_shows_use(sqlite_url, capsys):
     rows = TeamStore(open_store(sqlite_url)).list_tokens()
     assert len(rows) == 1 and abs(rows[0]["expires"] - (time.time() + 30 * 86400)) < 120
     assert rows[0]["last_used"] is None
-    with pytest.raises(SystemExit):
-        cli.main(["token", "create", "--account", "A", "--user", "ann", "--expires", "soon", "--db", sqlite_url])
+    assert cli.main(["token", "create", "--account", "A", "--user", "ann", "--expires", "soon", "--db", sqlite_url]) == 2
+    assert "--expires takes a duration such as 30d" in capsys.readouterr().err
+    assert len(TeamStore(open_store(sqlite_url)).list_tokens()) == 1  # refused before anything was made
     with ServerThread({"store_url": sqlite_url}) as server:
         assert request(server.url + "/api/clusters", token=token)[0] == 200
         wait_for(lambda: server.ctx.team.list_tokens()[0]["last_used"], "last_used to be written")
