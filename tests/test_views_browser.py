@@ -325,10 +325,10 @@ def test_team_page_clusters_stopped_and_lost(site, page):
     cell = lambda row, name: row.locator("td").nth(headers.index(name)).inner_text().strip()  # noqa: E731
     assert cell(stopped, "State") == "stopped"
     assert cell(stopped, "Workers").startswith("4") and "peak" in cell(stopped, "Workers")
-    assert cell(stopped, "Threads").startswith("16") and cell(stopped, "Memory").startswith("68.7 GB")
-    assert cell(stopped, "Duration") == "1 h 0 min" and cell(stopped, "Ended")
+    assert cell(stopped, "Threads").startswith("16") and cell(stopped, "Memory").startswith("64.0 GiB")
+    assert cell(stopped, "Duration") == "1h 00m" and cell(stopped, "Ended")
     assert cell(lost, "State") == "lost"
-    assert cell(lost, "Duration") == "1 h 0 min"  # to when it was last seen, not to now
+    assert cell(lost, "Duration") == "1h 00m"  # to when it was last seen, not to now
     assert cell(lost, "Workers").startswith("3")
     page.screenshot(path=save("views-web-clusters.png"), full_page=True)
 
@@ -336,7 +336,7 @@ def test_team_page_clusters_stopped_and_lost(site, page):
     page.wait_for_selector("h2:has-text('Computations')")
     facts = page.inner_text("dl.facts")
     assert re.search(r"Peak workers\s+4", facts) and re.search(r"Peak threads\s+16", facts), facts
-    assert re.search(r"Peak memory\s+68\.7 GB", facts) and re.search(r"Ended\s+\d{4}-", facts), facts
+    assert re.search(r"Peak memory\s+64\.0 GiB", facts) and re.search(r"Ended\s+\d{4}-", facts), facts
     assert page.locator("h1 .state").inner_text() == "stopped"
     # Computations by label and code line.
     comps = page.locator("main table").first.inner_text()
@@ -347,7 +347,7 @@ def test_team_page_clusters_stopped_and_lost(site, page):
     page.wait_for_selector("h2:has-text('Computations')")
     assert page.locator("h1 .state").inner_text() == "lost"
     facts = page.inner_text("dl.facts")
-    assert re.search(r"Last seen\s+\d{4}-", facts) and re.search(r"Duration\s+1 h 0 min", facts), facts
+    assert re.search(r"Last seen\s+\d{4}-", facts) and re.search(r"Duration\s+1h 00m", facts), facts
     assert page.locator("main table .state").first.inner_text() == "lost"  # its running computation
 
 

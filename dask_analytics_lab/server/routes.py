@@ -75,7 +75,7 @@ Rows are the store's (store/queries.py): every cluster row carries `status` ("li
 size; a computation still running on an ended cluster reads state "lost".  With a
 token, a cluster's `user` is the token's and `reported_user` what its client said.
 Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /login
-       /reports/{id} (report HTML)  /reports/{id}.json (its twin)  /static/...
+       /reports/{id} (report HTML)  /reports/{id}.json (its twin)
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ from .context import Context, make_context
 from .ingest import IngestHandler
 from .query import query_routes
 from .report_handlers import ReportsApi, ReportView
-from .web import STATIC, WIDGETS, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
+from .web import WIDGETS, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
 
 
 def routes(prefix: str, settings: dict) -> list[URLSpec]:
@@ -126,7 +126,6 @@ def routes_for(ctx: Context) -> list[URLSpec]:
         URLSpec(f"{p}/reports", PageHandler, {**c, "page": "reports", "title": "Reports"}),
         URLSpec(f"{p}/login", LoginHandler, c),
         URLSpec(f"{p}/logout", LogoutHandler, c),
-        URLSpec(f"{p}/static/(.*)", StaticFileHandler, {"path": str(STATIC)}),
         # The notebook's views, built from js/widgets at install: the pages reuse them.
         URLSpec(f"{p}/widgets/(.*)", StaticFileHandler, {"path": str(WIDGETS)}),
         URLSpec(f"{p}/.*", NotFoundHandler, c),

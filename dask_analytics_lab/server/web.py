@@ -21,8 +21,8 @@ from .context import TokenCheck
 from .errors import ApiError
 from .tokens import token_hash, token_id_of, well_formed
 
-STATIC = Path(__file__).with_name("static")
-# Built from js/widgets at install (pip install runs the npm build).
+# Built from js/ at install (pip install runs the npm build): the views, team.js and the
+# one stylesheet, style.css.
 WIDGETS = Path(__file__).parent.parent / "static"
 # Scripts only from this server; the shared views set element styles (bar widths, colours),
 # so inline styles are allowed (styles cannot run code).
@@ -41,8 +41,7 @@ def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, 
 <title>{html.escape(title)} · dask-analytics</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="{p}/widgets/style.css">
-<link rel="stylesheet" href="{p}/static/style.css">
-</head><body data-prefix="{p}" data-page="{html.escape(page, quote=True)}" {data_args}>
+</head><body class="dal-team" data-prefix="{p}" data-page="{html.escape(page, quote=True)}" {data_args}>
 <header><a class="brand" href="{p}/">dask-analytics</a><nav>{nav}</nav>
 <span id="whoami"></span></header>
 <main id="app">{body}</main>

@@ -6,9 +6,11 @@ export function duration(s) {
   if (s < 1e-3) return s === 0 ? "0 s" : `${Math.round(s * 1e6)} µs`;
   if (s < 1) return `${Math.round(s * 1e3)} ms`;
   if (s < 10) return `${s.toFixed(2)} s`;
-  if (s < 60) return `${s.toFixed(1)} s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m ${String(Math.round(s % 60)).padStart(2, "0")}s`;
+  if (s < 59.95) return `${s.toFixed(1)} s`;
+  // Round once, then split: 239.6 s is "4m 00s", never "3m 60s".
+  const whole_s = Math.round(s);
+  const m = Math.floor(whole_s / 60);
+  if (m < 60) return `${m}m ${String(whole_s % 60).padStart(2, "0")}s`;
   const hrs = Math.floor(m / 60);
   if (hrs < 48) return `${hrs}h ${String(m % 60).padStart(2, "0")}m`;
   return `${Math.floor(hrs / 24)}d ${hrs % 24}h`;
@@ -29,6 +31,12 @@ export function count(n) {
   return `${(n / 1e6).toFixed(n < 1e7 ? 2 : 1)}M`;
 }
 
+/** Every digit, grouped: "12,345" (exact counts, where count() would say "12.3k"). */
+export function whole(n) {
+  if (n == null || !isFinite(n)) return "–";
+  return Number(n).toLocaleString("en-US");
+}
+
 export function percent(x) {
   if (x == null || !isFinite(x)) return "–";
   return x < 0.1 && x > 0 ? "<0.1%" : `${x.toFixed(x < 10 ? 1 : 0)}%`;
@@ -46,6 +54,15 @@ export function clock(t) {
   const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   if (d.toDateString() === now.toDateString()) return time;
   return `${d.toLocaleDateString([], { month: "short", day: "numeric" })} ${time}`;
+}
+
+/** A full local date and time, "2026-11-23 14:05:09", as the CLI prints it. */
+export function datetime(t) {
+  if (!t) return "–";
+  const d = new Date(t * 1000);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
 export function ago(t) {

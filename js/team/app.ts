@@ -10,37 +10,15 @@ import { taskCounts } from "../common/progress.js";
 import flamegraphView from "../widgets/flamegraph.js";
 import { LocalModel } from "../common/model.js";
 import { h, svg } from "../common/dom.js";
+import { bytes, datetime, duration, money, whole } from "../common/format.js";
 
 (function () {
   const body = document.body;
   const PREFIX = body.dataset.prefix || "";
   const app = document.getElementById("app")!;
 
-  // ---------- formatting helpers (the DOM ones are the views': common/dom.ts) ----------
+  // ---------- helpers: the views' (js/common) ----------
   const s = svg;
-  const pad = (n) => String(n).padStart(2, "0");
-  function fmtTime(t) {
-    if (t === null || t === undefined) return "";
-    const d = new Date(t * 1000);
-    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
-  }
-  function fmtDuration(sec) {
-    if (sec === null || sec === undefined || !isFinite(sec)) return "";
-    if (sec < 1) return `${Math.round(sec * 1000)} ms`;
-    if (sec < 60) return `${sec.toFixed(1)} s`;
-    if (sec < 3600) return `${Math.floor(sec / 60)} min ${Math.round(sec % 60)} s`;
-    if (sec < 86400) return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
-    return `${Math.floor(sec / 86400)} d ${Math.round((sec % 86400) / 3600)} h`;
-  }
-  function fmtBytes(n) {
-    if (n === null || n === undefined) return "";
-    const units = ["B", "kB", "MB", "GB", "TB", "PB"];
-    let i = 0;
-    while (Math.abs(n) >= 1000 && i < units.length - 1) { n /= 1000; i++; }
-    return `${i ? n.toFixed(1) : n} ${units[i]}`;
-  }
-  const fmtNum = (n) => (n === null || n === undefined ? "" : Number(n).toLocaleString());
-  const fmtCost = (n) => (n === null || n === undefined ? "" : Number(n).toFixed(n < 1 ? 4 : 2));
   const link = (path, text) => h("a", { href: PREFIX + path }, text);
   const enc = encodeURIComponent;
   const stateBadge = (state) => h("span", { class: `state ${state}` }, state);
@@ -52,7 +30,7 @@ import { h, svg } from "../common/dom.js";
       h("tbody", {}, rows.map((r) => h("tr", {}, columns.map((c) => h("td", { class: c.num ? "num" : null }, c.value(r)))))));
   }
   function facts(pairs) {
-    return h("dl", { class: "facts" }, pairs.filter((p) => p[1] !== "" && p[1] !== null && p[1] !== undefined)
+    return h("dl", { class: "facts" }, pairs.filter((p) => p[1] !== "" && p[1] !== "–" && p[1] !== null && p[1] !== undefined)
       .map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
   }
 
@@ -80,8 +58,8 @@ import { h, svg } from "../common/dom.js";
   // reads it with the views' helpers (js/common/lifecycle.ts).
   function statusTitle(c) {
     const st = status(c);
-    if (st === "lost") return `its scheduler went silent without saying it stopped; last seen ${fmtTime(ended(c))}`;
-    if (st === "stopped") return `stopped ${fmtTime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}`;
+    if (st === "lost") return `its scheduler went silent without saying it stopped; last seen ${datetime(ended(c))}`;
+    if (st === "stopped") return `stopped ${datetime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}`;
     return "its scheduler is sending heartbeats";
   }
   const clusterBadge = (c) => h("span", { class: `state ${status(c)}`, title: statusTitle(c) }, status(c));
@@ -101,17 +79,17 @@ import { h, svg } from "../common/dom.js";
   }
   function taskBar(k) {
     const n = Math.max(k.total || 0, 1);
-    const bar = h("div", { class: "bar", title: SEGMENTS.filter(([id]) => k[id]).map(([id, label]) => `${label}: ${fmtNum(k[id])}`).join(", ") });
+    const bar = h("div", { class: "bar", title: SEGMENTS.filter(([id]) => k[id]).map(([id, label]) => `${label}: ${whole(k[id])}`).join(", ") });
     for (const [id, label, color] of SEGMENTS) {
       if (!k[id]) continue;
-      bar.appendChild(h("span", { class: `seg ${id}`, title: `${label}: ${fmtNum(k[id])}`,
+      bar.appendChild(h("span", { class: `seg ${id}`, title: `${label}: ${whole(k[id])}`,
         style: `width:${((100 * k[id]) / n).toFixed(3)}%;background:${color}` }));
     }
     return bar;
   }
   const taskLegend = () => h("div", { class: "legend muted" }, SEGMENTS.map(([id, label, color]) =>
     h("span", {}, h("i", { class: `seg ${id}`, style: `background:${color}` }), label)));
-  const numCell = (n, cls) => (n ? h("span", { class: cls }, fmtNum(n)) : "0");
+  const numCell = (n, cls) => (n ? h("span", { class: cls }, whole(n)) : "0");
 
   // One row per failure: type, the frame that raised it, the message with its literals
   // masked, an exact count; a few real messages, workers, and the traceback on demand.
@@ -128,16 +106,16 @@ import { h, svg } from "../common/dom.js";
     const workers = Array.isArray(e.workers) ? e.workers : [];
     return h("details", { class: "exception", "data-count": e.count },
       h("summary", {},
-        h("span", { class: "count" }, `× ${fmtNum(e.count)}`), " ",
+        h("span", { class: "count" }, `× ${whole(e.count)}`), " ",
         h("code", { class: "pattern" }, type ? h("span", { class: "error exc-type" }, type) : null,
           (type && pattern.startsWith(type) ? pattern.slice(type.length) : type && pattern ? `: ${pattern}` : pattern).slice(0, 300)), " ",
         e.location ? h("span", { class: "muted location" }, `at ${e.location}`) : null, " ",
-        h("span", { class: "badge" }, e.task_group || "?"), " ", h("span", { class: "muted" }, fmtTime(e.last_time))),
+        h("span", { class: "badge" }, e.task_group || "?"), " ", h("span", { class: "muted" }, datetime(e.last_time))),
       withLinks ? h("p", {}, "Cluster ", link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
         e.computation_id ? [", computation ", link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12))] : "") : null,
       examples.length ? h("div", { class: "examples" }, h("p", { class: "muted" }, examples.length > 1 ? "Examples:" : "Message:"),
         h("ul", {}, examples.map((x) => h("li", {}, h("code", {}, x))))) : null,
-      h("p", { class: "muted" }, `${fmtNum(e.count)} task${e.count === 1 ? "" : "s"} · first ${fmtTime(e.first_time)} · last ${fmtTime(e.last_time)}`,
+      h("p", { class: "muted" }, `${whole(e.count)} task${e.count === 1 ? "" : "s"} · first ${datetime(e.first_time)} · last ${datetime(e.last_time)}`,
         e.example_key ? ` · e.g. task ${e.example_key}` : "",
         workers.length ? ` · worker${workers.length === 1 ? "" : "s"} ${workers.join(", ")}` : ""),
       h("details", { class: "traceback-box" }, h("summary", {}, "Traceback"),
@@ -162,14 +140,14 @@ import { h, svg } from "../common/dom.js";
       const color = errorsBy[c.cluster_id] ? "#cf222e" : { live: "#1f6feb", stopped: "#8c959f", lost: "#bf8700" }[state];
       const label = s("text", { x: left - 6, y: y + 10, "text-anchor": "end" }, (c.name || c.cluster_id).slice(0, 26));
       const bar = s("rect", { x: x(c.started), y: y + 2, width: Math.max(2, x(end) - x(c.started)), height: rowH - 4, fill: color, rx: 2 });
-      bar.appendChild(s("title", {}, `${c.name} (${c.user || "?"}): ${fmtTime(c.started)} – ${ended(c) !== null ? `${fmtTime(ended(c))} (${state})` : state}`));
+      bar.appendChild(s("title", {}, `${c.name} (${c.user || "?"}): ${datetime(c.started)} – ${ended(c) !== null ? `${datetime(ended(c))} (${state})` : state}`));
       const a = s("a", { href: `${PREFIX}/clusters/${enc(c.cluster_id)}` });
       a.appendChild(label); a.appendChild(bar);
       svg.appendChild(a);
     });
     const yAxis = top + rows.length * rowH + 14;
-    svg.appendChild(s("text", { x: left, y: yAxis }, fmtTime(t0)));
-    svg.appendChild(s("text", { x: W - 10, y: yAxis, "text-anchor": "end" }, fmtTime(t1)));
+    svg.appendChild(s("text", { x: left, y: yAxis }, datetime(t0)));
+    svg.appendChild(s("text", { x: W - 10, y: yAxis, "text-anchor": "end" }, datetime(t1)));
     return svg;
   }
 
@@ -188,8 +166,8 @@ import { h, svg } from "../common/dom.js";
       svg.appendChild(s("text", { x: k ? W - 4 : 4, y: top - 4, fill: sr.color, "text-anchor": k ? "end" : "start" },
         `${sr.label} (max ${sr.fmt(max)})`));
     });
-    svg.appendChild(s("text", { x: left, y: H - 6 }, fmtTime(t0)));
-    svg.appendChild(s("text", { x: W - right, y: H - 6, "text-anchor": "end" }, fmtTime(t1)));
+    svg.appendChild(s("text", { x: left, y: H - 6 }, datetime(t0)));
+    svg.appendChild(s("text", { x: W - right, y: H - 6, "text-anchor": "end" }, datetime(t1)));
     return svg;
   }
 
@@ -226,15 +204,15 @@ import { h, svg } from "../common/dom.js";
         { label: "User", value: (c) => c.user || "" },
         { label: "Account", value: (c) => c.account || "" },
         { label: "State", value: (c) => clusterBadge(c) },
-        { label: "Started", value: (c) => fmtTime(c.started) },
-        { label: "Ended", value: (c) => (ended(c) !== null ? fmtTime(ended(c)) : "") },
-        { label: "Duration", num: true, value: (c) => fmtDuration(uptime(c, now)) },
-        { label: "Workers", num: true, value: (c) => sizeCell(c, "workers", fmtNum) },
-        { label: "Threads", num: true, value: (c) => sizeCell(c, "threads", fmtNum) },
-        { label: "Memory", num: true, value: (c) => sizeCell(c, "memory", fmtBytes) },
-        { label: "Cost", num: true, value: (c) => fmtCost(c.cost) },
-        { label: "Idle", num: true, value: (c) => (c.idle_since ? fmtDuration((ended(c) ?? now) - c.idle_since) : "") },
-        { label: "Errors", num: true, value: (c) => (errorsBy[c.cluster_id] ? h("span", { class: "error" }, fmtNum(errorsBy[c.cluster_id])) : "0") },
+        { label: "Started", value: (c) => datetime(c.started) },
+        { label: "Ended", value: (c) => (ended(c) !== null ? datetime(ended(c)) : "") },
+        { label: "Duration", num: true, value: (c) => duration(uptime(c, now)) },
+        { label: "Workers", num: true, value: (c) => sizeCell(c, "workers", whole) },
+        { label: "Threads", num: true, value: (c) => sizeCell(c, "threads", whole) },
+        { label: "Memory", num: true, value: (c) => sizeCell(c, "memory", bytes) },
+        { label: "Cost", num: true, value: (c) => money(c.cost) },
+        { label: "Idle", num: true, value: (c) => (c.idle_since ? duration((ended(c) ?? now) - c.idle_since) : "") },
+        { label: "Errors", num: true, value: (c) => (errorsBy[c.cluster_id] ? h("span", { class: "error" }, whole(errorsBy[c.cluster_id])) : "0") },
       ], clusters, "No cluster recorded yet: register one with dask_analytics_lab.register(client)."));
   }
 
@@ -251,15 +229,15 @@ import { h, svg } from "../common/dom.js";
         c.code_line ? h("code", { class: "code-line", title: c.code_line }, c.code_line.trim()) : null,
         h("small", { class: "muted id" }, c.computation_id.slice(0, 12))) },
       { label: "State", value: (c) => stateBadge(c.state) },
-      { label: "Start", value: (c) => h("span", { class: "nowrap" }, fmtTime(c.start)) },
-      { label: "Duration", num: true, value: (c) => fmtDuration(compDuration(c, Date.now() / 1000)) },
+      { label: "Start", value: (c) => h("span", { class: "nowrap" }, datetime(c.start)) },
+      { label: "Duration", num: true, value: (c) => duration(compDuration(c, Date.now() / 1000)) },
       { label: "Tasks", value: (c) => taskBar(counts(c)) },
-      { label: "Finished", num: true, value: (c) => `${fmtNum(counts(c).done)} / ${fmtNum(c.n_tasks)}` },
+      { label: "Finished", num: true, value: (c) => `${whole(counts(c).done)} / ${whole(c.n_tasks)}` },
       { label: "Erred", num: true, value: (c) => numCell(counts(c).erred, "error") },
       { label: "Never ran", num: true, value: (c) => numCell(counts(c)["not-run"], "not-run") },
-      { label: "Compute", num: true, value: (c) => fmtDuration(c.compute) },
-      { label: "Transfer", num: true, value: (c) => fmtDuration(c.transfer) },
-      { label: "Bytes", num: true, value: (c) => fmtBytes(c.nbytes) },
+      { label: "Compute", num: true, value: (c) => duration(c.compute) },
+      { label: "Transfer", num: true, value: (c) => duration(c.transfer) },
+      { label: "Bytes", num: true, value: (c) => bytes(c.nbytes) },
     ], computations, "No computation recorded.");
   }
 
@@ -269,7 +247,7 @@ import { h, svg } from "../common/dom.js";
   }
   const failureCount = (exceptions) => {
     const n = exceptions.reduce((a, e) => a + (e.count || 0), 0);
-    return `${exceptions.length} kind${exceptions.length === 1 ? "" : "s"}, ${fmtNum(n)} task${n === 1 ? "" : "s"}`;
+    return `${exceptions.length} kind${exceptions.length === 1 ? "" : "s"}, ${whole(n)} task${n === 1 ? "" : "s"}`;
   };
 
   async function clusterPage(id) {
@@ -289,24 +267,24 @@ import { h, svg } from "../common/dom.js";
     app.replaceChildren(
       h("h1", {}, c.name || c.cluster_id, " ", clusterBadge(c)),
       facts([["Id", c.cluster_id], ["Status", statusTitle(c)], ["User", c.user], ["Account", c.account], ["Address", c.address],
-        ["Started", fmtTime(c.started)],
-        [status(c) === "lost" ? "Last seen" : "Ended", ended(c) !== null ? `${fmtTime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}` : ""],
-        ["Duration", fmtDuration(uptime(c, now))],
-        [z.peak ? "Peak workers" : "Workers", fmtNum(z.workers)], [z.peak ? "Peak threads" : "Threads", fmtNum(z.threads)],
-        z.peak ? ["Peak memory", fmtBytes(z.memory)]
-          : ["Memory", c.memory_total ? `${fmtBytes(c.memory_used)} of ${fmtBytes(c.memory_total)}` : ""],
-        ["Worker time", fmtDuration(c.worker_seconds)], ["Cost", fmtCost(c.cost)],
-        ["Idle since", c.idle_since ? fmtTime(c.idle_since) : ""], ["Dropped messages", c.dropped_messages ? fmtNum(c.dropped_messages) : ""],
+        ["Started", datetime(c.started)],
+        [status(c) === "lost" ? "Last seen" : "Ended", ended(c) !== null ? `${datetime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}` : ""],
+        ["Duration", duration(uptime(c, now))],
+        [z.peak ? "Peak workers" : "Workers", whole(z.workers)], [z.peak ? "Peak threads" : "Threads", whole(z.threads)],
+        z.peak ? ["Peak memory", bytes(z.memory)]
+          : ["Memory", c.memory_total ? `${bytes(c.memory_used)} of ${bytes(c.memory_total)}` : ""],
+        ["Worker time", duration(c.worker_seconds)], ["Cost", money(c.cost)],
+        ["Idle since", c.idle_since ? datetime(c.idle_since) : ""], ["Dropped messages", c.dropped_messages ? whole(c.dropped_messages) : ""],
         ["Versions", Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")],
         ["Platform", c.platform ? `${c.platform.os || ""} ${c.platform.arch || ""} ${c.platform.python || ""}` : ""]]),
       h("h2", {}, "Workers and memory over time"),
       lineChart(samples, [
-        { key: "n_workers", label: "workers", color: "#1f6feb", fmt: fmtNum },
-        { key: "memory_used", label: "memory", color: "#bf8700", fmt: fmtBytes }], "Workers and memory over time"),
+        { key: "n_workers", label: "workers", color: "#1f6feb", fmt: whole },
+        { key: "memory_used", label: "memory", color: "#bf8700", fmt: bytes }], "Workers and memory over time"),
       h("h2", {}, `Computations (${computations.length})`), computationsTable(computations),
       h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
       h("h2", {}, `Events (${events.length})`),
-      table([{ label: "Time", value: (e) => fmtTime(e.time) }, { label: "Topic", value: (e) => e.topic },
+      table([{ label: "Time", value: (e) => datetime(e.time) }, { label: "Topic", value: (e) => e.topic },
         { label: "Message", value: (e) => h("code", {}, JSON.stringify(e.msg).slice(0, 300)) }], events, "No events recorded."),
       h("h2", {}, "Profile"), profileBox);
   }
@@ -321,12 +299,12 @@ import { h, svg } from "../common/dom.js";
     app.replaceChildren(
       h("h1", {}, c.label || "Computation", " ", stateBadge(c.state)),
       c.code_line ? h("pre", { class: "code code-line" }, c.code_line) : "",
-      facts([["Id", h("code", {}, c.computation_id)], ["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", fmtTime(c.start)],
-        ["Stop", fmtTime(c.stop)], ["Duration", fmtDuration(compDuration(c, Date.now() / 1000))],
-        ["Tasks", h("span", {}, `${fmtNum(c.n_tasks)}: ${fmtNum(total.done)} finished, `, numCell(total.erred, "error"), " erred, ",
+      facts([["Id", h("code", {}, c.computation_id)], ["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", datetime(c.start)],
+        ["Stop", datetime(c.stop)], ["Duration", duration(compDuration(c, Date.now() / 1000))],
+        ["Tasks", h("span", {}, `${whole(c.n_tasks)}: ${whole(total.done)} finished, `, numCell(total.erred, "error"), " erred, ",
           numCell(total["not-run"], "not-run"), " never ran")],
-        ["Compute time", fmtDuration(c.compute)], ["Transfer time", fmtDuration(c.transfer)],
-        ["Disk time", fmtDuration(c.disk)], ["Bytes", fmtBytes(c.nbytes)]]),
+        ["Compute time", duration(c.compute)], ["Transfer time", duration(c.transfer)],
+        ["Disk time", duration(c.disk)], ["Bytes", bytes(c.nbytes)]]),
       h("h2", {}, "Code"),
       (c.code || []).length ? h("div", {}, c.code.map((snippet) => h("div", { class: "snippet" },
         h("p", { class: "muted" }, `${snippet.filename || "?"}${snippet.lineno_frame ? `, line ${snippet.lineno_frame}` : ""}`),
@@ -337,13 +315,13 @@ import { h, svg } from "../common/dom.js";
       table([
         { label: "Group", value: (g) => g.name }, { label: "Prefix", value: (g) => g.prefix },
         { label: "Tasks", value: (g) => taskBar(counts(g)) },
-        { label: "Finished", num: true, value: (g) => `${fmtNum(counts(g).done)} / ${fmtNum(g.n_tasks)}` },
+        { label: "Finished", num: true, value: (g) => `${whole(counts(g).done)} / ${whole(g.n_tasks)}` },
         { label: "Erred", num: true, value: (g) => numCell(counts(g).erred, "error") },
         { label: "Never ran", num: true, value: (g) => numCell(counts(g)["not-run"], "not-run") },
-        { label: "Compute", num: true, value: (g) => fmtDuration(g.compute) },
-        { label: "Transfer", num: true, value: (g) => fmtDuration(g.transfer) },
-        { label: "Disk", num: true, value: (g) => fmtDuration((g.disk_read || 0) + (g.disk_write || 0)) },
-        { label: "Bytes", num: true, value: (g) => fmtBytes(g.nbytes) },
+        { label: "Compute", num: true, value: (g) => duration(g.compute) },
+        { label: "Transfer", num: true, value: (g) => duration(g.transfer) },
+        { label: "Disk", num: true, value: (g) => duration((g.disk_read || 0) + (g.disk_write || 0)) },
+        { label: "Bytes", num: true, value: (g) => bytes(g.nbytes) },
         { label: "Depends on", value: (g) => (g.dependencies || []).join(", ") },
       ], groups, "No task groups recorded."),
       h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
@@ -364,9 +342,9 @@ import { h, svg } from "../common/dom.js";
       table([
         { label: "Report", value: (r) => h("a", { href: r.url }, r.title || (r.filename || "report").split("/").pop()) },
         { label: "User", value: (r) => r.user || "" },
-        { label: "Created", value: (r) => fmtTime(r.created) },
-        { label: "Duration", num: true, value: (r) => fmtDuration(r.summary && r.summary.duration) },
-        { label: "Tasks", num: true, value: (r) => fmtNum(r.summary && r.summary.n_tasks) },
+        { label: "Created", value: (r) => datetime(r.created) },
+        { label: "Duration", num: true, value: (r) => duration(r.summary && r.summary.duration) },
+        { label: "Tasks", num: true, value: (r) => whole(r.summary && r.summary.n_tasks) },
         { label: "Visibility", value: (r) => (r.private ? "private" : "anyone with the link") },
         { label: "Data", value: (r) => h("a", { href: r.json_url }, "JSON") },
       ], reports, "No reports yet: with dask_analytics_lab.performance_report(filename=...): ..."));
