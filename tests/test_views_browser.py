@@ -369,18 +369,18 @@ def test_team_page_computation_counts_and_failures(site, page):
     assert "erred" in legend and "never ran" in legend and "finished" in legend
     assert re.search(r"Duration\s+12\.5 s", page.inner_text("dl.facts"))
     # One failure, raised by 500 tasks: one row, its examples, its traceback on demand.
-    fails = page.locator(".failures details.exception")
+    fails = page.locator(".failures details.dal-fail")
     assert fails.count() == 1
     summary = fails.first.locator("summary").first.inner_text()
     assert "× 500" in summary and "KeyError('key-…')" in summary and "etl.py:42 in parse" in summary, summary
     fails.first.locator("summary").first.click()
-    assert fails.first.locator(".examples li").all_inner_texts() == KEYERROR_EXAMPLES
-    assert not fails.first.locator("pre.traceback").is_visible()
-    fails.first.locator(".traceback-box summary").click()
-    assert 'lookup[record["key"]]' in fails.first.locator("pre.traceback").inner_text()
+    assert fails.first.locator(".dal-fail-examples li").all_inner_texts() == KEYERROR_EXAMPLES
+    assert not fails.first.locator(".dal-tb pre").is_visible()
+    fails.first.locator(".dal-tb summary").click()
+    assert 'lookup[record["key"]]' in fails.first.locator(".dal-tb pre").inner_text()
     page.screenshot(path=save("views-web-computation.png"), full_page=True)
 
     page.goto(f"{base}/exceptions")
-    page.wait_for_selector(".failures details.exception")
-    assert page.locator(".failures details.exception").count() == 1
-    assert "× 500" in page.locator(".failures details.exception summary").first.inner_text()
+    page.wait_for_selector(".failures details.dal-fail")
+    assert page.locator(".failures details.dal-fail").count() == 1
+    assert "× 500" in page.locator(".failures details.dal-fail summary").first.inner_text()

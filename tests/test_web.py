@@ -153,14 +153,14 @@ def test_team_view_in_chromium(site, browser):
 
     # Exceptions, with their tracebacks.
     page.click("nav a:has-text('Exceptions')")
-    page.wait_for_selector("details.exception")
-    failure = page.locator("details.exception").first
+    page.wait_for_selector("details.dal-fail")
+    failure = page.locator("details.dal-fail").first
     failure.locator("summary").first.click()
     assert "ZeroDivisionError" in failure.locator("summary").first.inner_text()
     assert "× 1" in failure.locator("summary").first.inner_text()
-    failure.locator(".traceback-box summary").click()  # the traceback on demand
-    assert "ZeroDivisionError" in page.inner_text("pre.traceback")
-    assert "_boom" in page.inner_text("pre.traceback")
+    failure.locator(".dal-tb summary").click()  # the traceback on demand
+    assert "ZeroDivisionError" in page.inner_text(".dal-tb pre")
+    assert "_boom" in page.inner_text(".dal-tb pre")
     page.screenshot(path=str(ARTIFACTS / "web-exceptions.png"), full_page=True)
 
     # Reports: both listed for the account; the public one opens for anyone.

@@ -41,7 +41,7 @@ def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, 
 <title>{html.escape(title)} · dask-analytics</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="{p}/widgets/style.css">
-</head><body class="dal-team" data-prefix="{p}" data-page="{html.escape(page, quote=True)}" {data_args}>
+</head><body class="dal dal-team" data-prefix="{p}" data-page="{html.escape(page, quote=True)}" {data_args}>
 <header><a class="brand" href="{p}/">dask-analytics</a><nav>{nav}</nav>
 <span id="whoami"></span></header>
 <main id="app">{body}</main>

@@ -11,6 +11,7 @@ import flamegraphView from "../widgets/flamegraph.js";
 import { LocalModel } from "../common/model.js";
 import { h, svg } from "../common/dom.js";
 import { bytes, datetime, duration, money, whole } from "../common/format.js";
+import { failureRow as commonFailureRow } from "../common/failures.js";
 
 (function () {
   const body = document.body;
@@ -91,36 +92,15 @@ import { bytes, datetime, duration, money, whole } from "../common/format.js";
     h("span", {}, h("i", { class: `seg ${id}`, style: `background:${color}` }), label)));
   const numCell = (n, cls) => (n ? h("span", { class: cls }, whole(n)) : "0");
 
-  // One row per failure: type, the frame that raised it, the message with its literals
-  // masked, an exact count; a few real messages, workers, and the traceback on demand.
-  function failureTitle(e) {
-    if (e.exc_type) return [e.exc_type, e.pattern || ""];
-    const text = e.exception_text || "(no exception text)";
-    const m = text.match(/^([A-Za-z_][\w.]*)(?=[(:]|$)/);
-    return [m ? m[1] : "", text];
-  }
+  // One row per failure: the views' (js/common/failures.ts); on the Exceptions page it
+  // also links the cluster and computation it came from.
   function failureRow(e, withLinks) {
-    const [type, pattern] = failureTitle(e);
-    const examples = (Array.isArray(e.examples) ? e.examples : []).filter((x) => x);
-    if (!examples.length && e.exception_text) examples.push(e.exception_text);
-    const workers = Array.isArray(e.workers) ? e.workers : [];
-    return h("details", { class: "exception", "data-count": e.count },
-      h("summary", {},
-        h("span", { class: "count" }, `× ${whole(e.count)}`), " ",
-        h("code", { class: "pattern" }, type ? h("span", { class: "error exc-type" }, type) : null,
-          (type && pattern.startsWith(type) ? pattern.slice(type.length) : type && pattern ? `: ${pattern}` : pattern).slice(0, 300)), " ",
-        e.location ? h("span", { class: "muted location" }, `at ${e.location}`) : null, " ",
-        h("span", { class: "badge" }, e.task_group || "?"), " ", h("span", { class: "muted" }, datetime(e.last_time))),
-      withLinks ? h("p", {}, "Cluster ", link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
-        e.computation_id ? [", computation ", link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12))] : "") : null,
-      examples.length ? h("div", { class: "examples" }, h("p", { class: "muted" }, examples.length > 1 ? "Examples:" : "Message:"),
-        h("ul", {}, examples.map((x) => h("li", {}, h("code", {}, x))))) : null,
-      h("p", { class: "muted" }, `${whole(e.count)} task${e.count === 1 ? "" : "s"} · first ${datetime(e.first_time)} · last ${datetime(e.last_time)}`,
-        e.example_key ? ` · e.g. task ${e.example_key}` : "",
-        workers.length ? ` · worker${workers.length === 1 ? "" : "s"} ${workers.join(", ")}` : ""),
-      h("details", { class: "traceback-box" }, h("summary", {}, "Traceback"),
-        h("pre", { class: "traceback" },
-          (e.traceback_text ? `Traceback (most recent call last):\n${e.traceback_text}` : "") + (e.exception_text || ""))));
+    const row = commonFailureRow(e);
+    if (withLinks) {
+      row.querySelector(".dal-fail-body")!.prepend(h("p", {}, "Cluster ", link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
+        e.computation_id ? [", computation ", link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12))] : ""));
+    }
+    return row;
   }
 
   // ---------- charts ----------
@@ -243,7 +223,7 @@ import { bytes, datetime, duration, money, whole } from "../common/format.js";
 
   function exceptionsList(exceptions, withLinks) {
     if (!exceptions.length) return h("p", { class: "muted" }, "No failed tasks.");
-    return h("div", { class: "failures" }, exceptions.map((e) => failureRow(e, withLinks)));
+    return h("div", { class: "failures dal-fails" }, exceptions.map((e) => failureRow(e, withLinks)));
   }
   const failureCount = (exceptions) => {
     const n = exceptions.reduce((a, e) => a + (e.count || 0), 0);
