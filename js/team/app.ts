@@ -8,6 +8,7 @@ import { clusterStatus as status, clusterEnded as ended, clusterUptime as uptime
   computationDuration as compDuration } from "../common/lifecycle.js";
 import { taskCounts } from "../common/progress.js";
 import flamegraphView from "../widgets/flamegraph.js";
+import { clusterCharts } from "../widgets/cluster.js";
 import { LocalModel } from "../common/model.js";
 import { h, svg } from "../common/dom.js";
 import { bytes, datetime, duration, money, whole } from "../common/format.js";
@@ -131,26 +132,6 @@ import { failureRow as commonFailureRow } from "../common/failures.js";
     return svg;
   }
 
-  function lineChart(points, series, title) {
-    if (points.length < 2) return h("p", { class: "muted" }, "Not enough samples for a chart yet.");
-    const W = 1000, H = 180, left = 10, right = 10, top = 18, bottom = 22;
-    const t0 = points[0].time, t1 = points[points.length - 1].time;
-    const x = (t) => left + ((t - t0) / Math.max(t1 - t0, 1e-9)) * (W - left - right);
-    const svg = s("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
-    series.forEach((sr, k) => {
-      const values = points.map((p) => Number(p[sr.key]) || 0);
-      const max = Math.max(...values, 1e-9);
-      const y = (v) => top + (1 - v / max) * (H - top - bottom);
-      const d = points.map((p, i) => `${i ? "L" : "M"}${x(p.time).toFixed(1)},${y(values[i]).toFixed(1)}`).join("");
-      svg.appendChild(s("path", { d, fill: "none", stroke: sr.color, "stroke-width": 1.6 }));
-      svg.appendChild(s("text", { x: k ? W - 4 : 4, y: top - 4, fill: sr.color, "text-anchor": k ? "end" : "start" },
-        `${sr.label} (max ${sr.fmt(max)})`));
-    });
-    svg.appendChild(s("text", { x: left, y: H - 6 }, datetime(t0)));
-    svg.appendChild(s("text", { x: W - right, y: H - 6, "text-anchor": "end" }, datetime(t1)));
-    return svg;
-  }
-
   // Dask's profile tree as a flamegraph: the notebook widget's own view (zoom on click,
   // search, hover for file, line and code), bundled into this page's script, so
   // the product has one flamegraph.
@@ -257,10 +238,8 @@ import { failureRow as commonFailureRow } from "../common/failures.js";
         ["Idle since", c.idle_since ? datetime(c.idle_since) : ""], ["Dropped messages", c.dropped_messages ? whole(c.dropped_messages) : ""],
         ["Versions", Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")],
         ["Platform", c.platform ? `${c.platform.os || ""} ${c.platform.arch || ""} ${c.platform.python || ""}` : ""]]),
-      h("h2", {}, "Workers and memory over time"),
-      lineChart(samples, [
-        { key: "n_workers", label: "workers", color: "#1f6feb", fmt: whole },
-        { key: "memory_used", label: "memory", color: "#bf8700", fmt: bytes }], "Workers and memory over time"),
+      h("h2", {}, "Workers, memory and tasks over time"),
+      clusterCharts(samples) || h("p", { class: "muted" }, "Not enough samples for a chart yet."),
       h("h2", {}, `Computations (${computations.length})`), computationsTable(computations),
       h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
       h("h2", {}, `Events (${events.length})`),

@@ -10,6 +10,27 @@ import { onScreen } from "../common/onscreen.js";
 // The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.ts.
 export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
 
+/** Workers and threads, memory, and tasks processing over time, from a cluster's
+ *  samples (the widget's Cluster tab and the team page's cluster page); null with fewer
+ *  than two samples. */
+export function clusterCharts(samples): HTMLElement | null {
+  const pts = [...samples].sort((a, b) => a.time - b.time);
+  if (pts.length < 2) return null;
+  return h("div.dal-charts",
+    h("div.dal-chart", h("div.dal-chart-title", h("span", "Workers and threads"), h("span.dal-faint", "workers — threads ┅")),
+      timeChart({ series: [
+        { points: pts.map((s) => [s.time, s.n_workers]), color: "#ee6b3b", fill: true },
+        { points: pts.map((s) => [s.time, s.n_threads]), color: "#5b8def", dash: true },
+      ] })),
+    h("div.dal-chart", h("div.dal-chart-title", h("span", "Memory"), h("span.dal-faint", "used — total ┅")),
+      timeChart({ yFormat: fmt.bytes, series: [
+        { points: pts.map((s) => [s.time, s.memory_used]), color: "#2fa572", fill: true },
+        { points: pts.map((s) => [s.time, s.memory_total]), color: "#8c959f", dash: true },
+      ] })),
+    h("div.dal-chart", h("div.dal-chart-title", h("span", "Tasks processing")),
+      timeChart({ series: [{ points: pts.map((s) => [s.time, s.processing]), color: "#f5a524", fill: true }] })));
+}
+
 function kpi(label, value, sub) {
   return h("div.dal-kpi", h("div.dal-kpi-label", label), h("div.dal-kpi-value", value), sub ? h("div.dal-kpi-sub", sub) : null);
 }
@@ -38,22 +59,8 @@ export function clusterSummary(c, samples, now = Date.now() / 1000) {
     kpi(live ? "Up for" : "Ran for", fmt.duration(clusterUptime(c, now)), `since ${fmt.clock(c.started)}`),
     activity,
     kpi("Worker time", fmt.duration(c.worker_seconds), `${fmt.duration(c.core_seconds)} core time`)));
-  const pts = [...samples].sort((a, b) => a.time - b.time);
-  if (pts.length > 1) {
-    box.append(h("div.dal-charts",
-      h("div.dal-chart", h("div.dal-chart-title", h("span", "Workers and threads"), h("span.dal-faint", "workers — threads ┅")),
-        timeChart({ series: [
-          { points: pts.map((s) => [s.time, s.n_workers]), color: "#ee6b3b", fill: true },
-          { points: pts.map((s) => [s.time, s.n_threads]), color: "#5b8def", dash: true },
-        ] })),
-      h("div.dal-chart", h("div.dal-chart-title", h("span", "Memory"), h("span.dal-faint", "used — total ┅")),
-        timeChart({ yFormat: fmt.bytes, series: [
-          { points: pts.map((s) => [s.time, s.memory_used]), color: "#2fa572", fill: true },
-          { points: pts.map((s) => [s.time, s.memory_total]), color: "#8c959f", dash: true },
-        ] })),
-      h("div.dal-chart", h("div.dal-chart-title", h("span", "Tasks processing")),
-        timeChart({ series: [{ points: pts.map((s) => [s.time, s.processing]), color: "#f5a524", fill: true }] }))));
-  }
+  const charts = clusterCharts(samples);
+  if (charts) box.append(charts);
   const p = c.platform || {};
   box.append(h("div.dal-section", "Cluster"),
     kv({ id: c.cluster_id, status, address: c.address, user: c.user, account: c.account,
