@@ -105,3 +105,35 @@ def test_server_killed_and_restarted_while_a_cluster_works(sqlite_url):
           f"{len(sampled)} outage samples delivered after the restart, none dropped; scheduler round trip "
           f"median {statistics.median(before) * 1000:.1f} ms before, {statistics.median(during) * 1000:.1f} ms "
           f"during (max {max(during) * 1000:.0f} ms)")
+
+
+def test_a_refused_message_held_through_an_outage_is_counted_once(sqlite_url):
+    """A message the contract refuses, put while the server is down, is checked once: the
+    retries during the outage neither count it again nor hold back the good ones."""
+    token = make_tokens(sqlite_url, 1)[0]
+    config = {"analytics.token": token, "analytics.retry.max-delay": "200ms",
+              "analytics.events.allow": ["my-topic"]}
+    server = ServerProcess(sqlite_url, free_port())
+    try:
+        server.start()
+        with recorded_cluster(server.url, config=config) as (client, info):
+            assert dal.flush(client, timeout=20)["flushed"]
+            server.kill()
+            for x in (1, float("nan"), 2):
+                client.log_event("my-topic", {"x": x})
+            deadline = time.time() + 60
+            while time.time() < deadline:  # the writer has retried a few times
+                since = dal.status(client)["failing_since"]
+                if since and time.time() - since > 1.5:
+                    break
+                time.sleep(0.1)
+            assert dal.status(client)["failing_since"], "the writer never met the outage"
+            server.start()
+            flushed = dal.flush(client, timeout=30)
+            assert flushed["flushed"] and flushed["rejected"] == 1 and flushed["dropped"] == 0, flushed
+            cluster_id = info["cluster_id"]
+        events = dal.list_events(cluster_id, topic="my-topic", store=sqlite_url)
+        assert sorted(e["msg"]["x"] for e in events) == [1, 2]
+    finally:
+        server.kill()
+        close_readers()

@@ -1,12 +1,11 @@
 """A bounded queue and a writer thread between the scheduler and the store.
 
 `put` is what the event loop calls: O(1), never blocks, never raises.  The
-thread checks each message against the contract (messages.check: a message the
-store would refuse is dropped alone, and logged, instead of costing its whole
-batch), writes the typed messages in batches, retries with jittered
-backoff while the store
-is down, drops the oldest messages once the buffer is full, and says so, once per
-outage.
+thread checks each message against the contract once (messages.check: a message
+the store would refuse is dropped alone, and logged, instead of costing its whole
+batch), writes the typed messages in batches, retries with jittered backoff while
+the store is down, drops the oldest messages once the buffer is full, and says so,
+once per outage.
 
 The sink is opened as the shipper starts, not at the first write: the store's
 connections and files are open before the scheduler serves anything and stay
@@ -21,7 +20,7 @@ import threading
 import time
 from collections import deque
 from itertools import islice
-from typing import Any, Callable, Iterable
+from typing import Callable
 
 from ..messages import Envelope, MessageError, check
 from .sinks import Sink
@@ -70,6 +69,9 @@ class Shipper:
         self.stored = 0
         self.failing_since: float | None = None
         self._dropped_at_outage = 0
+        # {number: typed message, or None if refused}: a batch retried through an outage
+        # is checked (and a refused message counted) once, not on every attempt.
+        self._typed: dict[int, Envelope | None] = {}
         self._opened = threading.Event()  # the first attempt to open the sink is over
         self._thread = threading.Thread(target=self._run, name="dask-analytics-shipper", daemon=True)
         self._thread.start()
@@ -143,7 +145,7 @@ class Shipper:
                     return
                 entries = list(islice(self._queue, BATCH))
                 self._busy = True
-            batch = self._checked(m for _, m in entries)
+            batch = self._checked(entries)
             last = entries[-1][0]
             try:
                 if self._sink is None:
@@ -175,22 +177,31 @@ class Shipper:
                     self.failing_since = None
                 failures = 0
 
-    def _checked(self, messages: Iterable[Any]) -> list[Envelope]:
-        checked = []
-        for m in messages:
-            try:
-                checked.append(check(m))
-            except MessageError as e:
-                # A collector's bug: lose that message, not the batch it came in.
-                logger.error("dask-analytics: dropped a message the store would refuse: %s", e)
-                self.rejected += 1
-        return checked
+    def _checked(self, entries: list[tuple[int, dict]]) -> list[Envelope]:
+        first = entries[0][0]
+        for number in [n for n in self._typed if n < first]:  # pushed out of a full buffer
+            del self._typed[number]
+        batch = []
+        for number, message in entries:
+            if number not in self._typed:
+                try:
+                    self._typed[number] = check(message)
+                except MessageError as e:
+                    # A collector's bug: lose that message, not the batch it came in.
+                    logger.error("dask-analytics: dropped a message the store would refuse: %s", e)
+                    self.rejected += 1
+                    self._typed[number] = None
+            typed = self._typed[number]
+            if typed is not None:
+                batch.append(typed)
+        return batch
 
     def _done(self, last: int) -> None:
         with self._cond:
             # put() may have pushed part of the batch out meanwhile: pop only what we sent.
             while self._queue and self._queue[0][0] <= last:
                 self._queue.popleft()
+            self._typed.clear()  # it held this batch only
             self._busy = False
             self._cond.notify_all()
 
