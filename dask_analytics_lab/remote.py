@@ -100,8 +100,8 @@ class ServerClient:
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:
-            # A value JSON cannot hold goes as its repr rather than losing the whole batch.
-            # msgspec: typed messages and dicts alike; NaN and infinities become null, as the server reads them.
+            # Typed messages and dicts alike; NaN and infinities become null (as the server
+            # reads them), and a value JSON cannot hold goes as its repr, not the whole batch lost.
             data = gzip.compress(msgspec.json.encode(body, enc_hook=repr), GZIP_LEVEL)
             headers.update({"Content-Type": "application/json", "Content-Encoding": "gzip"})
         for _ in range(MAX_REDIRECTS + 1):
