@@ -31,7 +31,7 @@ import hashlib
 import json
 import math
 import re
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Iterable, Literal, Optional, Union, get_args, get_origin
 
 import msgspec
 from msgspec import Meta, Struct
@@ -64,6 +64,14 @@ class MessageError(ValueError):
 def code_hash(filename: str | None, text: str) -> str:
     """A code snippet's id: the server checks a `code` message's hash against it."""
     return hashlib.sha256(f"{filename}\0{text}".encode()).hexdigest()[:32]
+
+
+def fingerprint(code_line: str | None, prefixes: Iterable[str]) -> str:
+    """What the runs of the same code share: the line that made a computation and the
+    set of its task prefixes (a re-run makes new keys, never new prefixes).  Without a
+    line (code not sent) the prefixes alone."""
+    text = "\0".join([code_line or "", *sorted(set(prefixes))])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 # --- field types: each says in words what it takes (the errors quote it) --------------
@@ -231,6 +239,7 @@ class Computation(_Data):
     code: Optional[list[RequiredId]] = None
     code_frames: Optional[list[CodeFrame]] = None
     code_line: Optional[Text] = None
+    fingerprint: Optional[Id] = None
     totals: Optional[Totals] = None
     groups: Optional[list[TaskGroup]] = None
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..messages import code_hash
+from ..messages import code_hash, fingerprint
 
 # A task in one of these states has not finished.
 NOT_DONE = frozenset({"waiting", "processing", "no-worker", "queued"})
@@ -79,6 +79,7 @@ class _Tracked:
     frames: list[dict] = field(default_factory=list)
     code_line: str | None = None
     label: str | None = None
+    fingerprint: str | None = None
     state: str = ""
     stop: float | None = None
     final: bool = False  # after a restart: nothing of it runs any more
@@ -314,9 +315,10 @@ class ComputationTracker:
         elif record.stop is None or changed_groups:
             stops = [g["stop"] for g in summaries if g["stop"]]
             record.stop = max(stops) if stops else now
-        if record.labelled != len(record.claims):
+        if record.labelled != len(record.claims) or new_code:
             record.labelled = len(record.claims)
             record.label = _label(record.claims)
+            record.fingerprint = fingerprint(record.code_line, (c.tg.prefix.name for c in record.claims))
         message_totals = {
             **totals,
             "n_groups": len(record.summaries),
@@ -339,6 +341,7 @@ class ComputationTracker:
             "code": list(record.code),
             "code_frames": list(record.frames),
             "code_line": record.code_line,
+            "fingerprint": record.fingerprint,
             "totals": message_totals,
             "groups": [{k: v for k, v in record.summaries[name].items() if k not in ("pending", "cancelled")}
                        for name in changed_groups],

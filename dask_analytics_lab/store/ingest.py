@@ -228,7 +228,8 @@ def _computations(conn: sa.Connection, msgs: list[ComputationMessage]) -> None:
             "computation_id": d.id, "cluster_id": cid, "start": d.start, "stop": d.stop,
             "state": d.state, "code_hashes": d.code or [],
             "code_frames": None if d.code_frames is None else [asdict(f) for f in d.code_frames],
-            "code_line": cipher.encrypt(d.code_line), "label": d.label, **asdict(d.totals or Totals()),
+            "code_line": cipher.encrypt(d.code_line), "label": d.label,
+            "fingerprint": d.fingerprint, **asdict(d.totals or Totals()),
             "updated": t,
         })
         for g in d.groups or []:
