@@ -1,5 +1,6 @@
 """dask-analytics-lab: record every Dask cluster and computation, and read it back."""
 from .api import (
+    compare,
     dask_setup,
     export,
     flush,
@@ -12,6 +13,7 @@ from .api import (
     list_events,
     list_exceptions,
     list_gpu_metrics,
+    list_runs,
     list_task_groups,
     register,
     status,
@@ -26,6 +28,7 @@ from .widgets import monitor
 __version__ = "0.1.0"
 
 __all__ = [
+    "compare",
     "ConfigError",
     "dask_setup",
     "export",
@@ -39,6 +42,7 @@ __all__ = [
     "list_events",
     "list_exceptions",
     "list_gpu_metrics",
+    "list_runs",
     "list_task_groups",
     "Monitor",
     "monitor",

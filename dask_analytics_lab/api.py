@@ -226,6 +226,24 @@ def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = 
     return open_reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker, limit=limit)
 
 
+def compare(computation_id: str, baseline: str | None = None, *, store: str | None = None) -> dict:
+    """This computation against an earlier run of the same code: by default the latest
+    earlier finished one with the same fingerprint (the line that made it and its set
+    of task prefixes), from any cluster this reader may see.
+
+    Returns {"computation_id", "baseline_id", "wall": {"before", "after", "ratio"},
+    "groups": [{"prefix", "before", "after", "ratio"}], "findings": [str]}; before and
+    after hold wall, compute, transfer, disk, nbytes, n_tasks; a group's ratio is of
+    its compute time.  baseline_id is None when there is no earlier run."""
+    return open_reader(store).compare(computation_id, baseline=baseline)
+
+
+def list_runs(computation_id: str, *, limit: int = 100, store: str | None = None) -> list[dict]:
+    """Every run of this computation's code, newest first, with its wall time, figures
+    and cost (compute time at its cluster's price per core-hour; None without a price)."""
+    return open_reader(store).list_runs(computation_id, limit=limit)
+
+
 def export(*, store: str | None = None) -> dict[str, list[dict]]:
     """Everything recorded, table by table."""
     return open_reader(store).export()

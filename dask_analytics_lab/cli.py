@@ -108,6 +108,24 @@ def events(ctx: click.Context, cluster: str | None, topic: str | None, limit: in
     click.echo(tables.events(api.list_events(cluster, topic=topic, limit=limit, store=_store(ctx))))
 
 
+@analytics.command(help="a computation against an earlier run of the same code (default: the latest earlier finished one)")
+@click.argument("computation_id")
+@click.option("--baseline", help="compare with this computation id instead")
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
+@click.pass_context
+def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_json: bool) -> None:
+    result = api.compare(computation_id, baseline, store=_store(ctx))
+    click.echo(json.dumps(result, indent=1) if as_json else tables.comparison(result))
+
+
+@analytics.command(help="every run of a computation's code, newest first, with its wall time and cost")
+@click.argument("computation_id")
+@limit_option(50)
+@click.pass_context
+def runs(ctx: click.Context, computation_id: str, limit: int) -> None:
+    click.echo(tables.runs(api.list_runs(computation_id, limit=limit, store=_store(ctx))))
+
+
 @analytics.command(help="write everything as JSON or CSV")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @click.option("--output", "-o", help="JSON: a file (default stdout); CSV: a folder, one file per table")

@@ -305,6 +305,16 @@ class HttpReader:
         return self._get("/gpu", "gpu", cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
                          account=account, limit=limit)
 
+    def list_runs(self, computation_id: str, *, account: str | None = None, limit: int = 100) -> list[dict]:
+        return self._get(f"/computations/{_q(computation_id)}/runs", "runs", account=account, limit=limit)
+
+    def compare(self, computation_id: str, *, baseline: str | None = None, account: str | None = None) -> dict:
+        return self._get(f"/computations/{_q(computation_id)}/compare", "compare", baseline=baseline,
+                         account=account)
+
+    def run_summary(self, computation_id: str, *, account: str | None = None) -> dict:
+        return self._get(f"/computations/{_q(computation_id)}/summary", "summary", account=account)
+
     def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
         return self._get("/export", "export", account=account)
 

@@ -159,3 +159,52 @@ def events(rows: list[dict]) -> str:
         [(when(r.get("time")), r.get("topic"), str(r.get("msg"))[:100]) for r in rows],
         ["time", "topic", "message"],
     )
+
+
+def runs(rows: list[dict]) -> str:
+    """The runs of one computation's code, newest first."""
+    return render(
+        [
+            (
+                r["computation_id"], short(r.get("cluster_name") or r.get("cluster_id"), 30), when(r.get("start")),
+                r.get("state"), seconds(r.get("wall")), r.get("n_tasks"), seconds(r.get("compute")),
+                nbytes(r.get("nbytes")), "-" if r.get("cost") is None else _cost(r.get("cost")),
+            )
+            for r in rows
+        ],
+        ["computation", "cluster", "start", "state", "wall", "tasks", "compute", "bytes", "cost"],
+    )
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def comparison(result: dict) -> str:
+    """A run against its baseline: the findings, then one row per task prefix."""
+    wall = result["wall"]
+    head = [f"computation {printable(result['computation_id'])}"]
+    if result["baseline_id"] is None:
+        head.append("no baseline")
+    else:
+        head.append(f"against {printable(result['baseline_id'])}: wall {seconds(wall['before'])} → "
+                    f"{seconds(wall['after'])} ({_ratio(wall['ratio'])})")
+    lines = [", ".join(head)]
+    lines += [f"  - {printable(f)}" for f in result["findings"]]
+
+    def figure(side: dict | None, key: str, show: Any) -> str:
+        return "-" if side is None else show(side.get(key))
+
+    table = render(
+        [
+            (
+                g["prefix"], figure(g["before"], "compute", seconds), figure(g["after"], "compute", seconds),
+                _ratio(g["ratio"]), figure(g["before"], "n_tasks", str), figure(g["after"], "n_tasks", str),
+                figure(g["before"], "nbytes", nbytes), figure(g["after"], "nbytes", nbytes),
+            )
+            for g in result["groups"]
+        ],
+        ["task prefix", "compute before", "compute after", "ratio", "tasks before", "tasks after",
+         "bytes before", "bytes after"],
+    )
+    return "\n".join(lines) + "\n\n" + table

@@ -69,10 +69,12 @@ class Cluster:
 
     def computation(self, comp_id: str, *, state: str = "finished", groups: list | None = None,
                     code: list | None = None, start: float | None = None, frames: list | None = _FRAMES,
-                    label: str | None = _LABEL, code_line: str | None = _LINE, **totals) -> dict:
+                    label: str | None = _LABEL, code_line: str | None = _LINE, fingerprint: str | None = None,
+                    stop: float | None = None, **totals) -> dict:
         """frames: code_frames (default: line 12 / 3 of each snippet in `code`; None: sent by
         a collector from before code_frames); label: default, the groups' prefixes;
-        code_line: default, a line when there is code."""
+        code_line: default, a line when there is code; fingerprint: none by default (as
+        a collector from before fingerprints); stop: default half a second after now."""
         groups = groups if groups is not None else [group("sum-aggregate", n_tasks=4), group("ones", n_tasks=16)]
         t = {"n_tasks": sum(g["n_tasks"] for g in groups), "n_groups": len(groups),
              "n_done": sum(g["n_done"] for g in groups), "n_erred": sum(g["n_erred"] for g in groups),
@@ -85,10 +87,12 @@ class Cluster:
             code_line = "x.sum().compute()" if code else None
         if label is _LABEL:
             label = " → ".join(dict.fromkeys(g["prefix"] for g in groups))
+        if stop is None and state != "running":
+            stop = self.t + 0.5
         return self.msg("computation", {
-            "id": comp_id, "start": start if start is not None else self.t, "stop": None if state == "running" else self.t + 0.5,
+            "id": comp_id, "start": start if start is not None else self.t, "stop": stop,
             "state": state, "code": code or [], "code_frames": frames, "code_line": code_line,
-            "label": label, "totals": t, "groups": groups,
+            "label": label, "fingerprint": fingerprint, "totals": t, "groups": groups,
         })
 
     def code(self, h: str, text: str = "x.sum().compute()") -> dict:

@@ -165,6 +165,29 @@ class ComputationProfile(QueryHandler):
         return self.ctx.store.get_profile(computation_id=computation_id, account=account)
 
 
+class ComputationRuns(QueryHandler):
+    key = "runs"
+    params = {"limit": limit_param(100, 10_000)}
+
+    def query(self, account, computation_id, limit):
+        return self.ctx.store.list_runs(computation_id, account=account, limit=limit)
+
+
+class ComputationCompare(QueryHandler):
+    key = "compare"
+    params = {"baseline": _text("baseline")}
+
+    def query(self, account, computation_id, baseline=None):
+        return self.ctx.store.compare(computation_id, baseline=baseline, account=account)
+
+
+class ComputationRunSummary(QueryHandler):
+    key = "summary"
+
+    def query(self, account, computation_id):
+        return self.ctx.store.run_summary(computation_id, account=account)
+
+
 class Exceptions(QueryHandler):
     key = "exceptions"
     params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id"),
@@ -227,6 +250,9 @@ def query_routes() -> list[tuple[str, type]]:
         (f"/computations/{seg}", Computation),
         (f"/computations/{seg}/groups", ComputationGroups),
         (f"/computations/{seg}/profile", ComputationProfile),
+        (f"/computations/{seg}/runs", ComputationRuns),
+        (f"/computations/{seg}/compare", ComputationCompare),
+        (f"/computations/{seg}/summary", ComputationRunSummary),
         ("/exceptions", Exceptions),
         ("/events", Events),
         ("/gpu", Gpu),

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 import sqlalchemy as sa
 
+from . import compare as _compare
 from . import ingest as _ingest
 from . import queries
 from .engine import is_connection_error, make_engine, masked, raise_unavailable, read_options
@@ -128,6 +129,18 @@ class Store:
         with self.reading() as conn:
             return queries.list_gpu_metrics(conn, cluster_id=cluster_id, monitor_id=monitor_id,
                                             worker=worker, account=account, limit=limit)
+
+    def list_runs(self, computation_id: str, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
+        with self.reading() as conn:
+            return _compare.list_runs(conn, computation_id, account=account, limit=limit)
+
+    def compare(self, computation_id: str, *, baseline: str | None = None, account: str | None = None) -> dict:
+        with self.reading() as conn:
+            return _compare.compare(conn, computation_id, baseline=baseline, account=account)
+
+    def run_summary(self, computation_id: str, *, account: str | None = None) -> dict:
+        with self.reading() as conn:
+            return _compare.run_summary(conn, computation_id, account=account)
 
     def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
         with self.reading() as conn:

@@ -1,0 +1,230 @@
+"""Runs of the same code, and what changed between two of them.
+
+Most Dask work is the same job run again: a nightly ETL, a notebook re-run, a sweep.
+Computations made by the same line with the same set of task prefixes share a
+fingerprint (messages.fingerprint); `list_runs` lists them and `compare` sets one
+against a baseline, the latest earlier finished run by default, from any cluster the
+reader may see.
+
+Figures per run and per task prefix: wall time, compute (seconds of task execution),
+transfer, disk, bytes and tasks.  A run's cost is its compute time priced at its
+cluster's price per core-hour: the part of the cluster's bill this run kept busy.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from dask.utils import format_bytes, format_time
+
+from . import schema as s
+from .errors import NotFound
+from .queries import _clock, _computation_row, _in_account, _limit, _mark_lost, _rows
+
+# Figures kept per run and per prefix, summed over a prefix's groups.
+FIGURES = ("compute", "transfer", "disk", "nbytes", "n_tasks", "n_erred")
+
+# A change counts as one when the figure moved by this factor either way...
+NOTABLE = 1.5
+# ...and by at least this much (seconds, or bytes for nbytes): noise on tiny groups is not news.
+FLOOR = {"compute": 0.5, "wall": 0.5, "transfer": 0.5, "disk": 0.5, "nbytes": 64 * 2**20}
+
+
+def _ratio(before: float | None, after: float | None) -> float | None:
+    if before is None or after is None or before <= 0:
+        return None
+    return after / before
+
+
+def _wall(row: dict) -> float | None:
+    if row.get("start") is None or row.get("stop") is None:
+        return None
+    return max(0.0, row["stop"] - row["start"])
+
+
+def _prices(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, dict]:
+    c = s.clusters.c
+    q = sa.select(c.cluster_id, c.name, c.price_per_core_hour).where(c.cluster_id.in_(sorted(cluster_ids)))
+    return {r.cluster_id: {"name": r.name, "price": r.price_per_core_hour} for r in conn.execute(q)}
+
+
+def _run(row: dict, cluster: dict | None) -> dict:
+    price = (cluster or {}).get("price")
+    compute = row.get("compute") or 0.0
+    return {
+        "computation_id": row["computation_id"], "cluster_id": row["cluster_id"],
+        "cluster_name": (cluster or {}).get("name"), "label": row.get("label"),
+        "state": row["state"], "start": row["start"], "stop": row.get("stop"), "wall": _wall(row),
+        **{k: row.get(k) for k in FIGURES if k != "n_erred"}, "n_erred": row.get("n_erred"),
+        "cost": None if price is None else compute / 3600 * price,
+    }
+
+
+class NoFingerprint(NotFound):
+    """The computation's earlier runs cannot be found: it has no fingerprint."""
+
+
+def _fingerprint_of(comp: dict) -> str:
+    if not comp.get("fingerprint"):
+        raise NoFingerprint(
+            f"computation {comp['computation_id']!r} was recorded without a fingerprint (by a release "
+            "before 0.2, or it has not reported its code yet), so its earlier runs cannot be found; "
+            "pass baseline= (dask-analytics compare ID --baseline OTHER_ID)"
+        )
+    return comp["fingerprint"]
+
+
+def list_runs(conn: sa.Connection, computation_id: str, *, account: str | None = None,
+              limit: int | None = 100, now: float | None = None) -> list[dict]:
+    """Every run of this computation's code the reader may see, newest first, each with
+    its wall time, figures and cost (None where its cluster has no price)."""
+    comp = _computation_row(conn, computation_id, account)
+    c = s.computations
+    fp = _fingerprint_of(comp)
+    q = (sa.select(c).where(c.c.fingerprint == fp, _in_account(c, account))
+         .order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(_limit(limit)))
+    rows = _mark_lost(conn, _rows(conn.execute(q)), _clock(now))
+    clusters = _prices(conn, {r["cluster_id"] for r in rows})
+    return [_run(r, clusters.get(r["cluster_id"])) for r in rows]
+
+
+def baseline_of(conn: sa.Connection, comp: dict, *, account: str | None = None) -> dict | None:
+    """The latest finished run of the same code that started before `comp`."""
+    c = s.computations
+    fp = _fingerprint_of(comp)
+    q = (sa.select(c).where(c.c.fingerprint == fp, _in_account(c, account), c.c.state == "finished",
+                            c.c.computation_id != comp["computation_id"],
+                            sa.or_(c.c.start < comp["start"],
+                                   sa.and_(c.c.start == comp["start"], c.c.computation_id < comp["computation_id"])))
+         .order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(1))
+    rows = _rows(conn.execute(q))
+    return rows[0] if rows else None
+
+
+def _by_prefix(conn: sa.Connection, comp: dict) -> dict[str, dict]:
+    g = s.task_groups.c
+    q = sa.select(g.name, g.prefix, g.n_tasks, g.n_erred, g.compute, g.transfer, g.disk_read, g.disk_write,
+                  g.nbytes, g.start, g.stop).where(g.cluster_id == comp["cluster_id"],
+                                                    g.computation_id == comp["computation_id"])
+    out: dict[str, dict] = {}
+    for r in conn.execute(q):
+        prefix = r.prefix or r.name
+        p = out.setdefault(prefix, {k: 0 for k in FIGURES} | {"start": None, "stop": None})
+        p["compute"] += r.compute or 0.0
+        p["transfer"] += r.transfer or 0.0
+        p["disk"] += (r.disk_read or 0.0) + (r.disk_write or 0.0)
+        p["nbytes"] += r.nbytes or 0
+        p["n_tasks"] += r.n_tasks or 0
+        p["n_erred"] += r.n_erred or 0
+        if r.start:
+            p["start"] = r.start if p["start"] is None else min(p["start"], r.start)
+        if r.stop:
+            p["stop"] = r.stop if p["stop"] is None else max(p["stop"], r.stop)
+    for p in out.values():
+        p["wall"] = _wall(p)
+        del p["start"], p["stop"]
+    return out
+
+
+def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = None,
+            account: str | None = None, now: float | None = None) -> dict:
+    """This run against a baseline (default: `baseline_of`): {"computation_id",
+    "baseline_id", "wall": {"before", "after", "ratio"}, "groups": [{"prefix",
+    "before", "after", "ratio"}], "findings": [str]}.  A group's ratio is of its
+    compute time (after / before); groups are listed by how much compute time moved.
+    With no earlier run, baseline_id is None and the findings say so."""
+    now = _clock(now)
+    after = _mark_lost(conn, [_computation_row(conn, computation_id, account)], now)[0]
+    if baseline is not None:
+        before = _mark_lost(conn, [_computation_row(conn, baseline, account)], now)[0]
+    else:
+        before = baseline_of(conn, after, account=account)
+    clusters = _prices(conn, {after["cluster_id"]} | ({before["cluster_id"]} if before else set()))
+    run_after = _run(after, clusters.get(after["cluster_id"]))
+    if before is None:
+        return {"computation_id": computation_id, "baseline_id": None, "before": None, "after": run_after,
+                "wall": {"before": None, "after": run_after["wall"], "ratio": None},
+                "groups": [{"prefix": p, "before": None, "after": f, "ratio": None}
+                           for p, f in sorted(_by_prefix(conn, after).items())],
+                "findings": ["no earlier finished run of this code to compare with"]}
+    run_before = _run(before, clusters.get(before["cluster_id"]))
+    b, a = _by_prefix(conn, before), _by_prefix(conn, after)
+    groups = [{"prefix": p, "before": b.get(p), "after": a.get(p),
+               "ratio": _ratio((b.get(p) or {}).get("compute"), (a.get(p) or {}).get("compute"))}
+              for p in set(b) | set(a)]
+    groups.sort(key=lambda g: (-abs((g["after"] or {}).get("compute", 0.0) - (g["before"] or {}).get("compute", 0.0)),
+                               g["prefix"]))
+    wall = {"before": run_before["wall"], "after": run_after["wall"],
+            "ratio": _ratio(run_before["wall"], run_after["wall"])}
+    return {"computation_id": computation_id, "baseline_id": before["computation_id"],
+            "before": run_before, "after": run_after, "wall": wall, "groups": groups,
+            "findings": findings(run_before, run_after, wall, groups)}
+
+
+def _times(x: float) -> str:
+    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
+def _moved(kind: str, before: float | None, after: float | None) -> bool:
+    before, after = before or 0.0, after or 0.0
+    if abs(after - before) < FLOOR[kind]:
+        return False
+    if before <= 0 or after <= 0:
+        return True
+    return after / before >= NOTABLE or before / after >= NOTABLE
+
+
+def _change(kind: str, before: float | None, after: float | None) -> str:
+    show = format_bytes if kind == "nbytes" else format_time
+    word = {"nbytes": "bytes", "wall": "wall time"}.get(kind, kind)
+    before, after = before or 0, after or 0
+    if not before:
+        return f"{show(after)} {word} where there was none"
+    if not after:
+        return f"no {word}, {show(before)} before"
+    return f"{word} {_times(after / before)} ({show(before)} → {show(after)})"
+
+
+def findings(before: dict, after: dict, wall: dict, groups: list[dict]) -> list[str]:
+    """What changed most, in plain words, biggest first."""
+    out: list[str] = []
+    if after["state"] == "running":
+        out.append("this run is still running: its figures are so far")
+    elif after["state"] != "finished":
+        out.append(f"this run {after['state']}; the baseline finished")
+    if wall["ratio"] and _moved("wall", wall["before"], wall["after"]):
+        how = "slower" if wall["ratio"] > 1 else "faster"
+        x = wall["ratio"] if wall["ratio"] > 1 else 1 / wall["ratio"]
+        out.append(f"{_times(x)} {how} overall ({format_time(wall['before'])} → {format_time(wall['after'])})")
+    for g in groups:
+        b, a = g["before"], g["after"]
+        if b is None:
+            out.append(f"{g['prefix']}: new, {format_time(a['compute'])} compute over {a['n_tasks']:,} tasks")
+            continue
+        if a is None:
+            out.append(f"{g['prefix']}: gone ({format_time(b['compute'])} compute before)")
+            continue
+        said = [_change(k, b[k], a[k]) for k in ("compute", "transfer", "disk", "nbytes") if _moved(k, b[k], a[k])]
+        if a["n_erred"] and not b["n_erred"]:
+            said.append(f"{a['n_erred']:,} tasks erred where none did")
+        if a["n_tasks"] != b["n_tasks"] and b["n_tasks"]:
+            said.append(f"{b['n_tasks']:,} → {a['n_tasks']:,} tasks")
+        if said:
+            out.append(f"{g['prefix']}: " + ", ".join(said))
+    if len(out) == (0 if after["state"] == "finished" else 1):
+        out.append("no notable change")
+    return out
+
+
+def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
+    """For views: this run's ratio against its baseline, and the recent runs' wall times."""
+    try:
+        result = compare(conn, computation_id, account=account)
+        runs = list_runs(conn, computation_id, account=account, limit=20)
+    except NoFingerprint:
+        return {"baseline_id": None, "wall": None, "findings": [], "groups": {}, "runs": []}
+    return {"baseline_id": result["baseline_id"], "wall": result["wall"],
+            "findings": result["findings"],
+            "groups": {g["prefix"]: g["ratio"] for g in result["groups"]},
+            "runs": [{"computation_id": r["computation_id"], "start": r["start"], "wall": r["wall"],
+                      "state": r["state"]} for r in runs[::-1]]}
