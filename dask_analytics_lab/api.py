@@ -244,6 +244,12 @@ def list_runs(computation_id: str, *, limit: int = 100, store: str | None = None
     return open_reader(store).list_runs(computation_id, limit=limit)
 
 
+def run_summary(computation_id: str, *, store: str | None = None) -> dict:
+    """What the views show of `compare`: the wall ratio, each prefix's ratio, the
+    findings and the last 20 runs' wall times (oldest first)."""
+    return open_reader(store).run_summary(computation_id)
+
+
 def export(*, store: str | None = None) -> dict[str, list[dict]]:
     """Everything recorded, table by table."""
     return open_reader(store).export()

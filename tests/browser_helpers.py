@@ -152,3 +152,52 @@ def save(name: str) -> Path:
 
 def copy_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, dirs_exist_ok=True)
+
+
+# --- the notebook monitor without a kernel ----------------------------------------------
+# A page that renders the built monitor.js with a stand-in model over the state a
+# kernel-side MonitorWidget had (no kernel needed for what is drawn).
+WIDGET_HARNESS = """<!doctype html>
+<html><head><meta charset="utf-8"><title>views</title><link rel="icon" href="data:,">
+<link rel="stylesheet" href="./style.css"></head>
+<body style="margin:0;padding:16px;background:#f3f4f6"><div id="app" style="max-width:1360px"></div>
+<script type="module">
+import monitor from "./monitor.js";
+// The anywidget model's interface, over the state the kernel-side widget had.
+class Model {
+  constructor(state) { this.state = state; this.handlers = {}; }
+  get(name) { return this.state[name]; }
+  set(name, value) { this.state[name] = value; for (const cb of this.handlers[`change:${name}`] || []) cb(); }
+  on(event, cb) { (this.handlers[event] = this.handlers[event] || []).push(cb); }
+  off() {}
+  save_changes() {}
+  send() {}
+}
+let cleanup = null;
+window.show = async (name) => {
+  const state = await (await fetch(`./${name}.json`)).json();
+  if (cleanup) cleanup();
+  const el = document.createElement("div");
+  document.getElementById("app").replaceChildren(el);
+  window.model = new Model(state);
+  cleanup = monitor.render({ model: window.model, el });
+  return true;
+};
+window.harnessReady = true;
+</script></body></html>
+"""
+
+
+def widget_state(url: str, cluster_id: str, computation_id: str | None) -> dict:
+    """What the notebook's monitor() holds after reading the store: its synced traits."""
+    from dask_analytics_lab.widgets.monitor_widget import MonitorWidget
+
+    w = MonitorWidget(cluster_id, computation_id=computation_id, store=url, start=False)
+    try:
+        for _ in range(3):  # the cluster, then the computation, then its exceptions
+            w.refresh()
+        assert not w.error, w.error
+        state = {k: v for k, v in w.get_state().items() if not k.startswith("_") and k != "layout"}
+    finally:
+        w.close()
+    return json.loads(json.dumps(state))

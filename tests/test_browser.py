@@ -166,9 +166,11 @@ def test_flamegraph_renders_zooms_searches_and_hovers(page):
     tip.wait_for(state="visible", timeout=5_000)
     assert re.search(r":\d+", tip.inner_text()), tip.inner_text()
     page.locator(".dal-monitor").screenshot(path=save("flamegraph-hover.png"))
-    # Click zooms: the breadcrumb grows and "Reset zoom" comes alive.
-    page.mouse.click(box["x"] + 30, box["y"] + 18 * 3 + 9)
-    assert page.locator(".dal-monitor .dal-crumbs a").count() >= 2
+    # Click zooms (the hovered frame: one that is surely there): the breadcrumb grows
+    # and "Reset zoom" comes alive.
+    page.mouse.click(box["x"] + 30, box["y"] + 18 + 9)
+    page.wait_for_function("() => document.querySelectorAll('.dal-monitor .dal-crumbs a').length >= 2",
+                           timeout=10_000)
     assert page.locator(".dal-monitor button", has_text="Reset zoom").is_enabled()
     page.locator(".dal-monitor button", has_text="Reset zoom").click()
     page.locator(".dal-monitor .dal-flame input").fill("getitem")

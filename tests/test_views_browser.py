@@ -24,41 +24,10 @@ import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
 
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import CHROMIUM, chromium, save, static_server
+from tests.browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
 from tests.views_data import KEYERROR_EXAMPLES, build
 
 pytestmark = pytest.mark.timeout(180)
-
-HARNESS = """<!doctype html>
-<html><head><meta charset="utf-8"><title>views</title><link rel="icon" href="data:,">
-<link rel="stylesheet" href="./style.css"></head>
-<body style="margin:0;padding:16px;background:#f3f4f6"><div id="app" style="max-width:1360px"></div>
-<script type="module">
-import monitor from "./monitor.js";
-// The anywidget model's interface, over the state the kernel-side widget had.
-class Model {
-  constructor(state) { this.state = state; this.handlers = {}; }
-  get(name) { return this.state[name]; }
-  set(name, value) { this.state[name] = value; for (const cb of this.handlers[`change:${name}`] || []) cb(); }
-  on(event, cb) { (this.handlers[event] = this.handlers[event] || []).push(cb); }
-  off() {}
-  save_changes() {}
-  send() {}
-}
-let cleanup = null;
-window.show = async (name) => {
-  const state = await (await fetch(`./${name}.json`)).json();
-  if (cleanup) cleanup();
-  const el = document.createElement("div");
-  document.getElementById("app").replaceChildren(el);
-  window.model = new Model(state);
-  cleanup = monitor.render({ model: window.model, el });
-  return true;
-};
-window.harnessReady = true;
-</script></body></html>
-"""
-
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
@@ -69,21 +38,6 @@ def scenario(tmp_path_factory):
     close_readers()
 
 
-def _widget_state(url: str, cluster_id: str, computation_id: str | None) -> dict:
-    """What the notebook's monitor() holds after reading the store: its synced traits."""
-    from dask_analytics_lab.widgets.monitor_widget import MonitorWidget
-
-    w = MonitorWidget(cluster_id, computation_id=computation_id, store=url, start=False)
-    try:
-        for _ in range(3):  # the cluster, then the computation, then its exceptions
-            w.refresh()
-        assert not w.error, w.error
-        state = {k: v for k, v in w.get_state().items() if not k.startswith("_") and k != "layout"}
-    finally:
-        w.close()
-    return json.loads(json.dumps(state))
-
-
 @pytest.fixture(scope="module")
 def harness(scenario, tmp_path_factory):
     from dask_analytics_lab.widgets._base import STATIC
@@ -92,11 +46,11 @@ def harness(scenario, tmp_path_factory):
     root = tmp_path_factory.mktemp("harness")
     shutil.copy(STATIC / "monitor.js", root / "monitor.js")
     shutil.copy(STATIC / "style.css", root / "style.css")  # what anywidget's _css loads
-    (root / "index.html").write_text(HARNESS)
+    (root / "index.html").write_text(WIDGET_HARNESS)
     states = {
-        "stopped": _widget_state(url, sc.stopped["cluster_id"], sc.stopped["groupby"]),
-        "parse": _widget_state(url, sc.stopped["cluster_id"], sc.stopped["parse"]),
-        "lost": _widget_state(url, sc.lost["cluster_id"], None),
+        "stopped": widget_state(url, sc.stopped["cluster_id"], sc.stopped["groupby"]),
+        "parse": widget_state(url, sc.stopped["cluster_id"], sc.stopped["parse"]),
+        "lost": widget_state(url, sc.lost["cluster_id"], None),
     }
     for name, state in states.items():
         (root / f"{name}.json").write_text(json.dumps(state))
@@ -301,6 +255,19 @@ def test_keyboard_reaches_computations_tabs_and_flamegraph_frames(harness, page)
     assert canvas.get_attribute("aria-label").startswith("f: 6 samples")
     page.keyboard.press("Enter")
     assert reset.is_enabled() and monitor.locator(".dal-crumbs a").all_inner_texts() == ["all", "f"]
+    # A refreshed profile (it grows while a computation runs) keeps the zoom while the
+    # frame is still there, and falls back to the whole profile when it is not.
+    grown = {**tree, "count": 20, "children": {"f": frame("f", 16, [frame("g", 16)]), "h": frame("h", 4)}}
+    page.evaluate("tree => window.model.set('profile', tree)", grown)
+    assert reset.is_enabled() and monitor.locator(".dal-crumbs a").all_inner_texts() == ["all", "f"]
+    page.evaluate("tree => window.model.set('profile', tree)", {**tree, "children": {"h": frame("h", 10)}})
+    assert reset.is_disabled() and monitor.locator(".dal-crumbs a").all_inner_texts() == ["all"]
+    page.evaluate("tree => window.model.set('profile', tree)", tree)
+    canvas.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    assert monitor.locator(".dal-crumbs a").all_inner_texts() == ["all", "f"]
     page.keyboard.press("Escape")
     assert reset.is_disabled()
 

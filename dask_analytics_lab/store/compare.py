@@ -222,8 +222,9 @@ def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None
         result = compare(conn, computation_id, account=account)
         runs = list_runs(conn, computation_id, account=account, limit=20)
     except NoFingerprint:
-        return {"baseline_id": None, "wall": None, "findings": [], "groups": {}, "runs": []}
-    return {"baseline_id": result["baseline_id"], "wall": result["wall"],
+        return {"computation_id": computation_id, "baseline_id": None, "wall": None, "findings": [],
+                "groups": {}, "runs": []}
+    return {"computation_id": computation_id, "baseline_id": result["baseline_id"], "wall": result["wall"],
             "findings": result["findings"],
             "groups": {g["prefix"]: g["ratio"] for g in result["groups"]},
             "runs": [{"computation_id": r["computation_id"], "start": r["start"], "wall": r["wall"],

@@ -88,7 +88,8 @@ class Feed:
                 w = self.w
                 if "groups" in self.tables:
                     self.tables["groups"].replace([])
-                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("profile", {})):
+                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("profile", {}),
+                                    ("runs", {})):
                     if w.has_trait(name):
                         setattr(w, name, empty)
                 if w.has_trait("share"):
@@ -221,6 +222,10 @@ class Feed:
                 w.code = [c for c in code if c.get("text")]
             if groups and not detail.get("label"):
                 self._labels[computation_id] = label_of(groups)
+            if w.has_trait("runs") and self._comp_state != "running":
+                # Against the earlier runs of this code: only once it ended (a running
+                # one's figures are partial), and again if a late message changes it.
+                w.runs = clean(api.run_summary(computation_id, store=store))
             n_erred = detail.get("n_erred") or 0
             if n_erred != self._comp_erred:
                 self._comp_erred = n_erred

@@ -25,6 +25,7 @@ class MonitorWidget(ShareMixin, LiveView):
     cluster = t.Dict().tag(sync=True)
     computation = t.Dict().tag(sync=True)
     exceptions = t.List().tag(sync=True)
+    runs = t.Dict().tag(sync=True)
     code = t.List().tag(sync=True)
     profile = t.Dict().tag(sync=True)
     profile_title = t.Unicode("").tag(sync=True)

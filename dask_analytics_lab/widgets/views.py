@@ -16,6 +16,7 @@ class TaskGroups(LiveView):
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
     computation = t.Dict().tag(sync=True)
     exceptions = t.List().tag(sync=True)
+    runs = t.Dict().tag(sync=True)  # against the earlier runs of the same code
     locals().update(table_traits("groups"))
 
     def __init__(self, computation_id: str, **kwargs: Any):

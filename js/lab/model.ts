@@ -25,7 +25,7 @@ export class RestModel extends LocalModel {
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
       title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
-      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], profile: {}, profile_title: "",
+      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], profile: {}, profile_title: "", runs: {},
       share: { state: "idle" }, error: "",
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
       samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
@@ -53,7 +53,7 @@ export class RestModel extends LocalModel {
     this.loadedProfile = null;
     this.detailUpdated = null;
     this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], exceptions: [], profile: {},
-      share: { state: "idle" } });
+      runs: {}, share: { state: "idle" } });
     this.poke();
   }
 
@@ -105,6 +105,11 @@ export class RestModel extends LocalModel {
         if (detail.n_erred) {
           const { exceptions } = await get(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=200`);
           update.exceptions = exceptions;
+        }
+        if (detail.state !== "running") {
+          // Against the earlier runs of the same code (store/compare.py run_summary).
+          const { summary } = await get(`api/computations/${encodeURIComponent(compId)}/summary`);
+          update.runs = summary;
         }
         this.update(update);
         running = running || detail.state === "running";

@@ -13,6 +13,7 @@ import { LocalModel } from "../common/model.js";
 import { h, svg } from "../common/dom.js";
 import { bytes, datetime, duration, money, whole } from "../common/format.js";
 import { failureRow as commonFailureRow } from "../common/failures.js";
+import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
 
 (function () {
   const body = document.body;
@@ -249,21 +250,25 @@ import { failureRow as commonFailureRow } from "../common/failures.js";
   }
 
   async function computationPage(id) {
-    const [{ computation: c }, { exceptions }, { profile }] = await Promise.all([
+    const [{ computation: c }, { exceptions }, { profile }, { summary: runs }] = await Promise.all([
       api(`/computations/${enc(id)}`), api("/exceptions", { computation_id: id, limit: 500 }),
-      api(`/computations/${enc(id)}/profile`)]);
+      api(`/computations/${enc(id)}/profile`), api(`/computations/${enc(id)}/summary`)]);
+    const compared = c.state !== "running" && !!runs?.baseline_id;
     document.title = `${c.label || `Computation ${id.slice(0, 12)}`} · dask-analytics`;
     const groups = c.groups || [];
     const total = counts(c);
     app.replaceChildren(
       h("h1", {}, c.label || "Computation", " ", stateBadge(c.state)),
+      compared ? runsBanner(runs) || "" : "",
       c.code_line ? h("pre", { class: "code code-line" }, c.code_line) : "",
       facts([["Id", h("code", {}, c.computation_id)], ["Cluster", link(`/clusters/${enc(c.cluster_id)}`, c.cluster_id)], ["Start", datetime(c.start)],
         ["Stop", datetime(c.stop)], ["Duration", duration(compDuration(c, Date.now() / 1000))],
         ["Tasks", h("span", {}, `${whole(c.n_tasks)}: ${whole(total.done)} finished, `, numCell(total.erred, "error"), " erred, ",
           numCell(total["not-run"], "not-run"), " never ran")],
         ["Compute time", duration(c.compute)], ["Transfer time", duration(c.transfer)],
-        ["Disk time", duration(c.disk)], ["Bytes", bytes(c.nbytes)]]),
+        ["Disk time", duration(c.disk)], ["Bytes", bytes(c.nbytes)],
+        ...(compared ? [["Runs of this code", h("span", { class: "dal-runs" }, runsTrend(runs, c.computation_id) || "",
+          " previous: ", link(`/computations/${enc(runs.baseline_id)}`, runs.baseline_id.slice(0, 12)))]] : [])]),
       h("h2", {}, "Code"),
       (c.code || []).length ? h("div", {}, c.code.map((snippet) => h("div", { class: "snippet" },
         h("p", { class: "muted" }, `${snippet.filename || "?"}${snippet.lineno_frame ? `, line ${snippet.lineno_frame}` : ""}`),
@@ -278,6 +283,7 @@ import { failureRow as commonFailureRow } from "../common/failures.js";
         { label: "Erred", num: true, value: (g) => numCell(counts(g).erred, "error") },
         { label: "Never ran", num: true, value: (g) => numCell(counts(g)["not-run"], "not-run") },
         { label: "Compute", num: true, value: (g) => duration(g.compute) },
+        ...(compared ? [{ label: "vs previous", num: true, value: (g) => vsPrevious(runs.groups?.[g.prefix || g.name]) }] : []),
         { label: "Transfer", num: true, value: (g) => duration(g.transfer) },
         { label: "Disk", num: true, value: (g) => duration((g.disk_read || 0) + (g.disk_write || 0)) },
         { label: "Bytes", num: true, value: (g) => bytes(g.nbytes) },

@@ -14,6 +14,7 @@ const CHAR_W = 6.6; // width of one glyph at FONT; avoids measureText per node
 /** Flatten a profile tree (children heaviest first) into typed arrays + strings. */
 export function flatten(tree: any) {
   const parent: number[] = [], depth: number[] = [], count: number[] = [], start: number[] = [], desc: any[] = [];
+  const ident: string[] = [];
   let maxDepth = 0;
   // Iterative DFS: profiles can be deeper than the JS call stack likes.
   const stack: [any, number, number, number, number | undefined][] = [[tree, -1, 0, 0, undefined]];
@@ -22,6 +23,7 @@ export function flatten(tree: any) {
     const i = count.length;
     const c = own ?? (node.count || 0);
     parent.push(p); depth.push(d); count.push(c); start.push(x); desc.push(node.description || {});
+    ident.push(node.identifier ?? "");
     if (d > maxDepth) maxDepth = d;
     const kids: any[] = Object.values(node.children || {});
     // Dask's innermost frames can carry a count of 0: they share their parent's samples
@@ -41,7 +43,7 @@ export function flatten(tree: any) {
   for (let i = 0; i < n; i++) byDepth[depth[i]].push(i);
   for (const list of byDepth) list.sort((a, b) => start[a] - start[b]);
   return {
-    n, maxDepth, byDepth, desc,
+    n, maxDepth, byDepth, desc, ident,
     parent: Int32Array.from(parent), depth: Int32Array.from(depth),
     count: Float64Array.from(count), start: Float64Array.from(start),
   };
@@ -113,10 +115,24 @@ export class FlameChart {
   }
 
   setTree(tree) {
+    // A refreshed profile (a live one grows) keeps the frame the user zoomed into, if
+    // it is still there: found by its callers' identifiers, root first.
+    const zoomed = this.flat && this.focus ? this.path(this.focus).map((i) => this.flat.ident[i]) : null;
     this.flat = tree ? flatten(tree) : null;
-    this.focus = 0;
+    this.focus = zoomed && this.flat ? this._find(zoomed) : 0;
     this.keyFrame = -1;
     this.search(this.query);
+  }
+
+  _find(idents: string[]): number {
+    const f = this.flat;
+    let at = 0;
+    for (let d = 1; d < idents.length; d++) {
+      const next = (f.byDepth[d] || []).find((j) => f.parent[j] === at && f.ident[j] === idents[d]);
+      if (next === undefined) return 0;
+      at = next;
+    }
+    return at;
   }
 
   zoom(i) {
@@ -339,7 +355,7 @@ function render({ model, el }) {
     chart.canvas.style.display = "block";
     bar.style.display = "flex";
     chart.setTree(p);
-    chart.onZoom?.(chart.path(0));
+    chart.onZoom?.(chart.path(chart.focus));
     info.textContent = summary();
   };
   update();

@@ -2,7 +2,11 @@
 // never ran, still to come) as a stacked bar and as numbers, compute / transfer / disk
 // time, bytes; sortable; dependency order by default.  The computation's failures are
 // listed one row per failure; an erred group opens its own.
-// Traits: computation {}, groups_base/groups_patch (KeyedTable by name), exceptions [].
+// Against the earlier runs of the same code: a "vs previous" column (compute time against
+// the same prefix in the baseline run), a banner when the whole run is much slower or
+// faster, and the runs' trend.
+// Traits: computation {}, groups_base/groups_patch (KeyedTable by name), exceptions [],
+// runs {} (store/compare.py run_summary).
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import { prefixColor } from "../common/colors.js";
 import * as fmt from "../common/format.js";
@@ -11,6 +15,7 @@ import { taskCounts, addCounts, progressBar, progressLegend } from "../common/pr
 import { failureList } from "../common/failures.js";
 import { computationDuration } from "../common/lifecycle.js";
 import { onScreen } from "../common/onscreen.js";
+import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
 
 const MAX_ROWS = 400;
 
@@ -32,6 +37,8 @@ const COLUMNS: Column[] = [
   { id: "not-run", label: "Never ran", num: true, value: (g) => g._counts["not-run"], show: (v) => (v ? h("span.dal-notrun-num", fmt.count(v)) : "0"),
     title: "Tasks that never ran: a dependency failed, or they were released or cancelled" },
   { id: "compute", label: "Compute", num: true, value: (g) => g.compute || 0, show: fmt.duration },
+  { id: "vs", label: "vs previous", num: true, value: (g) => g._vs, show: vsPrevious,
+    title: "Compute time against the same task prefix in the previous run of this code (dask-analytics compare)" },
   { id: "transfer", label: "Transfer", num: true, value: (g) => g.transfer || 0, show: fmt.duration },
   { id: "disk", label: "Disk", num: true, value: (g) => (g.disk_read || 0) + (g.disk_write || 0), show: fmt.duration },
   { id: "nbytes", label: "Bytes", num: true, value: (g) => g.nbytes || 0, show: fmt.bytes },
@@ -86,29 +93,34 @@ function render({ model, el }) {
     const comp = model.get("computation") || {};
     const groups = readTable(model, "groups", "name");
     const exceptions = model.get("exceptions") || [];
+    const runs = model.get("runs") || {};
     clear(root);
     if (!groups.length) {
       root.append(empty(comp.computation_id ? "No task groups recorded yet" : "No computation yet",
         comp.computation_id ? "They appear within a second of the scheduler seeing them." : "Run a Dask computation; it shows up here live."));
       return;
     }
+    const compared = !!runs.baseline_id && runs.computation_id === comp.computation_id;
     for (const g of groups) {
       g._counts = taskCounts(g);
       g._wall = g.start && g.stop ? g.stop - g.start : null;
+      g._vs = compared ? runs.groups?.[g.prefix || shortName(g.name)] ?? null : null;
     }
     const ordered = dependencyOrder(groups);
     // Columns that would be all zero stay out (the table must fit a notebook): erred and
     // never-ran counts when some group has them, disk time when some group spilled.
     const sum = addCounts(groups);
     const spilled = groups.some((g) => (g.disk_read || 0) + (g.disk_write || 0) > 0);
-    const shown = { erred: sum.erred > 0, "not-run": sum["not-run"] > 0, disk: spilled };
+    const shown = { erred: sum.erred > 0, "not-run": sum["not-run"] > 0, disk: spilled, vs: compared };
     const columns = COLUMNS.filter((c) => shown[c.id] ?? true);
     const col = columns.find((c) => c.id === sort.id) || columns[0];
     const rows = [...ordered].sort((a, b) => {
       const d = (col.value(a) ?? -1) - (col.value(b) ?? -1);
       return sort.desc ? -d : d;
     });
-    root.append(totals(comp, groups, sum), progressLegend(legendOf(sum)));
+    root.append(totals(comp, groups, sum, compared ? runs : null), progressLegend(legendOf(sum)));
+    const banner = compared ? runsBanner(runs) : null;
+    if (banner) root.append(banner);
     if (exceptions.length) {
       const n = exceptions.reduce((a, e) => a + (e.count || 0), 0);
       root.append(h("div.dal-section", `Failures · ${exceptions.length} kind${exceptions.length === 1 ? "" : "s"}, ${fmt.count(n)} task${n === 1 ? "" : "s"}`),
@@ -149,7 +161,7 @@ function render({ model, el }) {
   });
 
   draw();
-  const off = watch(model, ["computation", "exceptions", ...tableTraits("groups")], draw);
+  const off = watch(model, ["computation", "exceptions", "runs", ...tableTraits("groups")], draw);
   return () => { off(); root.remove(); };
 }
 
@@ -161,7 +173,7 @@ function legendOf(sum) {
   return keep;
 }
 
-function totals(comp, groups, sum) {
+function totals(comp, groups, sum, runs) {
   const compute = groups.reduce((a, g) => a + (g.compute || 0), 0);
   const transfer = groups.reduce((a, g) => a + (g.transfer || 0), 0);
   const nbytes = groups.reduce((a, g) => a + (g.nbytes || 0), 0);
@@ -176,7 +188,9 @@ function totals(comp, groups, sum) {
     h("span", "compute ", h("b", fmt.duration(compute))),
     h("span", "transfer ", h("b", fmt.duration(transfer))),
     h("span", "bytes ", h("b", fmt.bytes(nbytes))),
-    wall != null ? h("span", "wall ", h("b", fmt.duration(wall))) : null);
+    wall != null ? h("span", "wall ", h("b", fmt.duration(wall))) : null,
+    runs ? h("span.dal-runs", { title: "Wall time of the runs of this code, oldest first; this one stands out" },
+      "runs ", runsTrend(runs, comp.computation_id)) : null);
 }
 
 export function exceptionList(excs, open: any = null) {
