@@ -211,12 +211,29 @@ def list_events(cluster_id: str | None = None, *, topic: str | None = None,
     return open_reader(store).list_events(cluster_id=cluster_id, topic=topic, limit=limit)
 
 
-def get_profile(computation_id: str | None = None, *, cluster_id: str | None = None,
+def get_profile(computation_id: str | None = None, *, cluster_id: str | None = None, prefix: str | None = None,
                 store: str | None = None) -> dict:
-    """Dask's profile tree for one computation, or merged over a whole cluster."""
+    """Dask's profile tree for one computation (of one of its task prefixes, with
+    prefix=), or merged over a whole cluster."""
     if (computation_id is None) == (cluster_id is None):
         raise ValueError("get_profile needs exactly one of computation_id= or cluster_id=")
-    return open_reader(store).get_profile(computation_id=computation_id, cluster_id=cluster_id)
+    if prefix is not None and computation_id is None:
+        raise ValueError("get_profile's prefix= picks a task prefix of one computation: pass computation_id= too")
+    return open_reader(store).get_profile(computation_id=computation_id, cluster_id=cluster_id, prefix=prefix)
+
+
+def list_worker_samples(cluster_id: str, *, worker: str | None = None, limit: int = 100_000,
+                        store: str | None = None) -> list[dict]:
+    """Each worker over the cluster's life (the newest `limit` samples, oldest first):
+    memory managed by Dask, unmanaged and spilled, CPU, tasks processing."""
+    return open_reader(store).list_worker_samples(cluster_id, worker=worker, limit=limit)
+
+
+def list_task_stream(computation_id: str, *, limit: int = 100_000, store: str | None = None) -> list[dict]:
+    """A computation's task stream by start: one row per task (worker, thread, prefix,
+    group, state, start, stop), or, for a computation with too many tasks to keep each,
+    one row per worker, prefix and time bin (binned: n_tasks and busy seconds)."""
+    return open_reader(store).list_task_stream(computation_id, limit=limit)
 
 
 def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = None,

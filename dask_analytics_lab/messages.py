@@ -293,12 +293,15 @@ class Event(_Data):
 
 
 class Profile(_Data):
-    """`profile`: upsert on (cluster_id, computation_id); computation_id None is the
-    whole cluster's.  tree is Dask's profile tree (distributed.profile)."""
+    """`profile`: upsert on (cluster_id, computation_id, prefix); computation_id None is
+    the whole cluster's; prefix: one task prefix's samples (None: the whole
+    computation's, as collectors before per-prefix profiles sent).  tree is Dask's
+    profile tree (distributed.profile)."""
 
-    _keys = {"computation_id": ID_BYTES}
+    _keys = {"computation_id": ID_BYTES, "prefix": NAME_BYTES}
     tree: dict[str, Any]
     computation_id: Optional[Id] = None
+    prefix: Optional[Name] = None
     count: Optional[Count] = None
 
     def __post_init__(self) -> None:
@@ -334,6 +337,85 @@ class GpuSamples(_Data):
     worker: Optional[Name] = None
     host: Optional[Name] = None
     monitor_id: Optional[Id] = None
+
+
+class Metric(_Record):
+    """One of Dask's fine performance metrics (distributed's spans docs): e.g. context
+    "execute", activity "thread-cpu", unit "seconds"."""
+
+    context: RequiredName
+    activity: RequiredName
+    unit: RequiredName
+    value: Number
+    prefix: Optional[Name] = None  # None: not tied to a task prefix (e.g. gather-dep)
+
+
+class Metrics(_Data):
+    """`metrics`: a computation's fine performance metrics, its totals so far; each
+    row upserts on (computation_id, prefix, context, activity, unit)."""
+
+    _keys = {"computation_id": ID_BYTES}
+    computation_id: RequiredId
+    rows: list[Metric]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for row in self.rows:
+            for name in ("prefix", "context", "activity", "unit"):
+                text = getattr(row, name)
+                if text is not None and not text.isascii() and len(text.encode("utf-8")) > NAME_BYTES:
+                    raise ValueError(f"`rows[].{name}` must be at most {NAME_BYTES} bytes of UTF-8 (it is a key), "
+                                     f"got {text!r:.80}")
+
+
+class WorkerSample(_Record):
+    """One worker at one moment; memory in bytes as Dask splits it (managed by Dask,
+    unmanaged: the rest of the process, spilled: on disk); cpu in percent."""
+
+    worker: Annotated[str, Meta(min_length=1, max_length=NAME_BYTES, pattern=_SAFE,
+                                description=f"a worker address of at most {NAME_BYTES} characters")]
+    time: Time
+    name: Optional[Text] = None
+    host: Optional[Text] = None
+    nthreads: Optional[Count] = None
+    memory_limit: Optional[Count] = None
+    managed: Optional[Count] = None
+    unmanaged: Optional[Count] = None
+    spilled: Optional[Count] = None
+    cpu: Optional[Number] = None
+    processing: Optional[Count] = None
+
+
+class WorkerSamples(_Data):
+    """`worker_samples`: one row per worker per sample."""
+
+    samples: list[WorkerSample]
+
+
+class TaskRun(_Record):
+    """One task's execution (n_tasks 1), or, binned, the tasks of one worker and prefix
+    that ran within [start, stop) and their `busy` seconds there."""
+
+    start: Time
+    stop: Time
+    worker: Optional[Name] = None
+    thread: Optional[Whole] = None
+    prefix: Optional[Name] = None
+    task_group: Optional[Name] = None
+    state: Optional[Name] = None
+    n_tasks: Count = 1
+    busy: Optional[Number] = None
+    binned: Flag = False
+
+
+class TaskStream(_Data):
+    """`task_stream`: rows of one computation's task stream, added to what is stored;
+    replace: they replace all of it (the collector switched to bins)."""
+
+    _keys = {"computation_id": ID_BYTES}
+    computation_id: RequiredId
+    rows: list[TaskRun]
+    replace: Flag = False
 
 
 # --- the envelope, one per kind ---------------------------------------------------
@@ -382,8 +464,21 @@ class GpuSamplesMessage(Envelope, tag="gpu_samples"):
     data: GpuSamples
 
 
+class MetricsMessage(Envelope, tag="metrics"):
+    data: Metrics
+
+
+class WorkerSamplesMessage(Envelope, tag="worker_samples"):
+    data: WorkerSamples
+
+
+class TaskStreamMessage(Envelope, tag="task_stream"):
+    data: TaskStream
+
+
 Message = Union[ClusterMessage, ClusterSampleMessage, ClusterStopMessage, ComputationMessage, CodeMessage,
-                ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage]
+                ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage, MetricsMessage,
+                WorkerSamplesMessage, TaskStreamMessage]
 ENVELOPES: dict[str, type[Envelope]] = {cls.__struct_config__.tag: cls for cls in get_args(Message)}
 KINDS = frozenset(ENVELOPES)
 

@@ -293,9 +293,10 @@ class HttpReader:
         return self._get("/events", "events", cluster_id=cluster_id, topic=topic, account=account, limit=limit)
 
     def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
-                    account: str | None = None) -> dict:
+                    prefix: str | None = None, account: str | None = None) -> dict:
         if computation_id is not None:
-            return self._get(f"/computations/{_q(computation_id)}/profile", "profile", account=account)
+            return self._get(f"/computations/{_q(computation_id)}/profile", "profile", prefix=prefix,
+                             account=account)
         if cluster_id is not None:
             return self._get(f"/clusters/{_q(cluster_id)}/profile", "profile", account=account)
         raise TypeError("get_profile needs computation_id= or cluster_id=")
@@ -304,6 +305,15 @@ class HttpReader:
                          worker: str | None = None, account: str | None = None, limit: int = 100_000) -> list[dict]:
         return self._get("/gpu", "gpu", cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
                          account=account, limit=limit)
+
+    def list_worker_samples(self, cluster_id: str, *, worker: str | None = None, account: str | None = None,
+                            limit: int = 100_000) -> list[dict]:
+        return self._get(f"/clusters/{_q(cluster_id)}/workers", "workers", worker=worker, account=account,
+                         limit=limit)
+
+    def list_task_stream(self, computation_id: str, *, account: str | None = None,
+                         limit: int = 100_000) -> list[dict]:
+        return self._get(f"/computations/{_q(computation_id)}/tasks", "tasks", account=account, limit=limit)
 
     def list_runs(self, computation_id: str, *, account: str | None = None, limit: int = 100) -> list[dict]:
         return self._get(f"/computations/{_q(computation_id)}/runs", "runs", account=account, limit=limit)

@@ -115,6 +115,33 @@ class Cluster:
     def profile(self, comp_id: str | None, t: dict) -> dict:
         return self.msg("profile", {"computation_id": comp_id, "tree": t, "count": t["count"]})
 
+    def metrics(self, comp_id: str, rows: list | None = None) -> dict:
+        """Fine performance metrics: default, a CPU-bound `ones` and a sleeping `sleepy`."""
+        rows = rows if rows is not None else [
+            {"prefix": "ones", "context": "execute", "activity": "thread-cpu", "unit": "seconds", "value": 4.0},
+            {"prefix": "ones", "context": "execute", "activity": "thread-noncpu", "unit": "seconds", "value": 0.1},
+            {"prefix": "sleepy", "context": "execute", "activity": "thread-noncpu", "unit": "seconds", "value": 3.0},
+            {"context": "gather-dep", "activity": "network", "unit": "seconds", "value": 0.2},
+        ]
+        return self.msg("metrics", {"computation_id": comp_id, "rows": rows})
+
+    def workers(self, n: int = 2, *, at: float | None = None, **kw) -> dict:
+        """One sample of `n` workers."""
+        t = self.t + 1 if at is None else at
+        return self.msg("worker_samples", {"samples": [{
+            "worker": f"tcp://10.0.0.{i + 1}:4000", "time": t, "name": str(i), "host": f"10.0.0.{i + 1}",
+            "nthreads": 2, "memory_limit": 8 * 2**30, "managed": 2**30 * (i + 1), "unmanaged": 2**28,
+            "spilled": 0, "cpu": 95.0, "processing": 2, **kw} for i in range(n)]}, time=at)
+
+    def tasks(self, comp_id: str, rows: list | None = None, *, replace: bool = False) -> dict:
+        """Task stream rows: default, four tasks of `ones` on two workers."""
+        t = self.t
+        rows = rows if rows is not None else [
+            {"worker": f"tcp://10.0.0.{i % 2 + 1}:4000", "thread": 140000 + i % 2, "prefix": "ones",
+             "task_group": "ones-abc", "state": "memory", "start": t + i * 0.1, "stop": t + i * 0.1 + 0.05}
+            for i in range(4)]
+        return self.msg("task_stream", {"computation_id": comp_id, "rows": rows, "replace": replace})
+
     def gpu(self, n: int = 2, *, worker: str = "tcp://10.0.0.5:4000", host: str = "gpu-host-1",
             monitor_id: str = "m1") -> dict:
         samples = [{

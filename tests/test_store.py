@@ -26,7 +26,8 @@ def test_every_kind_round_trips(store):
         c.computation("comp-1", code=["h1", "h-never-sent"],
                       groups=[group("ones"), group("sum-aggregate", dependencies=["ones"])]),
         c.exception("comp-1", "ones", count=7), c.event(msg={"nested": [1, {"a": None}]}),
-        c.profile("comp-1", t), c.profile(None, tree("idle", count=2)), c.gpu(n=3), c.stop(),
+        c.profile("comp-1", t), c.profile(None, tree("idle", count=2)), c.gpu(n=3),
+        c.metrics("comp-1"), c.workers(2), c.tasks("comp-1"), c.stop(),
     ]
     assert store.ingest(msgs) == len(msgs)
 
@@ -74,13 +75,52 @@ def test_every_kind_round_trips(store):
     assert len(store.list_gpu_metrics(monitor_id="m1", worker="tcp://10.0.0.5:4000")) == 6
     assert store.list_gpu_metrics(monitor_id="other") == []
 
+    metrics = {(m["prefix"], m["context"], m["activity"]): m["value"] for m in full["metrics"]}
+    assert metrics == {("ones", "execute", "thread-cpu"): 4.0, ("ones", "execute", "thread-noncpu"): 0.1,
+                       ("sleepy", "execute", "thread-noncpu"): 3.0, (None, "gather-dep", "network"): 0.2}
+    workers = store.list_worker_samples(c.id)
+    assert [w["worker"] for w in workers] == ["tcp://10.0.0.1:4000", "tcp://10.0.0.2:4000"]
+    assert workers[1]["managed"] == 2 * 2**30 and workers[1]["cpu"] == 95.0
+    assert len(store.list_worker_samples(c.id, worker="tcp://10.0.0.2:4000")) == 1
+    stream = store.list_task_stream("comp-1")
+    assert [r["n_tasks"] for r in stream] == [1, 1, 1, 1] and not any(r["binned"] for r in stream)
+    assert [r["start"] for r in stream] == sorted(r["start"] for r in stream)
+
     exported = store.export()
     assert set(exported) == {"clusters", "cluster_samples", "computations", "task_groups", "code_snippets",
-                             "exceptions", "events", "profiles", "gpu_samples"}
+                             "exceptions", "events", "profiles", "gpu_samples", "computation_metrics",
+                             "worker_samples", "task_stream"}
     assert {k: len(v) for k, v in exported.items()} == {
         "clusters": 1, "cluster_samples": 1, "computations": 1, "task_groups": 2, "code_snippets": 1,
-        "exceptions": 1, "events": 1, "profiles": 2, "gpu_samples": 6}
+        "exceptions": 1, "events": 1, "profiles": 2, "gpu_samples": 6, "computation_metrics": 4,
+        "worker_samples": 2, "task_stream": 4}
     assert {p["computation_id"] for p in exported["profiles"]} == {"comp-1", None}
+
+
+def test_a_computation_has_a_profile_per_task_prefix(store):
+    c = Cluster()
+    store.ingest([c.cluster(), c.computation("a"),
+                  c.msg("profile", {"computation_id": "a", "prefix": "ones", "tree": tree("ones_fn", count=3), "count": 3}),
+                  c.msg("profile", {"computation_id": "a", "prefix": "sum", "tree": tree("sum_fn", count=2), "count": 2})])
+    assert set(store.get_profile(computation_id="a", prefix="ones")["children"]) == {"ones_fn;file.py;0"}
+    assert store.get_profile(computation_id="a", prefix="sum")["count"] == 2
+    both = store.get_profile(computation_id="a")
+    assert both["count"] == 5 and set(both["children"]) == {"ones_fn;file.py;0", "sum_fn;file.py;0"}
+    assert store.get_profile(computation_id="a", prefix="nope")["count"] == 0
+    assert store.get_profile(cluster_id=c.id)["count"] == 5
+
+
+def test_a_binned_task_stream_replaces_the_tasks_kept_before(store):
+    c = Cluster()
+    t = c.t
+    bins = [{"worker": "tcp://10.0.0.1:4000", "prefix": "ones", "start": t, "stop": t + 1, "n_tasks": 900,
+             "busy": 0.9, "binned": True}]
+    store.ingest([c.cluster(), c.computation("a"), c.tasks("a"), c.tasks("a"), c.tasks("b")])
+    assert len(store.list_task_stream("a")) == 8
+    # In one batch: the tasks before the replace go, the ones after it stay.
+    store.ingest([c.tasks("a"), c.tasks("a", bins, replace=True), c.tasks("a", bins[:1])])
+    stream = store.list_task_stream("a")
+    assert [(r["n_tasks"], r["binned"]) for r in stream] == [(900, True), (900, True)]
 
 
 def test_rows_are_json_able(store):

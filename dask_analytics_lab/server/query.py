@@ -160,9 +160,26 @@ class ComputationGroups(QueryHandler):
 
 class ComputationProfile(QueryHandler):
     key = "profile"
+    params = {"prefix": _text("prefix")}
 
-    def query(self, account, computation_id):
-        return self.ctx.store.get_profile(computation_id=computation_id, account=account)
+    def query(self, account, computation_id, prefix=None):
+        return self.ctx.store.get_profile(computation_id=computation_id, prefix=prefix, account=account)
+
+
+class ComputationTasks(QueryHandler):
+    key = "tasks"
+    params = {"limit": limit_param(100_000, 1_000_000)}
+
+    def query(self, account, computation_id, limit):
+        return self.ctx.store.list_task_stream(computation_id, account=account, limit=limit)
+
+
+class ClusterWorkers(QueryHandler):
+    key = "workers"
+    params = {"limit": limit_param(100_000, 1_000_000), "worker": _text("worker")}
+
+    def query(self, account, cluster_id, limit, worker=None):
+        return self.ctx.store.list_worker_samples(cluster_id, worker=worker, account=account, limit=limit)
 
 
 class ComputationRuns(QueryHandler):
@@ -246,10 +263,12 @@ def query_routes() -> list[tuple[str, type]]:
         (f"/clusters/{seg}/computations", ClusterComputations),
         (f"/clusters/{seg}/samples", ClusterSamples),
         (f"/clusters/{seg}/profile", ClusterProfile),
+        (f"/clusters/{seg}/workers", ClusterWorkers),
         ("/computations", Computations),
         (f"/computations/{seg}", Computation),
         (f"/computations/{seg}/groups", ComputationGroups),
         (f"/computations/{seg}/profile", ComputationProfile),
+        (f"/computations/{seg}/tasks", ComputationTasks),
         (f"/computations/{seg}/runs", ComputationRuns),
         (f"/computations/{seg}/compare", ComputationCompare),
         (f"/computations/{seg}/summary", ComputationRunSummary),

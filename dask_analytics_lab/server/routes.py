@@ -57,10 +57,12 @@ which must be the token's own account; lists take `limit=`):
   GET  /api/clusters/{id}/computations?limit=        {"computations": [...]}
   GET  /api/clusters/{id}/samples?limit=             {"samples": [...]}, oldest first
   GET  /api/clusters/{id}/profile                    {"profile": tree}
+  GET  /api/clusters/{id}/workers?worker=&limit=     {"workers": [...]}: each worker over time, oldest first
   GET  /api/computations?cluster_id=&limit=          {"computations": [...]}
   GET  /api/computations/{id}                        {"computation": {..., "groups": [...], "code": [...]}}
   GET  /api/computations/{id}/groups                 {"groups": [...]}
-  GET  /api/computations/{id}/profile                {"profile": tree}
+  GET  /api/computations/{id}/profile?prefix=        {"profile": tree}, of one task prefix with prefix=
+  GET  /api/computations/{id}/tasks?limit=           {"tasks": [...]}: its task stream, by start
   GET  /api/computations/{id}/runs?limit=            {"runs": [...]}: the runs of the same code, newest first
   GET  /api/computations/{id}/compare?baseline=      {"compare": {...}} (store/compare.py)
   GET  /api/computations/{id}/summary                {"summary": {...}}: against its baseline, for the views

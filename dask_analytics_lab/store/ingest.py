@@ -19,14 +19,16 @@ from msgspec.structs import asdict
 from ..codecrypt import local_cipher
 from ..messages import (SAMPLE_FIELDS, ClusterMessage, ClusterSampleMessage, ClusterStopMessage, CodeMessage,
                         ComputationMessage, Envelope, EventMessage, ExceptionMessage, GpuSamplesMessage,
-                        MessageError, ProfileMessage, Totals, check_batch)
+                        MessageError, MetricsMessage, ProfileMessage, TaskStreamMessage, Totals,
+                        WorkerSamplesMessage, check_batch)
 from . import schema as s
 from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
 
 # The order kinds are applied in: the cluster row first, so other kinds find it filled.
 KIND_ORDER = (ClusterMessage, ClusterSampleMessage, ClusterStopMessage, CodeMessage, ComputationMessage,
-              ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage)
+              ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage, MetricsMessage,
+              WorkerSamplesMessage, TaskStreamMessage)
 
 
 def ingest(engine: sa.Engine, messages: Any) -> int:
@@ -294,9 +296,9 @@ def _events(conn: sa.Connection, msgs: list[EventMessage]) -> None:
 
 def _profiles(conn: sa.Connection, msgs: list[ProfileMessage]) -> None:
     rows = [{"cluster_id": m.cluster_id, "computation_id": m.data.computation_id or "",
-             "tree": m.data.tree, "count": m.data.count, "updated": m.time}
+             "prefix": m.data.prefix or "", "tree": m.data.tree, "count": m.data.count, "updated": m.time}
             for m in msgs]
-    key = ("cluster_id", "computation_id")
+    key = ("cluster_id", "computation_id", "prefix")
     stmt = _insert(conn, s.profiles)
     stmt = stmt.on_conflict_do_update(
         index_elements=list(key),
@@ -319,6 +321,41 @@ def _gpu_samples(conn: sa.Connection, msgs: list[GpuSamplesMessage]) -> None:
         conn.execute(sa.insert(s.gpu_samples), rows)
 
 
+def _metrics(conn: sa.Connection, msgs: list[MetricsMessage]) -> None:
+    rows = [{"cluster_id": m.cluster_id, "computation_id": m.data.computation_id, "prefix": r.prefix or "",
+             "context": r.context, "activity": r.activity, "unit": r.unit, "value": r.value, "updated": m.time}
+            for m in msgs for r in m.data.rows]
+    if not rows:
+        return
+    key = ("cluster_id", "computation_id", "prefix", "context", "activity", "unit")
+    stmt = _insert(conn, s.computation_metrics)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=list(key),
+        set_=_set_from_excluded(stmt, ["value", "updated"]),
+        where=_newer(s.computation_metrics, stmt),
+    )
+    conn.execute(stmt, _latest(rows, key))
+
+
+def _worker_samples(conn: sa.Connection, msgs: list[WorkerSamplesMessage]) -> None:
+    rows = [{"cluster_id": m.cluster_id, **asdict(sample)} for m in msgs for sample in m.data.samples]
+    if rows:
+        conn.execute(sa.insert(s.worker_samples), rows)
+
+
+def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
+    t = s.task_stream
+    rows: list[dict] = []
+    for m in msgs:  # in seq order: a replace drops what came before it, this batch's too
+        d = m.data
+        if d.replace:
+            rows = [r for r in rows if not (r["cluster_id"] == m.cluster_id and r["computation_id"] == d.computation_id)]
+            conn.execute(sa.delete(t).where(t.c.cluster_id == m.cluster_id, t.c.computation_id == d.computation_id))
+        rows += [{"cluster_id": m.cluster_id, "computation_id": d.computation_id, **asdict(r)} for r in d.rows]
+    if rows:
+        conn.execute(sa.insert(t), rows)
+
+
 APPLY = {
     ClusterMessage: _clusters,
     ClusterSampleMessage: _cluster_samples,
@@ -329,4 +366,7 @@ APPLY = {
     EventMessage: _events,
     ProfileMessage: _profiles,
     GpuSamplesMessage: _gpu_samples,
+    MetricsMessage: _metrics,
+    WorkerSamplesMessage: _worker_samples,
+    TaskStreamMessage: _task_stream,
 }

@@ -212,7 +212,17 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
             snippet["lineno_relative"] = frame.get("lineno_relative") if frame else None
         code.append(snippet)
     comp["code"] = open_code(code)
+    comp["metrics"] = _metrics(conn, comp)
     return comp
+
+
+def _metrics(conn: sa.Connection, comp: dict) -> list[dict]:
+    """The computation's fine performance metrics: [{prefix, context, activity, unit, value}]."""
+    m = s.computation_metrics.c
+    q = (sa.select(m.prefix, m.context, m.activity, m.unit, m.value)
+         .where(m.cluster_id == comp["cluster_id"], m.computation_id == comp["computation_id"])
+         .order_by(m.prefix, m.context, m.activity, m.unit))
+    return [{**r, "prefix": r["prefix"] or None} for r in _rows(conn.execute(q))]
 
 
 def open_code_lines(rows: list[dict]) -> list[dict]:
@@ -272,20 +282,24 @@ def list_events(conn: sa.Connection, *, cluster_id: str | None = None, topic: st
 
 
 def get_profile(conn: sa.Connection, *, computation_id: str | None = None, cluster_id: str | None = None,
-                account: str | None = None) -> dict:
-    """Dask's profile tree: of one computation, or of a whole cluster (its computations'
-    profiles merged with any cluster-level one). An empty tree when none was recorded."""
+                prefix: str | None = None, account: str | None = None) -> dict:
+    """Dask's profile tree: of one computation (of one of its task prefixes), or of a
+    whole cluster (its computations' profiles merged with any cluster-level one).  An
+    empty tree when none was recorded."""
     p = s.profiles
     if computation_id is not None:
         comp = _computation_row(conn, computation_id, account)
         if cluster_id is not None and comp["cluster_id"] != cluster_id:
             raise unknown("computation", computation_id, "computations")
         q = sa.select(p.c.tree).where(p.c.cluster_id == comp["cluster_id"], p.c.computation_id == computation_id)
+        q = q.order_by(p.c.prefix)
     elif cluster_id is not None:
         _require_cluster(conn, cluster_id, account)
-        q = sa.select(p.c.tree).where(p.c.cluster_id == cluster_id).order_by(p.c.computation_id)
+        q = sa.select(p.c.tree).where(p.c.cluster_id == cluster_id).order_by(p.c.computation_id, p.c.prefix)
     else:
         raise TypeError("get_profile needs computation_id= or cluster_id=")
+    if prefix is not None:
+        q = q.where(p.c.prefix == prefix)
     trees = list(conn.execute(q).scalars())
     return dask_profile.merge(*trees) if len(trees) > 1 else (trees[0] if trees else dask_profile.create())
 
@@ -305,6 +319,28 @@ def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, moni
         q = q.where(g.c.worker == worker)
     q = q.order_by(g.c.time.desc(), g.c.id.desc()).limit(_limit(limit))
     return _rows(conn.execute(q))[::-1]
+
+
+def list_worker_samples(conn: sa.Connection, cluster_id: str, *, worker: str | None = None,
+                        account: str | None = None, limit: int | None = 100_000) -> list[dict]:
+    """Each worker over time: the newest `limit` samples, oldest first."""
+    _require_cluster(conn, cluster_id, account)
+    w = s.worker_samples
+    q = sa.select(w).where(w.c.cluster_id == cluster_id)
+    if worker is not None:
+        q = q.where(w.c.worker == worker)
+    q = q.order_by(w.c.time.desc(), w.c.id.desc()).limit(_limit(limit))
+    return _rows(conn.execute(q))[::-1]
+
+
+def list_task_stream(conn: sa.Connection, computation_id: str, *, account: str | None = None,
+                     limit: int | None = 100_000) -> list[dict]:
+    """A computation's task stream, by start: one row per task, or per bin (binned)."""
+    comp = _computation_row(conn, computation_id, account)
+    t = s.task_stream
+    q = (sa.select(t).where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == computation_id)
+         .order_by(t.c.start, t.c.id).limit(_limit(limit)))
+    return _rows(conn.execute(q))
 
 
 def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list[dict]]:

@@ -224,9 +224,71 @@ profiles = sa.Table(
     metadata,
     sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), primary_key=True),
     sa.Column("computation_id", sa.Text, primary_key=True),  # "" = the whole cluster
+    # One task prefix's samples; "" = the whole computation's (as recorded before 0006).
+    sa.Column("prefix", sa.Text, primary_key=True, server_default=""),
     sa.Column("tree", Json, nullable=False),
     sa.Column("count", sa.BigInteger),
     sa.Column("updated", Time, nullable=False),
+)
+
+# Dask's fine performance metrics, per computation and task prefix: how much of each
+# activity (thread-cpu, thread-noncpu, executor, disk-read, serialize ...) in each
+# context (execute, gather-dep ...), in seconds or bytes.  Values are the
+# computation's totals so far (an upsert replaces them).  prefix "" = not tied to one.
+computation_metrics = sa.Table(
+    "computation_metrics",
+    metadata,
+    sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), primary_key=True),
+    sa.Column("computation_id", sa.Text, primary_key=True),
+    sa.Column("prefix", sa.Text, primary_key=True),
+    sa.Column("context", sa.Text, primary_key=True),
+    sa.Column("activity", sa.Text, primary_key=True),
+    sa.Column("unit", sa.Text, primary_key=True),
+    sa.Column("value", sa.Double, nullable=False),
+    sa.Column("updated", Time, nullable=False),
+)
+
+# Each worker over the cluster's life: memory as Dask splits it, CPU, tasks processing.
+worker_samples = sa.Table(
+    "worker_samples",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    _cluster_fk(),
+    sa.Column("worker", sa.Text, nullable=False),
+    sa.Column("time", Time, nullable=False),
+    sa.Column("name", sa.Text),
+    sa.Column("host", sa.Text),
+    sa.Column("nthreads", sa.BigInteger),
+    sa.Column("memory_limit", sa.BigInteger),
+    sa.Column("managed", sa.BigInteger),
+    sa.Column("unmanaged", sa.BigInteger),
+    sa.Column("spilled", sa.BigInteger),
+    sa.Column("cpu", sa.Double),
+    sa.Column("processing", sa.BigInteger),
+    sa.Index(None, "cluster_id", "time"),
+    sa.Index(None, "cluster_id", "worker", "time"),
+)
+
+# A computation's task stream: one row per task (n_tasks 1, binned false), or, past the
+# collector's limit, one row per (worker, prefix, time bin): n_tasks that ran in it and
+# `busy` seconds of execution inside [start, stop).
+task_stream = sa.Table(
+    "task_stream",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    _cluster_fk(),
+    sa.Column("computation_id", sa.Text, nullable=False),
+    sa.Column("worker", sa.Text),
+    sa.Column("thread", sa.BigInteger),
+    sa.Column("prefix", sa.Text),
+    sa.Column("task_group", sa.Text),
+    sa.Column("state", sa.Text),
+    sa.Column("start", Time, nullable=False),
+    sa.Column("stop", Time, nullable=False),
+    sa.Column("n_tasks", sa.BigInteger, nullable=False),
+    sa.Column("busy", sa.Double),
+    sa.Column("binned", sa.Boolean, nullable=False),
+    sa.Index(None, "cluster_id", "computation_id", "start"),
 )
 
 # One row per sample per GPU.  A GPU is known by (host, gpu_uuid): indexes get
@@ -269,4 +331,4 @@ ingested = sa.Table(
 
 # Tables a user's export holds, in an order where every row's cluster comes first.
 DATA_TABLES = (clusters, cluster_samples, computations, task_groups, code_snippets,
-               exceptions, events, profiles, gpu_samples)
+               exceptions, events, profiles, gpu_samples, computation_metrics, worker_samples, task_stream)

@@ -118,10 +118,20 @@ class Store:
             return queries.list_events(conn, cluster_id=cluster_id, topic=topic, account=account, limit=limit)
 
     def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
-                    account: str | None = None) -> dict:
+                    prefix: str | None = None, account: str | None = None) -> dict:
         with self.reading() as conn:
             return queries.get_profile(conn, computation_id=computation_id, cluster_id=cluster_id,
-                                       account=account)
+                                       prefix=prefix, account=account)
+
+    def list_worker_samples(self, cluster_id: str, *, worker: str | None = None, account: str | None = None,
+                            limit: int | None = 100_000) -> list[dict]:
+        with self.reading() as conn:
+            return queries.list_worker_samples(conn, cluster_id, worker=worker, account=account, limit=limit)
+
+    def list_task_stream(self, computation_id: str, *, account: str | None = None,
+                         limit: int | None = 100_000) -> list[dict]:
+        with self.reading() as conn:
+            return queries.list_task_stream(conn, computation_id, account=account, limit=limit)
 
     def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
                          worker: str | None = None, account: str | None = None,
