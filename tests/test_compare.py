@@ -164,6 +164,7 @@ def test_compare_sees_only_the_readers_account_and_says_what_to_do(store_url):
             store.list_runs("rival-1", account="acme")
         with pytest.raises(NoFingerprint, match="pass baseline="):
             store.compare("old", account="acme")
+        assert [r["computation_id"] for r in store.list_runs("old", account="acme")] == ["old"]
         assert store.compare("old", baseline="run-1", account="acme")["baseline_id"] == "run-1"
         with pytest.raises(NotFound, match="dask-analytics computations lists"):
             store.compare("nope")

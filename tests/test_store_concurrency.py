@@ -28,6 +28,8 @@ def own_messages(worker: int) -> list[dict]:
     for i in range(40):
         msgs += [c.computation(f"own-{worker}-{i}", groups=[group("a"), group("b"), group("c")]),
                  c.event("t", {"i": i}), c.sample(n_workers=i), c.exception(f"own-{worker}-{i}", "a")]
+        if i % 4 == 0:  # where the time went: 4 metric rows, 2 worker samples, 4 task rows
+            msgs += [c.metrics(f"own-{worker}-{i}"), c.workers(2), c.tasks(f"own-{worker}-{i}")]
     return msgs
 
 
@@ -38,6 +40,8 @@ def shared_messages() -> list[dict]:
     for i in range(30):
         msgs += [c.computation(f"shared-{i}", groups=[group("x"), group("y")]), c.event("s", {"i": i}),
                  c.code(f"h{i % 3}")]
+        if i % 3 == 0:
+            msgs += [c.metrics(f"shared-{i}"), c.workers(1), c.tasks(f"shared-{i}")]
     return msgs
 
 
@@ -98,6 +102,8 @@ def test_writer_processes_store_every_message_once(store_url):
             "computations": N_WRITERS * 40 + 30, "task_groups": N_WRITERS * 120 + 60,
             "code_snippets": 3, "exceptions": N_WRITERS * 40, "events": N_WRITERS * 40 + 30,
             "profiles": 0, "gpu_samples": 0,
+            "computation_metrics": N_WRITERS * 40 + 40, "worker_samples": N_WRITERS * 20 + 10,
+            "task_stream": N_WRITERS * 40 + 40,
         }
         assert store.get_cluster("shared")["name"] == "LocalCluster-1"
 

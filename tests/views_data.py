@@ -12,7 +12,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from dask_analytics_lab.messages import make
+from dask_analytics_lab.messages import fingerprint, make
 from dask_analytics_lab.store import open_store
 
 GiB = 2**30
@@ -93,6 +93,7 @@ def build(url: str) -> Scenario:
         st.msg("computation", started + 300, {
             "id": c1, "start": started + 200, "stop": started + 260, "state": "finished",
             "label": "read_parquet → groupby-agg", "code_line": 'df.groupby("k").x.mean().compute()',
+            "fingerprint": fingerprint('df.groupby("k").x.mean().compute()', ["read_parquet", "groupby-agg"]),
             "code": [], "code_frames": [],
             "totals": {"n_tasks": 65, "n_groups": 2, "n_done": 65, "n_erred": 0, "n_not_run": 0,
                        "compute": 1.3, "transfer": 0.2, "disk": 0.0, "nbytes": 520000},

@@ -77,13 +77,17 @@ def _fingerprint_of(comp: dict) -> str:
 def list_runs(conn: sa.Connection, computation_id: str, *, account: str | None = None,
               limit: int | None = 100, now: float | None = None) -> list[dict]:
     """Every run of this computation's code the reader may see, newest first, each with
-    its wall time, figures and cost (None where its cluster has no price)."""
+    its wall time, figures and cost (None where its cluster has no price). A computation
+    without a fingerprint has one run: itself."""
     comp = _computation_row(conn, computation_id, account)
     c = s.computations
-    fp = _fingerprint_of(comp)
-    q = (sa.select(c).where(c.c.fingerprint == fp, _in_account(c, account))
-         .order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(_limit(limit)))
-    rows = _mark_lost(conn, _rows(conn.execute(q)), _clock(now))
+    if comp.get("fingerprint"):
+        q = (sa.select(c).where(c.c.fingerprint == comp["fingerprint"], _in_account(c, account))
+             .order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(_limit(limit)))
+        rows = _rows(conn.execute(q))
+    else:  # recorded before fingerprints: the one run of its code we can name is itself
+        rows = [comp]
+    rows = _mark_lost(conn, rows, _clock(now))
     clusters = _prices(conn, {r["cluster_id"] for r in rows})
     return [_run(r, clusters.get(r["cluster_id"])) for r in rows]
 
