@@ -157,9 +157,14 @@ class FakeStore:
             record("list_exceptions")
             return []
 
-        def get_profile(computation_id=None, cluster_id=None, store=None):
+        def get_profile(computation_id=None, cluster_id=None, prefix=None, store=None):
             record("get_profile")
             return {"count": 3, "identifier": "root", "description": {}, "children": {}}
+
+        def run_summary(computation_id, store=None):
+            record("run_summary")
+            return {"computation_id": computation_id, "baseline_id": None, "wall": None, "findings": [],
+                    "groups": {}, "runs": []}
 
         def list_gpu_metrics(cluster_id=None, store=None, **kwargs):
             record("list_gpu_metrics")

@@ -220,6 +220,11 @@ class ComputationTracker:
         for tg in [tg for tg in self.counts if tg not in self._owner and task_groups.get(tg.name) is not tg]:
             del self.counts[tg]
 
+    def running(self) -> list[tuple[str, float, list[str]]]:
+        """(id, start, prefixes) of the computations running now, newest first."""
+        return [(r.cid, r.start, sorted({c.tg.prefix.name for c in r.claims}))
+                for r in reversed(self._tracked.values()) if r.state == "running" and r.claims]
+
     def forget_gone(self) -> set[str]:
         """Ids dropped by the last polls (for the error counter); emptied on read."""
         gone, self._gone = self._gone, set()

@@ -21,7 +21,7 @@ from .. import messages
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
-from .profiles import ProfileFetcher
+from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
 from .shipper import Shipper
 from .sinks import open_sink
 
@@ -119,6 +119,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         )
         cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms")
         self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1)
+        self._live_profiles_at = 0.0
         self._ready = True
 
         from .environment import platform_info, versions
@@ -324,6 +325,10 @@ class AnalyticsPlugin(SchedulerPlugin):
             if self.settings["profile_transmit"]:
                 for computation_id, start, stop, prefixes in ended:
                     self._profiles.put(computation_id, start, stop, prefixes)
+                if now - self._live_profiles_at >= LIVE_EVERY:
+                    self._live_profiles_at = now
+                    for computation_id, start, prefixes in self._computations.running()[:LIVE_MAX]:
+                        self._profiles.put(computation_id, start, now, prefixes, live=True)
             self._profiles.tick()
         except Exception:
             logger.exception("dask-analytics: snapshot failed; will try again next interval")

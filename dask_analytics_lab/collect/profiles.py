@@ -1,18 +1,23 @@
-"""Each computation's own statistical profile, fetched from the workers as it ends.
+"""Each computation's own statistical profile, per task prefix, fetched from the
+workers while it runs (every LIVE_EVERY seconds) and once more as it ends.
 
 Workers keep profiles per task prefix in `distributed.worker.profile.cycle` chunks; the
 scheduler's `get_profile(key=prefix, start=, stop=)` returns one prefix's chunks that
-overlap a window.  So a computation's profile is the merge, over its prefixes, of that
-prefix's window: another computation's functions never enter it.
+overlap a window.  So a computation's profile is, per prefix, that prefix's window:
+another computation's functions never enter it, and one group's profile holds none of
+another's frames.  Each prefix's tree is its own `profile` message.
 
 A chunk can still straddle two runs of the same prefix back to back.  For those, the
 window of a run reaches back to the first run of the chain and the chain's previous
 tree is subtracted: each sample is counted once, in the run whose fetch first saw it,
 so the cluster-wide profile (the merge of its computations') counts no sample twice.
 
+A live fetch (while the computation runs) takes the window so far and leaves the
+chains alone; the final fetch replaces what it sent.
+
 One fetch runs at a time, at most one starts per tick, the queue is bounded and a
-computation queued twice is fetched once.  Merging and subtracting trees runs in a
-thread, off the event loop.
+computation queued twice is fetched once (a final fetch is never replaced by a live
+one).  Merging and subtracting trees runs in a thread, off the event loop.
 """
 from __future__ import annotations
 
@@ -30,6 +35,10 @@ logger = logging.getLogger("dask_analytics_lab")
 # A chain of runs of one prefix is cut after this long: workers keep only
 # `distributed.admin.low-level-log-length` chunks.
 MAX_CHAIN = 300.0
+# While a computation runs, its profile so far is fetched this often (seconds) ...
+LIVE_EVERY = 5.0
+# ... for at most this many running computations (the newest).
+LIVE_MAX = 2
 
 
 def subtract(new: dict, old: dict) -> dict:
@@ -67,7 +76,7 @@ class ProfileFetcher:
         self._timeout = timeout
         self._cycle = cycle
         self._max_queue = max_queue
-        self._queue: OrderedDict[str, tuple[float, float, list[str]]] = OrderedDict()
+        self._queue: OrderedDict[str, tuple[float, float, list[str], bool]] = OrderedDict()
         self._chains: dict[str, _Chain] = {}
         self._go = asyncio.Event()
         self._idle = asyncio.Event()
@@ -77,14 +86,19 @@ class ProfileFetcher:
         self.merge_seconds = 0.0  # thread CPU spent merging, reported with the plugin's cost
         self._task = asyncio.create_task(self._run())
 
-    def put(self, computation_id: str, start: float, stop: float, prefixes: list[str]) -> None:
-        if computation_id in self._queue:  # coalesce: fetch once, with the latest window
+    def put(self, computation_id: str, start: float, stop: float, prefixes: list[str], *,
+            live: bool = False) -> None:
+        """Fetch this computation's profile: live, its window so far; else its final one."""
+        queued = self._queue.get(computation_id)
+        if queued is not None:  # coalesce: fetch once, with the latest window
+            if live and not queued[3]:
+                return  # the final fetch is due: it covers this one
             self._queue.pop(computation_id)
         elif len(self._queue) >= self._max_queue:
             self._queue.popitem(last=False)
             self.dropped += 1
             logger.info("dask-analytics: profile queue full; dropped the oldest computation's profile")
-        self._queue[computation_id] = (start, stop, prefixes)
+        self._queue[computation_id] = (start, stop, prefixes, live)
         self._idle.clear()
 
     def tick(self) -> None:
@@ -112,24 +126,28 @@ class ProfileFetcher:
             if not self._queue:
                 continue
             self._idle.clear()
-            computation_id, (start, stop, prefixes) = self._queue.popitem(last=False)
+            computation_id, (start, stop, prefixes, live) = self._queue.popitem(last=False)
             try:
-                # A chunk reaches a worker's history when its cycle ends.
+                # A chunk reaches a worker's history when its cycle ends (a live view
+                # takes what is there).
                 wait = stop + self._cycle - time.time()
-                if wait > 0:
+                if wait > 0 and not live:
                     await asyncio.sleep(wait)
-                await self._fetch(computation_id, start, stop, prefixes)
+                await self._fetch(computation_id, start, stop, prefixes, live)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
                 logger.info("dask-analytics: no profile for computation %s: %r", computation_id, e)
 
-    async def _fetch(self, computation_id: str, start: float, stop: float, prefixes: list[str]) -> None:
+    async def _fetch(self, computation_id: str, start: float, stop: float, prefixes: list[str],
+                     live: bool = False) -> None:
         now = time.time()
         windows = {}
         for prefix in prefixes:
             chain = self._chains.get(prefix)
-            if chain is not None and start - chain.stop < 2 * self._cycle and now - chain.start < MAX_CHAIN:
+            if live:
+                windows[prefix] = (start, None)
+            elif chain is not None and start - chain.stop < 2 * self._cycle and now - chain.start < MAX_CHAIN:
                 windows[prefix] = (chain.start, chain)
             else:
                 windows[prefix] = (start, None)
@@ -137,21 +155,23 @@ class ProfileFetcher:
             self._scheduler.get_profile(key=prefix, start=w_start, stop=stop, merge_workers=False)
             for prefix, (w_start, _) in windows.items()
         )), self._timeout)
-        trees, count = await asyncio.to_thread(self._combine, windows, replies, stop)
+        trees = await asyncio.to_thread(self._combine, windows, replies, stop, live)
         self.fetched += 1
         # Chains that can no longer continue hold memory for nothing.
         for prefix in [p for p, c in self._chains.items() if now - c.stop > 2 * self._cycle + 60]:
             del self._chains[prefix]
-        if count:
-            self._emit("profile", {"computation_id": computation_id, "tree": trees, "count": count})
+        for prefix, tree in trees.items():
+            if tree.get("count"):
+                self._emit("profile", {"computation_id": computation_id, "prefix": prefix, "tree": tree,
+                                       "count": tree["count"]})
 
-    def _combine(self, windows: dict, replies: list[dict], stop: float) -> tuple[dict, int]:
+    def _combine(self, windows: dict, replies: list[dict], stop: float, live: bool) -> dict[str, dict]:
         cpu = time.thread_time()
-        own = []
+        own = {}
         for (prefix, (w_start, chain)), per_worker in zip(windows.items(), replies):
             fetched = profile.merge(*per_worker.values()) if per_worker else profile.create()
-            own.append(subtract(fetched, chain.tree) if chain is not None else fetched)
-            self._chains[prefix] = _Chain(w_start, stop, fetched)
-        tree = profile.merge(*own) if own else profile.create()
+            own[prefix] = subtract(fetched, chain.tree) if chain is not None else fetched
+            if not live:
+                self._chains[prefix] = _Chain(w_start, stop, fetched)
         self.merge_seconds += time.thread_time() - cpu
-        return tree, tree.get("count", 0)
+        return own

@@ -10,6 +10,7 @@ A feed serves any widget: it fills the traits the widget has and skips the rest.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from .. import api
@@ -21,6 +22,8 @@ MAX_COMPUTATIONS = 50
 MAX_SAMPLES = 600  # points per chart: about one per pixel of a notebook-wide chart
 MAX_GPU_POINTS = 300  # per GPU
 PROFILE_TRIES = 30  # ticks to wait for a finished computation's profile to land
+FINAL_AFTER = 5.0  # seconds after its stop by which a computation's final profile has landed
+LIVE_PROFILE_EVERY = 5.0  # seconds between reads of a running computation's profile
 GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sample
 
 
@@ -57,6 +60,8 @@ class Feed:
         self._samples_time: float | None = None
         self._cluster: dict | None = None
         self._gpu_seen = -1
+        if w.has_trait("profile_prefix"):
+            w.observe(self._prefix_changed, names="profile_prefix")
 
     # --- scheduling ---------------------------------------------------------
     def period(self) -> float:
@@ -89,7 +94,7 @@ class Feed:
                 if "groups" in self.tables:
                     self.tables["groups"].replace([])
                 for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("profile", {}),
-                                    ("runs", {})):
+                                    ("runs", {}), ("profile_prefixes", []), ("profile_prefix", "")):
                     if w.has_trait(name):
                         setattr(w, name, empty)
                 if w.has_trait("share"):
@@ -104,8 +109,20 @@ class Feed:
         self._comp_state: str | None = None
         self._comp_erred: int | None = None
         self._exc_tries = 0
+        self._comp_stop: float | None = None
         self._profile_loaded = False
         self._profile_tries = 0
+        self._profile_next = 0
+        self._profile_key: tuple | None = None
+
+    def _prefix_changed(self, _change: Any = None) -> None:
+        """Another task prefix chosen in the flamegraph: read its profile now."""
+        with self.lock:
+            self._profile_loaded = False
+            self._profile_tries = 0
+            self._profile_next = 0
+            self._profile_key = None
+        self.poke()
 
     # --- one tick -------------------------------------------------------------
     def tick(self) -> None:
@@ -214,6 +231,7 @@ class Feed:
             code = detail.pop("code", None) or []
             self._comp_updated = detail.get("updated")
             self._comp_state = detail.get("state")
+            self._comp_stop = detail.get("stop")
             if w.has_trait("computation"):
                 w.computation = detail
             if "groups" in self.tables:
@@ -222,6 +240,10 @@ class Feed:
                 w.code = [c for c in code if c.get("text")]
             if groups and not detail.get("label"):
                 self._labels[computation_id] = label_of(groups)
+            if w.has_trait("profile_prefixes"):
+                prefixes = sorted({g.get("prefix") or g["name"] for g in groups})
+                if prefixes != w.profile_prefixes:
+                    w.profile_prefixes = prefixes
             if w.has_trait("runs") and self._comp_state != "running":
                 # Against the earlier runs of this code: only once it ended (a running
                 # one's figures are partial), and again if a late message changes it.
@@ -240,14 +262,24 @@ class Feed:
     def _poll_profile(self, cluster_id: str | None, store: str | None) -> bool:
         w = self.w
         if self._selected:
-            if self._profile_loaded or self._comp_state in (None, "running"):
+            prefix = getattr(w, "profile_prefix", "") or None
+            if self._comp_state in (None, "running"):
+                # The scheduler records a running computation's profile so far every few
+                # seconds: show it as it grows.
+                if self.ticks < self._profile_next:
+                    return False
+                self._profile_next = self.ticks + max(1, round(LIVE_PROFILE_EVERY / max(w.interval, 0.1)))
+                self._set_profile(api.get_profile(computation_id=self._selected, prefix=prefix, store=store))
                 return False
-            if self._profile_tries >= PROFILE_TRIES:
+            if self._profile_loaded or self._profile_tries >= PROFILE_TRIES:
                 return False
             self._profile_tries += 1
-            tree = api.get_profile(computation_id=self._selected, store=store)
-            if tree.get("count"):
-                w.profile = tree
+            tree = api.get_profile(computation_id=self._selected, prefix=prefix, store=store)
+            self._set_profile(tree)
+            # The final profile lands a profile cycle after the computation's end: until
+            # then what is stored may be the last live one.
+            settled = self._comp_stop is None or time.time() - self._comp_stop > FINAL_AFTER
+            if tree.get("count") and settled:
                 self._profile_loaded = True
                 return False
             return True  # keep ticking until it lands
@@ -257,6 +289,13 @@ class Feed:
                 w.profile = tree
             self._profile_loaded = True
         return False
+
+    def _set_profile(self, tree: dict) -> None:
+        # Sent when it changed: a live profile only grows, another prefix's is another.
+        key = (getattr(self.w, "profile_prefix", ""), tree.get("count"))
+        if key != self._profile_key:
+            self._profile_key = key
+            self.w.profile = tree
 
     def _poll_gpu(self, cluster_id: str, store: str | None) -> None:
         if self.ticks % GPU_EVERY and self._gpu_seen >= 0:

@@ -29,6 +29,8 @@ class MonitorWidget(ShareMixin, LiveView):
     code = t.List().tag(sync=True)
     profile = t.Dict().tag(sync=True)
     profile_title = t.Unicode("").tag(sync=True)
+    profile_prefixes = t.List().tag(sync=True)
+    profile_prefix = t.Unicode("").tag(sync=True)
     share = t.Dict({"state": "idle"}).tag(sync=True)
     locals().update(table_traits("computations"))
     locals().update(table_traits("groups"))

@@ -31,6 +31,10 @@ class Flamegraph(LiveView):
     cluster_id = t.Unicode(None, allow_none=True).tag(sync=True)
     profile = t.Dict().tag(sync=True)
     profile_title = t.Unicode("").tag(sync=True)
+    # The task prefixes the computation's profile can be narrowed to, and the one chosen
+    # ("": all of them).
+    profile_prefixes = t.List().tag(sync=True)
+    profile_prefix = t.Unicode("").tag(sync=True)
 
     def __init__(self, computation_id: str | None = None, *, cluster_id: str | None = None, **kwargs: Any):
         if (computation_id is None) == (cluster_id is None):

@@ -7,10 +7,13 @@ import { get, post, reportUrl } from "./api";
 
 const FAST = 2000; // ms between polls while something runs
 const SLOW = 15000; // ... once everything shown is history
+const LIVE_POLLS = 3; // fast polls between reads of a running computation's profile
+const FINAL_AFTER = 5; // seconds after its stop by which a computation's final profile has landed
 
 export class RestModel extends LocalModel {
   private polls = 0;
   private loadedProfile: string | null = null;
+  private shownProfile = ""; // computation, prefix and sample count of the profile shown
   private detailUpdated: number | null = null;
   private active = true;
   // Fast while something runs, slow once all shown is history; asleep while the panel
@@ -26,6 +29,7 @@ export class RestModel extends LocalModel {
     super({
       title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
       tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], profile: {}, profile_title: "", runs: {},
+      profile_prefixes: [], profile_prefix: "",
       share: { state: "idle" }, error: "",
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
       samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
@@ -33,6 +37,7 @@ export class RestModel extends LocalModel {
     this.onSend = (msg: any) => { if (msg?.type === "share") void this.share(); };
     this.on("change:computation_id", () => this.selected());
     this.on("change:follow", () => { if (this.get("follow")) this.poke(); });
+    this.on("change:profile_prefix", () => { this.loadedProfile = null; this.poke(); });
   }
 
   /** Poll only while the panel is on screen. */
@@ -53,7 +58,7 @@ export class RestModel extends LocalModel {
     this.loadedProfile = null;
     this.detailUpdated = null;
     this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], exceptions: [], profile: {},
-      runs: {}, share: { state: "idle" } });
+      runs: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
     this.poke();
   }
 
@@ -101,7 +106,8 @@ export class RestModel extends LocalModel {
         const { groups = [], code = [], ...detail } = computation;
         this.detailUpdated = detail.updated;
         const update: Record<string, unknown> = { computation: detail, groups_base: { v: 0, rows: groups },
-          code: code.filter((c: any) => c.text) };
+          code: code.filter((c: any) => c.text),
+          profile_prefixes: [...new Set(groups.map((g: any) => g.prefix || g.name))].sort() };
         if (detail.n_erred) {
           const { exceptions } = await get(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=200`);
           update.exceptions = exceptions;
@@ -114,13 +120,22 @@ export class RestModel extends LocalModel {
         this.update(update);
         running = running || detail.state === "running";
       }
-      const state = (this.get("computation") as any)?.state;
-      if (state && state !== "running" && this.loadedProfile !== compId) {
-        const { profile } = await get(`api/computations/${encodeURIComponent(compId)}/profile`);
-        if (profile?.count) {
-          this.loadedProfile = compId;
+      const detail = (this.get("computation") as any) || {};
+      // A running computation's profile grows (the scheduler records it every few
+      // seconds); a finished one's final profile lands a profile cycle after its end.
+      const settled = detail.state && detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop > FINAL_AFTER;
+      const due = detail.state !== "running" || this.polls % LIVE_POLLS === 0;
+      if (detail.state && due && this.loadedProfile !== compId) {
+        const prefix = this.get("profile_prefix") || "";
+        const { profile } = await get(`api/computations/${encodeURIComponent(compId)}/profile` +
+          (prefix ? `?prefix=${encodeURIComponent(prefix)}` : ""));
+        const key = `${compId} ${prefix} ${profile?.count}`;
+        if (key !== this.shownProfile) {
+          this.shownProfile = key;
           this.update({ profile, profile_title: compId });
-        } else running = true; // the profile lands a moment after the computation ends
+        }
+        if (profile?.count && settled) this.loadedProfile = compId;
+        else if (detail.state !== "running") running = true; // the final one is on its way
       }
     }
     // Poll fast while the store says the cluster is live; a stopped or lost one is history.

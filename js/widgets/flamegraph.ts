@@ -2,7 +2,11 @@
 // click to zoom, search to highlight, hover for file, line number and line of code.
 // Drawn on a canvas from flat typed arrays, so a 10,000-node profile renders in a few
 // milliseconds (benchmarks/flamegraph_bench.py measures it).
-// Traits: profile {count, identifier, description, children}, profile_title "".
+// A task-group picker narrows it to one prefix's samples (the kernel reads that
+// profile); "Hide Dask internals" folds the frames of dask, distributed and the
+// thread pool so the user's code and libraries carry the width.
+// Traits: profile {count, identifier, description, children}, profile_title "",
+// profile_prefixes [str], profile_prefix "" (all).
 import { h, clear, watch, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { onScreen } from "../common/onscreen.js";
@@ -65,6 +69,44 @@ export function colorFor(d) {
   if (/site-packages|dist-packages/.test(f)) return `hsl(${265 + v} 40% ${70 + (v % 4) * 2}%)`;
   if (/[\\/]lib[\\/]python3[.\d]*[\\/]/.test(f) || f.startsWith("<")) return `hsl(${30 + v} 8% ${72 + (v % 4) * 2}%)`;
   return `hsl(${18 + v * 2} 88% ${60 + (v % 4) * 3}%)`;
+}
+
+// Frames of the machinery that runs a task, not of the task: dask, distributed, and the
+// standard library's threads, futures and event loop.
+const INTERNAL = /[\\/](dask|distributed|tornado)[\\/]|[\\/](threading|asyncio[\\/][^\\/]*|concurrent[\\/]futures[\\/][^\\/]*)\.py$/;
+
+export function isInternal(d: any): boolean {
+  return INTERNAL.test(d?.filename || "");
+}
+
+/** The tree with internal frames folded away: their children take their place (merged
+ *  with siblings of the same identity), their own samples stay with their caller. */
+export function foldInternals(tree: any): any {
+  const out = { ...tree, children: {} };
+  const stack: [any, any][] = [[tree, out]];
+  while (stack.length) {
+    const [src, dst] = stack.pop()!;
+    // Lift through internal frames: the visible children of src.
+    const lifted: any[] = [];
+    const todo: any[] = Object.values(src.children || {});
+    while (todo.length) {
+      const c = todo.pop();
+      if (isInternal(c.description)) todo.push(...Object.values(c.children || {}));
+      else lifted.push(c);
+    }
+    for (const c of lifted) {
+      const have = dst.children[c.identifier];
+      if (have) {
+        have.count += c.count || 0;
+        stack.push([c, have]);
+      } else {
+        const copy = { ...c, children: {} };
+        dst.children[c.identifier] = copy;
+        stack.push([c, copy]);
+      }
+    }
+  }
+  return out;
 }
 
 function label(d) {
@@ -317,7 +359,11 @@ function render({ model, el }) {
   const crumbs = h("div.dal-crumbs");
   const info = h("span.dal-muted");
   const holder = h("div");
-  const bar = h("div.dal-flame-bar", input, reset, info);
+  const picker = h("select.dal-input.dal-prefix-picker", { "aria-label": "Task group" });
+  const hide = h("input", { type: "checkbox" });
+  const hideLabel = h("label.dal-flame-opt", { title: "Fold the frames of dask, distributed and the thread pool, so your code carries the width" },
+    hide, "Hide Dask internals");
+  const bar = h("div.dal-flame-bar", input, picker, hideLabel, reset, info);
   root.append(bar, crumbs, holder);
   el.append(root);
   const chart = new FlameChart(holder, {
@@ -335,6 +381,20 @@ function render({ model, el }) {
     info.textContent = chart.matched ? `${fmt.percent((100 * chart.matchedCount) / (chart.flat.count[0] || 1))} of samples match` : summary();
   });
   reset.addEventListener("click", () => chart.zoom(0));
+  picker.addEventListener("change", () => {
+    model.set("profile_prefix", picker.value);
+    model.save_changes();
+  });
+  hide.addEventListener("change", () => update());
+  const drawPicker = () => {
+    const prefixes: string[] = model.get("profile_prefixes") || [];
+    const chosen = model.get("profile_prefix") || "";
+    picker.style.display = prefixes.length > 1 ? "" : "none";
+    clear(picker);
+    picker.append(h("option", { value: "" }, "All task groups"),
+      ...prefixes.map((p) => h("option", { value: p }, p)));
+    picker.value = chosen;
+  };
   const summary = () => {
     const p = model.get("profile") || {};
     return p.count ? `${fmt.count(p.count)} samples${model.get("profile_title") ? ` · ${model.get("profile_title")}` : ""}` : "";
@@ -347,20 +407,23 @@ function render({ model, el }) {
     if (!p.count) {
       chart.setTree(null);
       chart.canvas.style.display = "none";
-      bar.style.display = "none";
+      // With a task group chosen, the picker stays: the way back to all of them.
+      bar.style.display = model.get("profile_prefix") ? "flex" : "none";
       placeholder = empty("No profile yet", "Dask samples what the workers run; the profile of a computation is recorded when it finishes.");
       root.append(placeholder);
       return;
     }
     chart.canvas.style.display = "block";
     bar.style.display = "flex";
-    chart.setTree(p);
+    chart.setTree(hide.checked ? foldInternals(p) : p);
     chart.onZoom?.(chart.path(chart.focus));
     info.textContent = summary();
   };
+  drawPicker();
   update();
   const off = watch(model, ["profile"], update);
-  return () => { off(); chart.dispose(); root.remove(); };
+  const offPicker = watch(model, ["profile_prefixes", "profile_prefix"], drawPicker);
+  return () => { off(); offPicker(); chart.dispose(); root.remove(); };
 }
 
 export default onScreen({ render });
