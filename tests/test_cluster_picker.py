@@ -28,7 +28,7 @@ HOSTILE = '<img src=x onerror="window.__xss=1">'
 
 
 def live_cluster(url: str, *, name: str = HOSTILE, cluster_id: str = "tcp://10.0.0.9:8786-live-now",
-                 computation: str = "comp-live-sum") -> str:
+                 computation: str = "comp-live-sum", user: str = "bob") -> str:
     """A live cluster started a minute ago (a long heartbeat interval keeps it live while
     the tests run), with one finished computation and a cluster-wide profile."""
     now = time.time()
@@ -39,7 +39,7 @@ def live_cluster(url: str, *, name: str = HOSTILE, cluster_id: str = "tcp://10.0
 
     msgs = [
         msg("cluster", now - 60, {
-            "name": name, "address": "tcp://10.0.0.9:8786", "user": "bob", "account": "default",
+            "name": name, "address": "tcp://10.0.0.9:8786", "user": user, "account": "default",
             "started": now - 60, "price_per_core_hour": 0.05,
             "versions": {"python": "3.11.7", "dask": "2026.8.0", "distributed": "2026.8.0"},
             "platform": {"arch": "x86_64", "os": "Linux", "python": "3.11.7"},
@@ -103,7 +103,7 @@ def test_picker_lists_recorded_clusters_newest_first_with_status(store):
         assert listed == [(live, HOSTILE, "live"), (sc.lost["cluster_id"], "crashed-kernel", "lost"),
                           (sc.stopped["cluster_id"], "etl-nightly", "stopped")]
         assert all(c["started"] for c in w.clusters)
-        assert w.home == {"cluster_id": live, "follow": False, "label": "the cluster it opened on"}
+        assert w.home == {"cluster_id": live, "follow": False, "label": "the cluster it opened on", "tag": "opened here"}
     finally:
         w.close()
 

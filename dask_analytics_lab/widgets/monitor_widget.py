@@ -25,7 +25,8 @@ class MonitorWidget(ShareMixin, LiveView):
     cluster_id = t.Unicode(None, allow_none=True).tag(sync=True)
     follow_cluster = t.Bool(False).tag(sync=True)
     # The picker: the newest recorded clusters ({cluster_id, name, user, started,
-    # status, ended, ...}), and the cluster it opened on: {"cluster_id", "follow", "label"}.
+    # status, ended, ...}), and the cluster it opened on: {"cluster_id", "follow", "label",
+    # "tag"} (the "Back to <label>" button, the <tag> beside it in the list).
     clusters = t.List().tag(sync=True)
     home = t.Dict().tag(sync=True)
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
@@ -47,8 +48,13 @@ class MonitorWidget(ShareMixin, LiveView):
                  store: str | None = None, interval: float = 1.0, start: bool = True,
                  home_label: str | None = None, **kwargs: Any):
         follow_cluster = cluster_id is None and computation_id is None
-        home = {"cluster_id": cluster_id, "follow": follow_cluster,
-                "label": home_label or ("the newest cluster" if follow_cluster else "the cluster it opened on")}
+        if follow_cluster:
+            label, tag = "the newest cluster", "newest"
+        elif home_label:
+            label, tag = home_label, home_label
+        else:
+            label, tag = "the cluster it opened on", "opened here"
+        home = {"cluster_id": cluster_id, "follow": follow_cluster, "label": label, "tag": tag}
         super().__init__(
             cluster_id=cluster_id, follow_cluster=follow_cluster,
             computation_id=computation_id, follow=computation_id is None, home=home,
@@ -125,6 +131,6 @@ def monitor(client: Any = None, *, cluster_id: str | None = None, computation_id
     if cluster_id is None and computation_id is None:
         cluster_id = _current_cluster(client)
         if cluster_id is not None:
-            home_label = "this notebook's cluster"
+            home_label = "this notebook"
     return MonitorWidget(cluster_id, computation_id=computation_id, store=store, interval=interval,
                          home_label=home_label)
