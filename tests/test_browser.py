@@ -205,7 +205,8 @@ def test_share_button_link_opens_the_report(page):
 def test_cluster_picker_shows_a_past_cluster_and_goes_back(page):
     # In the kernel: the picker switches the monitor to another recorded cluster.
     monitor = page.locator(".dal-monitor").first
-    monitor.locator(".dal-pick-btn").click()
+    monitor.locator(".dal-pick-btn").focus()
+    page.keyboard.press("ArrowDown")  # opens it (the notebook's shortcuts leave the keys alone)
     pop = monitor.locator(".dal-pick-pop")
     pop.wait_for(state="visible", timeout=10_000)
     # This notebook's LocalCluster, then the two recorded before it, newest first.
@@ -213,7 +214,11 @@ def test_cluster_picker_shows_a_past_cluster_and_goes_back(page):
     assert pop.locator(".dal-pick-name").all_inner_texts()[1:] == ["crashed-kernel", "etl-nightly"]
     assert pop.locator(".dal-pick-opt").first.locator(".dal-pick-home").inner_text() == "this notebook"
     assert [b.strip() for b in pop.locator(".dal-badge").all_inner_texts()] == ["live", "lost", "stopped"]
-    pop.locator(".dal-pick-opt", has_text="etl-nightly").click()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("() => document.activeElement.dataset.cluster") == \
+        pop.locator(".dal-pick-opt", has_text="etl-nightly").get_attribute("data-cluster")
+    page.keyboard.press("Enter")
     page.wait_for_function("() => [...document.querySelectorAll('.dal-monitor .dal-comp-name')]"
                            ".some(e => e.textContent === 'read_parquet → groupby-agg')", timeout=30_000)
     monitor.locator("tr.dal-row[data-group='parse-5f6a7b8c9d']").wait_for(timeout=30_000)

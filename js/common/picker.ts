@@ -37,7 +37,9 @@ export function clusterPicker(model: Model): ClusterPicker {
   });
   const list = h("div.dal-pick-list", { role: "listbox", "aria-label": "Recorded clusters" });
   const foot = h("div.dal-pick-foot");
-  const pop = h("div.dal-pick-pop", { hidden: true }, filter, list, foot);
+  // data-lm-suppress-shortcuts: JupyterLab's notebook shortcuts (arrows move cells,
+  // "a" / "b" add some) stay out of the list and its filter.
+  const pop = h("div.dal-pick-pop", { hidden: true, "data-lm-suppress-shortcuts": "" }, filter, list, foot);
 
   const home = () => model.get("home") || {};
   const away = () => {
