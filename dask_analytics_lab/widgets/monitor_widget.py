@@ -125,7 +125,8 @@ def monitor(client: Any = None, *, cluster_id: str | None = None, computation_id
     With no arguments: the current Client's cluster (analytics is registered on it if
     it was not), else the newest cluster in the store, following newer ones as they
     start.  `cluster_id=` / `computation_id=` open a past one; `store=` reads another
-    store than `analytics.store`.
+    store than `analytics.store`.  In the widget, the cluster's name opens a picker over
+    the store's recorded clusters: any of them, and back.
     """
     home_label = None
     if cluster_id is None and computation_id is None:
