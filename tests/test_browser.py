@@ -204,6 +204,34 @@ def test_share_button_link_opens_the_report(page):
     report.close()
 
 
+def test_cluster_picker_shows_a_past_cluster_and_goes_back(page):
+    # In the kernel: the picker switches the monitor to another recorded cluster.
+    monitor = page.locator(".dal-monitor").first
+    monitor.locator(".dal-pick-btn").focus()
+    page.keyboard.press("ArrowDown")  # opens it (the notebook's shortcuts leave the keys alone)
+    pop = monitor.locator(".dal-pick-pop")
+    pop.wait_for(state="visible", timeout=10_000)
+    # This notebook's LocalCluster, then the two recorded before it, newest first.
+    page.wait_for_function("() => document.querySelectorAll('.dal-monitor .dal-pick-opt').length === 3", timeout=30_000)
+    assert pop.locator(".dal-pick-name").all_inner_texts()[1:] == ["crashed-kernel", "etl-nightly"]
+    assert pop.locator(".dal-pick-opt").first.locator(".dal-pick-home").inner_text() == "this notebook"
+    assert [b.strip() for b in pop.locator(".dal-badge").all_inner_texts()] == ["live", "lost", "stopped"]
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("() => document.activeElement.dataset.cluster") == \
+        pop.locator(".dal-pick-opt", has_text="etl-nightly").get_attribute("data-cluster")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => [...document.querySelectorAll('.dal-monitor .dal-comp-name')]"
+                           ".some(e => e.textContent === 'read_parquet → groupby-agg')", timeout=30_000)
+    monitor.locator("tr.dal-row[data-group='parse-5f6a7b8c9d']").wait_for(timeout=30_000)
+    assert monitor.locator(".dal-header .dal-badge").inner_text().strip() == "stopped"
+    monitor.screenshot(path=save("monitor-cluster-picker-lab.png"))
+    monitor.locator(".dal-pick-back").click()
+    page.wait_for_function("() => [...document.querySelectorAll('.dal-monitor .dal-comp-code')]"
+                           ".some(e => e.textContent.includes('(x + x.T).mean(axis=0).std().compute()'))", timeout=30_000)
+    assert monitor.locator(".dal-header .dal-badge").inner_text().strip() == "live"
+
+
 def test_sidebar_lists_the_cluster_and_opens_a_computation(page):
     tab = page.locator(".jp-SideBar .lm-TabBar-tab[title='Dask analytics']")
     if tab.count():

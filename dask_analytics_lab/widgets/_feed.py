@@ -19,6 +19,8 @@ from ._sync import KeyedTable, downsample
 from ._ticker import TICKER
 
 MAX_COMPUTATIONS = 50
+MAX_CLUSTERS = 100  # the cluster picker's list: the newest clusters of the store
+CLUSTERS_EVERY = 10  # ticks between reads of that list (opening the picker reads it at once)
 MAX_SAMPLES = 600  # points per chart: about one per pixel of a notebook-wide chart
 MAX_GPU_POINTS = 300  # per GPU
 PROFILE_TRIES = 30  # ticks to wait for a finished computation's profile to land
@@ -60,6 +62,8 @@ class Feed:
         self._samples_time: float | None = None
         self._cluster: dict | None = None
         self._gpu_seen = -1
+        self._shown_cluster: str | None = None  # the cluster whose history the traits hold
+        self._clusters_due = True
         if w.has_trait("profile_prefix"):
             w.observe(self._prefix_changed, names="profile_prefix")
 
@@ -83,10 +87,25 @@ class Feed:
         self.due = 0.0
         TICKER.wake()
 
-    def select(self, computation_id: str | None) -> None:
+    def want_clusters(self) -> None:
+        """Read the list of recorded clusters now (the picker was opened)."""
+        self._clusters_due = True
+        self.poke()
+
+    def show_cluster(self, cluster_id: str | None) -> None:
+        """The widget's cluster_id changed (the picker, or following the newest): every
+        trait that holds the old cluster's history starts over, at once."""
+        with self.lock:
+            if cluster_id != self._shown_cluster:
+                if self._shown_cluster is not None:
+                    self._cluster_changed()
+                self._shown_cluster = cluster_id
+        self.poke()
+
+    def select(self, computation_id: str | None, *, force: bool = False) -> None:
         """Another computation chosen (by a click, or by following the newest)."""
         with self.lock:
-            if computation_id == self._selected:
+            if computation_id == self._selected and not force:
                 return
             with self.w.hold_sync():
                 self._reset_selection(computation_id)
@@ -153,6 +172,8 @@ class Feed:
             live |= self._poll_profile(cluster_id, store)
         if cluster_id and "gpu" in self.tables:
             self._poll_gpu(cluster_id, store)
+        if w.has_trait("clusters"):
+            self._poll_clusters(store)
         return live
 
     def _cluster_id(self, store: str | None) -> str | None:
@@ -166,19 +187,42 @@ class Feed:
             cid = newest[0]["cluster_id"] if newest else None
             if cid and cid != w.cluster_id:
                 w.cluster_id = cid
-                self._cluster_changed()
-            return w.cluster_id
-        if not w.cluster_id and self._selected:
+        elif not w.cluster_id and self._selected:
             w.cluster_id = api.get_computation(self._selected, store=store)["cluster_id"]
-        return w.cluster_id
+        cid = w.cluster_id
+        if cid != self._shown_cluster:  # a widget that does not observe its cluster_id
+            self.show_cluster(cid)
+        return cid
 
     def _cluster_changed(self) -> None:
-        self._samples_time = None
-        self._comp_rows = {}
-        if "computations" in self.tables:
-            self.tables["computations"].replace([])
-        if self._selected:
-            self.select(None)
+        """Forget what was read of the cluster shown so far: its row, samples, GPU
+        samples, computations and the chosen computation (or the cluster's profile)."""
+        w = self.w
+        with w.hold_sync():
+            self._samples_time = None
+            self._comp_rows = {}
+            self._cluster = None
+            self._gpu_seen = -1
+            for name in ("computations", "samples", "gpu"):
+                if name in self.tables:
+                    self.tables[name].replace([])
+            if w.has_trait("cluster"):
+                w.cluster = {}
+            self.select(None, force=True)
+
+    def _poll_clusters(self, store: str | None) -> None:
+        """The picker's list: the newest MAX_CLUSTERS clusters, each with what the
+        picker shows (name, user, started, the store's status), and the one shown
+        even when it is older than those."""
+        if not (self._clusters_due or self.ticks % CLUSTERS_EVERY == 0):
+            return
+        self._clusters_due = False
+        keep = ("cluster_id", "name", "user", "started", "status", "ended", "stopped", "last_seen", "stop_reason")
+        rows = [{k: r.get(k) for k in keep} for r in api.list_clusters(limit=MAX_CLUSTERS, store=store)]
+        shown = self._cluster
+        if shown and shown.get("cluster_id") and all(r["cluster_id"] != shown["cluster_id"] for r in rows):
+            rows.append({k: shown.get(k) for k in keep})
+        self.w.clusters = clean(rows)
 
     def _poll_cluster(self, cluster_id: str, store: str | None) -> bool:
         w = self.w

@@ -12,13 +12,23 @@ from .views import ShareMixin
 
 class MonitorWidget(ShareMixin, LiveView):
     """One cluster: its computations (newest first), the chosen one's task groups,
-    profile and code, the cluster summary, GPU metrics, and a Share-report button."""
+    profile and code, the cluster summary, GPU metrics, and a Share-report button.
+
+    A picker over the store's recorded clusters (`clusters`, newest first) switches
+    every tab to another cluster's history (the browser sets `cluster_id` and turns
+    `follow_cluster` off); `home` is the cluster it opened on, to go back to.
+    """
 
     _esm = bundle("monitor")
     title = t.Unicode("Dask analytics").tag(sync=True)
     where = t.Unicode("").tag(sync=True)
     cluster_id = t.Unicode(None, allow_none=True).tag(sync=True)
     follow_cluster = t.Bool(False).tag(sync=True)
+    # The picker: the newest recorded clusters ({cluster_id, name, user, started,
+    # status, ended, ...}), and the cluster it opened on: {"cluster_id", "follow", "label",
+    # "tag"} (the "Back to <label>" button, the <tag> beside it in the list).
+    clusters = t.List().tag(sync=True)
+    home = t.Dict().tag(sync=True)
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
     follow = t.Bool(True).tag(sync=True)
     tab = t.Unicode("groups").tag(sync=True)
@@ -38,14 +48,53 @@ class MonitorWidget(ShareMixin, LiveView):
     locals().update(table_traits("gpu"))
 
     def __init__(self, cluster_id: str | None = None, *, computation_id: str | None = None,
-                 store: str | None = None, interval: float = 1.0, start: bool = True, **kwargs: Any):
+                 store: str | None = None, interval: float = 1.0, start: bool = True,
+                 home_label: str | None = None, **kwargs: Any):
+        follow_cluster = cluster_id is None and computation_id is None
+        if follow_cluster:
+            label, tag = "the newest cluster", "newest"
+        elif home_label:
+            label, tag = home_label, home_label
+        else:
+            label, tag = "the cluster it opened on", "opened here"
+        home = {"cluster_id": cluster_id, "follow": follow_cluster, "label": label, "tag": tag}
         super().__init__(
-            cluster_id=cluster_id, follow_cluster=cluster_id is None and computation_id is None,
-            computation_id=computation_id, follow=computation_id is None,
+            cluster_id=cluster_id, follow_cluster=follow_cluster,
+            computation_id=computation_id, follow=computation_id is None, home=home,
             store=store, interval=interval, where=api.where(store), start=start, **kwargs)
         self._init_share()
+        self.on_msg(self._on_clusters_msg)
         self.observe(self._on_select, names="computation_id")
         self.observe(self._on_follow, names="follow")
+        self.observe(self._on_cluster, names="cluster_id")
+        self.observe(self._on_follow_cluster, names="follow_cluster")
+
+    def show_cluster(self, cluster_id: str | None = None) -> None:
+        """Show another recorded cluster's history in every tab (what the picker does);
+        no argument: back to the cluster it opened on."""
+        with self.hold_trait_notifications():
+            if cluster_id is None:
+                self.follow_cluster = bool(self.home.get("follow"))
+                if self.home.get("cluster_id"):
+                    self.cluster_id = self.home["cluster_id"]
+            else:
+                self.follow_cluster = False
+                self.cluster_id = cluster_id
+
+    def _on_clusters_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "clusters":
+            self._feed.want_clusters()
+
+    def _on_cluster(self, change: dict) -> None:
+        new = change["new"]
+        if new and not self.home.get("cluster_id") and not self.home.get("follow"):
+            # Opened on a computation: its cluster is where "back" goes.
+            self.home = {**self.home, "cluster_id": new}
+        self._feed.show_cluster(new)
+
+    def _on_follow_cluster(self, change: dict) -> None:
+        if change["new"]:
+            self._feed.poke()  # the newest cluster now, not at the next tick
 
     def _on_select(self, change: dict) -> None:
         self._feed.select(change["new"])
@@ -79,8 +128,13 @@ def monitor(client: Any = None, *, cluster_id: str | None = None, computation_id
     With no arguments: the current Client's cluster (analytics is registered on it if
     it was not), else the newest cluster in the store, following newer ones as they
     start.  `cluster_id=` / `computation_id=` open a past one; `store=` reads another
-    store than `analytics.store`.
+    store than `analytics.store`.  In the widget, the cluster's name opens a picker over
+    the store's recorded clusters: any of them, and back.
     """
+    home_label = None
     if cluster_id is None and computation_id is None:
         cluster_id = _current_cluster(client)
-    return MonitorWidget(cluster_id, computation_id=computation_id, store=store, interval=interval)
+        if cluster_id is not None:
+            home_label = "this notebook"
+    return MonitorWidget(cluster_id, computation_id=computation_id, store=store, interval=interval,
+                         home_label=home_label)

@@ -16,6 +16,7 @@ import { shareControl } from "./share.js";
 import type { View } from "../common/model.js";
 import { rovingFocus, settleFocus } from "../common/keys.js";
 import { onScreen } from "../common/onscreen.js";
+import { clusterPicker } from "../common/picker.js";
 
 export const LOGO = `<svg viewBox="0 0 24 24" class="dal-logo" aria-hidden="true"><rect x="2" y="13" width="4" height="9" rx="1.2" fill="#ee6b3b"/>` +
   `<rect x="8" y="8" width="4" height="14" rx="1.2" fill="#f5a524"/><rect x="14" y="4" width="4" height="18" rx="1.2" fill="#2fa572"/>` +
@@ -62,12 +63,23 @@ function render({ model, el }) {
   const panes = h("div");
   const share = shareControl(model);
   const main = h("div.dal-main", tabs, panes);
+  // The header: the logo, the cluster's name (in a notebook, the cluster picker: any
+  // recorded cluster; a shared report or a Lab panel shows one), then what drawHeader
+  // redraws.  The picker stays put through redraws, so its focus and list do too.
+  const logo = h("span");
+  logo.innerHTML = LOGO;
+  const title = h("span.dal-title");
+  const picker = Array.isArray(model.get("clusters")) ? clusterPicker(model) : null;
+  const info = h("span.dal-head-info");
+  header.append(logo.firstChild!, picker ? picker.el : title, info);
   root.append(header, h("div.dal-body", side, main));
+  if (picker) root.append(picker.pop);
   el.append(root);
 
   // Each view renders once into its own pane; switching tabs only shows/hides panes,
   // so zoom, search and sort survive.
   const cleanups = [share.dispose];
+  if (picker) cleanups.push(picker.dispose);
   const paneOf: Record<string, any> = {};
   const tabButtons: Record<string, any> = {};
   for (const [id, label, view] of TABS) {
@@ -95,17 +107,15 @@ function render({ model, el }) {
 
   const drawHeader = throttle(() => {
     const c = model.get("cluster") || {};
-    clear(header);
-    const logo = h("span");
-    logo.innerHTML = LOGO;
-    header.append(logo.firstChild!, h("span.dal-title", c.name || model.get("title") || "Dask analytics"));
+    clear(info);
+    title.textContent = c.name || model.get("title") || "Dask analytics";
     if (c.cluster_id) {
       // A shared report is a snapshot: "live" and "up" as of when it was made.
       const now = model.get("snapshot_time") || Date.now() / 1000;
       const status = clusterStatus(c);
       const size = clusterSize(c);
       const ended = clusterEnded(c);
-      header.append(statusBadge(c), h("span.dal-stats",
+      info.append(statusBadge(c), h("span.dal-stats",
         h("span.dal-stat.dal-size", { title: size.peak ? "How big it got: its peak" : "" },
           size.peak ? "peak " : "", h("b", fmt.count(size.workers)), " workers"),
         h("span.dal-stat", h("b", fmt.count(size.threads)), " threads"),
@@ -115,9 +125,9 @@ function render({ model, el }) {
         ended != null ? h("span.dal-stat", status === "lost" ? "last seen " : "ended ", h("b", fmt.clock(ended))) : null,
         h("span.dal-stat.dal-uptime", status === "live" ? "up " : "ran ", h("b", fmt.duration(clusterUptime(c, now))))));
     }
-    header.append(h("span.dal-spacer"));
-    if (model.get("error")) header.append(h("span.dal-share-msg.bad", { title: model.get("error") }, "store unreachable — retrying"));
-    header.append(h("span.dal-where", { title: `Recorded in ${model.get("where")}` }, model.get("where") || ""));
+    info.append(h("span.dal-spacer"));
+    if (model.get("error")) info.append(h("span.dal-share-msg.bad", { title: model.get("error") }, "store unreachable — retrying"));
+    info.append(h("span.dal-where", { title: `Recorded in ${model.get("where")}` }, model.get("where") || ""));
   });
 
   const drawList = throttle(() => {
