@@ -24,6 +24,7 @@ from .errors import ErrorCounter
 from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
 from .shipper import Shipper
 from .sinks import open_sink
+from .task_stream import TaskStreamRecorder
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -94,6 +95,10 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._allow = frozenset(s["events_allow"])
         self._errors = ErrorCounter()
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
+        # Each computation's task stream (None: analytics.task-stream.transmit off).
+        self._stream = TaskStreamRecorder(self.emit, max_tasks=s.get("task_stream_max_tasks", 10_000),
+                                          max_bins=s.get("task_stream_max_bins", 2_000)) \
+            if s.get("task_stream_transmit", True) else None
         # Workers that died while running a key, for KilledWorker rows (bounded).
         self._suspects: dict[Any, list[str]] = {}
         self._unlisted_topics: set[str] = set()
@@ -211,6 +216,13 @@ class AnalyticsPlugin(SchedulerPlugin):
                 counts.cancelled += 1
             if self._suspects and finish in ("memory", "erred"):
                 self._suspects.pop(key, None)
+            if start == "processing" and self._stream is not None and finish in ("memory", "erred"):
+                startstops = kwargs.get("startstops")
+                if startstops:
+                    owner = self._computations.owner_id(tg, self.scheduler.computations)
+                    if owner:
+                        self._stream.record(owner, kwargs.get("worker"), kwargs.get("thread"), tg.prefix.name,
+                                            tg.name, finish, startstops)
         except Exception:
             logger.exception("dask-analytics: transition hook failed for %r", key)
 
@@ -247,6 +259,8 @@ class AnalyticsPlugin(SchedulerPlugin):
                 self.emit("exception", row)
             self._errors.clear()
             self._suspects.clear()
+            if self._stream is not None:
+                self._stream.restart(now)
         except Exception:
             logger.exception("dask-analytics: restart hook failed")
 
@@ -321,7 +335,12 @@ class AnalyticsPlugin(SchedulerPlugin):
             )
             for row in self._errors.drain():
                 self.emit("exception", row)
-            self._errors.forget(self._computations.forget_gone())
+            gone = self._computations.forget_gone()
+            self._errors.forget(gone)
+            if self._stream is not None:
+                computations = self.scheduler.computations
+                self._stream.forget(gone)
+                self._stream.tick(str(computations[-1].id) if computations else None, now, force=force)
             if self.settings["profile_transmit"]:
                 for computation_id, start, stop, prefixes in ended:
                     self._profiles.put(computation_id, start, stop, prefixes)
@@ -370,4 +389,6 @@ class AnalyticsPlugin(SchedulerPlugin):
             "profiles_fetched": self._profiles.fetched,
             "profiles_dropped": self._profiles.dropped,
             "profile_merge_seconds": self._profiles.merge_seconds,
+            "task_stream_tasks": self._stream.recorded if self._stream is not None else 0,
+            "task_stream_dropped": self._stream.dropped if self._stream is not None else 0,
         }

@@ -1,0 +1,276 @@
+"""Each computation's task stream: when each task ran, on which worker and thread.
+
+The transition hook hands over each finished task's `startstops` (what distributed's
+own TaskStreamPlugin keeps) with one append: O(1), nothing else on the scheduler's
+hot path.  Each tick folds what came in into per-computation streams and sends it.
+
+Bounded, whatever the computation's size:
+
+- A computation's first `max_tasks` tasks are kept one row each (its compute
+  interval, worker, thread, prefix, group and final state), sent as they come.
+- Past that, the computation switches to *bins*: per (worker, prefix, time bin), the
+  tasks that started in the bin and the seconds of execution inside it (a task that
+  crosses bins is split between them).  Bins start `FIRST_WIDTH` wide; whenever a
+  computation holds more than `max_bins` of them, the width doubles and neighbours
+  merge (exactly: bins are aligned on multiples of their width).  A `replace`
+  message then carries all of its bins, at most every `replace_every` seconds
+  while it runs and once more when it is sealed, so stored rows stay under
+  max(max_tasks, max_bins) per computation and nothing is dropped.
+- To switch, the computation's bins are kept from its first task; only the newest
+  computation (the only one Dask adds tasks to) holds them.  An older one is sealed:
+  its bins are sent and let go.  Tasks that still reach a sealed computation (Dask
+  recomputing a lost result) are appended as rows, at most `LATE_ROWS` of them.
+
+Nothing here raises into the scheduler: the plugin guards each call.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable
+
+Emit = Callable[[str, dict], None]
+
+FIRST_WIDTH = 2.0 ** -7  # seconds (~8 ms): fine enough for a short computation
+MAX_WIDTH = 2.0 ** 20  # about 12 days: past that no doubling is needed
+CHUNK = 5000  # rows per message
+LATE_ROWS = 1000  # rows a sealed, binned computation still takes
+MAX_PENDING = 100_000  # tasks held between ticks before they are folded in at once
+_NAME = 200  # characters of a worker, prefix or group name kept (a key in the store)
+
+
+class Bins:
+    """Tasks and busy seconds per (worker, prefix, time bin), at most about `max_bins`
+    bins: the width doubles (neighbouring bins merge) whenever there are more."""
+
+    __slots__ = ("width", "max_bins", "cells")
+
+    def __init__(self, max_bins: int, width: float = FIRST_WIDTH):
+        self.width = width
+        self.max_bins = max(1, int(max_bins))
+        # (worker, prefix, index) -> [n_tasks, busy seconds]; bin i is [i*width, (i+1)*width)
+        self.cells: dict[tuple, list] = {}
+
+    def __len__(self) -> int:
+        return len(self.cells)
+
+    def add(self, worker: Any, prefix: Any, start: float, stop: float, n: int = 1,
+            busy: float | None = None) -> None:
+        """`n` tasks that started at `start` (counted in that bin) and `busy` seconds of
+        execution spread evenly over [start, stop) (default: all of it)."""
+        span = stop - start
+        if span < 0:
+            start, stop, span = stop, start, -span
+        if busy is None:
+            busy = span
+        while span / self.width > self.max_bins and self.width < MAX_WIDTH:
+            self._coarsen()  # one long task must not cost a loop over thousands of bins
+        w = self.width
+        cells = self.cells
+        first = math.floor(start / w)
+        last = math.floor(stop / w) if span > 0 else first
+        if last > first and stop == last * w:
+            last -= 1  # [start, stop) ends exactly on a boundary
+        cell = cells.get((worker, prefix, first))
+        if cell is None:
+            cell = cells[(worker, prefix, first)] = [0, 0.0]
+        cell[0] += n
+        if last == first or span <= 0:
+            cell[1] += busy
+        else:
+            rate = busy / span
+            cell[1] += ((first + 1) * w - start) * rate
+            for i in range(first + 1, last):
+                c = cells.get((worker, prefix, i))
+                if c is None:
+                    c = cells[(worker, prefix, i)] = [0, 0.0]
+                c[1] += w * rate
+            c = cells.get((worker, prefix, last))
+            if c is None:
+                c = cells[(worker, prefix, last)] = [0, 0.0]
+            c[1] += (stop - last * w) * rate
+        if len(cells) > self.max_bins:
+            self.bound()
+
+    def bound(self) -> None:
+        """Double the width until at most max_bins bins are held (or merging no longer
+        helps: one bin per worker and prefix is as coarse as it gets)."""
+        while len(self.cells) > self.max_bins and self.width < MAX_WIDTH:
+            before = len(self.cells)
+            self._coarsen()
+            if len(self.cells) == before:
+                break
+
+    def _coarsen(self) -> None:
+        merged: dict[tuple, list] = {}
+        for (worker, prefix, i), (n, busy) in self.cells.items():
+            key = (worker, prefix, i // 2)
+            c = merged.get(key)
+            if c is None:
+                merged[key] = [n, busy]
+            else:
+                c[0] += n
+                c[1] += busy
+        self.cells = merged
+        self.width *= 2
+
+    def rows(self) -> list[dict]:
+        """The bins as task_stream rows (binned), by start."""
+        w = self.width
+        out = [{"start": i * w, "stop": (i + 1) * w, "worker": worker, "prefix": prefix,
+                "n_tasks": n, "busy": busy, "binned": True}
+               for (worker, prefix, i), (n, busy) in self.cells.items()]
+        out.sort(key=lambda r: r["start"])
+        return out
+
+
+def bin_rows(rows: Iterable[dict], max_bins: int, width: float = FIRST_WIDTH) -> list[dict]:
+    """Stored rows, raw or binned, as at most about `max_bins` bins (readers use it to
+    bound what they draw or send).  Counts and busy seconds add up to the rows'."""
+    bins = Bins(max_bins, width)
+    for r in rows:
+        start, stop = r["start"], r["stop"]
+        busy, n = r.get("busy"), r.get("n_tasks")
+        bins.add(r.get("worker"), r.get("prefix"), start, stop, 1 if n is None else int(n),
+                 (stop - start) if busy is None else busy)
+    return bins.rows()
+
+
+class _Stream:
+    __slots__ = ("cid", "n_raw", "raw", "bins", "binned", "dirty", "sent_at", "sealed", "late")
+
+    def __init__(self, cid: str, max_bins: int):
+        self.cid = cid
+        self.n_raw = 0  # raw rows taken (sent or about to be)
+        self.raw: list[dict] = []  # raw rows not sent yet
+        self.bins: Bins | None = Bins(max_bins)
+        self.binned = False
+        self.dirty = False  # bins changed since last sent
+        self.sent_at = 0.0
+        self.sealed = False
+        self.late = 0
+
+
+def _name(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= _NAME else text[:_NAME]
+
+
+class TaskStreamRecorder:
+    """Per computation, the task stream: rows while few, bins past `max_tasks`."""
+
+    def __init__(self, emit: Emit, *, max_tasks: int = 10_000, max_bins: int = 2_000,
+                 replace_every: float = 5.0):
+        self._emit = emit
+        self.max_tasks = max(0, int(max_tasks))
+        self.max_bins = max(1, int(max_bins))
+        self.replace_every = replace_every
+        self._pending: list[tuple] = []
+        self._streams: dict[str, _Stream] = {}
+        self.recorded = 0  # tasks taken
+        self.dropped = 0  # tasks of a sealed computation past LATE_ROWS
+
+    # --- the hook's half: O(1) ----------------------------------------------------
+    def record(self, cid: str, worker: Any, thread: Any, prefix: str, group: str, state: str,
+               startstops: Any) -> None:
+        """A task finished (state "memory") or raised ("erred"); its compute interval(s)."""
+        for ss in startstops:
+            if ss.get("action") == "compute":
+                self._pending.append((cid, worker, thread, prefix, group, state, ss["start"], ss["stop"]))
+        if len(self._pending) > MAX_PENDING:
+            self._fold()  # amortised: once per MAX_PENDING tasks
+
+    # --- the tick's half: O(tasks since the last tick) ------------------------------
+    def tick(self, newest: str | None, now: float, *, force: bool = False) -> None:
+        """Fold in what came, send new rows and changed bins; seal every computation
+        but `newest` (Dask's newest Computation: the only one that still grows)."""
+        self._fold()
+        for stream in self._streams.values():
+            if not stream.sealed and stream.cid != newest:
+                self._seal(stream, now)
+            else:
+                self._send(stream, now, force)
+
+    def forget(self, cids: Iterable[str]) -> None:
+        """Computations the tracker let go of: their tasks are gone from the scheduler."""
+        for cid in cids:
+            self._streams.pop(cid, None)
+
+    def restart(self, now: float) -> None:
+        """`client.restart()`: send what ran, then start afresh."""
+        self._fold()
+        for stream in self._streams.values():
+            self._seal(stream, now)
+        self._streams.clear()
+        self._pending.clear()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def held_bins(self) -> int:
+        """Bins held in memory, all computations together (bounded: see the module doc)."""
+        return sum(len(s.bins) for s in self._streams.values() if s.bins is not None)
+
+    # --- internals ---------------------------------------------------------------------
+    def _fold(self) -> None:
+        pending, self._pending = self._pending, []
+        streams = self._streams
+        max_tasks = self.max_tasks
+        for cid, worker, thread, prefix, group, state, start, stop in pending:
+            stream = streams.get(cid)
+            if stream is None:
+                stream = streams[cid] = _Stream(cid, self.max_bins)
+            worker, prefix = _name(worker), _name(prefix)
+            if stream.sealed:
+                if not stream.binned and stream.n_raw < max_tasks:
+                    pass  # still under its limit: a row like any other
+                elif stream.late < LATE_ROWS:
+                    stream.late += 1
+                else:
+                    self.dropped += 1
+                    continue
+                stream.n_raw += 1
+                stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
+                self.recorded += 1
+                continue
+            self.recorded += 1
+            stream.bins.add(worker, prefix, start, stop)
+            if stream.binned:
+                stream.dirty = True
+            elif stream.n_raw < max_tasks:
+                stream.n_raw += 1
+                stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
+            else:
+                # Past the limit: from now on bins, which replace the rows sent so far.
+                stream.binned = True
+                stream.dirty = True
+                stream.sent_at = 0.0
+                stream.raw = []
+
+    def _send(self, stream: _Stream, now: float, force: bool) -> None:
+        if stream.raw:
+            raw, stream.raw = stream.raw, []
+            for i in range(0, len(raw), CHUNK):
+                self._emit("task_stream", {"computation_id": stream.cid, "rows": raw[i:i + CHUNK]})
+        if stream.dirty and stream.bins is not None and (force or now - stream.sent_at >= self.replace_every):
+            rows = stream.bins.rows()
+            for i in range(0, max(len(rows), 1), CHUNK):
+                self._emit("task_stream", {"computation_id": stream.cid, "rows": rows[i:i + CHUNK],
+                                           "replace": i == 0})
+            stream.dirty = False
+            stream.sent_at = now
+
+    def _seal(self, stream: _Stream, now: float) -> None:
+        self._send(stream, now, True)
+        stream.sealed = True
+        stream.bins = None
+
+
+def _row(worker: Any, thread: Any, prefix: Any, group: Any, state: str, start: float, stop: float) -> dict:
+    row = {"start": start, "stop": stop, "worker": worker, "prefix": prefix,
+           "task_group": _name(group), "state": state}
+    if isinstance(thread, int):
+        row["thread"] = thread
+    return row
