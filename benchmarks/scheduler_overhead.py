@@ -1,6 +1,7 @@
 """What analytics costs the scheduler it watches.
 
-    python benchmarks/scheduler_overhead.py [--repeats 5] [--tasks 20000]
+    python benchmarks/scheduler_overhead.py [--repeats 15] [--tasks 20000]
+    python benchmarks/scheduler_overhead.py --parts [client.map ...]   # where the cost goes
 
 1. Scheduler event-loop CPU per task, with and without analytics, alternating in
    one run (two real clusters: `dask scheduler` processes, one with
@@ -52,20 +53,17 @@ def _loop_cpu(client: Client) -> float:
     return client.run_on_scheduler(time.thread_time)
 
 
-def _process_cpu(client: Client) -> float:
-    return client.run_on_scheduler(time.process_time)
-
-
 class Cluster:
-    def __init__(self, analytics: bool, store: str, workers: int = 2):
+    def __init__(self, analytics: bool, store: str, workers: int = 2, *, preload: str = "dask_analytics_lab",
+                 env: dict | None = None):
         self.dir = tempfile.mkdtemp()
         env = {**os.environ, "DASK_ANALYTICS__STORE": store, "DASK_ANALYTICS__INTERVAL": "1s",
-               "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
+               "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error", **(env or {})}
         sf = Path(self.dir) / "scheduler.json"
         cmd = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
                "--dashboard-address", ":0", "--scheduler-file", str(sf)]
         if analytics:
-            cmd += ["--preload", "dask_analytics_lab"]
+            cmd += ["--preload", preload]
         self.procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         while not sf.exists():
             time.sleep(0.1)
@@ -84,33 +82,54 @@ class Cluster:
             p.wait()
 
 
+def _run_once(c: Cluster, work, n: int) -> float:
+    """Scheduler event-loop CPU microseconds per task of one run of `work` (and the
+    1.2 s after it, so the plugin's ticks are counted)."""
+    loop0 = _loop_cpu(c.client)
+    work(c.client, n)
+    time.sleep(1.2)
+    return (_loop_cpu(c.client) - loop0) / _tasks_in_last(c.client) * 1e6
+
+
+def _spread(values: list[float]) -> float:
+    """Half the interquartile range: how far a typical round sits from the median."""
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return (q[2] - q[0]) / 2
+
+
+def _median_ci(values: list[float]) -> float:
+    """Half-width of a ~95% interval of the median (order statistics): the spread of
+    the figure itself, which shrinks as rounds are added."""
+    v = sorted(values)
+    n = len(v)
+    if n < 6:
+        return float("nan")
+    k = max(0, int(n / 2 - 0.98 * n ** 0.5))
+    return (v[n - 1 - k] - v[k]) / 2
+
+
 def overhead(repeats: int, n: int, store: str) -> None:
     off, on = Cluster(False, store), Cluster(True, store)
     try:
         for c in (off, on):  # warm up: imports, first-graph costs
             WORKLOADS["client.map"](c.client, 500)
-        print(f"\n1. Scheduler CPU per task ({repeats} alternating runs each, median; ~{n} tasks a run)\n")
-        print(f"{'workload':<16} {'tasks':>7} {'loop us/task off':>17} {'on':>8} {'extra':>7} "
-              f"{'process us/task off':>20} {'on':>8} {'extra':>7}")
+        print(f"\n1. Scheduler event-loop CPU per task ({repeats} alternating rounds, median; ~{n} tasks a run)\n")
+        print(f"{'workload':<16} {'tasks':>7} {'us/task off':>12} {'on':>8} {'extra':>7} {'round spread':>13}"
+              f" {'median +/-':>11}")
         for name, work in WORKLOADS.items():
-            samples: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
-            tasks = 0
+            extra = []
+            offs, ons = [], []
             for _ in range(repeats):
-                for label, c in (("off", off), ("on", on)):
-                    loop0, proc0 = _loop_cpu(c.client), _process_cpu(c.client)
-                    work(c.client, n)
-                    time.sleep(1.2)  # let analytics take its snapshot of this work
-                    loop1, proc1 = _loop_cpu(c.client), _process_cpu(c.client)
-                    tasks = _tasks_in_last(c.client)
-                    samples[label].append(((loop1 - loop0) / tasks * 1e6, (proc1 - proc0) / tasks * 1e6))
-            lo = statistics.median(s[0] for s in samples["off"])
-            ln = statistics.median(s[0] for s in samples["on"])
-            po = statistics.median(s[1] for s in samples["off"])
-            pn = statistics.median(s[1] for s in samples["on"])
-            print(f"{name:<16} {tasks:>7} {lo:>17.1f} {ln:>8.1f} {(ln / lo - 1) * 100:>6.1f}% "
-                  f"{po:>20.1f} {pn:>8.1f} {(pn / po - 1) * 100:>6.1f}%")
-        print("\n(loop: the scheduler's event-loop thread; process: all its threads, the shipper's included;"
-              " each run includes 1.2 s idle, so the plugin's ticks are counted)")
+                a, b = _run_once(off, work, n), _run_once(on, work, n)
+                offs.append(a)
+                ons.append(b)
+                extra.append((b / a - 1) * 100)  # paired: the two runs of one round
+            tasks = _tasks_in_last(on.client)
+            print(f"{name:<16} {tasks:>7} {statistics.median(offs):>12.1f} {statistics.median(ons):>8.1f}"
+                  f" {statistics.median(extra):>6.1f}% {_spread(extra):>12.1f}p {_median_ci(extra):>10.1f}p")
+        print("\n(extra: median of each round's on/off ratio; round spread: half the interquartile range of"
+              " those ratios; median +/-: half-width of a ~95% interval of the median, in points. Each run"
+              " includes 1.2 s idle, so the plugin's ticks are counted)")
         own_share(on.client, n)
         memory(on.client)
     finally:
@@ -122,22 +141,26 @@ def overhead(repeats: int, n: int, store: str) -> None:
 _TASK_LIFE = (
     ("released", "waiting", {}),
     ("waiting", "processing", {}),
-    ("processing", "memory", {"worker": "tcp://127.0.0.1:1", "nbytes": 28, "type": b"int", "typename": "int"}),
+    ("processing", "memory", {"worker": "tcp://127.0.0.1:1", "nbytes": 28, "type": b"int", "typename": "int",
+                              "thread": 140000, "metadata": {},
+                              "startstops": [{"action": "compute", "start": 1.0, "stop": 1.001}]}),
     ("memory", "released", {}),
     ("released", "forgotten", {}),
 )
 
 
 def _hook_cost(dask_scheduler, key: str, tasks: int = 40_000) -> float:
-    """Seconds of the plugin's transition hook per task: the five calls of one task's
-    life, on a live task (so the counting path runs), called as the scheduler calls it."""
+    """Seconds of the plugins' transition hooks per task: the five calls of one task's
+    life, on a live task (so the counting and task-stream paths run), called as the
+    scheduler calls them: our two plugins (the GPU plugin's hook is the base class's
+    no-op, but Dask still calls it)."""
     import time as t
 
-    plugin = dask_scheduler.plugins["dask-analytics-lab"]
+    ours = [dask_scheduler.plugins["dask-analytics-lab"], dask_scheduler.plugins["dask-analytics-lab-gpu"]]
     t0 = t.thread_time()
     for _ in range(tasks):
         for start, finish, kwargs in _TASK_LIFE:
-            for p in [plugin]:
+            for p in ours:
                 try:
                     p.transition(key, start, finish, stimulus_id="task-finished-1", **kwargs)
                 except Exception:
@@ -176,8 +199,8 @@ def own_share(client: Client, n: int) -> None:
     print(f"\n1b. The plugin's whole cost, as a share of the scheduler's event-loop CPU"
           f" (hook: {per_task * 1e6:.2f} us a task; one profile fetch: {per_fetch * 1e3:.2f} ms of loop CPU;"
           f" both measured in the scheduler)\n")
-    print(f"{'workload':<16} {'tasks':>7} {'loop CPU s':>11} {'hook s':>8} {'ticks s':>8} {'fetch s':>8}"
-          f" {'merge s*':>9} {'share':>7} {'us/task':>8}")
+    print(f"{'workload':<16} {'tasks':>7} {'loop CPU s':>11} {'hook s':>8} {'graph s':>8} {'ticks s':>8}"
+          f" {'fetch s':>8} {'merge s*':>9} {'share':>7} {'us/task':>8}")
     for name, work in WORKLOADS.items():
         s0 = client.sync(client.scheduler.analytics_info)
         loop0 = _loop_cpu(client)
@@ -189,13 +212,62 @@ def own_share(client: Client, n: int) -> None:
         tasks = _tasks_in_last(client)
         hook = tasks * per_task
         ticks = s1["tick_cpu_seconds"] - s0["tick_cpu_seconds"]
+        graph = s1["graph_cpu_seconds"] - s0["graph_cpu_seconds"]
         fetch = (s1["profiles_fetched"] - s0["profiles_fetched"]) * per_fetch
         merge = s1["profile_merge_seconds"] - s0["profile_merge_seconds"]
         loop = loop1 - loop0
-        cost = hook + ticks + fetch
-        print(f"{name:<16} {tasks:>7} {loop:>11.2f} {hook:>8.3f} {ticks:>8.3f} {fetch:>8.3f} {merge:>9.4f}"
+        cost = hook + graph + ticks + fetch
+        print(f"{name:<16} {tasks:>7} {loop:>11.2f} {hook:>8.3f} {graph:>8.3f} {ticks:>8.3f} {fetch:>8.3f} {merge:>9.4f}"
               f" {cost / loop * 100:>6.2f}% {cost / tasks * 1e6:>8.2f}")
     print("\n(* merging and subtracting profile trees runs on a thread, off the event loop)")
+
+
+PARTS_PRELOAD = str(Path(__file__).with_name("_analytics_parts.py"))
+# (label, parts switched off (see _analytics_parts.py), extra environment)
+PARTS = [
+    ("all on", "", {}),
+    ("- transition hook body", "hook", {}),
+    ("- update_graph hooks", "graph", {}),
+    ("- GPU plugin", "gpu", {}),
+    ("- ticks", "ticks", {}),
+    ("- messages (emit)", "emit", {}),
+    ("- profile fetches", "", {"DASK_ANALYTICS__PROFILE__TRANSMIT": "false"}),
+    ("- task stream", "", {"DASK_ANALYTICS__TASK_STREAM__TRANSMIT": "false"}),
+]
+
+
+def parts(repeats: int, n: int, store: str, workloads: list[str]) -> None:
+    """Where the with/without difference goes: one cluster per variant of analytics with
+    one part switched off, all run in turn in each round with a cluster without
+    analytics; what a part costs is what the extra drops by without it."""
+    off = Cluster(False, store)
+    variants = [(label, Cluster(True, store, preload=PARTS_PRELOAD, env={"DAL_BENCH_OFF": what, **env}))
+                for label, what, env in PARTS]
+    try:
+        for c in [off] + [c for _, c in variants]:
+            WORKLOADS["client.map"](c.client, 500)
+        for name in workloads:
+            work = WORKLOADS[name]
+            extra: dict[str, list[float]] = {label: [] for label, _ in variants}
+            for r in range(repeats):
+                before = _run_once(off, work, n)
+                order = variants[r % len(variants):] + variants[:r % len(variants)]  # no variant always first
+                runs = [(label, _run_once(c, work, n)) for label, c in order]
+                base = (before + _run_once(off, work, n)) / 2  # off before and after: drift cancels
+                for label, v in runs:
+                    extra[label].append((v / base - 1) * 100)
+            full = statistics.median(extra["all on"])
+            print(f"\n1c. {name}: loop CPU per task over no analytics, with parts switched off"
+                  f" ({repeats} rounds, median)\n")
+            print(f"{'variant':<24} {'extra':>7} {'round spread':>13} {'part costs':>11}")
+            for label, _ in variants:
+                m = statistics.median(extra[label])
+                part = "" if label == "all on" else f"{full - m:>10.1f}p"
+                print(f"{label:<24} {m:>6.1f}% {_spread(extra[label]):>12.1f}p {part:>11}")
+    finally:
+        off.close()
+        for _, c in variants:
+            c.close()
 
 
 def memory(client: Client) -> None:
@@ -271,12 +343,17 @@ def snapshot_cost() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--tasks", type=int, default=20_000, help="tasks per workload run (approximate)")
     parser.add_argument("--store", default=None, help="store URL (default: a temporary SQLite file)")
+    parser.add_argument("--parts", nargs="*", metavar="WORKLOAD", default=None,
+                        help="only section 1c, where the cost goes, for these workloads (default: client.map)")
     args = parser.parse_args()
     store = args.store or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     dask.config.set({"distributed.admin.tick.limit": "1h"})
+    if args.parts is not None:
+        parts(args.repeats, args.tasks, store, args.parts or ["client.map"])
+        return
     snapshot_cost()
     overhead(args.repeats, args.tasks, store)
 

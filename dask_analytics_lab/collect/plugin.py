@@ -105,6 +105,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._sampler = ClusterSampler(s["price_per_core_hour"], time.time())
         self._last_counter = -1
         self._tick_cpu = 0.0
+        self._graph_cpu = 0.0  # update_graph's share of the plugin's cost
         self._ticks = 0
         if s["idle_timeout"] is not None:
             # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
@@ -184,11 +185,13 @@ class AnalyticsPlugin(SchedulerPlugin):
         # Before any of the new tasks moves: the moment a group's baseline is exact.
         if not self._ready:
             return
+        cpu = time.thread_time()
         try:
             if scheduler.computations:
                 self._computations.observe_graph(scheduler.computations[-1], scheduler.tasks, tasks)
         except Exception:
             logger.exception("dask-analytics: could not follow a submitted graph")
+        self._graph_cpu += time.thread_time() - cpu
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
                    **kwargs: Any) -> None:
@@ -386,6 +389,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "failing_since": self._shipper.failing_since,
             "ticks": self._ticks,
             "tick_cpu_seconds": self._tick_cpu,
+            "graph_cpu_seconds": self._graph_cpu,
             "profiles_fetched": self._profiles.fetched,
             "profiles_dropped": self._profiles.dropped,
             "profile_merge_seconds": self._profiles.merge_seconds,

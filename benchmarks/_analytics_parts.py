@@ -1,0 +1,41 @@
+"""Scheduler preload for scheduler_overhead.py --parts: analytics with parts of it
+switched off, to find where its cost on the event loop goes.
+
+DAL_BENCH_OFF is a comma-separated list of:
+  hook      the analytics plugin's transition hook does nothing (Dask still calls it)
+  graph     both plugins' update_graph hooks do nothing
+  gpu       the GPU plugin is not added at all (one plugin less for Dask to call)
+  ticks     no snapshots (cluster samples, computations, errors, task stream sends)
+  emit      messages are dropped before they are built and shipped
+Profile fetches and the task stream have their own settings (analytics.profile.transmit,
+analytics.task-stream.transmit), passed by the benchmark as environment variables.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dask_analytics_lab.api import dask_setup as _setup
+from dask_analytics_lab.collect.gpu_monitor import PLUGIN_NAME as GPU_PLUGIN_NAME
+from dask_analytics_lab.collect.plugin import PLUGIN_NAME
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def dask_setup(scheduler: Any) -> None:
+    _setup(scheduler)
+    off = set(filter(None, os.environ.get("DAL_BENCH_OFF", "").split(",")))
+    plugin = scheduler.plugins[PLUGIN_NAME]
+    if "hook" in off:
+        plugin.transition = _nothing
+    if "graph" in off:
+        plugin.update_graph = _nothing
+        scheduler.plugins[GPU_PLUGIN_NAME].update_graph = _nothing
+    if "gpu" in off:
+        scheduler.remove_plugin(GPU_PLUGIN_NAME)
+    if "ticks" in off:
+        plugin._tick = _nothing
+    if "emit" in off:
+        plugin.emit = _nothing
