@@ -173,9 +173,9 @@ def test_flamegraph_renders_zooms_searches_and_hovers(page):
                            timeout=10_000)
     assert page.locator(".dal-monitor button", has_text="Reset zoom").is_enabled()
     page.locator(".dal-monitor button", has_text="Reset zoom").click()
-    page.locator(".dal-monitor .dal-flame input").fill("getitem")
+    page.locator(".dal-monitor .dal-flame input[type=search]").fill("getitem")
     assert "match" in page.locator(".dal-monitor .dal-flame-bar").inner_text()
-    page.locator(".dal-monitor .dal-flame input").fill("")
+    page.locator(".dal-monitor .dal-flame input[type=search]").fill("")
 
 
 def test_code_and_cluster_views(page):
