@@ -1,0 +1,227 @@
+"""Issue 12, item 1: Dask's fine performance metrics per computation and task prefix
+(collect/metrics.py), on a real LocalCluster: a CPU-bound group shows thread-cpu, a
+sleeping one thread-noncpu; computations back to back get their own changes; a re-run
+of a prefix is the re-run's."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from dask import delayed
+
+import dask_analytics_lab as dal
+from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect.metrics import MetricsRecorder, split_key
+from dask_analytics_lab.config import resolve
+
+from .cluster_helpers import recorded_cluster
+
+SPIN = 0.3  # seconds of CPU per task
+NAP = 0.3  # seconds asleep per task
+
+
+def cpu_work(i: int) -> int:
+    end = time.thread_time() + SPIN
+    while time.thread_time() < end:
+        pass
+    return i
+
+
+def nap_work(i: int) -> int:
+    time.sleep(NAP)
+    return i
+
+
+def other_work(i: int) -> int:
+    time.sleep(NAP)
+    return i
+
+
+def _wait_for(condition, timeout=60.0, what="condition"):
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _seconds(metrics: list[dict], prefix: str | None, activity: str, context: str = "execute") -> float:
+    return sum(r["value"] for r in metrics if r["prefix"] == prefix and r["activity"] == activity
+               and r["context"] == context and r["unit"] == "seconds")
+
+
+def _execute_seconds(metrics: list[dict], prefix: str) -> float:
+    return sum(r["value"] for r in metrics if r["prefix"] == prefix and r["context"] == "execute"
+               and r["unit"] == "seconds")
+
+
+def _metrics_when(client, store: str, comp_id: str, cond, what: str) -> list[dict]:
+    """The computation's metrics once `cond` holds (they come with the workers' heartbeats)."""
+    def ready():
+        dal.flush(client)
+        metrics = dal.get_computation(comp_id, store=store)["metrics"]
+        return metrics if cond(metrics) else None
+    return _wait_for(ready, what=what)
+
+
+def _newest(client, store: str, cluster_id: str, n: int) -> dict:
+    def ready():
+        dal.flush(client)
+        comps = dal.list_computations(cluster_id, store=store)
+        return comps[0] if len(comps) >= n and comps[0]["state"] == "finished" else None
+    return _wait_for(ready, what=f"computation {n} finished")
+
+
+def _all_in(n: int, per_task: float):
+    # Workers measure a little under what the task asked for: 90% of it is "all in".
+    return lambda seconds: seconds >= 0.9 * n * per_task
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One cluster, three computations: (1) CPU-bound cpu_work and sleeping nap_work
+    together, (2) other_work alone, (3) nap_work again."""
+    store = str(tmp_path_factory.mktemp("metrics") / "analytics.db")
+    out: dict = {"store": store}
+    with recorded_cluster(store) as (client, info):
+        out["cluster_id"] = cid = info["cluster_id"]
+        parts = [delayed(cpu_work)(i) for i in range(4)] + [delayed(nap_work)(i) for i in range(4)]
+        assert sum(client.compute(parts, sync=True)) == 12
+        first = _newest(client, store, cid, 1)["computation_id"]
+        # Everything the first one ran has reached the scheduler before the next starts.
+        out["first"] = _metrics_when(
+            client, store, first,
+            lambda m: _all_in(4, SPIN)(_seconds(m, "cpu_work", "thread-cpu"))
+            and _all_in(4, NAP)(_execute_seconds(m, "nap_work")), "the first computation's metrics")
+        assert sum(client.compute([delayed(other_work)(i) for i in range(3)], sync=True)) == 3
+        second = _newest(client, store, cid, 2)["computation_id"]
+        out["second"] = _metrics_when(client, store, second,
+                                      lambda m: _all_in(3, NAP)(_execute_seconds(m, "other_work")),
+                                      "the second computation's metrics")
+        assert sum(client.compute([delayed(nap_work)(i) for i in range(2)], sync=True)) == 1
+        third = _newest(client, store, cid, 3)["computation_id"]
+        out["third"] = _metrics_when(client, store, third,
+                                     lambda m: _all_in(2, NAP)(_execute_seconds(m, "nap_work")),
+                                     "the re-run's metrics")
+        # Nothing more arrives for the first two: read them again after the last one.
+        out["first_after"] = dal.get_computation(first, store=store)["metrics"]
+        out["second_after"] = dal.get_computation(second, store=store)["metrics"]
+        out["status"] = dal.flush(client)
+        out["ids"] = (first, second, third)
+    yield out
+    close_readers()
+
+
+def test_a_cpu_bound_group_is_thread_cpu_and_a_sleeping_one_thread_noncpu(recorded):
+    m = recorded["first"]
+    assert {"prefix", "context", "activity", "unit", "value"} == set(m[0])
+    # Each group's own activity holds what its tasks did (workers measure a hair under).
+    assert _seconds(m, "cpu_work", "thread-cpu") >= 0.9 * 4 * SPIN, m
+    assert _seconds(m, "nap_work", "thread-noncpu") >= 0.9 * 4 * NAP, m
+    assert _seconds(m, "nap_work", "thread-cpu") < 0.1 * 4 * NAP, m
+    # On a busy machine a spinning thread also waits (for the GIL, for a core): that is
+    # thread-noncpu too, so "dominant" is read as shares, the CPU group's far above.
+    cpu_share = _seconds(m, "cpu_work", "thread-cpu") / _execute_seconds(m, "cpu_work")
+    nap_share = _seconds(m, "nap_work", "thread-cpu") / _execute_seconds(m, "nap_work")
+    assert cpu_share > 5 * nap_share, (cpu_share, nap_share)
+
+
+def test_back_to_back_computations_keep_their_own(recorded):
+    first, second = recorded["first_after"], recorded["second"]
+    assert {r["prefix"] for r in second if r["context"] == "execute"} == {"other_work"}
+    assert not any(r["prefix"] == "other_work" for r in first)
+    # The first computation's figures did not move once the others ran.
+    assert _execute_seconds(first, "cpu_work") == _execute_seconds(recorded["first"], "cpu_work")
+    assert _execute_seconds(first, "nap_work") == _execute_seconds(recorded["first"], "nap_work")
+
+
+def test_a_rerun_of_a_prefix_is_the_reruns(recorded):
+    third = recorded["third"]
+    assert {r["prefix"] for r in third if r["context"] == "execute"} == {"nap_work"}
+    # Two tasks' worth, not the first run's four added on.
+    assert _execute_seconds(third, "nap_work") < 3.5 * NAP
+    assert _execute_seconds(recorded["first_after"], "nap_work") == _execute_seconds(recorded["first"], "nap_work")
+    assert _execute_seconds(recorded["second_after"], "other_work") == \
+        _execute_seconds(recorded["second"], "other_work")
+
+
+def test_list_computations_keeps_its_totals_and_status_counts_rows(recorded):
+    comps = dal.list_computations(recorded["cluster_id"], store=recorded["store"])
+    assert all("metrics" not in c for c in comps)
+    status = recorded["status"]
+    assert status["metrics_rows"] > 0 and status["metrics_dropped"] == 0
+    assert status["metrics_seconds"] >= 0
+
+
+def test_metrics_transmit_off_sends_none(tmp_path):
+    assert resolve()["metrics_transmit"] is True
+    store = str(tmp_path / "analytics.db")
+    try:
+        with recorded_cluster(store, config={"analytics.metrics.transmit": False}) as (client, info):
+            assert sum(client.compute([delayed(nap_work)(i) for i in range(2)], sync=True)) == 1
+            comp = _newest(client, store, info["cluster_id"], 1)
+            status = dal.flush(client)
+            assert status["metrics_rows"] == 0
+            assert dal.get_computation(comp["computation_id"], store=store)["metrics"] == []
+    finally:
+        close_readers()
+
+
+# --- the recorder alone: what the scheduler's keys look like ------------------------
+
+def test_keys_are_split_whatever_their_shape():
+    assert split_key(("execute", "read_parquet", "thread-cpu", "seconds")) == \
+        ("read_parquet", "execute", "thread-cpu", "seconds")
+    assert split_key(("gather-dep", "network", "seconds")) == (None, "gather-dep", "network", "seconds")
+    assert split_key(("memory-monitor", "evict", "disk-write", "seconds")) == \
+        (None, "memory-monitor", "evict/disk-write", "seconds")
+    assert split_key(("execute", "f", ("custom", 1), "count")) == ("f", "execute", "('custom', 1)", "count")
+    assert split_key("latency") is None and split_key(("a", "b")) is None
+
+
+class _Prefix:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Group:
+    def __init__(self, prefix):
+        self.prefix = _Prefix(prefix)
+
+
+class _Computation:
+    def __init__(self, cid, *prefixes):
+        self.id = cid
+        self.groups = {_Group(p) for p in prefixes}
+
+
+def test_the_recorder_sends_cumulative_rows_and_forgets_what_dask_forgot():
+    # Dask's objects stand in here only for their shape: ids, groups and prefix names.
+    sent = []
+    cumulative = {("execute", "f", "thread-cpu", "seconds"): 5.0, "latency": 0.1}
+    rec = MetricsRecorder(lambda kind, data: sent.append(data), cumulative)
+    comps = [_Computation("a", "f")]
+    rec.tick(cumulative, comps)
+    assert sent == []  # what came before recording started is nobody's
+    cumulative[("execute", "f", "thread-cpu", "seconds")] += 1.0
+    cumulative[("gather-dep", "network", "seconds")] = 0.5
+    cumulative["latency"] = 0.2
+    rec.tick(cumulative, comps)
+    assert {(r["prefix"], r["activity"]): r["value"] for d in sent for r in d["rows"]} == \
+        {("f", "thread-cpu"): 1.0, (None, "network"): 0.5}
+    sent.clear()
+    cumulative[("execute", "f", "thread-cpu", "seconds")] += 2.0
+    rec.tick(cumulative, comps)
+    assert sent == [{"computation_id": "a", "rows": [
+        {"prefix": "f", "context": "execute", "activity": "thread-cpu", "unit": "seconds", "value": 3.0}]}]
+    # Dask keeps the last few computations: "a" rolls out, its totals go with it.
+    comps = [_Computation(str(i), "g") for i in range(3)]
+    sent.clear()
+    cumulative[("execute", "f", "thread-cpu", "seconds")] += 1.0  # no computation has f now
+    rec.tick(cumulative, comps)
+    assert sent == [{"computation_id": "2", "rows": [
+        {"prefix": "f", "context": "execute", "activity": "thread-cpu", "unit": "seconds", "value": 1.0}]}]
+    assert "a" not in rec._totals and set(rec._indexed) == {"0", "1", "2"}
