@@ -1,10 +1,18 @@
 """Issue 12, item 1: Dask's fine performance metrics per computation and task prefix
 (collect/metrics.py), on a real LocalCluster: a CPU-bound group shows thread-cpu, a
 sleeping one thread-noncpu; computations back to back get their own changes; a re-run
-of a prefix is the re-run's."""
+of a prefix is the re-run's.  The Time tab draws them (js/widgets/time.ts) in Chromium,
+once the cluster is gone: the notebook monitor, the team page and a shared report.
+
+Screenshot: test-artifacts/time-tab.png (docs/img/time-tab.png).
+"""
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import time
+from urllib.parse import quote
 
 import pytest
 from dask import delayed
@@ -14,6 +22,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.collect.metrics import MetricsRecorder, split_key
 from dask_analytics_lab.config import resolve
 
+from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
 from .cluster_helpers import recorded_cluster
 
 SPIN = 0.3  # seconds of CPU per task
@@ -35,6 +44,10 @@ def nap_work(i: int) -> int:
 def other_work(i: int) -> int:
     time.sleep(NAP)
     return i
+
+
+def combine(parts: list) -> int:
+    return sum(parts)
 
 
 def _wait_for(condition, timeout=60.0, what="condition"):
@@ -83,13 +96,13 @@ def _all_in(n: int, per_task: float):
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """One cluster, three computations: (1) CPU-bound cpu_work and sleeping nap_work
-    together, (2) other_work alone, (3) nap_work again."""
+    together (and their sum), (2) other_work alone, (3) nap_work again."""
     store = str(tmp_path_factory.mktemp("metrics") / "analytics.db")
     out: dict = {"store": store}
     with recorded_cluster(store) as (client, info):
         out["cluster_id"] = cid = info["cluster_id"]
         parts = [delayed(cpu_work)(i) for i in range(4)] + [delayed(nap_work)(i) for i in range(4)]
-        assert sum(client.compute(parts, sync=True)) == 12
+        assert delayed(combine)(parts).compute() == 12
         first = _newest(client, store, cid, 1)["computation_id"]
         # Everything the first one ran has reached the scheduler before the next starts.
         out["first"] = _metrics_when(
@@ -225,3 +238,90 @@ def test_the_recorder_sends_cumulative_rows_and_forgets_what_dask_forgot():
     assert sent == [{"computation_id": "2", "rows": [
         {"prefix": "f", "context": "execute", "activity": "thread-cpu", "unit": "seconds", "value": 1.0}]}]
     assert "a" not in rec._totals and set(rec._indexed) == {"0", "1", "2"}
+
+
+# --- the Time tab, in Chromium, once the cluster is gone ----------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM or not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture()
+def page(browser):
+    context = browser.new_context(viewport={"width": 1200, "height": 720}, device_scale_factor=1.5)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def _bars(time_view) -> dict:
+    """{prefix: {category: width %}} of the drawn bars, and each row's verdict."""
+    rows = time_view.locator(".dal-time-row")
+    rows.first.wait_for(state="visible")
+    return rows.evaluate_all("""rows => Object.fromEntries(rows.map(r => [r.dataset.prefix, {
+        dominant: r.dataset.dominant, label: r.getAttribute("aria-label"),
+        parts: Object.fromEntries([...r.querySelectorAll(".dal-time-seg")].map(
+          s => [s.dataset.category, parseFloat(s.style.width)]))}]))""")
+
+
+def _check_first(bars: dict) -> None:
+    assert bars["cpu_work"]["parts"]["cpu"] > 5 * bars["nap_work"]["parts"].get("cpu", 0), bars
+    assert bars["nap_work"]["dominant"] == "wait" and bars["nap_work"]["parts"]["wait"] > 90, bars
+    assert re.match(r"nap_work: [\d.]+ s in all; .*Waiting \(I/O, GIL\) [\d.]+ s", bars["nap_work"]["label"]), bars
+    assert list(bars)[:2] == ["cpu_work", "nap_work"] or list(bars)[:2] == ["nap_work", "cpu_work"], bars
+
+
+def test_the_time_tab_draws_each_groups_bar_in_the_monitor(recorded, page, tmp_path):
+    from dask_analytics_lab.widgets._base import STATIC
+
+    first = recorded["ids"][0]
+    state = {**widget_state(recorded["store"], recorded["cluster_id"], first), "tab": "time"}
+    assert state["metrics"] == recorded["first_after"]
+    shutil.copy(STATIC / "monitor.js", tmp_path / "monitor.js")
+    shutil.copy(STATIC / "style.css", tmp_path / "style.css")
+    (tmp_path / "index.html").write_text(WIDGET_HARNESS)
+    (tmp_path / "first.json").write_text(json.dumps(state))
+    with static_server(tmp_path) as base:
+        page.goto(f"{base}/index.html")
+        page.wait_for_function("() => window.harnessReady === true")
+        page.evaluate("() => window.show('first')")
+        monitor = page.locator(".dal-monitor")
+        assert monitor.locator(".dal-tab.active").inner_text() == "Time"
+        view = monitor.locator("[data-pane=time] .dal-time")
+        bars = _bars(view)
+        _check_first(bars)
+        assert "combine" in bars
+        legend = view.locator(".dal-time-legend").inner_text()
+        for label in ("CPU", "Waiting (I/O, GIL)", "Serialization", "Disk", "Network", "Spill"):
+            assert label in legend, legend
+        page.wait_for_timeout(500)  # the bars' width transition
+        monitor.screenshot(path=save("time-tab.png"))
+        # A computation recorded without metrics says why it has no bars.
+        page.evaluate("() => window.model.set('metrics', [])")
+        view.locator(".dal-empty", has_text="No time breakdown recorded").wait_for()
+
+
+def test_the_time_section_of_the_team_page_and_a_shared_report(recorded, page, tmp_path):
+    from dask_analytics_lab.reports.render import computation_report
+    from tests.server_helpers import ServerThread
+
+    first = recorded["ids"][0]
+    url = f"sqlite:///{recorded['store']}"
+    with ServerThread({"store_url": url, "token_required": False}) as server:
+        page.goto(f"{server.url}/computations/{quote(first, safe='')}")
+        page.wait_for_selector("h2:has-text('Time')")
+        _check_first(_bars(page.locator("main .time")))
+    html, twin, _ = computation_report(first, store=url)
+    assert twin["metrics"] == recorded["first_after"]
+    (tmp_path / "report.html").write_text(html)
+    page.goto((tmp_path / "report.html").as_uri())
+    page.locator(".dal-tab", has_text="Time").click()
+    _check_first(_bars(page.locator("[data-pane=time] .dal-time")))
