@@ -183,6 +183,37 @@ def test_metrics_transmit_off_sends_none(tmp_path):
         close_readers()
 
 
+def test_the_widget_reads_metrics_that_land_after_the_stop(tmp_path):
+    """The computation's row does not move when its last metrics land (they come with
+    the heartbeats after its last task): the feed reads them again for a while."""
+    from dask_analytics_lab.store import open_store
+    from dask_analytics_lab.widgets.monitor_widget import MonitorWidget
+    from dask_analytics_lab.widgets.views import TimeBreakdown
+
+    from .factories import Cluster
+
+    url = f"sqlite:///{tmp_path / 'analytics.db'}"
+    store = open_store(url)
+    c = Cluster(t0=time.time() - 5)
+    store.ingest([c.cluster(), c.computation("a", stop=time.time())])
+    w, view = MonitorWidget(c.id, store=url, start=False), TimeBreakdown("a", store=url, start=False)
+    try:
+        for x in (w, view):
+            x.refresh()
+            x.refresh()
+            assert x.metrics == []
+        store.ingest([c.metrics("a")])
+        for x in (w, view):
+            x.refresh()
+            assert {(m["prefix"], m["activity"]) for m in x.metrics} >= {("ones", "thread-cpu"), ("sleepy", "thread-noncpu")}
+            assert "metrics" not in x.computation
+    finally:
+        w.close()
+        view.close()
+        store.close()
+        close_readers()
+
+
 # --- the recorder alone: what the scheduler's keys look like ------------------------
 
 def test_keys_are_split_whatever_their_shape():
@@ -193,6 +224,10 @@ def test_keys_are_split_whatever_their_shape():
         (None, "memory-monitor", "evict/disk-write", "seconds")
     assert split_key(("execute", "f", ("custom", 1), "count")) == ("f", "execute", "('custom', 1)", "count")
     assert split_key("latency") is None and split_key(("a", "b")) is None
+    # What the messages' contract refuses is made fit or left out, never sent to fail.
+    assert split_key(("execute", "f\x00", "a\udc80", "seconds")) == ("f", "execute", "a?", "seconds")
+    assert split_key(("gather-dep", "", "seconds")) is None
+    assert split_key(("execute", "x" * 500, "thread-cpu", "seconds"))[0] == "x" * 200
 
 
 class _Prefix:

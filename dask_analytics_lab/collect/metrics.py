@@ -37,19 +37,26 @@ _MAX_ROWS = 10_000  # rows one computation holds; past this new keys are counted
 
 
 def _text(part: Any) -> str:
-    return part[:_NAME] if part.__class__ is str else str(part)[:_NAME]
+    text = part if part.__class__ is str else str(part)
+    # What the messages' contract takes for a name: no NUL, no lone surrogate.
+    return text[:_NAME].replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 
 def split_key(key: Any) -> tuple[str | None, str, str, str] | None:
     """`(prefix, context, activity, unit)` of a `cumulative_worker_metrics` key, or None
-    for keys that are not a metric of work (plain strings, too short)."""
+    for keys that are not a metric of work (plain strings, too short, an empty part)."""
     if not isinstance(key, tuple) or len(key) < 3:
         return None
     context, unit = _text(key[0]), _text(key[-1])
+    prefix = None
     if context == "execute" and len(key) >= 4:
         # A custom metric's label may itself be a tuple: its parts joined.
-        return _text(key[1]), context, "/".join(_text(p) for p in key[2:-1]), unit
-    return None, context, "/".join(_text(p) for p in key[1:-1]), unit
+        prefix, activity = _text(key[1]) or None, "/".join(_text(p) for p in key[2:-1])
+    else:
+        activity = "/".join(_text(p) for p in key[1:-1])
+    if not (context and activity and unit):
+        return None
+    return prefix, context, activity[:_NAME], unit
 
 
 class MetricsRecorder:
