@@ -99,7 +99,9 @@ def recorded(tmp_path_factory):
     together (and their sum), (2) other_work alone, (3) nap_work again."""
     store = str(tmp_path_factory.mktemp("metrics") / "analytics.db")
     out: dict = {"store": store}
-    with recorded_cluster(store) as (client, info):
+    # Worker processes, as LocalCluster makes by default: two spinning tasks in one
+    # process would also wait for each other's GIL.
+    with recorded_cluster(store, processes=True) as (client, info):
         out["cluster_id"] = cid = info["cluster_id"]
         parts = [delayed(cpu_work)(i) for i in range(4)] + [delayed(nap_work)(i) for i in range(4)]
         assert delayed(combine)(parts).compute() == 12
