@@ -74,7 +74,15 @@ def lab(tmp_path_factory):
     url = f"sqlite:///{tmp / 'analytics.db'}"
     # Besides what the notebook records: a stopped and a lost cluster from before.
     build_history(url)
-    with jupyter_lab(tmp, url, {"DASK_ANALYTICS__INTERVAL": "500ms"}) as lab:
+    env = {"DASK_ANALYTICS__INTERVAL": "500ms"}
+    # This checkout's Lab extension, built by js/build.mjs, ahead of an installed one
+    # (JUPYTER_PATH comes first): the panel under test is the code under test.
+    built = Path(__file__).resolve().parent.parent / "dask_analytics_lab" / "labextension"
+    if (built / "package.json").exists():
+        (tmp / "jupyter-path" / "labextensions").mkdir(parents=True)
+        (tmp / "jupyter-path" / "labextensions" / "dask-analytics-lab").symlink_to(built)
+        env["JUPYTER_PATH"] = str(tmp / "jupyter-path")
+    with jupyter_lab(tmp, url, env) as lab:
         _notebook(lab.root / "demo.ipynb")
         yield lab
 
@@ -183,6 +191,9 @@ def test_code_and_cluster_views(page):
     page.wait_for_selector(".dal-monitor .dal-code .dal-line.hit", timeout=30_000)
     assert ".compute()" in page.locator(".dal-monitor .dal-line.hit").first.inner_text()
     page.locator(".dal-monitor").screenshot(path=save("code.png"))
+    # Where the time went: one bar per task group (of the array computation chosen above).
+    page.locator(".dal-monitor .dal-tab", has_text="Time").click()
+    page.wait_for_selector(".dal-monitor .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000)
     page.locator(".dal-monitor .dal-tab", has_text="Cluster").click()
     page.wait_for_selector(".dal-monitor .dal-kpi", timeout=30_000)
     assert "workers" in page.locator(".dal-monitor .dal-cards").inner_text().lower()
@@ -254,6 +265,10 @@ def test_sidebar_lists_the_cluster_and_opens_a_computation(page):
     link = panel.locator(".dal-share-url")
     link.wait_for(timeout=60_000)
     assert "/dask-analytics/reports/" in link.get_attribute("href")
+    # The Time tab in the panel: the array computation's groups, one bar each.
+    panel.locator(".dal-tab", has_text="Time").click()
+    page.wait_for_selector(".dal-lab-panel .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000)
+    panel.locator(".dal-tab", has_text="Task groups").click()
 
 
 def test_sidebar_shows_stopped_and_lost_clusters_as_the_store_says(page):

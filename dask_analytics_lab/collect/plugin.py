@@ -21,6 +21,7 @@ from .. import messages
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
+from .metrics import MetricsRecorder
 from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
 from .shipper import Shipper
 from .sinks import open_sink
@@ -99,6 +100,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._stream = TaskStreamRecorder(self.emit, max_tasks=s.get("task_stream_max_tasks", 10_000),
                                           max_bins=s.get("task_stream_max_bins", 2_000)) \
             if s.get("task_stream_transmit", True) else None
+        # Each computation's share of Dask's fine performance metrics (None: analytics.metrics.transmit off).
+        self._metrics = MetricsRecorder(self.emit, scheduler.cumulative_worker_metrics) \
+            if s.get("metrics_transmit", True) else None
         # Workers that died while running a key, for KilledWorker rows (bounded).
         self._suspects: dict[Any, list[str]] = {}
         self._unlisted_topics: set[str] = set()
@@ -344,6 +348,8 @@ class AnalyticsPlugin(SchedulerPlugin):
                 computations = self.scheduler.computations
                 self._stream.forget(gone)
                 self._stream.tick(str(computations[-1].id) if computations else None, now, force=force)
+            if self._metrics is not None:
+                self._metrics.tick(self.scheduler.cumulative_worker_metrics, self.scheduler.computations)
             if self.settings["profile_transmit"]:
                 for computation_id, start, stop, prefixes in ended:
                     self._profiles.put(computation_id, start, stop, prefixes)
@@ -395,4 +401,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "profile_merge_seconds": self._profiles.merge_seconds,
             "task_stream_tasks": self._stream.recorded if self._stream is not None else 0,
             "task_stream_dropped": self._stream.dropped if self._stream is not None else 0,
+            "metrics_rows": self._metrics.sent if self._metrics is not None else 0,
+            "metrics_dropped": self._metrics.dropped if self._metrics is not None else 0,
+            "metrics_seconds": self._metrics.seconds if self._metrics is not None else 0.0,
         }

@@ -2,7 +2,7 @@
 
 distributed's `performance_report` records what happens inside a `with` block, so it
 cannot describe a computation that already ran.  The share button instead renders the
-computation from the store: the monitor's own views (task groups, profile flamegraph,
+computation from the store: the monitor's own views (task groups, time breakdown, profile flamegraph,
 code, cluster) over the stored rows, in one HTML file with its JavaScript inlined,
 plus the machine-readable twin (the same rows as JSON); share.py stores them through
 publish.py like any other performance report (the "Share report" buttons).
@@ -86,6 +86,7 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     reader = open_reader(store)
     detail = clean(reader.get_computation(computation_id))
     groups = detail.pop("groups", None) or []
+    metrics = detail.pop("metrics", None) or []
     cluster = clean(reader.get_cluster(detail["cluster_id"]))
     recorded = recorded_switches(cluster)
     code = [c for c in (detail.pop("code", None) or []) if c.get("text")] if recorded["code"] else []
@@ -110,6 +111,7 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "computation": detail,
         "exceptions": exceptions,
         "code": code,
+        "metrics": metrics,
         "profile": profile,
         "profile_title": label,
         "computations_base": {"v": 0, "rows": [row]},
@@ -138,6 +140,7 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "computations": [detail],
         "task_groups": [dict(g, computation_id=computation_id) for g in groups],
         "task_stream": [],
+        "metrics": metrics,
         "exceptions": exceptions,
         "code": code,
         "cluster": cluster,

@@ -14,6 +14,7 @@ from typing import Any
 _CLASSES = {
     "MonitorWidget": "monitor_widget",
     "TaskGroups": "views",
+    "TimeBreakdown": "views",
     "Flamegraph": "views",
     "CodeSnippets": "views",
     "ClusterSummary": "views",

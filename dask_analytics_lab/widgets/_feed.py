@@ -27,6 +27,9 @@ PROFILE_TRIES = 30  # ticks to wait for a finished computation's profile to land
 FINAL_AFTER = 5.0  # seconds after its stop by which a computation's final profile has landed
 LIVE_PROFILE_EVERY = 5.0  # seconds between reads of a running computation's profile
 GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sample
+# Seconds after its stop during which a computation's fine performance metrics may still
+# land: they come with the workers' heartbeats, after its last task.
+METRICS_AFTER = 10.0
 
 
 def is_live(cluster: dict | None) -> bool:
@@ -112,7 +115,7 @@ class Feed:
                 w = self.w
                 if "groups" in self.tables:
                     self.tables["groups"].replace([])
-                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("profile", {}),
+                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("metrics", []), ("profile", {}),
                                     ("runs", {}), ("profile_prefixes", []), ("profile_prefix", "")):
                     if w.has_trait(name):
                         setattr(w, name, empty)
@@ -166,7 +169,7 @@ class Feed:
             live |= self._poll_cluster(cluster_id, store)
         if cluster_id and "computations" in self.tables:
             live |= self._poll_computations(cluster_id, store)
-        if self._selected and any(w.has_trait(n) for n in ("computation", "groups_base", "code", "profile")):
+        if self._selected and any(w.has_trait(n) for n in ("computation", "groups_base", "code", "metrics", "profile")):
             live |= self._poll_computation(self._selected, store)
         if w.has_trait("profile"):
             live |= self._poll_profile(cluster_id, store)
@@ -269,8 +272,18 @@ class Feed:
     def _poll_computation(self, computation_id: str, store: str | None) -> bool:
         w = self.w
         listed = self._comp_rows.get(computation_id)
-        if listed is None or listed.get("updated") != self._comp_updated:
-            detail = clean(api.get_computation(computation_id, store=store))
+        # The computation's row does not move when its last metrics land (after its
+        # stop): read it again for a few seconds.
+        late = (w.has_trait("metrics") and self._comp_stop is not None and self._comp_state != "running"
+                and time.time() - self._comp_stop < METRICS_AFTER)
+        fresh = listed is None or listed.get("updated") != self._comp_updated
+        detail = clean(api.get_computation(computation_id, store=store)) if fresh or late else None
+        if detail is not None and w.has_trait("metrics"):
+            metrics = detail.get("metrics") or []
+            if metrics != w.metrics:
+                w.metrics = metrics
+        if fresh and detail is not None:
+            detail.pop("metrics", None)
             groups = detail.pop("groups", None) or []
             code = detail.pop("code", None) or []
             self._comp_updated = detail.get("updated")
@@ -301,7 +314,7 @@ class Feed:
             rows = clean(api.list_exceptions(computation_id=computation_id, limit=200, store=store))
             w.exceptions = rows
             self._exc_tries = 0 if rows and self._comp_state != "running" else self._exc_tries - 1
-        return self._comp_state in (None, "running")
+        return self._comp_state in (None, "running") or late
 
     def _poll_profile(self, cluster_id: str | None, store: str | None) -> bool:
         w = self.w

@@ -23,6 +23,20 @@ class TaskGroups(LiveView):
         super().__init__(computation_id=computation_id, **kwargs)
 
 
+class TimeBreakdown(LiveView):
+    """Where a computation's time went: one bar per task group by activity (CPU,
+    waiting, serialization, disk, network, spill), from Dask's fine performance metrics."""
+
+    _esm = bundle("time")
+    computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
+    computation = t.Dict().tag(sync=True)
+    metrics = t.List().tag(sync=True)
+    locals().update(table_traits("groups"))  # their dependency order orders the bars
+
+    def __init__(self, computation_id: str, **kwargs: Any):
+        super().__init__(computation_id=computation_id, **kwargs)
+
+
 class Flamegraph(LiveView):
     """Dask's profile of a computation, or of a whole cluster."""
 

@@ -9,6 +9,9 @@ const FAST = 2000; // ms between polls while something runs
 const SLOW = 15000; // ... once everything shown is history
 const LIVE_POLLS = 3; // fast polls between reads of a running computation's profile
 const FINAL_AFTER = 5; // seconds after its stop by which a computation's final profile has landed
+// Seconds after its stop during which a computation's fine performance metrics may still
+// land (they come with the workers' heartbeats, after the last task).
+const METRICS_AFTER = 10;
 
 export class RestModel extends LocalModel {
   private polls = 0;
@@ -28,7 +31,7 @@ export class RestModel extends LocalModel {
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
       title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
-      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], profile: {}, profile_title: "", runs: {},
+      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], profile: {}, profile_title: "", runs: {},
       profile_prefixes: [], profile_prefix: "",
       share: { state: "idle" }, error: "",
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
@@ -57,7 +60,7 @@ export class RestModel extends LocalModel {
   private selected(): void {
     this.loadedProfile = null;
     this.detailUpdated = null;
-    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], exceptions: [], profile: {},
+    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], exceptions: [], profile: {},
       runs: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
     this.poke();
   }
@@ -103,10 +106,13 @@ export class RestModel extends LocalModel {
       const listed = rows.find((r: any) => r.computation_id === compId);
       if (!listed || listed.updated !== this.detailUpdated) {
         const { computation } = await get(`api/computations/${encodeURIComponent(compId)}`);
-        const { groups = [], code = [], ...detail } = computation;
-        this.detailUpdated = detail.updated;
+        const { groups = [], code = [], metrics = [], ...detail } = computation;
+        // The last metrics land after the stop: read it again until they have.
+        const late = detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop < METRICS_AFTER;
+        this.detailUpdated = late ? null : detail.updated;
+        if (late) running = true;
         const update: Record<string, unknown> = { computation: detail, groups_base: { v: 0, rows: groups },
-          code: code.filter((c: any) => c.text),
+          code: code.filter((c: any) => c.text), metrics,
           profile_prefixes: [...new Set(groups.map((g: any) => g.prefix || g.name))].sort() };
         if (detail.n_erred) {
           const { exceptions } = await get(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=200`);

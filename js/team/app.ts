@@ -8,6 +8,7 @@ import { clusterStatus as status, clusterEnded as ended, clusterUptime as uptime
   computationDuration as compDuration } from "../common/lifecycle.js";
 import { taskCounts } from "../common/progress.js";
 import flamegraphView from "../widgets/flamegraph.js";
+import timeView from "../widgets/time.js";
 import { clusterCharts } from "../widgets/cluster.js";
 import { LocalModel } from "../common/model.js";
 import { h, svg } from "../common/dom.js";
@@ -143,6 +144,14 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
       return wrap;
     }
     flamegraphView.render({ model: new LocalModel({ profile: tree }), el: wrap });
+    return wrap;
+  }
+
+  // Where each task group's time went: the notebook's Time tab over the stored metrics.
+  function timeBreakdown(c) {
+    const wrap = h("div", { class: "time" });
+    timeView.render({ model: new LocalModel({ metrics: c.metrics || [], computation: c,
+      groups_base: { v: 0, rows: c.groups || [] } }), el: wrap });
     return wrap;
   }
 
@@ -289,6 +298,7 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
         { label: "Bytes", num: true, value: (g) => bytes(g.nbytes) },
         { label: "Depends on", value: (g) => (g.dependencies || []).join(", ") },
       ], groups, "No task groups recorded."),
+      h("h2", {}, "Time"), timeBreakdown(c),
       h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
       h("h2", {}, "Profile"), flamegraph(profile));
   }

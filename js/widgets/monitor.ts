@@ -1,12 +1,14 @@
 // The monitor: one cluster, its computations newest first (following the newest
 // while work runs), and the chosen computation's task groups, profile and code, the
-// cluster summary, GPU metrics and the share button.  It composes the other views,
+// cluster summary, GPU metrics and the share button; "Time" is where each task group's
+// time went (Dask's fine performance metrics).  It composes the other views,
 // which read the same model (their traits are a subset of the monitor's).
 import { h, clear, watch, throttle } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
 import taskgroups from "./taskgroups.js";
 import flamegraph from "./flamegraph.js";
+import time from "./time.js";
 import code from "./code.js";
 import cluster from "./cluster.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge, computationDuration } from "../common/lifecycle.js";
@@ -25,6 +27,7 @@ export const LOGO = `<svg viewBox="0 0 24 24" class="dal-logo" aria-hidden="true
 const TABS: [string, string, View][] = [
   ["groups", "Task groups", taskgroups],
   ["profile", "Profile", flamegraph],
+  ["time", "Time", time],
   ["code", "Code", code],
   ["cluster", "Cluster", cluster],
   ["gpu", "GPU", gpu],
