@@ -9,6 +9,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
+from dask_analytics_lab.messages import check_batch
 from dask_analytics_lab.store import open_store, schema
 from dask_analytics_lab.store.prune import ACTIVE, parse_age, prune
 
@@ -185,3 +186,74 @@ def test_prune_while_a_cluster_records(store_url):
         # The live cluster's snippets are all there (its account recorded all along).
         for i in range(1, min(n, 5) + 1):
             assert store.get_computation(f"c-live-{i}")["code"][0]["text"] == "x.sum().compute()"
+
+
+# --- applying it: the CLI, analytics.retention, a scheduler's store sink -------------
+def test_cli_prune(sqlite_url, capsys):
+    from dask_analytics_lab import cli
+
+    with open_store(sqlite_url) as store:
+        ids = scenario(store)
+    assert cli.main(["prune", "--older-than", "90d", "--dry-run", "--store", sqlite_url]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 2 clusters that ended before" in out and "task_stream" in out
+    with open_store(sqlite_url) as store:
+        assert len(store.list_clusters(limit=None)) == 5
+    assert cli.main(["--store", sqlite_url, "prune", "--older-than", "90 days"]) == 0
+    assert "deleted 2 clusters" in capsys.readouterr().out
+    with open_store(sqlite_url) as store:
+        assert {r["cluster_id"] for r in store.list_clusters(limit=None)} == {ids["recent"], ids["long"], ids["live"]}
+
+
+@pytest.mark.parametrize("args,says", [(["--older-than", "soon"], "--older-than must be a positive duration"),
+                                       (["--older-than", "-3d"], "--older-than must be a positive duration"),
+                                       ([], "Missing option '--older-than'"),
+                                       (["--older-than", "9d", "--store", "https://analytics.example.com"],
+                                        "is a team server")])
+def test_cli_prune_refuses(args, says, capsys, sqlite_url):
+    from dask_analytics_lab import cli
+
+    if "--store" not in args:
+        args = [*args, "--store", sqlite_url]
+    assert cli.main(["prune", *args]) != 0
+    assert says in capsys.readouterr().err
+
+
+def test_retention_setting():
+    import dask
+
+    from dask_analytics_lab import config
+
+    assert config.resolve()["retention"] is None  # off by default
+    with dask.config.set({"analytics.retention": "90 days"}):
+        assert config.resolve()["retention"] == 90 * DAY
+    with dask.config.set({"analytics.retention": 30}):
+        assert config.resolve()["retention"] == 30 * DAY
+    for bad in ("forever", "-1d", 0, True):
+        with dask.config.set({"analytics.retention": bad}), \
+                pytest.raises(config.ConfigError, match=r"analytics.retention = .* is not valid; expected a duration"):
+            config.resolve()
+
+
+def test_a_store_sink_prunes_in_the_background(sqlite_url):
+    """A scheduler writing straight into the store applies analytics.retention itself."""
+    from dask_analytics_lab.collect.sinks import open_sink
+
+    with open_store(sqlite_url) as store:
+        store.ingest(full_cluster(Cluster("old", t0=NOW - 100 * DAY), "c-old", ["h1"]))
+        store.ingest(full_cluster(Cluster("recent", t0=NOW - DAY), "c-recent", ["h2"]))
+    sink = open_sink(sqlite_url, retention=90 * DAY)
+    try:
+        live = Cluster("live", t0=time.time())
+        sink.write(check_batch([live.cluster(), live.sample()]))
+        deadline = time.monotonic() + 60
+        while sink.retention.runs == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sink.retention.last["clusters"] == 1
+        assert {r["cluster_id"] for r in sink.store.list_clusters(limit=None)} == {"recent", "live"}
+    finally:
+        sink.close()
+    # Off by default: no thread at all.
+    plain = open_sink(sqlite_url)
+    assert plain.retention is None
+    plain.close()

@@ -33,8 +33,8 @@ from collections import defaultdict
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
 import sqlalchemy as sa
-from dask.utils import parse_timedelta
 
+from ..config import parse_age  # noqa: F401 - the CLI's and tests' way in
 from . import schema as s
 from .ingest import cluster_accounts
 from .team_schema import cluster_owners
@@ -52,19 +52,6 @@ SQLITE_PAUSE = 0.1
 SNIPPET_CHUNK = 500
 
 
-def parse_age(value: Any, *, what: str = "age") -> float:
-    """Seconds in a retention age: "90d", "90 days", "12h", or a plain number of days."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{what} must be a duration such as '90d' or '12h', got {value!r}")
-    try:
-        seconds = parse_timedelta(value.strip() if isinstance(value, str) else value, default="d")
-    except (TypeError, ValueError, KeyError, IndexError):  # IndexError: dask on ""
-        seconds = None
-    if seconds is None or seconds <= 0:
-        raise ValueError(f"{what} must be a positive duration such as '90d' or '12h', got {value!r}")
-    return float(seconds)
-
-
 def is_old(cutoff: float) -> sa.ColumnElement:
     """Clusters that ended before `cutoff` (started < cutoff only narrows it, and lets
     the `started` index find them)."""
@@ -74,13 +61,15 @@ def is_old(cutoff: float) -> sa.ColumnElement:
 
 def prune(store: Any, older_than: float | None = None, *, cutoff: float | None = None, dry_run: bool = False,
           batch: int = BATCH, max_rows: int = MAX_ROWS, pause: float | None = None,
-          lock: Callable[[], ContextManager] | None = None, now: float | None = None) -> dict[str, int]:
+          lock: Callable[[], ContextManager] | None = None, stop: Callable[[], bool] | None = None,
+          now: float | None = None) -> dict[str, Any]:
     """Delete (or with dry_run count) the clusters that ended more than `older_than`
     seconds ago (or before the time `cutoff`), with all their rows.
 
     Returns {"clusters": n, <table>: rows, ..., "code_snippets": n, "seconds": wall time}.
     lock: a context manager factory taken around each write transaction (the team
     server's own writer lock, so its ingest queues fairly behind prune's batches).
+    stop: asked between batches; True ends the run there (what was deleted stays deleted).
     """
     if (older_than is None) == (cutoff is None):
         raise ValueError("give older_than (seconds) or cutoff (a time), not both")
@@ -92,7 +81,7 @@ def prune(store: Any, older_than: float | None = None, *, cutoff: float | None =
     else:
         pause = (SQLITE_PAUSE if store.dialect == "sqlite" else 0.0) if pause is None else pause
         counts = _delete(store, cutoff, now, batch=max(1, batch), max_rows=max(1, max_rows), pause=pause,
-                         lock=lock or contextlib.nullcontext)
+                         lock=lock or contextlib.nullcontext, stop=stop or (lambda: False))
     counts["seconds"] = round(time.perf_counter() - start, 3)
     return counts
 
@@ -122,9 +111,9 @@ def _count(store: Any, cutoff: float, now: float) -> dict[str, int]:
 
 # --- deleting -----------------------------------------------------------------------
 def _delete(store: Any, cutoff: float, now: float, *, batch: int, max_rows: int, pause: float,
-            lock: Callable[[], ContextManager]) -> dict[str, int]:
+            lock: Callable[[], ContextManager], stop: Callable[[], bool]) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
-    while True:
+    while not stop():
         t0 = time.perf_counter()
         with lock():
             done = _retrying(store, lambda conn: _one_batch(conn, cutoff, batch, max_rows, counts))
@@ -132,7 +121,7 @@ def _delete(store: Any, cutoff: float, now: float, *, batch: int, max_rows: int,
             break
         # Let writers that queued behind this transaction in first.
         time.sleep(max(pause, time.perf_counter() - t0) if pause else 0)
-    if counts["computations"]:
+    if counts["computations"] and not stop():
         counts["code_snippets"] = _sweep_snippets(store, now, lock)
     return _ordered(counts)
 
