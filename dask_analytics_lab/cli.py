@@ -18,6 +18,7 @@ import click
 
 from . import api, tables
 from .config import ConfigError
+from .prune_cli import prune
 from .server.cli import server, token
 
 
@@ -151,6 +152,7 @@ def export(ctx: click.Context, fmt: str, output: str | None) -> None:
     click.echo(f"wrote {len(data)} tables to {tables.printable(folder)}/")
 
 
+analytics.add_command(prune)
 analytics.add_command(server)
 analytics.add_command(token)
 

@@ -95,6 +95,30 @@ def _duration(key: str, value: Any, *, allow_none: bool = False) -> float | None
     return float(seconds)
 
 
+def parse_age(value: Any, *, what: str = "age") -> float:
+    """Seconds in a retention age: "90d", "90 days", "12h", or a plain number of days."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{what} must be a duration such as '90d' or '12h', got {value!r}")
+    try:
+        seconds = parse_timedelta(value.strip() if isinstance(value, str) else value, default="d")
+    except (TypeError, ValueError, KeyError, IndexError):  # IndexError: dask on ""
+        seconds = None
+    if seconds is None or seconds <= 0:
+        raise ValueError(f"{what} must be a positive duration such as '90d' or '12h', got {value!r}")
+    return float(seconds)
+
+
+def retention(value: Any) -> float | None:
+    """analytics.retention in seconds; None (the default): keep everything."""
+    if value is None:
+        return None
+    try:
+        return parse_age(value)
+    except ValueError:
+        raise _fail("analytics.retention", value, "a duration such as '90 days' or '90d' (a plain number is "
+                    "days), or null to keep everything") from None
+
+
 def _positive_int(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise _fail(key, value, "a positive whole number")
@@ -206,6 +230,7 @@ def resolve(overrides: dict | None = None) -> dict:
         "buffer_max_messages": _positive_int("analytics.buffer.max-messages", setting("buffer.max-messages")),
         "retry_min_delay": min_delay,
         "retry_max_delay": max_delay,
+        "retention": retention(setting("retention")),
     }
 
 

@@ -121,7 +121,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         # constant from here): a thread's wait, not the event loop's.
         self._shipper = await asyncio.to_thread(
             Shipper,
-            lambda: open_sink(url, token=s.get("token"), ca_file=s.get("ca_file")),
+            lambda: open_sink(url, token=s.get("token"), ca_file=s.get("ca_file"), retention=s.get("retention")),
             max_messages=s["buffer_max_messages"],
             min_delay=s["retry_min_delay"],
             max_delay=s["retry_max_delay"],

@@ -16,19 +16,31 @@ class StoreSink:
     """Writes into a SQLite/PostgreSQL store through one connection, opened here (on
     the shipper's thread) and kept: the scheduler's descriptors stay constant."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, retention: float | None = None):
         from ..store import open_store
 
         self.store = open_store(url, single_connection=True)
+        # analytics.retention: pruned now and daily, through a Store of its own (opened
+        # per run) so this writer's one connection never waits on it.
+        self.retention = None
+        if retention:
+            from ..store.retention import DAY, Retention
+
+            self.retention = Retention(lambda: open_store(url), retention, every=DAY).start()
 
     def write(self, messages: list[Envelope]) -> int:
         return self.store.ingest(messages)
 
     def close(self) -> None:
+        if self.retention is not None:
+            self.retention.stop()
         self.store.close()
 
 
-def open_sink(url: str, token: str | None = None, ca_file: str | None = None) -> Sink:
+def open_sink(url: str, token: str | None = None, ca_file: str | None = None,
+              retention: float | None = None) -> Sink:
+    """retention: analytics.retention in seconds, applied by a store sink; a server
+    applies its own."""
     if url.startswith(("http://", "https://")):
         return HttpSink(url, token=token, ca_file=ca_file)
-    return StoreSink(url)
+    return StoreSink(url, retention=retention)

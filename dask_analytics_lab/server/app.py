@@ -23,6 +23,9 @@ def make_app(settings: dict, prefix: str = "") -> tornado.web.Application:
     return app
 
 
+# The first prune a minute after start (not in the way of a restart's catch-up ingest), then hourly.
+RETENTION_DELAY = 60.0
+
 # Connections that send no request (or headers) for this long are closed.
 IDLE_CONNECTION_SECONDS = 60
 
@@ -50,6 +53,19 @@ def ssl_context(certfile: str | None, keyfile: str | None) -> ssl.SSLContext | N
     return ctx
 
 
+def start_retention(ctx: Any, delay: float = RETENTION_DELAY) -> Any:
+    """With `retention` set, prune hourly on a thread of its own (store/retention.py); None otherwise."""
+    if not ctx.retention:
+        return None
+    from ..store.retention import HOUR, Retention
+
+    # Under the server's own writer lock: its ingest queues behind one short batch at most.
+    job = Retention(ctx.store, ctx.retention, every=HOUR, delay=delay, lock=lambda: ctx.write_lock,
+                    on_result=ctx.metrics.retention_done).start()
+    logger.info("retention: clusters that ended over %.1f days ago are deleted hourly", ctx.retention / 86400)
+    return job
+
+
 async def serve(settings: dict, *, host: str = "127.0.0.1", port: int = 8765, certfile: str | None = None,
                 keyfile: str | None = None, ready: Any = None) -> None:
     """Serve until SIGINT/SIGTERM.  `ready(url)` is called once listening."""
@@ -66,6 +82,7 @@ async def serve(settings: dict, *, host: str = "127.0.0.1", port: int = 8765, ce
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread
             pass
+    retention = start_retention(ctx)
     logger.info("dask-analytics server listening at %s", url)
     if ready is not None:
         ready(url)
@@ -74,4 +91,6 @@ async def serve(settings: dict, *, host: str = "127.0.0.1", port: int = 8765, ce
     finally:
         server.stop()
         await server.close_all_connections()
+        if retention is not None:
+            await asyncio.to_thread(retention.stop)
         ctx.close()

@@ -89,8 +89,12 @@ class BaseHandler(RequestHandler):
     async def call(self, fn: Callable, *args: Any, executor: Any = None, **kwargs: Any) -> Any:
         """Run a blocking store call on the server's threads; map store errors to answers."""
         loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
         try:
-            return await loop.run_in_executor(executor or self.ctx.executor, functools.partial(fn, *args, **kwargs))
+            result = await loop.run_in_executor(executor or self.ctx.executor, functools.partial(fn, *args, **kwargs))
+            if executor is None:  # the read threads: API queries (and token look-ups)
+                self.ctx.metrics.store_call("read", time.perf_counter() - t0)
+            return result
         except (ApiError, NotFound, MessageError, StoreUnavailable) as e:
             # An answer, not a bug: drop the thread's frames (they hold the request's
             # parsed body, which would otherwise live until the cycle collector runs).

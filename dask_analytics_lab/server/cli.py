@@ -132,6 +132,23 @@ def _session_secret(args: SimpleNamespace) -> bytes:
     return data
 
 
+METRICS_TOKEN_ENV = "DASK_ANALYTICS_METRICS_TOKEN"
+
+
+def _metrics_token(args: SimpleNamespace) -> str | None:
+    """The token /metrics wants: $DASK_ANALYTICS_METRICS_TOKEN, else --metrics-token-file
+    (never argv: it would show in the process list)."""
+    token = os.environ.get(METRICS_TOKEN_ENV, "").strip()
+    if not token and args.metrics_token_file:
+        try:
+            token = Path(args.metrics_token_file).read_text().strip()
+        except OSError as e:
+            raise SystemExit(f"dask-analytics server: cannot read --metrics-token-file: {e}") from None
+    if token and len(token) < 16:
+        raise SystemExit("dask-analytics server: the metrics token must be at least 16 characters")
+    return token or None
+
+
 def _server(args: SimpleNamespace) -> int:
     from ..store import StoreUnavailable
     from .app import serve
@@ -141,8 +158,18 @@ def _server(args: SimpleNamespace) -> int:
         print(f"refusing --no-token on {args.host}: without tokens anyone who reaches the port reads "
               "every account; bind to 127.0.0.1 or drop --no-token", file=sys.stderr)
         return 2
+    from .. import config
+
+    try:
+        retention = config.parse_age(args.retention, what="--retention") if args.retention else \
+            config.retention(config.get("analytics.retention"))
+    except ValueError as e:
+        print(f"dask-analytics server: {e}", file=sys.stderr)
+        return 2
     settings: dict[str, Any] = {
         "store_url": _db(args),
+        "retention": retention,
+        "metrics_token": _metrics_token(args),
         "token_required": not args.no_token,
         "code_key": _code_keys(args),
         "public_url": args.public_url,
@@ -284,6 +311,11 @@ db_option = click.option("--db", help=DB_HELP)
 @click.option("--session-secret-file",
               help="file holding the secret that signs login sessions (default: server-session.secret "
                    "next to the code key file; made with mode 0600 on first start)")
+@click.option("--metrics-token-file", metavar="FILE",
+              help=f"file holding the token GET /metrics wants (Authorization: Bearer <token>), or set "
+                   f"${METRICS_TOKEN_ENV}; without one /metrics is refused unless --no-token")
+@click.option("--retention", metavar="AGE",
+              help="delete clusters that ended longer ago than AGE (e.g. 90d), hourly; default: analytics.retention")
 def server(**options: Any) -> None:
     _call(_server, options)
 

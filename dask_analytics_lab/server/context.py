@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ..codecrypt import CodeCipher
 from .errors import ApiError
+from .metrics import Metrics
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
@@ -39,6 +40,7 @@ KNOWN_SETTINGS = frozenset({
     "store_url", "store", "token_required", "local_auth", "code_key", "public_url",
     "max_body_bytes", "max_json_bytes", "max_report_bytes", "body_memory", "body_timeout",
     "body_idle_timeout", "body_queue_timeout", "threads", "allowed_hosts", "session_secret", "auth_failures",
+    "metrics_token", "retention",
 })
 
 
@@ -149,6 +151,10 @@ class Context:
     session_secret: bytes
     allowed_hosts: frozenset[str] | None
     auth_failures: int = FAILURES
+    # /metrics: the operator's token (ops.py); retention: analytics.retention in seconds.
+    metrics_token: str | None = None
+    retention: float | None = None
+    metrics: Metrics = field(default_factory=Metrics)
     _tokens: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
     _tokens_lock: threading.Lock = field(default_factory=threading.Lock)
     _touched: dict[str, float] = field(default_factory=dict)
@@ -295,6 +301,15 @@ class Context:
         self.store.close()
 
 
+def _metrics_token(token: str | None) -> str | None:
+    if token is None:
+        return None
+    token = str(token).strip()
+    if len(token) < 16:
+        raise ValueError("metrics_token must be at least 16 characters")
+    return token
+
+
 def make_context(prefix: str, settings: dict) -> Context:
     unknown = set(settings) - KNOWN_SETTINGS
     if unknown:
@@ -351,5 +366,7 @@ def make_context(prefix: str, settings: dict) -> Context:
         session_secret=secret or secrets.token_bytes(32),
         allowed_hosts=allowed,
         auth_failures=int(settings.get("auth_failures", FAILURES)),
+        metrics_token=_metrics_token(settings.get("metrics_token")),
+        retention=float(settings["retention"]) if settings.get("retention") else None,
         write_lock=threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext(),
     )

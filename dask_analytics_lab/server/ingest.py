@@ -80,15 +80,23 @@ class IngestHandler(BodyReader):
         # A cookie never authorises a write: prepare() took the token from the header.
         principal = self.body_principal
         batch = await self.body_json()
-        stored, received = await self.call(self._ingest, principal, batch, executor=self.ctx.body_executor)
+        stored, received, dropped = await self.call(self._ingest, principal, batch,
+                                                    executor=self.ctx.body_executor)
+        self.ctx.metrics.ingested(received, stored - dropped, dropped)
         self.write_json({"stored": stored, "received": received})
 
-    def _ingest(self, principal: Principal, batch: Any) -> tuple[int, int]:
+    def on_finish(self) -> None:
+        super().on_finish()
+        status = self.get_status()
+        if status >= 400:  # refused anywhere: the token, the body's size or shape, the store
+            self.ctx.metrics.refused_ingest(status)
+
+    def _ingest(self, principal: Principal, batch: Any) -> tuple[int, int, int]:
         # Runs on a body thread: checks, ownership and the write are blocking work.
         batch = check_messages(batch)
         received = len(batch)
         if not batch:
-            return 0, 0
+            return 0, 0, 0
         claims = prepare(batch, principal, self.ctx.cipher)
         claimed_at = time.time()
         wanted = {cid: acc for cid, acc in claims.items() if acc is not None}
@@ -108,7 +116,11 @@ class IngestHandler(BodyReader):
             stored = 0
             if batch:
                 with self.ctx.write_lock:
-                    stored = self.ctx.store.ingest(batch)
+                    t0 = time.perf_counter()
+                    try:
+                        stored = self.ctx.store.ingest(batch)
+                    finally:
+                        self.ctx.metrics.store_call("ingest", time.perf_counter() - t0)
         except BaseException:
             mine = [cid for cid, acc in wanted.items() if owners.get(cid) == acc]
             try:
@@ -119,5 +131,5 @@ class IngestHandler(BodyReader):
                 logger.warning("dask-analytics server: could not release the claims of a refused batch: %s", e)
             raise
         # A foreign id answers as an unknown one would: each distinct message new.
-        stored += len({(m.cluster_id, m.seq) for m in dropped})
-        return stored, received
+        n_dropped = len({(m.cluster_id, m.seq) for m in dropped})
+        return stored + n_dropped, received, n_dropped

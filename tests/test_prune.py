@@ -1,0 +1,259 @@
+"""Retention (store/prune.py): prune removes exactly the clusters that ended before the
+cut-off, with every row hanging off them, on SQLite and PostgreSQL, while other
+clusters keep recording."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from dask_analytics_lab.messages import check_batch
+from dask_analytics_lab.store import open_store, schema
+from dask_analytics_lab.store.prune import ACTIVE, parse_age, prune
+
+from .factories import Cluster, group, tree
+
+DAY = 86400.0
+NOW = time.time()
+
+
+def full_cluster(c: Cluster, comp: str, code: list[str], *, stop: bool = True) -> list[dict]:
+    """One cluster with a row in every table that hangs off a cluster."""
+    msgs = [c.cluster(started=c.t), c.sample()]
+    msgs += [c.code(h) for h in code]
+    msgs += [c.computation(comp, code=code, groups=[group("ones-1"), group("sum-2")]),
+             c.exception(comp, "ones-1"), c.event(), c.profile(comp, tree("f", "g")), c.profile(None, tree("h")),
+             c.metrics(comp), c.workers(2), c.tasks(comp), c.gpu(1)]
+    if stop:
+        msgs.append(c.stop())
+    return msgs
+
+
+def scenario(store) -> dict[str, str]:
+    """Clusters on both sides of a 90-day cut-off; returns {role: cluster id}."""
+    old = Cluster("old", t0=NOW - 100 * DAY)  # stopped 100 days ago
+    lost = Cluster("lost", t0=NOW - 95 * DAY)  # never stopped, silent for 95 days
+    recent = Cluster("recent", t0=NOW - 10 * DAY)  # shares snippet h-shared with `old`
+    long_job = Cluster("long-job", t0=NOW - 100 * DAY)  # started before the cut-off, stopped after
+    live = Cluster("live", account="team-b", t0=NOW - 200 * DAY)  # started 200 days ago, still recording
+    msgs = full_cluster(old, "c-old", ["h-shared", "h-old"])
+    msgs += full_cluster(lost, "c-lost", ["h-lost"], stop=False)
+    msgs += full_cluster(recent, "c-recent", ["h-shared"])
+    msgs += full_cluster(long_job, "c-long", ["h-long"], stop=False) + [long_job.stop(stopped=NOW - DAY)]
+    msgs += full_cluster(live, "c-live", ["h-old"], stop=False) + [live.sample(at=NOW - 5)]
+    store.ingest(msgs)
+    return {"old": old.id, "lost": lost.id, "recent": recent.id, "long": long_job.id, "live": live.id}
+
+
+def kept_part(export: dict, keep: set[str]) -> dict:
+    return {name: [r for r in rows if r.get("cluster_id", None) in keep]
+            for name, rows in export.items() if name != "code_snippets"}
+
+
+def snippets(store) -> set[tuple[str, str]]:
+    with store.reading() as conn:
+        return {tuple(r) for r in conn.execute(sa.select(schema.code_snippets.c.account, schema.code_snippets.c.hash))}
+
+
+def ingested_ids(store) -> set[str]:
+    with store.reading() as conn:
+        return {r[0] for r in conn.execute(sa.select(schema.ingested.c.cluster_id).distinct())}
+
+
+@pytest.mark.parametrize("batch,max_rows", [(20, 5000), (1, 3)])
+def test_prune_removes_exactly_what_ended_before_the_cutoff(store_url, batch, max_rows):
+    with open_store(store_url) as store:
+        ids = scenario(store)
+        keep = {ids["recent"], ids["long"], ids["live"]}
+        before = store.export()
+        before_snippets = snippets(store)
+
+        dry = prune(store, 90 * DAY, dry_run=True)
+        assert store.export() == before  # a dry run deletes nothing
+        done = prune(store, 90 * DAY, batch=batch, max_rows=max_rows, pause=0)
+
+        assert done["clusters"] == dry["clusters"] == 2
+        for name in dry:
+            if name != "seconds":
+                assert done[name] == dry[name], name
+        after = store.export()
+        assert {c["cluster_id"] for c in after["clusters"]} == keep
+        # Every row of the kept clusters is as it was, and nothing of the old ones is left.
+        assert kept_part(after, keep) == kept_part(before, keep)
+        assert sum(len(rows) for name, rows in after.items() if name != "code_snippets") == \
+            sum(len(rows) for rows in kept_part(before, keep).values())
+        for name, rows in kept_part(before, {ids["old"], ids["lost"]}).items():
+            assert done[name] == len(rows), name
+        assert ingested_ids(store) == keep
+        # h-old goes from the default account (its only computation was old) but stays in
+        # team-b's (the live cluster uses it); h-shared stays (the recent cluster uses it).
+        assert before_snippets - snippets(store) == {("default", "h-old"), ("default", "h-lost")}
+        assert done["code_snippets"] == 2
+        # What is left reads as before.
+        assert store.get_computation("c-recent")["code"][0]["text"] == "x.sum().compute()"
+        assert store.get_computation("c-live")["code"][0]["text"] == "x.sum().compute()"
+
+        again = prune(store, 90 * DAY)
+        assert again["clusters"] == 0 and store.export() == after
+
+
+def test_a_cluster_that_records_again_is_not_pruned(sqlite_url):
+    with open_store(sqlite_url) as store:
+        c = Cluster("back", t0=NOW - 100 * DAY)
+        store.ingest([c.cluster(), c.sample()])
+        store.ingest([c.sample(at=NOW)])  # a message from today: it lives
+        assert prune(store, 90 * DAY)["clusters"] == 0
+        assert [r["cluster_id"] for r in store.list_clusters()] == ["back"]
+
+
+def test_snippets_of_an_account_that_records_wait(sqlite_url):
+    """A live cluster may have sent a snippet whose computation is still on its way:
+    an account with a cluster seen lately keeps its snippets until it is quiet."""
+    with open_store(sqlite_url) as store:
+        old, live = Cluster("old", t0=NOW - 100 * DAY), Cluster("live", t0=NOW - 60)
+        store.ingest(full_cluster(old, "c-old", ["h1"]) + [live.cluster(), live.code("h1")])
+        done = prune(store, 90 * DAY)
+        assert done["clusters"] == 1 and done["code_snippets"] == 0
+        assert ("default", "h1") in snippets(store)
+        store.ingest([live.computation("c-live", code=["h1"])])  # ... and here it is
+        assert store.get_computation("c-live")["code"][0]["text"] == "x.sum().compute()"
+        # Once the account has been quiet for ACTIVE seconds, a later prune takes what no one uses.
+        store.ingest(full_cluster(Cluster("old2", t0=NOW - 100 * DAY), "c-old2", ["h2"]))
+        later = prune(store, 90 * DAY, now=NOW + ACTIVE + 120)
+        assert later["clusters"] == 1 and ("default", "h2") not in snippets(store)
+        assert ("default", "h1") in snippets(store)  # c-live refers to it
+
+
+@pytest.mark.parametrize("value,seconds", [("90d", 90 * DAY), ("90 days", 90 * DAY), ("12h", 12 * 3600.0),
+                                           (30, 30 * DAY), ("2w", 14 * DAY)])
+def test_parse_age(value, seconds):
+    assert parse_age(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["", "soon", "-1d", 0, None, True, "0s"])
+def test_parse_age_refuses(value):
+    with pytest.raises(ValueError, match="duration such as '90d'"):
+        parse_age(value)
+
+
+def test_prune_while_a_cluster_records(store_url):
+    """A writer (its own Store, as a scheduler would be) records a live cluster while prune
+    deletes many old clusters in small batches: nothing of the live cluster is lost, no
+    error reaches the writer, and every old cluster goes."""
+    n_old = 40
+    with open_store(store_url) as setup:
+        for i in range(n_old):
+            c = Cluster(f"old-{i:03d}", t0=NOW - (100 + i) * DAY)
+            setup.ingest(full_cluster(c, f"c-old-{i}", [f"h{i % 5}"]))
+    live = Cluster("live", t0=NOW - 200 * DAY)
+    sent: list[int] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def record() -> None:
+        try:
+            with open_store(store_url) as writer:
+                writer.ingest([live.cluster(started=NOW - 200 * DAY)])
+                i = 0
+                while not stop.is_set() or i < 20:
+                    i += 1
+                    writer.ingest([live.sample(at=time.time(), n_workers=i), live.event("tick", {"i": i}),
+                                   live.computation(f"c-live-{i}", code=[f"h{i % 5}"]), live.code(f"h{i % 5}")])
+                    sent.append(i)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    writer = threading.Thread(target=record)
+    with open_store(store_url) as store:
+        writer.start()
+        try:
+            deadline = time.monotonic() + 60
+            while len(sent) < 5 and writer.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            done = prune(store, 90 * DAY, batch=2, max_rows=40)
+        finally:
+            stop.set()
+            writer.join(120)
+        assert not errors, errors
+        assert done["clusters"] == n_old
+        assert [r["cluster_id"] for r in store.list_clusters(limit=None)] == ["live"]
+        n = len(sent)
+        assert len(store.list_computations(cluster_id="live", limit=None)) == n
+        assert len(store.list_cluster_samples("live", limit=None)) == n
+        assert len(store.list_events(cluster_id="live", topic="tick", limit=None)) == n
+        # The live cluster's snippets are all there (its account recorded all along).
+        for i in range(1, min(n, 5) + 1):
+            assert store.get_computation(f"c-live-{i}")["code"][0]["text"] == "x.sum().compute()"
+
+
+# --- applying it: the CLI, analytics.retention, a scheduler's store sink -------------
+def test_cli_prune(sqlite_url, capsys):
+    from dask_analytics_lab import cli
+
+    with open_store(sqlite_url) as store:
+        ids = scenario(store)
+    assert cli.main(["prune", "--older-than", "90d", "--dry-run", "--store", sqlite_url]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 2 clusters that ended before" in out and "task_stream" in out
+    with open_store(sqlite_url) as store:
+        assert len(store.list_clusters(limit=None)) == 5
+    assert cli.main(["--store", sqlite_url, "prune", "--older-than", "90 days"]) == 0
+    assert "deleted 2 clusters" in capsys.readouterr().out
+    with open_store(sqlite_url) as store:
+        assert {r["cluster_id"] for r in store.list_clusters(limit=None)} == {ids["recent"], ids["long"], ids["live"]}
+
+
+@pytest.mark.parametrize("args,says", [(["--older-than", "soon"], "--older-than must be a positive duration"),
+                                       (["--older-than", "-3d"], "--older-than must be a positive duration"),
+                                       ([], "Missing option '--older-than'"),
+                                       (["--older-than", "9d", "--store", "https://analytics.example.com"],
+                                        "is a team server")])
+def test_cli_prune_refuses(args, says, capsys, sqlite_url):
+    from dask_analytics_lab import cli
+
+    if "--store" not in args:
+        args = [*args, "--store", sqlite_url]
+    assert cli.main(["prune", *args]) != 0
+    assert says in capsys.readouterr().err
+
+
+def test_retention_setting():
+    import dask
+
+    from dask_analytics_lab import config
+
+    assert config.resolve()["retention"] is None  # off by default
+    with dask.config.set({"analytics.retention": "90 days"}):
+        assert config.resolve()["retention"] == 90 * DAY
+    with dask.config.set({"analytics.retention": 30}):
+        assert config.resolve()["retention"] == 30 * DAY
+    for bad in ("forever", "-1d", 0, True):
+        with dask.config.set({"analytics.retention": bad}), \
+                pytest.raises(config.ConfigError, match=r"analytics.retention = .* is not valid; expected a duration"):
+            config.resolve()
+
+
+def test_a_store_sink_prunes_in_the_background(sqlite_url):
+    """A scheduler writing straight into the store applies analytics.retention itself."""
+    from dask_analytics_lab.collect.sinks import open_sink
+
+    with open_store(sqlite_url) as store:
+        store.ingest(full_cluster(Cluster("old", t0=NOW - 100 * DAY), "c-old", ["h1"]))
+        store.ingest(full_cluster(Cluster("recent", t0=NOW - DAY), "c-recent", ["h2"]))
+    sink = open_sink(sqlite_url, retention=90 * DAY)
+    try:
+        live = Cluster("live", t0=time.time())
+        sink.write(check_batch([live.cluster(), live.sample()]))
+        deadline = time.monotonic() + 60
+        while sink.retention.runs == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sink.retention.last["clusters"] == 1
+        assert {r["cluster_id"] for r in sink.store.list_clusters(limit=None)} == {"recent", "live"}
+    finally:
+        sink.close()
+    # Off by default: no thread at all.
+    plain = open_sink(sqlite_url)
+    assert plain.retention is None
+    plain.close()

@@ -1,0 +1,187 @@
+"""The team server as a service: GET /health, GET /metrics (Prometheus) and retention,
+on a real server; /metrics attacked as test_server_security.py attacks the API."""
+from __future__ import annotations
+
+import re
+import time
+import urllib.parse
+
+import pytest
+
+from dask_analytics_lab import __version__
+from dask_analytics_lab.server.app import start_retention
+
+from .server_helpers import ServerThread, browser, form_xsrf, full_cluster, log_in, request
+
+METRICS_TOKEN = "metrics-" + "x" * 24
+DAY = 86400.0
+
+
+@pytest.fixture
+def server(sqlite_url):
+    with ServerThread({"store_url": sqlite_url, "metrics_token": METRICS_TOKEN}) as s:
+        yield s
+
+
+def scrape(server, token: str = METRICS_TOKEN, query: str = "") -> tuple[int, str, dict]:
+    return request(server.url + "/metrics" + query, headers={"Authorization": f"Bearer {token}"})
+
+
+def value(text: str, name: str, labels: str = "") -> float:
+    m = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M)
+    assert m, f"{name}{labels} not in\n{text}"
+    return float(m.group(1))
+
+
+def test_health_is_open_and_says_only_ok(server):
+    status, body, headers = request(server.url + "/health")
+    assert status == 200 and body["status"] == "ok" and body["store"] == "reachable"
+    assert body["version"] == __version__ and headers["Content-Type"].startswith("application/json")
+    assert request(server.url + "/health", method="HEAD")[0] == 200
+    assert request(server.url + "/health", method="POST", raw=b"{}")[0] == 405
+
+
+def test_health_says_503_while_postgres_is_down():
+    from .postgres_server import PostgresServer
+
+    pg = PostgresServer()
+    pg.start()
+    try:
+        with ServerThread({"store_url": pg.url("postgres")}) as server:
+            assert request(server.url + "/health")[0] == 200
+            pg.halt()
+            status, body, _ = request(server.url + "/health")
+            assert status == 503 and body == {"status": "unavailable", "store": "unreachable", "version": __version__}
+            assert "127.0.0.1" not in str(body) and "postgres" not in str(body)  # never why
+            pg.resume()
+            deadline = time.monotonic() + 60
+            while request(server.url + "/health")[0] != 200:
+                assert time.monotonic() < deadline, "the server never saw PostgreSQL come back"
+                time.sleep(0.2)
+    finally:
+        pg.stop()
+
+
+def test_metrics_count_ingest_refusals_latency_rows_and_live_clusters(server):
+    token = server.token("A")
+    c, msgs = full_cluster("A")
+    c.t = time.time()  # heard from just now: live
+    msgs.append(c.sample())
+    assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
+    assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200  # a retry
+    assert request(server.url + "/api/ingest", method="POST", token=token, body=[{"kind": "nope"}])[0] == 422
+    assert request(server.url + "/api/ingest", method="POST", token="dal_x_y", body=msgs)[0] == 401
+    assert request(server.url + "/api/ingest", method="POST", token=token, raw=b"[]",
+                   headers={"Content-Type": "text/plain"})[0] == 415
+    assert request(server.url + "/api/clusters", token=token)[0] == 200
+
+    status, text, headers = scrape(server)
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert value(text, "dask_analytics_ingest_batches_total") == 2
+    assert value(text, "dask_analytics_ingest_messages_total", '{result="received"}') == 2 * len(msgs)
+    assert value(text, "dask_analytics_ingest_messages_total", '{result="stored"}') == len(msgs)
+    for reason in ("invalid", "unauthorized", "unsupported_media_type"):
+        assert value(text, "dask_analytics_ingest_refused_total", f'{{reason="{reason}"}}') == 1
+    assert value(text, "dask_analytics_store_seconds_count", '{op="ingest"}') == 2
+    assert value(text, "dask_analytics_store_seconds_bucket", '{op="ingest",le="+Inf"}') == 2
+    assert value(text, "dask_analytics_store_seconds_count", '{op="read"}') >= 1
+    assert value(text, "dask_analytics_table_rows", '{table="clusters"}') == 1
+    assert value(text, "dask_analytics_table_rows", '{table="computations"}') == 1
+    assert value(text, "dask_analytics_clusters_live") == 1
+    assert f'dask_analytics_build_info{{version="{__version__}",store="sqlite"}} 1' in text
+    # Every sample line is `name{labels} number` (what Prometheus parses).
+    for line in text.splitlines():
+        assert line.startswith("# ") or re.fullmatch(r'[a-z_]+(\{[a-z_]+="[^"\n]*"(,[a-z_]+="[^"\n]*")*\})? \S+',
+                                                       line), line
+
+
+def test_metrics_want_the_operators_token_and_nothing_else(server):
+    a, b = server.token("A"), server.token("B")
+    assert request(server.url + "/metrics")[0] == 401  # no credentials
+    assert request(server.url + "/metrics", token=a)[0] == 401  # an account's token (token scheme)
+    assert scrape(server, token=b)[0] == 401  # another account's token as a bearer
+    assert scrape(server, token=METRICS_TOKEN[:-1])[0] == 401  # almost right
+    assert scrape(server, token=METRICS_TOKEN + "x")[0] == 401
+    assert request(server.url + "/metrics", headers={"Authorization": f"Basic {METRICS_TOKEN}"})[0] == 401
+    # A logged-in browser's session cookie does not open it either.
+    opener, _ = browser()
+    log_in(opener, server.url, a).close()
+    with pytest.raises(Exception) as e:
+        opener.open(server.url + "/metrics")
+    assert getattr(e.value, "code", None) == 401
+    # Only GET: a forged form post (with a real XSRF token) or any other method is refused.
+    xsrf = form_xsrf(opener, server.url + "/login")
+    data = urllib.parse.urlencode({"_xsrf": xsrf, "token": METRICS_TOKEN}).encode()
+    with pytest.raises(Exception) as e:
+        opener.open(server.url + "/metrics", data=data)
+    assert getattr(e.value, "code", None) in (403, 405)
+    for method in ("POST", "PUT", "DELETE"):
+        assert request(server.url + "/metrics", method=method, raw=b"x",
+                       headers={"Authorization": f"Bearer {METRICS_TOKEN}"})[0] == 405
+    # Hostile query parameters change nothing: the same page, no echo.
+    evil = "?account=B&limit=-1&format=json&name=%3Cscript%3E&table=clusters%00&" + "x=" + "y" * 5000
+    status, text, headers = scrape(server, query=evil)
+    assert status == 200 and headers["Content-Type"].startswith("text/plain") and "<script>" not in text
+    assert "dask_analytics_table_rows" in text
+
+
+def test_metrics_guessing_is_throttled(server):
+    for i in range(10):
+        assert scrape(server, token=f"guess-{i:02d}-" + "z" * 16)[0] == 401
+    status, _, headers = scrape(server, token="guess-again-" + "z" * 16)
+    assert status == 429 and int(headers["Retry-After"]) > 0
+    assert scrape(server)[0] == 429  # even the right one waits out the minute from that address
+
+
+def test_without_a_metrics_token(sqlite_url):
+    # With account tokens: off (403), whichever token is sent.
+    with ServerThread({"store_url": sqlite_url}) as server:
+        token = server.token("A")
+        assert request(server.url + "/metrics", token=token)[0] == 403
+        assert request(server.url + "/metrics")[0] == 403
+        assert request(server.url + "/health")[0] == 200
+    # Without tokens (a local-only server): open, like its API; another Host is refused.
+    with ServerThread({"store_url": sqlite_url, "token_required": False}) as server:
+        assert request(server.url + "/metrics")[0] == 200
+        assert request(server.url + "/metrics", headers={"Host": "evil.example"})[0] == 403
+        assert request(server.url + "/health", headers={"Host": "evil.example"})[0] == 403
+
+
+def test_a_short_metrics_token_is_refused(sqlite_url):
+    with pytest.raises(ValueError, match="at least 16"):
+        ServerThread({"store_url": sqlite_url, "metrics_token": "short"})
+
+
+def test_the_server_prunes_and_counts_it(sqlite_url):
+    from .factories import Cluster
+    from .test_prune import full_cluster as every_kind
+
+    with ServerThread({"store_url": sqlite_url, "metrics_token": METRICS_TOKEN, "retention": 90 * DAY}) as server:
+        server.ctx.store.ingest(every_kind(Cluster("old", t0=time.time() - 100 * DAY), "c-old", ["h1"]))
+        token = server.token("A")
+        c, msgs = full_cluster("A")
+        job = start_retention(server.ctx, delay=0)
+        try:
+            deadline = time.monotonic() + 60
+            while job.runs == 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            # The server keeps taking batches meanwhile and after.
+            assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
+        finally:
+            job.stop()
+        assert job.last["clusters"] == 1
+        text = scrape(server)[1]
+        assert value(text, "dask_analytics_retention_runs_total") == 1
+        assert value(text, "dask_analytics_retention_deleted_total", '{table="clusters"}') == 1
+        assert [r["cluster_id"] for r in server.ctx.store.list_clusters()] == [c.id]
+
+
+def test_server_command_refuses_a_bad_retention(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "dask_analytics_lab.server", "server", "--db", str(tmp_path / "a.db"),
+                        "--retention", "forever", "--session-secret-file", str(tmp_path / "s")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--retention must be a positive duration" in r.stderr
