@@ -233,6 +233,7 @@ PARTS = [
     ("- messages (emit)", "emit", {}),
     ("- profile fetches", "", {"DASK_ANALYTICS__PROFILE__TRANSMIT": "false"}),
     ("- task stream", "", {"DASK_ANALYTICS__TASK_STREAM__TRANSMIT": "false"}),
+    ("- fine metrics", "", {"DASK_ANALYTICS__METRICS__TRANSMIT": "false"}),
 ]
 
 
