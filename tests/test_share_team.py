@@ -17,6 +17,7 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.reports import list_performance_reports
 from dask_analytics_lab.reports.share import NO_TEAM_SERVER, ShareError, report_file, share_computation
 
 from .browser_helpers import free_port
@@ -72,6 +73,9 @@ def test_share_uploads_to_the_team_server_and_a_teammate_opens_it(computation, t
     with configured(team.url, team.ann):
         public = share_computation(cid, store=store)
     assert public["private"] is False and request(public["url"])[0] == 200
+    # list_performance_reports reads where reports go: the team server, the token's account's.
+    with configured(team.url, team.ann):
+        assert {r["id"] for r in list_performance_reports(store=store)} == {row["id"], public["id"]}
 
 
 @pytest.mark.parametrize("case", ["wrong token", "no token", "server down"])
@@ -92,7 +96,7 @@ def test_share_errors_say_what_to_do(computation, team, case):
     else:
         assert "`dask-analytics token create --account team-a --user ann`" in message
         assert "analytics.token" in message
-        assert ("refused the token" in message) is (case == "wrong token")
+        assert ("refused analytics.token" in message) is (case == "wrong token")
 
 
 def test_without_a_team_server_the_link_says_who_opens_it(computation):
@@ -132,7 +136,7 @@ def test_the_widget_shares_privately_and_reports_errors(computation, team):
         assert request(w.share["url"], token=team.bob)[0] == 200
         with configured(team.url, "dal_0123456789abcdef_wrong"):
             w.share_report(wait=True)
-        assert w.share["state"] == "error" and "refused the token" in w.share["message"], w.share
+        assert w.share["state"] == "error" and "refused analytics.token" in w.share["message"], w.share
         assert "dask-analytics token create" in w.share["message"]
 
         w.download_report(wait=True)

@@ -12,6 +12,7 @@ teammates.  Whatever goes wrong is a ShareError whose message says what to do.
 from __future__ import annotations
 
 import getpass
+import re
 
 from .. import config
 from ..store.errors import NotFound, StoreUnavailable
@@ -35,6 +36,13 @@ def _token_advice() -> str:
             "and set analytics.token (or DASK_ANALYTICS__TOKEN) to it")
 
 
+def _reason(error: Exception, server: str) -> str:
+    """The server's reason, without the client's "analytics server <url>: " prefix or the
+    server's own how-to (ours names the account and user)."""
+    text = str(error).removeprefix(f"analytics server {server}: ")
+    return re.split(r" \(|; ", text, maxsplit=1)[0]
+
+
 def _explain(error: Exception, server: str | None) -> ShareError:
     """`error` as a ShareError naming what to do about it."""
     if isinstance(error, ShareError):
@@ -43,7 +51,8 @@ def _explain(error: Exception, server: str | None) -> ShareError:
         if not config.get("analytics.token"):
             return ShareError(f"The team server {server} needs a token and analytics.token is not set: "
                               f"{_token_advice()}.")
-        return ShareError(f"The team server {server} refused the token ({error}): {_token_advice()}.")
+        return ShareError(f"The team server {server} refused analytics.token ({_reason(error, server)}): "
+                          f"{_token_advice()}.")
     if server and isinstance(error, StoreUnavailable):
         return ShareError(f"The team server {server} is not answering ({error}). Start it (`dask-analytics server`) "
                           "or correct analytics.reports.server; Download HTML works without it.")
