@@ -17,7 +17,7 @@ import json
 import re
 import shutil
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import dask.array as da
 import pytest
