@@ -88,6 +88,17 @@ def jupyter_lab(tmp: Path, store_url: str, extra_env: dict | None = None) -> Ite
     """`jupyter lab` with its own config, runtime, data and settings folders under tmp."""
     for d in ("config", "runtime", "data", "settings", "workspaces", "notebooks"):
         (tmp / d).mkdir(parents=True, exist_ok=True)
+    # This checkout's build of the Lab extension, not the one pip installed into the
+    # environment: JupyterLab takes the first it finds, and with JUPYTER_PREFER_ENV_PATH
+    # off the user data folder (JUPYTER_DATA_DIR) comes before the environment's.
+    built = Path(__file__).resolve().parent.parent / "dask_analytics_lab" / "labextension"
+    prefer_env = {}
+    if (built / "package.json").is_file():
+        (tmp / "data" / "labextensions").mkdir(exist_ok=True)
+        link = tmp / "data" / "labextensions" / "dask-analytics-lab"
+        if not link.exists():
+            link.symlink_to(built, target_is_directory=True)
+        prefer_env = {"JUPYTER_PREFER_ENV_PATH": "0"}
     _quiet_settings(tmp / "settings")
     port, token = free_port(), secrets.token_hex(16)
     env = {
@@ -97,6 +108,7 @@ def jupyter_lab(tmp: Path, store_url: str, extra_env: dict | None = None) -> Ite
         "JUPYTER_DATA_DIR": str(tmp / "data"),
         "DASK_ANALYTICS__STORE": store_url,
         "PYTHONUNBUFFERED": "1",
+        **prefer_env,
         **(extra_env or {}),
     }
     log = tmp / "jupyter.log"

@@ -202,7 +202,8 @@ def test_code_and_cluster_views(page):
 
 
 def test_share_button_link_opens_the_report(page):
-    page.locator(".dal-monitor .dal-share button.dal-btn").click()
+    page.locator(".dal-monitor .dal-share-toggle").first.click()
+    page.locator(".dal-monitor .dal-share-create").first.click()
     link = page.locator(".dal-monitor .dal-share-url")
     link.wait_for(timeout=60_000)
     href = link.get_attribute("href")
@@ -261,7 +262,8 @@ def test_sidebar_lists_the_cluster_and_opens_a_computation(page):
     time.sleep(0.6)
     page.screenshot(path=save("lab-sidebar-panel.png"))
     # The panel's share button works too (no kernel involved).
-    panel.locator(".dal-share button.dal-btn").click()
+    panel.locator(".dal-share-toggle").click()
+    panel.locator(".dal-share-create").click()
     link = panel.locator(".dal-share-url")
     link.wait_for(timeout=60_000)
     assert "/dask-analytics/reports/" in link.get_attribute("href")

@@ -234,36 +234,72 @@ class LabInfo(_LabHandler):
         self.finish(self.info)
 
 
+def _share_body(body: bytes | None) -> dict:
+    """{"computation_id": str, "private": bool} of a share or download request; ValueError if not."""
+    try:
+        body = json.loads(body or b"{}")
+        computation_id = body["computation_id"]
+        private = body.get("private", False)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError from None
+    if not isinstance(computation_id, str) or not 0 < len(computation_id) <= 200 or not isinstance(private, bool):
+        raise ValueError
+    return {"computation_id": computation_id, "private": private}
+
+
 class ShareHandler(_LabHandler):
-    """POST {base}dask-analytics/lab/share {"computation_id"}: the sidebar panel's
-    "Share report" button; the same report the notebook's button makes."""
+    """POST {base}dask-analytics/lab/share {"computation_id", "private"?}: the sidebar
+    panel's "Share report" button; the same report the notebook's button makes, uploaded
+    to the team server when one is configured (reports/share.py).  A failure is 502 with
+    a message that says what to do."""
 
     max_buffered_body = 16 * 1024  # BodyAfterLogin: {"computation_id": ...} is small
+    fields = ("id", "url", "json_url", "title", "local", "private", "server", "hint")
 
     def initialize(self, store_url: str) -> None:
         self.store_url = store_url
+
+    def _bad_body(self) -> None:
+        self.set_status(400)
+        self.finish({"error": 'the body must be {"computation_id": "<id>", "private": true|false}', "status": 400})
 
     async def post(self) -> None:
         from ..reports.share import share_computation
 
         try:
-            body = json.loads(self.request.body or b"{}")
-            computation_id = body["computation_id"]
-            if not isinstance(computation_id, str) or not 0 < len(computation_id) <= 200:
-                raise ValueError
-        except (ValueError, KeyError, TypeError):
-            self.set_status(400)
-            self.finish({"error": 'the body must be {"computation_id": "<id>"}', "status": 400})
-            return
+            args = _share_body(self.request.body)
+        except ValueError:
+            return self._bad_body()
         try:
-            row = await asyncio.to_thread(share_computation, computation_id, store=self.store_url)
+            row = await asyncio.to_thread(share_computation, args["computation_id"], store=self.store_url,
+                                          private=args["private"])
         except Exception as e:
-            logger.warning("dask-analytics: share report of %s failed: %r", computation_id, e)
-            self.set_status(500)
-            self.finish({"error": str(e), "status": 500})
+            logger.warning("dask-analytics: share report of %s failed: %s", args["computation_id"], e)
+            self.set_status(502)
+            self.finish({"error": str(e), "status": 502})
             return
         self.set_status(201)
-        self.finish({"report": {k: row.get(k) for k in ("id", "url", "json_url", "title", "local")}})
+        self.finish({"report": {k: row.get(k) for k in self.fields}})
+
+
+class ReportFileHandler(ShareHandler):
+    """POST {base}dask-analytics/lab/report-file {"computation_id"}: the panel's
+    "Download HTML": {"filename", "html"}, the report as one file, stored nowhere."""
+
+    async def post(self) -> None:
+        from ..reports.share import report_file
+
+        try:
+            args = _share_body(self.request.body)
+        except ValueError:
+            return self._bad_body()
+        try:
+            filename, page = await asyncio.to_thread(report_file, args["computation_id"], store=self.store_url)
+        except Exception as e:
+            self.set_status(502)
+            self.finish({"error": str(e), "status": 502})
+            return
+        self.finish({"filename": filename, "html": page})
 
 
 def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
@@ -279,6 +315,7 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
     info = {"prefix": prefix, "store": _mask(store_url), "mounted": True}
     lab = [
         (url_path_join(prefix, "lab", "share"), ShareHandler, {"store_url": store_url}),
+        (url_path_join(prefix, "lab", "report-file"), ReportFileHandler, {"store_url": store_url}),
         (url_path_join(prefix, "lab-info"), LabInfo, {"info": info}),
     ]
     specs = [URLSpec(path, jupyter_handler(cls, api=True), kwargs) for path, cls, kwargs in lab]

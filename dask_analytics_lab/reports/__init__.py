@@ -10,8 +10,9 @@
 as always.  On leaving the block it also gathers a machine-readable twin (summary,
 task groups, task stream, profile) and stores both in `analytics.store`:
 
-- an http(s):// store (a `dask-analytics server`): uploaded with `analytics.token`;
-  the link is the server's, and the server decides the account (the token's);
+- a team server (`analytics.reports.server`, else an http(s):// store: a `dask-analytics
+  server`): uploaded with `analytics.token`, whatever store the computation is in; the
+  link is the server's, and the server decides the account (the token's);
 - an embedded SQLite/PostgreSQL store: written straight into it.  The link is one that
   opens (publish.link_base): `analytics.reports.base-url` when set (a `dask-analytics
   server` on the same store); in a kernel of a Jupyter server that serves this store,

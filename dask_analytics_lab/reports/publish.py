@@ -1,6 +1,10 @@
 """Storing a report and listing stored ones, in `analytics.store` or the store named:
 uploaded to a `dask-analytics server`, or written straight into an embedded store.
-Every link follows one rule (`link_base`): it opens, or there is none."""
+Every link follows one rule (`link_base`): it opens, or there is none.
+
+With a team server (`team_server`: `analytics.reports.server`, or a server store) a
+report is uploaded to it with `analytics.token`, whatever store the computation is in:
+its link is the server's, for the token's account."""
 from __future__ import annotations
 
 import getpass
@@ -14,9 +18,8 @@ from . import kernel_server
 from .rows import check_report, make_row, public_row, report_links
 
 # Printed under a file:// link: how to get one a teammate can open.
-SHARE_HINT = ("Only this machine opens that file. For a link a teammate can open, run `dask-analytics server` "
-              "(it serves this store) and set analytics.reports.base-url to its URL, or record to it with "
-              "analytics.store.")
+SHARE_HINT = ("Only this machine opens that file. For a link a teammate can open, set analytics.reports.server "
+              "to a `dask-analytics server` (with analytics.token), or record to it with analytics.store.")
 
 
 def link_base(store_url: str) -> str | None:
@@ -57,9 +60,25 @@ def _with_links(row: dict, base: str | None) -> dict:
     return dict(row, url=file_link(row["filename"]), json_url=None)
 
 
-def _target(store: str | None) -> tuple[str, Any]:
-    """(store URL, reader): an HttpReader for a server, else the embedded Store."""
+def team_server(store: str | None = None) -> str | None:
+    """The team server reports go to: `analytics.reports.server` when set, else the
+    store (`store`, or `analytics.store`) when it is a server; None: reports stay in an
+    embedded store, and only people who reach this machine open their links."""
+    configured = config.get("analytics.reports.server")
+    if configured:
+        url = config.validate_store(configured, "analytics.reports.server")
+        if not _is_server(url):
+            raise config.ConfigError(f"analytics config: analytics.reports.server = {configured!r} is not valid; "
+                                     "expected the http(s):// URL of a `dask-analytics server`")
+        return url.rstrip("/")
     url = config.validate_store(store if store is not None else config.get("analytics.store"))
+    return url if _is_server(url) else None
+
+
+def _target(store: str | None) -> tuple[str, Any]:
+    """(URL, reader) reports are stored through: the team server's HttpReader (team_server)
+    with `analytics.token`, else the embedded Store."""
+    url = team_server(store) or config.validate_store(store if store is not None else config.get("analytics.store"))
     return url, open_reader(url)
 
 

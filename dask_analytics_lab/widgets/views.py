@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import traitlets as t
 
@@ -92,38 +92,70 @@ class GpuMetrics(LiveView):
 
 
 class ShareMixin:
-    """The "Share report" button's kernel half: {type: "share"} -> a stored report's link."""
+    """The "Share report" button's kernel half (js/widgets/share.ts):
+
+    - {type: "share", private} -> a stored report; its link (or what to do) in `share`;
+    - {type: "download"} -> the report as one HTML file, sent back as
+      {type: "download", filename} with the page in a buffer, or {type: "download", error}.
+    """
 
     def _init_share(self) -> None:
         self.on_msg(self._on_share_msg)
 
     def _on_share_msg(self, _widget: Any, content: dict, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("type") == "share":
-            self.share_report()
-
-    def share_report(self, *, wait: bool = False) -> None:
-        """Make a report of the chosen computation, store it, and put its link in `share`."""
-        computation_id = self.computation_id
-        if not computation_id:
-            self.share = {"state": "error", "message": "Choose a computation first."}
+        if not isinstance(content, dict):
             return
-        self.share = {"state": "working", "message": ""}
+        if content.get("type") == "share":
+            self.share_report(private=bool(content.get("private")))
+        elif content.get("type") == "download":
+            self.download_report()
 
-        def work() -> None:
-            from ..reports.share import share_computation
-
-            try:
-                row = share_computation(computation_id, store=self.store)
-                self.share = {"state": "done", "url": row["url"], "id": row.get("id"), "local": row.get("local", False),
-                              "message": ""}
-            except Exception as e:
-                self.share = {"state": "error", "message": f"Could not make the report: {e}"}
-
+    def _off_thread(self, work: Callable[[], None], wait: bool) -> None:
         # Off the kernel's main thread: reading a big profile must not freeze the notebook.
         thread = threading.Thread(target=work, name="dask-analytics-share", daemon=True)
         thread.start()
         if wait:
             thread.join()
+
+    def share_report(self, *, private: bool = False, wait: bool = False) -> None:
+        """Make a report of the chosen computation, store it, and put its link in `share`."""
+        computation_id = self.computation_id
+        if not computation_id:
+            self.share = {"state": "error", "message": "Choose a computation first."}
+            return
+        self.share = {"state": "working", "private": private, "message": ""}
+
+        def work() -> None:
+            from ..reports.share import share_computation
+
+            try:
+                row = share_computation(computation_id, store=self.store, private=private)
+                self.share = {"state": "done", "url": row["url"], "id": row.get("id"), "local": row["local"],
+                              "private": row["private"], "server": row["server"], "message": row["hint"] or ""}
+            except Exception as e:  # a ShareError says what to do; anything else, what broke
+                self.share = {"state": "error", "private": private, "message": str(e)}
+
+        self._off_thread(work, wait)
+
+    def download_report(self, *, wait: bool = False) -> None:
+        """Send the chosen computation's report, one self-contained HTML file, to the views."""
+        computation_id = self.computation_id
+
+        def work() -> None:
+            from ..reports.share import report_file
+
+            if not computation_id:
+                self.send({"type": "download", "error": "Choose a computation first."})
+                return
+            try:
+                filename, page = report_file(computation_id, store=self.store)
+            except Exception as e:
+                self.send({"type": "download", "error": str(e)})
+                return
+            # A buffer, not JSON: the page is megabytes of script and data.
+            self.send({"type": "download", "filename": filename}, [page.encode("utf-8")])
+
+        self._off_thread(work, wait)
 
 
 class ShareButton(ShareMixin, LiveView):

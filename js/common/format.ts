@@ -1,4 +1,5 @@
 // Number, time and size formatting shared by every view.
+import { now } from "./clock.js";
 
 export function duration(s) {
   if (s == null || !isFinite(s)) return "–";
@@ -65,9 +66,10 @@ export function datetime(t) {
     `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+/** "5m 02s ago", against the views' clock (a report's moment, in a report). */
 export function ago(t) {
   if (!t) return "–";
-  const s = Date.now() / 1000 - t;
+  const s = now() - t;
   if (s < 5) return "just now";
   return `${duration(s).replace(/\.\d+ s$/, " s")} ago`;
 }

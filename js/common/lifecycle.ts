@@ -7,6 +7,7 @@
 // them decides "lost" from a clock of its own.
 import { h } from "./dom.js";
 import * as fmt from "./format.js";
+import { now as clockNow, frozen } from "./clock.js";
 
 /** "live" | "stopped" | "lost" as the store says; "unknown" for no row. */
 export function clusterStatus(c) {
@@ -24,7 +25,7 @@ export function clusterEnded(c) {
 }
 
 /** Seconds from start to its end, or to `now` while live (it never counts past `ended`). */
-export function clusterUptime(c, now = Date.now() / 1000) {
+export function clusterUptime(c, now = clockNow()) {
   if (!c || c.started == null) return null;
   const ended = clusterEnded(c);
   if (ended != null) return Math.max(ended - c.started, 0);
@@ -59,9 +60,16 @@ export function statusTitle(c) {
   return "";
 }
 
-/** The status badge: pass a cluster row (or a status string). */
+/** The status badge: pass a cluster row (or a status string).  In a report (a frozen
+ *  clock) a cluster live when it was made says so, "live then", not "live". */
 export function statusBadge(c) {
   const status = typeof c === "string" ? c : clusterStatus(c);
+  const then = frozen();
+  if (then != null && status === "live") {
+    return h("span.dal-badge.live.frozen", { dataset: { status },
+      title: `Its scheduler was sending heartbeats when this report was made, ${fmt.datetime(then)}` },
+      h("span.dal-dot"), "live then");
+  }
   return h(`span.dal-badge.${status}`, { title: typeof c === "string" ? "" : statusTitle(c), dataset: { status } },
     h("span.dal-dot"), STATUS_TEXT[status] || status);
 }
@@ -69,7 +77,7 @@ export function statusBadge(c) {
 /** Seconds a computation ran: to its stop; to `now` only while it runs.  A computation
  *  that ended without a stop time (recorded before stops were kept) shows its last
  *  update, never a duration that grows forever. */
-export function computationDuration(c, now = Date.now() / 1000) {
+export function computationDuration(c, now = clockNow()) {
   if (!c || !c.start) return null;
   if (c.stop && c.stop >= c.start) return c.stop - c.start;
   if (!c.state || c.state === "running") return Math.max(now - c.start, 0);

@@ -37,7 +37,10 @@ export class RestModel extends LocalModel {
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
       samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
     });
-    this.onSend = (msg: any) => { if (msg?.type === "share") void this.share(); };
+    this.onSend = (msg: any) => {
+      if (msg?.type === "share") void this.share(!!msg.private);
+      else if (msg?.type === "download") void this.download();
+    };
     this.on("change:computation_id", () => this.selected());
     this.on("change:follow", () => { if (this.get("follow")) this.poke(); });
     this.on("change:profile_prefix", () => { this.loadedProfile = null; this.poke(); });
@@ -148,15 +151,30 @@ export class RestModel extends LocalModel {
     return running || clusterStatus(cluster) === "live";
   }
 
-  private async share(): Promise<void> {
+  private async share(isPrivate: boolean): Promise<void> {
     const compId = this.get("computation_id");
     if (!compId) return;
-    this.set("share", { state: "working" });
+    this.set("share", { state: "working", private: isPrivate });
     try {
-      const { report } = await post("lab/share", { computation_id: compId });
-      this.set("share", { state: "done", url: report.local ? reportUrl(report.id) : report.url, id: report.id, local: false });
+      // Uploaded to the team server when this Jupyter server has one configured; the
+      // server's answer says where, and what to do when it cannot.
+      const { report } = await post("lab/share", { computation_id: compId, private: isPrivate });
+      this.set("share", { state: "done", url: report.local ? reportUrl(report.id) : report.url, id: report.id,
+        local: false, private: report.private, server: report.server, message: report.hint || "" });
     } catch (e: any) {
-      this.set("share", { state: "error", message: `Could not make the report: ${e?.message || e}` });
+      this.set("share", { state: "error", private: isPrivate, message: String(e?.message || e) });
+    }
+  }
+
+  /** "Download HTML": the report as one file, answered as the kernel answers a widget. */
+  private async download(): Promise<void> {
+    const compId = this.get("computation_id");
+    try {
+      if (!compId) throw new Error("Choose a computation first.");
+      const { filename, html } = await post("lab/report-file", { computation_id: compId });
+      this.trigger("msg:custom", { type: "download", filename, html });
+    } catch (e: any) {
+      this.trigger("msg:custom", { type: "download", error: String(e?.message || e) });
     }
   }
 }

@@ -6,6 +6,7 @@ import { timeChart } from "../common/chart.js";
 import { readTable, tableTraits } from "../common/table.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { onScreen } from "../common/onscreen.js";
+import { frozen } from "../common/clock.js";
 
 // The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.ts.
 export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
@@ -63,7 +64,7 @@ export function clusterSummary(c, samples, now = Date.now() / 1000) {
   if (charts) box.append(charts);
   const p = c.platform || {};
   box.append(h("div.dal-section", "Cluster"),
-    kv({ id: c.cluster_id, status, address: c.address, user: c.user, account: c.account,
+    kv({ id: c.cluster_id, status: frozen() != null && live ? "live when the report was made" : status, address: c.address, user: c.user, account: c.account,
       ended: ended != null ? `${fmt.clock(ended)} (${status === "lost" ? "last seen; it never said it stopped" : c.stop_reason || "closed"})` : null,
       "idle shutdown": c.idle_shutdown ? "yes" : null, "dropped messages": c.dropped_messages || null }),
     h("div.dal-section", "Versions"), kv(c.versions),

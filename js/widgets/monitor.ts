@@ -65,7 +65,8 @@ function render({ model, el }) {
   const tabs = h("div.dal-tabs", { role: "tablist" });
   const panes = h("div");
   const share = shareControl(model);
-  const main = h("div.dal-main", tabs, panes);
+  // The share panel opens under the tab bar: a link or a message never crowds the tabs.
+  const main = h("div.dal-main", tabs, share.panel, panes);
   // The header: the logo, the cluster's name (in a notebook, the cluster picker: any
   // recorded cluster; a shared report or a Lab panel shows one), then what drawHeader
   // redraws.  The picker stays put through redraws, so its focus and list do too.
