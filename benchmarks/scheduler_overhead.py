@@ -257,6 +257,8 @@ def parts(repeats: int, n: int, store: str, workloads: list[str]) -> None:
                 base = (before + _run_once(off, work, n)) / 2  # off before and after: drift cancels
                 for label, v in runs:
                     extra[label].append((v / base - 1) * 100)
+                print(f"  round {r + 1}: off {base:.1f} us/task; " + ", ".join(
+                    f"{label.lstrip('- ')} {extra[label][-1]:+.1f}%" for label, _ in variants), flush=True)
             full = statistics.median(extra["all on"])
             print(f"\n1c. {name}: loop CPU per task over no analytics, with parts switched off"
                   f" ({repeats} rounds, median)\n")
