@@ -11,6 +11,8 @@
 2. One snapshot's cost at 10, 100, 1,000 task groups, and at 10k vs 1M tasks in
    10 groups (real TaskGroup/Computation objects, counts set directly).
 3. The plugin's memory after 50, 100 and 200 computations.
+(1c, --parts: the with/without difference with one part of analytics off at a time;
+1d, --gc: the garbage collector's CPU on the event loop, with and without.)
 """
 from __future__ import annotations
 
@@ -108,6 +110,68 @@ def _median_ci(values: list[float]) -> float:
     return (v[n - 1 - k] - v[k]) / 2
 
 
+def _gc_watch(dask_scheduler) -> None:
+    """Runs on the scheduler: count the event-loop thread's CPU inside the garbage
+    collector (gc.callbacks), per generation."""
+    import gc
+    import threading
+    import time as t
+
+    if getattr(dask_scheduler, "_bench_gc", None) is not None:
+        return
+    loop_thread = threading.get_ident()
+    stats = dask_scheduler._bench_gc = {"cpu": [0.0, 0.0, 0.0], "n": [0, 0, 0], "t0": 0.0}
+
+    def callback(phase, info):
+        if threading.get_ident() != loop_thread:
+            return
+        if phase == "start":
+            stats["t0"] = t.thread_time()
+        else:
+            g = info["generation"]
+            stats["cpu"][g] += t.thread_time() - stats["t0"]
+            stats["n"][g] += 1
+
+    gc.callbacks.append(callback)
+
+
+def _gc_stats(dask_scheduler) -> dict:
+    import gc
+
+    s = dask_scheduler._bench_gc
+    return {"cpu": list(s["cpu"]), "n": list(s["n"]), "objects": len(gc.get_objects())}
+
+
+def gc_share(off: "Cluster", on: "Cluster", repeats: int, n: int) -> None:
+    """The collector's CPU on the event loop, with and without analytics: a cost no
+    hook of the plugin's pays, that grows with every object the process holds (the
+    store's libraries, imported in the scheduler, are tens of thousands)."""
+    for c in (off, on):
+        c.client.run_on_scheduler(_gc_watch)
+    print(f"\n1d. Garbage collection on the event loop ({repeats} rounds of client.map, ~{n} tasks)\n")
+    print(f"{'cluster':<10} {'objects':>9} {'gen2 runs':>10} {'gc us/task':>11} {'of which gen2':>14} {'loop us/task':>13}")
+    work = WORKLOADS["client.map"]
+    totals = {id(c): [0.0, 0.0, 0, 0.0, 0] for c in (off, on)}
+    for _ in range(repeats):
+        for c in (off, on):
+            s0 = c.client.run_on_scheduler(_gc_stats)
+            loop0 = _loop_cpu(c.client)
+            work(c.client, n)
+            loop1 = _loop_cpu(c.client)
+            s1 = c.client.run_on_scheduler(_gc_stats)
+            tot = totals[id(c)]
+            tot[0] += sum(s1["cpu"]) - sum(s0["cpu"])
+            tot[1] += s1["cpu"][2] - s0["cpu"][2]
+            tot[2] += s1["n"][2] - s0["n"][2]
+            tot[3] += loop1 - loop0
+            tot[4] += _tasks_in_last(c.client)
+    for label, c in (("off", off), ("on", on)):
+        gc_cpu, gen2, runs, loop, tasks = totals[id(c)]
+        objects = c.client.run_on_scheduler(_gc_stats)["objects"]
+        print(f"{label:<10} {objects:>9} {runs:>10} {gc_cpu / tasks * 1e6:>11.1f} {gen2 / tasks * 1e6:>14.1f}"
+              f" {loop / tasks * 1e6:>13.1f}")
+
+
 def overhead(repeats: int, n: int, store: str) -> None:
     off, on = Cluster(False, store), Cluster(True, store)
     try:
@@ -130,6 +194,7 @@ def overhead(repeats: int, n: int, store: str) -> None:
         print("\n(extra: median of each round's on/off ratio; round spread: half the interquartile range of"
               " those ratios; median +/-: half-width of a ~95% interval of the median, in points. Each run"
               " includes 1.2 s idle, so the plugin's ticks are counted)")
+        gc_share(off, on, max(3, repeats // 3), n)
         own_share(on.client, n)
         memory(on.client)
     finally:
@@ -349,11 +414,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--tasks", type=int, default=20_000, help="tasks per workload run (approximate)")
     parser.add_argument("--store", default=None, help="store URL (default: a temporary SQLite file)")
+    parser.add_argument("--gc", action="store_true", help="only section 1d, garbage collection with and without")
     parser.add_argument("--parts", nargs="*", metavar="WORKLOAD", default=None,
                         help="only section 1c, where the cost goes, for these workloads (default: client.map)")
     args = parser.parse_args()
     store = args.store or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     dask.config.set({"distributed.admin.tick.limit": "1h"})
+    if args.gc:
+        off, on = Cluster(False, store), Cluster(True, store)
+        try:
+            gc_share(off, on, args.repeats, args.tasks)
+        finally:
+            off.close()
+            on.close()
+        return
     if args.parts is not None:
         parts(args.repeats, args.tasks, store, args.parts or ["client.map"])
         return
