@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import hmac
 import time
+from importlib.metadata import version
 
-from .. import __version__
 from .base import BaseHandler
 from .errors import ApiError
+
+# From the installed distribution, not the package: importing the package root from here
+# would close an import loop (package -> lab -> serverext -> server.routes -> here).
+__version__ = version("dask-analytics-lab")
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
