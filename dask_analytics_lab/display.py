@@ -43,3 +43,31 @@ def label_of(groups: list[dict]) -> str:
         if p not in names:
             names.append(p)
     return ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
+
+
+def downsample(rows: list[dict], most: int, time_key: str = "time") -> list[dict]:
+    """At most `most` rows, evenly spread over time, always keeping the newest."""
+    if len(rows) <= most:
+        return rows
+    step = len(rows) / most
+    picked = [rows[math.floor(i * step)] for i in range(most - 1)]
+    picked.append(rows[-1])
+    return picked
+
+
+def gpu_series(rows: list[dict], most: int) -> list[dict]:
+    """GPU samples downsampled per (worker, GPU), each series at most `most` points."""
+    by_gpu: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_gpu.setdefault((r.get("worker"), r.get("gpu_uuid")), []).append(r)
+    return [r for series in by_gpu.values() for r in downsample(series, most)]
+
+
+# What the task stream view draws of a stored row (list_task_stream's).
+STREAM_KEYS = ("start", "stop", "worker", "thread", "prefix", "state", "n_tasks", "busy", "binned")
+
+
+def stream_rows(rows: list[dict]) -> list[dict]:
+    """A task stream as the views take it: the drawn fields only (a widget's comm and a
+    report carry up to tens of thousands of them)."""
+    return clean([{k: r.get(k) for k in STREAM_KEYS} for r in rows])

@@ -194,6 +194,9 @@ def test_code_and_cluster_views(page):
     # Where the time went: one bar per task group (of the array computation chosen above).
     page.locator(".dal-monitor .dal-tab", has_text="Time").click()
     page.wait_for_selector(".dal-monitor .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000)
+    # When and where each task ran: the live kernel's monitor.
+    page.locator(".dal-monitor .dal-tab", has_text="Task stream").click()
+    page.wait_for_selector(".dal-monitor .dal-stream .dal-legend span[data-prefix=random_sample]", timeout=30_000)
     page.locator(".dal-monitor .dal-tab", has_text="Cluster").click()
     page.wait_for_selector(".dal-monitor .dal-kpi", timeout=30_000)
     assert "workers" in page.locator(".dal-monitor .dal-cards").inner_text().lower()
@@ -270,6 +273,8 @@ def test_sidebar_lists_the_cluster_and_opens_a_computation(page):
     # The Time tab in the panel: the array computation's groups, one bar each.
     panel.locator(".dal-tab", has_text="Time").click()
     page.wait_for_selector(".dal-lab-panel .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000)
+    panel.locator(".dal-tab", has_text="Task stream").click()
+    page.wait_for_selector(".dal-lab-panel .dal-stream .dal-legend span[data-prefix=random_sample]", timeout=30_000)
     panel.locator(".dal-tab", has_text="Task groups").click()
 
 

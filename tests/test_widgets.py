@@ -10,7 +10,8 @@ import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 
 from dask_analytics_lab import display  # noqa: E402
 from dask_analytics_lab.widgets import _feed  # noqa: E402
-from dask_analytics_lab.widgets._sync import KeyedTable, downsample  # noqa: E402
+from dask_analytics_lab.display import downsample  # noqa: E402
+from dask_analytics_lab.widgets._sync import KeyedTable  # noqa: E402
 from dask_analytics_lab.widgets.monitor_widget import MonitorWidget  # noqa: E402
 from dask_analytics_lab.widgets.views import Flamegraph, TaskGroups  # noqa: E402
 

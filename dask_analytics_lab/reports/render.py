@@ -2,9 +2,9 @@
 
 distributed's `performance_report` records what happens inside a `with` block, so it
 cannot describe a computation that already ran.  The share button instead renders the
-computation from the store: the monitor's own views (task groups, time breakdown, profile flamegraph,
-code, cluster) over the stored rows, in one HTML file with its JavaScript inlined,
-plus the machine-readable twin (the same rows as JSON); share.py stores them through
+computation from the store: the monitor's own views (task groups, time breakdown, task
+stream, profile flamegraph, code, cluster, GPU) over the stored rows, in one HTML file
+with its JavaScript inlined, plus the machine-readable twin (the same rows as JSON); share.py stores them through
 publish.py like any other performance report (the "Share report" buttons).
 
 It honours the privacy switches of both this process's config and the cluster's
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..display import clean, label_of
+from ..display import clean, gpu_series, label_of, stream_rows
 from ..readers import open_reader
 from .privacy import recorded_switches
 
@@ -76,6 +76,10 @@ def computation_duration(row: dict, now: float) -> float | None:
 
 
 CODE_FIELDS = ("code", "code_line", "code_frames", "code_hashes")
+# The collector bounds a computation's task stream (rows, then bins); this bounds a report.
+STREAM_ROWS = 50_000
+GPU_ROWS = 200_000  # the cluster's samples read, before the computation's window is cut out
+GPU_POINTS = 600  # per GPU: about one per pixel of a chart
 
 
 def computation_report(computation_id: str, *, store: str | None = None) -> tuple[str, dict, dict]:
@@ -98,6 +102,10 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
                else dask_profile.create())
     samples = [s for s in clean(reader.list_cluster_samples(detail["cluster_id"], limit=10_000))
                if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5]
+    stream = stream_rows(reader.list_task_stream(computation_id, limit=STREAM_ROWS))
+    until = (detail.get("stop") or now) + 5
+    gpu = clean(gpu_series([g for g in reader.list_gpu_metrics(cluster_id=detail["cluster_id"], limit=GPU_ROWS)
+                            if detail["start"] - 5 <= g["time"] <= until], GPU_POINTS))
     label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
     state = {
@@ -112,12 +120,13 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "exceptions": exceptions,
         "code": code,
         "metrics": metrics,
+        "task_stream": stream,
         "profile": profile,
         "profile_title": label,
         "computations_base": {"v": 0, "rows": [row]},
         "groups_base": {"v": 0, "rows": groups},
         "samples_base": {"v": 0, "rows": samples},
-        "gpu_base": {"v": 0, "rows": []},
+        "gpu_base": {"v": 0, "rows": gpu},
     }
     duration = computation_duration(detail, now)
     title = f"{label} — Dask performance report"
@@ -139,7 +148,8 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         },
         "computations": [detail],
         "task_groups": [dict(g, computation_id=computation_id) for g in groups],
-        "task_stream": [],
+        "task_stream": stream,
+        "gpu": gpu,
         "metrics": metrics,
         "exceptions": exceptions,
         "code": code,

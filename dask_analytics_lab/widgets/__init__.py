@@ -15,6 +15,7 @@ _CLASSES = {
     "MonitorWidget": "monitor_widget",
     "TaskGroups": "views",
     "TimeBreakdown": "views",
+    "TaskStream": "views",
     "Flamegraph": "views",
     "CodeSnippets": "views",
     "ClusterSummary": "views",

@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from .. import api
-from ..display import clean, label_of
-from ._sync import KeyedTable, downsample
+from ..display import clean, downsample, gpu_series, label_of, stream_rows
+from ._sync import KeyedTable
 from ._ticker import TICKER
 
 MAX_COMPUTATIONS = 50
@@ -30,6 +30,9 @@ GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sa
 # Seconds after its stop during which a computation's fine performance metrics may still
 # land: they come with the workers' heartbeats, after its last task.
 METRICS_AFTER = 10.0
+STREAM_EVERY = 2.0  # seconds between reads of a running computation's task stream
+# The collector bounds a computation's stream (rows, then bins): this only guards the comm.
+STREAM_ROWS = 50_000
 
 
 def is_live(cluster: dict | None) -> bool:
@@ -115,7 +118,7 @@ class Feed:
                 w = self.w
                 if "groups" in self.tables:
                     self.tables["groups"].replace([])
-                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("metrics", []), ("profile", {}),
+                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("metrics", []), ("task_stream", []), ("profile", {}),
                                     ("runs", {}), ("profile_prefixes", []), ("profile_prefix", "")):
                     if w.has_trait(name):
                         setattr(w, name, empty)
@@ -136,6 +139,8 @@ class Feed:
         self._profile_tries = 0
         self._profile_next = 0
         self._profile_key: tuple | None = None
+        self._stream_next = 0
+        self._stream_done = False
 
     def _prefix_changed(self, _change: Any = None) -> None:
         """Another task prefix chosen in the flamegraph: read its profile now."""
@@ -173,6 +178,8 @@ class Feed:
             live |= self._poll_computation(self._selected, store)
         if w.has_trait("profile"):
             live |= self._poll_profile(cluster_id, store)
+        if self._selected and w.has_trait("task_stream"):
+            live |= self._poll_stream(self._selected, store)
         if cluster_id and "gpu" in self.tables:
             self._poll_gpu(cluster_id, store)
         if w.has_trait("clusters"):
@@ -347,6 +354,21 @@ class Feed:
             self._profile_loaded = True
         return False
 
+    def _poll_stream(self, computation_id: str, store: str | None) -> bool:
+        """Every few seconds while it runs; after its stop, until its last rows (sent on
+        the collector's next tick, binned ones sealed) have landed."""
+        w = self.w
+        if self._stream_done or self.ticks < self._stream_next:
+            return False
+        self._stream_next = self.ticks + max(1, round(STREAM_EVERY / max(w.interval, 0.1)))
+        settled = (self._comp_state not in (None, "running") and self._comp_stop is not None
+                   and time.time() - self._comp_stop > FINAL_AFTER)
+        rows = stream_rows(api.list_task_stream(computation_id, limit=STREAM_ROWS, store=store))
+        if rows != w.task_stream:
+            w.task_stream = rows
+        self._stream_done = settled
+        return not settled
+
     def _set_profile(self, tree: dict) -> None:
         # Sent when it changed: a live profile only grows, another prefix's is another.
         key = (getattr(self.w, "profile_prefix", ""), tree.get("count"))
@@ -361,9 +383,5 @@ class Feed:
             return  # a stopped or lost cluster's samples are all in
         rows = api.list_gpu_metrics(cluster_id, store=store)
         self._gpu_seen = len(rows)
-        by_gpu: dict[tuple, list[dict]] = {}
-        for r in rows:
-            by_gpu.setdefault((r.get("worker"), r.get("gpu_uuid")), []).append(r)
-        kept = [r for series in by_gpu.values() for r in downsample(series, MAX_GPU_POINTS)]
-        self.tables["gpu"].update(clean(kept))
+        self.tables["gpu"].update(clean(gpu_series(rows, MAX_GPU_POINTS)))
 

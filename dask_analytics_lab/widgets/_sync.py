@@ -11,7 +11,6 @@ while a view's module is still loading).  js/common/table.ts is the receiving ha
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Hashable, Iterable
 
 
@@ -94,13 +93,3 @@ class KeyedTable:
     def _send_patch(self) -> None:
         setattr(self.owner, f"{self.name}_patch",
                 {"v": self.version, "rows": list(self._patch.values()), "removed": list(self._removed)})
-
-
-def downsample(rows: list[dict], most: int, time_key: str = "time") -> list[dict]:
-    """At most `most` rows, evenly spread over time, always keeping the newest."""
-    if len(rows) <= most:
-        return rows
-    step = len(rows) / most
-    picked = [rows[math.floor(i * step)] for i in range(most - 1)]
-    picked.append(rows[-1])
-    return picked

@@ -12,7 +12,7 @@ from .views import ShareMixin
 
 class MonitorWidget(ShareMixin, LiveView):
     """One cluster: its computations (newest first), the chosen one's task groups,
-    time breakdown, profile and code, the cluster summary, GPU metrics, and a Share-report button.
+    time breakdown, task stream, profile and code, the cluster summary, GPU metrics, and a Share-report button.
 
     A picker over the store's recorded clusters (`clusters`, newest first) switches
     every tab to another cluster's history (the browser sets `cluster_id` and turns
@@ -39,6 +39,8 @@ class MonitorWidget(ShareMixin, LiveView):
     code = t.List().tag(sync=True)
     # Where the chosen computation's time went: get_computation()["metrics"].
     metrics = t.List().tag(sync=True)
+    # When each of its tasks ran, on which worker and thread: list_task_stream()'s rows.
+    task_stream = t.List().tag(sync=True)
     profile = t.Dict().tag(sync=True)
     profile_title = t.Unicode("").tag(sync=True)
     profile_prefixes = t.List().tag(sync=True)

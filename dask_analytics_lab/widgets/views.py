@@ -37,6 +37,19 @@ class TimeBreakdown(LiveView):
         super().__init__(computation_id=computation_id, **kwargs)
 
 
+class TaskStream(LiveView):
+    """When each task of a computation ran, on which worker and thread (binned per
+    worker and prefix past the collector's limit), live while it runs."""
+
+    _esm = bundle("stream")
+    computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
+    computation = t.Dict().tag(sync=True)
+    task_stream = t.List().tag(sync=True)
+
+    def __init__(self, computation_id: str, **kwargs: Any):
+        super().__init__(computation_id=computation_id, **kwargs)
+
+
 class Flamegraph(LiveView):
     """Dask's profile of a computation, or of a whole cluster."""
 

@@ -18,6 +18,7 @@ export class RestModel extends LocalModel {
   private loadedProfile: string | null = null;
   private shownProfile = ""; // computation, prefix and sample count of the profile shown
   private detailUpdated: number | null = null;
+  private loadedStream: string | null = null; // the computation whose whole task stream is shown
   private active = true;
   // Fast while something runs, slow once all shown is history; asleep while the panel
   // is not on screen or the browser tab is hidden.
@@ -31,7 +32,7 @@ export class RestModel extends LocalModel {
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
       title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
-      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], profile: {}, profile_title: "", runs: {},
+      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], task_stream: [], profile: {}, profile_title: "", runs: {},
       profile_prefixes: [], profile_prefix: "",
       share: { state: "idle" }, error: "",
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
@@ -63,7 +64,8 @@ export class RestModel extends LocalModel {
   private selected(): void {
     this.loadedProfile = null;
     this.detailUpdated = null;
-    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], exceptions: [], profile: {},
+    this.loadedStream = null;
+    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], task_stream: [], exceptions: [], profile: {},
       runs: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
     this.poke();
   }
@@ -145,6 +147,13 @@ export class RestModel extends LocalModel {
         }
         if (profile?.count && settled) this.loadedProfile = compId;
         else if (detail.state !== "running") running = true; // the final one is on its way
+      }
+      // The task stream grows while it runs; its last rows land a collector tick after the stop.
+      if (detail.state && this.loadedStream !== compId && (detail.state !== "running" || this.polls % 2 === 0)) {
+        const { tasks } = await get(`api/computations/${encodeURIComponent(compId)}/tasks?limit=50000`);
+        this.update({ task_stream: tasks });
+        if (settled) this.loadedStream = compId;
+        else if (detail.state !== "running") running = true;
       }
     }
     // Poll fast while the store says the cluster is live; a stopped or lost one is history.

@@ -9,6 +9,7 @@ import { clusterStatus as status, clusterEnded as ended, clusterUptime as uptime
 import { taskCounts } from "../common/progress.js";
 import flamegraphView from "../widgets/flamegraph.js";
 import timeView from "../widgets/time.js";
+import streamView from "../widgets/stream.js";
 import { clusterCharts } from "../widgets/cluster.js";
 import { LocalModel } from "../common/model.js";
 import { h, svg } from "../common/dom.js";
@@ -155,6 +156,13 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
     return wrap;
   }
 
+  // When and where each task ran: the notebook's Task stream tab over the stored rows.
+  function taskStream(c, tasks) {
+    const wrap = h("div", { class: "stream" });
+    streamView.render({ model: new LocalModel({ task_stream: tasks, computation: c }), el: wrap });
+    return wrap;
+  }
+
   // ---------- pages ----------
   async function clustersPage() {
     document.title = "Clusters · dask-analytics";
@@ -259,9 +267,10 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
   }
 
   async function computationPage(id) {
-    const [{ computation: c }, { exceptions }, { profile }, { summary: runs }] = await Promise.all([
+    const [{ computation: c }, { exceptions }, { profile }, { summary: runs }, { tasks }] = await Promise.all([
       api(`/computations/${enc(id)}`), api("/exceptions", { computation_id: id, limit: 500 }),
-      api(`/computations/${enc(id)}/profile`), api(`/computations/${enc(id)}/summary`)]);
+      api(`/computations/${enc(id)}/profile`), api(`/computations/${enc(id)}/summary`),
+      api(`/computations/${enc(id)}/tasks`, { limit: 50000 })]);
     const compared = c.state !== "running" && !!runs?.baseline_id;
     document.title = `${c.label || `Computation ${id.slice(0, 12)}`} · dask-analytics`;
     const groups = c.groups || [];
@@ -299,6 +308,7 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
         { label: "Depends on", value: (g) => (g.dependencies || []).join(", ") },
       ], groups, "No task groups recorded."),
       h("h2", {}, "Time"), timeBreakdown(c),
+      h("h2", {}, "Task stream"), taskStream(c, tasks),
       h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
       h("h2", {}, "Profile"), flamegraph(profile));
   }

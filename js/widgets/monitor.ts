@@ -1,7 +1,7 @@
 // The monitor: one cluster, its computations newest first (following the newest
 // while work runs), and the chosen computation's task groups, profile and code, the
 // cluster summary, GPU metrics and the share button; "Time" is where each task group's
-// time went (Dask's fine performance metrics).  It composes the other views,
+// time went (Dask's fine performance metrics), "Task stream" when and where each task ran.  It composes the other views,
 // which read the same model (their traits are a subset of the monitor's).
 import { h, clear, watch, throttle } from "../common/dom.js";
 import * as fmt from "../common/format.js";
@@ -9,6 +9,7 @@ import { readTable, tableTraits } from "../common/table.js";
 import taskgroups from "./taskgroups.js";
 import flamegraph from "./flamegraph.js";
 import time from "./time.js";
+import stream from "./stream.js";
 import code from "./code.js";
 import cluster from "./cluster.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge, computationDuration } from "../common/lifecycle.js";
@@ -28,6 +29,7 @@ const TABS: [string, string, View][] = [
   ["groups", "Task groups", taskgroups],
   ["profile", "Profile", flamegraph],
   ["time", "Time", time],
+  ["stream", "Task stream", stream],
   ["code", "Code", code],
   ["cluster", "Cluster", cluster],
   ["gpu", "GPU", gpu],
