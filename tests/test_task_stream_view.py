@@ -31,6 +31,16 @@ def slow_inc(x: int) -> int:
     return x + 1
 
 
+def nap_a(x: int) -> int:
+    time.sleep(0.3)
+    return x
+
+
+def nap_b(x: int) -> int:
+    time.sleep(0.3)
+    return x
+
+
 def quick(x: int) -> int:
     time.sleep(0.002)
     return x
@@ -91,6 +101,15 @@ def recorded(tmp_path_factory):
             return comps[0]["computation_id"] if rows and sum(r["n_tasks"] for r in rows) == N_BINNED else None
 
         out["binned"] = _wait_for(binned, what="the binned computation's stream")
+        futures = client.map(nap_a, range(4)) + client.map(nap_b, range(4))
+        wait(futures)
+
+        def newest_done():
+            dal.flush(client)
+            c = dal.list_computations(cid, store=url)[0]
+            return c["computation_id"] if c["computation_id"] != out["binned"] and c["state"] != "running" else None
+
+        out["two"] = _wait_for(newest_done, what="the two-prefix computation")
     yield out
     close_readers()
 
@@ -230,3 +249,23 @@ def test_the_team_page_and_a_shared_report_draw_it(recorded, page, tmp_path):
     page.locator(".dal-tab", has_text="Task stream").click()
     drawn = _drawn(page.locator("[data-pane=stream]"))
     assert drawn["label"].startswith(f"Task stream: {N_SLOW} tasks on 2 workers") and drawn["painted"] > 200, drawn
+
+
+def test_a_reports_flamegraph_picker_shows_each_groups_own_profile_offline(recorded, page, tmp_path):
+    from dask_analytics_lab.reports.render import computation_report
+
+    two, store = recorded["two"], recorded["store"]
+    for prefix in ("nap_a", "nap_b"):
+        _wait_for(lambda: dal.get_profile(computation_id=two, prefix=prefix, store=store).get("count"),
+                  what=f"{prefix}'s profile")
+    html, twin, _ = computation_report(two, store=store)
+    assert sorted(twin["profiles"]) == ["nap_a", "nap_b"]
+    whole, b = twin["profile"]["count"], twin["profiles"]["nap_b"]["count"]
+    assert 0 < b < whole < 10_000  # the view writes counts under 10,000 in full
+    (tmp_path / "report.html").write_text(html)
+    page.goto((tmp_path / "report.html").as_uri())
+    page.locator(".dal-tab", has_text="Profile").click()
+    info = page.locator("[data-pane=profile] .dal-flame-bar")
+    info.get_by_text(f"{whole} samples").wait_for()
+    page.locator("[data-pane=profile] select.dal-prefix-picker").select_option("nap_b")
+    info.get_by_text(f"{b} samples").wait_for()

@@ -80,6 +80,7 @@ CODE_FIELDS = ("code", "code_line", "code_frames", "code_hashes")
 STREAM_ROWS = 50_000
 GPU_ROWS = 200_000  # the cluster's samples read, before the computation's window is cut out
 GPU_POINTS = 600  # per GPU: about one per pixel of a chart
+MAX_PREFIX_PROFILES = 50  # per-prefix profiles a report carries (the picker's choices)
 
 
 def computation_report(computation_id: str, *, store: str | None = None) -> tuple[str, dict, dict]:
@@ -102,6 +103,10 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
                else dask_profile.create())
     samples = [s for s in clean(reader.list_cluster_samples(detail["cluster_id"], limit=10_000))
                if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5]
+    # The flamegraph's group picker works offline: each prefix's profile travels with it.
+    prefixes = sorted({g.get("prefix") or g["name"] for g in groups})[:MAX_PREFIX_PROFILES] if recorded["profile"] else []
+    by_prefix = {p: reader.get_profile(computation_id=computation_id, prefix=p) for p in prefixes}
+    by_prefix = {p: tree for p, tree in by_prefix.items() if tree.get("count")}
     stream = stream_rows(reader.list_task_stream(computation_id, limit=STREAM_ROWS))
     until = (detail.get("stop") or now) + 5
     gpu = clean(gpu_series([g for g in reader.list_gpu_metrics(cluster_id=detail["cluster_id"], limit=GPU_ROWS)
@@ -123,6 +128,9 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "task_stream": stream,
         "profile": profile,
         "profile_title": label,
+        "profiles": by_prefix,
+        "profile_prefixes": sorted(by_prefix),
+        "profile_prefix": "",
         "computations_base": {"v": 0, "rows": [row]},
         "groups_base": {"v": 0, "rows": groups},
         "samples_base": {"v": 0, "rows": samples},
@@ -155,5 +163,6 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "code": code,
         "cluster": cluster,
         "profile": profile,
+        "profiles": by_prefix,
     }
     return page, twin, {"title": title, "label": label}

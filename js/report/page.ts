@@ -19,6 +19,12 @@ export function render(el, state) {
       "Snapshot of ", h("b", fmt.datetime(state.snapshot_time)), ": the figures below are as of then."));
   }
   const model = new LocalModel({ ...state, shareable: false });
+  // The flamegraph's group picker: each prefix's profile came with the report.
+  const whole = state.profile;
+  model.on("change:profile_prefix", () => {
+    const prefix = model.get("profile_prefix");
+    model.set("profile", (prefix && state.profiles?.[prefix]) || whole);
+  });
   const view = h("div");
   el.append(view);
   return monitor.render({ model, el: view });
