@@ -43,3 +43,29 @@ def label_of(groups: list[dict]) -> str:
         if p not in names:
             names.append(p)
     return ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
+
+
+WORKER_TOPICS = ("worker-joined", "worker-left")
+
+
+def worker_peaks(rows: list[dict], most: int) -> list[dict]:
+    """Worker samples thinned to at most `most` per worker, keeping of each stretch the
+    one that used the most memory (a chart read for its peak must not lose it); by time."""
+    by_worker: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: r["time"]):
+        by_worker.setdefault(r["worker"], []).append(r)
+    kept: list[dict] = []
+    for series in by_worker.values():
+        if len(series) <= most:
+            kept.extend(series)
+            continue
+        step = len(series) / most
+        for i in range(most):
+            part = series[math.floor(i * step):math.floor((i + 1) * step)]
+            if part:
+                kept.append(max(part, key=_memory))
+    return sorted(kept, key=lambda r: r["time"])
+
+
+def _memory(row: dict) -> int:
+    return (row.get("managed") or 0) + (row.get("unmanaged") or 0) + (row.get("spilled") or 0)

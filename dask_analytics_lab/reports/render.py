@@ -3,7 +3,7 @@
 distributed's `performance_report` records what happens inside a `with` block, so it
 cannot describe a computation that already ran.  The share button instead renders the
 computation from the store: the monitor's own views (task groups, time breakdown, profile flamegraph,
-code, cluster) over the stored rows, in one HTML file with its JavaScript inlined,
+code, cluster with its workers over time) over the stored rows, in one HTML file with its JavaScript inlined,
 plus the machine-readable twin (the same rows as JSON); share.py stores them through
 publish.py like any other performance report (the "Share report" buttons).
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..display import clean, label_of
+from ..display import WORKER_TOPICS, clean, label_of, worker_peaks
 from ..readers import open_reader
 from .privacy import recorded_switches
 
@@ -75,6 +75,9 @@ def computation_duration(row: dict, now: float) -> float | None:
     return updated - start if updated and updated >= start else None
 
 
+WORKERS_MARGIN = 60.0  # seconds of worker samples kept either side of the computation
+MAX_WORKER_POINTS = 300  # per worker
+
 CODE_FIELDS = ("code", "code_line", "code_frames", "code_hashes")
 
 
@@ -98,6 +101,14 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
                else dask_profile.create())
     samples = [s for s in clean(reader.list_cluster_samples(detail["cluster_id"], limit=10_000))
                if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5]
+    # Each worker around the computation (the Cluster tab's Workers): a margin either side
+    # shows the memory it started from and what became of the workers after.
+    lo, hi = detail["start"] - WORKERS_MARGIN, (detail.get("stop") or now) + WORKERS_MARGIN
+    workers = worker_peaks([r for r in clean(reader.list_worker_samples(detail["cluster_id"], limit=100_000))
+                            if lo <= r["time"] <= hi], MAX_WORKER_POINTS)
+    worker_events = sorted((e for topic in WORKER_TOPICS
+                            for e in clean(reader.list_events(cluster_id=detail["cluster_id"], topic=topic, limit=5000))
+                            if lo <= e["time"] <= hi), key=lambda e: e["time"])
     label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
     state = {
@@ -118,6 +129,8 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "groups_base": {"v": 0, "rows": groups},
         "samples_base": {"v": 0, "rows": samples},
         "gpu_base": {"v": 0, "rows": []},
+        "workers_base": {"v": 0, "rows": workers},
+        "worker_events": worker_events,
     }
     duration = computation_duration(detail, now)
     title = f"{label} — Dask performance report"
@@ -141,6 +154,8 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "task_groups": [dict(g, computation_id=computation_id) for g in groups],
         "task_stream": [],
         "metrics": metrics,
+        "worker_samples": workers,
+        "worker_events": worker_events,
         "exceptions": exceptions,
         "code": code,
         "cluster": cluster,

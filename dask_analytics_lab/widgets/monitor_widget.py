@@ -12,7 +12,8 @@ from .views import ShareMixin
 
 class MonitorWidget(ShareMixin, LiveView):
     """One cluster: its computations (newest first), the chosen one's task groups,
-    time breakdown, profile and code, the cluster summary, GPU metrics, and a Share-report button.
+    time breakdown, profile and code, the cluster summary with each worker over time,
+    GPU metrics, and a Share-report button.
 
     A picker over the store's recorded clusters (`clusters`, newest first) switches
     every tab to another cluster's history (the browser sets `cluster_id` and turns
@@ -48,6 +49,10 @@ class MonitorWidget(ShareMixin, LiveView):
     locals().update(table_traits("groups"))
     locals().update(table_traits("samples"))
     locals().update(table_traits("gpu"))
+    # Each worker over time (list_worker_samples, thinned per worker) and its joins and
+    # departures (the worker-joined / worker-left events): the Cluster tab's Workers.
+    locals().update(table_traits("workers"))
+    worker_events = t.List().tag(sync=True)
 
     def __init__(self, cluster_id: str | None = None, *, computation_id: str | None = None,
                  store: str | None = None, interval: float = 1.0, start: bool = True,

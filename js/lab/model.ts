@@ -36,6 +36,7 @@ export class RestModel extends LocalModel {
       share: { state: "idle" }, error: "",
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
       samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
+      workers_base: { v: 0, rows: [] }, worker_events: [],
     });
     this.onSend = (msg: any) => {
       if (msg?.type === "share") void this.share(!!msg.private);
@@ -93,6 +94,16 @@ export class RestModel extends LocalModel {
     if (this.polls % 5 === 0) {
       const { samples } = await get(`api/clusters/${encodeURIComponent(cid)}/samples?limit=600`);
       values.samples_base = { v: 0, rows: samples };
+    }
+    if (this.polls % 5 === 0) {
+      // Each worker over time and its joins and departures (the Cluster tab's Workers).
+      const [{ workers }, joined, left] = await Promise.all([
+        get(`api/clusters/${encodeURIComponent(cid)}/workers?limit=100000`),
+        get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-joined&limit=5000`),
+        get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-left&limit=5000`),
+      ]);
+      values.workers_base = { v: 0, rows: workers };
+      values.worker_events = [...joined.events, ...left.events];
     }
     if (this.polls % 10 === 0) {
       const { gpu } = await get(`api/gpu?cluster_id=${encodeURIComponent(cid)}&limit=5000`);
