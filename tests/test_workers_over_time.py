@@ -1,13 +1,21 @@
 """Issue 12, item 5: each worker over the cluster's life (collect/workers.py), on real
 LocalClusters: samples of memory (managed grows while data is held), CPU and tasks
 processing; worker-joined / worker-left events with why a worker left (closed by a
-scale-down, killed, killed by its nanny for its memory); the interval's validation.
+scale-down, killed, killed by its nanny for its memory); the interval's validation; the
+Workers section of the Cluster tab drawn in Chromium, live (the monitor as newer samples
+arrive, the team page of a running cluster) and once the cluster is gone (the monitor,
+the team page and a shared report).
+
+Screenshots: test-artifacts/workers-live.png, workers-gone.png.
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import time
+from urllib.parse import quote
 
 import dask
 import pytest
@@ -17,6 +25,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.config import ConfigError, resolve
 
+from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
 from .cluster_helpers import FAST, recorded_cluster
 
 HELD = 64 * 2**20  # bytes a task's result holds in a worker's memory
@@ -187,6 +196,8 @@ def lifecycle(tmp_path_factory):
                 return left if len(left) >= 3 else None
             _wait_for(recorded, what="three worker-left events")
             out["samples"] = dal.list_worker_samples(cid, store=store)
+            # What the notebook's monitor holds while the cluster still runs.
+            out["live_state"] = widget_state(store, cid, None)
     out["joined"] = _events(store, cid, "worker-joined")
     out["left"] = _events(store, cid, "worker-left")
     yield out
@@ -230,3 +241,162 @@ def test_restarted_workers_joined_and_the_last_one_left_with_the_cluster(lifecyc
     assert last["reason"] == "closed", last
     times = [e["time"] for e in lifecycle["left"]]
     assert times == sorted(times)
+
+
+# --- the Workers section, in Chromium, live and once the cluster is gone ---------------
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM or not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture()
+def page(browser):
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, device_scale_factor=1.5)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def _drawn(view, lifecycle) -> dict:
+    """What the Workers section drew: the memory chart's areas, its marks, the alert."""
+    view.locator(".dal-workers-memory svg path").first.wait_for(state="attached")
+    drawn = view.evaluate("""el => ({
+        areas: [...el.querySelectorAll(".dal-workers-memory svg path")].filter(p => (p.getAttribute("d") || "").includes("L")).length,
+        died: [...el.querySelectorAll(".dal-workers-memory .dal-mark-died title")].map(t => t.textContent),
+        label: el.querySelector(".dal-workers-memory svg").getAttribute("aria-label"),
+        picked: el.querySelector(".dal-workers-pick").value,
+        alerts: [...el.querySelectorAll(".dal-workers-alert")].map(a => a.textContent),
+        rows: el.querySelectorAll(".dal-workers-table tr[data-worker]").length,
+        width: el.querySelector(".dal-workers-memory svg").getBoundingClientRect().width,
+    })""")
+    hogged = lifecycle["hogged"].split("://")[1]
+    # The worker killed for its memory is the one shown, with its death on the axis.
+    assert drawn["picked"] == lifecycle["hogged"], drawn
+    assert drawn["areas"] >= 3 and drawn["width"] > 300, drawn
+    assert any("killed by its nanny for its memory" in t for t in drawn["died"]), drawn
+    assert hogged in drawn["label"], drawn
+    memory = [a for a in drawn["alerts"] if hogged in a]
+    assert memory and "killed by its nanny for its memory" in memory[0] and "during hog" in memory[0], drawn
+    assert drawn["rows"] >= 4, drawn  # both first workers, the restarted one and the last
+    return drawn
+
+
+def _show_widget(page, tmp_path, state: dict, name: str):
+    from dask_analytics_lab.widgets._base import STATIC
+
+    for f in ("monitor.js", "style.css"):
+        shutil.copy(STATIC / f, tmp_path / f)
+    (tmp_path / "index.html").write_text(WIDGET_HARNESS)
+    (tmp_path / f"{name}.json").write_text(json.dumps({**state, "tab": "cluster"}))
+
+
+def test_the_workers_section_draws_in_the_monitor_live_and_after(lifecycle, page, tmp_path):
+    live = lifecycle["live_state"]
+    assert live["cluster"]["status"] == "live"
+    assert live["workers_base"]["rows"] and live["worker_events"]
+    gone = widget_state(lifecycle["store"], lifecycle["cluster_id"], None)
+    assert gone["cluster"]["status"] == "stopped"
+    _show_widget(page, tmp_path, live, "live")
+    _show_widget(page, tmp_path, gone, "gone")
+    with static_server(tmp_path) as base:
+        page.goto(f"{base}/index.html")
+        page.wait_for_function("() => window.harnessReady === true")
+        for name in ("live", "gone"):
+            page.evaluate(f"() => window.show('{name}')")
+            view = page.locator("[data-pane=cluster] .dal-workers")
+            _drawn(view, lifecycle)
+            view.scroll_into_view_if_needed()
+            view.screenshot(path=save(f"workers-{name}.png"))
+        # Another worker from the table: its own chart, the same time axis.
+        page.locator(f".dal-workers-table tr[data-worker='{lifecycle['killed']}']").click()
+        assert page.locator(".dal-workers-pick").input_value() == lifecycle["killed"]
+        page.locator(".dal-workers-memory .dal-mark-died title", has_text="died").first.wait_for(state="attached")
+
+
+def test_the_workers_section_of_the_team_page_and_a_shared_report(lifecycle, page, tmp_path):
+    from dask_analytics_lab.reports.render import computation_report
+    from tests.server_helpers import ServerThread
+
+    url = f"sqlite:///{lifecycle['store']}"
+    cid = lifecycle["cluster_id"]
+    with ServerThread({"store_url": url, "token_required": False}) as server:
+        page.goto(f"{server.url}/clusters/{quote(cid, safe='')}")
+        page.wait_for_selector("h2:has-text('Workers over time')")
+        _drawn(page.locator("main .dal-workers"), lifecycle)
+    (comp,) = dal.list_computations(cid, store=lifecycle["store"])
+    html, twin, _ = computation_report(comp["computation_id"], store=url)
+    assert {r["worker"] for r in twin["worker_samples"]} >= {lifecycle["hogged"]}
+    assert any(e["msg"]["reason"] == "memory" for e in twin["worker_events"] if e["topic"] == "worker-left")
+    (tmp_path / "report.html").write_text(html)
+    page.goto((tmp_path / "report.html").as_uri())
+    page.locator(".dal-tab", has_text="Cluster").click()
+    _drawn(page.locator("[data-pane=cluster] .dal-workers"), lifecycle)
+
+
+def _memory_points(page) -> int:
+    """Points on the shown worker's managed-memory line (its first stroked path)."""
+    return page.locator(".dal-workers-memory svg").evaluate(
+        """svg => { const line = [...svg.querySelectorAll("path")].find(p => p.getAttribute("fill") === "none");
+                    return line ? (line.getAttribute("d").match(/[ML]/g) || []).length : 0; }""")
+
+
+def test_the_workers_section_draws_while_the_cluster_runs(page, tmp_path):
+    """Live: the monitor's chart grows as the feed sends newer samples, and the team
+    page draws a running cluster's workers."""
+    from dask_analytics_lab.widgets.monitor_widget import MonitorWidget
+    from tests.server_helpers import ServerThread
+
+    store = str(tmp_path / "analytics.db")
+    url = f"sqlite:///{store}"
+    with recorded_cluster(store, config={"analytics.workers.interval": "200ms"}) as (client, info):
+        cid = info["cluster_id"]
+        held = client.submit(hold)
+        held.result()
+        _wait_for(lambda: dal.flush(client) and len({r["time"] for r in dal.list_worker_samples(cid, store=store)}) >= 3,
+                  what="three samples")
+        w = MonitorWidget(cid, store=url, start=False)
+        try:
+            for _ in range(3):
+                w.refresh()
+            first = json.loads(json.dumps({k: v for k, v in w.get_state().items() if not k.startswith("_")}))
+            assert first["cluster"]["status"] == "live" and first["workers_base"]["rows"]
+            _show_widget(page, tmp_path, first, "first")
+            with static_server(tmp_path) as base:
+                page.goto(f"{base}/index.html")
+                page.wait_for_function("() => window.harnessReady === true")
+                page.evaluate("() => window.show('first')")
+                page.locator("[data-pane=cluster] .dal-workers-memory svg path").first.wait_for(state="attached")
+                before = _memory_points(page)
+                assert before >= 1
+                seen = len(first["workers_base"]["rows"])
+                _wait_for(lambda: dal.flush(client) and len(dal.list_worker_samples(cid, store=store)) >= seen + 10,
+                          what="newer samples")
+                for _ in range(5):  # the feed reads workers every few ticks
+                    w.refresh()
+                state = json.loads(json.dumps({k: w.get_state()[k] for k in ("workers_base", "workers_patch")}))
+                page.evaluate("s => { window.model.set('workers_base', s.workers_base); "
+                              "window.model.set('workers_patch', s.workers_patch); }", state)
+                page.wait_for_function(
+                    """n => { const svg = document.querySelector(".dal-workers-memory svg");
+                              const line = [...svg.querySelectorAll("path")].find(p => p.getAttribute("fill") === "none");
+                              return line && (line.getAttribute("d").match(/[ML]/g) || []).length > n; }""", arg=before)
+        finally:
+            w.close()
+        with ServerThread({"store_url": url, "token_required": False}) as server:
+            page.goto(f"{server.url}/clusters/{quote(cid, safe='')}")
+            page.wait_for_selector("h2:has-text('Workers over time')")
+            assert page.locator("h1 .state").inner_text() == "live"
+            view = page.locator("main .dal-workers")
+            view.locator(".dal-workers-memory svg path").first.wait_for(state="attached")
+            assert view.locator(".dal-workers-table tr[data-worker]").count() == 2
+            assert "Most memory" in view.locator(".dal-workers-peak").inner_text()
+        del held
+    close_readers()
