@@ -1,7 +1,7 @@
 """Issue 12, item 5: each worker over the cluster's life (collect/workers.py), on real
 LocalClusters: samples of memory (managed grows while data is held), CPU and tasks
 processing; worker-joined / worker-left events with why a worker left (closed by a
-scale-down, killed, killed by its nanny for its memory); the interval's validation; the
+scale-down, retired, killed, killed by its nanny for its memory); the interval's validation; the
 Workers section of the Cluster tab drawn in Chromium, live (the monitor as newer samples
 arrive, the team page of a running cluster) and once the cluster is gone (the monitor,
 the team page and a shared report).
@@ -92,6 +92,14 @@ def sampled(tmp_path_factory):
         del held
         out["status"] = dal.flush(client)
         out["rows"] = dal.list_worker_samples(cid, store=store)
+        # Retired: the scheduler moves its data elsewhere, then removes it as expected.
+        out["retired"] = retired = sorted(out["workers"])[0]
+        client.retire_workers([retired], close_workers=True)
+
+        def left():
+            dal.flush(client)
+            return _events(store, cid, "worker-left")
+        out["left"] = _wait_for(left, what="the retired worker's departure")
     yield out
     close_readers()
 
@@ -131,6 +139,12 @@ def test_workers_already_there_are_recorded_as_joined(sampled):
     joined = _events(sampled["store"], sampled["cluster_id"], "worker-joined")
     assert {e["msg"]["worker"] for e in joined} == sampled["workers"]
     assert all(e["msg"]["already_running"] for e in joined)
+
+
+def test_a_retired_worker_left_retired(sampled):
+    (msg,) = [e["msg"] for e in sampled["left"]]
+    assert msg["worker"] == sampled["retired"]
+    assert msg["reason"] == "retired" and msg["expected"] is True and msg["died"] is False, msg
 
 
 def test_interval_is_validated_with_a_clear_error():
