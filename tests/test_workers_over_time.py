@@ -6,7 +6,7 @@ Workers section of the Cluster tab drawn in Chromium, live (the monitor as newer
 arrive, the team page of a running cluster) and once the cluster is gone (the monitor,
 the team page and a shared report).
 
-Screenshots: test-artifacts/workers-live.png, workers-gone.png.
+Screenshots: test-artifacts/workers-{live,gone,team,report}.png.
 """
 from __future__ import annotations
 
@@ -345,6 +345,7 @@ def test_the_workers_section_of_the_team_page_and_a_shared_report(lifecycle, pag
         page.goto(f"{server.url}/clusters/{quote(cid, safe='')}")
         page.wait_for_selector("h2:has-text('Workers over time')")
         _drawn(page.locator("main .dal-workers"), lifecycle)
+        page.locator("main .dal-workers").screenshot(path=save("workers-team.png"))
     (comp,) = dal.list_computations(cid, store=lifecycle["store"])
     html, twin, _ = computation_report(comp["computation_id"], store=url)
     assert {r["worker"] for r in twin["worker_samples"]} >= {lifecycle["hogged"]}
@@ -353,6 +354,7 @@ def test_the_workers_section_of_the_team_page_and_a_shared_report(lifecycle, pag
     page.goto((tmp_path / "report.html").as_uri())
     page.locator(".dal-tab", has_text="Cluster").click()
     _drawn(page.locator("[data-pane=cluster] .dal-workers"), lifecycle)
+    page.locator("[data-pane=cluster] .dal-workers").screenshot(path=save("workers-report.png"))
 
 
 def _memory_points(page) -> int:

@@ -208,16 +208,16 @@ export function workersView(samples: any[], rawEvents: any[], computations: any[
   };
   const table = h("table.dal-table.dal-workers-table",
     h("thead", h("tr", ["Worker", "Joined", "Left", "Peak memory", "of limit", "Peak CPU", "Most tasks"].map((c, i) =>
-      h(i > 2 ? "th.dal-num" : "th", c)))),
+      h(i > 2 ? "th.dal-num.num" : "th", c)))),
     h("tbody", workers.map((w) => h("tr", { "data-worker": w.worker, class: `dal-row${w.left?.died ? " died" : ""}`,
       onclick: () => { picked.worker = w.worker; select.value = w.worker; draw(); } },
       h("td", workerLabel(w)),
       h("td", w.joined ? (w.joined.already_running ? "before recording" : fmt.clock(w.joined.time)) : "–"),
       h("td", { title: w.left?.why || null }, w.left ? `${fmt.clock(w.left.time)} · ${leftText(w.left)}` : ""),
-      h("td.dal-num", w.peak ? fmt.bytes(total(w.peak)) : "–"),
-      h("td.dal-num", w.share != null ? fmt.percent(100 * w.share) : "–"),
-      h("td.dal-num", fmt.percent(w.cpu)),
-      h("td.dal-num", fmt.count(w.processing))))));
+      h("td.dal-num.num", w.peak ? fmt.bytes(total(w.peak)) : "–"),
+      h("td.dal-num.num", w.share != null ? fmt.percent(100 * w.share) : "–"),
+      h("td.dal-num.num", fmt.percent(w.cpu)),
+      h("td.dal-num.num", fmt.count(w.processing))))));
   box.append(h("div.dal-workers-bar", h("label", "Worker ", select)), charts, table);
   draw();
   return box;
