@@ -226,6 +226,8 @@ def resolve(overrides: dict | None = None) -> dict:
         "task_stream_max_tasks": _positive_int("analytics.task-stream.max-tasks", setting("task-stream.max-tasks")),
         "task_stream_max_bins": _positive_int("analytics.task-stream.max-bins", setting("task-stream.max-bins")),
         "metrics_transmit": _bool("analytics.metrics.transmit", setting("metrics.transmit")),
+        "workers_transmit": _bool("analytics.workers.transmit", setting("workers.transmit")),
+        "workers_interval": _duration("analytics.workers.interval", setting("workers.interval")),
         "idle_timeout": _duration("analytics.idle.timeout", setting("idle.timeout"), allow_none=True),
         "buffer_max_messages": _positive_int("analytics.buffer.max-messages", setting("buffer.max-messages")),
         "retry_min_delay": min_delay,

@@ -64,10 +64,36 @@ def gpu_series(rows: list[dict], most: int) -> list[dict]:
 
 
 # What the task stream view draws of a stored row (list_task_stream's).
-STREAM_KEYS = ("start", "stop", "worker", "thread", "prefix", "state", "n_tasks", "busy", "binned")
+STREAM_KEYS = ("id", "start", "stop", "worker", "thread", "prefix", "state", "n_tasks", "busy", "binned")
 
 
 def stream_rows(rows: list[dict]) -> list[dict]:
     """A task stream as the views take it: the drawn fields only (a widget's comm and a
     report carry up to tens of thousands of them)."""
     return clean([{k: r.get(k) for k in STREAM_KEYS} for r in rows])
+
+
+WORKER_TOPICS = ("worker-joined", "worker-left")
+
+
+def worker_peaks(rows: list[dict], most: int) -> list[dict]:
+    """Worker samples thinned to at most `most` per worker, keeping of each stretch the
+    one that used the most memory (a chart read for its peak must not lose it); by time."""
+    by_worker: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: r["time"]):
+        by_worker.setdefault(r["worker"], []).append(r)
+    kept: list[dict] = []
+    for series in by_worker.values():
+        if len(series) <= most:
+            kept.extend(series)
+            continue
+        step = len(series) / most
+        for i in range(most):
+            part = series[math.floor(i * step):math.floor((i + 1) * step)]
+            if part:
+                kept.append(max(part, key=_memory))
+    return sorted(kept, key=lambda r: r["time"])
+
+
+def _memory(row: dict) -> int:
+    return (row.get("managed") or 0) + (row.get("unmanaged") or 0) + (row.get("spilled") or 0)

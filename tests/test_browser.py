@@ -200,6 +200,9 @@ def test_code_and_cluster_views(page):
     page.locator(".dal-monitor .dal-tab", has_text="Cluster").click()
     page.wait_for_selector(".dal-monitor .dal-kpi", timeout=30_000)
     assert "workers" in page.locator(".dal-monitor .dal-cards").inner_text().lower()
+    # Workers over time, live: each worker's memory, drawn while the cluster runs.
+    page.wait_for_selector(".dal-monitor .dal-workers-memory svg path", state="attached", timeout=60_000)
+    assert page.locator(".dal-monitor .dal-workers-table tr[data-worker]").count() == 2
     page.locator(".dal-monitor").screenshot(path=save("cluster.png"))
     page.locator(".dal-monitor .dal-tab", has_text="Task groups").click()
 
@@ -275,6 +278,10 @@ def test_sidebar_lists_the_cluster_and_opens_a_computation(page):
     page.wait_for_selector(".dal-lab-panel .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000)
     panel.locator(".dal-tab", has_text="Task stream").click()
     page.wait_for_selector(".dal-lab-panel .dal-stream .dal-legend span[data-prefix=random_sample]", timeout=30_000)
+    # The Cluster tab's Workers over time, read through the Jupyter server's API.
+    panel.locator(".dal-tab", has_text="Cluster").click()
+    page.wait_for_selector(".dal-lab-panel .dal-workers-memory svg path", state="attached", timeout=30_000)
+    assert panel.locator(".dal-workers-table tr[data-worker]").count() == 2
     panel.locator(".dal-tab", has_text="Task groups").click()
 
 

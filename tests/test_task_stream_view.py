@@ -46,6 +46,22 @@ def quick(x: int) -> int:
     return x
 
 
+def _table(state: dict) -> list[dict]:
+    """The stream table a widget's state holds (its base with its patch applied), as
+    js/common/table.ts readTable() reads it."""
+    base, patch = state["stream_base"], state["stream_patch"]
+    rows = {r["id"]: r for r in base["rows"]}
+    if patch["v"] == base["v"]:
+        for k in patch["removed"]:
+            rows.pop(k, None)
+        rows.update({r["id"]: r for r in patch["rows"]})
+    return list(rows.values())
+
+
+def _stream(w) -> list[dict]:
+    return _table({"stream_base": w.stream_base, "stream_patch": w.stream_patch})
+
+
 def _wait_for(condition, timeout=60.0, what="condition"):
     end = time.monotonic() + timeout
     while True:
@@ -75,7 +91,7 @@ def recorded(tmp_path_factory):
 
             def seen_running():
                 w.refresh()
-                return (w.computation.get("state") == "running" and 0 < len(w.task_stream) < N_SLOW
+                return (w.computation.get("state") == "running" and 0 < len(_stream(w)) < N_SLOW
                         and json.loads(json.dumps({k: v for k, v in w.get_state().items()
                                                    if not k.startswith("_") and k != "layout"})))
 
@@ -84,7 +100,7 @@ def recorded(tmp_path_factory):
 
             def all_in():
                 w.refresh()
-                return w.computation.get("state") == "finished" and len(w.task_stream) == N_SLOW
+                return w.computation.get("state") == "finished" and len(_stream(w)) == N_SLOW
 
             _wait_for(all_in, what="every task of the finished computation in the widget")
         finally:
@@ -117,11 +133,11 @@ def recorded(tmp_path_factory):
 def test_the_widget_receives_the_stream_while_it_runs_and_all_of_it_after(recorded):
     live = recorded["live_state"]
     assert live["computation"]["state"] == "running"
-    assert 0 < len(live["task_stream"]) < N_SLOW
-    row = live["task_stream"][0]
-    assert set(row) == {"start", "stop", "worker", "thread", "prefix", "state", "n_tasks", "busy", "binned"}
+    assert 0 < len(_table(live)) < N_SLOW
+    row = _table(live)[0]
+    assert set(row) == {"id", "start", "stop", "worker", "thread", "prefix", "state", "n_tasks", "busy", "binned"}
     assert row["prefix"] == "slow_inc" and row["stop"] - row["start"] >= 0.2 and "//" in row["worker"]
-    after = widget_state(recorded["store"], recorded["cluster_id"], recorded["slow"])["task_stream"]
+    after = _table(widget_state(recorded["store"], recorded["cluster_id"], recorded["slow"]))
     assert len(after) == N_SLOW and {r["prefix"] for r in after} == {"slow_inc"}
     assert len({r["worker"] for r in after}) == 2
 
@@ -210,7 +226,7 @@ def test_the_monitor_draws_the_stream_live_and_after_the_cluster_is_gone(recorde
         page.evaluate("() => window.show('live')")
         assert monitor.locator(".dal-tab.active").inner_text() == "Task stream"
         live = _drawn(pane)
-        n_live = len(recorded["live_state"]["task_stream"])
+        n_live = len(_table(recorded["live_state"]))
         assert live["label"].startswith(f"Task stream: {n_live} tasks on ") and live["painted"] > 200, live
 
         page.evaluate("() => window.show('after')")
@@ -229,7 +245,8 @@ def test_the_monitor_draws_the_stream_live_and_after_the_cluster_is_gone(recorde
         assert "tasks started here" in _hover_first_bar(page, pane)
 
         # Recorded without a task stream: it says why, rather than drawing nothing.
-        page.evaluate("() => window.model.set('task_stream', [])")
+        page.evaluate("() => { window.model.set('stream_patch', {v: 0, rows: [], removed: []}); "
+                      "window.model.set('stream_base', {v: 0, rows: []}); }")
         pane.locator(".dal-empty", has_text="No task stream recorded").wait_for()
 
 

@@ -171,6 +171,22 @@ class FakeStore:
             record("list_gpu_metrics")
             return []
 
+        def list_worker_samples(cluster_id, worker=None, limit=100_000, store=None):
+            record("list_worker_samples")
+            return [{"id": 2 * s + i, "worker": f"tcp://w{i}", "time": 100.0 + s, "managed": 1000 * s,
+                     "unmanaged": 5000, "spilled": 0, "memory_limit": 10**9, "processing": 1}
+                    for s in range(fs.step + 1) for i in range(2)]
+
+        def list_task_stream(computation_id, limit=100_000, store=None):
+            record("list_task_stream")
+            return [{"id": i, "start": 100.0 + i, "stop": 100.5 + i, "worker": f"tcp://w{i % 2}", "thread": 1,
+                     "prefix": "g00", "state": "memory", "n_tasks": 1, "busy": None, "binned": False}
+                    for i in range(20)]  # what ran before: unchanged rows are not resent
+
+        def list_events(cluster_id=None, topic=None, limit=1000, store=None):
+            record(f"list_events:{topic}")
+            return []
+
         def list_clusters(limit=100, store=None):
             return [{"cluster_id": "k1"}]
 

@@ -26,6 +26,7 @@ from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
 from .shipper import Shipper
 from .sinks import open_sink
 from .task_stream import TaskStreamRecorder
+from .workers import WorkerLifecycle, WorkerSampler
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -103,6 +104,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         # Each computation's share of Dask's fine performance metrics (None: analytics.metrics.transmit off).
         self._metrics = MetricsRecorder(self.emit, scheduler.cumulative_worker_metrics) \
             if s.get("metrics_transmit", True) else None
+        # Each worker over time, and its joining and leaving (None: analytics.workers.transmit off).
+        self._workers = WorkerSampler(s.get("workers_interval", 5.0)) if s.get("workers_transmit", True) else None
+        self._lifecycle = WorkerLifecycle(self._event) if self._workers is not None else None
         # Workers that died while running a key, for KilledWorker rows (bounded).
         self._suspects: dict[Any, list[str]] = {}
         self._unlisted_topics: set[str] = set()
@@ -152,6 +156,8 @@ class AnalyticsPlugin(SchedulerPlugin):
                 "events_allow": sorted(self._allow),
             },
         })
+        if self._lifecycle is not None:
+            self._lifecycle.present(scheduler.workers, time.time())
         scheduler.handlers["analytics_flush"] = self._handle_flush
         scheduler.handlers["analytics_info"] = self._handle_info
         self._tick()
@@ -271,19 +277,48 @@ class AnalyticsPlugin(SchedulerPlugin):
         except Exception:
             logger.exception("dask-analytics: restart hook failed")
 
+    def add_worker(self, scheduler: Any, worker: str) -> None:
+        if not self._ready or self._lifecycle is None:
+            return
+        try:
+            ws = scheduler.workers.get(worker)
+            if ws is not None:
+                self._lifecycle.joined(worker, ws, time.time())
+        except Exception:
+            logger.exception("dask-analytics: add_worker hook failed for %r", worker)
+
+    def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str | None = None, **kwargs: Any) -> None:
+        if not self._ready or self._lifecycle is None:
+            return
+        try:
+            self._lifecycle.left(worker, stimulus_id, time.time())
+        except Exception:
+            logger.exception("dask-analytics: remove_worker hook failed for %r", worker)
+
     def log_event(self, topic: str, msg: Any) -> None:
         if not self._ready:
             return
         try:
-            if topic == "all" and isinstance(msg, dict) and msg.get("action") == "remove-worker":
-                self._worker_removed(msg)
+            if isinstance(msg, dict):
+                action = msg.get("action")
+                if topic == "all" and action == "remove-worker":
+                    self._worker_removed(msg)
+                    if self._lifecycle is not None:
+                        self._lifecycle.removing(msg)
+                elif self._lifecycle is not None:
+                    # Why a worker is about to leave: it is closing (Dask logs its status
+                    # changes on its own topic), or its nanny kills it for its memory.
+                    if action == "worker-status-change":
+                        self._lifecycle.status_changed(topic, msg)
+                    elif topic == "worker-restart-memory":
+                        self._lifecycle.memory_killed(msg)
             self._event(topic, msg)
         except Exception:
             logger.exception("dask-analytics: could not record an event on topic %r", topic)
 
-    def _event(self, topic: str, msg: Any) -> None:
+    def _event(self, topic: str, msg: Any, when: float | None = None) -> None:
         if topic in self._allow:
-            self.emit("event", {"topic": topic, "time": time.time(), "msg": _jsonable(msg)})
+            self.emit("event", {"topic": topic, "time": when or time.time(), "msg": _jsonable(msg)})
         elif topic not in self._unlisted_topics and len(self._unlisted_topics) < 1000:
             self._unlisted_topics.add(topic)
             if topic in _DASK_TOPICS or "://" in topic or topic.startswith("Client-"):
@@ -348,6 +383,11 @@ class AnalyticsPlugin(SchedulerPlugin):
                 computations = self.scheduler.computations
                 self._stream.forget(gone)
                 self._stream.tick(str(computations[-1].id) if computations else None, now, force=force)
+            if self._workers is not None:
+                workers = self._workers.sample(self.scheduler.workers, now, force=force)
+                if workers is not None:
+                    self.emit("worker_samples", workers)
+                self._lifecycle.flush(now, force=force)
             if self._metrics is not None:
                 self._metrics.tick(self.scheduler.cumulative_worker_metrics, self.scheduler.computations)
             if self.settings["profile_transmit"]:
@@ -404,4 +444,5 @@ class AnalyticsPlugin(SchedulerPlugin):
             "metrics_rows": self._metrics.sent if self._metrics is not None else 0,
             "metrics_dropped": self._metrics.dropped if self._metrics is not None else 0,
             "metrics_seconds": self._metrics.seconds if self._metrics is not None else 0.0,
+            "worker_samples": self._workers.sent if self._workers is not None else 0,
         }

@@ -3,8 +3,9 @@
 distributed's `performance_report` records what happens inside a `with` block, so it
 cannot describe a computation that already ran.  The share button instead renders the
 computation from the store: the monitor's own views (task groups, time breakdown, task
-stream, profile flamegraph, code, cluster, GPU) over the stored rows, in one HTML file
-with its JavaScript inlined, plus the machine-readable twin (the same rows as JSON); share.py stores them through
+stream, profile flamegraph, code, cluster with its workers over time, GPU) over the
+stored rows, in one HTML file with its JavaScript inlined, plus the machine-readable
+twin (the same rows as JSON); share.py stores them through
 publish.py like any other performance report (the "Share report" buttons).
 
 It honours the privacy switches of both this process's config and the cluster's
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..display import clean, gpu_series, label_of, stream_rows
+from ..display import WORKER_TOPICS, clean, gpu_series, label_of, stream_rows, worker_peaks
 from ..readers import open_reader
 from .privacy import recorded_switches
 
@@ -75,6 +76,9 @@ def computation_duration(row: dict, now: float) -> float | None:
     return updated - start if updated and updated >= start else None
 
 
+WORKERS_MARGIN = 60.0  # seconds of worker samples kept either side of the computation
+MAX_WORKER_POINTS = 300  # per worker
+
 CODE_FIELDS = ("code", "code_line", "code_frames", "code_hashes")
 # The collector bounds a computation's task stream (rows, then bins); this bounds a report.
 STREAM_ROWS = 50_000
@@ -111,6 +115,14 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     until = (detail.get("stop") or now) + 5
     gpu = clean(gpu_series([g for g in reader.list_gpu_metrics(cluster_id=detail["cluster_id"], limit=GPU_ROWS)
                             if detail["start"] - 5 <= g["time"] <= until], GPU_POINTS))
+    # Each worker around the computation (the Cluster tab's Workers): a margin either side
+    # shows the memory it started from and what became of the workers after.
+    lo, hi = detail["start"] - WORKERS_MARGIN, (detail.get("stop") or now) + WORKERS_MARGIN
+    workers = worker_peaks([r for r in clean(reader.list_worker_samples(detail["cluster_id"], limit=100_000))
+                            if lo <= r["time"] <= hi], MAX_WORKER_POINTS)
+    worker_events = sorted((e for topic in WORKER_TOPICS
+                            for e in clean(reader.list_events(cluster_id=detail["cluster_id"], topic=topic, limit=5000))
+                            if lo <= e["time"] <= hi), key=lambda e: e["time"])
     label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
     state = {
@@ -125,7 +137,7 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "exceptions": exceptions,
         "code": code,
         "metrics": metrics,
-        "task_stream": stream,
+        "stream_base": {"v": 0, "rows": stream},
         "profile": profile,
         "profile_title": label,
         "profiles": by_prefix,
@@ -135,6 +147,8 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "groups_base": {"v": 0, "rows": groups},
         "samples_base": {"v": 0, "rows": samples},
         "gpu_base": {"v": 0, "rows": gpu},
+        "workers_base": {"v": 0, "rows": workers},
+        "worker_events": worker_events,
     }
     duration = computation_duration(detail, now)
     title = f"{label} — Dask performance report"
@@ -159,6 +173,8 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "task_stream": stream,
         "gpu": gpu,
         "metrics": metrics,
+        "worker_samples": workers,
+        "worker_events": worker_events,
         "exceptions": exceptions,
         "code": code,
         "cluster": cluster,

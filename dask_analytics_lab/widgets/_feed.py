@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from .. import api
-from ..display import clean, downsample, gpu_series, label_of, stream_rows
+from ..display import WORKER_TOPICS, clean, downsample, gpu_series, label_of, stream_rows, worker_peaks
 from ._sync import KeyedTable
 from ._ticker import TICKER
 
@@ -27,6 +27,10 @@ PROFILE_TRIES = 30  # ticks to wait for a finished computation's profile to land
 FINAL_AFTER = 5.0  # seconds after its stop by which a computation's final profile has landed
 LIVE_PROFILE_EVERY = 5.0  # seconds between reads of a running computation's profile
 GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sample
+WORKERS_EVERY = 5  # ticks between worker reads while live (workers are sampled every 5 s)
+MAX_WORKER_POINTS = 300  # per worker
+MAX_WORKER_ROWS = 100_000  # newest worker samples read
+MAX_WORKER_EVENTS = 5_000  # per lifecycle topic
 # Seconds after its stop during which a computation's fine performance metrics may still
 # land: they come with the workers' heartbeats, after its last task.
 METRICS_AFTER = 10.0
@@ -59,7 +63,8 @@ class Feed:
         has = w.has_trait
         self.tables = {
             name: KeyedTable(w, name, key)
-            for name, key in (("groups", "name"), ("computations", "computation_id"), ("samples", "time"), ("gpu", "id"))
+            for name, key in (("groups", "name"), ("computations", "computation_id"), ("samples", "time"), ("gpu", "id"),
+                              ("workers", "id"), ("stream", "id"))
             if has(f"{name}_base")
         }
         self._labels: dict[str, str] = {}
@@ -68,6 +73,8 @@ class Feed:
         self._samples_time: float | None = None
         self._cluster: dict | None = None
         self._gpu_seen = -1
+        self._workers_seen = -1
+        self._workers_final = False  # read once the cluster had stopped: nothing more comes
         self._shown_cluster: str | None = None  # the cluster whose history the traits hold
         self._clusters_due = True
         if w.has_trait("profile_prefix"):
@@ -116,9 +123,10 @@ class Feed:
             with self.w.hold_sync():
                 self._reset_selection(computation_id)
                 w = self.w
-                if "groups" in self.tables:
-                    self.tables["groups"].replace([])
-                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("metrics", []), ("task_stream", []), ("profile", {}),
+                for name in ("groups", "stream"):
+                    if name in self.tables:
+                        self.tables[name].replace([])
+                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("metrics", []), ("profile", {}),
                                     ("runs", {}), ("profile_prefixes", []), ("profile_prefix", "")):
                     if w.has_trait(name):
                         setattr(w, name, empty)
@@ -178,10 +186,12 @@ class Feed:
             live |= self._poll_computation(self._selected, store)
         if w.has_trait("profile"):
             live |= self._poll_profile(cluster_id, store)
-        if self._selected and w.has_trait("task_stream"):
+        if self._selected and "stream" in self.tables:
             live |= self._poll_stream(self._selected, store)
         if cluster_id and "gpu" in self.tables:
             self._poll_gpu(cluster_id, store)
+        if cluster_id and "workers" in self.tables:
+            self._poll_workers(cluster_id, store)
         if w.has_trait("clusters"):
             self._poll_clusters(store)
         return live
@@ -213,11 +223,15 @@ class Feed:
             self._comp_rows = {}
             self._cluster = None
             self._gpu_seen = -1
-            for name in ("computations", "samples", "gpu"):
+            self._workers_seen = -1
+            self._workers_final = False
+            for name in ("computations", "samples", "gpu", "workers"):
                 if name in self.tables:
                     self.tables[name].replace([])
             if w.has_trait("cluster"):
                 w.cluster = {}
+            if w.has_trait("worker_events"):
+                w.worker_events = []
             self.select(None, force=True)
 
     def _poll_clusters(self, store: str | None) -> None:
@@ -361,11 +375,10 @@ class Feed:
         if self._stream_done or self.ticks < self._stream_next:
             return False
         self._stream_next = self.ticks + max(1, round(STREAM_EVERY / max(w.interval, 0.1)))
-        settled = (self._comp_state not in (None, "running") and self._comp_stop is not None
-                   and time.time() - self._comp_stop > FINAL_AFTER)
-        rows = stream_rows(api.list_task_stream(computation_id, limit=STREAM_ROWS, store=store))
-        if rows != w.task_stream:
-            w.task_stream = rows
+        settled = (self._comp_state not in (None, "running")
+                   and (self._comp_stop is None or time.time() - self._comp_stop > FINAL_AFTER))
+        # A growing stream travels as new rows; a binned one's replaced bins, as a rebase.
+        self.tables["stream"].update(stream_rows(api.list_task_stream(computation_id, limit=STREAM_ROWS, store=store)))
         self._stream_done = settled
         return not settled
 
@@ -385,3 +398,20 @@ class Feed:
         self._gpu_seen = len(rows)
         self.tables["gpu"].update(clean(gpu_series(rows, MAX_GPU_POINTS)))
 
+
+    def _poll_workers(self, cluster_id: str, store: str | None) -> None:
+        # The cluster's stop is stored after its last samples and departures: one read
+        # after it has everything.
+        stopped = bool(self._cluster) and not is_live(self._cluster)
+        if self._workers_final or (self.ticks % WORKERS_EVERY and self._workers_seen >= 0 and not stopped):
+            return
+        rows = api.list_worker_samples(cluster_id, limit=MAX_WORKER_ROWS, store=store)
+        self._workers_seen = len(rows)
+        self._workers_final = stopped
+        self.tables["workers"].update(clean(worker_peaks(rows, MAX_WORKER_POINTS)))
+        if self.w.has_trait("worker_events"):
+            events = [e for topic in WORKER_TOPICS
+                      for e in api.list_events(cluster_id, topic=topic, limit=MAX_WORKER_EVENTS, store=store)]
+            events = clean(sorted(events, key=lambda e: e["time"]))
+            if events != self.w.worker_events:
+                self.w.worker_events = events

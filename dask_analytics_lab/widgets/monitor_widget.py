@@ -12,7 +12,8 @@ from .views import ShareMixin
 
 class MonitorWidget(ShareMixin, LiveView):
     """One cluster: its computations (newest first), the chosen one's task groups,
-    time breakdown, task stream, profile and code, the cluster summary, GPU metrics, and a Share-report button.
+    time breakdown, task stream, profile and code, the cluster summary with each worker
+    over time, GPU metrics, and a Share-report button.
 
     A picker over the store's recorded clusters (`clusters`, newest first) switches
     every tab to another cluster's history (the browser sets `cluster_id` and turns
@@ -39,8 +40,6 @@ class MonitorWidget(ShareMixin, LiveView):
     code = t.List().tag(sync=True)
     # Where the chosen computation's time went: get_computation()["metrics"].
     metrics = t.List().tag(sync=True)
-    # When each of its tasks ran, on which worker and thread: list_task_stream()'s rows.
-    task_stream = t.List().tag(sync=True)
     profile = t.Dict().tag(sync=True)
     profile_title = t.Unicode("").tag(sync=True)
     profile_prefixes = t.List().tag(sync=True)
@@ -48,8 +47,14 @@ class MonitorWidget(ShareMixin, LiveView):
     share = t.Dict({"state": "idle"}).tag(sync=True)
     locals().update(table_traits("computations"))
     locals().update(table_traits("groups"))
+    # When each of the chosen computation's tasks ran: list_task_stream()'s rows, by id.
+    locals().update(table_traits("stream"))
     locals().update(table_traits("samples"))
     locals().update(table_traits("gpu"))
+    # Each worker over time (list_worker_samples, thinned per worker) and its joins and
+    # departures (the worker-joined / worker-left events): the Cluster tab's Workers.
+    locals().update(table_traits("workers"))
+    worker_events = t.List().tag(sync=True)
 
     def __init__(self, cluster_id: str | None = None, *, computation_id: str | None = None,
                  store: str | None = None, interval: float = 1.0, start: bool = True,

@@ -44,7 +44,7 @@ class TaskStream(LiveView):
     _esm = bundle("stream")
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
     computation = t.Dict().tag(sync=True)
-    task_stream = t.List().tag(sync=True)
+    locals().update(table_traits("stream"))  # list_task_stream()'s rows, by id
 
     def __init__(self, computation_id: str, **kwargs: Any):
         super().__init__(computation_id=computation_id, **kwargs)
@@ -82,12 +82,15 @@ class CodeSnippets(LiveView):
 
 
 class ClusterSummary(LiveView):
-    """Workers, threads and memory over time, cost, idle time, versions."""
+    """Workers, threads and memory over time, cost, idle time, versions, and each
+    worker over time (its memory, CPU and tasks; when it joined, left or died)."""
 
     _esm = bundle("cluster")
     cluster_id = t.Unicode(None, allow_none=True).tag(sync=True)
     cluster = t.Dict().tag(sync=True)
     locals().update(table_traits("samples"))
+    locals().update(table_traits("workers"))
+    worker_events = t.List().tag(sync=True)
 
     def __init__(self, cluster_id: str, **kwargs: Any):
         super().__init__(cluster_id=cluster_id, **kwargs)

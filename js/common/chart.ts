@@ -7,10 +7,18 @@ const W = 600, H = 110, L = 56, R = 8, T = 8, B = 18;
 
 /**
  * series: [{points: [[t, v], ...], color, fill?: bool, label}]; yFormat(v) -> text.
+ *   base: the lower edge of a filled series, one value per point (a stacked area);
+ *   without it the fill goes down to 0.
  * bands: [{t0, t1, color, label}] drawn along the bottom (e.g. task groups running).
+ * marks: [{t, color, label, cls}] vertical lines at moments (e.g. a worker left).
+ * label: the chart's text for screen readers.
  */
-export interface ChartSeries { points: [number, number | null][]; color: string; fill?: boolean; dash?: boolean; label?: string }
+export interface ChartSeries {
+  points: [number, number | null][]; color: string; fill?: boolean; dash?: boolean; label?: string;
+  base?: (number | null)[]; opacity?: number;
+}
 export interface ChartBand { t0: number; t1: number; color: string; label: string }
+export interface ChartMark { t: number; color: string; label: string; cls?: string }
 export interface ChartOptions {
   series: ChartSeries[];
   yFormat?: (v: number) => string;
@@ -18,10 +26,12 @@ export interface ChartOptions {
   t0?: number | null;
   t1?: number | null;
   bands?: ChartBand[];
+  marks?: ChartMark[];
+  label?: string;
 }
 
 export function timeChart(options: ChartOptions): SVGElement {
-  const el = svg("svg", { role: "img" });
+  const el = svg("svg", { role: "img", "aria-label": options.label });
   // Drawn in the element's own pixels, redrawn when its size changes: with a fixed
   // viewBox scaled to fit, a chart a third of a narrow notebook wide shrank its 11 px
   // axis labels to about 5 px.  Until it is laid out (built off-screen, a hidden tab)
@@ -39,7 +49,7 @@ export function timeChart(options: ChartOptions): SVGElement {
   return el;
 }
 
-function chartParts({ series, yFormat = fmt.count, yMax = null, t0 = null, t1 = null, bands = [] }: ChartOptions,
+function chartParts({ series, yFormat = fmt.count, yMax = null, t0 = null, t1 = null, bands = [], marks = [] }: ChartOptions,
   W: number, H: number): SVGElement[] {
   const parts: SVGElement[] = [];
   const all = series.flatMap((s) => s.points);
@@ -63,13 +73,28 @@ function chartParts({ series, yFormat = fmt.count, yMax = null, t0 = null, t1 = 
       svg("title", {}, b.label)));
   }
   for (const s of series) {
-    const pts = s.points.filter((p) => p[1] != null);
+    const kept = s.points.map((p, i) => [p, s.base?.[i] ?? 0] as const).filter(([p]) => p[1] != null);
+    const pts = kept.map(([p]) => p);
     if (!pts.length) continue;
     const d = pts.map((p, i) => `${i ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join("");
-    if (s.fill) {
-      parts.push(svg("path", { d: `${d}L${x(pts[pts.length - 1][0]).toFixed(1)},${y(0)}L${x(pts[0][0]).toFixed(1)},${y(0)}Z`, fill: s.color, opacity: 0.14 }));
+    if (s.fill && s.base) {
+      const back = kept.slice().reverse().map(([p, b]) => `L${x(p[0]).toFixed(1)},${y(b).toFixed(1)}`).join("");
+      parts.push(svg("path", { d: `${d}${back}Z`, fill: s.color, opacity: s.opacity ?? 0.14 }));
+    } else if (s.fill) {
+      parts.push(svg("path", { d: `${d}L${x(pts[pts.length - 1][0]).toFixed(1)},${y(0)}L${x(pts[0][0]).toFixed(1)},${y(0)}Z`, fill: s.color, opacity: s.opacity ?? 0.14 }));
+    }
+    if (pts.length === 1) {  // one sample draws no line: a dot
+      parts.push(svg("circle", { cx: x(pts[0][0]), cy: y(pts[0][1]), r: 2.5, fill: s.color }));
     }
     parts.push(svg("path", { d, fill: "none", stroke: s.color, "stroke-width": 1.8, "stroke-linejoin": "round", ...(s.dash ? { "stroke-dasharray": "4 3" } : {}) }));
+  }
+  for (const m of marks) {
+    if (!isFinite(m.t)) continue;
+    const at = x(m.t).toFixed(1);
+    parts.push(svg("g", { class: `dal-mark ${m.cls || ""}`.trim() },
+      svg("title", {}, m.label),
+      svg("line", { x1: at, x2: at, y1: T, y2: H - B, stroke: m.color, "stroke-width": 1.5, "stroke-dasharray": "3 2" }),
+      svg("circle", { cx: at, cy: T + 3, r: 3.5, fill: m.color })));
   }
   return parts;
 }

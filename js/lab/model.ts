@@ -32,11 +32,12 @@ export class RestModel extends LocalModel {
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
       title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
-      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], task_stream: [], profile: {}, profile_title: "", runs: {},
+      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], stream_base: { v: 0, rows: [] }, profile: {}, profile_title: "", runs: {},
       profile_prefixes: [], profile_prefix: "",
       share: { state: "idle" }, error: "",
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
       samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
+      workers_base: { v: 0, rows: [] }, worker_events: [],
     });
     this.onSend = (msg: any) => {
       if (msg?.type === "share") void this.share(!!msg.private);
@@ -65,7 +66,7 @@ export class RestModel extends LocalModel {
     this.loadedProfile = null;
     this.detailUpdated = null;
     this.loadedStream = null;
-    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], task_stream: [], exceptions: [], profile: {},
+    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], stream_base: { v: Date.now(), rows: [] }, exceptions: [], profile: {},
       runs: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
     this.poke();
   }
@@ -95,6 +96,16 @@ export class RestModel extends LocalModel {
     if (this.polls % 5 === 0) {
       const { samples } = await get(`api/clusters/${encodeURIComponent(cid)}/samples?limit=600`);
       values.samples_base = { v: 0, rows: samples };
+    }
+    if (this.polls % 5 === 0) {
+      // Each worker over time and its joins and departures (the Cluster tab's Workers).
+      const [{ workers }, joined, left] = await Promise.all([
+        get(`api/clusters/${encodeURIComponent(cid)}/workers?limit=100000`),
+        get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-joined&limit=5000`),
+        get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-left&limit=5000`),
+      ]);
+      values.workers_base = { v: 0, rows: workers };
+      values.worker_events = [...joined.events, ...left.events];
     }
     if (this.polls % 10 === 0) {
       const { gpu } = await get(`api/gpu?cluster_id=${encodeURIComponent(cid)}&limit=5000`);
@@ -151,7 +162,7 @@ export class RestModel extends LocalModel {
       // The task stream grows while it runs; its last rows land a collector tick after the stop.
       if (detail.state && this.loadedStream !== compId && (detail.state !== "running" || this.polls % 2 === 0)) {
         const { tasks } = await get(`api/computations/${encodeURIComponent(compId)}/tasks?limit=50000`);
-        this.update({ task_stream: tasks });
+        this.update({ stream_base: { v: 0, rows: tasks } });
         if (settled) this.loadedStream = compId;
         else if (detail.state !== "running") running = true;
       }

@@ -11,6 +11,7 @@ import flamegraphView from "../widgets/flamegraph.js";
 import timeView from "../widgets/time.js";
 import streamView from "../widgets/stream.js";
 import { clusterCharts } from "../widgets/cluster.js";
+import { workersView } from "../widgets/workers.js";
 import { LocalModel } from "../common/model.js";
 import { h, svg } from "../common/dom.js";
 import { bytes, datetime, duration, money, whole } from "../common/format.js";
@@ -159,7 +160,7 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
   // When and where each task ran: the notebook's Task stream tab over the stored rows.
   function taskStream(c, tasks) {
     const wrap = h("div", { class: "stream" });
-    streamView.render({ model: new LocalModel({ task_stream: tasks, computation: c }), el: wrap });
+    streamView.render({ model: new LocalModel({ stream_base: { v: 0, rows: tasks }, computation: c }), el: wrap });
     return wrap;
   }
 
@@ -230,10 +231,12 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
   };
 
   async function clusterPage(id) {
-    const [{ cluster: c }, { samples }, { computations }, { exceptions }, { events }] = await Promise.all([
+    const [{ cluster: c }, { samples }, { computations }, { exceptions }, { events }, { workers }, joined, left] = await Promise.all([
       api(`/clusters/${enc(id)}`), api(`/clusters/${enc(id)}/samples`, { limit: 5000 }),
       api(`/clusters/${enc(id)}/computations`, { limit: 500 }), api("/exceptions", { cluster_id: id, limit: 500 }),
-      api("/events", { cluster_id: id, limit: 200 })]);
+      api("/events", { cluster_id: id, limit: 200 }), api(`/clusters/${enc(id)}/workers`, { limit: 100000 }),
+      api("/events", { cluster_id: id, topic: "worker-joined", limit: 5000 }),
+      api("/events", { cluster_id: id, topic: "worker-left", limit: 5000 })]);
     document.title = `${c.name} · dask-analytics`;
     const now = Date.now() / 1000;
     const z = size(c);
@@ -258,6 +261,9 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
         ["Platform", c.platform ? `${c.platform.os || ""} ${c.platform.arch || ""} ${c.platform.python || ""}` : ""]]),
       h("h2", {}, "Workers, memory and tasks over time"),
       clusterCharts(samples) || h("p", { class: "muted" }, "Not enough samples for a chart yet."),
+      // The notebook's Workers section: which worker ran out of memory, when, during what.
+      h("h2", {}, "Workers over time"),
+      h("div", { class: "dal workers" }, workersView(workers, [...joined.events, ...left.events], computations)),
       h("h2", {}, `Computations (${computations.length})`), computationsTable(computations),
       h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
       h("h2", {}, `Events (${events.length})`),

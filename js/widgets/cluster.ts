@@ -1,5 +1,8 @@
-// Cluster summary: workers, threads, memory over time, cost, idle time, versions.
-// Traits: cluster {} (the store's cluster row), samples_base/samples_patch (by time).
+// Cluster summary: workers, threads, memory over time, cost, idle time, versions, and
+// each worker over time (./workers.ts).
+// Traits: cluster {} (the store's cluster row), samples_base/samples_patch (by time),
+// workers_base/workers_patch (worker samples, by id), worker_events [] (the
+// worker-joined / worker-left events), computations_base/_patch (marked on the axis).
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { timeChart } from "../common/chart.js";
@@ -7,6 +10,10 @@ import { readTable, tableTraits } from "../common/table.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { onScreen } from "../common/onscreen.js";
 import { frozen } from "../common/clock.js";
+import { workersView } from "./workers.js";
+
+/** What the Workers section draws: worker samples, lifecycle events, computations. */
+export interface WorkersData { samples: any[]; events: any[]; computations: any[]; picked?: { worker?: string | null } }
 
 // The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.ts.
 export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
@@ -42,7 +49,7 @@ function kv(obj) {
   return h("dl.dal-kv", entries.flatMap(([k, v]) => [h("dt", k), h("dd", typeof v === "object" ? JSON.stringify(v) : String(v))]));
 }
 
-export function clusterSummary(c, samples, now = Date.now() / 1000) {
+export function clusterSummary(c, samples, now = Date.now() / 1000, workers: WorkersData | null = null) {
   const box = h("div");
   const status = clusterStatus(c);
   const live = status === "live";
@@ -62,6 +69,10 @@ export function clusterSummary(c, samples, now = Date.now() / 1000) {
     kpi("Worker time", fmt.duration(c.worker_seconds), `${fmt.duration(c.core_seconds)} core time`)));
   const charts = clusterCharts(samples);
   if (charts) box.append(charts);
+  if (workers) {
+    box.append(h("div.dal-section", "Workers over time"),
+      workersView(workers.samples, workers.events, workers.computations, workers.picked));
+  }
   const p = c.platform || {};
   box.append(h("div.dal-section", "Cluster"),
     kv({ id: c.cluster_id, status: frozen() != null && live ? "live when the report was made" : status, address: c.address, user: c.user, account: c.account,
@@ -75,6 +86,7 @@ export function clusterSummary(c, samples, now = Date.now() / 1000) {
 function render({ model, el }) {
   const root = h("div.dal.dal-cluster");
   el.append(root);
+  const picked = { worker: null };  // the worker chosen in the Workers section, across redraws
   const draw = throttle(() => {
     const c = model.get("cluster") || {};
     clear(root);
@@ -83,10 +95,14 @@ function render({ model, el }) {
       return;
     }
     const now = model.get("snapshot_time") || Date.now() / 1000;
-    root.append(h("div.dal-totals", statusBadge(c), h("b", c.name || c.cluster_id)), clusterSummary(c, readTable(model, "samples", "time"), now));
+    const workers = { samples: readTable(model, "workers", "id"), events: model.get("worker_events") || [],
+      computations: readTable(model, "computations", "computation_id"), picked };
+    root.append(h("div.dal-totals", statusBadge(c), h("b", c.name || c.cluster_id)),
+      clusterSummary(c, readTable(model, "samples", "time"), now, workers));
   });
   draw();
-  const off = watch(model, ["cluster", ...tableTraits("samples")], draw);
+  const off = watch(model, ["cluster", "worker_events", ...tableTraits("samples"), ...tableTraits("workers"),
+    ...tableTraits("computations")], draw);
   return () => { off(); root.remove(); };
 }
 

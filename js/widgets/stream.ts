@@ -4,13 +4,14 @@
 // stored in time bins per (worker, prefix): a worker's lanes then show how many of its
 // threads each prefix kept busy in each bin, so a million tasks still show where the
 // time went.  Drawn on a canvas: 10,000 bars cost a few milliseconds.
-// Traits: task_stream [{start, stop, worker, thread, prefix, state, n_tasks, busy, binned}]
-// (list_task_stream's rows), computation {} (its start and state).
+// Traits: stream_base/stream_patch, a table of list_task_stream's rows by id ({start, stop,
+// worker, thread, prefix, state, n_tasks, busy, binned}), computation {} (its start, state).
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { prefixColor, SEGMENT_COLOR } from "../common/colors.js";
 import { now } from "../common/clock.js";
 import { onScreen } from "../common/onscreen.js";
+import { readTable, tableTraits } from "../common/table.js";
 
 const AXIS = 18; // px under the lanes for the time axis
 const GAP = 4; // px between workers
@@ -254,7 +255,7 @@ function render({ model, el }) {
   const chart = new StreamChart(body);
   el.append(root);
   const draw = throttle(() => {
-    const rows = model.get("task_stream") || [];
+    const rows = readTable(model, "stream", "id");
     const computation = model.get("computation") || {};
     clear(root);
     if (!rows.length) {
@@ -277,7 +278,7 @@ function render({ model, el }) {
     chart.set(rows, lay);
   });
   draw();
-  const off = watch(model, ["task_stream", "computation"], draw);
+  const off = watch(model, [...tableTraits("stream"), "computation"], draw);
   return () => { off(); chart.destroy(); root.remove(); };
 }
 
