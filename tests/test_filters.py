@@ -1,0 +1,163 @@
+"""Team questions: filters on clusters and computations (user, account, state, date
+range, text) and keyset pages through `before=`, on SQLite and PostgreSQL, through the
+public API; then the team server's list endpoints with the same parameters, attacked."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+import dask_analytics_lab as dal
+from dask_analytics_lab import api
+from dask_analytics_lab.store import open_store
+
+from .factories import T0, Cluster, group
+
+DAY = 86400.0
+
+
+def _cluster(account: str, user: str, name: str, started: float) -> Cluster:
+    c = Cluster(account=account, t0=started)
+    c.msgs = [c.cluster(name=name, user=user, started=started), c.sample()]
+    return c
+
+
+@pytest.fixture
+def team(store_url):
+    """Three clusters: ann's stopped ETL (team-a, T0), bob's live one (team-a, now),
+    ann's lost one (team-b, T0 + 40 days) with a computation running when it went."""
+    store = open_store(store_url)
+    now = time.time()
+    etl = _cluster("team-a", "ann", "etl-nightly", T0)
+    etl.msgs += [etl.computation("etl-1", start=T0 + 10, groups=[group("read_parquet-1"), group("groupby-2")]),
+                 etl.computation("etl-2", start=T0 + 20, state="erred"),
+                 etl.computation("etl-3", start=T0 + 30, groups=[group("read_parquet-3")]),
+                 etl.stop()]
+    live = _cluster("team-a", "bob", "Bob's 100% scratch_pad", now - 100)
+    live.msgs += [live.computation("live-1", start=now - 50, state="running", label="train_model"),
+                  live.sample(at=now - 1)]
+    lost = _cluster("team-b", "ann", "etl-weekly", T0 + 40 * DAY)
+    lost.msgs += [lost.computation("lost-1", start=T0 + 40 * DAY + 5, state="running")]
+    for c in (etl, live, lost):
+        store.ingest(c.msgs)
+    store.close()
+    api.close_readers()
+    yield {"url": store_url, "etl": etl, "live": live, "lost": lost, "now": now}
+    api.close_readers()
+
+
+def _ids(rows: list[dict], key: str = "cluster_id") -> list[str]:
+    return [r[key] for r in rows]
+
+
+def test_clusters_filter_by_user_account_state_dates_and_text(team):
+    url, etl, live, lost = team["url"], team["etl"], team["live"], team["lost"]
+    assert _ids(dal.list_clusters(store=url)) == [live.id, lost.id, etl.id]
+    assert _ids(dal.list_clusters(user="ann", store=url)) == [lost.id, etl.id]
+    assert _ids(dal.list_clusters(account="team-a", store=url)) == [live.id, etl.id]
+    assert _ids(dal.list_clusters(user="ann", account="team-a", store=url)) == [etl.id]
+    assert _ids(dal.list_clusters(state="live", store=url)) == [live.id]
+    assert _ids(dal.list_clusters(state="stopped", store=url)) == [etl.id]
+    assert _ids(dal.list_clusters(state="lost", store=url)) == [lost.id]
+    # state agrees with each row's status, as the one lifecycle rule says
+    for state in ("live", "stopped", "lost"):
+        assert {r["status"] for r in dal.list_clusters(state=state, store=url)} == {state}
+    # dates: epoch seconds, datetimes (aware or naive = UTC), ISO strings, ages
+    assert _ids(dal.list_clusters(since=T0 + 1, store=url)) == [live.id, lost.id]
+    assert _ids(dal.list_clusters(until=T0 + 1, store=url)) == [etl.id]
+    t40 = dt.datetime.fromtimestamp(T0 + 40 * DAY, dt.timezone.utc)
+    assert _ids(dal.list_clusters(since=t40, until=t40 + dt.timedelta(seconds=1), store=url)) == [lost.id]
+    assert _ids(dal.list_clusters(since=t40.replace(tzinfo=None), until=t40.date() + dt.timedelta(days=1),
+                                  store=url)) == [lost.id]
+    assert _ids(dal.list_clusters(since=t40.strftime("%Y-%m-%dT%H:%M:%SZ"), until="2030-01-01",
+                                  store=url)) == [live.id, lost.id]
+    assert _ids(dal.list_clusters(since="1d", store=url)) == [live.id]
+    # text: in the name, any case; LIKE's wildcards are plain characters
+    assert _ids(dal.list_clusters(text="ETL", store=url)) == [lost.id, etl.id]
+    assert _ids(dal.list_clusters(text="100%", store=url)) == [live.id]
+    assert _ids(dal.list_clusters(text="t_h", store=url)) == []  # "_" would match "tch"
+    assert _ids(dal.list_clusters(text="h_pad", store=url)) == [live.id]
+    assert _ids(dal.list_clusters(text="%", store=url)) == [live.id]
+    assert dal.list_clusters(user="nobody", store=url) == []
+
+
+def test_computations_filter_by_user_account_state_dates_and_text(team):
+    url, etl = team["url"], team["etl"]
+    ids = lambda *a, **kw: _ids(dal.list_computations(*a, store=url, **kw), "computation_id")  # noqa: E731
+    assert ids() == ["live-1", "lost-1", "etl-3", "etl-2", "etl-1"]
+    assert ids(user="ann") == ["lost-1", "etl-3", "etl-2", "etl-1"]
+    assert ids(user="ann", account="team-a") == ["etl-3", "etl-2", "etl-1"]
+    assert ids(account="team-b") == ["lost-1"]
+    assert ids(state="running") == ["live-1"]  # not lost-1: its cluster is gone
+    assert ids(state="lost") == ["lost-1"]
+    assert [r["state"] for r in dal.list_computations(state="lost", store=url)] == ["lost"]
+    assert ids(state="erred") == ["etl-2"]
+    assert ids(state="finished") == ["etl-3", "etl-1"]
+    assert ids(since=T0 + 15, until=T0 + 30) == ["etl-2"]
+    assert ids(text="READ_PARQUET") == ["etl-3", "etl-1"]
+    assert ids(text="groupby") == ["etl-1"]
+    assert ids(etl.id, state="finished", text="groupby") == ["etl-1"]
+    assert ids(etl.id, user="bob") == []
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"since": "yesterday"}, "since must be seconds since the epoch"),
+    ({"until": float("nan")}, "until must be"),
+    ({"since": True}, "since must be"),
+    ({"since": [1]}, "since must be"),
+    ({"state": "dead"}, "state must be one of live, stopped, lost"),
+    ({"before": "not-a-cursor"}, "before must be the `cursor` of the last row"),
+    ({"before": "WzEsMl0"}, "before must be the `cursor`"),  # [1,2]: an id that is no text
+    ({"text": ""}, "text must be text of 1 to 200 characters"),
+    ({"user": "a\x00b"}, "user contains control characters"),
+    ({"limit": -1}, "limit must be a whole number"),
+])
+def test_bad_values_say_what_to_pass(team, kw, says):
+    with pytest.raises(ValueError, match=says.replace("(", r"\(")):
+        dal.list_clusters(store=team["url"], **kw)
+
+
+def test_computation_state_names_its_own_choices(team):
+    with pytest.raises(ValueError, match="running, finished, erred, cancelled, lost"):
+        dal.list_computations(state="live", store=team["url"])
+
+
+def test_pages_follow_the_cursor_to_the_end(store_url):
+    """Every row once, newest first, across pages, with ties on start broken by id."""
+    store = open_store(store_url)
+    c = Cluster(account="team-a")
+    msgs = [c.cluster(started=T0)]
+    for i in range(23):
+        # three at a time share a start: the page boundary falls inside a tie
+        msgs.append(c.computation(f"comp-{i:02d}", start=T0 + i // 3, label="sum" if i % 2 else "mean"))
+    store.ingest(msgs)
+    everything = _ids(store.list_computations(limit=None), "computation_id")
+    assert len(everything) == 23
+    pages, before = [], None
+    while True:
+        page = store.list_computations(limit=5, before=before)
+        if not page:
+            break
+        pages.append(_ids(page, "computation_id"))
+        before = page[-1]["cursor"]
+    assert [len(p) for p in pages] == [5, 5, 5, 5, 3]
+    assert sum(pages, []) == everything
+    starts = [r["start"] for r in store.list_computations(limit=None)]
+    assert starts == sorted(starts, reverse=True)
+    # a filter holds across pages
+    means, before = [], None
+    while page := store.list_computations(limit=4, text="mean", before=before):
+        means += _ids(page, "computation_id")
+        before = page[-1]["cursor"]
+    assert means == [x for x in everything if int(x[-2:]) % 2 == 0]
+    # clusters too
+    for i in range(6):
+        store.ingest([Cluster(f"c-{i}", account="team-a").cluster(started=T0 + i // 2)])
+    ids, before = [], None
+    while page := store.list_clusters(limit=4, before=before):
+        ids += _ids(page)
+        before = page[-1]["cursor"]
+    assert ids == _ids(store.list_clusters(limit=None))
+    assert len(ids) == 7
+    store.close()
