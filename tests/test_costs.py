@@ -67,3 +67,59 @@ def test_cost_report_says_what_to_pass(costs):
         dal.cost_report("week", store=costs)
     with pytest.raises(ValueError, match="since must be seconds since the epoch"):
         dal.cost_report("day", since="last week", store=costs)
+
+
+# --- /api/costs on the team server: the token's account only ---------------------------
+@pytest.fixture
+def server(costs):
+    from .server_helpers import ServerThread
+
+    with ServerThread({"store_url": costs}) as s:
+        yield s
+
+
+def _get(server, token, **params):
+    import urllib.parse
+
+    from .server_helpers import request
+
+    status, body, _ = request(f"{server.url}/api/costs?{urllib.parse.urlencode(params)}", token=token)
+    return status, body
+
+
+def test_server_costs_are_the_tokens_account(server):
+    a, b = server.token("team-a", "ann"), server.token("team-b", "zed")
+    status, body = _get(server, a)
+    assert status == 200 and [r["key"] for r in body["costs"]] == ["bob", "ann", "cy"]  # by user by default
+    status, body = _get(server, b, by="month")
+    assert status == 200 and _pick(body["costs"]) == [("2023-11", 1, 1, 1000.0, 50.0)]
+    status, body = _get(server, a, by="day", since="2023-11-15", until="1700200000")
+    assert [r["key"] for r in body["costs"]] == ["2023-11-15"]
+    assert _get(server, None)[0] == 401
+    status, body = _get(server, a, account="team-b")
+    assert status == 403 and "cannot read account 'team-b'" in body["error"]
+    import dask
+
+    with dask.config.set({"analytics.store": server.url, "analytics.token": b}):
+        api.close_readers()
+        assert _pick(dal.cost_report("user")) == [("ann", 1, 1, 1000.0, 50.0)]
+        with pytest.raises(ValueError, match="by must be one of"):
+            dal.cost_report("year")
+    api.close_readers()
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"by": "week"}, "by must be one of user, day, month"),
+    ({"by": "user; DROP TABLE clusters"}, "by must be one of"),
+    ({"by": ""}, "by must be one of"),
+    ({"since": "tomorrow-ish"}, "since must be"),
+    ({"until": "-inf"}, "until must be"),
+    ({"group": "user"}, "unknown query parameter"),
+])
+def test_server_costs_refuse_hostile_values(server, params, says, monkeypatch):
+    token = server.token("team-a", "ann")
+    called = []
+    monkeypatch.setattr(server.ctx.store, "cost_report", lambda **kw: called.append(kw) or [])
+    status, body = _get(server, token, **params)
+    assert status == 400 and says in body["error"], body
+    assert called == []

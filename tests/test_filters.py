@@ -161,3 +161,116 @@ def test_pages_follow_the_cursor_to_the_end(store_url):
     assert ids == _ids(store.list_clusters(limit=None))
     assert len(ids) == 7
     store.close()
+
+
+# --- the team server: the same filters, inside the token's account -----------------------
+@pytest.fixture
+def server(team):
+    from .server_helpers import ServerThread
+
+    with ServerThread({"store_url": team["url"]}) as s:
+        yield s
+
+
+def _get(server, path: str, token: str | None, **params) -> tuple[int, dict]:
+    import urllib.parse
+
+    from .server_helpers import request
+
+    status, body, _ = request(f"{server.url}/api{path}?{urllib.parse.urlencode(params)}", token=token)
+    return status, body
+
+
+def test_server_filters_stay_inside_the_tokens_account(team, server):
+    a, b = server.token("team-a", "ann"), server.token("team-b", "ann")
+    etl, live, lost = team["etl"], team["live"], team["lost"]
+    ids = lambda body, key="cluster_id": [r[key] for r in body[key.split("_")[0] + "s"]]  # noqa: E731
+    status, body = _get(server, "/clusters", a)
+    assert status == 200 and ids(body) == [live.id, etl.id]
+    status, body = _get(server, "/clusters", a, user="ann", text="etl")
+    assert status == 200 and ids(body) == [etl.id]  # not team-b's etl-weekly
+    status, body = _get(server, "/clusters", b, user="ann")
+    assert status == 200 and ids(body) == [lost.id]
+    status, body = _get(server, "/clusters", a, state="live", since="1d")
+    assert ids(body) == [live.id]
+    status, body = _get(server, "/computations", a, state="finished", until=str(T0 + 25))
+    assert status == 200 and ids(body, "computation_id") == ["etl-1"]
+    status, body = _get(server, "/computations", b, state="lost")
+    assert ids(body, "computation_id") == ["lost-1"]
+    status, body = _get(server, f"/clusters/{etl.id}/computations", a, text="read_parquet", limit=1)
+    assert ids(body, "computation_id") == ["etl-3"]
+    status, body = _get(server, f"/clusters/{etl.id}/computations", a, text="read_parquet", limit=1,
+                        before=body["computations"][0]["cursor"])
+    assert ids(body, "computation_id") == ["etl-1"]
+    # pages through the public API and HttpReader
+    import dask
+
+    with dask.config.set({"analytics.store": server.url, "analytics.token": a}):
+        api.close_readers()
+        page = dal.list_computations(limit=2, user="ann")
+        assert _ids(page, "computation_id") == ["etl-3", "etl-2"]
+        page = dal.list_computations(limit=2, user="ann", before=page[-1]["cursor"])
+        assert _ids(page, "computation_id") == ["etl-1"]
+        assert _ids(dal.list_clusters(since=dt.datetime(2023, 11, 1), until="2023-12-01")) == [etl.id]
+        with pytest.raises(PermissionError, match="cannot read account 'team-b'"):
+            dal.list_clusters(account="team-b")
+        with pytest.raises(ValueError, match="state must be one of"):
+            dal.list_clusters(state="gone")
+    api.close_readers()
+
+
+def test_server_account_filter_never_widens_and_no_login_reads_nothing(team, server):
+    a = server.token("team-a", "ann")
+    for path in ("/clusters", "/computations", f"/clusters/{team['etl'].id}/computations"):
+        status, body = _get(server, path, None, user="ann")
+        assert status == 401, (path, body)
+        status, body = _get(server, path, a, account="team-b", user="ann")
+        assert status == 403 and "cannot read account 'team-b'" in body["error"], (path, body)
+    # another account's cluster by id, even with matching filters: as unknown
+    status, body = _get(server, f"/clusters/{team['lost'].id}/computations", a, state="lost")
+    assert status == 404
+    # a cursor made from another account's row pages through one's own rows only
+    b = server.token("team-b", "ann")
+    status, body = _get(server, "/clusters", b)
+    status, body = _get(server, "/clusters", a, before=body["clusters"][0]["cursor"])
+    assert status == 200 and {r["account"] for r in body["clusters"]} == {"team-a"}
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"since": "yesterday"}, "since must be seconds since the epoch"),
+    ({"until": "nan"}, "until must be"),
+    ({"until": "inf"}, "until must be"),
+    ({"since": "9" * 400}, "since must be"),
+    ({"since": "2026-13-45"}, "since must be"),
+    ({"state": "dead"}, "state must be one of"),
+    ({"state": "' OR 1=1 --"}, "state must be one of"),
+    ({"user": "x" * 201}, "user must be text of 1 to 200 characters"),
+    ({"user": ""}, "user must be text"),
+    ({"text": "a\x00b"}, "text contains control characters"),
+    ({"text": "\x1b[2J"}, "text contains control characters"),
+    ({"before": "%%%"}, "before must be the `cursor`"),
+    ({"before": "eyJhIjoxfQ"}, "before must be the `cursor`"),  # {"a":1}
+    ({"before": "WyJ4IiwieSJd"}, "before must be the `cursor`"),  # ["x","y"]
+    ({"before": "A" * 5000}, "before must be the `cursor`"),
+    ({"limit": "0"}, "limit must be a whole number"),
+    ({"sort": "start"}, "unknown query parameter"),
+])
+def test_server_refuses_hostile_values_before_any_query(team, server, params, says, monkeypatch):
+    token = server.token("team-a", "ann")
+    called = []
+    monkeypatch.setattr(server.ctx.store, "list_clusters", lambda **kw: called.append(kw) or [])
+    monkeypatch.setattr(server.ctx.store, "list_computations", lambda **kw: called.append(kw) or [])
+    for path in ("/clusters", "/computations"):
+        if path == "/computations" and params.get("state") == "dead":
+            params = {"state": "live"}  # a cluster's state, not a computation's
+        status, body = _get(server, path, token, **params)
+        assert status == 400 and says.split(" (")[0] in body["error"], (path, params, body)
+    assert called == []
+
+
+def test_server_repeated_filter_is_refused(team, server):
+    from .server_helpers import request
+
+    token = server.token("team-a", "ann")
+    status, body, _ = request(f"{server.url}/api/clusters?user=ann&user=bob", token=token)
+    assert status == 400 and "give user once" in body["error"]
