@@ -274,3 +274,51 @@ def test_server_repeated_filter_is_refused(team, server):
     token = server.token("team-a", "ann")
     status, body, _ = request(f"{server.url}/api/clusters?user=ann&user=bob", token=token)
     assert status == 400 and "give user once" in body["error"]
+
+
+# --- the command line ----------------------------------------------------------------
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    from dask_analytics_lab import cli
+
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_filters_and_pages(team, capsys):
+    from .test_cli import table
+
+    url, etl, lost = team["url"], team["etl"], team["lost"]
+    code, out, err = _cli(capsys, "--store", url, "clusters", "--user", "ann", "--text", "ETL")
+    assert code == 0, err
+    assert [r["cluster"] for r in table(out)] == [lost.id, etl.id]
+    code, out, _ = _cli(capsys, "--store", url, "clusters", "--state", "stopped", "--since", "2023-11-01",
+                        "--until", "2023-11-30")
+    assert [r["cluster"] for r in table(out)] == [etl.id]
+    # a full page says how to get the next one
+    code, out, err = _cli(capsys, "--store", url, "computations", "--user", "ann", "--limit", "2")
+    assert [r["computation"] for r in table(out)] == ["lost-1", "etl-3"]
+    cursor = err.split("older: --before ")[1].strip()
+    code, out, err = _cli(capsys, "--store", url, "computations", "--user", "ann", "--limit", "2",
+                          "--before", cursor)
+    assert [r["computation"] for r in table(out)] == ["etl-2", "etl-1"]
+    code, out, err = _cli(capsys, "--store", url, "computations", "--user", "ann", "--limit", "2",
+                          "--before", "x" + cursor)
+    assert code == 2 and "before must be the `cursor`" in err, err
+    code, out, err = _cli(capsys, "--store", url, "computations", "--cluster", etl.id, "--state", "erred")
+    assert [r["computation"] for r in table(out)] == ["etl-2"]
+    code, out, err = _cli(capsys, "--store", url, "clusters", "--since", "last tuesday")
+    assert code == 2 and "since must be seconds since the epoch" in err
+    code, out, err = _cli(capsys, "--store", url, "clusters", "--state", "running")
+    assert code == 2 and "'running' is not one of 'live', 'stopped', 'lost'" in err
+
+
+def test_cli_costs(team, capsys):
+    from .test_cli import table
+
+    code, out, err = _cli(capsys, "--store", team["url"], "costs", "--by", "month", "--account", "team-a")
+    assert code == 0, err
+    assert [(r["month"], r["clusters"], r["computations"]) for r in table(out)] == [
+        (dt.datetime.fromtimestamp(team["now"], dt.timezone.utc).strftime("%Y-%m"), "1", "1"), ("2023-11", "1", "3")]
+    code, out, err = _cli(capsys, "--store", team["url"], "costs", "--by", "week")
+    assert code == 2 and "'week' is not one of 'user', 'day', 'month'" in err
