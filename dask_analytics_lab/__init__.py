@@ -1,6 +1,7 @@
 """dask-analytics-lab: record every Dask cluster and computation, and read it back."""
 from .api import (
     compare,
+    cost_report,
     dask_setup,
     export,
     flush,
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "compare",
     "ConfigError",
+    "cost_report",
     "dask_setup",
     "export",
     "flush",

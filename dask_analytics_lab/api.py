@@ -171,9 +171,30 @@ def where(store: str | None = None) -> str:
     return mask_url(config.validate_store(store if store is not None else config.get("analytics.store")))
 
 
-def list_clusters(*, limit: int = 100, store: str | None = None) -> list[dict]:
-    """Recorded clusters, newest first."""
-    return open_reader(store).list_clusters(limit=limit)
+def list_clusters(*, user: str | None = None, account: str | None = None, state: str | None = None,
+                  since: Any = None, until: Any = None, text: str | None = None, before: str | None = None,
+                  limit: int = 100, store: str | None = None) -> list[dict]:
+    """Recorded clusters, newest first (by start, then id).
+
+    user / account: exactly (a team server's token reads its own account only);
+    state: "live", "stopped" or "lost"; since / until: started in [since, until),
+    each seconds since the epoch, a datetime, an ISO date or time ('2026-11-01',
+    '2026-11-01T12:00:00Z'; no offset means UTC) or an age ('7d': that long ago);
+    text: in the cluster's name, any case.
+
+    Each row has a `cursor`: `before=rows[-1]["cursor"]` gives the next, older page
+    (an empty list after the last).  A bad value raises ValueError saying what to pass.
+    """
+    return open_reader(store).list_clusters(user=user, account=account, state=state, since=_time(since, "since"),
+                                            until=_time(until, "until"), text=text, before=before, limit=limit)
+
+
+def _time(value: Any, name: str) -> float | None:
+    # Here, not in the reader: a team server is then sent plain seconds, and an age
+    # ('7d') counts from this machine's clock.
+    from .store.filters import parse_time
+
+    return parse_time(value, name)
 
 
 def get_cluster(cluster_id: str, *, store: str | None = None) -> dict:
@@ -185,9 +206,33 @@ def list_cluster_samples(cluster_id: str, *, limit: int = 10_000, store: str | N
     return open_reader(store).list_cluster_samples(cluster_id, limit=limit)
 
 
-def list_computations(cluster_id: str | None = None, *, limit: int = 100, store: str | None = None) -> list[dict]:
-    """Computations with their totals, newest first; all clusters when cluster_id is None."""
-    return open_reader(store).list_computations(cluster_id=cluster_id, limit=limit)
+def list_computations(cluster_id: str | None = None, *, user: str | None = None, account: str | None = None,
+                      state: str | None = None, since: Any = None, until: Any = None, text: str | None = None,
+                      before: str | None = None, limit: int = 100, store: str | None = None) -> list[dict]:
+    """Computations with their totals, newest first (by start, then id); all clusters
+    when cluster_id is None.
+
+    user / account: of its cluster; state: "running", "finished", "erred",
+    "cancelled" or "lost" (was running when its cluster ended); since / until: start
+    in [since, until), as for list_clusters; text: in its label ("read_parquet →
+    groupby-agg"), any case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.
+    """
+    return open_reader(store).list_computations(cluster_id=cluster_id, user=user, account=account, state=state,
+                                                since=_time(since, "since"), until=_time(until, "until"),
+                                                text=text, before=before, limit=limit)
+
+
+def cost_report(by: str = "user", *, since: Any = None, until: Any = None, account: str | None = None,
+                store: str | None = None) -> list[dict]:
+    """What the clusters cost, per user or per UTC day or month: a list of
+    {"key", "clusters", "computations", "core_hours", "cost"}; by user the dearest
+    first, by day/month the newest first.
+
+    A cluster counts whole in the day (month) it started, with its cost so far
+    (core-hours x analytics.cost.per-core-hour; cost is None where no cluster had a
+    price); since / until pick clusters by start, as for list_clusters."""
+    return open_reader(store).cost_report(by=by, since=_time(since, "since"), until=_time(until, "until"),
+                                          account=account)
 
 
 def get_computation(computation_id: str, *, store: str | None = None) -> dict:

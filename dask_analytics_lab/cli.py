@@ -20,6 +20,7 @@ from . import api, tables
 from .config import ConfigError
 from .prune_cli import prune
 from .server.cli import server, token
+from .store.filters import CLUSTER_STATES, COMPUTATION_STATES, COST_BY
 
 
 class CommandError(click.ClickException):
@@ -68,19 +69,64 @@ def where(ctx: click.Context) -> None:
     click.echo(tables.printable(api.where(_store(ctx))))
 
 
+def filter_options(states: tuple[str, ...]) -> Any:
+    """--user --account --state --since --until --text --before: the list filters (api.list_clusters)."""
+    options = [
+        click.option("--user", help="only this user's"),
+        click.option("--account", help="only this account's (a team server's token reads its own only)"),
+        click.option("--state", type=click.Choice(states)),
+        click.option("--since", metavar="WHEN", help="started at or after: ISO date/time (UTC), epoch seconds, "
+                                                     "or an age such as 7d"),
+        click.option("--until", metavar="WHEN", help="started before, as --since"),
+        click.option("--text", help="in the name (clusters) or label (computations), any case"),
+        click.option("--before", metavar="CURSOR", help="the next, older page: the cursor the previous page "
+                                                        "printed"),
+    ]
+
+    def wrap(fn: Any) -> Any:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return wrap
+
+
+def _more(rows: list[dict], limit: int) -> None:
+    # A full page may have more behind it: say how to get it (on stderr, so the table pipes clean).
+    if rows and len(rows) == limit:
+        click.echo(f"older: --before {rows[-1]['cursor']}", err=True)
+
+
 @analytics.command(help="recorded clusters, newest first: live, stopped or lost")
+@filter_options(CLUSTER_STATES)
 @limit_option(50)
 @click.pass_context
-def clusters(ctx: click.Context, limit: int) -> None:
-    click.echo(tables.clusters(api.list_clusters(limit=limit, store=_store(ctx))))
+def clusters(ctx: click.Context, limit: int, **filters: Any) -> None:
+    rows = api.list_clusters(limit=limit, store=_store(ctx), **filters)
+    click.echo(tables.clusters(rows))
+    _more(rows, limit)
 
 
 @analytics.command(help="computations, newest first")
 @cluster_option
+@filter_options(COMPUTATION_STATES)
 @limit_option(50)
 @click.pass_context
-def computations(ctx: click.Context, cluster: str | None, limit: int) -> None:
-    click.echo(tables.computations(api.list_computations(cluster, limit=limit, store=_store(ctx))))
+def computations(ctx: click.Context, cluster: str | None, limit: int, **filters: Any) -> None:
+    rows = api.list_computations(cluster, limit=limit, store=_store(ctx), **filters)
+    click.echo(tables.computations(rows))
+    _more(rows, limit)
+
+
+@analytics.command(help="what the clusters cost, per user, UTC day or UTC month (a cluster counts in the day it "
+                        "started)")
+@click.option("--by", type=click.Choice(COST_BY), default="user", show_default=True)
+@click.option("--since", metavar="WHEN", help="clusters started at or after: ISO date/time (UTC), epoch seconds, "
+                                              "or an age such as 30d")
+@click.option("--until", metavar="WHEN", help="clusters started before, as --since")
+@click.option("--account", help="only this account's")
+@click.pass_context
+def costs(ctx: click.Context, by: str, since: str | None, until: str | None, account: str | None) -> None:
+    click.echo(tables.costs(api.cost_report(by, since=since, until=until, account=account, store=_store(ctx)), by))
 
 
 @analytics.command(help="failed tasks: one row per failure (type, where, message pattern)")

@@ -264,8 +264,11 @@ class HttpReader:
     def _get(self, path: str, key: str, **params: Any) -> Any:
         return self.client.get("/api" + path, **params)[key]
 
-    def list_clusters(self, *, account: str | None = None, limit: int = 100) -> list[dict]:
-        return self._get("/clusters", "clusters", account=account, limit=limit)
+    def list_clusters(self, *, account: str | None = None, user: str | None = None, state: str | None = None,
+                      since: float | None = None, until: float | None = None, text: str | None = None,
+                      before: str | None = None, limit: int = 100) -> list[dict]:
+        return self._get("/clusters", "clusters", account=account, user=user, state=state, since=since,
+                         until=until, text=text, before=before, limit=limit)
 
     def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
         return self._get(f"/clusters/{_q(cluster_id)}", "cluster", account=account)
@@ -274,8 +277,15 @@ class HttpReader:
         return self._get(f"/clusters/{_q(cluster_id)}/samples", "samples", account=account, limit=limit)
 
     def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
+                          user: str | None = None, state: str | None = None, since: float | None = None,
+                          until: float | None = None, text: str | None = None, before: str | None = None,
                           limit: int = 100) -> list[dict]:
-        return self._get("/computations", "computations", cluster_id=cluster_id, account=account, limit=limit)
+        return self._get("/computations", "computations", cluster_id=cluster_id, account=account, user=user,
+                         state=state, since=since, until=until, text=text, before=before, limit=limit)
+
+    def cost_report(self, *, by: str = "user", since: float | None = None, until: float | None = None,
+                    account: str | None = None) -> list[dict]:
+        return self._get("/costs", "costs", by=by, since=since, until=until, account=account)
 
     def get_computation(self, computation_id: str, *, account: str | None = None) -> dict:
         return self._get(f"/computations/{_q(computation_id)}", "computation", account=account)

@@ -176,6 +176,15 @@ def runs(rows: list[dict]) -> str:
     )
 
 
+def costs(rows: list[dict], by: str) -> str:
+    """cost_report's rows: one per user, UTC day or month."""
+    return render(
+        [(r["key"] if r["key"] is not None else "(unknown)", r["clusters"], r["computations"],
+          f"{r['core_hours']:.2f}", "-" if r["cost"] is None else _cost(r["cost"])) for r in rows],
+        [by, "clusters", "computations", "core-hours", "cost"],
+    )
+
+
 def _ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 

@@ -2,13 +2,15 @@
 
 Every answer wraps its rows under a name ({"clusters": [...]}, {"cluster": {...}});
 errors are {"error": message, "status": code}.  Query parameters are checked (unknown
-ones, bad limits and ids give 400); `account=` narrows a trusted local caller to one
+ones, bad limits, ids and filter values give 400, before any query runs); `account=` narrows a trusted local caller to one
 account and must equal a token's own account.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..store.filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, parse_by, parse_state, parse_text,
+                             parse_time)
 from .base import BaseHandler, check_text
 from .context import Principal
 from .errors import ApiError
@@ -29,6 +31,30 @@ def limit_param(default: int, most: int) -> Callable[[str], int]:
 
 def _text(name: str) -> Callable[[str], str]:
     return lambda value: check_text(name, value)
+
+
+def _checked(parse: Callable[[str], Any], default: Any = None) -> Callable[[str], Any]:
+    """A store filter's own check (store/filters.py), its ValueError answered as 400."""
+    def run(value: str) -> Any:
+        try:
+            return parse(value)
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+    if default is not None:
+        run.default = default  # type: ignore[attr-defined]
+    return run
+
+
+def _cursor(value: str) -> str:
+    decode_cursor(value)
+    return value
+
+
+def _filters(states: tuple[str, ...]) -> dict[str, Callable[[str], Any]]:
+    """The list filters: user, state, since, until, text and before (account= is the scope)."""
+    return {"user": _checked(lambda v: parse_text(v, "user")), "state": _checked(lambda v: parse_state(v, states)),
+            "since": _checked(lambda v: parse_time(v, "since")), "until": _checked(lambda v: parse_time(v, "until")),
+            "text": _checked(lambda v: parse_text(v, "text")), "before": _checked(_cursor)}
 
 
 class QueryHandler(BaseHandler):
@@ -83,10 +109,10 @@ class QueryHandler(BaseHandler):
 
 class Clusters(QueryHandler):
     key = "clusters"
-    params = {"limit": limit_param(100, 10_000)}
+    params = {"limit": limit_param(100, 10_000), **_filters(CLUSTER_STATES)}
 
-    def query(self, account, limit):
-        return self.ctx.store.list_clusters(account=account, limit=limit)
+    def query(self, account, limit, **filters):
+        return self.ctx.store.list_clusters(account=account, limit=limit, **filters)
 
 
 class Cluster(QueryHandler):
@@ -98,11 +124,11 @@ class Cluster(QueryHandler):
 
 class ClusterComputations(QueryHandler):
     key = "computations"
-    params = {"limit": limit_param(100, 10_000)}
+    params = {"limit": limit_param(100, 10_000), **_filters(COMPUTATION_STATES)}
 
-    def query(self, account, cluster_id, limit):
+    def query(self, account, cluster_id, limit, **filters):
         self.ctx.store.get_cluster(cluster_id, account=account)  # 404 rather than [] for a stranger
-        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit, **filters)
         return open_code_lines(self.ctx.cipher, rows)
 
 
@@ -123,11 +149,20 @@ class ClusterProfile(QueryHandler):
 
 class Computations(QueryHandler):
     key = "computations"
-    params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id")}
+    params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id"), **_filters(COMPUTATION_STATES)}
 
-    def query(self, account, limit, cluster_id=None):
-        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit)
+    def query(self, account, limit, cluster_id=None, **filters):
+        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit, **filters)
         return open_code_lines(self.ctx.cipher, rows)
+
+
+class Costs(QueryHandler):
+    key = "costs"
+    params = {"by": _checked(parse_by, default="user"), "since": _checked(lambda v: parse_time(v, "since")),
+              "until": _checked(lambda v: parse_time(v, "until"))}
+
+    def query(self, account, by, since=None, until=None):
+        return self.ctx.store.cost_report(by=by, since=since, until=until, account=account)
 
 
 def open_code_lines(cipher: Any, rows: Any) -> Any:
@@ -275,5 +310,6 @@ def query_routes() -> list[tuple[str, type]]:
         ("/exceptions", Exceptions),
         ("/events", Events),
         ("/gpu", Gpu),
+        ("/costs", Costs),
         ("/export", Export),
     ]

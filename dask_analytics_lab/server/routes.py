@@ -52,7 +52,9 @@ settings (a dict; unknown keys are an error):
 JSON API (errors: {"error": message, "status": code}; every read takes `account=`,
 which must be the token's own account; lists take `limit=`):
   GET  /api/whoami                                   {"whoami": {account, user, via, token_required}}
-  GET  /api/clusters?limit=                          {"clusters": [...]}, newest first
+  GET  /api/clusters?limit=                          {"clusters": [...]}, newest first; filters (and
+       &user=&state=&since=&until=&text=&before=     on the computation lists): store/filters.py;
+                                                     before= a row's `cursor`: the next, older page
   GET  /api/clusters/{id}                            {"cluster": {...}}
   GET  /api/clusters/{id}/computations?limit=        {"computations": [...]}
   GET  /api/clusters/{id}/samples?limit=             {"samples": [...]}, oldest first
@@ -69,6 +71,7 @@ which must be the token's own account; lists take `limit=`):
   GET  /api/exceptions?cluster_id=&computation_id=&limit=   {"exceptions": [...]}
   GET  /api/events?cluster_id=&topic=&limit=         {"events": [...]}
   GET  /api/gpu?cluster_id=&monitor_id=&worker=&limit=      {"gpu": [...]}
+  GET  /api/costs?by=user|day|month&since=&until=   {"costs": [{key, clusters, computations, core_hours, cost}]}
   GET  /api/export                                   {"export": {table: [rows]}}
   POST /api/ingest      gzip'd JSON list of messages -> {"stored": n, "received": n}
                         (token checked before the body is read; messages for another
@@ -84,7 +87,7 @@ Rows are the store's (store/queries.py): every cluster row carries `status` ("li
 "stopped" or "lost"), `ended` and `duration` as the store decides them, and its peak
 size; a computation still running on an ended cluster reads state "lost".  With a
 token, a cluster's `user` is the token's and `reported_user` what its client said.
-Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /login
+Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /costs  /login
        /reports/{id} (report HTML)  /reports/{id}.json (its twin)
 """
 from __future__ import annotations
@@ -136,6 +139,7 @@ def routes_for(ctx: Context) -> list[URLSpec]:
         URLSpec(f"{p}/computations/{seg}", PageHandler, {**c, "page": "computation", "title": "Computation"}),
         URLSpec(f"{p}/exceptions", PageHandler, {**c, "page": "exceptions", "title": "Exceptions"}),
         URLSpec(f"{p}/reports", PageHandler, {**c, "page": "reports", "title": "Reports"}),
+        URLSpec(f"{p}/costs", PageHandler, {**c, "page": "costs", "title": "Costs"}),
         URLSpec(f"{p}/login", LoginHandler, c),
         URLSpec(f"{p}/logout", LogoutHandler, c),
         # The notebook's views, built from js/widgets at install: the pages reuse them.

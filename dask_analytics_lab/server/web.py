@@ -28,7 +28,7 @@ WIDGETS = Path(__file__).parent.parent / "static"
 # so inline styles are allowed (styles cannot run code).
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
-NAV = (("", "Clusters"), ("/exceptions", "Exceptions"), ("/reports", "Reports"))
+NAV = (("", "Clusters"), ("/exceptions", "Exceptions"), ("/costs", "Costs"), ("/reports", "Reports"))
 
 
 def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, ...] = ()) -> str:

@@ -11,6 +11,7 @@ since the epoch; default: the clock) so tests can say when "now" is.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import sqlalchemy as sa
 from distributed import profile as dask_profile
@@ -19,6 +20,8 @@ from ..codecrypt import is_sealed, reading_cipher
 from ..messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
 from .errors import unknown
+from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_cursor, parse_by, parse_state,
+                      parse_text, parse_time)
 from .ingest import cluster_accounts
 
 # A cluster that has sent nothing for this long is lost: a live one sends a
@@ -92,17 +95,67 @@ def lifecycle(stopped: float | None, last_seen: float, started: float, now: floa
 
 def _with_lifecycle(row: dict, now: float) -> dict:
     row.update(lifecycle(row["stopped"], row["last_seen"], row["started"], now))
+    row["cursor"] = encode_cursor(row["started"], row["cluster_id"])
     return row
 
 
-def list_clusters(conn: sa.Connection, *, account: str | None = None, limit: int | None = 100,
-                  now: float | None = None) -> list[dict]:
-    """Newest first; each row with its `status`, `ended` and `duration` (see `lifecycle`)."""
+def _with_cursors(comps: list[dict]) -> list[dict]:
+    for r in comps:
+        r["cursor"] = encode_cursor(r["start"], r["computation_id"])
+    return comps
+
+
+def list_clusters(conn: sa.Connection, *, account: str | None = None, user: str | None = None,
+                  state: str | None = None, since: Any = None, until: Any = None, text: str | None = None,
+                  before: str | None = None, limit: int | None = 100, now: float | None = None) -> list[dict]:
+    """Newest first by (started, cluster_id); each row with its `status`, `ended` and
+    `duration` (see `lifecycle`) and its `cursor`: pass the last row's as `before=` for
+    the next (older) page.
+
+    user: exactly; state: "live", "stopped" or "lost"; since/until: started in
+    [since, until) (see filters.parse_time); text: in its name, any case."""
     now = _clock(now)
     c = s.clusters.c
-    q = sa.select(s.clusters).where(_in_account(s.clusters, account))
-    q = q.order_by(c.started.desc(), c.cluster_id.desc()).limit(_limit(limit))
-    return [_with_lifecycle(r, now) for r in _rows(conn.execute(q))]
+    q = sa.select(s.clusters).where(_in_account(s.clusters, account),
+                                    *_cluster_filters(user=user, state=state, text=text, now=now))
+    q = _keyset(q, c.started, c.cluster_id, since=since, until=until, before=before, now=now)
+    return [_with_lifecycle(r, now) for r in _rows(conn.execute(q.limit(_limit(limit))))]
+
+
+def _cluster_filters(*, user: Any = None, state: Any = None, text: Any = None, now: float) -> list:
+    """WHERE terms on clusters; the lifecycle's SQL twin for `state`."""
+    c = s.clusters.c
+    terms: list = []
+    user, text = parse_text(user, "user"), parse_text(text, "text")
+    state = parse_state(state, CLUSTER_STATES)
+    if user is not None:
+        terms.append(c.user == user)
+    if text is not None:
+        terms.append(c.name.icontains(text, autoescape=True))
+    if state == "stopped":
+        terms.append(c.stopped.is_not(None))
+    elif state == "lost":
+        terms += [c.stopped.is_(None), c.last_seen < now - LOST_AFTER]
+    elif state == "live":
+        terms += [c.stopped.is_(None), c.last_seen >= now - LOST_AFTER]
+    return terms
+
+
+def _keyset(q: sa.Select, start: sa.Column, ident: sa.Column, *, since: Any, until: Any, before: Any,
+            now: float) -> sa.Select:
+    """The date range and the page: rows older than the cursor, newest first.
+
+    `start <= S` on its own bounds the index range scan on both databases; the OR
+    then only breaks ties on the id."""
+    since, until = parse_time(since, "since", now=now), parse_time(until, "until", now=now)
+    cursor = decode_cursor(before)
+    if since is not None:
+        q = q.where(start >= since)
+    if until is not None:
+        q = q.where(start < until)
+    if cursor is not None:
+        q = q.where(start <= cursor[0], sa.or_(start < cursor[0], ident < cursor[1]))
+    return q.order_by(start.desc(), ident.desc())
 
 
 def get_cluster(conn: sa.Connection, cluster_id: str, *, account: str | None = None,
@@ -153,18 +206,42 @@ def list_cluster_samples(conn: sa.Connection, cluster_id: str, *, account: str |
 
 
 def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, account: str | None = None,
-                      limit: int | None = 100, now: float | None = None) -> list[dict]:
-    """Newest first, with their totals, label and code line. The totals live on the
-    row, so this reads `limit` rows of one table, however many task groups there are
-    (then the clusters of the page's running ones, for `_mark_lost`)."""
+                      user: str | None = None, state: str | None = None, since: Any = None, until: Any = None,
+                      text: str | None = None, before: str | None = None, limit: int | None = 100,
+                      now: float | None = None) -> list[dict]:
+    """Newest first by (start, computation_id), with their totals, label, code line and
+    `cursor` (pass the last row's as `before=` for the next page). The totals live on
+    the row, so this reads `limit` rows of one table, however many task groups there
+    are (then the clusters of the page's running ones, for `_mark_lost`).
+
+    user: of its cluster; state: running, finished, erred, cancelled or lost (running
+    on a cluster that ended); since/until: start in [since, until); text: in its label."""
     now = _clock(now)
     c = s.computations
-    q = sa.select(c).where(_in_account(c, account))
+    q = sa.select(c).where(_in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now))
     if cluster_id is not None:
         _require_cluster(conn, cluster_id, account)
         q = q.where(c.c.cluster_id == cluster_id)
-    q = q.order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(_limit(limit))
-    return _mark_lost(conn, open_code_lines(_rows(conn.execute(q))), now)
+    q = _keyset(q, c.c.start, c.c.computation_id, since=since, until=until, before=before, now=now)
+    return _with_cursors(_mark_lost(conn, open_code_lines(_rows(conn.execute(q.limit(_limit(limit))))), now))
+
+
+def _computation_filters(*, user: Any = None, state: Any = None, text: Any = None, now: float) -> list:
+    c = s.computations.c
+    terms: list = []
+    user, text = parse_text(user, "user"), parse_text(text, "text")
+    state = parse_state(state, COMPUTATION_STATES)
+    if user is not None:
+        terms.append(c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.user == user)))
+    if text is not None:
+        terms.append(c.label.icontains(text, autoescape=True))
+    if state in ("running", "lost"):
+        # Stored "running"; "lost" when its cluster ended (as _mark_lost says it).
+        live = sa.select(s.clusters.c.cluster_id).where(*_cluster_filters(state="live", now=now))
+        terms += [c.state == "running", c.cluster_id.in_(live) if state == "running" else c.cluster_id.not_in(live)]
+    elif state is not None:
+        terms.append(c.state == state)
+    return terms
 
 
 def list_task_groups(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> list[dict]:
@@ -188,7 +265,8 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
     lineno_frame / lineno_relative here are where *this* computation was made (from
     the row's code_frames; a row recorded before those existed falls back to the
     snippet's own, which are its first sender's)."""
-    comp = _mark_lost(conn, open_code_lines([_computation_row(conn, computation_id, account)]), _clock(now))[0]
+    comp = _with_cursors(_mark_lost(conn, open_code_lines([_computation_row(conn, computation_id, account)]),
+                                    _clock(now)))[0]
     comp["groups"] = _task_groups(conn, comp)
     hashes = comp["code_hashes"] or []
     found = {}
@@ -341,6 +419,43 @@ def list_task_stream(conn: sa.Connection, computation_id: str, *, account: str |
     q = (sa.select(t).where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == computation_id)
          .order_by(t.c.start, t.c.id).limit(_limit(limit)))
     return _rows(conn.execute(q))
+
+
+def cost_report(conn: sa.Connection, *, by: str = "user", since: Any = None, until: Any = None,
+                account: str | None = None, now: float | None = None) -> list[dict]:
+    """Cost per user, UTC day or UTC month: [{"key", "clusters", "computations",
+    "core_hours", "cost"}], by user the dearest first, by day/month the newest first.
+
+    A cluster counts whole in the bucket of the day it started (since/until pick
+    clusters by start too), with its cost and core-hours so far; `cost` is None for a
+    bucket where no cluster had a price."""
+    by = parse_by(by)
+    c = s.clusters.c
+    now = _clock(now)
+    n_comps = (sa.select(sa.func.count()).select_from(s.computations)
+               .where(s.computations.c.cluster_id == c.cluster_id).scalar_subquery())
+    per_cluster = sa.select(_bucket(conn, by).label("key"), c.core_seconds, c.cost, n_comps.label("n_comps"))
+    per_cluster = _keyset(per_cluster.where(_in_account(s.clusters, account)), c.started, c.cluster_id,
+                          since=since, until=until, before=None, now=now).order_by(None).subquery()
+    k = per_cluster.c
+    cost = sa.func.sum(k.cost)
+    q = sa.select(k.key, sa.func.count().label("clusters"), sa.func.coalesce(sa.func.sum(k.n_comps), 0).label("computations"),
+                  (sa.func.coalesce(sa.func.sum(k.core_seconds), 0.0) / 3600.0).label("core_hours"),
+                  cost.label("cost")).group_by(k.key)
+    q = q.order_by(cost.desc().nulls_last(), k.key) if by == "user" else q.order_by(k.key.desc())
+    return [{**r, "computations": int(r["computations"]), "core_hours": float(r["core_hours"])}
+            for r in _rows(conn.execute(q))]
+
+
+def _bucket(conn: sa.Connection, by: str) -> sa.ColumnElement:
+    """The report's key for a cluster: its user, or the UTC day/month it started."""
+    c = s.clusters.c
+    if by == "user":
+        return c.user
+    if conn.dialect.name == "sqlite":
+        return sa.func.strftime("%Y-%m-%d" if by == "day" else "%Y-%m", c.started, "unixepoch")
+    return sa.func.to_char(sa.func.timezone("UTC", sa.func.to_timestamp(c.started)),
+                           "YYYY-MM-DD" if by == "day" else "YYYY-MM")
 
 
 def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list[dict]]:

@@ -80,9 +80,12 @@ class Store:
         with self._unavailable():
             return _ingest.ingest(self._engine, messages)
 
-    def list_clusters(self, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
+    def list_clusters(self, *, account: str | None = None, user: str | None = None, state: str | None = None,
+                      since: Any = None, until: Any = None, text: str | None = None, before: str | None = None,
+                      limit: int | None = 100) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_clusters(conn, account=account, limit=limit)
+            return queries.list_clusters(conn, account=account, user=user, state=state, since=since, until=until,
+                                         text=text, before=before, limit=limit)
 
     def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
         with self.reading() as conn:
@@ -94,9 +97,16 @@ class Store:
             return queries.list_cluster_samples(conn, cluster_id, account=account, limit=limit)
 
     def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
-                          limit: int | None = 100) -> list[dict]:
+                          user: str | None = None, state: str | None = None, since: Any = None, until: Any = None,
+                          text: str | None = None, before: str | None = None, limit: int | None = 100) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_computations(conn, cluster_id=cluster_id, account=account, limit=limit)
+            return queries.list_computations(conn, cluster_id=cluster_id, account=account, user=user, state=state,
+                                             since=since, until=until, text=text, before=before, limit=limit)
+
+    def cost_report(self, *, by: str = "user", since: Any = None, until: Any = None,
+                    account: str | None = None) -> list[dict]:
+        with self.reading() as conn:
+            return queries.cost_report(conn, by=by, since=since, until=until, account=account)
 
     def get_computation(self, computation_id: str, *, account: str | None = None) -> dict:
         with self.reading() as conn:

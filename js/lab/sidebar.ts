@@ -8,6 +8,7 @@ import * as fmt from "../common/format.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { computationItem, LOGO } from "../widgets/monitor.js";
 import { rovingFocus, settleFocus } from "../common/keys.js";
+import { Filters, filterBar, filterParams, pager } from "../common/filters.js";
 import { get, url } from "./api";
 
 // Cluster heads and computation rows: one keyboard stop, walked with the arrow keys.
@@ -24,7 +25,11 @@ export interface IOpenRequest {
 
 export class Sidebar extends Widget {
   private list: HTMLElement;
+  private pages: HTMLElement;
+  private problem: HTMLElement;
   private footer: HTMLElement;
+  private filters: Filters = {};
+  private before: string | null = null;
   private status: HTMLElement;
   // Polls only while the sidebar is shown and the browser tab is visible.
   private poll = new Poll({
@@ -49,9 +54,13 @@ export class Sidebar extends Widget {
     this.list = h("div.dal-sidebar-list", { role: "tree", "aria-label": "Clusters and their computations" });
     rovingFocus(this.list, ITEMS);
     this.footer = h("div.dal-sidebar-foot");
+    this.pages = h("div.dal-sidebar-pages");
+    this.problem = h("div.dal-filter-error", { role: "alert" });
+    // A new filter starts again from the newest page.
+    const bar = filterBar(["live", "stopped", "lost"], {}, (f) => { this.filters = f; this.turn(null); });
     this.node.append(
       h("div.dal-sidebar-head", logo.firstChild, h("span.dal-title", "Dask analytics"), h("span.dal-spacer"), this.status),
-      this.list, this.footer);
+      bar, this.problem, this.list, this.pages, this.footer);
   }
 
   protected onAfterShow(msg: Message): void {
@@ -61,6 +70,12 @@ export class Sidebar extends Widget {
   /** Read the store now (then every POLL_MS while shown). */
   refresh(): Promise<void> {
     return this.poll.refresh();
+  }
+
+  private turn(before: string | null): void {
+    this.before = before;
+    this.last = "";
+    void this.refresh();
   }
 
   dispose(): void {
@@ -76,7 +91,17 @@ export class Sidebar extends Widget {
         clear(this.footer).append(h("span", { title: info.store }, `store: ${fmt.short(info.store, 60)}`), " · ",
           h("a", { href: url(""), target: "_blank" }, "team view"));
       }
-      const { clusters } = await get(`api/clusters?limit=${MAX_CLUSTERS}`);
+      const query = new URLSearchParams({ limit: String(MAX_CLUSTERS), ...filterParams(this.filters) });
+      if (this.before) query.set("before", this.before);
+      let clusters: any[];
+      try {
+        ({ clusters } = await get(`api/clusters?${query}`));
+      } catch (e: any) {
+        if (e?.status !== 400) throw e;
+        this.problem.textContent = e.message;  // a filter the store refused: it says why
+        return;
+      }
+      this.problem.textContent = "";
       if (!this.autoExpanded && clusters.length) {
         this.expanded.add(clusters[0].cluster_id); // the newest cluster opens by itself
         this.autoExpanded = true;
@@ -90,6 +115,7 @@ export class Sidebar extends Widget {
       if (key !== this.last) {
         this.last = key;
         this.draw(clusters, computations);
+        clear(this.pages).append(pager(clusters, MAX_CLUSTERS, this.before !== null, (b) => this.turn(b)));
       }
       this.status.textContent = "";
     } catch (e: any) {
@@ -113,6 +139,10 @@ export class Sidebar extends Widget {
 
   private drawItems(clusters: any[], computations: Record<string, any[]>): void {
     clear(this.list);
+    if (!clusters.length && (this.before || Object.keys(this.filters).length)) {
+      this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No cluster matches")));
+      return;
+    }
     if (!clusters.length) {
       this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No clusters recorded yet"),
         h("div.dal-empty-hint", "In a notebook: ", h("code", "%load_ext dask_analytics"), ", then create a Client.")));

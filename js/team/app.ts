@@ -17,6 +17,7 @@ import { h, svg } from "../common/dom.js";
 import { bytes, datetime, duration, money, whole } from "../common/format.js";
 import { failureRow as commonFailureRow } from "../common/failures.js";
 import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
+import { Filters, filterBar, filterParams, filtersFrom, pager } from "../common/filters.js";
 
 (function () {
   const body = document.body;
@@ -165,20 +166,36 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
   }
 
   // ---------- pages ----------
+  // The filters and the page live in the URL (?user=ann&state=live&before=...): a
+  // filtered page is a link to share, and Back goes to the page before.
+  function visit(params: Record<string, string | null | undefined>): void {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+    location.assign(location.pathname + (q.toString() ? `?${q}` : ""));
+  }
+
   async function clustersPage() {
     document.title = "Clusters · dask-analytics";
-    const [{ clusters }, { exceptions }] = await Promise.all([api("/clusters", { limit: 500 }), api("/exceptions", { limit: 2000 })]);
+    const search = new URLSearchParams(location.search);
+    const filters = filtersFrom(search);
+    const before = search.get("before");
+    const limit = Number(search.get("limit")) || 100;
+    const keep = (f: Filters, b: string | null) => visit({ ...f, before: b, limit: search.get("limit") });
+    const [{ clusters }, { exceptions }] = await Promise.all([
+      api("/clusters", { limit, ...filterParams(filters), before }), api("/exceptions", { limit: 2000 })]);
     const errorsBy = {};
     for (const e of exceptions) errorsBy[e.cluster_id] = (errorsBy[e.cluster_id] || 0) + e.count;
     const now = Date.now() / 1000;
+    const filtered = before || Object.keys(filters).length;
     app.replaceChildren(
       h("h1", {}, "Clusters"),
+      filterBar(["live", "stopped", "lost"], filters, (f) => keep(f, null)),
       h("div", { class: "legend muted" },
         ["live|#1f6feb", "stopped|#8c959f", "lost (went silent)|#bf8700", "with errors|#cf222e"].map((p) => {
           const [label, color] = p.split("|"); const i = h("i", {}); i.style.background = color; return h("span", {}, i, label);
         })),
       timeline(clusters, errorsBy) || h("p", { class: "muted" }, "No cluster recorded yet."),
-      h("h2", {}, `${clusters.length} clusters`),
+      h("h2", {}, `${clusters.length} clusters${filtered ? " shown" : ""}`),
       table([
         { label: "Cluster", value: (c) => link(`/clusters/${enc(c.cluster_id)}`, c.name || c.cluster_id) },
         { label: "User", value: (c) => c.user || "" },
@@ -193,7 +210,36 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
         { label: "Cost", num: true, value: (c) => money(c.cost) },
         { label: "Idle", num: true, value: (c) => (c.idle_since ? duration((ended(c) ?? now) - c.idle_since) : "") },
         { label: "Errors", num: true, value: (c) => (errorsBy[c.cluster_id] ? h("span", { class: "error" }, whole(errorsBy[c.cluster_id])) : "0") },
-      ], clusters, "No cluster recorded yet: register one with dask_analytics_lab.register(client)."));
+      ], clusters, filtered ? "No cluster matches." : "No cluster recorded yet: register one with dask_analytics_lab.register(client)."),
+      pager(clusters, limit, !!before, (b) => keep(filters, b)));
+  }
+
+  async function costsPage() {
+    document.title = "Costs · dask-analytics";
+    const search = new URLSearchParams(location.search);
+    const by = search.get("by") || "user";
+    const since = search.get("since") || "";
+    const { costs } = await api("/costs", { by, since: since || null });
+    const names = { user: "User", day: "Day (UTC)", month: "Month (UTC)" };
+    const total = costs.reduce((a, r) => a + (r.cost || 0), 0);
+    const sinceField = h("input", { type: "date", name: "since", value: since, "aria-label": "Since (UTC day)" });
+    app.replaceChildren(
+      h("h1", {}, "Costs"),
+      h("div", { class: "dal-filters" },
+        h("span", { role: "tablist", "aria-label": "Group by" }, Object.entries(names).map(([key, label]) =>
+          h("a", { href: `?${new URLSearchParams(since ? { by: key, since } : { by: key })}`, role: "tab",
+            "aria-selected": String(key === by), class: key === by ? "chosen" : null }, `by ${label.split(" ")[0].toLowerCase()}`))),
+        h("form", { onsubmit: (e: Event) => { e.preventDefault(); visit({ by, since: sinceField.value }); } },
+          h("label", {}, "since ", sinceField), h("button", { type: "submit" }, "Show"))),
+      h("p", { class: "muted" }, `${whole(costs.length)} row${costs.length === 1 ? "" : "s"} · total ${money(total)}`,
+        " · a cluster counts in the day it started, with its cost so far"),
+      table([
+        { label: names[by] || by, value: (r) => (r.key === null ? "(unknown)" : r.key) },
+        { label: "Clusters", num: true, value: (r) => whole(r.clusters) },
+        { label: "Computations", num: true, value: (r) => whole(r.computations) },
+        { label: "Core-hours", num: true, value: (r) => r.core_hours.toFixed(2) },
+        { label: "Cost", num: true, value: (r) => money(r.cost) },
+      ], costs, "No cluster recorded in this time."));
   }
 
   // Now while live, the peak (marked) once it ended.
@@ -355,7 +401,7 @@ import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
   }
 
   const pages: Record<string, (arg?: string) => Promise<void>> = { clusters: clustersPage, cluster: clusterPage, computation: computationPage,
-    exceptions: exceptionsPage, reports: reportsPage };
+    exceptions: exceptionsPage, reports: reportsPage, costs: costsPage };
   const page = pages[body.dataset.page || ""];
   if (page) {
     whoami();
