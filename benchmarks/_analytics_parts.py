@@ -7,8 +7,9 @@ DAL_BENCH_OFF is a comma-separated list of:
   gpu       the GPU plugin is not added at all (one plugin less for Dask to call)
   ticks     no snapshots (cluster samples, computations, errors, task stream sends)
   emit      messages are dropped before they are built and shipped
-Profile fetches, the task stream and fine metrics have their own settings (analytics.profile.transmit,
-analytics.task-stream.transmit, analytics.metrics.transmit), passed by the benchmark as environment variables.
+Profile fetches, the task stream, fine metrics and worker samples have their own settings
+(analytics.profile.transmit, analytics.task-stream.transmit, analytics.metrics.transmit,
+analytics.workers.transmit), passed by the benchmark as environment variables.
 """
 from __future__ import annotations
 

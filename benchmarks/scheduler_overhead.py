@@ -299,6 +299,7 @@ PARTS = [
     ("- profile fetches", "", {"DASK_ANALYTICS__PROFILE__TRANSMIT": "false"}),
     ("- task stream", "", {"DASK_ANALYTICS__TASK_STREAM__TRANSMIT": "false"}),
     ("- fine metrics", "", {"DASK_ANALYTICS__METRICS__TRANSMIT": "false"}),
+    ("- worker samples", "", {"DASK_ANALYTICS__WORKERS__TRANSMIT": "false"}),
 ]
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 CHROMIUM = os.environ.get("DAL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-gpu",
@@ -213,3 +213,20 @@ def widget_state(url: str, cluster_id: str, computation_id: str | None) -> dict:
     finally:
         w.close()
     return json.loads(json.dumps(state))
+
+
+def browser_table(state: Any, name: str, key: str) -> dict:
+    """A KeyedTable as js/common/table.ts readTable() rebuilds it from its two traits,
+    by key; `state` is a widget or its state dict."""
+    def get(trait: str, default: dict) -> dict:
+        return state.get(trait, default) if isinstance(state, dict) else getattr(state, trait, default)
+
+    base = get(f"{name}_base", {"v": 0, "rows": []})
+    patch = get(f"{name}_patch", {"v": 0, "rows": [], "removed": []})
+    rows = {r[key]: r for r in base["rows"]}
+    if patch["v"] == base["v"]:
+        for k in patch["removed"]:
+            rows.pop(k, None)
+        for r in patch["rows"]:
+            rows[r[key]] = r
+    return rows

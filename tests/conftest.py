@@ -10,8 +10,13 @@ postgresql package; see tests/postgres_server.py). Use it in any test file:
 `sqlite_url` and `postgres_url` give one backend; `postgres_server` is the
 session's server (create_database(), url(name), halt()/resume()).
 Deselect the PostgreSQL runs with `-m "not postgres"`.
+
+`browser` is one headless Chromium per test module; `page` a fresh page in it that
+fails its test on any JavaScript error, sized by the module's VIEWPORT if it has one.
 """
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
@@ -47,3 +52,26 @@ def sqlite_url(tmp_path):
 def store_url(request):
     """A fresh store URL, once per backend."""
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from .browser_helpers import CHROMIUM, chromium
+
+    if not CHROMIUM or not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture()
+def page(browser, request):
+    viewport = getattr(request.module, "VIEWPORT", {"width": 1200, "height": 800})
+    context = browser.new_context(viewport=viewport, device_scale_factor=1.5)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, errors

@@ -21,7 +21,7 @@ import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
 
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import CHROMIUM, chromium, save, static_server
+from tests.browser_helpers import save, static_server
 from tests.test_cluster_picker import HOSTILE, live_cluster
 from tests.views_data import build
 
@@ -84,14 +84,6 @@ def harness(tmp_path_factory):
     (root / "index.html").write_text(HARNESS)
     with static_server(root) as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture()

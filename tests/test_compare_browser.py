@@ -17,9 +17,11 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
 from tests.test_compare import job
+
+VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,26 +36,6 @@ def runs(tmp_path_factory):
     first, second = sorted(dal.list_computations(info["cluster_id"], store=url), key=lambda c: c["start"])
     yield url, info["cluster_id"], first["computation_id"], second["computation_id"]
     close_readers()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture()
-def page(browser):
-    context = browser.new_context(viewport={"width": 1100, "height": 700}, device_scale_factor=1.5)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, errors
 
 
 def test_the_monitor_shows_the_second_run_against_the_first(runs, page, tmp_path):

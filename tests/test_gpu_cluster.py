@@ -29,6 +29,8 @@ import pynvml  # noqa: F401,E402  (a test extra: a missing one fails the run)
 sys.path.insert(0, str(Path(__file__).parent))
 import fake_nvml  # noqa: E402
 
+from .waiting import wait_for
+
 pytestmark = pytest.mark.timeout(180)
 
 GiB = 1 << 30
@@ -59,13 +61,6 @@ def start_worker(address: str, env: dict, log: Path) -> subprocess.Popen:
          "--no-nanny", "--no-dashboard", "--memory-limit", "0"],
         env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
 
-
-def wait_for(cond, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def gpu_child(i):

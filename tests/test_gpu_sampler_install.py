@@ -7,7 +7,6 @@ Real worker processes, the real pynvml path, the compiled fake libnvidia-ml.so.1
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import dask
@@ -20,6 +19,7 @@ from dask_analytics_lab.collect.gpu_sampler import PLUGIN_NAME as SAMPLER
 from dask_analytics_lab.gpu import Monitor
 
 from .cluster_helpers import FAST
+from .waiting import wait_for
 
 import pynvml  # noqa: F401,E402  (a test extra: a missing one fails the run)
 sys.path.insert(0, str(Path(__file__).parent))
@@ -27,13 +27,6 @@ import fake_nvml  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
-
-def wait_for(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def plugins_on_workers(client: Client) -> dict[str, list[str]]:

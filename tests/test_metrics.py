@@ -22,8 +22,11 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.collect.metrics import MetricsRecorder, split_key
 from dask_analytics_lab.config import resolve
 
-from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from .browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from .cluster_helpers import recorded_cluster
+from .waiting import wait_for
+
+VIEWPORT = {"width": 1200, "height": 720}  # the `page` fixture's (conftest.py)
 
 SPIN = 0.3  # seconds of CPU per task
 NAP = 0.3  # seconds asleep per task
@@ -50,16 +53,6 @@ def combine(parts: list) -> int:
     return sum(parts)
 
 
-def _wait_for(condition, timeout=60.0, what="condition"):
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
 
 def _seconds(metrics: list[dict], prefix: str | None, activity: str, context: str = "execute") -> float:
     return sum(r["value"] for r in metrics if r["prefix"] == prefix and r["activity"] == activity
@@ -77,7 +70,7 @@ def _metrics_when(client, store: str, comp_id: str, cond, what: str) -> list[dic
         dal.flush(client)
         metrics = dal.get_computation(comp_id, store=store)["metrics"]
         return metrics if cond(metrics) else None
-    return _wait_for(ready, what=what)
+    return wait_for(ready, what=what)
 
 
 def _newest(client, store: str, cluster_id: str, n: int) -> dict:
@@ -85,7 +78,7 @@ def _newest(client, store: str, cluster_id: str, n: int) -> dict:
         dal.flush(client)
         comps = dal.list_computations(cluster_id, store=store)
         return comps[0] if len(comps) >= n and comps[0]["state"] == "finished" else None
-    return _wait_for(ready, what=f"computation {n} finished")
+    return wait_for(ready, what=f"computation {n} finished")
 
 
 def _all_in(n: int, per_task: float):
@@ -278,26 +271,6 @@ def test_the_recorder_sends_cumulative_rows_and_forgets_what_dask_forgot():
 
 
 # --- the Time tab, in Chromium, once the cluster is gone ----------------------------------
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture()
-def page(browser):
-    context = browser.new_context(viewport={"width": 1200, "height": 720}, device_scale_factor=1.5)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, errors
-
 
 def _bars(time_view) -> dict:
     """{prefix: {category: width %}} of the drawn bars, and each row's verdict."""

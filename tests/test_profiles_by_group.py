@@ -19,6 +19,7 @@ from dask_analytics_lab.store import NotFound
 
 from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
 from .cluster_helpers import recorded_cluster
+from .waiting import wait_for
 
 
 def _spin(seconds: float) -> None:
@@ -45,13 +46,6 @@ def frames(tree: dict) -> set[str]:
         stack.extend(node.get("children", {}).values())
     return out
 
-
-def wait_for(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")

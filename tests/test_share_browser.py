@@ -28,7 +28,7 @@ import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports.render import computation_report
-from tests.browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
 from tests.test_report_links import offline_page
 from tests.views_data import build
@@ -36,14 +36,6 @@ from tests.views_data import build
 pytestmark = pytest.mark.timeout(180)
 
 STATE = re.compile(r'(<script type="application/json" id="dal-state">)(.*?)(</script>)', re.S)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from dask_analytics_lab.collect.shipper import Shipper
 from dask_analytics_lab.collect.sinks import open_sink
 
 from .cluster_helpers import FAST
+from .waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)")
 
@@ -41,13 +42,6 @@ def open_files(folder: Path) -> Counter:
 def n_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
-
-def wait_for(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def cluster_message(seq: int) -> dict:

@@ -15,6 +15,7 @@ from dask_analytics_lab.collect.task_stream import LATE_ROWS, Bins, TaskStreamRe
 from dask_analytics_lab.config import ConfigError, resolve
 
 from .cluster_helpers import recorded_cluster
+from .waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -39,16 +40,6 @@ def _comps(cluster_id, store):
     return dal.list_computations(cluster_id, store=store)[::-1]
 
 
-def _wait_for(condition, timeout=30.0):
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.1)
-
 
 def _done_comps(client, info, store, n):
     cid = info["cluster_id"]
@@ -58,7 +49,7 @@ def _done_comps(client, info, store, n):
         comps = _comps(cid, store)
         return comps if len(comps) >= n and all(c["state"] != "running" for c in comps) else None
 
-    return _wait_for(ready)
+    return wait_for(ready)
 
 
 # --- on a real cluster ---------------------------------------------------------------
@@ -102,7 +93,7 @@ def test_erred_tasks_are_in_the_stream(sqlite_url):
     with recorded_cluster(sqlite_url) as (client, info):
         wait(client.map(fail, range(5)))
         (comp,) = _done_comps(client, info, sqlite_url, 1)
-        rows = _wait_for(lambda: dal.list_task_stream(comp["computation_id"], store=sqlite_url))
+        rows = wait_for(lambda: dal.list_task_stream(comp["computation_id"], store=sqlite_url))
     assert len(rows) == 5 and {r["state"] for r in rows} == {"erred"}
 
 
@@ -115,7 +106,7 @@ def test_past_the_limit_the_stream_is_binned_and_adds_up(sqlite_url):
         futures = client.map(busy, range(n))
         wait(futures)
         small_comp, comp = _done_comps(client, info, sqlite_url, 2)
-        groups = _wait_for(lambda: dal.list_task_groups(comp["computation_id"], store=sqlite_url))
+        groups = wait_for(lambda: dal.list_task_groups(comp["computation_id"], store=sqlite_url))
         rows = dal.list_task_stream(comp["computation_id"], store=sqlite_url)
         small_rows = dal.list_task_stream(small_comp["computation_id"], store=sqlite_url)
         status = dal.status(client)

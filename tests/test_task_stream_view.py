@@ -19,8 +19,11 @@ from distributed import wait
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 
-from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from .browser_helpers import WIDGET_HARNESS, browser_table, save, static_server, widget_state
 from .cluster_helpers import recorded_cluster
+from .waiting import wait_for
+
+VIEWPORT = {"width": 1200, "height": 720}  # the `page` fixture's (conftest.py)
 
 N_SLOW = 24  # tasks of the live computation: 0.25 s each on 2 single-thread workers
 N_BINNED = 300
@@ -46,31 +49,10 @@ def quick(x: int) -> int:
     return x
 
 
-def _table(state: dict) -> list[dict]:
-    """The stream table a widget's state holds (its base with its patch applied), as
-    js/common/table.ts readTable() reads it."""
-    base, patch = state["stream_base"], state["stream_patch"]
-    rows = {r["id"]: r for r in base["rows"]}
-    if patch["v"] == base["v"]:
-        for k in patch["removed"]:
-            rows.pop(k, None)
-        rows.update({r["id"]: r for r in patch["rows"]})
-    return list(rows.values())
+def _table(state) -> list[dict]:
+    """The task stream a widget (or its state) holds, as the browser reads it."""
+    return list(browser_table(state, "stream", "id").values())
 
-
-def _stream(w) -> list[dict]:
-    return _table({"stream_base": w.stream_base, "stream_patch": w.stream_patch})
-
-
-def _wait_for(condition, timeout=60.0, what="condition"):
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -91,18 +73,18 @@ def recorded(tmp_path_factory):
 
             def seen_running():
                 w.refresh()
-                return (w.computation.get("state") == "running" and 0 < len(_stream(w)) < N_SLOW
+                return (w.computation.get("state") == "running" and 0 < len(_table(w)) < N_SLOW
                         and json.loads(json.dumps({k: v for k, v in w.get_state().items()
                                                    if not k.startswith("_") and k != "layout"})))
 
-            out["live_state"] = _wait_for(seen_running, what="a running computation's first tasks in the widget")
+            out["live_state"] = wait_for(seen_running, what="a running computation's first tasks in the widget")
             wait(futures)
 
             def all_in():
                 w.refresh()
-                return w.computation.get("state") == "finished" and len(_stream(w)) == N_SLOW
+                return w.computation.get("state") == "finished" and len(_table(w)) == N_SLOW
 
-            _wait_for(all_in, what="every task of the finished computation in the widget")
+            wait_for(all_in, what="every task of the finished computation in the widget")
         finally:
             w.close()
         out["slow"] = w.computation["computation_id"]
@@ -116,7 +98,7 @@ def recorded(tmp_path_factory):
             rows = dal.list_task_stream(comps[0]["computation_id"], store=url)
             return comps[0]["computation_id"] if rows and sum(r["n_tasks"] for r in rows) == N_BINNED else None
 
-        out["binned"] = _wait_for(binned, what="the binned computation's stream")
+        out["binned"] = wait_for(binned, what="the binned computation's stream")
         futures = client.map(nap_a, range(4)) + client.map(nap_b, range(4))
         wait(futures)
 
@@ -125,7 +107,7 @@ def recorded(tmp_path_factory):
             c = dal.list_computations(cid, store=url)[0]
             return c["computation_id"] if c["computation_id"] != out["binned"] and c["state"] != "running" else None
 
-        out["two"] = _wait_for(newest_done, what="the two-prefix computation")
+        out["two"] = wait_for(newest_done, what="the two-prefix computation")
     yield out
     close_readers()
 
@@ -153,26 +135,6 @@ def test_a_report_carries_the_task_stream_and_the_windows_gpu_samples(recorded):
 
 
 # --- in Chromium ---------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture()
-def page(browser):
-    context = browser.new_context(viewport={"width": 1200, "height": 720})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, errors
-
 
 def _drawn(view) -> dict:
     """The canvas's label and how many of its pixels are painted."""
@@ -273,7 +235,7 @@ def test_a_reports_flamegraph_picker_shows_each_groups_own_profile_offline(recor
 
     two, store = recorded["two"], recorded["store"]
     for prefix in ("nap_a", "nap_b"):
-        _wait_for(lambda: dal.get_profile(computation_id=two, prefix=prefix, store=store).get("count"),
+        wait_for(lambda: dal.get_profile(computation_id=two, prefix=prefix, store=store).get("count"),
                   what=f"{prefix}'s profile")
     html, twin, _ = computation_report(two, store=store)
     assert sorted(twin["profiles"]) == ["nap_a", "nap_b"]

@@ -24,8 +24,10 @@ import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
 
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from tests.views_data import KEYERROR_EXAMPLES, build
+
+VIEWPORT = {"width": 1400, "height": 900}  # the `page` fixture's (conftest.py)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,26 +58,6 @@ def harness(scenario, tmp_path_factory):
         (root / f"{name}.json").write_text(json.dumps(state))
     with static_server(root) as base:
         yield base, states
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture()
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=1.5)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, errors
 
 
 def _show(page, base: str, name: str):

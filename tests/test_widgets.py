@@ -13,6 +13,8 @@ from dask_analytics_lab.widgets import _feed  # noqa: E402
 from dask_analytics_lab.display import downsample  # noqa: E402
 from dask_analytics_lab.widgets._sync import KeyedTable  # noqa: E402
 from dask_analytics_lab.widgets.monitor_widget import MonitorWidget  # noqa: E402
+
+from .browser_helpers import browser_table  # noqa: E402
 from dask_analytics_lab.widgets.views import Flamegraph, TaskGroups  # noqa: E402
 
 
@@ -29,25 +31,12 @@ class Owner:
         object.__setattr__(self, name, value)
 
 
-def browser_view(owner, name, key):
-    """What js/common/table.ts rebuilds from the two traits."""
-    base = getattr(owner, f"{name}_base", {"v": 0, "rows": []})
-    patch = getattr(owner, f"{name}_patch", {"v": 0, "rows": [], "removed": []})
-    rows = {r[key]: r for r in base["rows"]}
-    if patch["v"] == base["v"]:
-        for k in patch["removed"]:
-            rows.pop(k, None)
-        for r in patch["rows"]:
-            rows[r[key]] = r
-    return rows
-
-
 def test_table_sends_only_changes_and_browser_rebuilds_everything():
     owner = Owner()
     table = KeyedTable(owner, "groups", "name", min_patch=4, ratio=0.5)
     rows = [{"name": f"g{i}", "n": 0} for i in range(10)]
     table.update(rows)
-    assert browser_view(owner, "groups", "name") == {r["name"]: r for r in rows}
+    assert browser_table(owner, "groups", "name") == {r["name"]: r for r in rows}
     owner.sets.clear()
 
     assert table.update(rows) is False  # nothing changed: nothing sent
@@ -57,7 +46,7 @@ def test_table_sends_only_changes_and_browser_rebuilds_everything():
     table.update(rows)
     assert [n for n, _ in owner.sets] == ["groups_patch"]  # the base is not resent
     assert owner.sets[0][1]["rows"] == [{"name": "g3", "n": 5}]
-    assert browser_view(owner, "groups", "name")["g3"]["n"] == 5
+    assert browser_table(owner, "groups", "name")["g3"]["n"] == 5
 
     # Removing rows and changing many: past the threshold it rebases once.
     owner.sets.clear()
@@ -65,7 +54,7 @@ def test_table_sends_only_changes_and_browser_rebuilds_everything():
     table.update(rows)
     assert [n for n, _ in owner.sets] == ["groups_base", "groups_patch"]
     assert owner.sets[1][1]["rows"] == []
-    assert browser_view(owner, "groups", "name") == {r["name"]: r for r in rows}
+    assert browser_table(owner, "groups", "name") == {r["name"]: r for r in rows}
 
 
 def test_table_partial_updates_and_replace():
@@ -73,9 +62,9 @@ def test_table_partial_updates_and_replace():
     table = KeyedTable(owner, "samples", "time")
     table.update([{"time": 1}, {"time": 2}], complete=False)
     table.update([{"time": 3}], complete=False)  # appends; keeps the rest
-    assert sorted(browser_view(owner, "samples", "time")) == [1, 2, 3]
+    assert sorted(browser_table(owner, "samples", "time")) == [1, 2, 3]
     table.replace([{"time": 9}])
-    assert sorted(browser_view(owner, "samples", "time")) == [9]
+    assert sorted(browser_table(owner, "samples", "time")) == [9]
 
 
 def test_downsample_keeps_newest_and_bound():
@@ -252,7 +241,7 @@ def test_live_50k_task_view_sends_small_updates(fake_store):
     w.refresh()
     assert rec.take() == []
     # The browser's view equals the store's current truth.
-    view = browser_view(w, "groups", "name")
+    view = browser_table(w, "groups", "name")
     assert {k: v["states"] for k, v in view.items()} == {g["name"]: g["states"] for g in fake_store.groups()}
     w.close()
 
@@ -292,7 +281,7 @@ def test_taskgroups_view_alone(fake_store):
     w = TaskGroups("c1", start=False)
     w.refresh()
     assert w.computation["computation_id"] == "c1"
-    assert len(browser_view(w, "groups", "name")) == 20
+    assert len(browser_table(w, "groups", "name")) == 20
     w.close()
 
 
@@ -357,7 +346,7 @@ def test_feed_lists_computations_by_their_stored_label(fake_store, monkeypatch):
     fake_store.step = 100
     w = MonitorWidget("k1", start=False)
     w.refresh()
-    rows = browser_view(w, "computations", "computation_id")
+    rows = browser_table(w, "computations", "computation_id")
     assert rows["c1"]["label"] == "random_sample → sum" and rows["c1"]["code_line"] == "x.sum().compute()"
     w.close()
 

@@ -25,21 +25,14 @@ import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.config import ConfigError, resolve
 
-from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from .browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from .cluster_helpers import FAST, recorded_cluster
+from .waiting import wait_for
+
+VIEWPORT = {"width": 1200, "height": 900}  # the `page` fixture's (conftest.py)
 
 HELD = 64 * 2**20  # bytes a task's result holds in a worker's memory
 
-
-def _wait_for(condition, timeout=90.0, what="condition"):
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def hold() -> bytes:
@@ -81,13 +74,13 @@ def sampled(tmp_path_factory):
             dal.flush(client)
             rows = dal.list_worker_samples(cid, worker=holder, store=store)
             return [r for r in rows if (r["managed"] or 0) >= HELD]
-        out["holding"] = _wait_for(holding, what="a sample with the held bytes managed")
+        out["holding"] = wait_for(holding, what="a sample with the held bytes managed")
         busy = client.map(nap, range(6))
 
         def processing():
             rows = dal.list_worker_samples(cid, store=store)
             return [r for r in rows if (r["processing"] or 0) > 0]
-        out["busy"] = _wait_for(processing, what="a sample with tasks processing")
+        out["busy"] = wait_for(processing, what="a sample with tasks processing")
         client.gather(busy)
         del held
         out["status"] = dal.flush(client)
@@ -99,7 +92,7 @@ def sampled(tmp_path_factory):
         def left():
             dal.flush(client)
             return _events(store, cid, "worker-left")
-        out["left"] = _wait_for(left, what="the retired worker's departure")
+        out["left"] = wait_for(left, what="the retired worker's departure")
     yield out
     close_readers()
 
@@ -189,26 +182,26 @@ def lifecycle(tmp_path_factory):
             out["cluster_id"] = cid = dal.register(client, store=store)["cluster_id"]
             first = set(client.scheduler_info()["workers"])
             cluster.scale(1)
-            _wait_for(lambda: len(client.scheduler_info()["workers"]) == 1, what="the scale-down")
+            wait_for(lambda: len(client.scheduler_info()["workers"]) == 1, what="the scale-down")
             (kept,) = client.scheduler_info()["workers"]
             out["closed"] = (first - {kept}).pop()
 
             out["killed"] = kept
             pid = client.run(os.getpid, workers=[kept])[kept]
             os.kill(pid, signal.SIGKILL)
-            _wait_for(lambda: set(client.scheduler_info()["workers"]) - {kept}, what="the nanny's restart")
+            wait_for(lambda: set(client.scheduler_info()["workers"]) - {kept}, what="the nanny's restart")
             (restarted,) = client.scheduler_info()["workers"]
             out["hogged"] = restarted
             with pytest.raises(Exception, match="KilledWorker|died"):
                 client.submit(hog, 1, pure=False).result()
-            _wait_for(lambda: set(client.scheduler_info()["workers"]) - {restarted}, what="the restart after the hog")
+            wait_for(lambda: set(client.scheduler_info()["workers"]) - {restarted}, what="the restart after the hog")
             (out["last"],) = client.scheduler_info()["workers"]
 
             def recorded():
                 dal.flush(client)
                 left = _events(store, cid, "worker-left")
                 return left if len(left) >= 3 else None
-            _wait_for(recorded, what="three worker-left events")
+            wait_for(recorded, what="three worker-left events")
             out["samples"] = dal.list_worker_samples(cid, store=store)
             # What the notebook's monitor holds while the cluster still runs.
             out["live_state"] = widget_state(store, cid, None)
@@ -258,26 +251,6 @@ def test_restarted_workers_joined_and_the_last_one_left_with_the_cluster(lifecyc
 
 
 # --- the Workers section, in Chromium, live and once the cluster is gone ---------------
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture()
-def page(browser):
-    context = browser.new_context(viewport={"width": 1200, "height": 900}, device_scale_factor=1.5)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, errors
-
 
 def _drawn(view, lifecycle) -> dict:
     """What the Workers section drew: the memory chart's areas, its marks, the alert."""
@@ -376,7 +349,7 @@ def test_the_workers_section_draws_while_the_cluster_runs(page, tmp_path):
         cid = info["cluster_id"]
         held = client.submit(hold)
         held.result()
-        _wait_for(lambda: dal.flush(client) and len({r["time"] for r in dal.list_worker_samples(cid, store=store)}) >= 3,
+        wait_for(lambda: dal.flush(client) and len({r["time"] for r in dal.list_worker_samples(cid, store=store)}) >= 3,
                   what="three samples")
         w = MonitorWidget(cid, store=url, start=False)
         try:
@@ -393,7 +366,7 @@ def test_the_workers_section_draws_while_the_cluster_runs(page, tmp_path):
                 before = _memory_points(page)
                 assert before >= 1
                 seen = len(first["workers_base"]["rows"])
-                _wait_for(lambda: dal.flush(client) and len(dal.list_worker_samples(cid, store=store)) >= seen + 10,
+                wait_for(lambda: dal.flush(client) and len(dal.list_worker_samples(cid, store=store)) >= seen + 10,
                           what="newer samples")
                 for _ in range(5):  # the feed reads workers every few ticks
                     w.refresh()

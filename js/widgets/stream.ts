@@ -109,7 +109,7 @@ function tickStep(span: number, px: number): number {
 
 class StreamChart {
   canvas: HTMLCanvasElement;
-  tip: HTMLElement;
+  tip: HTMLElement | null = null; // made on the first hover, gone when the mouse leaves
   rows: any[] = [];
   lay: StreamLayout | null = null;
   labelW = 0;
@@ -117,11 +117,9 @@ class StreamChart {
 
   constructor(private container: HTMLElement) {
     this.canvas = h("canvas", { role: "img", tabIndex: 0 });
-    this.tip = h("div.dal-tip", { style: { display: "none" } });
     container.append(this.canvas);
-    document.body.append(this.tip);
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
-    this.canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
+    this.canvas.addEventListener("mouseleave", () => this.hideTip());
     this.resize = new ResizeObserver(() => this.draw());
     this.resize.observe(container);
   }
@@ -220,10 +218,16 @@ class StreamChart {
     return best;
   }
 
+  hideTip() {
+    this.tip?.remove();
+    this.tip = null;
+  }
+
   hover(e: MouseEvent) {
     const r = this.hit(e);
-    if (!r) { this.tip.style.display = "none"; return; }
+    if (!r) { this.hideTip(); return; }
     const lay = this.lay!;
+    if (!this.tip) document.body.append((this.tip = h("div.dal-tip")));
     clear(this.tip).append(
       h("b", r.prefix || "?"),
       h("div", r.binned
@@ -236,7 +240,7 @@ class StreamChart {
 
   destroy() {
     this.resize.disconnect();
-    this.tip.remove();
+    this.hideTip();
   }
 }
 
