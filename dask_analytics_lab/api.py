@@ -250,10 +250,12 @@ def list_exceptions(cluster_id: str | None = None, *, computation_id: str | None
     return open_reader(store).list_exceptions(cluster_id=cluster_id, computation_id=computation_id, limit=limit)
 
 
-def list_events(cluster_id: str | None = None, *, topic: str | None = None,
-                limit: int = 1000, store: str | None = None) -> list[dict]:
-    """Recorded events (topics in analytics.events.allow), newest first."""
-    return open_reader(store).list_events(cluster_id=cluster_id, topic=topic, limit=limit)
+def list_events(cluster_id: str | None = None, *, topic: str | None = None, since: Any = None,
+                until: Any = None, limit: int = 1000, store: str | None = None) -> list[dict]:
+    """Recorded events (topics in analytics.events.allow), newest first; since/until
+    (as list_clusters takes them) bound their time."""
+    return open_reader(store).list_events(cluster_id=cluster_id, topic=topic, limit=limit,
+                                          since=_time(since, "since"), until=_time(until, "until"))
 
 
 def get_profile(computation_id: str | None = None, *, cluster_id: str | None = None, prefix: str | None = None,
@@ -267,11 +269,12 @@ def get_profile(computation_id: str | None = None, *, cluster_id: str | None = N
     return open_reader(store).get_profile(computation_id=computation_id, cluster_id=cluster_id, prefix=prefix)
 
 
-def list_worker_samples(cluster_id: str, *, worker: str | None = None, limit: int = 100_000,
-                        store: str | None = None) -> list[dict]:
-    """Each worker over the cluster's life (the newest `limit` samples, oldest first):
-    memory managed by Dask, unmanaged and spilled, CPU, tasks processing."""
-    return open_reader(store).list_worker_samples(cluster_id, worker=worker, limit=limit)
+def list_worker_samples(cluster_id: str, *, worker: str | None = None, since: Any = None, until: Any = None,
+                        limit: int = 100_000, store: str | None = None) -> list[dict]:
+    """Each worker over the cluster's life (the newest `limit` samples of [since, until],
+    oldest first): memory managed by Dask, unmanaged and spilled, CPU, tasks processing."""
+    return open_reader(store).list_worker_samples(cluster_id, worker=worker, limit=limit,
+                                                  since=_time(since, "since"), until=_time(until, "until"))
 
 
 def list_task_stream(computation_id: str, *, limit: int = 100_000, store: str | None = None) -> list[dict]:
@@ -282,10 +285,12 @@ def list_task_stream(computation_id: str, *, limit: int = 100_000, store: str | 
 
 
 def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = None,
-                     worker: str | None = None, limit: int = 100_000, store: str | None = None) -> list[dict]:
-    """GPU samples, one row per GPU per sample (the newest `limit`, oldest first), with the
-    task groups running then."""
-    return open_reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker, limit=limit)
+                     worker: str | None = None, since: Any = None, until: Any = None, limit: int = 100_000,
+                     store: str | None = None) -> list[dict]:
+    """GPU samples, one row per GPU per sample (the newest `limit` of [since, until],
+    oldest first), with the task groups running then."""
+    return open_reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker, limit=limit,
+                                               since=_time(since, "since"), until=_time(until, "until"))
 
 
 def compare(computation_id: str, baseline: str | None = None, *, store: str | None = None) -> dict:

@@ -77,8 +77,9 @@ WORKER_TOPICS = ("worker-joined", "worker-left")
 
 
 def worker_peaks(rows: list[dict], most: int) -> list[dict]:
-    """Worker samples thinned to at most `most` per worker, keeping of each stretch the
-    one that used the most memory (a chart read for its peak must not lose it); by time."""
+    """Worker samples thinned to about `most` per worker (at most three times that),
+    keeping of each stretch the ones with the most memory, CPU and tasks processing (a
+    chart read for its peaks must not lose them); by time."""
     by_worker: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: r["time"]):
         by_worker.setdefault(r["worker"], []).append(r)
@@ -91,9 +92,12 @@ def worker_peaks(rows: list[dict], most: int) -> list[dict]:
         for i in range(most):
             part = series[math.floor(i * step):math.floor((i + 1) * step)]
             if part:
-                kept.append(max(part, key=_memory))
+                tops = {id(r): r for r in (max(part, key=_memory), max(part, key=lambda r: r.get("cpu") or 0),
+                                            max(part, key=lambda r: r.get("processing") or 0))}
+                kept.extend(tops.values())
     return sorted(kept, key=lambda r: r["time"])
 
 
 def _memory(row: dict) -> int:
-    return (row.get("managed") or 0) + (row.get("unmanaged") or 0) + (row.get("spilled") or 0)
+    # The worker process's memory, what its limit bounds: spilled data is on disk.
+    return (row.get("managed") or 0) + (row.get("unmanaged") or 0)

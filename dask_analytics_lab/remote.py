@@ -299,8 +299,10 @@ class HttpReader:
                          account=account, limit=limit)
 
     def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
-                    account: str | None = None, limit: int = 1000) -> list[dict]:
-        return self._get("/events", "events", cluster_id=cluster_id, topic=topic, account=account, limit=limit)
+                    account: str | None = None, limit: int = 1000, since: float | None = None,
+                    until: float | None = None) -> list[dict]:
+        return self._get("/events", "events", cluster_id=cluster_id, topic=topic, account=account, limit=limit,
+                         since=since, until=until)
 
     def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
                     prefix: str | None = None, account: str | None = None) -> dict:
@@ -312,14 +314,16 @@ class HttpReader:
         raise TypeError("get_profile needs computation_id= or cluster_id=")
 
     def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
-                         worker: str | None = None, account: str | None = None, limit: int = 100_000) -> list[dict]:
+                         worker: str | None = None, account: str | None = None, limit: int = 100_000,
+                         since: float | None = None, until: float | None = None) -> list[dict]:
         return self._get("/gpu", "gpu", cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
-                         account=account, limit=limit)
+                         account=account, limit=limit, since=since, until=until)
 
     def list_worker_samples(self, cluster_id: str, *, worker: str | None = None, account: str | None = None,
-                            limit: int = 100_000) -> list[dict]:
+                            limit: int = 100_000, since: float | None = None,
+                            until: float | None = None) -> list[dict]:
         return self._get(f"/clusters/{_q(cluster_id)}/workers", "workers", worker=worker, account=account,
-                         limit=limit)
+                         limit=limit, since=since, until=until)
 
     def list_task_stream(self, computation_id: str, *, account: str | None = None,
                          limit: int = 100_000) -> list[dict]:

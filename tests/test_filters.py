@@ -322,3 +322,41 @@ def test_cli_costs(team, capsys):
         (dt.datetime.fromtimestamp(team["now"], dt.timezone.utc).strftime("%Y-%m"), "1", "1"), ("2023-11", "1", "3")]
     code, out, err = _cli(capsys, "--store", team["url"], "costs", "--by", "week")
     assert code == 2 and "'week' is not one of 'user', 'day', 'month'" in err
+
+
+def test_a_bare_number_is_refused_as_an_age_without_its_unit(team):
+    # "--since 30" meant 30 days: as 30 s after 1970 it would quietly match everything.
+    with pytest.raises(ValueError, match=r"since='30' reads as seconds since the epoch.*'30d'"):
+        dal.list_clusters(since="30", store=team["url"])
+    with pytest.raises(ValueError, match="until=7 reads as seconds"):
+        dal.list_computations(until=7, store=team["url"])
+
+
+def test_series_read_their_window_in_the_store_and_through_the_server(team, server):
+    """Worker samples and events between since and until (a report of an early computation
+    of a long-lived cluster reads its own stretch, not the newest rows)."""
+    etl = team["etl"]
+    store = open_store(team["url"])
+    store.ingest([etl.workers(2, at=T0 + t) for t in range(0, 1000, 10)]
+                 + [etl.msg("event", {"topic": "worker-joined", "time": T0 + t, "msg": {"worker": f"w{t}"}})
+                    for t in (5, 505, 905)])
+    store.close()
+    rows = dal.list_worker_samples(etl.id, since=T0 + 100, until=T0 + 200, limit=5, store=team["url"])
+    assert [r["time"] - T0 for r in rows] == [180, 190, 190, 200, 200]  # the newest 5 of the window
+    rows = dal.list_worker_samples(etl.id, since=T0 + 100, until=T0 + 200, store=team["url"])
+    assert {r["time"] - T0 for r in rows} == set(range(100, 201, 10)) and len(rows) == 22
+    events = dal.list_events(etl.id, topic="worker-joined", since=T0 + 500, until=T0 + 600, store=team["url"])
+    assert [e["msg"]["worker"] for e in events] == ["w505"]
+    a = server.token("team-a", "ann")
+    status, body = _get(server, f"/clusters/{etl.id}/workers", a, since=str(T0 + 100), until=str(T0 + 200))
+    assert status == 200 and len(body["workers"]) == 22
+    status, body = _get(server, "/events", a, cluster_id=etl.id, topic="worker-joined", since=str(T0 + 900))
+    assert status == 200 and [e["msg"]["worker"] for e in body["events"]] == ["w905"]
+    for path, params in ((f"/clusters/{etl.id}/workers", {"since": "soon"}), ("/events", {"until": "nan"}),
+                         ("/gpu", {"since": "30"})):
+        status, body = _get(server, path, a, **params)
+        assert status == 400 and ("since" in body["error"] or "until" in body["error"]), (path, body)
+    status, body = _get(server, f"/clusters/{etl.id}/workers", None, since=str(T0))
+    assert status == 401
+    status, body = _get(server, f"/clusters/{etl.id}/workers", server.token("team-b", "ann"), since=str(T0))
+    assert status == 404  # another account's cluster: as unknown

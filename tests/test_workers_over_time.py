@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import time
+from types import SimpleNamespace
 from urllib.parse import quote
 
 import dask
@@ -23,7 +24,9 @@ from distributed import Client, LocalCluster
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect.workers import LEFT_TOPIC, MEMORY_KILL_TTL, WorkerLifecycle
 from dask_analytics_lab.config import ConfigError, resolve
+from dask_analytics_lab.display import worker_peaks
 
 from .browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from .cluster_helpers import FAST, recorded_cluster
@@ -389,3 +392,71 @@ def test_the_workers_section_draws_while_the_cluster_runs(page, tmp_path):
             assert "Most memory" in view.locator(".dal-workers-peak").inner_text()
         del held
     close_readers()
+
+
+# --- the lifecycle's bookkeeping, alone ------------------------------------------------
+
+def _worker(name: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, host="127.0.0.1", nthreads=1, memory_limit=10**9)
+
+
+def _lifecycle_alone() -> tuple[WorkerLifecycle, list]:
+    events: list = []
+    return WorkerLifecycle(lambda topic, msg, t: events.append((topic, msg))), events
+
+
+def test_workers_still_there_when_the_scheduler_closes_leave_closed_with_it():
+    # The scheduler closes its plugins before it lets its workers go (client.shutdown(),
+    # an idle timeout): without this they would never have left.
+    life, events = _lifecycle_alone()
+    for a in ("tcp://a:1", "tcp://b:1"):
+        life.joined(a, _worker(a), 100.0)
+    life.left("tcp://a:1", "handle-worker-cleanup-1", 110.0)
+    life.scheduler_closing(120.0)
+    life.flush(120.0, force=True)
+    left = {msg["worker"]: msg for topic, msg in events if topic == LEFT_TOPIC}
+    assert set(left) == {"tcp://a:1", "tcp://b:1"}
+    assert left["tcp://b:1"]["reason"] == "closed" and left["tcp://b:1"]["stimulus_id"] == "scheduler-close"
+    assert left["tcp://a:1"]["reason"] == "died"  # no closing status, no memory kill
+    life.scheduler_closing(121.0)  # nothing left to close: no second departure
+    life.flush(121.0, force=True)
+    assert sum(topic == LEFT_TOPIC for topic, _ in events) == 2
+
+
+def test_an_address_reused_by_a_new_worker_starts_clean():
+    life, events = _lifecycle_alone()
+    life.memory_killed({"worker": "tcp://a:1", "rss": 5 * 10**8}, 100.0)  # late: its worker long gone
+    life.status_changed("tcp://a:1", {"status": "closing"})
+    life.joined("tcp://a:1", _worker("new"), 200.0)  # a fixed --worker-port, a new process
+    life.left("tcp://a:1", "handle-worker-cleanup-2", 300.0)
+    life.flush(300.0, force=True)
+    (msg,) = [m for topic, m in events if topic == LEFT_TOPIC]
+    assert msg["reason"] == "died" and "rss" not in msg, msg
+
+
+def test_a_memory_kill_whose_removal_never_came_is_forgotten_in_time_not_in_bulk():
+    life, events = _lifecycle_alone()
+    life.memory_killed({"worker": "tcp://old:1", "rss": 1}, 100.0)
+    for i in range(150):  # a wave of kills: each waits for its own removal
+        life.memory_killed({"worker": f"tcp://w{i}:1", "rss": 1}, 500.0)
+    life.flush(500.0 + MEMORY_KILL_TTL / 2)
+    life.left("tcp://w149:1", "x", 510.0)
+    life.flush(510.0, force=True)
+    (msg,) = [m for topic, m in events if topic == LEFT_TOPIC]
+    assert msg["reason"] == "memory", msg  # kept, though 150 were held
+    life.left("tcp://old:1", "y", 520.0)
+    life.flush(520.0, force=True)
+    assert [m for topic, m in events if topic == LEFT_TOPIC][-1]["reason"] == "died"  # expired after its TTL
+
+
+def test_thinned_samples_keep_each_stretchs_memory_cpu_and_tasks_peaks():
+    rows = [{"worker": "w", "time": float(t), "managed": 0, "unmanaged": 10, "spilled": 0, "cpu": 5.0, "processing": 1}
+            for t in range(1000)]
+    rows[10].update(unmanaged=900)  # the memory peak
+    rows[20].update(cpu=390.0)  # the CPU peak, in the same stretch
+    rows[30].update(processing=64)
+    rows[40].update(spilled=10**9)  # on disk: not the process's memory
+    kept = worker_peaks(rows, 10)
+    assert {r["time"] for r in kept} >= {10.0, 20.0, 30.0}
+    assert 40.0 not in {r["time"] for r in kept}
+    assert len(kept) <= 3 * 10 and [r["time"] for r in kept] == sorted(r["time"] for r in kept)

@@ -170,6 +170,11 @@ class AnalyticsPlugin(SchedulerPlugin):
             return
         self._callback.stop()
         self._profiles.close()
+        if self._lifecycle is not None:
+            try:
+                self._lifecycle.scheduler_closing(time.time())
+            except Exception:
+                logger.exception("dask-analytics: recording the workers' departure failed")
         self._tick(force=True)
         idle = self._closed_for_idleness()
         self.emit("cluster_stop", {
@@ -311,7 +316,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                     if action == "worker-status-change":
                         self._lifecycle.status_changed(topic, msg)
                     elif topic == "worker-restart-memory":
-                        self._lifecycle.memory_killed(msg)
+                        self._lifecycle.memory_killed(msg, time.time())
             self._event(topic, msg)
         except Exception:
             logger.exception("dask-analytics: could not record an event on topic %r", topic)

@@ -21,6 +21,9 @@ REASONS = {
 }
 _CLOSING = frozenset({"closing", "closing_gracefully", "closed"})
 _MAX_TRACKED = 10_000  # addresses remembered between the hooks of one departure
+# A nanny's memory kill whose worker's removal never came (it arrived late, for a worker
+# already recorded as gone) is forgotten after this many seconds.
+MEMORY_KILL_TTL = 60.0
 
 
 def _text(value: Any) -> str | None:
@@ -98,6 +101,11 @@ class WorkerLifecycle:
                 self.joined(address, ws, now, already=True)
 
     def joined(self, address: str, ws: Any, now: float, *, already: bool = False) -> None:
+        # A worker that reuses an address (a fixed --worker-port) starts with a clean slate.
+        address = str(address)
+        self._memory.pop(address, None)
+        self._removal.pop(address, None)
+        self._closing.discard(address)
         info = {"worker": str(address), "name": _text(ws.name), "host": _text(ws.host),
                 "nthreads": _count(ws.nthreads), "memory_limit": _count(ws.memory_limit)}
         if len(self._known) < _MAX_TRACKED:
@@ -112,7 +120,7 @@ class WorkerLifecycle:
         else:
             self._closing.discard(address)
 
-    def memory_killed(self, msg: dict) -> None:
+    def memory_killed(self, msg: dict, now: float) -> None:
         """The nanny's "worker-restart-memory" event: it terminates the worker now."""
         address = msg.get("worker")
         if not isinstance(address, str):
@@ -121,7 +129,7 @@ class WorkerLifecycle:
             self._leaving[address]["reason"] = "memory"
             self._leaving[address]["rss"] = _count(msg.get("rss"))
         elif len(self._memory) < _MAX_TRACKED:
-            self._memory[address] = msg
+            self._memory[address] = {**msg, "_seen": now}
 
     def removing(self, msg: dict) -> None:
         """The scheduler's "remove-worker" event (topic "all"): comes just before left()."""
@@ -129,11 +137,11 @@ class WorkerLifecycle:
         if isinstance(address, str) and len(self._removal) < _MAX_TRACKED:
             self._removal[address] = msg
 
-    def left(self, address: str, stimulus_id: str | None, now: float) -> None:
+    def left(self, address: str, stimulus_id: str | None, now: float, *, closed: bool = False) -> None:
         info = self._known.pop(address, None) or {"worker": address}
         removal = self._removal.pop(address, {})
         memory = self._memory.pop(address, None)
-        closing = address in self._closing
+        closing = closed or address in self._closing
         self._closing.discard(address)
         if memory is not None:
             reason = "memory"
@@ -152,8 +160,17 @@ class WorkerLifecycle:
             **({"rss": _count(memory.get("rss"))} if memory is not None else {}),
         }
 
+    def scheduler_closing(self, now: float) -> None:
+        """The scheduler closes before it lets its workers go: they leave with it (closed)."""
+        for address in list(self._known):
+            if address not in self._leaving:
+                self.left(address, "scheduler-close", now, closed=True)
+
     def flush(self, now: float, *, force: bool = False) -> None:
         """Record the departures whose grace has passed (all of them with force)."""
+        if self._memory:
+            for address in [a for a, m in self._memory.items() if now - m["_seen"] > MEMORY_KILL_TTL]:
+                del self._memory[address]
         if not self._leaving:
             return
         for address, msg in list(self._leaving.items()):
@@ -162,8 +179,4 @@ class WorkerLifecycle:
                 msg["died"] = msg["reason"] in ("memory", "died")
                 msg["why"] = REASONS[msg["reason"]]
                 self._event(LEFT_TOPIC, msg, msg["time"])
-        # A memory kill whose removal never came (the nanny's event arrived late, for
-        # a worker already recorded as gone) is forgotten after a while.
-        if len(self._memory) > 100:
-            self._memory.clear()
 

@@ -82,7 +82,8 @@ MAX_WORKER_POINTS = 300  # per worker
 CODE_FIELDS = ("code", "code_line", "code_frames", "code_hashes")
 # The collector bounds a computation's task stream (rows, then bins); this bounds a report.
 STREAM_ROWS = 50_000
-GPU_ROWS = 200_000  # the cluster's samples read, before the computation's window is cut out
+GPU_ROWS = 200_000  # GPU samples of the computation's window read (all GPUs), before thinning
+WORKER_ROWS = 100_000  # worker samples of the window read, before thinning
 GPU_POINTS = 600  # per GPU: about one per pixel of a chart
 MAX_PREFIX_PROFILES = 50  # per-prefix profiles a report carries (the picker's choices)
 
@@ -112,17 +113,19 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     by_prefix = {p: reader.get_profile(computation_id=computation_id, prefix=p) for p in prefixes}
     by_prefix = {p: tree for p, tree in by_prefix.items() if tree.get("count")}
     stream = stream_rows(reader.list_task_stream(computation_id, limit=STREAM_ROWS))
-    until = (detail.get("stop") or now) + 5
-    gpu = clean(gpu_series([g for g in reader.list_gpu_metrics(cluster_id=detail["cluster_id"], limit=GPU_ROWS)
-                            if detail["start"] - 5 <= g["time"] <= until], GPU_POINTS))
+    # The cluster's series are cut to the computation's window in the store: a report of
+    # an early computation of a long-lived cluster reads its own stretch, not the newest.
+    cid, end = detail["cluster_id"], detail.get("stop") or now
+    gpu = clean(gpu_series(reader.list_gpu_metrics(cluster_id=cid, limit=GPU_ROWS, since=detail["start"] - 5,
+                                                   until=end + 5), GPU_POINTS))
     # Each worker around the computation (the Cluster tab's Workers): a margin either side
     # shows the memory it started from and what became of the workers after.
-    lo, hi = detail["start"] - WORKERS_MARGIN, (detail.get("stop") or now) + WORKERS_MARGIN
-    workers = worker_peaks([r for r in clean(reader.list_worker_samples(detail["cluster_id"], limit=100_000))
-                            if lo <= r["time"] <= hi], MAX_WORKER_POINTS)
+    lo, hi = detail["start"] - WORKERS_MARGIN, end + WORKERS_MARGIN
+    workers = worker_peaks(clean(reader.list_worker_samples(cid, limit=WORKER_ROWS, since=lo, until=hi)),
+                           MAX_WORKER_POINTS)
     worker_events = sorted((e for topic in WORKER_TOPICS
-                            for e in clean(reader.list_events(cluster_id=detail["cluster_id"], topic=topic, limit=5000))
-                            if lo <= e["time"] <= hi), key=lambda e: e["time"])
+                            for e in clean(reader.list_events(cluster_id=cid, topic=topic, limit=5000, since=lo, until=hi))),
+                           key=lambda e: e["time"])
     label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
     state = {

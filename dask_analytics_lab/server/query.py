@@ -50,11 +50,14 @@ def _cursor(value: str) -> str:
     return value
 
 
+# A time window (since=, until=) on a series: samples, GPU samples, events.
+_WINDOW = {"since": _checked(lambda v: parse_time(v, "since")), "until": _checked(lambda v: parse_time(v, "until"))}
+
+
 def _filters(states: tuple[str, ...]) -> dict[str, Callable[[str], Any]]:
     """The list filters: user, state, since, until, text and before (account= is the scope)."""
     return {"user": _checked(lambda v: parse_text(v, "user")), "state": _checked(lambda v: parse_state(v, states)),
-            "since": _checked(lambda v: parse_time(v, "since")), "until": _checked(lambda v: parse_time(v, "until")),
-            "text": _checked(lambda v: parse_text(v, "text")), "before": _checked(_cursor)}
+            **_WINDOW, "text": _checked(lambda v: parse_text(v, "text")), "before": _checked(_cursor)}
 
 
 class QueryHandler(BaseHandler):
@@ -158,8 +161,7 @@ class Computations(QueryHandler):
 
 class Costs(QueryHandler):
     key = "costs"
-    params = {"by": _checked(parse_by, default="user"), "since": _checked(lambda v: parse_time(v, "since")),
-              "until": _checked(lambda v: parse_time(v, "until"))}
+    params = {"by": _checked(parse_by, default="user"), **_WINDOW}
 
     def query(self, account, by, since=None, until=None):
         return self.ctx.store.cost_report(by=by, since=since, until=until, account=account)
@@ -211,10 +213,11 @@ class ComputationTasks(QueryHandler):
 
 class ClusterWorkers(QueryHandler):
     key = "workers"
-    params = {"limit": limit_param(100_000, 1_000_000), "worker": _text("worker")}
+    params = {"limit": limit_param(100_000, 1_000_000), "worker": _text("worker"), **_WINDOW}
 
-    def query(self, account, cluster_id, limit, worker=None):
-        return self.ctx.store.list_worker_samples(cluster_id, worker=worker, account=account, limit=limit)
+    def query(self, account, cluster_id, limit, worker=None, since=None, until=None):
+        return self.ctx.store.list_worker_samples(cluster_id, worker=worker, account=account, limit=limit,
+                                                  since=since, until=until)
 
 
 class ComputationRuns(QueryHandler):
@@ -252,20 +255,22 @@ class Exceptions(QueryHandler):
 
 class Events(QueryHandler):
     key = "events"
-    params = {"limit": limit_param(1000, 100_000), "cluster_id": _text("cluster_id"), "topic": _text("topic")}
+    params = {"limit": limit_param(1000, 100_000), "cluster_id": _text("cluster_id"), "topic": _text("topic"),
+              **_WINDOW}
 
-    def query(self, account, limit, cluster_id=None, topic=None):
-        return self.ctx.store.list_events(cluster_id=cluster_id, topic=topic, account=account, limit=limit)
+    def query(self, account, limit, cluster_id=None, topic=None, since=None, until=None):
+        return self.ctx.store.list_events(cluster_id=cluster_id, topic=topic, account=account, limit=limit,
+                                          since=since, until=until)
 
 
 class Gpu(QueryHandler):
     key = "gpu"
     params = {"limit": limit_param(100_000, 1_000_000), "cluster_id": _text("cluster_id"),
-              "monitor_id": _text("monitor_id"), "worker": _text("worker")}
+              "monitor_id": _text("monitor_id"), "worker": _text("worker"), **_WINDOW}
 
-    def query(self, account, limit, cluster_id=None, monitor_id=None, worker=None):
+    def query(self, account, limit, cluster_id=None, monitor_id=None, worker=None, since=None, until=None):
         return self.ctx.store.list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
-                                               account=account, limit=limit)
+                                               account=account, limit=limit, since=since, until=until)
 
 
 class Export(QueryHandler):

@@ -25,6 +25,9 @@ _TIME_HELP = ("seconds since the epoch, a datetime, an ISO date or time such as 
               "'2026-11-01T12:00:00Z' (no offset: UTC), or an age such as '7d' or '12h' (that long ago)")
 
 
+_EPOCH_FLOOR = 1e8  # 1973: nothing was recorded before; a smaller number is an age without its unit
+
+
 def parse_time(value: Any, name: str, *, now: float | None = None) -> float | None:
     """Seconds since the epoch of a since=/until= value (see _TIME_HELP); None stays None."""
     if value is None:
@@ -43,6 +46,10 @@ def parse_time(value: Any, name: str, *, now: float | None = None) -> float | No
         raise ValueError(f"{name} must be {_TIME_HELP}; got a {type(value).__name__}")
     if not math.isfinite(t):
         raise ValueError(f"{name} must be {_TIME_HELP}; got {value!r}")
+    if 0 < t < _EPOCH_FLOOR:
+        # "--since 30" meant 30 days, not 30 s after 1970 (which would match everything).
+        raise ValueError(f"{name}={value!r} reads as seconds since the epoch (1970): for an age write it "
+                         f"with its unit, such as '{value}d' or '{value}h'")
     return t
 
 

@@ -345,11 +345,17 @@ def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, compu
     return _rows(conn.execute(q), blanks=True)
 
 
+def _window(column: Any, since: float | None, until: float | None) -> Any:
+    """Rows with `column` (a time) in [since, until]; either end open when None."""
+    return sa.and_(sa.true() if since is None else column >= since, sa.true() if until is None else column <= until)
+
+
 def list_events(conn: sa.Connection, *, cluster_id: str | None = None, topic: str | None = None,
-                account: str | None = None, limit: int | None = 1000) -> list[dict]:
-    """Newest first."""
+                account: str | None = None, limit: int | None = 1000, since: float | None = None,
+                until: float | None = None) -> list[dict]:
+    """Newest first; `since`/`until` bound their time."""
     ev = s.events
-    q = sa.select(ev).where(_in_account(ev, account))
+    q = sa.select(ev).where(_in_account(ev, account), _window(ev.c.time, since, until))
     if cluster_id is not None:
         _require_cluster(conn, cluster_id, account)
         q = q.where(ev.c.cluster_id == cluster_id)
@@ -384,10 +390,10 @@ def get_profile(conn: sa.Connection, *, computation_id: str | None = None, clust
 
 def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, monitor_id: str | None = None,
                      worker: str | None = None, account: str | None = None,
-                     limit: int | None = 100_000) -> list[dict]:
-    """One row per sample per GPU: the newest `limit`, oldest first."""
+                     limit: int | None = 100_000, since: float | None = None, until: float | None = None) -> list[dict]:
+    """One row per sample per GPU: the newest `limit` (of [since, until]), oldest first."""
     g = s.gpu_samples
-    q = sa.select(g).where(_in_account(g, account))
+    q = sa.select(g).where(_in_account(g, account), _window(g.c.time, since, until))
     if cluster_id is not None:
         _require_cluster(conn, cluster_id, account)
         q = q.where(g.c.cluster_id == cluster_id)
@@ -400,11 +406,12 @@ def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, moni
 
 
 def list_worker_samples(conn: sa.Connection, cluster_id: str, *, worker: str | None = None,
-                        account: str | None = None, limit: int | None = 100_000) -> list[dict]:
-    """Each worker over time: the newest `limit` samples, oldest first."""
+                        account: str | None = None, limit: int | None = 100_000, since: float | None = None,
+                        until: float | None = None) -> list[dict]:
+    """Each worker over time: the newest `limit` samples (of [since, until]), oldest first."""
     _require_cluster(conn, cluster_id, account)
     w = s.worker_samples
-    q = sa.select(w).where(w.c.cluster_id == cluster_id)
+    q = sa.select(w).where(w.c.cluster_id == cluster_id, _window(w.c.time, since, until))
     if worker is not None:
         q = q.where(w.c.worker == worker)
     q = q.order_by(w.c.time.desc(), w.c.id.desc()).limit(_limit(limit))

@@ -123,9 +123,11 @@ class Store:
                                            account=account, limit=limit)
 
     def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
-                    account: str | None = None, limit: int | None = 1000) -> list[dict]:
+                    account: str | None = None, limit: int | None = 1000, since: float | None = None,
+                    until: float | None = None) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_events(conn, cluster_id=cluster_id, topic=topic, account=account, limit=limit)
+            return queries.list_events(conn, cluster_id=cluster_id, topic=topic, account=account, limit=limit,
+                                       since=since, until=until)
 
     def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
                     prefix: str | None = None, account: str | None = None) -> dict:
@@ -134,9 +136,11 @@ class Store:
                                        prefix=prefix, account=account)
 
     def list_worker_samples(self, cluster_id: str, *, worker: str | None = None, account: str | None = None,
-                            limit: int | None = 100_000) -> list[dict]:
+                            limit: int | None = 100_000, since: float | None = None,
+                            until: float | None = None) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_worker_samples(conn, cluster_id, worker=worker, account=account, limit=limit)
+            return queries.list_worker_samples(conn, cluster_id, worker=worker, account=account, limit=limit,
+                                               since=since, until=until)
 
     def list_task_stream(self, computation_id: str, *, account: str | None = None,
                          limit: int | None = 100_000) -> list[dict]:
@@ -145,10 +149,11 @@ class Store:
 
     def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
                          worker: str | None = None, account: str | None = None,
-                         limit: int | None = 100_000) -> list[dict]:
+                         limit: int | None = 100_000, since: float | None = None,
+                         until: float | None = None) -> list[dict]:
         with self.reading() as conn:
             return queries.list_gpu_metrics(conn, cluster_id=cluster_id, monitor_id=monitor_id,
-                                            worker=worker, account=account, limit=limit)
+                                            worker=worker, account=account, limit=limit, since=since, until=until)
 
     def list_runs(self, computation_id: str, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
         with self.reading() as conn:

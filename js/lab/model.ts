@@ -19,6 +19,7 @@ export class RestModel extends LocalModel {
   private shownProfile = ""; // computation, prefix and sample count of the profile shown
   private detailUpdated: number | null = null;
   private loadedStream: string | null = null; // the computation whose whole task stream is shown
+  private workersFinal: string | null = null; // the ended cluster whose workers are all read
   private active = true;
   // Fast while something runs, slow once all shown is history; asleep while the panel
   // is not on screen or the browser tab is hidden.
@@ -97,7 +98,9 @@ export class RestModel extends LocalModel {
       const { samples } = await get(`api/clusters/${encodeURIComponent(cid)}/samples?limit=600`);
       values.samples_base = { v: 0, rows: samples };
     }
-    if (this.polls % 5 === 0) {
+    // An ended cluster's workers are read once more after its end, then never again.
+    if (this.workersFinal !== cid && (this.polls % 5 === 0 || clusterStatus(cluster) !== "live")) {
+      if (clusterStatus(cluster) !== "live") this.workersFinal = cid;
       // Each worker over time and its joins and departures (the Cluster tab's Workers).
       const [{ workers }, joined, left] = await Promise.all([
         get(`api/clusters/${encodeURIComponent(cid)}/workers?limit=100000`),
@@ -161,9 +164,12 @@ export class RestModel extends LocalModel {
       }
       // The task stream grows while it runs; its last rows land a collector tick after the stop.
       if (detail.state && this.loadedStream !== compId && (detail.state !== "running" || this.polls % 2 === 0)) {
+        // Ended and no more to come: no stop recorded (nothing will land), or its last tick is past.
+        const done = detail.state !== "running" && (!detail.stop || Date.now() / 1000 - detail.stop > FINAL_AFTER);
         const { tasks } = await get(`api/computations/${encodeURIComponent(compId)}/tasks?limit=50000`);
+        if (this.get("computation_id") !== compId) return true; // another one was chosen meanwhile
         this.update({ stream_base: { v: 0, rows: tasks } });
-        if (settled) this.loadedStream = compId;
+        if (done) this.loadedStream = compId;
         else if (detail.state !== "running") running = true;
       }
     }

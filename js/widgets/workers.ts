@@ -1,5 +1,6 @@
-// Workers over time, in the Cluster tab: each worker's memory as Dask splits it
-// (managed, unmanaged, spilled; stacked) against its limit, its CPU and tasks
+// Workers over time, in the Cluster tab: each worker's memory as Dask splits it (managed
+// and unmanaged stacked: the process, what its limit bounds; spilled, on disk, a line of
+// its own) against its limit, its CPU and tasks
 // processing, the computations that ran marked under the time axis, and when workers
 // joined, left and died.  It answers "which worker ran out of memory, when, during which
 // computation": the worst worker is the one shown first, and the summary says it.
@@ -28,17 +29,21 @@ export function workerEvents(events: any[]): WorkerEvent[] {
     .sort((a, b) => a.time - b.time);
 }
 
-const total = (r) => (r.managed || 0) + (r.unmanaged || 0) + (r.spilled || 0);
+// The worker process's memory, what its limit bounds (spilled data is on disk).
+const total = (r) => (r.managed || 0) + (r.unmanaged || 0);
 
-/** At most `most` rows, the one using the most memory of each stretch: a thinned series
- *  must not lose the peak it is looked at for. */
+/** At most about `most` rows: of each stretch, the ones with the most memory, CPU and
+ *  tasks processing, so a thinned series keeps every peak it is looked at for. */
 export function peaks(rows: any[], most = MAX_POINTS): any[] {
   if (rows.length <= most) return rows;
   const out: any[] = [];
   const step = rows.length / most;
+  const top = (part: any[], key: (r: any) => number) => part.reduce((a, b) => (key(b) > key(a) ? b : a));
   for (let i = 0; i < most; i++) {
     const part = rows.slice(Math.floor(i * step), Math.floor((i + 1) * step));
-    if (part.length) out.push(part.reduce((a, b) => (total(b) > total(a) ? b : a)));
+    if (!part.length) continue;
+    const kept = new Set([top(part, total), top(part, (r) => r.cpu ?? 0), top(part, (r) => r.processing ?? 0)]);
+    out.push(...[...kept].sort((a, b) => a.time - b.time));
   }
   return out;
 }
@@ -130,8 +135,9 @@ function marksFor(events: WorkerEvent[], worker: string | null): ChartMark[] {
 function memoryChart(w: WorkerSummary, t0: number, t1: number, bands: ChartBand[], marks: ChartMark[]): SVGElement {
   const rows = peaks(w.rows);
   const m = rows.map((r) => r.managed ?? 0), u = rows.map((r, i) => m[i] + (r.unmanaged ?? 0));
-  const s = rows.map((r, i) => u[i] + (r.spilled ?? 0));
-  const peak = Math.max(0, ...s, w.left?.rss || 0, w.limit || 0);
+  const s = rows.map((r) => r.spilled ?? 0);
+  let peak = Math.max(w.left?.rss || 0, w.limit || 0);
+  for (let i = 0; i < rows.length; i++) peak = Math.max(peak, u[i], s[i]);
   const at = (vals: number[]) => rows.map((r, i) => [r.time, vals[i]] as [number, number]);
   return timeChart({
     yFormat: fmt.bytes, yMax: peak ? peak * 1.15 : null, t0, t1, bands, marks,
@@ -139,8 +145,8 @@ function memoryChart(w: WorkerSummary, t0: number, t1: number, bands: ChartBand[
     series: [
       { points: at(m), base: rows.map(() => 0), color: COLORS.managed, fill: true, opacity: 0.35, label: "managed" },
       { points: at(u), base: m, color: COLORS.unmanaged, fill: true, opacity: 0.3, label: "unmanaged" },
-      // Drawn only when something was spilled: its edge would hide unmanaged's.
-      ...(rows.some((r) => r.spilled) ? [{ points: at(s), base: u, color: COLORS.spilled, fill: true, opacity: 0.3, label: "spilled" }] : []),
+      // On disk, not in the process: a line of its own, drawn only when something was spilled.
+      ...(rows.some((r) => r.spilled) ? [{ points: at(s), color: COLORS.spilled, label: "spilled" }] : []),
       ...(w.limit ? [{ points: [[t0, w.limit], [t1, w.limit]] as [number, number][], color: COLORS.limit, dash: true, label: "limit" }] : []),
       // The nanny's reading as it killed the worker: often between two samples.
       ...(w.left?.rss ? [{ points: [[w.left.time, w.left.rss]] as [number, number][], color: COLORS.died, label: "killed at" }] : []),
@@ -170,8 +176,9 @@ export function workersView(samples: any[], rawEvents: any[], computations: any[
     box.append(h("p.dal-faint", "No worker samples recorded (analytics.workers.transmit off, or recorded before workers were sampled)."));
     return box;
   }
-  const times = [...samples.map((r) => r.time), ...events.map((e) => e.time)];
-  const t0 = Math.min(...times), t1 = Math.max(...times);
+  // A loop, not Math.min(...times): a long cluster has more samples than a call takes arguments.
+  let t0 = Infinity, t1 = -Infinity;
+  for (const x of [samples, events]) for (const r of x) { t0 = Math.min(t0, r.time); t1 = Math.max(t1, r.time); }
   const end = clockNow();
   const bands: ChartBand[] = computations.filter((c) => c.start != null && c.start <= t1 && (c.stop ?? end) >= t0)
     .map((c) => ({ t0: Math.max(c.start, t0), t1: Math.min(c.stop ?? end, t1), color: prefixColor(compLabel(c)),
