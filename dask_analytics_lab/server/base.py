@@ -29,6 +29,7 @@ from tornado.web import HTTPError, RequestHandler, decode_signed_value
 from ..display import dumps
 from ..messages import MessageError
 from ..store import NotFound, StoreUnavailable
+from ..store.filters import printable
 from .context import Context, Principal, TokenCheck
 from .errors import ApiError
 from .tokens import token_hash, token_id_of, well_formed
@@ -42,12 +43,11 @@ MAX_ID = 200  # the longest id any path or query parameter may carry
 
 
 def check_text(name: str, value: str) -> str:
-    """An id or filter value: bounded, printable (PostgreSQL refuses NUL in text)."""
-    if not value or len(value) > MAX_ID:
-        raise ApiError(400, f"{name} must be 1 to {MAX_ID} characters")
-    if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in value):
-        raise ApiError(400, f"{name} contains control characters")
-    return value
+    """An id or filter value in a request: store/filters.printable, as a 400."""
+    try:
+        return printable(value, name, MAX_ID)
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
 
 
 class BaseHandler(RequestHandler):

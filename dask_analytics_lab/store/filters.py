@@ -87,15 +87,19 @@ def parse_state(value: Any, allowed: tuple[str, ...]) -> str | None:
     return value
 
 
-def parse_text(value: Any, name: str) -> str | None:
-    """A user=/text= filter: printable text of 1 to MAX_TEXT characters."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
-        raise ValueError(f"{name} must be text of 1 to {MAX_TEXT} characters; got {str(value)[:40]!r}")
+def printable(value: Any, name: str, most: int) -> str:
+    """Text of 1 to `most` characters with no control character or lone surrogate
+    (PostgreSQL refuses NUL in text): the one check of every id and filter value."""
+    if not isinstance(value, str) or not value or len(value) > most:
+        raise ValueError(f"{name} must be text of 1 to {most} characters; got {str(value)[:40]!r}")
     if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in value):
         raise ValueError(f"{name} contains control characters")
     return value
+
+
+def parse_text(value: Any, name: str) -> str | None:
+    """A user=/text= filter: printable text of 1 to MAX_TEXT characters."""
+    return None if value is None else printable(value, name, MAX_TEXT)
 
 
 def parse_by(value: Any) -> str:
