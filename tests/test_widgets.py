@@ -160,11 +160,11 @@ class FakeStore:
             record("list_gpu_metrics")
             return []
 
-        def list_worker_samples(cluster_id, worker=None, limit=100_000, store=None):
-            record("list_worker_samples")
+        def list_worker_samples(cluster_id, worker=None, since=None, limit=100_000, store=None):
+            record(f"list_worker_samples:{since}")
             return [{"id": 2 * s + i, "worker": f"tcp://w{i}", "time": 100.0 + s, "managed": 1000 * s,
                      "unmanaged": 5000, "spilled": 0, "memory_limit": 10**9, "processing": 1}
-                    for s in range(fs.step + 1) for i in range(2)]
+                    for s in range(fs.step + 1) for i in range(2) if since is None or 100.0 + s >= since]
 
         def list_task_stream(computation_id, limit=100_000, store=None):
             record("list_task_stream")
@@ -257,6 +257,21 @@ def test_feed_reads_little_per_tick(fake_store):
     w.refresh()
     assert "get_computation" in fake_store.calls  # the row's `updated` moved
     assert "list_cluster_samples:3" in fake_store.calls  # only the newest samples
+    w.close()
+
+
+def test_workers_are_read_from_the_newest_sample_on_and_all_stay_shown(fake_store):
+    from dask_analytics_lab.widgets import _feed as feed
+
+    w = MonitorWidget("k1", start=False)
+    for _ in range(feed.WORKERS_EVERY + 1):
+        fake_store.step += 1
+        w.refresh()
+    reads = [c for c in fake_store.calls if c.startswith("list_worker_samples")]
+    assert reads[0] == "list_worker_samples:None" and len(reads) == 2, reads
+    assert reads[1] == f"list_worker_samples:{100.0 + 1}"  # from the newest sample the first read saw
+    shown = browser_table(w, "workers", "id")
+    assert {r["time"] for r in shown.values()} == {100.0 + s for s in range(fake_store.step + 1)}
     w.close()
 
 

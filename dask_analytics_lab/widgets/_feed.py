@@ -29,7 +29,7 @@ LIVE_PROFILE_EVERY = 5.0  # seconds between reads of a running computation's pro
 GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sample
 WORKERS_EVERY = 5  # ticks between worker reads while live (workers are sampled every 5 s)
 MAX_WORKER_POINTS = 300  # per worker
-MAX_WORKER_ROWS = 100_000  # newest worker samples read
+MAX_WORKER_ROWS = 100_000  # worker samples read at once (the first read: the newest)
 MAX_WORKER_EVENTS = 5_000  # per lifecycle topic
 # Seconds after its stop during which a computation's fine performance metrics may still
 # land: they come with the workers' heartbeats, after its last task.
@@ -75,6 +75,7 @@ class Feed:
         self._gpu_seen = -1
         self._workers_seen = -1
         self._workers_final = False  # read once the cluster had stopped: nothing more comes
+        self._workers_time: float | None = None  # the newest sample read: later reads start there
         self._shown_cluster: str | None = None  # the cluster whose history the traits hold
         self._clusters_due = True
         if w.has_trait("profile_prefix"):
@@ -225,6 +226,7 @@ class Feed:
             self._gpu_seen = -1
             self._workers_seen = -1
             self._workers_final = False
+            self._workers_time = None
             for name in ("computations", "samples", "gpu", "workers"):
                 if name in self.tables:
                     self.tables[name].replace([])
@@ -405,10 +407,18 @@ class Feed:
         stopped = bool(self._cluster) and not is_live(self._cluster)
         if self._workers_final or (self.ticks % WORKERS_EVERY and self._workers_seen >= 0 and not stopped):
             return
-        rows = api.list_worker_samples(cluster_id, limit=MAX_WORKER_ROWS, store=store)
-        self._workers_seen = len(rows)
+        # Only what came since the last read (O(new samples), not the cluster's life), thinned
+        # together with what is shown: each stretch's peaks survive every re-thinning.
+        table = self.tables["workers"]
+        new = clean(api.list_worker_samples(cluster_id, since=self._workers_time, limit=MAX_WORKER_ROWS, store=store))
+        if self._workers_time is not None:
+            shown = {r["id"] for r in table.rows()}
+            new = table.rows() + [r for r in new if r["id"] not in shown]
+        self._workers_seen = len(new)
         self._workers_final = stopped
-        self.tables["workers"].update(clean(worker_peaks(rows, MAX_WORKER_POINTS)))
+        if new:
+            self._workers_time = max(r["time"] for r in new)
+        table.update(worker_peaks(new, MAX_WORKER_POINTS))
         if self.w.has_trait("worker_events"):
             events = [e for topic in WORKER_TOPICS
                       for e in api.list_events(cluster_id, topic=topic, limit=MAX_WORKER_EVENTS, store=store)]
