@@ -20,6 +20,10 @@ export class RestModel extends LocalModel {
   private detailUpdated: number | null = null;
   private loadedStream: string | null = null; // the computation whose whole task stream is shown
   private workersFinal: string | null = null; // the ended cluster whose workers are all read
+  // The worker samples read so far, by id, and the newest one's time: a read asks for what came since.
+  private workers = new Map<unknown, any>();
+  private workersTime: number | null = null;
+  private workersOf: string | null = null; // the cluster they are of
   private active = true;
   // Fast while something runs, slow once all shown is history; asleep while the panel
   // is not on screen or the browser tab is hidden.
@@ -102,12 +106,22 @@ export class RestModel extends LocalModel {
     if (this.workersFinal !== cid && (this.polls % 5 === 0 || clusterStatus(cluster) !== "live")) {
       if (clusterStatus(cluster) !== "live") this.workersFinal = cid;
       // Each worker over time and its joins and departures (the Cluster tab's Workers).
+      if (this.workersOf !== cid) {
+        this.workers.clear();
+        this.workersTime = null;
+        this.workersOf = cid;
+      }
+      const since = this.workersTime === null ? "" : `&since=${this.workersTime}`;
       const [{ workers }, joined, left] = await Promise.all([
-        get(`api/clusters/${encodeURIComponent(cid)}/workers?limit=100000`),
+        get(`api/clusters/${encodeURIComponent(cid)}/workers?limit=100000${since}`),
         get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-joined&limit=5000`),
         get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-left&limit=5000`),
       ]);
-      values.workers_base = { v: 0, rows: workers };
+      for (const r of workers) {
+        this.workers.set(r.id, r);
+        if (this.workersTime === null || r.time > this.workersTime) this.workersTime = r.time;
+      }
+      values.workers_base = { v: 0, rows: [...this.workers.values()] };
       values.worker_events = [...joined.events, ...left.events];
     }
     if (this.polls % 10 === 0) {
