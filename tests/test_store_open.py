@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import uuid
 
 from pathlib import Path
@@ -40,6 +42,21 @@ def test_new_store_is_at_head(store_url):
     assert alembic_version(store_url) == [head()] == [newest.split("_")[0]]
     open_store(store_url).close()  # and opening again changes nothing
     assert alembic_version(store_url) == [head()]
+
+
+def test_head_is_alembics_and_an_open_at_head_never_imports_alembic(tmp_path):
+    from alembic.script import ScriptDirectory
+
+    assert head() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    open_store(url).close()  # made (and migrated) here
+    # Another process opens it at head: Alembic, Mako and Pygments stay out of it (a
+    # scheduler's garbage collector would walk their ~21,000 objects for its whole life).
+    probe = ("import sys; from dask_analytics_lab.store import open_store; "
+             f"open_store({url!r}).close(); "
+             "print(sorted(m for m in ('alembic', 'mako', 'pygments') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
 
 
 def test_migrations_make_exactly_schema_py(store_url):
