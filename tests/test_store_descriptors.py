@@ -65,6 +65,21 @@ def test_shipper_opens_the_store_before_anything_is_written(tmp_path):
     assert open_files(tmp_path) == Counter()
 
 
+def test_a_shipper_whose_owner_is_gone_writes_what_it_holds_and_ends(tmp_path):
+    # A scheduler stopped with Server.stop() never closes its plugins: its event loop
+    # closes, and the shipper's thread must not outlive it (distributed's tests count
+    # leaked threads: test_nanny.py::test_scheduler_file).
+    url = "sqlite:///" + str(tmp_path / "analytics.db")
+    owner_running = [True]
+    shipper = Shipper(lambda: open_sink(url), alive=lambda: owner_running[0])
+    for i in range(1, 11):
+        shipper.put(cluster_message(i))
+    assert shipper.flush(30) and shipper.stored == 10
+    owner_running[0] = False
+    wait_for(lambda: not shipper._thread.is_alive(), timeout=30, what="the shipper's thread to end")
+    assert open_files(tmp_path) == Counter()  # the store is closed too
+
+
 def slow_inc(x):
     time.sleep(0.05)
     return x + 1

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+import weakref
+from typing import Any, Callable
 
 import dask.config
 from dask.utils import format_time, parse_timedelta
@@ -58,6 +59,18 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return repr(value)
+
+
+def _loop_running(loop: asyncio.AbstractEventLoop) -> Callable[[], bool]:
+    """Whether the scheduler's event loop still runs (held weakly: the shipper's thread
+    must not keep a closed scheduler's loop alive)."""
+    ref = weakref.ref(loop)
+
+    def alive() -> bool:
+        current = ref()
+        return current is not None and not current.is_closed()
+
+    return alive
 
 
 def mask_url(url: str) -> str:
@@ -130,6 +143,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             min_delay=s["retry_min_delay"],
             max_delay=s["retry_max_delay"],
             describe=mask_url(url),
+            alive=_loop_running(asyncio.get_running_loop()),
         )
         cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms")
         self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1)

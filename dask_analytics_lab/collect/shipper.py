@@ -32,6 +32,8 @@ BATCH = 500
 # a local SQLite store takes milliseconds; the bound only matters when the store is
 # slow to answer, and then the thread goes on trying in the background.
 OPEN_WAIT = 2.0
+# Seconds between the idle thread's checks that its owner still runs (see `alive`).
+ALIVE_CHECK = 1.0
 
 
 def retry_delay(failures: int, min_delay: float, max_delay: float) -> float:
@@ -51,7 +53,12 @@ class Shipper:
         min_delay: float = 0.2,
         max_delay: float = 30.0,
         describe: str = "the analytics store",
+        alive: Callable[[], bool] | None = None,
     ):
+        # alive(): False once the owner is gone without calling close() (a scheduler
+        # stopped with Server.stop(), whose event loop then closes): the thread writes
+        # what it holds, closes the store and ends rather than outliving it.
+        self._alive = alive
         self._open_sink = open_sink
         self._sink: Sink | None = None
         # (number, message): numbers tell which entries a finished batch covered.
@@ -122,9 +129,13 @@ class Shipper:
                 "dask-analytics: %d messages could not be written to %s before shutdown; "
                 "%d were dropped earlier", len(self._queue), self._describe, self.dropped,
             )
-        if self._sink is not None:
+        self._close_sink()
+
+    def _close_sink(self) -> None:
+        sink, self._sink = self._sink, None
+        if sink is not None:
             try:
-                self._sink.close()
+                sink.close()
             except Exception:
                 pass
 
@@ -140,7 +151,11 @@ class Shipper:
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
-                    self._cond.wait()
+                    if self._alive is not None and not self._alive():
+                        self._closing = True
+                        self._close_sink()
+                        break
+                    self._cond.wait(ALIVE_CHECK if self._alive is not None else None)
                 if self._closing:
                     return
                 entries = list(islice(self._queue, BATCH))
