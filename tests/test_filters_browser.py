@@ -2,7 +2,6 @@
 cursor, and the Costs page by user, day and month.  Screenshots in test-artifacts/."""
 from __future__ import annotations
 
-import os
 
 import pytest
 from playwright import sync_api as playwright
@@ -12,8 +11,6 @@ from dask_analytics_lab.store import open_store
 from .factories import T0, Cluster
 from .server_helpers import ARTIFACTS, ServerThread
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-gpu"]
 DAY = 86400.0
 
 
@@ -32,17 +29,6 @@ def site(tmp_path_factory):
     store.close()
     with ServerThread({"store_url": url}) as server:
         yield server, server.token("team-a", "ann")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    ARTIFACTS.mkdir(exist_ok=True)
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def _names(page) -> list[str]:

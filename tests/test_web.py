@@ -4,13 +4,11 @@ computation's task groups, code, exceptions with tracebacks, the flamegraph, rep
 Screenshots land in test-artifacts/.  Stored text is shown as text, never as markup."""
 from __future__ import annotations
 
-import os
 import time
 
 import dask.array as da
 import pytest
 from distributed import get_worker
-from playwright import sync_api as playwright
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
@@ -20,8 +18,6 @@ from .cluster_helpers import recorded_cluster
 from .server_helpers import ARTIFACTS, ServerThread, full_cluster, request
 
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-gpu"]
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
@@ -73,18 +69,6 @@ def site(tmp_path_factory):
                 "private": private, "twin": {"summary": {"duration": 1.5, "n_tasks": 22}}})
             assert status == 201
         yield server, token, info["cluster_id"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        # Fail, never skip: the README's test command installs it (apt-get install -y chromium).
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
-    ARTIFACTS.mkdir(exist_ok=True)
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def _watch(page) -> list[str]:

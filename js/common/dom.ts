@@ -67,3 +67,18 @@ export function throttle(fn: () => void): () => void {
 export function empty(text: Child, hint?: Child): HTMLElement {
   return h("div.dal-empty", h("div.dal-empty-title", text), hint ? h("div.dal-empty-hint", hint) : null);
 }
+
+/** A canvas sized to W x H CSS pixels at the screen's pixel ratio, cleared, its context
+ *  scaled so that drawing is in CSS pixels. */
+export function fitCanvas(canvas: HTMLCanvasElement, W: number, H: number): CanvasRenderingContext2D {
+  const dpr = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
+    canvas.width = Math.round(W * dpr);
+    canvas.height = Math.round(H * dpr);
+    canvas.style.height = `${H}px`;
+  }
+  const ctx = canvas.getContext("2d")!;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, W, H);
+  return ctx;
+}

@@ -7,7 +7,7 @@
 // thread pool so the user's code and libraries carry the width.
 // Traits: profile {count, identifier, description, children}, profile_title "",
 // profile_prefixes [str], profile_prefix "" (all).
-import { h, clear, watch, empty } from "../common/dom.js";
+import { h, clear, watch, empty, fitCanvas } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { onScreen } from "../common/onscreen.js";
 
@@ -217,19 +217,11 @@ export class FlameChart {
     const f = this.flat;
     const W = this.container.clientWidth;
     if (!f || !W) return;
-    const dpr = window.devicePixelRatio || 1;
     const focus = this.focus;
     const fx = f.start[focus], fw = f.count[focus] || 1, fd = f.depth[focus];
     const rows = f.maxDepth + 1;
     const H = rows * ROW;
-    if (this.canvas.width !== Math.round(W * dpr) || this.canvas.height !== Math.round(H * dpr)) {
-      this.canvas.width = Math.round(W * dpr);
-      this.canvas.height = Math.round(H * dpr);
-      this.canvas.style.height = `${H}px`;
-    }
-    const ctx = this.canvas.getContext("2d")!;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, W, H);
+    const ctx = fitCanvas(this.canvas, W, H);
     ctx.font = FONT;
     ctx.textBaseline = "middle";
     const scale = W / fw;

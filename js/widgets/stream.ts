@@ -6,7 +6,7 @@
 // time went.  Drawn on a canvas: 10,000 bars cost a few milliseconds.
 // Traits: stream_base/stream_patch, a table of list_task_stream's rows by id ({start, stop,
 // worker, thread, prefix, state, n_tasks, busy, binned}), computation {} (its start, state).
-import { h, clear, watch, throttle, empty } from "../common/dom.js";
+import { h, clear, watch, throttle, empty, fitCanvas } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { prefixColor, SEGMENT_COLOR } from "../common/colors.js";
 import { now } from "../common/clock.js";
@@ -140,16 +140,8 @@ class StreamChart {
     const lay = this.lay;
     const W = this.container.clientWidth;
     if (!lay || !W) return;
-    const dpr = window.devicePixelRatio || 1;
     const H = lay.height + AXIS;
-    if (this.canvas.width !== Math.round(W * dpr) || this.canvas.height !== Math.round(H * dpr)) {
-      this.canvas.width = Math.round(W * dpr);
-      this.canvas.height = Math.round(H * dpr);
-      this.canvas.style.height = `${H}px`;
-    }
-    const ctx = this.canvas.getContext("2d")!;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, W, H);
+    const ctx = fitCanvas(this.canvas, W, H);
     ctx.font = FONT;
     ctx.textBaseline = "middle";
     const fg = getComputedStyle(this.container).color || "#555";
