@@ -51,9 +51,10 @@ MAX_NUMBER = 1e15
 TIME_RANGE = (0.0, 7_258_118_400.0)
 STATES = ("running", "finished", "erred", "cancelled")
 
-# A live cluster sends a cluster_sample at least this often; readers call a cluster
-# lost after LOST_AFTER_HEARTBEATS silent heartbeats.
-HEARTBEAT = 30.0
+# A live cluster's scheduler sends a message at least this often (a `heartbeat` when it
+# has nothing else to say); readers call a cluster lost after LOST_AFTER_HEARTBEATS
+# silent heartbeats, so a killed kernel's cluster reads lost within seconds.
+HEARTBEAT = 2.0
 LOST_AFTER_HEARTBEATS = 3
 
 
@@ -152,7 +153,7 @@ class Cluster(_Data):
 
 class ClusterSample(_Record):
     """`cluster_sample`: one time-series row, the cluster row's latest figures and
-    peaks.  Sent on change and at least every HEARTBEAT seconds; memory in bytes;
+    peaks.  Sent on change and at least every 30 s; memory in bytes;
     worker_seconds, core_seconds, cost and dropped_messages (what the shipper had to
     drop) are cumulative."""
 
@@ -172,6 +173,11 @@ class ClusterSample(_Record):
 SAMPLE_FIELDS = ClusterSample.__struct_fields__
 
 
+class Heartbeat(_Record):
+    """`heartbeat`: the scheduler is alive.  It moves the cluster's last_seen and stores
+    no row (nor an `ingested` claim: applying it twice changes nothing)."""
+
+
 class ClusterStop(_Record):
     """`cluster_stop`: the cluster row's end."""
 
@@ -182,8 +188,8 @@ class ClusterStop(_Record):
 
 class TaskGroup(_Data):
     """One task group of a computation; counts are this computation's own tasks:
-    n_done finished, n_erred raised, n_not_run never ran (a dependency failed,
-    released, cancelled)."""
+    n_done finished, n_erred raised, n_cancelled running when they were cancelled,
+    n_not_run never ran (a dependency failed, released, cancelled before they ran)."""
 
     _keys = {"name": NAME_BYTES, "prefix": NAME_BYTES, "states": NAME_BYTES, "dependencies": NAME_BYTES}
     name: RequiredName
@@ -193,6 +199,7 @@ class TaskGroup(_Data):
     n_done: Optional[Count] = None
     n_erred: Optional[Count] = None
     n_not_run: Optional[Count] = None
+    n_cancelled: Optional[Count] = None
     compute: Optional[Number] = None
     transfer: Optional[Number] = None
     disk_read: Optional[Number] = None
@@ -209,6 +216,7 @@ class Totals(_Record):
     n_done: Optional[Count] = None
     n_erred: Optional[Count] = None
     n_not_run: Optional[Count] = None
+    n_cancelled: Optional[Count] = None
     compute: Optional[Number] = None
     transfer: Optional[Number] = None
     disk: Optional[Number] = None
@@ -440,6 +448,10 @@ class ClusterStopMessage(Envelope, tag="cluster_stop"):
     data: ClusterStop
 
 
+class HeartbeatMessage(Envelope, tag="heartbeat"):
+    data: Heartbeat
+
+
 class ComputationMessage(Envelope, tag="computation"):
     data: Computation
 
@@ -478,7 +490,7 @@ class TaskStreamMessage(Envelope, tag="task_stream"):
 
 Message = Union[ClusterMessage, ClusterSampleMessage, ClusterStopMessage, ComputationMessage, CodeMessage,
                 ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage, MetricsMessage,
-                WorkerSamplesMessage, TaskStreamMessage]
+                WorkerSamplesMessage, TaskStreamMessage, HeartbeatMessage]
 ENVELOPES: dict[str, type[Envelope]] = {cls.__struct_config__.tag: cls for cls in get_args(Message)}
 KINDS = frozenset(ENVELOPES)
 

@@ -122,11 +122,11 @@ def computations(rows: list[dict]) -> str:
             (
                 r["computation_id"], when(r.get("start")), r.get("state"), took(r), short(r.get("label"), 40),
                 short(r.get("code_line"), 50), r.get("n_tasks"), r.get("n_done"), r.get("n_erred"),
-                r.get("n_not_run"), seconds(r.get("compute")), nbytes(r.get("nbytes")),
+                r.get("n_cancelled") or 0, r.get("n_not_run"), seconds(r.get("compute")), nbytes(r.get("nbytes")),
             )
             for r in rows
         ],
-        ["computation", "start", "state", "took", "what", "code", "tasks", "done", "erred", "never ran",
+        ["computation", "start", "state", "took", "what", "code", "tasks", "done", "erred", "cancelled", "never ran",
          "compute", "bytes"],
     )
 

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import time
 from typing import Iterator
 
 import dask
@@ -26,3 +30,32 @@ def recorded_cluster(store: str, *, processes: bool = False, n_workers: int = 2,
                           dashboard_address=":0") as cluster, Client(cluster) as client:
             info = dal.register(client, store=store)
             yield client, info
+
+
+@contextlib.contextmanager
+def preloaded_scheduler(tmp_path, url: str, env: dict | None = None):
+    """`dask scheduler --preload dask_analytics_lab` and one worker, in their own
+    processes; yields (scheduler process, scheduler file)."""
+    env = {**os.environ, "DASK_ANALYTICS__STORE": url, "DASK_ANALYTICS__INTERVAL": "100ms", **(env or {})}
+    scheduler_file = tmp_path / "scheduler.json"
+    sched = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--dashboard-address", ":0", "--preload", "dask_analytics_lab", "--scheduler-file", str(scheduler_file)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    worker = None
+    try:
+        deadline = time.time() + 60
+        while not scheduler_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
+             "--nthreads", "1", "--no-nanny", "--dashboard-address", ":0"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        yield sched, scheduler_file
+    finally:
+        for p in (worker, sched):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)

@@ -333,3 +333,63 @@ def test_flamegraph_renders_10k_nodes_fast(page):
     # The target is 200 ms; a shared 2-core CI machine gets slack on the first draw only.
     assert r["median_ms"] < 200, r
     assert r["first_ms"] < 1000, r
+
+
+def test_kernel_restart_ends_the_cluster_and_keeps_its_record(page, lab):
+    """Issue 18: restart the notebook's kernel while its cluster runs and its futures are
+    held.  The sidebar stops calling the cluster live, and every computation reads what
+    it read before the restart (none turns lost, no failure appears)."""
+    import dask_analytics_lab as dal
+    from dask_analytics_lab.api import close_readers
+
+    from tests.waiting import wait_for
+
+    store = lab.env["DASK_ANALYTICS__STORE"]
+    page.wait_for_function("() => window.__ran !== undefined", timeout=30_000)
+    # Futures the kernel still holds when it goes.
+    page.evaluate("""async () => {
+        const code = 'from distributed import wait\\nheld = client.map(lambda i: i + 1, range(40))\\n'
+            + 'wait(held)\\ndal.flush(client)';
+        for (const w of window.jupyterapp.shell.widgets('main')) {
+            if (w.context && w.context.path.endsWith('demo.ipynb')) {
+                const reply = await w.sessionContext.session.kernel.requestExecute({ code }).done;
+                if (reply.content.status !== 'ok') throw new Error(JSON.stringify(reply.content));
+                return;
+            }
+        }
+        throw new Error('the notebook is not open');
+    }""")
+    (cluster,) = [c for c in dal.list_clusters(store=store) if c["status"] == "live"]
+    cid = cluster["cluster_id"]
+    before = {c["computation_id"]: (c["state"], c["n_done"], c["n_erred"])
+              for c in dal.list_computations(cid, store=store)}
+    failures = sum(f["count"] for f in dal.list_exceptions(cid, store=store, limit=None))
+    close_readers()
+    sidebar = page.locator("#dask-analytics-sidebar")
+    if not sidebar.is_visible():
+        page.evaluate("() => window.jupyterapp.shell.activateById('dask-analytics-sidebar')")
+    head = sidebar.locator(f".dal-cl-head[data-cluster='{cid}']")
+    head.wait_for(timeout=30_000)
+    assert head.get_attribute("data-status") == "live"
+
+    page.evaluate("""async () => {
+        for (const w of window.jupyterapp.shell.widgets('main')) {
+            if (w.context && w.context.path.endsWith('demo.ipynb')) {
+                await w.sessionContext.session.kernel.restart();
+                return;
+            }
+        }
+        throw new Error('the notebook is not open');
+    }""")
+    page.wait_for_function(f"() => document.querySelector(\"#dask-analytics-sidebar .dal-cl-head[data-cluster='{cid}']\")"
+                           ".dataset.status !== 'live'", timeout=60_000)
+    status = head.get_attribute("data-status")
+    sidebar.screenshot(path=save("lab-sidebar-after-restart.png"))
+    row = wait_for(lambda: (r := dal.get_cluster(cid, store=store))["status"] != "live" and r,
+                   what="the store to say the cluster ended")
+    assert row["status"] == status == "stopped", (row["status"], status)
+    after = {c["computation_id"]: (c["state"], c["n_done"], c["n_erred"])
+             for c in dal.list_computations(cid, store=store)}
+    assert after == before
+    assert sum(f["count"] for f in dal.list_exceptions(cid, store=store, limit=None)) == failures
+    close_readers()

@@ -19,7 +19,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
 from dask_analytics_lab.store import queries
 
-from .cluster_helpers import FAST, recorded_cluster
+from .cluster_helpers import FAST, preloaded_scheduler, recorded_cluster
 
 
 @pytest.fixture(autouse=True)
@@ -85,35 +85,6 @@ def test_another_process_reads_the_same_file_after_restart(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "finished"]
-
-
-@contextlib.contextmanager
-def preloaded_scheduler(tmp_path, url: str):
-    """`dask scheduler --preload dask_analytics_lab` and one worker, in their own
-    processes; yields (scheduler process, scheduler file)."""
-    env = {**os.environ, "DASK_ANALYTICS__STORE": url, "DASK_ANALYTICS__INTERVAL": "100ms"}
-    scheduler_file = tmp_path / "scheduler.json"
-    sched = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--dashboard-address", ":0", "--preload", "dask_analytics_lab", "--scheduler-file", str(scheduler_file)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    worker = None
-    try:
-        deadline = time.time() + 60
-        while not scheduler_file.exists() and time.time() < deadline:
-            time.sleep(0.2)
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
-             "--nthreads", "1", "--no-nanny", "--dashboard-address", ":0"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        yield sched, scheduler_file
-    finally:
-        for p in (worker, sched):
-            if p is not None and p.poll() is None:
-                p.terminate()
-                p.wait(timeout=30)
 
 
 def test_scheduler_preload(tmp_path):

@@ -84,7 +84,9 @@ def test_clean_rerun_after_a_cancelled_run_is_finished(sqlite_url):
         cluster_id = info["cluster_id"]
     cancelled, clean = _comps(cluster_id, sqlite_url)
     assert cancelled["state"] == "cancelled"
-    assert cancelled["n_done"] + cancelled["n_not_run"] == 4 and cancelled["n_not_run"] >= 2
+    # The tasks on workers when the user cancelled are cancelled, the rest never ran.
+    assert cancelled["n_done"] == 0 and cancelled["n_cancelled"] + cancelled["n_not_run"] == 4
+    assert cancelled["n_cancelled"] >= 2  # 2 workers, each running one
     assert cancelled["stop"] and cancelled["stop"] >= cancelled["start"]
     assert (clean["state"], clean["n_done"], clean["n_not_run"]) == ("finished", 2, 0)
 

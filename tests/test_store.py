@@ -390,7 +390,8 @@ def read(store, fn: str, *args, now: float, **kw):
 
 
 def test_lost_after_n_silent_heartbeats():
-    assert LOST_AFTER == 90.0  # 3 heartbeats of 30 s: an idle, healthy cluster never reads lost
+    # 3 heartbeats of 2 s: a killed kernel's cluster reads lost within 10 s of its end
+    assert LOST_AFTER == 6.0
     life = queries.lifecycle
     assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER) == {"status": "live", "ended": None,
                                                                  "duration": 100 + LOST_AFTER}
@@ -409,7 +410,7 @@ def test_live_stopped_and_lost_clusters(store):
     # `live` sends another heartbeat much later; `lost` never again
     later = T0 + 600
     store.ingest([live.sample(at=later)])
-    now = later + 10
+    now = later + LOST_AFTER / 2
 
     rows = {r["cluster_id"]: r for r in read(store, "list_clusters", now=now)}
     assert (rows[live.id]["status"], rows[live.id]["ended"]) == ("live", None)
@@ -451,7 +452,7 @@ def test_running_computations_of_an_ended_cluster_read_lost(store):
                   stopped.cluster(), stopped.computation("stopped-run", state="running"), stopped.stop()])
     last_live = store.get_cluster(live.id)["last_seen"]
     store.ingest([live.sample(at=last_live + 500)])
-    now = last_live + 510
+    now = last_live + 500 + LOST_AFTER / 2
     lost_seen = store.get_cluster(lost.id)["last_seen"]
     stopped_at = store.get_cluster(stopped.id)["stopped"]
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# A sample is sent when a figure changes, and at least every HEARTBEAT seconds.
-from ..messages import HEARTBEAT
+# A sample is sent when a figure changes, and at least this often (seconds), so the
+# cluster's time series has no gap longer than that (liveness is the shipper's heartbeat).
+SAMPLE_EVERY = 30.0
 
 
 class ClusterSampler:
@@ -32,7 +33,7 @@ class ClusterSampler:
         memory_used = sum(ws.memory.process for ws in workers)
         memory_total = sum(ws.memory_limit or 0 for ws in workers)
         figures = (n_workers, n_threads, processing, memory_used >> 20, memory_total, dropped)
-        if not force and figures == self._last_sent and now - self._last_sent_time < HEARTBEAT:
+        if not force and figures == self._last_sent and now - self._last_sent_time < SAMPLE_EVERY:
             return None
         self._last_sent = figures
         self._last_sent_time = now

@@ -26,7 +26,7 @@ from ..messages import code_hash, fingerprint
 # A task in one of these states has not finished.
 NOT_DONE = frozenset({"waiting", "processing", "no-worker", "queued"})
 # Counts a computation's summary sums over its groups.
-_TOTALS = ("n_tasks", "n_done", "n_erred", "n_not_run")
+_TOTALS = ("n_tasks", "n_done", "n_erred", "n_not_run", "n_cancelled")
 
 Emit = Callable[[str, dict], None]
 
@@ -34,12 +34,18 @@ Emit = Callable[[str, dict], None]
 class GroupCounts:
     """What happened to one TaskGroup object's tasks, counted as it happened."""
 
-    __slots__ = ("done", "raised", "cancelled", "first", "last")
+    __slots__ = ("done", "raised", "cancelled", "cancelled_running", "cancelled_at", "lost_waiting", "first",
+                 "last")
 
     def __init__(self) -> None:
         self.done = 0  # reached memory
+        # Done, then their one copy went with a worker, and Dask wants them again: done
+        # still, not pending, until Dask runs them again (collect/lost.py).
+        self.lost_waiting = 0
         self.raised = 0  # raised an exception, or killed its workers (KilledWorker)
         self.cancelled = 0  # released before finishing, under a cancel stimulus
+        self.cancelled_running = 0  # ... of them, running then
+        self.cancelled_at = 0.0  # the last cancel: the group's work stopped then
         self.first = 0.0  # a task of the group started processing (scheduler clock)
         self.last = 0.0  # a task finished or failed
 
@@ -47,12 +53,12 @@ class GroupCounts:
 def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> tuple:
     """The group's cumulative figures, less `new_tasks` just added by a submission."""
     d = tg.all_durations
-    return (sum(tg.states.values()) - new_tasks, counts.done, counts.raised, counts.cancelled,
-            d.get("compute", 0.0), d.get("transfer", 0.0), d.get("disk-read", 0.0),
+    return (sum(tg.states.values()) - new_tasks, counts.done + counts.lost_waiting, counts.raised, counts.cancelled,
+            counts.cancelled_running, d.get("compute", 0.0), d.get("transfer", 0.0), d.get("disk-read", 0.0),
             d.get("disk-write", 0.0), tg.nbytes_total)
 
 
-_ZERO = (0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0)
+_ZERO = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0)
 
 
 @dataclass(eq=False)
@@ -247,20 +253,31 @@ class ComputationTracker:
         self._owner.clear()
         self.counts.clear()
 
+    def closing(self, now: float) -> None:
+        """The scheduler closes: what is still running never finishes.  Send each such
+        computation's last figures (stopped now, what had not run never will)."""
+        for record in self._tracked.values():
+            if record.state == "running":
+                record.final = True
+                self._update(record, None, now)
+
     def _summarise(self, claim: _Claim, *, now: float, final: bool = False, new_tasks: int = 0) -> dict:
         if claim.frozen is not None:
             return claim.frozen
         tg = claim.tg
         counts = self.counts_for(tg)
         cur = _cumulative(tg, counts, new_tasks)
-        total, done, raised, cancelled, compute, transfer, dread, dwrite, nbytes = (
+        total, done, raised, cancelled, cancelled_running, compute, transfer, dread, dwrite, nbytes = (
             a - b for a, b in zip(cur, claim.base))
-        pending = 0 if final else sum(tg.states.get(s, 0) for s in NOT_DONE)
+        pending = 0 if final else max(0, sum(tg.states.get(s, 0) for s in NOT_DONE) - counts.lost_waiting)
         n_erred = max(raised, 0)
         n_done = max(0, min(done, total - n_erred - pending))
+        n_cancelled = max(0, min(cancelled_running, total - n_done - n_erred - pending))
         shared = claim.base is not _ZERO
         start = (None if shared else tg.start) or counts.first or None
         stop = (None if shared else tg.stop) or counts.last or None
+        if cancelled and counts.cancelled_at > (stop or 0.0):
+            stop = counts.cancelled_at  # its work ended at the cancel, not at its last task
         return {
             "name": tg.name,
             "prefix": tg.prefix.name,
@@ -268,7 +285,8 @@ class ComputationTracker:
             "n_tasks": total,
             "n_done": n_done,
             "n_erred": n_erred,
-            "n_not_run": max(0, total - n_done - n_erred - pending),
+            "n_not_run": max(0, total - n_done - n_erred - n_cancelled - pending),
+            "n_cancelled": n_cancelled,
             "pending": pending,
             "cancelled": cancelled,
             "compute": float(compute),
@@ -385,10 +403,11 @@ class ComputationTracker:
 
 
 def _signature(claim: _Claim, counts: GroupCounts | None) -> tuple:
-    # Cheap to build and compare; changes whenever the claim's summary would.
+    # Cheap to build and compare; changes whenever the claim's summary would
+    # (cancelled_running and cancelled_at only move with cancelled).
     tg = claim.tg
     return (claim.frozen is not None, tuple(tg.states.values()), tg.nbytes_total, tg.duration,
-            tg.stop, counts and (counts.done, counts.raised, counts.cancelled))
+            tg.stop, counts and (counts.done, counts.raised, counts.cancelled, counts.lost_waiting))
 
 
 def _combine(summaries: list[dict]) -> dict:
@@ -397,7 +416,7 @@ def _combine(summaries: list[dict]) -> dict:
     if len(summaries) == 1:
         return summaries[0]
     out = dict(summaries[-1])
-    for k in ("n_tasks", "n_done", "n_erred", "n_not_run", "pending", "cancelled", "compute",
+    for k in ("n_tasks", "n_done", "n_erred", "n_not_run", "n_cancelled", "pending", "cancelled", "compute",
               "transfer", "disk_read", "disk_write", "nbytes"):
         out[k] = sum(s[k] for s in summaries)
     starts = [s["start"] for s in summaries if s["start"]]

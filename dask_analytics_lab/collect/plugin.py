@@ -22,7 +22,10 @@ from .. import messages
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
+from .lost import TEXTS as LOST_TEXTS
+from .lost import LostTasks
 from .metrics import MetricsRecorder
+from .offloop import off_loop
 from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
 from .shipper import Shipper
 from .sinks import open_sink
@@ -35,7 +38,7 @@ PLUGIN_NAME = "dask-analytics-lab"
 # Stimuli under which a not-yet-finished task being released means the user gave up on it.
 _CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
 # The transitions the hook counts; every other one returns at the first test.
-_COUNTED = frozenset({"memory", "erred", "processing", "released"})
+_COUNTED = frozenset({"memory", "erred", "processing", "released", "waiting"})
 # Our own event topics: recorded when in analytics.events.allow, like any other topic.
 IDLE_TOPIC = "analytics-idle-shutdown"
 WORKER_LOST_TOPIC = "analytics-worker-lost"
@@ -59,6 +62,10 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     return repr(value)
+
+
+def _no_event(topic: str, msg: Any, when: float | None = None) -> None:
+    pass
 
 
 def _loop_running(loop: asyncio.AbstractEventLoop) -> Callable[[], bool]:
@@ -119,9 +126,14 @@ class AnalyticsPlugin(SchedulerPlugin):
             if s.get("metrics_transmit", True) else None
         # Each worker over time, and its joining and leaving (None: analytics.workers.transmit off).
         self._workers = WorkerSampler(s.get("workers_interval", 5.0)) if s.get("workers_transmit", True) else None
-        self._lifecycle = WorkerLifecycle(self._event) if self._workers is not None else None
+        # Always there: which workers were closing tells a loss from a failure; its
+        # worker-joined/-left events are recorded only with the workers' samples.
+        self._lifecycle = WorkerLifecycle(self._event if self._workers is not None else _no_event)
         # Workers that died while running a key, for KilledWorker rows (bounded).
         self._suspects: dict[Any, list[str]] = {}
+        # What departed workers took with them, a failure only once Dask runs it again.
+        self._lost = LostTasks()
+        self._gave_up: list[Any] = []  # keys Dask just gave up on for a worker's death
         self._unlisted_topics: set[str] = set()
         self._sampler = ClusterSampler(s["price_per_core_hour"], time.time())
         self._last_counter = -1
@@ -144,6 +156,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             max_delay=s["retry_max_delay"],
             describe=mask_url(url),
             alive=_loop_running(asyncio.get_running_loop()),
+            heartbeat=lambda: messages.make(self.cluster_id, 0, "heartbeat", time.time(), {}),
         )
         cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms")
         self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1)
@@ -170,8 +183,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                 "events_allow": sorted(self._allow),
             },
         })
-        if self._lifecycle is not None:
-            self._lifecycle.present(scheduler.workers, time.time())
+        self._lifecycle.present(scheduler.workers, time.time())
         scheduler.handlers["analytics_flush"] = self._handle_flush
         scheduler.handlers["analytics_info"] = self._handle_info
         self._tick()
@@ -182,23 +194,30 @@ class AnalyticsPlugin(SchedulerPlugin):
     async def close(self) -> None:
         if not self._started:
             return
+        try:
+            self._record_end()
+        except Exception:
+            logger.exception("dask-analytics: recording the cluster's end failed")
+        finally:
+            self._ready = False
+            # Inline when the interpreter exits (atexit closing a LocalCluster): the
+            # writer thread is still there to drain, the executors are not.
+            await off_loop(self._shipper.close, 10.0)
+            self._started = False
+
+    def _record_end(self) -> None:
         self._callback.stop()
         self._profiles.close()
-        if self._lifecycle is not None:
-            try:
-                self._lifecycle.scheduler_closing(time.time())
-            except Exception:
-                logger.exception("dask-analytics: recording the workers' departure failed")
+        now = time.time()
+        self._lifecycle.scheduler_closing(now)
         self._tick(force=True)
+        self._computations.closing(now)
         idle = self._closed_for_idleness()
         self.emit("cluster_stop", {
-            "stopped": time.time(),
+            "stopped": now,
             "reason": "idle-timeout" if idle else "closed",
             "idle_shutdown": idle,
         })
-        self._ready = False
-        await asyncio.to_thread(self._shipper.close, 10.0)
-        self._started = False
 
     # --- the one way anything becomes a message --------------------------------
     def emit(self, kind: str, data: dict) -> None:
@@ -228,24 +247,41 @@ class AnalyticsPlugin(SchedulerPlugin):
             return
         if finish == "released" and start not in NOT_DONE:
             return  # a finished task let go (the common release): nothing to count
+        if finish == "waiting" and not (self._lost and self._lost.wanted_again(key)):
+            return  # every task waits once; only a lost result wanted again is counted
         try:
             ts = self.scheduler.tasks.get(key)
             if ts is None:
                 return
             tg = ts.group
             counts = self._computations.counts_for(tg)
+            if self._lost and finish in ("memory", "erred"):
+                lost = self._lost.finished(key)
+                if lost is not None and lost.waiting:  # computed again: done (or raised) below
+                    counts.lost_waiting = max(0, counts.lost_waiting - 1)
             if finish == "memory":
                 if start != "memory":
                     counts.done += 1
                     counts.last = time.time()
+            elif finish == "waiting":
+                # Done once; pending again only because its one copy went with a worker.
+                counts.done = max(0, counts.done - 1)
+                counts.lost_waiting += 1
             elif finish == "processing":
                 if not counts.first:
                     counts.first = time.time()
+                if self._lost:
+                    lost = self._lost.started(key)
+                    if lost is not None:
+                        self._rerun(key, tg, lost)
             elif finish == "erred":
                 counts.last = time.time()
                 self._erred(key, tg, counts, kwargs)
             elif start in NOT_DONE and stimulus_id is not None and stimulus_id.startswith(_CANCEL_STIMULI):
                 counts.cancelled += 1
+                counts.cancelled_at = time.time()
+                if start == "processing":
+                    counts.cancelled_running += 1
             if self._suspects and finish in ("memory", "erred"):
                 self._suspects.pop(key, None)
             if start == "processing" and self._stream is not None and finish in ("memory", "erred"):
@@ -268,6 +304,10 @@ class AnalyticsPlugin(SchedulerPlugin):
             # The task's workers kept dying under it: distributed gives up with KilledWorker
             # and passes no text.
             counts.raised += 1
+            # Dask gives up before it logs the departure: that death is a failure too,
+            # recorded with the departure (_worker_removed).
+            if len(self._gave_up) < 10_000:
+                self._gave_up.append(key)
             owner = self._computations.owner_id(tg, self.scheduler.computations)
             workers = self._suspects.pop(key, [])
             if kwargs.get("worker") and kwargs["worker"] not in workers:
@@ -280,6 +320,23 @@ class AnalyticsPlugin(SchedulerPlugin):
                                               "workers": workers})
         # else: a dependent of a failed task, which never ran: the summary counts it so
 
+    def _rerun(self, key: Any, tg: Any, lost: Any) -> None:
+        """Dask runs again (or gives up on) a task a departed worker took with it: now it
+        is a failure, unless the worker was closing."""
+        departure = lost.departure
+        if departure.closing:
+            return
+        owner = self._computations.owner_id(tg, self.scheduler.computations)
+        self._errors.record(owner, tg.name, key, LOST_TEXTS[lost.kind], None, time.time(),
+                            exc_type=lost.kind, location="", workers=[departure.worker])
+        departure.groups[tg.name] = departure.groups.get(tg.name, 0) + 1
+        if not departure.announced:
+            departure.announced = True
+            self._event(WORKER_LOST_TOPIC, {
+                "worker": departure.worker, "processing": departure.processing, "lost": departure.lost,
+                "groups": dict(departure.groups), "stimulus_id": departure.stimulus_id,
+            }, when=departure.time)
+
     def restart(self, scheduler: Any) -> None:
         """`client.restart()`: every task is forgotten; finish the record and start afresh."""
         if not self._ready:
@@ -291,13 +348,14 @@ class AnalyticsPlugin(SchedulerPlugin):
                 self.emit("exception", row)
             self._errors.clear()
             self._suspects.clear()
+            self._lost.clear()
             if self._stream is not None:
                 self._stream.restart(now)
         except Exception:
             logger.exception("dask-analytics: restart hook failed")
 
     def add_worker(self, scheduler: Any, worker: str) -> None:
-        if not self._ready or self._lifecycle is None:
+        if not self._ready:
             return
         try:
             ws = scheduler.workers.get(worker)
@@ -307,7 +365,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             logger.exception("dask-analytics: add_worker hook failed for %r", worker)
 
     def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str | None = None, **kwargs: Any) -> None:
-        if not self._ready or self._lifecycle is None:
+        if not self._ready:
             return
         try:
             self._lifecycle.left(worker, stimulus_id, time.time())
@@ -322,9 +380,8 @@ class AnalyticsPlugin(SchedulerPlugin):
                 action = msg.get("action")
                 if topic == "all" and action == "remove-worker":
                     self._worker_removed(msg)
-                    if self._lifecycle is not None:
-                        self._lifecycle.removing(msg)
-                elif self._lifecycle is not None:
+                    self._lifecycle.removing(msg)
+                else:
                     # Why a worker is about to leave: it is closing (Dask logs its status
                     # changes on its own topic), or its nanny kills it for its memory.
                     if action == "worker-status-change":
@@ -348,37 +405,23 @@ class AnalyticsPlugin(SchedulerPlugin):
                 "before register())", topic, topic)
 
     def _worker_removed(self, msg: dict) -> None:
-        """A worker left without being asked to while it ran or held tasks: they are lost.
-        (An idle worker that goes away, as every worker does when a LocalCluster
-        closes, cost nothing: Dask's own log has it.)"""
+        """A worker left without being asked to while it ran or held tasks.  Nothing is a
+        failure yet (collect/lost.py): only what Dask runs again is.  (An idle worker
+        that goes away cost nothing: Dask's own log has it.)"""
         if msg.get("expected") or not (msg.get("processing-tasks") or msg.get("lost-computed-tasks")):
             return
         worker = msg.get("worker", "")
-        now = time.time()
-        lost = {"WorkerDied": msg.get("processing-tasks") or (), "LostData": msg.get("lost-computed-tasks") or ()}
-        texts = {
-            "WorkerDied": "WorkerDied: the worker died while running this task; Dask ran it again elsewhere",
-            "LostData": "LostData: the only copy of this result was on a worker that died; Dask computed it again",
-        }
-        groups: dict[str, int] = {}
-        for exc_type, keys in lost.items():
-            per_group: dict[Any, list] = {}
-            for key in keys:
-                ts = self.scheduler.tasks.get(key)
-                if ts is None:
-                    continue
-                if exc_type == "WorkerDied" and len(self._suspects) < 10_000:
-                    self._suspects.setdefault(key, []).append(worker)
-                per_group.setdefault(ts.group, []).append(key)
-            for tg, group_keys in per_group.items():
-                owner = self._computations.owner_id(tg, self.scheduler.computations)
-                self._errors.record(owner, tg.name, group_keys[0], texts[exc_type], None, now,
-                                    exc_type=exc_type, location="", workers=[worker], count=len(group_keys))
-                groups[tg.name] = groups.get(tg.name, 0) + len(group_keys)
-        self._event(WORKER_LOST_TOPIC, {
-            "worker": worker, "processing": len(lost["WorkerDied"]), "lost": len(lost["LostData"]),
-            "groups": groups, "stimulus_id": msg.get("stimulus_id"),
-        })
+        self._lost.departed(msg, time.time(), closing=self._lifecycle.is_closing(worker))
+        gave_up, self._gave_up = self._gave_up, []
+        for key in gave_up:
+            lost = self._lost.started(key)
+            ts = self.scheduler.tasks.get(key)
+            if lost is not None and ts is not None:
+                self._rerun(key, ts.group, lost)
+        for key in msg.get("processing-tasks") or ():
+            if len(self._suspects) >= 10_000:
+                break
+            self._suspects.setdefault(key, []).append(worker)
 
     # --- the periodic snapshot ---------------------------------------------------
     def _tick(self, force: bool = False) -> None:
@@ -396,6 +439,8 @@ class AnalyticsPlugin(SchedulerPlugin):
             )
             for row in self._errors.drain():
                 self.emit("exception", row)
+            if self._lost:
+                self._lost.expire(now)
             gone = self._computations.forget_gone()
             self._errors.forget(gone)
             if self._stream is not None:
@@ -406,7 +451,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                 workers = self._workers.sample(self.scheduler.workers, now, force=force)
                 if workers is not None:
                     self.emit("worker_samples", workers)
-                self._lifecycle.flush(now, force=force)
+            self._lifecycle.flush(now, force=force)
             if self._metrics is not None:
                 self._metrics.tick(self.scheduler.cumulative_worker_metrics, self.scheduler.computations)
             if self.settings["profile_transmit"]:

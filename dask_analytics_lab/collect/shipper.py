@@ -22,7 +22,7 @@ from collections import deque
 from itertools import islice
 from typing import Callable
 
-from ..messages import Envelope, MessageError, check
+from ..messages import HEARTBEAT, Envelope, MessageError, check
 from .sinks import Sink
 
 logger = logging.getLogger("dask_analytics_lab")
@@ -54,11 +54,17 @@ class Shipper:
         max_delay: float = 30.0,
         describe: str = "the analytics store",
         alive: Callable[[], bool] | None = None,
+        heartbeat: Callable[[], dict] | None = None,
     ):
         # alive(): False once the owner is gone without calling close() (a scheduler
         # stopped with Server.stop(), whose event loop then closes): the thread writes
         # what it holds, closes the store and ends rather than outliving it.
         self._alive = alive
+        # heartbeat(): a `heartbeat` message, queued by the thread when nothing was written
+        # for HEARTBEAT seconds.  The thread sends it, not the event loop: a scheduler busy
+        # for a while with a large graph is not dead, and readers must not call it lost.
+        self._heartbeat = heartbeat
+        self._written_at = time.monotonic()
         self._open_sink = open_sink
         self._sink: Sink | None = None
         # (number, message): numbers tell which entries a finished batch covered.
@@ -155,7 +161,15 @@ class Shipper:
                         self._closing = True
                         self._close_sink()
                         break
-                    self._cond.wait(ALIVE_CHECK if self._alive is not None else None)
+                    quiet = time.monotonic() - self._written_at
+                    if self._heartbeat is not None and quiet >= HEARTBEAT:
+                        self._numbered += 1
+                        self._queue.append((self._numbered, self._heartbeat()))
+                        break
+                    wait = ALIVE_CHECK if self._alive is not None else None
+                    if self._heartbeat is not None:
+                        wait = min(wait or HEARTBEAT, HEARTBEAT - quiet)
+                    self._cond.wait(wait)
                 if self._closing:
                     return
                 entries = list(islice(self._queue, BATCH))
@@ -216,6 +230,7 @@ class Shipper:
             # put() may have pushed part of the batch out meanwhile: pop only what we sent.
             while self._queue and self._queue[0][0] <= last:
                 self._queue.popleft()
+            self._written_at = time.monotonic()
             self._typed.clear()  # it held this batch only
             self._busy = False
             self._cond.notify_all()

@@ -120,6 +120,10 @@ class WorkerLifecycle:
         else:
             self._closing.discard(address)
 
+    def is_closing(self, address: str) -> bool:
+        """The worker said it was closing (it was told to stop)."""
+        return address in self._closing
+
     def memory_killed(self, msg: dict, now: float) -> None:
         """The nanny's "worker-restart-memory" event: it terminates the worker now."""
         address = msg.get("worker")

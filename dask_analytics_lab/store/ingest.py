@@ -19,7 +19,7 @@ from msgspec.structs import asdict
 from ..codecrypt import local_cipher
 from ..messages import (SAMPLE_FIELDS, ClusterMessage, ClusterSampleMessage, ClusterStopMessage, CodeMessage,
                         ComputationMessage, Envelope, EventMessage, ExceptionMessage, GpuSamplesMessage,
-                        MessageError, MetricsMessage, ProfileMessage, TaskStreamMessage, Totals,
+                        HeartbeatMessage, MessageError, MetricsMessage, ProfileMessage, TaskStreamMessage, Totals,
                         WorkerSamplesMessage, check_batch)
 from . import schema as s
 from .engine import dialect_insert as _insert
@@ -64,11 +64,16 @@ def _is_retryable(e: sa.exc.OperationalError) -> bool:
 
 def _store(engine: sa.Engine, msgs: list[Any]) -> int:
     with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE
-        new = _claim(conn, msgs)
+        # A heartbeat only moves last_seen on (a max: idempotent without a claim), so a
+        # quiet cluster's heartbeats add no `ingested` rows.
+        beats = [m for m in msgs if type(m) is HeartbeatMessage]
+        if beats:
+            msgs = [m for m in msgs if type(m) is not HeartbeatMessage]
+        new = _claim(conn, msgs) if msgs else set()
         msgs = [m for m in msgs if (m.cluster_id, m.seq) in new]
-        if not msgs:
+        if not msgs and not beats:
             return 0
-        _touch_clusters(conn, msgs)
+        _touch_clusters(conn, msgs + beats)
         by_kind: dict[type, list[Any]] = defaultdict(list)
         for m in msgs:
             by_kind[type(m)].append(m)
@@ -76,7 +81,7 @@ def _store(engine: sa.Engine, msgs: list[Any]) -> int:
             if by_kind[kind]:
                 # Oldest first: where one key comes twice, _latest keeps the last.
                 APPLY[kind](conn, sorted(by_kind[kind], key=lambda m: (m.time, m.seq)))
-        return len(msgs)
+        return len(msgs) + len(beats)
 
 
 def _newer(table: sa.Table, stmt: Any) -> sa.ColumnElement:

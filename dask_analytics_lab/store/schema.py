@@ -128,6 +128,7 @@ computations = sa.Table(
     sa.Column("n_erred", sa.BigInteger),
     sa.Column("n_done", sa.BigInteger),
     sa.Column("n_not_run", sa.BigInteger),
+    sa.Column("n_cancelled", sa.BigInteger),
     sa.Column("compute", sa.Double),
     sa.Column("transfer", sa.Double),
     sa.Column("disk", sa.Double),
@@ -148,10 +149,12 @@ task_groups = sa.Table(
     sa.Column("prefix", sa.Text),
     sa.Column("states", Json),
     sa.Column("n_tasks", sa.BigInteger),
-    # Of n_tasks: finished, raised, never ran (a dependency failed, released, cancelled).
+    # Of n_tasks: finished, raised, never ran (a dependency failed, released, cancelled
+    # before they ran), running when cancelled.
     sa.Column("n_done", sa.BigInteger),
     sa.Column("n_erred", sa.BigInteger),
     sa.Column("n_not_run", sa.BigInteger),
+    sa.Column("n_cancelled", sa.BigInteger),
     sa.Column("compute", sa.Double),
     sa.Column("transfer", sa.Double),
     sa.Column("disk_read", sa.Double),

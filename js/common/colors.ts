@@ -2,12 +2,14 @@
 // stable colour per task prefix.
 
 // Segments of a progress bar, left to right: finished work first, then what failed,
-// then what is still to come.  "erred" (raised) and "never ran" (skipped because a
-// dependency failed, released, cancelled) are never drawn as done.
+// then what is still to come.  "erred" (raised), "cancelled" (running when cancelled) and
+// "never ran" (skipped because a dependency failed, released, cancelled before it ran)
+// are never drawn as done.
 export const SEGMENTS = [
   ["memory", "in memory", "#2fa572"],
   ["done", "finished", "#7fa6dc"],
   ["erred", "erred", "#e5484d"],
+  ["cancelled", "cancelled while running", "#a06b3c"],
   ["not-run", "never ran", "#6e5a8a"],
   ["processing", "processing", "#f5a524"],
   ["no-worker", "no worker", "#b197fc"],

@@ -1,15 +1,16 @@
 // What became of a group's (or a computation's) tasks, and the stacked bar that shows it.
 //
-// The store counts each group's tasks: n_done (finished), n_erred (raised), n_not_run
-// (never ran: a dependency failed, released, cancelled); these survive Dask forgetting
-// the tasks.  What is left of n_tasks is still to come, split by the live `states`.
+// The store counts each group's tasks: n_done (finished), n_erred (raised), n_cancelled
+// (running when cancelled), n_not_run (never ran: a dependency failed, released,
+// cancelled before it ran); these survive Dask forgetting the tasks.  What is left of
+// n_tasks is still to come, split by the live `states`.
 import { h } from "./dom.js";
 import * as fmt from "./format.js";
 import { SEGMENTS, SEGMENT_COLOR, SEGMENT_LABEL } from "./colors.js";
 
 const LIVE = ["processing", "no-worker", "queued"];
 
-/** {total, done, memory, erred, "not-run", processing, "no-worker", queued, waiting, exact}
+/** {total, done, memory, erred, cancelled, "not-run", processing, "no-worker", queued, waiting, exact}
  *  of a task-group row or a computation row (its totals). */
 export function taskCounts(g) {
   const st: Record<string, any> = {};
@@ -18,6 +19,7 @@ export function taskCounts(g) {
   const total = g.n_tasks ?? stateTotal;
   const exact = g.n_done != null || g.n_not_run != null;
   let done, erred, notRun;
+  const cancelled = g.n_cancelled || 0;
   if (exact) {
     done = g.n_done || 0;
     erred = g.n_erred || 0;
@@ -28,8 +30,8 @@ export function taskCounts(g) {
     done = (st.memory || 0) + (st.released || 0) + (st.forgotten || 0);
     notRun = 0;
   }
-  const out: Record<string, any> = { total, exact, done, memory: Math.min(st.memory || 0, done), erred, "not-run": notRun };
-  let left = Math.max(total - done - erred - notRun, 0);
+  const out: Record<string, any> = { total, exact, done, memory: Math.min(st.memory || 0, done), erred, cancelled, "not-run": notRun };
+  let left = Math.max(total - done - erred - cancelled - notRun, 0);
   for (const s of LIVE) {
     out[s] = Math.min(st[s] || 0, left);
     left -= out[s];
@@ -40,7 +42,7 @@ export function taskCounts(g) {
 
 /** Sum of taskCounts over rows. */
 export function addCounts(rows) {
-  const sum = { total: 0, exact: true, done: 0, memory: 0, erred: 0, "not-run": 0, processing: 0, "no-worker": 0, queued: 0, waiting: 0 };
+  const sum = { total: 0, exact: true, done: 0, memory: 0, erred: 0, cancelled: 0, "not-run": 0, processing: 0, "no-worker": 0, queued: 0, waiting: 0 };
   for (const r of rows) {
     const c = taskCounts(r);
     for (const k of Object.keys(sum)) {
@@ -56,9 +58,9 @@ function segmentCounts(c) {
   return { ...c, done: c.done - c.memory };
 }
 
-/** A stacked bar: finished (in memory / released), erred, never ran, then live states. */
+/** A stacked bar: finished (in memory / released), erred, cancelled, never ran, then live states. */
 export function progressBar(counts, { cls = "dal-bar", label = true } = {}) {
-  const bar = h(`div.${cls}`, { dataset: { done: counts.done, erred: counts.erred, notRun: counts["not-run"], total: counts.total } });
+  const bar = h(`div.${cls}`, { dataset: { done: counts.done, erred: counts.erred, cancelled: counts.cancelled, notRun: counts["not-run"], total: counts.total } });
   const n = Math.max(counts.total || 0, 1);
   const seg = segmentCounts(counts);
   for (const [s] of SEGMENTS) {

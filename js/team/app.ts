@@ -72,17 +72,19 @@ import { Filters, filterBar, filterParams, filtersFrom, pager } from "../common/
   const clusterBadge = (c) => h("span", { class: `state ${status(c)}`, title: statusTitle(c) }, status(c));
 
 
-  // What became of a group's (or computation's) tasks: finished, erred (raised), never
-  // ran (a dependency failed, released, cancelled), and what is still to come.
-  const SEGMENTS = [["done", "finished", "#7fa6dc"], ["erred", "erred", "#e5484d"], ["not-run", "never ran", "#6e5a8a"],
+  // What became of a group's (or computation's) tasks: finished, erred (raised), cancelled
+  // while running, never ran (a dependency failed, released, cancelled before it ran), and
+  // what is still to come.
+  const SEGMENTS = [["done", "finished", "#7fa6dc"], ["erred", "erred", "#e5484d"],
+    ["cancelled", "cancelled while running", "#a06b3c"], ["not-run", "never ran", "#6e5a8a"],
     ["processing", "processing", "#f5a524"], ["waiting", "waiting", "#dfe3e8"]];
   // The views' reading of a row's task counts (js/common/progress.ts), in this page's
   // segments: processing includes tasks waiting for a worker.
   function counts(g) {
     const k = taskCounts(g);
     const processing = (k.processing || 0) + (k["no-worker"] || 0);
-    return { total: k.total, done: k.done, erred: k.erred, "not-run": k["not-run"], processing,
-      waiting: Math.max(k.total - k.done - k.erred - k["not-run"] - processing, 0) };
+    return { total: k.total, done: k.done, erred: k.erred, cancelled: k.cancelled, "not-run": k["not-run"], processing,
+      waiting: Math.max(k.total - k.done - k.erred - k.cancelled - k["not-run"] - processing, 0) };
   }
   function taskBar(k) {
     const n = Math.max(k.total || 0, 1);

@@ -53,6 +53,7 @@ export function computationItem(c, selected, onclick) {
       h("span", fmt.duration(computationDuration(c))),
       h("span", `${fmt.count(c.n_tasks)} tasks`),
       counts.erred ? h("span", { style: { color: "var(--dal-bad)" } }, `${fmt.count(counts.erred)} erred`) : null,
+      counts.cancelled ? h("span.dal-notrun-num", `${fmt.count(counts.cancelled)} cancelled while running`) : null,
       counts["not-run"] ? h("span.dal-notrun-num", `${fmt.count(counts["not-run"])} never ran`) : null));
 }
 

@@ -35,7 +35,9 @@ const COLUMNS: Column[] = [
   { id: "erred", label: "Erred", num: true, value: (g) => g._counts.erred, show: (v) => (v ? h("span.dal-bad-num", fmt.count(v)) : "0"),
     title: "Tasks that raised an exception" },
   { id: "not-run", label: "Never ran", num: true, value: (g) => g._counts["not-run"], show: (v) => (v ? h("span.dal-notrun-num", fmt.count(v)) : "0"),
-    title: "Tasks that never ran: a dependency failed, or they were released or cancelled" },
+    title: "Tasks that never ran: a dependency failed, or they were released or cancelled before they ran" },
+  { id: "cancelled", label: "Cancelled", num: true, value: (g) => g._counts.cancelled, show: (v) => (v ? h("span.dal-notrun-num", fmt.count(v)) : "0"),
+    title: "Tasks that were running when they were cancelled" },
   { id: "compute", label: "Compute", num: true, value: (g) => g.compute || 0, show: fmt.duration },
   { id: "vs", label: "vs previous", num: true, value: (g) => g._vs, show: vsPrevious,
     title: "Compute time against the same task prefix in the previous run of this code (dask-analytics compare)" },
@@ -111,7 +113,7 @@ function render({ model, el }) {
     // never-ran counts when some group has them, disk time when some group spilled.
     const sum = addCounts(groups);
     const spilled = groups.some((g) => (g.disk_read || 0) + (g.disk_write || 0) > 0);
-    const shown = { erred: sum.erred > 0, "not-run": sum["not-run"] > 0, disk: spilled, vs: compared };
+    const shown = { erred: sum.erred > 0, "not-run": sum["not-run"] > 0, cancelled: sum.cancelled > 0, disk: spilled, vs: compared };
     const columns = COLUMNS.filter((c) => shown[c.id] ?? true);
     const col = columns.find((c) => c.id === sort.id) || columns[0];
     const rows = [...ordered].sort((a, b) => {
@@ -169,6 +171,7 @@ function render({ model, el }) {
 function legendOf(sum) {
   const keep = ["done", "erred", "not-run"];
   if (sum.memory) keep.unshift("memory");
+  if (sum.cancelled) keep.splice(keep.indexOf("not-run"), 0, "cancelled");
   for (const s of ["processing", "no-worker", "queued", "waiting"]) if (sum[s]) keep.push(s);
   return keep;
 }
