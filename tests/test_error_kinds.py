@@ -7,12 +7,14 @@ Jupyter kernel; the stored rows are checked against what the tasks raised.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import dask
 import pytest
 from distributed import Event, wait
 
@@ -316,3 +318,26 @@ def test_failure_in_a_notebook_cell_shows_the_cell_and_line(sqlite_url):
     assert parse["traceback_text"] == f'  File "{cell_file}", line 3, in parse\n    raise KeyError(f"col_{{x}}")\n'
     assert parse["pattern"] == "KeyError('col_…')" and parse["count"] == 4
     assert elsewhere["location"] == "<dynamic-code>:2 in elsewhere" and "recorded_location" not in elsewhere
+
+
+def test_a_report_that_may_not_hold_code_shows_frames_as_dask_reported(sqlite_url):
+    """A frame placed from a snippet carries a source line: a report made with the code
+    switch off shows the frame as Dask reported it."""
+    from dask_analytics_lab.reports.render import computation_report
+
+    with recorded_cluster(sqlite_url) as (client, info):
+        def sent_by_value(x):  # a local function: cloudpickle sends it by value
+            raise KeyError(f"k{x}")  # placed-source-marker
+
+        wait(client.map(sent_by_value, range(2)))
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+    (row,) = dal.list_exceptions(cluster_id, store=sqlite_url)
+    assert row["location"].startswith(__file__) and "placed-source-marker" in row["traceback_text"]
+    on = computation_report(row["computation_id"], store=sqlite_url)
+    with dask.config.set({"analytics.computation.code.transmit": False}):
+        off = computation_report(row["computation_id"], store=sqlite_url)
+    assert [e["location"] for e in on[1]["exceptions"]] == [row["location"]]
+    (dask_said,) = off[1]["exceptions"]
+    assert dask_said["location"] == row["recorded_location"] and dask_said["location"].startswith("<dynamic-code>:")
+    assert "placed-source-marker" not in off[0] + json.dumps(off[1])

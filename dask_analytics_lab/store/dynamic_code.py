@@ -107,6 +107,15 @@ def place(row: dict, snippets: Snippets) -> dict:
             "recorded_location": location, "recorded_traceback_text": traceback_text}
 
 
+def as_recorded(row: dict) -> dict:
+    """The row as Dask reported it: for a report that may not hold code."""
+    if "recorded_location" not in row:
+        return row
+    out = {**row, "location": row["recorded_location"], "traceback_text": row["recorded_traceback_text"]}
+    del out["recorded_location"], out["recorded_traceback_text"]
+    return out
+
+
 def _usable(snippet: dict) -> bool:
     text = snippet.get("text")
     return (isinstance(text, str) and not is_sealed(text) and bool(snippet.get("filename"))
