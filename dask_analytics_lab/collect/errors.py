@@ -33,10 +33,9 @@ _FRAME = re.compile(r'File "([^"]*)", line (\d+), in (.*)')
 # hashes (`key-a3f9c0…`), and numbers, also inside identifiers (`k12`, `user42`,
 # `shard7`, `col_3`), so each of those families is one kind.  Letters stay: they say
 # what failed.
-_LITERAL = re.compile(r"0x[0-9a-fA-F]+"
-                      r"|(?<![A-Za-z0-9])\d+(?:\.\d+)?[eE][-+]?\d+(?![A-Za-z0-9])"
-                      r"|(?<![A-Za-z0-9])[0-9a-f]*\d[0-9a-f]*(?:\.\d+)?(?![A-Za-z0-9])"
-                      r"|\d+(?:\.\d+)?")
+_LITERAL = re.compile(r"(?=[0-9a-f])(?:0x[0-9a-fA-F]+"  # the lookahead: most positions fail at once
+                      r"|(?<![A-Za-z0-9])(?:\d+(?:\.\d+)?[eE][-+]?\d+|[0-9a-f]*\d[0-9a-f]*(?:\.\d+)?)(?![A-Za-z0-9])"
+                      r"|\d+(?:\.\d+)?)")
 
 
 def exception_type(exception_text: str) -> str:
