@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import dask
@@ -250,6 +251,38 @@ def test_failure_in_a_script_function_shows_the_script_and_line(store_url, scrip
     assert missing["recorded_location"] == f"<dynamic-code>:{helper_line} in helper"
     assert missing["recorded_traceback_text"].count('File "<dynamic-code>"') == 2
     assert (odd["count"], missing["count"]) == (5, 5)
+
+
+def _snippet(text: str, call_line: int, filename: str = "/home/ann/job.py", first: int = 1) -> dict:
+    return {"text": text, "filename": filename, "lineno_frame": call_line, "lineno_relative": call_line - first}
+
+
+def test_a_frame_is_placed_only_where_the_snippet_leaves_no_doubt():
+    from dask_analytics_lab.store.dynamic_code import Snippets
+
+    cell = textwrap.dedent("""\
+        @functools.cache
+        def load(x):
+            return x[0]
+        fs = client.map(load, xs)
+        ys = client.map(
+            lambda y: 1 / y, xs)
+        def later(x):
+            raise ValueError(x)
+        """)
+    snippets = Snippets([_snippet(cell, 5)])  # the computation made on line 5
+    assert snippets.find("load", 3) == ("/home/ann/job.py", "return x[0]")
+    assert snippets.find("load", 4) is None  # not a line of load
+    assert snippets.find("<lambda>", 6) == ("/home/ann/job.py", "lambda y: 1 / y, xs)")  # in the call
+    assert snippets.find("later", 8) is None  # written after the call: an older definition ran
+    assert snippets.find("other", 3) is None
+    # A method's source (indented), starting at line 40 of its file.
+    method = "    def run(self):\n        def step(x):\n            return x.y\n        client.map(step, [1])\n"
+    assert Snippets([_snippet(method, 43, first=40)]).find("step", 42) == ("/home/ann/job.py", "return x.y")
+    # Two files that both could hold it: no guess.
+    assert Snippets([_snippet(cell, 5), _snippet(cell, 5, filename="/other.py")]).find("load", 3) is None
+    # Text the reader could not open (sealed, or None) places nothing.
+    assert Snippets([{**_snippet(cell, 5), "text": None}]).find("load", 3) is None
 
 
 def _run_cell(kc, code: str) -> list[str]:

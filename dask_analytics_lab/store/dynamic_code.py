@@ -18,6 +18,7 @@ snippet's text places a frame with it.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 from typing import Any
@@ -37,20 +38,19 @@ def has_dynamic_code(row: dict) -> bool:
 
 
 class Snippets:
-    """The code snippets of one computation (as get_computation gives them), each parsed
-    once, asked where a function of some name holding some line was written."""
+    """The code snippets of one computation (as get_computation gives them), asked where
+    a function of some name holding some line was written."""
 
     def __init__(self, code: list[dict]):
         self._code = [c for c in code if _usable(c)]
-        self._parsed: dict[int, tuple[list[tuple[str, int, int]], int]] = {}
 
     def find(self, name: str, line: int) -> tuple[str, str] | None:
         """(file name, source line) of line `line` of the function `name`, or None when
         no snippet, or more than one file, has it."""
         found: set[tuple[str, str]] = set()
-        for i, snippet in enumerate(self._code):
+        for snippet in self._code:
             first = snippet["lineno_frame"] - snippet["lineno_relative"]
-            functions, made_by = self._parse(i)
+            functions, made_by = _outline(snippet["text"], snippet["lineno_relative"] + 1)
             lines = snippet["text"].splitlines()
             for fname, start, end in functions:
                 # Written no later than the statement that made the computation: the
@@ -61,24 +61,23 @@ class Snippets:
                     break
         return found.pop() if len(found) == 1 else None
 
-    def _parse(self, i: int) -> tuple[list[tuple[str, int, int]], int]:
-        """The snippet's functions (name, first line, last line) and the last line of
-        the statement that made the computation, in lines of the snippet from 1."""
-        if i not in self._parsed:
-            call = self._code[i]["lineno_relative"] + 1
-            try:
-                tree = ast.parse(textwrap.dedent(self._code[i]["text"]))
-            except (SyntaxError, ValueError):
-                # e.g. a cell with IPython magics, sent as typed: no frame is placed from it
-                self._parsed[i] = ([], 0)
-            else:
-                nodes = list(ast.walk(tree))
-                functions = [(n, _start(node), node.end_lineno or node.lineno) for node in nodes if (n := _name(node))]
-                around = [node for node in nodes if isinstance(node, ast.stmt)
-                          and node.lineno <= call <= (node.end_lineno or node.lineno)]
-                inner = min(around, key=lambda node: (node.end_lineno or node.lineno) - node.lineno, default=None)
-                self._parsed[i] = (functions, (inner.end_lineno or inner.lineno) if inner else call)
-        return self._parsed[i]
+
+@functools.lru_cache(maxsize=128)
+def _outline(text: str, call: int) -> tuple[tuple[tuple[str, int, int], ...], int]:
+    """A snippet's functions (name, first line, last line) and the last line of the
+    statement on line `call` (the one that made the computation), in lines of the
+    snippet from 1.  Cached: a live view reads the same failures every few seconds."""
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # e.g. a cell with IPython magics, sent as typed: no frame is placed from it
+        return (), 0
+    nodes = list(ast.walk(tree))
+    functions = tuple((n, _start(node), node.end_lineno or node.lineno) for node in nodes if (n := _name(node)))
+    around = [node for node in nodes
+              if isinstance(node, ast.stmt) and node.lineno <= call <= (node.end_lineno or node.lineno)]
+    inner = min(around, key=lambda node: (node.end_lineno or node.lineno) - node.lineno, default=None)
+    return functions, (inner.end_lineno or inner.lineno) if inner else call
 
 
 def place(row: dict, snippets: Snippets) -> dict:
