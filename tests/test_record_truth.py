@@ -205,8 +205,9 @@ def numbered(i):
 
 
 def test_failures_grouped_and_bounded_with_exact_counts(sqlite_url):
-    """Item 5: 2,000 distinct messages of one kind are one row; 30 kinds of failure in
-    one group are 20 rows and an overflow row, and no failure is lost."""
+    """Item 5: 2,000 distinct messages of one kind are one row; 30 kinds of message
+    raised on one line are 20 rows and an overflow row of that type and line, and no
+    failure is lost."""
     with recorded_cluster(sqlite_url, processes=True) as (client, info):
         wait(client.map(numbered, range(2000)))
         wait(client.map(many_kinds, range(300)))
@@ -217,8 +218,9 @@ def test_failures_grouped_and_bounded_with_exact_counts(sqlite_url):
     assert row["count"] == 2000 and row["pattern"] == "KeyError('key-…')" and len(row["examples"]) == 3
     rows = dal.list_exceptions(computation_id=kinds_comp["computation_id"], limit=None, store=sqlite_url)
     assert len(rows) == 21 and sum(r["count"] for r in rows) == 300
-    (overflow,) = [r for r in rows if r["exc_type"] == "(other failures)"]
+    (overflow,) = [r for r in rows if r["pattern"] == "(10 other distinct messages, counted together)"]
     assert overflow["count"] == 300 - 20 * 10
+    assert overflow["exc_type"] == "KeyError" and {r["location"] for r in rows} == {overflow["location"]}
 
 
 def die(x):

@@ -247,7 +247,7 @@ def test_code_line_per_computation_one_snippet():
 
 
 def test_error_counter_groups_bounds_and_counts_exactly():
-    errors = ErrorCounter(kinds_per_group=3)
+    errors = ErrorCounter(kinds_per_place=3)
     tb = '  File "/x/job.py", line 7, in load\n    raise KeyError(k)\n'
     for i in range(500):
         errors.record("c1", "load", f"load-{i}", f"KeyError('key-{i}')", tb, 1.0 + i)
@@ -259,8 +259,10 @@ def test_error_counter_groups_bounds_and_counts_exactly():
     assert row["examples"] == ["KeyError('key-0')", "KeyError('key-1')", "KeyError('key-2')"]
     errors.record("c1", "load", "k", "KeyError('foxtrot')", tb, 3.0)
     drained = errors.drain()
-    (overflow,) = [r for r in drained if r["exc_type"] == "(other failures)"]
-    assert overflow["count"] == 4  # delta, echo, foxtrot and ... all kept, none lost
+    (overflow,) = [r for r in drained if r["pattern"].startswith("(")]
+    assert overflow["count"] == 4  # charlie, delta, echo and foxtrot: counted, none lost
+    assert overflow["exc_type"] == "KeyError" and overflow["location"] == "/x/job.py:7 in load"
+    assert overflow["pattern"] == "(4 other distinct messages, counted together)"
     errors.forget({"c1"})
     assert errors.drain() == []
 

@@ -1,10 +1,16 @@
 """Count failed tasks as failures: one row per (computation, task group, exception type,
 the frame that raised it, the message with its literals masked).
 
-500 `KeyError('key-<i>')` raised on one line are one row with count 500 and a few
-example messages.  `record` runs inside the scheduler's transition hook, so it is O(1)
-in the number of rows: no scan, no eviction; past a bound, a group's further kinds of
-failure go to one overflow row, so counts stay exact and nothing is dropped silently.
+500 `KeyError('key-<i>')` or `KeyError('k<i>')` raised on one line are one row with count
+500 and a few example messages.  A kind of failure is its exception type and the frame
+that raised it first, then its masked message: the bound on kinds applies to the
+messages of one (type, frame), so a new exception type or a new line is always a row of
+its own.  Past the bound, a (type, frame)'s further messages are counted in one overflow
+row of that type and frame, which says how many distinct messages it holds and shows
+some of them.
+
+`record` runs inside the scheduler's transition hook, so it is O(1) in the number of
+rows: no scan, no eviction.
 """
 from __future__ import annotations
 
@@ -15,15 +21,21 @@ from typing import Any, Iterable
 # Longest message text we mask and keep: the regex is linear, keep its input bounded.
 MAX_TEXT = 2000
 EXAMPLES = 3
+# The type of the last-resort row of a task group, used only once analytics already keeps
+# `max_places` distinct (type, frame) pairs: memory stays bounded whatever the tasks raise.
 OVERFLOW_TYPE = "(other failures)"
-OVERFLOW_PATTERN = ("more distinct kinds of failure in this task group than analytics keeps "
-                    "apart; each is counted here")
+# Marks an overflow row in its fingerprint; no masked message can be this.
+_OVERFLOW_MARK = "\0(overflow)"
 
 _TYPE = re.compile(r"[A-Za-z_][\w.]*")
 _FRAME = re.compile(r'File "([^"]*)", line (\d+), in (.*)')
-# Numbers, hex and tokens such as Dask's key hashes: what differs between failures of
-# one kind (`KeyError('key-12')`, `bad value 3.5`).  Words stay: they say what failed.
-_LITERAL = re.compile(r"0x[0-9a-fA-F]+|(?<![A-Za-z])[0-9a-f]*\d[0-9a-f]*(?:\.\d+)?(?![A-Za-z])")
+# What differs between failures of one kind: hex numbers, tokens such as Dask's key
+# hashes (`key-a3f9c0…`), and numbers, also inside identifiers (`k12`, `user42`,
+# `shard7`, `col_3`), so each of those families is one kind.  Letters stay: they say
+# what failed.
+_LITERAL = re.compile(r"(?=[0-9a-f])(?:0x[0-9a-fA-F]+"  # the lookahead: most positions fail at once
+                      r"|(?<![A-Za-z0-9])(?:\d+(?:\.\d+)?[eE][-+]?\d+|[0-9a-f]*\d[0-9a-f]*(?:\.\d+)?)(?![A-Za-z0-9])"
+                      r"|\d+(?:\.\d+)?)")
 
 
 def exception_type(exception_text: str) -> str:
@@ -44,7 +56,8 @@ def raising_frame(traceback_text: str | None) -> str:
 
 
 def mask(text: str) -> str:
-    """The message with its literals masked: `KeyError('key-12')` -> `KeyError('key-…')`."""
+    """The message with its literals masked: `KeyError('key-12')` -> `KeyError('key-…')`,
+    `KeyError('k12')` -> `KeyError('k…')`."""
     return _LITERAL.sub("…", text[:MAX_TEXT])
 
 
@@ -52,13 +65,42 @@ def fingerprint(exc_type: str, location: str, pattern: str) -> str:
     return hashlib.sha256(f"{exc_type}\0{location}\0{pattern}".encode()).hexdigest()[:32]
 
 
+def overflow_pattern(distinct: int, *, at_least: bool = False, what: str = "message") -> str:
+    """The pattern of an overflow row: how many distinct messages (kinds, for the
+    last-resort row) it counts together."""
+    more = "+" if at_least else ""
+    return f"({distinct:,}{more} other distinct {what}{'' if distinct == 1 else 's'}, counted together)"
+
+
+class _Place:
+    """One (computation, task group, exception type, frame): how many rows of masked
+    messages it has, and its overflow row once it has too many."""
+
+    __slots__ = ("kinds", "overflow", "folded", "at_least")
+
+    def __init__(self) -> None:
+        self.kinds = 0
+        self.overflow: tuple[str, str, str] | None = None
+        self.folded: set[int] = set()  # hash() of each distinct pattern in the overflow row
+        self.at_least = False  # folded stopped growing: its size is a lower bound
+
+
 class ErrorCounter:
-    def __init__(self, *, kinds_per_group: int = 20, max_rows: int = 10_000):
+    def __init__(self, *, kinds_per_place: int = 20, max_rows: int = 10_000, max_places: int = 10_000,
+                 max_folded: int = 100_000):
+        """`kinds_per_place` rows of distinct messages per (type, frame) of a task group;
+        `max_rows` such rows in all, past which a new message of a known (type, frame)
+        is counted in its overflow row (the first message of a new one still gets its
+        row); `max_places` (type, frame) pairs in all; `max_folded` distinct messages
+        remembered across all overflow rows to count them."""
         self._rows: dict[tuple[str, str, str], dict] = {}
-        self._kinds: dict[tuple[str, str], int] = {}  # distinct rows per (computation, group)
+        self._places: dict[tuple[str, str, str, str], _Place] = {}
         self._dirty: set[tuple[str, str, str]] = set()
-        self._kinds_per_group = kinds_per_group
+        self._kinds_per_place = kinds_per_place
         self._max_rows = max_rows
+        self._max_places = max_places
+        self._message_rows = 0  # rows of one masked message (not overflow rows)
+        self._folded_left = max_folded
 
     def record(self, computation_id: str, group: str, key: Any, exception_text: str,
                traceback_text: str | None, t: float, *, exc_type: str | None = None,
@@ -71,31 +113,62 @@ class ErrorCounter:
         digest = fingerprint(exc_type, location, pattern)
         row_key = (computation_id, group, digest)
         row = self._rows.get(row_key)
+        example = True
         if row is None:
-            kinds_key = (computation_id, group)
-            kinds = self._kinds.get(kinds_key, 0)
-            if kinds >= self._kinds_per_group or len(self._rows) >= self._max_rows:
-                exc_type, location, pattern = OVERFLOW_TYPE, "", OVERFLOW_PATTERN
-                digest = fingerprint(exc_type, location, pattern)
-                row_key = (computation_id, group, digest)
-                row = self._rows.get(row_key)
-            if row is None:
-                self._kinds[kinds_key] = kinds + 1
-                row = self._rows[row_key] = {
-                    "computation_id": computation_id, "group": group, "hash": digest,
-                    "exc_type": exc_type, "location": location, "pattern": pattern,
-                    "examples": [], "workers": [], "exception_text": text,
-                    "traceback_text": traceback_text or "", "key": str(key), "count": 0,
-                    "first_time": t, "last_time": t,
-                }
+            fields = (computation_id, group, str(key), text, traceback_text or "", t)
+            place_key = (computation_id, group, exc_type, location)
+            place = self._places.get(place_key)
+            if place is None and len(self._places) >= self._max_places:
+                # Memory's last resort: one row per task group for every further (type, frame).
+                place_key = (computation_id, group, OVERFLOW_TYPE, "")
+                place = self._places.get(place_key)
+                if place is None:
+                    place = self._places[place_key] = _Place()
+                row_key, row = self._overflow_row(place, fields, OVERFLOW_TYPE, "", "kind of failure")
+                example = self._fold(place, row, hash((exc_type, location, pattern)), "kind of failure")
+            else:
+                if place is None:
+                    place = self._places[place_key] = _Place()
+                if place.kinds < self._kinds_per_place and (place.kinds == 0 or self._message_rows < self._max_rows):
+                    place.kinds += 1
+                    self._message_rows += 1
+                    row = self._rows[row_key] = _row(fields, digest, exc_type, location, pattern)
+                else:
+                    row_key, row = self._overflow_row(place, fields, exc_type, location, "message")
+                    example = self._fold(place, row, hash(pattern), "message")
         row["count"] += count
         row["last_time"] = t
-        if len(row["examples"]) < EXAMPLES and text not in row["examples"]:
+        if example and len(row["examples"]) < EXAMPLES and text not in row["examples"]:
             row["examples"].append(text)
         for w in workers:
             if len(row["workers"]) < 20 and w not in row["workers"]:
                 row["workers"].append(w)
         self._dirty.add(row_key)
+
+    def _overflow_row(self, place: _Place, fields: tuple, exc_type: str, location: str,
+                      what: str) -> tuple[tuple[str, str, str], dict]:
+        computation_id, group = fields[0], fields[1]
+        if place.overflow is None:
+            digest = fingerprint(exc_type, location, _OVERFLOW_MARK)
+            place.overflow = (computation_id, group, digest)
+            self._rows[place.overflow] = _row(fields, digest, exc_type, location, overflow_pattern(0, what=what))
+        return place.overflow, self._rows[place.overflow]
+
+    def _fold(self, place: _Place, row: dict, item: int, what: str) -> bool:
+        """Count `item` among the overflow row's distinct messages; True when it is new
+        there (its message is worth showing as an example)."""
+        if item in place.folded:
+            return False
+        if self._folded_left > 0:
+            place.folded.add(item)
+            self._folded_left -= 1
+            new = True
+        else:
+            # No memory left to tell messages apart: this one is new, later ones may not be.
+            new = not place.at_least
+            place.at_least = True
+        row["pattern"] = overflow_pattern(len(place.folded) + place.at_least, at_least=place.at_least, what=what)
+        return new
 
     def drain(self) -> list[dict]:
         """Rows changed since the last drain (copies: they go to another thread)."""
@@ -111,10 +184,25 @@ class ErrorCounter:
         for row_key in [k for k in self._rows if k[0] in computation_ids]:
             self._rows.pop(row_key)
             self._dirty.discard(row_key)
-        for kinds_key in [k for k in self._kinds if k[0] in computation_ids]:
-            del self._kinds[kinds_key]
+        for place_key in [k for k in self._places if k[0] in computation_ids]:
+            place = self._places.pop(place_key)
+            self._message_rows -= place.kinds
+            self._folded_left += len(place.folded)
 
     def clear(self) -> None:
+        self._folded_left += sum(len(p.folded) for p in self._places.values())
         self._rows.clear()
-        self._kinds.clear()
+        self._places.clear()
         self._dirty.clear()
+        self._message_rows = 0
+
+
+def _row(fields: tuple, digest: str, exc_type: str, location: str, pattern: str) -> dict:
+    computation_id, group, key, text, traceback_text, t = fields
+    return {
+        "computation_id": computation_id, "group": group, "hash": digest,
+        "exc_type": exc_type, "location": location, "pattern": pattern,
+        "examples": [], "workers": [], "exception_text": text,
+        "traceback_text": traceback_text, "key": key, "count": 0,
+        "first_time": t, "last_time": t,
+    }

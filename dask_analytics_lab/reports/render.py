@@ -22,6 +22,7 @@ from typing import Any
 
 from ..display import WORKER_TOPICS, clean, gpu_series, label_of, stream_rows, worker_peaks
 from ..readers import open_reader
+from ..store.dynamic_code import as_recorded
 from .privacy import recorded_switches
 
 # The views' bundle for a report page, built from js/ into the package's static folder.
@@ -104,6 +105,9 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         for field in CODE_FIELDS:
             detail.pop(field, None)
     exceptions = clean(reader.list_exceptions(computation_id=computation_id, limit=200))
+    if not recorded["code"]:
+        # A frame placed from a snippet carries its source line: code the report may not hold.
+        exceptions = [as_recorded(e) for e in exceptions]
     profile = (reader.get_profile(computation_id=computation_id) if recorded["profile"]
                else dask_profile.create())
     samples = [s for s in clean(reader.list_cluster_samples(detail["cluster_id"], limit=10_000))

@@ -19,6 +19,7 @@ from distributed import profile as dask_profile
 from ..codecrypt import is_sealed, reading_cipher
 from ..messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
+from .dynamic_code import Snippets, has_dynamic_code, place
 from .errors import unknown
 from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_cursor, parse_by, parse_state,
                       parse_text, parse_time)
@@ -268,30 +269,39 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
     comp = _with_cursors(_mark_lost(conn, open_code_lines([_computation_row(conn, computation_id, account)]),
                                     _clock(now)))[0]
     comp["groups"] = _task_groups(conn, comp)
-    hashes = comp["code_hashes"] or []
-    found = {}
-    if hashes:
-        # Only the code this computation's own account sent.
-        owner = cluster_accounts(conn, {comp["cluster_id"]})[comp["cluster_id"]]
-        snippets = s.code_snippets.c
-        q = sa.select(s.code_snippets).where(snippets.account == owner, snippets.hash.in_(hashes))
-        found = {r["hash"]: r for r in _rows(conn.execute(q))}
-        for r in found.values():
-            del r["account"]
-    blank = {"text": None, "filename": None, "lineno_frame": None, "lineno_relative": None}
-    frames = comp["code_frames"]
-    code = []
-    for i, h in enumerate(hashes):
-        snippet = dict(found.get(h) or {"hash": h, **blank})
-        if frames is not None:
-            # The i-th frame of this hash: one snippet may be sent for several frames.
-            frame = _frame_for(frames, h, sum(1 for x in hashes[:i] if x == h))
-            snippet["lineno_frame"] = frame.get("lineno_frame") if frame else None
-            snippet["lineno_relative"] = frame.get("lineno_relative") if frame else None
-        code.append(snippet)
-    comp["code"] = open_code(code)
+    comp["code"] = _code([comp], conn)[comp["cluster_id"], comp["computation_id"]]
     comp["metrics"] = _metrics(conn, comp)
     return comp
+
+
+def _code(comps: list[dict], conn: sa.Connection) -> dict[tuple[str, str], list[dict]]:
+    """Each computation's code snippets, readable (open_code), by (cluster_id, computation_id)."""
+    hashes = {h for comp in comps for h in comp["code_hashes"] or []}
+    found: dict[tuple[str, str], dict] = {}
+    owners: dict[str, str] = {}
+    if hashes:
+        # Only the code each computation's own account sent.
+        owners = cluster_accounts(conn, {comp["cluster_id"] for comp in comps})
+        snippets = s.code_snippets.c
+        q = sa.select(s.code_snippets).where(snippets.account.in_(set(owners.values())), snippets.hash.in_(hashes))
+        found = {(r.pop("account"), r["hash"]): r for r in _rows(conn.execute(q))}
+    blank = {"text": None, "filename": None, "lineno_frame": None, "lineno_relative": None}
+    out = {}
+    for comp in comps:
+        hashes = comp["code_hashes"] or []
+        frames = comp["code_frames"]
+        owner = owners[comp["cluster_id"]] if hashes else None
+        code = []
+        for i, h in enumerate(hashes):
+            snippet = dict(found.get((owner, h)) or {"hash": h, **blank})
+            if frames is not None:
+                # The i-th frame of this hash: one snippet may be sent for several frames.
+                frame = _frame_for(frames, h, sum(1 for x in hashes[:i] if x == h))
+                snippet["lineno_frame"] = frame.get("lineno_frame") if frame else None
+                snippet["lineno_relative"] = frame.get("lineno_relative") if frame else None
+            code.append(snippet)
+        out[comp["cluster_id"], comp["computation_id"]] = open_code(code)
+    return out
 
 
 def _metrics(conn: sa.Connection, comp: dict) -> list[dict]:
@@ -342,7 +352,22 @@ def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, compu
         comp = _computation_row(conn, computation_id, account)
         q = q.where(e.c.cluster_id == comp["cluster_id"], e.c.computation_id == computation_id)
     q = q.order_by(e.c.last_time.desc(), e.c.id.desc()).limit(_limit(limit))
-    return _rows(conn.execute(q), blanks=True)
+    return _place_dynamic_code(conn, _rows(conn.execute(q), blanks=True))
+
+
+def _place_dynamic_code(conn: sa.Connection, rows: list[dict]) -> list[dict]:
+    """Frames of functions sent by value (`<dynamic-code>`) placed in the cell or file
+    of their computation's snippets: see dynamic_code."""
+    wanted = {(r["cluster_id"], r["computation_id"]) for r in rows if r["computation_id"] and has_dynamic_code(r)}
+    if not wanted:
+        return rows
+    c = s.computations.c
+    q = sa.select(c.cluster_id, c.computation_id, c.code_hashes, c.code_frames).where(
+        c.computation_id.in_({cid for _, cid in wanted}), c.cluster_id.in_({cl for cl, _ in wanted}))
+    comps = [r for r in _rows(conn.execute(q)) if (r["cluster_id"], r["computation_id"]) in wanted]
+    snippets = {k: Snippets(code) for k, code in _code(comps, conn).items()}
+    return [place(r, snippets[k]) if (k := (r["cluster_id"], r["computation_id"])) in snippets else r
+            for r in rows]
 
 
 def _window(column: Any, since: float | None, until: float | None) -> Any:

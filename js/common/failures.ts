@@ -6,9 +6,11 @@ import * as fmt from "./format.js";
 
 const TOKEN = /-([0-9a-f]{8,})$/;
 
-/** "/home/ann/project/etl.py:42 in parse" -> "project/etl.py:42 in parse" (full in the tooltip). */
+/** "/home/ann/project/etl.py:42 in parse" -> "project/etl.py:42 in parse" (full in the tooltip);
+ *  a Jupyter cell's file is "notebook cell", as in the Code tab. */
 export function shortLocation(loc) {
   const m = String(loc || "").match(/^(.*?)(:\d+ in .*)?$/s)!;
+  if (/ipykernel_\d+[\\/]\d+\.py$/.test(m[1])) return `notebook cell${m[2] || ""}`;
   const parts = m[1].split(/[\\/]/);
   return (parts.length > 2 ? parts.slice(-2).join("/") : m[1]) + (m[2] || "");
 }
