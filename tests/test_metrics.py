@@ -1,17 +1,21 @@
 """Issue 12, item 1: Dask's fine performance metrics per computation and task prefix
 (collect/metrics.py), on a real LocalCluster: a CPU-bound group shows thread-cpu, a
 sleeping one thread-noncpu; computations back to back get their own changes; a re-run
-of a prefix is the re-run's.  The Time tab draws them (js/widgets/time.ts) in Chromium,
-once the cluster is gone: the notebook monitor, the team page and a shared report.
+of a prefix is the re-run's.  Issue 18, item 5: runs back to back with no pause, and
+runs sharing one of Dask's spans, each hold exactly what Dask measured for them.  The
+Time tab draws them (js/widgets/time.ts) in Chromium, once the cluster is gone: the
+notebook monitor, the team page and a shared report.
 
 Screenshot: test-artifacts/time-tab.png (docs/img/time-tab.png).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import time
+from collections import deque
 from urllib.parse import quote
 
 import pytest
@@ -209,6 +213,143 @@ def test_the_widget_reads_metrics_that_land_after_the_stop(tmp_path):
         close_readers()
 
 
+# --- back to back, no pause: each run's own, as Dask measured it (issue 18, item 5) ---------
+
+# (tasks, CPU seconds each): three runs of one prefix, sizes differing.
+RUNS = ((4, 0.3), (3, 0.15), (5, 0.05))
+
+
+def spin(i: int, seconds: float) -> float:
+    """Spin `seconds` of this thread's CPU; return what it spent."""
+    start = time.thread_time()
+    while time.thread_time() < start + seconds:
+        pass
+    return time.thread_time() - start
+
+
+def _execute(metrics: list[dict]) -> dict:
+    return {(r["prefix"], r["activity"], r["unit"]): r["value"] for r in metrics if r["context"] == "execute"}
+
+
+def _runs_recorded(client, store: str, cluster_id: str, n: int) -> list[str]:
+    """The ids of the cluster's `n` computations, oldest first, once all are finished."""
+    def ready():
+        dal.flush(client)
+        comps = dal.list_computations(cluster_id, store=store)
+        return comps if len(comps) >= n and all(c["state"] == "finished" for c in comps) else None
+    comps = wait_for(ready, what=f"{n} finished computations")
+    assert len(comps) == n, comps
+    return [c["computation_id"] for c in reversed(comps)]
+
+
+def _dask_span_execute(dask_scheduler, span_ids: list[str]) -> list[dict]:
+    """Dask's own figures for each span (the whole tree, as its dashboard sums them)."""
+    ext = dask_scheduler.extensions["spans"]
+    return [{(k[1], k[2], k[3]): v for k, v in ext.spans[sid].cumulative_worker_metrics.items()
+             if k[0] == "execute" and k[1] != "N/A"} for sid in span_ids]
+
+
+def _same(ours: dict, dask: dict) -> bool:
+    return bool(dask) and ours.keys() == dask.keys() and \
+        all(ours[k] == pytest.approx(v, rel=1e-9, abs=1e-12) for k, v in dask.items())
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_back_to_back_runs_are_each_exactly_what_dask_measured_for_them(tmp_path, processes):
+    """Three runs of one prefix with no pause between them, each in a user span (Dask's
+    own per-span figures are the truth): each computation holds exactly its span's
+    execute metrics, every activity, though workers' heartbeats with a run's last tasks
+    land after the next run started."""
+    from dask.base import tokenize
+    from distributed import span
+
+    store = str(tmp_path / "analytics.db")
+    try:
+        with recorded_cluster(store, processes=processes) as (client, info):
+            span_ids = []
+            for n, seconds in RUNS:
+                # One prefix, "spin"; a group of its own per run, so that Dask's spans
+                # keep the runs apart too (a re-run into a live group is the next test).
+                name = f"spin-{tokenize(n, seconds, processes)}"
+                with span(f"run-{n}") as span_id:
+                    client.gather(client.map(spin, range(n), seconds=seconds, key=[(name, i) for i in range(n)]))
+                span_ids.append(span_id)
+            comp_ids = _runs_recorded(client, store, info["cluster_id"], len(RUNS))
+
+            def exact():
+                dal.flush(client)
+                dask = client.run_on_scheduler(_dask_span_execute, span_ids=span_ids)
+                ours = [_execute(dal.get_computation(c, store=store)["metrics"]) for c in comp_ids]
+                return (ours, dask) if all(map(_same, ours, dask)) else None
+
+            ours, dask = wait_for(exact, timeout=30, what="each run's metrics equal to Dask's span metrics")
+            for (n, seconds), run in zip(RUNS, ours):
+                assert {p for p, _, _ in run} == {"spin"}, run
+                assert run["spin", "thread-cpu", "seconds"] >= n * seconds, run
+    finally:
+        close_readers()
+
+
+def _group_tasks(dask_scheduler, name: str) -> int:
+    return sum(dask_scheduler.task_groups[name].states.values())
+
+
+def _dask_view(dask_scheduler) -> dict:
+    """What Dask's dashboard reads of spans: roots, names and tags, and their sums."""
+    ext = dask_scheduler.extensions["spans"]
+    merged = ext.merge_all().cumulative_worker_metrics
+    return {"roots": [type(s).__name__ for s in ext.root_spans], "tags": sorted(ext.spans_search_by_tag),
+            "named": sum(len(v) for v in ext.spans_search_by_name.values()),
+            "spin": merged.get(("execute", "spin", "thread-cpu", "seconds"), 0.0),
+            "cluster": dask_scheduler.cumulative_worker_metrics.get(("execute", "spin", "thread-cpu", "seconds"), 0.0)}
+
+
+@pytest.mark.parametrize("processes, shared", [(False, "group"), (True, "group"), (False, "span")],
+                         ids=["live-group-threads", "live-group-processes", "user-span-threads"])
+def test_runs_that_share_a_span_are_each_their_own(tmp_path, processes, shared):
+    """Two ways runs share one of Dask's spans: `futs = client.map(spin, ...)` three times
+    with the old futures still held as the next run is submitted (Dask adds each run to
+    the same TaskGroup, so to its span), or a user's `span()` around all three.  Each
+    computation holds its own tasks' CPU (what they measured themselves), the three add
+    up to Dask's to the last digit, and Dask's own view of its spans is what it was."""
+    from dask.base import tokenize
+    from distributed import span
+
+    store = str(tmp_path / "analytics.db")
+    try:
+        with recorded_cluster(store, processes=processes) as (client, info):
+            spent = []
+            with span("sweep") if shared == "span" else contextlib.nullcontext():
+                futs = None
+                for n, seconds in RUNS:
+                    keys = [(f"spin-{tokenize(n, seconds)}", i) for i in range(n)] if shared == "span" else None
+                    futs = client.map(spin, range(n), seconds=seconds, key=keys)
+                    spent.append(sum(client.gather(futs)))
+            if shared == "group":  # the case under test: one TaskGroup took all three runs
+                assert client.run_on_scheduler(_group_tasks, name="spin") == sum(n for n, _ in RUNS)
+            comp_ids = _runs_recorded(client, store, info["cluster_id"], len(RUNS))
+
+            def settled():
+                dal.flush(client)
+                view = client.run_on_scheduler(_dask_view)
+                ours = [_execute(dal.get_computation(c, store=store)["metrics"]).get(("spin", "thread-cpu", "seconds"), 0.0)
+                        for c in comp_ids]
+                done = view["cluster"] > 0 and sum(ours) == pytest.approx(view["cluster"], rel=1e-9)
+                return (ours, view) if done else None
+
+            ours, view = wait_for(settled, timeout=30, what="all three runs' metrics recorded")
+            for (n, _), own, measured in zip(RUNS, ours, spent):
+                # Dask's thread-cpu is the task's own CPU and a hair of its bookkeeping;
+                # a heartbeat's worth of the run before (whole tasks) is far more.
+                assert measured <= own < measured + 0.01 * n, (ours, spent)
+            assert view["spin"] == pytest.approx(view["cluster"], rel=1e-9), view
+            assert view["roots"] == ["Span"] * len(view["roots"]), view
+            assert view["tags"] == (["sweep"] if shared == "span" else ["default"]), view
+            assert view["named"] == len(view["roots"]), view
+    finally:
+        close_readers()
+
+
 # --- the recorder alone: what the scheduler's keys look like ------------------------
 
 def test_keys_are_split_whatever_their_shape():
@@ -225,49 +366,87 @@ def test_keys_are_split_whatever_their_shape():
     assert split_key(("execute", "x" * 500, "thread-cpu", "seconds"))[0] == "x" * 200
 
 
-class _Prefix:
-    def __init__(self, name):
-        self.name = name
-
-
 class _Group:
-    def __init__(self, prefix):
-        self.prefix = _Prefix(prefix)
+    """A TaskGroup as the spans extension reads one."""
+
+    done, stop = True, 1.0
+
+    def __init__(self, span_id: str):
+        self.span_id = span_id
 
 
-class _Computation:
-    def __init__(self, cid, *prefixes):
-        self.id = cid
-        self.groups = {_Group(p) for p in prefixes}
+def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_the_newest():
+    """Dask's own spans extension on a stand-in scheduler: what its heartbeats bring for a
+    span is that span's computation's; metrics without a span go to the newest one."""
+    from types import SimpleNamespace
 
+    from distributed.spans import SpansSchedulerExtension
 
-def test_the_recorder_sends_cumulative_rows_and_forgets_what_dask_forgot():
-    # Dask's objects stand in here only for their shape: ids, groups and prefix names.
     sent = []
-    cumulative = {("execute", "f", "thread-cpu", "seconds"): 5.0, "latency": 0.1}
-    rec = MetricsRecorder(lambda kind, data: sent.append(data), cumulative)
-    comps = [_Computation("a", "f")]
-    rec.tick(cumulative, comps)
-    assert sent == []  # what came before recording started is nobody's
-    cumulative[("execute", "f", "thread-cpu", "seconds")] += 1.0
-    cumulative[("gather-dep", "network", "seconds")] = 0.5
-    cumulative["latency"] = 0.2
-    rec.tick(cumulative, comps)
-    assert {(r["prefix"], r["activity"]): r["value"] for d in sent for r in d["rows"]} == \
-        {("f", "thread-cpu"): 1.0, (None, "network"): 0.5}
-    sent.clear()
-    cumulative[("execute", "f", "thread-cpu", "seconds")] += 2.0
-    rec.tick(cumulative, comps)
-    assert sent == [{"computation_id": "a", "rows": [
-        {"prefix": "f", "context": "execute", "activity": "thread-cpu", "unit": "seconds", "value": 3.0}]}]
-    # Dask keeps the last few computations: "a" rolls out, its totals go with it.
-    comps = [_Computation(str(i), "g") for i in range(3)]
-    sent.clear()
-    cumulative[("execute", "f", "thread-cpu", "seconds")] += 1.0  # no computation has f now
-    rec.tick(cumulative, comps)
-    assert sent == [{"computation_id": "2", "rows": [
-        {"prefix": "f", "context": "execute", "activity": "thread-cpu", "unit": "seconds", "value": 1.0}]}]
-    assert "a" not in rec._totals and set(rec._indexed) == {"0", "1", "2"}
+    before = ("execute", "f", "thread-cpu", "seconds")
+    scheduler = SimpleNamespace(tasks={}, computations=deque(maxlen=3), total_nthreads_history=[(0.0, 2)],
+                                cumulative_worker_metrics={("gather-dep", "network", "seconds"): 5.0,
+                                                           before: 5.0, "latency": 0.1})
+    ext = SpansSchedulerExtension(scheduler)
+    old = ext._ensure_default_span()  # ran before recording started
+    scheduler.extensions = {"spans": ext}
+    rec = MetricsRecorder(lambda kind, data: sent.append(data), scheduler)
+
+    def submit(cid: str, key: str) -> SimpleNamespace:
+        comp = SimpleNamespace(id=cid, groups=set())
+        if not scheduler.computations or scheduler.computations[-1].id != cid:
+            scheduler.computations.append(comp)
+        tg = _Group(ext._ensure_span((f"run-{cid}",), (f"span-{cid}",)).id)
+        ext.spans[tg.span_id].groups.add(tg)
+        scheduler.tasks[key] = SimpleNamespace(group=tg)
+        rec.waiting(key)
+        return tg
+
+    def heartbeat(tg, value: float, prefix: str = "f") -> None:
+        ext.heartbeat(None, {("execute", tg.span_id, prefix, "thread-cpu", "seconds"): value})
+
+    def rows() -> dict:
+        out = {(d["computation_id"], r["prefix"], r["activity"]): r["value"] for d in sent for r in d["rows"]}
+        sent.clear()
+        return out
+
+    a = submit("a", "f-1")
+    heartbeat(a, 2.0)
+    ext.heartbeat(None, {("execute", old.id, "f", "thread-cpu", "seconds"): 9.0})  # nobody's
+    scheduler.cumulative_worker_metrics[("gather-dep", "network", "seconds")] += 0.5
+    scheduler.cumulative_worker_metrics["latency"] = 0.2
+    rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
+    assert rows() == {("a", "f", "thread-cpu"): 2.0, ("a", None, "network"): 0.5}
+    assert rec.dropped == 1
+    # Dask's own span holds what its heartbeat brought, as it would without us.
+    assert ext.spans[a.span_id].cumulative_worker_metrics[before] == 2.0
+    # "b" starts, then a's last heartbeat lands: still a's.
+    b = submit("b", "g-1")
+    heartbeat(a, 1.0)
+    heartbeat(b, 0.25, "g")
+    rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
+    assert rows() == {("a", "f", "thread-cpu"): 3.0, ("b", "g", "thread-cpu"): 0.25}
+    # "c" submits into a's span (a group still alive): it gets a node of its own under it.
+    scheduler.computations.append(SimpleNamespace(id="c", groups=set()))
+    scheduler.tasks["f-2"] = SimpleNamespace(group=a)
+    span_a = ext.spans[a.span_id]
+    rec.waiting("f-2")
+    assert a.span_id != span_a.id and ext.spans[a.span_id].parent is span_a
+    assert a not in span_a.groups and a in set(span_a.traverse_groups())
+    heartbeat(a, 4.0)  # c's task
+    ext.heartbeat(None, {("execute", span_a.id, "f", "thread-cpu", "seconds"): 0.5})  # a's tail
+    rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
+    assert rows() == {("a", "f", "thread-cpu"): 3.5, ("c", "f", "thread-cpu"): 4.0}
+    assert span_a.cumulative_worker_metrics[before] == 7.5  # Dask's span: both, as before
+    # Where Dask looks for spans by name, tag or root, the node is not.
+    assert ext.root_spans == [old, span_a, ext.spans["span-b"]]
+    assert all(a.span_id not in {s.id for s in found} for found in ext.spans_search_by_tag.values())
+    # Dask keeps the last few computations: "a" rolls out, its totals and spans go with it.
+    scheduler.computations.append(SimpleNamespace(id="d", groups=set()))
+    rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
+    ext.heartbeat(None, {("execute", span_a.id, "f", "thread-cpu", "seconds"): 1.0})
+    rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
+    assert rows() == {} and "a" not in rec._totals and rec.dropped == 2
 
 
 # --- the Time tab, in Chromium, once the cluster is gone ----------------------------------

@@ -1,33 +1,54 @@
 """Each computation's share of Dask's fine performance metrics.
 
-Workers send their fine performance metrics with each heartbeat; the scheduler sums
-them in `cumulative_worker_metrics`, keyed `(context, prefix, activity, unit)` for
-task execution (`("execute", "read_parquet", "thread-cpu", "seconds")`) and
-`(context, activity, unit)` elsewhere (`("gather-dep", "network", "seconds")`,
-`("get-data", "memory-read", "bytes")`; `memory-monitor` and `p2p` keys may hold
-more parts).  Dask also keeps plain-string keys there (`"latency"`): not metrics of
-work, skipped.
+Workers send their fine performance metrics with each heartbeat, keyed
+`(context, prefix, activity, unit)` for task execution
+(`("execute", "read_parquet", "thread-cpu", "seconds")`) and `(context, activity, unit)`
+elsewhere (`("gather-dep", "network", "seconds")`, `("get-data", "memory-read", "bytes")`;
+`memory-monitor` and `p2p` keys may hold more parts).  Dask also keeps plain-string keys
+(`"latency"`): not metrics of work, skipped.
 
-Every computation shares Dask's default span, so the cluster-wide sums are all there
-is.  Each tick takes the change since the last one and gives it to a computation:
+`execute` and `p2p` metrics come with the span id of the task they were measured for,
+and Dask's spans extension sums them per span.  Each computation has span nodes of its
+own (collect/run_spans.py says how, and why Dask's dashboard does not see a difference),
+and each heartbeat's span-keyed metrics go to the computation owning the span, as the
+heartbeat lands.  A computation's figures are exactly what Dask attributed to its spans,
+however late a worker's heartbeat comes.  Splitting Dask's cluster-wide sums in time
+cannot be exact: a heartbeat that lands after run 2 started still carries run 1's last
+tasks (run 1 showed 2.0 s of CPU where Dask measured 3.0 s, run 2 3.0 s where it
+measured 2.0 s).
 
-- an `execute` key to the newest computation holding a task group of its prefix
-  (a re-run of a prefix belongs to the re-run; a heartbeat's worth that a finished
-  run reports after its re-run started goes with the re-run too);
-- any other key (transfers, spilling: no prefix) to the newest computation: Dask
-  makes a new Computation only when the cluster is idle, so it is the one running,
-  or the one that just ran and whose last heartbeat this is.
+The other ways, and why not:
+- Per task on the scheduler: `task-finished` carries `startstops` (wall time, already
+  in TaskGroup durations) and `metadata`, not fine metrics; and reading anything per
+  task there is the per-task work the collector avoids.
+- A WorkerPlugin tagging each task's metrics with its computation: every worker would
+  need this package and an always-on plugin, a per-task hook, and O(workers) messages
+  per computation; and a worker knows no computation, only the span id the scheduler
+  sends it.  Dask's spans already carry that id to the scheduler.
+
+Metrics with no span (transfers, spilling: no task, no prefix) are still split in time:
+each tick takes their change in the scheduler's `cumulative_worker_metrics` and gives it
+to the newest computation (Dask makes a new Computation only when the cluster is idle,
+so it is the one running, or the one that just ran and whose last heartbeat this is).
 
 Rows sent are the computation's cumulative values (the store upserts them), only the
-ones that changed.  A tick's work is one pass over the scheduler's keys comparing
-numbers (Dask's own dashboard does as much), plus O(keys changed); the prefix → owner
-index grows with the groups of new computations only.  Nothing here raises into the
-scheduler: the plugin guards each call.
+ones that changed.  Costs: per heartbeat, O(its span-keyed keys), as Dask's own; per
+tick, O(metric keys without a span) plus O(rows changed), and a pass over the
+scheduler's keys only when new ones appeared; per task, the O(1) check in run_spans.
+Nothing here raises into the scheduler: the plugin guards each call, and the heartbeat
+and transition paths guard themselves.
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable
+
+from distributed.spans import CONTEXTS_WITH_SPAN_ID
+
+from .run_spans import RunSpans, tap_heartbeats
+
+logger = logging.getLogger("dask_analytics_lab")
 
 Emit = Callable[[str, dict], None]
 
@@ -60,27 +81,64 @@ def split_key(key: Any) -> tuple[str | None, str, str, str] | None:
 
 
 class MetricsRecorder:
-    """Turns the scheduler's cumulative fine performance metrics into `metrics`
-    messages, one computation's cumulative rows each."""
+    """Turns Dask's fine performance metrics into `metrics` messages, one computation's
+    cumulative rows each."""
 
-    def __init__(self, emit: Emit, cumulative: dict):
+    def __init__(self, emit: Emit, scheduler: Any):
         self._emit = emit
-        # The scheduler's sums when recording started: what came before is no computation's.
-        self._last: dict = dict(cumulative)
         # computation id -> {(prefix, context, activity, unit): its value so far}
         self._totals: dict[str, dict[tuple, float]] = {}
         self._changed: dict[str, set] = {}
         self._split: dict[Any, tuple | None] = {}
-        # prefix -> the newest computation with a group of that prefix
-        self._owner: dict[str, str] = {}
-        self._indexed: dict[str, int] = {}  # computation id -> its groups indexed
-        self.keys_seen = 0  # scheduler keys compared, over all ticks
-        self.dropped = 0  # changes no computation could take (or over _MAX_ROWS)
+        # Keys without a span: their last value (the scheduler's when recording started:
+        # what came before is no computation's).
+        self._plain: dict = {}
+        self._keys = 0  # len(cumulative) when its keys were last looked through
+        self._newest: Any = None  # computations[-1] at the last tick
+        self._live: set[str] = set()  # ids of the computations Dask holds
+        self.keys_seen = 0  # keys compared, over all ticks and heartbeats
+        self.dropped = 0  # values no computation could take (or over _MAX_ROWS)
         self.sent = 0  # rows sent
         self.seconds = 0.0  # CPU time of the event loop's thread spent here
+        ext = scheduler.extensions.get("spans")
+        self.spans = RunSpans(scheduler, ext) if ext is not None else None
+        if self.spans is None:
+            logger.warning("dask-analytics: the scheduler has no spans extension; task metrics "
+                           "(execute, p2p) are not recorded per computation")
+            self.waiting: Callable[[Any], None] = lambda key: None
+        else:
+            # The transition hook calls this for every task that goes to waiting.
+            self.waiting = self.spans.waiting
+            tap_heartbeats(ext, self._heartbeat, self)
+        self._look_through(scheduler.cumulative_worker_metrics, baseline=True)
 
+    # --- what Dask attributed to a span: as each heartbeat lands ----------------------
+    def _heartbeat(self, data: dict) -> None:
+        """One worker's `{(context, span id, *rest): value}`, already added to Dask's spans."""
+        cpu = time.thread_time()
+        try:
+            owner = self.spans.owner
+            self.keys_seen += len(data)
+            for key, value in data.items():
+                cid = owner.get(key[1]) if len(key) > 2 else None
+                if not cid or not value:
+                    self.dropped += bool(value)
+                    continue
+                name = key[:1] + key[2:]
+                split = self._split.get(name, False)
+                if split is False:
+                    split = self._split[name] = split_key(name)
+                if split is not None:
+                    self._add(cid, split, value)
+        except Exception:
+            logger.exception("dask-analytics: could not attribute a heartbeat's metrics")
+        finally:
+            self.seconds += time.thread_time() - cpu
+
+    # --- the periodic tick ---------------------------------------------------------------
     def tick(self, cumulative: dict, computations: Any) -> None:
-        """Attribute what changed since the last tick; send each computation's changed rows."""
+        """Give the change in metrics without a span to the newest computation; send each
+        computation's changed rows."""
         cpu = time.thread_time()
         try:
             self._tick(cumulative, computations)
@@ -88,55 +146,55 @@ class MetricsRecorder:
             self.seconds += time.thread_time() - cpu
 
     def _tick(self, cumulative: dict, computations: Any) -> None:
-        last = self._last
-        self.keys_seen += len(cumulative)
-        changed = [(k, v) for k, v in cumulative.items() if last.get(k) != v]
-        if not changed:
-            return
-        newest = str(computations[-1].id) if computations else None
-        self._index(computations)
-        for key, value in changed:
-            delta = value - last.get(key, 0)
-            last[key] = value
-            split = self._split.get(key, False)
-            if split is False:
-                split = self._split[key] = split_key(key)
-            if split is None or not delta:
-                continue
-            prefix = split[0]
-            owner = self._owner.get(prefix, newest) if prefix is not None else newest
-            if owner is None:
-                self.dropped += 1
-                continue
-            totals = self._totals.setdefault(owner, {})
-            if split not in totals and len(totals) >= _MAX_ROWS:
-                self.dropped += 1
-                continue
-            totals[split] = totals.get(split, 0) + delta
-            self._changed.setdefault(owner, set()).add(split)
+        newest = computations[-1] if computations else None
+        if newest is not self._newest:
+            self._newest = newest
+            self._forget({str(c.id) for c in computations})
+        if len(cumulative) != self._keys:
+            self._look_through(cumulative)
+        plain = self._plain
+        self.keys_seen += len(plain)
+        changed = [(k, v) for k, v in plain.items() if cumulative.get(k, v) != v]
+        if changed:
+            cid = str(newest.id) if newest is not None else None
+            for key, last in changed:
+                value = cumulative[key]
+                plain[key] = value
+                split = self._split.get(key, False)
+                if split is False:
+                    split = self._split[key] = split_key(key)
+                if split is None:
+                    continue
+                if cid is None:
+                    self.dropped += 1
+                else:
+                    self._add(cid, split, value - last)
         self._send()
 
-    def _index(self, computations: Any) -> None:
-        """Point each prefix at its newest computation.  Only the newest computation
-        gains groups (Dask adds a graph to it while the cluster is busy), so the walk
-        from the newest back stops at the first one already indexed in full."""
-        fresh = []
-        for comp in reversed(computations):
-            cid = str(comp.id)
-            if self._indexed.get(cid) == len(comp.groups):
-                break
-            fresh.append((cid, comp))
-        if self._indexed and any(cid not in self._indexed for cid, _ in fresh):
-            # A new computation: Dask may have let go of its oldest (it keeps a few).
-            self._forget({str(c.id) for c in computations})
-        for cid, comp in reversed(fresh):  # oldest first: the newer one wins a prefix
-            for tg in list(comp.groups):
-                self._owner[tg.prefix.name] = cid
-            self._indexed[cid] = len(comp.groups)
+    def _look_through(self, cumulative: dict, baseline: bool = False) -> None:
+        """Find the keys without a span (new ones start from 0, or from their value when
+        recording starts).  Only when the scheduler has keys it did not have."""
+        plain = self._plain
+        for key, value in cumulative.items():
+            if key.__class__ is tuple and key and key[0] not in CONTEXTS_WITH_SPAN_ID and key not in plain:
+                plain[key] = value if baseline else 0
+        self._keys = len(cumulative)
+
+    def _add(self, cid: str, split: tuple, value: float) -> None:
+        totals = self._totals.get(cid)
+        if totals is None:
+            totals = self._totals[cid] = {}
+        if split not in totals and len(totals) >= _MAX_ROWS:
+            self.dropped += 1
+            return
+        totals[split] = totals.get(split, 0) + value
+        self._changed.setdefault(cid, set()).add(split)
 
     def _send(self) -> None:
         for cid, keys in self._changed.items():
-            totals = self._totals[cid]
+            totals = self._totals.get(cid)
+            if totals is None:
+                continue
             rows = [{"prefix": prefix, "context": context, "activity": activity, "unit": unit,
                      "value": float(totals[(prefix, context, activity, unit)])}
                     for prefix, context, activity, unit in sorted(keys, key=lambda k: (k[0] or "", k[1:]))]
@@ -146,9 +204,13 @@ class MetricsRecorder:
         self._changed.clear()
 
     def _forget(self, live: set[str]) -> None:
-        """Dask let go of some computations (it keeps the last few): no change can be
-        theirs any more, and a prefix of theirs goes to the newest computation."""
-        for cid in [c for c in self._indexed if c not in live]:
-            del self._indexed[cid]
+        """Dask let go of some computations (it keeps the last few): nothing more can be
+        theirs."""
+        gone = {cid for cid in self._live if cid not in live}
+        gone.update(cid for cid in self._totals if cid not in live)
+        self._live = live
+        for cid in gone:
             self._totals.pop(cid, None)
-        self._owner = {p: cid for p, cid in self._owner.items() if cid in live}
+            self._changed.pop(cid, None)
+        if gone and self.spans is not None:
+            self.spans.forget(gone)

@@ -122,7 +122,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                                           max_bins=s.get("task_stream_max_bins", 2_000)) \
             if s.get("task_stream_transmit", True) else None
         # Each computation's share of Dask's fine performance metrics (None: analytics.metrics.transmit off).
-        self._metrics = MetricsRecorder(self.emit, scheduler.cumulative_worker_metrics) \
+        self._metrics = MetricsRecorder(self.emit, scheduler) \
             if s.get("metrics_transmit", True) else None
         # Each worker over time, and its joining and leaving (None: analytics.workers.transmit off).
         self._workers = WorkerSampler(s.get("workers_interval", 5.0)) if s.get("workers_transmit", True) else None
@@ -244,6 +244,9 @@ class AnalyticsPlugin(SchedulerPlugin):
     def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
                    **kwargs: Any) -> None:
         if finish not in _COUNTED or not self._ready:
+            if finish == "waiting" and self._ready and self._metrics is not None:
+                # Before Dask sends the task: it must leave with its computation's span id.
+                self._metrics.waiting(key)
             return
         if finish == "released" and start not in NOT_DONE:
             return  # a finished task let go (the common release): nothing to count
