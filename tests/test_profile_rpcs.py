@@ -204,3 +204,37 @@ def test_a_worker_that_blocks_run_is_asked_a_prefix_at_a_time(tmp_path):
     for fn in WORK[:3]:
         assert frames(dal.get_profile(comp["computation_id"], prefix=fn.__name__, store=store)) & NAMES \
             == {fn.__name__}
+
+
+def _tree(name: str, count: int) -> dict:
+    leaf = {"count": count, "children": {}, "identifier": name,
+            "description": {"filename": "f.py", "name": name, "line_number": 1, "line": ""}}
+    return {"count": count, "children": {name: leaf}, "identifier": "root",
+            "description": {"filename": "", "name": "", "line_number": 0, "line": ""}}
+
+
+def test_prefix_trees_takes_each_prefixs_window_and_only_reads():
+    """The worker side alone, on a worker's history: chunks stamped with their cycle's end."""
+    from collections import defaultdict, deque
+
+    from distributed import profile
+
+    from dask_analytics_lab.collect.profile_window import prefix_trees
+
+    worker = types.SimpleNamespace(
+        profile_keys_history=deque([(10.0, {"a": _tree("a", 1)}), (11.0, {"a": _tree("a", 2), "b": _tree("b", 4)}),
+                                    (12.0, {"b": _tree("b", 8)}), (13.0, {"a": _tree("a", 16)})]),
+        profile_keys=defaultdict(profile.create, {"a": _tree("a", 32)}), scheduler_delay=0.0)
+    # a from 10.5: the chunks ending at 11 and 12 (12 holds 11.5); b's from 11.
+    assert {p: t["count"] for p, t in prefix_trees({"a": 10.5, "b": 10.5, "c": 0.0}, 11.5, worker).items()} \
+        == {"a": 2, "b": 12}
+    assert prefix_trees({"b": 11.5}, 11.5, worker)["b"]["count"] == 8
+    # No chunk has ended since `stop`: the cycle in progress too.
+    assert prefix_trees({"a": 12.5}, 13.5, worker)["a"]["count"] == 48
+    assert prefix_trees({"a": 0.0}, None, worker)["a"]["count"] == 51
+    assert prefix_trees({"a": 12.5}, 12.5, worker)["a"]["count"] == 16
+    assert prefix_trees({}, 13.0, worker) == {}
+    # Nothing added to the worker's defaultdict, and what comes back is not its own.
+    assert prefix_trees({"z": 0.0}, None, worker) == {} and set(worker.profile_keys) == {"a"}
+    prefix_trees({"a": 12.5}, None, worker)["a"]["children"]["a"]["count"] = 0
+    assert worker.profile_keys["a"]["children"]["a"]["count"] == 32
