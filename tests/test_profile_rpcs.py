@@ -48,6 +48,8 @@ NAMES = {fn.__name__ for fn in WORK}
 # (worker address, op, what was asked) of every `run` and `profile` call a worker got,
 # in the process the worker runs in.
 _CALLS: list[tuple[str, str, str]] = []
+# (worker address, (starts, stop)) of each prefix_trees call.
+_WINDOWS: list[tuple[str, tuple[dict[str, float], float]]] = []
 
 
 def _count_calls(dask_worker: Any = None) -> None:
@@ -56,6 +58,8 @@ def _count_calls(dask_worker: Any = None) -> None:
 
     async def counted_run(comm: Any, **msg: Any) -> Any:
         _CALLS.append((w.address, "run", loads(msg["function"]).__name__))
+        if _CALLS[-1][2] == "prefix_trees":
+            _WINDOWS.append((w.address, loads(msg["args"])))
         return await run(comm, **msg)
 
     async def counted_profile(**msg: Any) -> Any:
@@ -108,8 +112,10 @@ def _comps(cluster_id: str, store: str) -> list[dict]:
 @pytest.fixture(autouse=True)
 def _clean():
     _CALLS.clear()
+    _WINDOWS.clear()
     yield
     _CALLS.clear()
+    _WINDOWS.clear()
     close_readers()
 
 
@@ -135,20 +141,25 @@ def test_a_fetch_is_one_rpc_per_worker_at_30_prefixes(tmp_path):
         assert own == {name}, (name, own)
 
 
-def test_a_computation_shorter_than_a_cycle_is_fetched_once(tmp_path, monkeypatch):
-    """Even with a live fetch due at every tick: while it runs its samples are in the
-    workers' cycle in progress, and its final fetch follows."""
+def test_no_live_fetch_while_a_computation_is_younger_than_a_cycle(tmp_path, monkeypatch):
+    """Even with a live fetch due at every tick: while it is younger than a profile cycle
+    its samples are in the workers' cycle in progress, and its final fetch follows."""
     monkeypatch.setattr("dask_analytics_lab.collect.plugin.LIVE_EVERY", 0.0)
     store = str(tmp_path / "analytics.db")
     with recorded_cluster(store) as (client, info):
         workers = _in_process(client)
-        assert client.compute([dask.delayed(WORK[0])(i, 0.3) for i in range(2)], sync=True) == [0, 1]
+        assert client.compute([dask.delayed(WORK[0])(i, 0.1) for i in range(2)], sync=True) == [0, 1]
         flushed = dal.flush(client, timeout=60)
-        calls = {w.address: _calls(w) for w in workers}
+        windows = {w.address: [a for addr, a in _WINDOWS if addr == w.address] for w in workers}
     (comp,) = _comps(info["cluster_id"], store)
-    assert comp["stop"] - comp["start"] < 1.0  # shorter than the 1 s cycle: the premise
-    assert flushed["profiles_fetched"] == 1
-    assert _per_worker(calls, "run", "prefix_trees") == {w.address: 1 for w in workers}
+    cycle = 1.1  # distributed.worker.profile.cycle, and the margin the collector adds
+    for asked in windows.values():
+        *live, (_, final_stop) = asked
+        assert abs(final_stop - comp["stop"]) < 1e-3
+        assert all(stop - min(starts.values()) >= cycle for starts, stop in live), live
+    if comp["stop"] - comp["start"] < cycle - 0.1:  # as it nearly always is: 2 x 0.1 s of work
+        assert flushed["profiles_fetched"] == 1
+        assert {a: len(asked) for a, asked in windows.items()} == {w.address: 1 for w in workers}
     assert "p00_work" in frames(dal.get_profile(comp["computation_id"], store=store))
 
 
