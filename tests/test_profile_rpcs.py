@@ -128,6 +128,7 @@ def test_a_fetch_is_one_rpc_per_worker_at_30_prefixes(tmp_path):
         flushed = dal.flush(client, timeout=60)
         assert flushed["flushed"]
         calls = {w.address: _calls(w) for w in workers}
+        dask_counts = [_dask_counts(sorted(NAMES), w) for w in workers]
     assert _per_worker(calls, "profile") == {w.address: 0 for w in workers}
     fetches = flushed["profiles_fetched"]
     assert fetches >= 1
@@ -136,9 +137,13 @@ def test_a_fetch_is_one_rpc_per_worker_at_30_prefixes(tmp_path):
         == {w.address: fetches for w in workers}
     assert flushed["profile_rpcs"] == 3 * fetches
     (comp,) = _comps(info["cluster_id"], store)
-    for name in sorted(NAMES):
-        own = frames(dal.get_profile(comp["computation_id"], prefix=name, store=store)) & NAMES
-        assert own == {name}, (name, own)
+    trees = {name: dal.get_profile(comp["computation_id"], prefix=name, store=store) for name in sorted(NAMES)}
+    # Every sample Dask took, each in its own prefix's profile, beside none of the others' frames.
+    assert {name: tree["count"] for name, tree in trees.items()} \
+        == {name: sum(c[name] for c in dask_counts) for name in trees}
+    assert sum(tree["count"] for tree in trees.values())
+    for name, tree in trees.items():
+        assert frames(tree) & NAMES == ({name} if tree["count"] else set()), name
 
 
 def test_no_live_fetch_while_a_computation_is_younger_than_a_cycle(tmp_path, monkeypatch):
@@ -188,10 +193,12 @@ def test_back_to_back_runs_on_process_workers_count_each_sample_once(tmp_path):
             tree = dal.get_profile(comp["computation_id"], prefix=fn.__name__, store=store)
             stored[fn.__name__] += tree["count"]
             assert frames(tree) & NAMES <= {fn.__name__}, (fn.__name__, frames(tree) & NAMES)
-        assert frames(dal.get_profile(comp["computation_id"], store=store)) & NAMES \
-            == {fn.__name__ for fn in fns}
     # Each of Dask's samples in exactly one computation's profile: none twice, none lost.
     assert stored == {p: sum(c[p] for c in dask_counts.values()) for p in prefixes}
+    # The re-run's samples in the chunk that straddles both runs went to the first run.
+    names = [frames(dal.get_profile(c["computation_id"], store=store)) & NAMES for c in comps]
+    assert names[0] == {fn.__name__ for fn in first} and names[2] == {fn.__name__ for fn in other}
+    assert names[1] <= {fn.__name__ for fn in again}
     assert all(stored.values())
 
 
