@@ -506,6 +506,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "profiles_fetched": self._profiles.fetched,
             "profiles_dropped": self._profiles.dropped,
             "profile_merge_seconds": self._profiles.merge_seconds,
+            "profile_rpcs": self._profiles.rpcs,  # worker RPCs of all fetches: one per worker a fetch
             "task_stream_tasks": self._stream.recorded if self._stream is not None else 0,
             "task_stream_dropped": self._stream.dropped if self._stream is not None else 0,
             "metrics_rows": self._metrics.sent if self._metrics is not None else 0,

@@ -1,11 +1,16 @@
 """Each computation's own statistical profile, per task prefix, fetched from the
-workers while it runs (every LIVE_EVERY seconds) and once more as it ends.
+workers while it runs (every LIVE_EVERY seconds, once it has run for a profile cycle)
+and once more as it ends.
 
-Workers keep profiles per task prefix in `distributed.worker.profile.cycle` chunks; the
-scheduler's `get_profile(key=prefix, start=, stop=)` returns one prefix's chunks that
-overlap a window.  So a computation's profile is, per prefix, that prefix's window:
-another computation's functions never enter it, and one group's profile holds none of
-another's frames.  Each prefix's tree is its own `profile` message.
+Workers keep profiles per task prefix in `distributed.worker.profile.cycle` chunks.  A
+fetch runs `profile_window.prefix_trees` on each worker, one RPC per worker whatever
+the number of prefixes (the scheduler's `get_profile(key=prefix)` makes one per prefix
+per worker), and gets every prefix's chunks in that prefix's window (a worker that
+cannot run it, with `run` in its blocked-handlers or without this package, is asked
+Dask's way, a prefix at a time).  So a computation's profile is, per prefix, that
+prefix's window: another computation's functions never enter it, and one group's
+profile holds none of another's frames.  Each prefix's tree is its own `profile`
+message.
 
 A chunk can still straddle two runs of the same prefix back to back.  For those, the
 window of a run reaches back to the first run of the chain and the chain's previous
@@ -13,7 +18,9 @@ tree is subtracted: each sample is counted once, in the run whose fetch first sa
 so the cluster-wide profile (the merge of its computations') counts no sample twice.
 
 A live fetch (while the computation runs) takes the window so far and leaves the
-chains alone; the final fetch replaces what it sent.
+chains alone; the final fetch replaces what it sent.  A computation younger than a
+profile cycle gets no live fetch: its samples are still in the workers' cycle in
+progress, and its final fetch follows.
 
 One fetch runs at a time, at most one starts per tick, the queue is bounded and a
 computation queued twice is fetched once (a final fetch is never replaced by a live
@@ -29,6 +36,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from distributed import profile
+from distributed.protocol.pickle import dumps
+from distributed.protocol.serialize import Serialize, Serialized, deserialize
+
+from .profile_window import prefix_trees
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -84,11 +95,16 @@ class ProfileFetcher:
         self.dropped = 0
         self.fetched = 0
         self.merge_seconds = 0.0  # thread CPU spent merging, reported with the plugin's cost
+        self.rpcs = 0  # worker RPCs sent, for the plugin's info: one per worker per fetch
+        self._function = dumps(prefix_trees)  # by reference: a few bytes
+        self._by_prefix: set[str] = set()  # workers that cannot run prefix_trees
         self._task = asyncio.create_task(self._run())
 
     def put(self, computation_id: str, start: float, stop: float, prefixes: list[str], *,
             live: bool = False) -> None:
         """Fetch this computation's profile: live, its window so far; else its final one."""
+        if live and stop - start < self._cycle:
+            return  # nothing new yet: its samples are in the workers' cycle in progress
         queued = self._queue.get(computation_id)
         if queued is not None:  # coalesce: fetch once, with the latest window
             if live and not queued[3]:
@@ -151,10 +167,8 @@ class ProfileFetcher:
                 windows[prefix] = (chain.start, chain)
             else:
                 windows[prefix] = (start, None)
-        replies = await asyncio.wait_for(asyncio.gather(*(
-            self._scheduler.get_profile(key=prefix, start=w_start, stop=stop, merge_workers=False)
-            for prefix, (w_start, _) in windows.items()
-        )), self._timeout)
+        replies = await asyncio.wait_for(self._ask_workers({p: w for p, (w, _) in windows.items()}, stop),
+                                         self._timeout)
         trees = await asyncio.to_thread(self._combine, windows, replies, stop, live)
         self.fetched += 1
         # Chains that can no longer continue hold memory for nothing.
@@ -165,13 +179,63 @@ class ProfileFetcher:
                 self._emit("profile", {"computation_id": computation_id, "prefix": prefix, "tree": tree,
                                        "count": tree["count"]})
 
-    def _combine(self, windows: dict, replies: list[dict], stop: float, live: bool) -> dict[str, dict]:
+    async def _ask_workers(self, starts: dict[str, float], stop: float) -> list[Any]:
+        """Each worker's {prefix: tree} for the windows (maybe still serialised)."""
+        workers = list(self._scheduler.workers)
+        args = dumps((starts, stop))
+        replies = await asyncio.gather(*(self._ask(w, starts, stop, args) for w in workers),
+                                       return_exceptions=True)
+        answers = [r for r in replies if not isinstance(r, BaseException)]
+        if workers and not answers:
+            # The chains stay as they were: a window fetched later starts afresh.
+            raise RuntimeError(f"none of {len(workers)} workers answered: {replies[0]!r}")
+        return answers
+
+    async def _ask(self, worker: str, starts: dict[str, float], stop: float, args: bytes) -> Any:
+        if worker not in self._by_prefix:
+            self.rpcs += 1
+            try:
+                reply = await self._scheduler.rpc(worker).run(function=self._function, args=args, wait=True)
+            except (OSError, asyncio.TimeoutError):
+                raise  # a worker on its way out: it gives no samples this time
+            except Exception as e:  # the worker refused: `run` blocked, or this package missing there
+                reply = {"status": "error", "exception_text": str(e)}
+            if reply.get("status") == "OK":
+                return reply["result"]
+            if len(self._by_prefix) >= 10_000:
+                self._by_prefix.clear()  # workers that left; the rest are asked again
+            self._by_prefix.add(worker)
+            logger.warning("dask-analytics: worker %s cannot run %s.prefix_trees (%s); its profiles are "
+                           "fetched one task prefix at a time (one RPC each)", worker, prefix_trees.__module__,
+                           reply.get("exception_text"))
+        # Dask's own handler: one prefix a call.
+        self.rpcs += len(starts)
+        trees = await asyncio.gather(*(self._scheduler.rpc(worker).profile(key=prefix, start=start, stop=stop)
+                                       for prefix, start in starts.items()))
+        return dict(zip(starts, trees))
+
+    def _combine(self, windows: dict, replies: list[Any], stop: float, live: bool) -> dict[str, dict]:
         cpu = time.thread_time()
+        per_prefix: dict[str, list[dict]] = {}
+        for reply in replies:
+            for prefix, tree in _unwrap(reply).items():
+                per_prefix.setdefault(prefix, []).append(tree)
         own = {}
-        for (prefix, (w_start, chain)), per_worker in zip(windows.items(), replies):
-            fetched = profile.merge(*per_worker.values()) if per_worker else profile.create()
+        for prefix, (w_start, chain) in windows.items():
+            trees = per_prefix.get(prefix)
+            fetched = profile.merge(*trees) if trees else profile.create()
             own[prefix] = subtract(fetched, chain.tree) if chain is not None else fetched
             if not live:
                 self._chains[prefix] = _Chain(w_start, stop, fetched)
         self.merge_seconds += time.thread_time() - cpu
         return own
+
+
+def _unwrap(result: Any) -> dict:
+    """A `run` reply's result: the scheduler does not deserialise what workers send
+    (an in-process worker's comes wrapped, not serialised)."""
+    if isinstance(result, Serialized):
+        return deserialize(result.header, result.frames)
+    if isinstance(result, Serialize):
+        return result.data
+    return result
