@@ -244,14 +244,15 @@ class AnalyticsPlugin(SchedulerPlugin):
     def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
                    **kwargs: Any) -> None:
         if finish not in _COUNTED or not self._ready:
-            if finish == "waiting" and self._ready and self._metrics is not None:
+            return
+        if finish == "waiting":
+            if self._metrics is not None:
                 # Before Dask sends the task: it must leave with its computation's span id.
                 self._metrics.waiting(key)
-            return
-        if finish == "released" and start not in NOT_DONE:
+            if not (self._lost and self._lost.wanted_again(key)):
+                return  # every task waits once; only a lost result wanted again is counted
+        elif finish == "released" and start not in NOT_DONE:
             return  # a finished task let go (the common release): nothing to count
-        if finish == "waiting" and not (self._lost and self._lost.wanted_again(key)):
-            return  # every task waits once; only a lost result wanted again is counted
         try:
             ts = self.scheduler.tasks.get(key)
             if ts is None:
