@@ -295,13 +295,18 @@ def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = 
 
 def compare(computation_id: str, baseline: str | None = None, *, store: str | None = None) -> dict:
     """This computation against an earlier run of the same code: by default the latest
-    earlier finished one with the same fingerprint (the line that made it and its set
-    of task prefixes), from any cluster this reader may see.
+    earlier finished one with the same fingerprint (the line that made it, whatever the
+    size of its input; without code, its task prefixes less the stages of tree
+    reductions), from any cluster this reader may see.
 
     Returns {"computation_id", "baseline_id", "wall": {"before", "after", "ratio"},
-    "groups": [{"prefix", "before", "after", "ratio"}], "findings": [str]}; before and
-    after hold wall, compute, transfer, disk, nbytes, n_tasks; a group's ratio is of
-    its compute time.  baseline_id is None when there is no earlier run."""
+    "groups": [{"prefix", "before", "after", "ratio"}], "inputs_differ", "findings":
+    [str]}; before and after hold wall, compute, transfer, disk, nbytes, n_tasks; a
+    group's ratio is of its compute time.  inputs_differ is None when both runs had the
+    same inputs, else the input groups' tasks and bytes, {"before": {"n_tasks",
+    "nbytes"}, "after": {...}, "groups": [{"prefix", "before", "after"}], "sentence"}
+    (input groups: those that depend on no other group of the run).  baseline_id is
+    None when there is no earlier run."""
     return open_reader(store).compare(computation_id, baseline=baseline)
 
 

@@ -67,11 +67,31 @@ def code_hash(filename: str | None, text: str) -> str:
     return hashlib.sha256(f"{filename}\0{text}".encode()).hexdigest()[:32]
 
 
+# Prefixes of the stages of Dask's tree reductions (dask.array `sum-partial` and
+# `sum-aggregate`, `mean_combine-partial`, dask.dataframe `sum-tree`, dask.bag
+# `sum-aggregate`): whether a stage exists, and how deep, follows the number of chunks.
+_REDUCTION_STAGE = re.compile(r"-(partial|aggregate|combine|tree)\Z")
+
+
 def fingerprint(code_line: str | None, prefixes: Iterable[str]) -> str:
-    """What the runs of the same code share: the line that made a computation and the
-    set of its task prefixes (a re-run makes new keys, never new prefixes).  Without a
-    line (code not sent) the prefixes alone."""
-    text = "\0".join([code_line or "", *sorted(set(prefixes))])
+    """What the runs of the same code share, whatever their size.
+
+    With the line that made the computation: that line alone.  Its task prefixes change
+    with the size of the input (a tree reduction gains a `-partial` stage past
+    `split_every` chunks, one chunk fuses into one task, dask.dataframe switches from a
+    tree reduction to a shuffle past some partitions), so they cannot tell a re-run at
+    another size from other code.  `compare` says when two runs' inputs differ, and
+    when they share no prefix at all (the same line computing other work).
+
+    Without a line (code not sent): the prefixes without the reduction stages, which
+    are the ones that come and go with the number of chunks (all of them if nothing
+    else is left)."""
+    if code_line:
+        text = "line\0" + code_line
+    else:
+        names = set(prefixes)
+        kept = {p for p in names if not _REDUCTION_STAGE.search(p)} or names
+        text = "prefixes\0" + "\0".join(sorted(kept))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -1,4 +1,5 @@
-"""Issue 13, part 1: a run compared with the earlier runs of the same code.
+"""Issue 13, part 1 (and issue 18, item 6): a run compared with the earlier runs of the
+same code, also at another size.
 
 The end-to-end test runs one function with 1x, then 4x the work per task on a real
 LocalCluster; the rules (which run is the baseline, what is found, who may see what)
@@ -10,10 +11,11 @@ import time
 
 import dask
 import pytest
+import sqlalchemy as sa
 from dask import delayed
 
 import dask_analytics_lab as dal
-from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.api import close_readers, run_summary
 from dask_analytics_lab.cli import main as cli
 from dask_analytics_lab.messages import fingerprint
 from dask_analytics_lab.store import open_store
@@ -91,12 +93,13 @@ def runs_of(c: Cluster, *, fp: str = FP) -> list[dict]:
     """Four runs of one piece of code: finished, erred, finished (slow), running."""
     return [
         c.computation("run-1", start=c.t, stop=c.t + 10, fingerprint=fp,
-                      groups=[group("read-1", n_tasks=4, compute=2.0), group("groupby-1", n_tasks=2, compute=4.0)]),
+                      groups=[group("read-1", n_tasks=4, compute=2.0),
+                              group("groupby-1", n_tasks=2, compute=4.0, dependencies=["read-1"])]),
         c.computation("run-2", state="erred", start=c.t, stop=c.t + 1, fingerprint=fp,
                       groups=[group("read-2", n_tasks=4, n_erred=4, compute=0.1)]),
         c.computation("run-3", start=c.t, stop=c.t + 40, fingerprint=fp,
                       groups=[group("read-3", n_tasks=4, compute=2.1),
-                              group("groupby-3", n_tasks=2, compute=20.0, nbytes=2**31)]),
+                              group("groupby-3", n_tasks=2, compute=20.0, nbytes=2**31, dependencies=["read-3"])]),
         c.computation("run-4", state="running", start=c.t, fingerprint=fp,
                       groups=[group("read-4", n_tasks=4, compute=1.0)]),
     ]
@@ -208,3 +211,160 @@ def test_compare_over_the_team_server_is_scoped_to_the_token(tmp_path):
         status, body, _ = request(api + "/run-3/summary", token=ann)
         assert status == 200 and body["summary"]["baseline_id"] == "run-1"
         assert [r["computation_id"] for r in body["summary"]["runs"]] == ["run-1", "run-2", "run-3", "run-4"]
+
+
+# --- issue 18, item 6: a re-run at another size --------------------------------------
+def etl(n: int) -> float:
+    """A tree reduction whose depth follows the size: 1000-element chunks, 4 at a time,
+    so 3 chunks reduce in one step and 6 need a `sum-partial` step first."""
+    import dask.array as da
+
+    x = da.random.random(n, chunks=1000)
+    return (x + 1).sum(split_every=4).compute()
+
+
+def input_groups(dask_scheduler) -> dict:
+    """What Dask did: the last computation's groups that depend on none of its others,
+    {prefix: {"n_tasks", "nbytes"}}."""
+    groups = dask_scheduler.computations[-1].groups
+    out: dict = {}
+    for tg in groups:
+        if not any(dep in groups for dep in tg.dependencies):
+            p = out.setdefault(tg.prefix.name, {"n_tasks": 0, "nbytes": 0})
+            p["n_tasks"] += sum(tg.states.values())
+            p["nbytes"] += tg.nbytes_total
+    return out
+
+
+@pytest.mark.parametrize("code", [True, False], ids=["code", "no-code"])
+def test_a_rerun_at_another_size_is_compared_with_the_first_and_says_the_inputs_differ(tmp_path, code):
+    store = str(tmp_path / "analytics.db")
+    try:
+        with recorded_cluster(store, config={"analytics.computation.code.transmit": code}) as (client, info):
+            etl(3000)
+            dask_small = client.run_on_scheduler(input_groups)
+            etl(6000)
+            dask_large = client.run_on_scheduler(input_groups)
+            assert dal.flush(client)["flushed"]
+        small, large = sorted(dal.list_computations(info["cluster_id"], store=store), key=lambda c: c["start"])
+        prefixes = {c["computation_id"]: {g["prefix"] for g in dal.get_computation(c["computation_id"], store=store)["groups"]}
+                    for c in (small, large)}
+        # The depth changed: the larger run has a partial stage the smaller one has not.
+        assert "sum-partial" in prefixes[large["computation_id"]] - prefixes[small["computation_id"]]
+        assert (small["code_line"] is not None) is code
+        assert small["fingerprint"] == large["fingerprint"] is not None
+
+        result = dal.compare(large["computation_id"], store=store)
+        assert result["baseline_id"] == small["computation_id"]
+        inputs = result["inputs_differ"]
+        (prefix,) = dask_small
+        assert dask_small[prefix]["n_tasks"] == 3 and dask_large[prefix]["n_tasks"] == 6
+        assert inputs["before"] == dask_small[prefix] and inputs["after"] == dask_large[prefix]
+        assert inputs["groups"] == [{"prefix": prefix, "before": dask_small[prefix], "after": dask_large[prefix]}]
+        assert result["findings"][0] == (
+            f"the inputs differ (3 → 6 input tasks, whose results held {dask_small[prefix]['nbytes']} B → "
+            f"{dask_large[prefix]['nbytes']} B): a change in time may come from the size, not from the code")
+        # The views' "vs previous" reads the same comparison.
+        summary = run_summary(large["computation_id"], store=store)
+        assert summary["baseline_id"] == small["computation_id"] and summary["inputs_differ"] == inputs
+    finally:
+        close_readers()
+
+
+def test_fingerprints_hold_across_sizes_with_and_without_a_line():
+    line = "return (x + 1).sum(split_every=4).compute()"
+    # Prefix sets seen here for one line at several sizes (dask 2026.8): one chunk fuses
+    # everything, a few reduce in one step, many gain a partial stage; dataframes tree-reduce.
+    shapes = [["finalize-hlgfinalizecompute", "sum-sum-aggregate"],
+              ["finalize-hlgfinalizecompute", "sum", "sum-aggregate"],
+              ["finalize-hlgfinalizecompute", "sum", "sum-partial", "sum-aggregate"]]
+    assert len({fingerprint(line, p) for p in shapes}) == 1
+    assert fingerprint(line, shapes[0]) != fingerprint("x.mean().compute()", shapes[0])
+    # Without a line: the prefixes less the reduction stages.
+    assert fingerprint(None, shapes[1]) == fingerprint(None, shapes[2])
+    assert fingerprint(None, ["random_sample", "mean_chunk", "mean_agg-aggregate"]) == \
+        fingerprint(None, ["random_sample", "mean_chunk", "mean_combine-partial", "mean_agg-aggregate"])
+    assert fingerprint(None, ["frompandas", "getitem", "chunk", "sum-tree"]) != \
+        fingerprint(None, ["frompandas", "getitem", "chunk", "max-tree", "other"])
+    # A computation that is all reduction stages keeps them (not every such run is one).
+    assert fingerprint(None, ["sum-aggregate"]) != fingerprint(None, ["max-aggregate"])
+    assert fingerprint(None, ["x"]) != fingerprint("x", [])
+
+
+def test_inputs_differ_per_input_group_and_in_total(store_url):
+    c = live("acme")
+    fp = fingerprint("etl(n)", [])
+
+    def run(cid: str, read: int, lookup_bytes: int, **kw) -> dict:
+        return c.computation(cid, fingerprint=fp, start=c.t, stop=c.t + 10, groups=[
+            group(f"read-{cid}", n_tasks=read, nbytes=1000 * read),
+            group(f"lookup-{cid}", n_tasks=2, nbytes=lookup_bytes),
+            group(f"join-{cid}", n_tasks=read, nbytes=10, dependencies=[f"read-{cid}", f"lookup-{cid}"])], **kw)
+
+    with open_store(store_url) as store:
+        store.ingest([c.cluster(started=c.t), run("a", 4, 5000), run("b", 4, 5400), run("c", 8, 5000),
+                      c.computation("d", fingerprint=fp, start=c.t, groups=[group("other-d")])])
+        # Same tasks, bytes within 10% (Dask samples object columns): the same inputs.
+        same = store.compare("b")
+        assert same["inputs_differ"] is None
+        assert not any("inputs differ" in f for f in same["findings"])
+
+        bigger = store.compare("c")
+        assert bigger["baseline_id"] == "b"
+        assert bigger["inputs_differ"] == {
+            "before": {"n_tasks": 6, "nbytes": 9400}, "after": {"n_tasks": 10, "nbytes": 13000},
+            "groups": [{"prefix": "lookup", "before": {"n_tasks": 2, "nbytes": 5400},
+                        "after": {"n_tasks": 2, "nbytes": 5000}},
+                       {"prefix": "read", "before": {"n_tasks": 4, "nbytes": 4000},
+                        "after": {"n_tasks": 8, "nbytes": 8000}}],
+            "sentence": "6 → 10 input tasks, whose results held 9.18 kiB → 12.70 kiB "
+                        "(lookup: 2 → 2 tasks, 5.27 kiB → 4.88 kiB; read: 4 → 8 tasks, 3.91 kiB → 7.81 kiB)"}
+        assert bigger["findings"][0].startswith("the inputs differ (6 → 10 input tasks")
+        assert store.run_summary("c")["inputs_differ"] == bigger["inputs_differ"]
+        # A baseline named by hand is compared the same way.
+        assert store.compare("c", baseline="a")["inputs_differ"]["before"] == {"n_tasks": 6, "nbytes": 9000}
+
+        other = store.compare("d")
+        assert "the two runs share no task prefix: the same line of code made different work" in other["findings"]
+
+
+def old_fingerprint(code_line: str | None, prefixes: list[str]) -> str:
+    """The rule before issue 18: the line and the set of task prefixes."""
+    import hashlib
+
+    return hashlib.sha256("\0".join([code_line or "", *sorted(set(prefixes))]).encode()).hexdigest()[:32]
+
+
+def test_stored_fingerprints_are_made_again_on_upgrade(store_url):
+    from dask_analytics_lab.codecrypt import CodeCipher, generate_key
+    from dask_analytics_lab.store import schema
+    from dask_analytics_lab.store.engine import make_engine
+
+    c = live("default")
+    small, large = [group("sum-1"), group("sum-aggregate-1")], [group("sum-2"), group("sum-partial-2"),
+                                                              group("sum-aggregate-2")]
+    line = "return x.sum().compute()"
+    sealed = CodeCipher(generate_key()).encrypt(line)  # a key this process does not have
+    with open_store(store_url) as store:
+        store.ingest([c.cluster(started=c.t)] + [
+            c.computation(cid, code_line=code_line, groups=groups, start=c.t,
+                          fingerprint=old_fingerprint(code_line, [g["prefix"] for g in groups]))
+            for cid, code_line, groups in [("line-small", line, small), ("line-large", line, large),
+                                           ("bare-small", None, small), ("bare-large", None, large),
+                                           ("sealed", line, large)]])
+        before = {r["computation_id"]: r["fingerprint"] for r in store.export()["computations"]}
+    engine = make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            comps = schema.computations
+            conn.execute(sa.update(comps).where(comps.c.computation_id == "sealed").values(code_line=sealed))
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '0007'"))
+    finally:
+        engine.dispose()
+    with open_store(store_url) as store:
+        after = {r["computation_id"]: r["fingerprint"] for r in store.export()["computations"]}
+        assert after["line-small"] == after["line-large"] == fingerprint(line, [])
+        assert after["bare-small"] == after["bare-large"] == fingerprint(None, ["sum"])
+        assert after["sealed"] == before["sealed"]  # no key here opens its line: left as it was
+        assert store.compare("line-large")["baseline_id"] == "line-small"
+        assert store.compare("bare-large")["baseline_id"] == "bare-small"

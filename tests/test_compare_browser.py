@@ -5,6 +5,9 @@ first: a banner, a "vs previous" column and the runs' trend.
 
 The monitor's screenshot is test-artifacts/compare-monitor.png (docs/img/ holds a copy
 for the README).
+
+Issue 18, item 6: the same line run at another size is compared with the first run, and
+both views say the inputs differ, in a neutral banner rather than a red "slower" one.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
-from tests.test_compare import job
+from tests.test_compare import etl, job
 
 VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
 
@@ -94,3 +97,47 @@ def test_the_team_page_shows_the_second_run_against_the_first(runs, page):
         page.click(f"dl.facts a:has-text('{first[:12]}')")
         page.wait_for_selector("h2:has-text('Task groups')")
         assert page.locator(".dal-runs-banner").count() == 0
+
+
+@pytest.fixture(scope="module")
+def sizes(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('sizes') / 'analytics.db'}"
+    with recorded_cluster(url) as (client, info):
+        etl(3000)
+        etl(6000)
+        assert dal.flush(client)["flushed"]
+    small, large = sorted(dal.list_computations(info["cluster_id"], store=url), key=lambda c: c["start"])
+    sentence = dal.compare(large["computation_id"], store=url)["inputs_differ"]["sentence"]
+    assert sentence.startswith("3 → 6 input tasks")
+    yield url, info["cluster_id"], small["computation_id"], large["computation_id"], sentence
+    close_readers()
+
+
+def test_both_views_say_a_run_at_another_size_had_other_inputs(sizes, page, tmp_path):
+    from dask_analytics_lab.widgets._base import STATIC
+    from tests.server_helpers import ServerThread
+
+    url, cluster_id, small, large, sentence = sizes
+    state = widget_state(url, cluster_id, large)
+    assert state["runs"]["baseline_id"] == small
+    shutil.copy(STATIC / "monitor.js", tmp_path / "monitor.js")
+    shutil.copy(STATIC / "style.css", tmp_path / "style.css")
+    (tmp_path / "index.html").write_text(WIDGET_HARNESS)
+    (tmp_path / "large.json").write_text(json.dumps(state))
+    with static_server(tmp_path) as base:
+        page.goto(f"{base}/index.html")
+        page.wait_for_function("() => window.harnessReady === true")
+        page.evaluate("() => window.show('large')")
+        banner = page.locator(".dal-monitor .dal-runs-banner")
+        banner.wait_for()
+        assert banner.get_attribute("class").split() == ["dal-runs-banner", "inputs"]
+        assert banner.locator(".dal-runs-inputs").inner_text() == sentence
+        assert "vs previous" in page.locator(".dal-monitor .dal-taskgroups thead th").all_inner_texts()
+
+    with ServerThread({"store_url": url, "token_required": False}) as server:
+        page.goto(f"{server.url}/computations/{quote(large, safe='')}")
+        page.wait_for_selector("h2:has-text('Task groups')")
+        banner = page.locator(".dal-runs-banner")
+        assert banner.get_attribute("class").split() == ["dal-runs-banner", "inputs"]
+        assert banner.locator(".dal-runs-inputs").inner_text() == sentence
+        assert small[:12] in page.inner_text("dl.facts")

@@ -1,6 +1,8 @@
 """Retention (store/prune.py): prune removes exactly the clusters that ended before the
 cut-off, with every row hanging off them, on SQLite and PostgreSQL, while other
-clusters keep recording."""
+clusters keep recording.  Issue 18, item 9: a dry run counts exactly what the prune
+then deletes, table by table, also from the command line; a cluster still recording
+survives however long ago it started."""
 from __future__ import annotations
 
 import threading
@@ -11,9 +13,10 @@ import sqlalchemy as sa
 
 from dask_analytics_lab.messages import check_batch
 from dask_analytics_lab.store import open_store, schema
-from dask_analytics_lab.store.prune import ACTIVE, parse_age, prune
+from dask_analytics_lab.store.prune import ACTIVE, CHILD_TABLES, parse_age, prune
 
 from .factories import Cluster, group, tree
+from .waiting import wait_for
 
 DAY = 86400.0
 NOW = time.time()
@@ -97,6 +100,113 @@ def test_prune_removes_exactly_what_ended_before_the_cutoff(store_url, batch, ma
 
         again = prune(store, 90 * DAY)
         assert again["clusters"] == 0 and store.export() == after
+
+
+def rows_of(store, cluster_ids: set[str]) -> dict[str, int]:
+    """Rows per table that the clusters own, and every snippet of the store."""
+    with store.reading() as conn:
+        counts = {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)
+                                       .where(t.c.cluster_id.in_(sorted(cluster_ids)))).scalar_one()
+                  for t in (schema.clusters, *CHILD_TABLES)}
+        counts["code_snippets"] = conn.execute(sa.select(sa.func.count()).select_from(schema.code_snippets)).scalar_one()
+    return counts
+
+
+def test_a_dry_run_counts_exactly_what_the_prune_then_deletes(store_url):
+    """Twice over: old clusters with a row in every table a cluster owns, then a cluster
+    that died after sending its code and before its first computation."""
+    with open_store(store_url) as store:
+        ids = scenario(store)
+        old = {ids["old"], ids["lost"]}
+        owned = rows_of(store, old)
+        assert all(owned[t.name] for t in CHILD_TABLES), owned  # every table a cluster owns has rows here
+        for gone, snippets_gone in ((old, 2), ({"died"}, 1)):
+            if gone == {"died"}:
+                died = Cluster("died", t0=NOW - 100 * DAY)
+                store.ingest([died.cluster(started=died.t), died.sample(), died.code("h-died")])
+            before = rows_of(store, gone)
+            everything = rows_of(store, set(ids.values()) | gone)
+            dry = prune(store, 90 * DAY, now=NOW, dry_run=True)
+            assert rows_of(store, set(ids.values()) | gone) == everything  # a dry run deletes nothing
+            done = prune(store, 90 * DAY, now=NOW, batch=1, max_rows=3, pause=0)
+            del dry["seconds"], done["seconds"]
+            assert done == dry
+            assert {k: v for k, v in dry.items() if k != "code_snippets"} == {
+                k: v for k, v in before.items() if k != "code_snippets"}
+            assert dry["code_snippets"] == before["code_snippets"] - rows_of(store, set())["code_snippets"] \
+                == snippets_gone
+            assert not any(n for name, n in rows_of(store, gone).items() if name != "code_snippets")
+        assert ("default", "h-died") not in snippets(store)
+
+
+def test_the_cli_dry_run_then_prune_as_of_deletes_exactly_what_it_counted(sqlite_url, capsys):
+    """With a real cluster recording meanwhile that started 100 days ago, and a cluster
+    that ended just after the dry run's cut-off: a prune after the clock moved on takes it
+    unless it counts from the dry run's instant."""
+    import re
+    from datetime import datetime
+
+    from dask_analytics_lab import cli
+
+    from .cluster_helpers import recorded_cluster
+
+    def table(out: str) -> dict[str, int]:
+        return {m[0]: int(m[1]) for m in re.findall(r"^\s*(\w+)\s+(\d+)\s*$", out, re.M)}
+
+    with open_store(sqlite_url) as store:
+        ids = scenario(store)
+    with recorded_cluster(sqlite_url) as (client, info):
+        assert client.submit(sum, [1, 2]).result() == 3
+        wait_for(lambda: len(dal_computations(sqlite_url, info["cluster_id"])) == 1, what="its first computation")
+        with open_store(sqlite_url) as store, store.transaction() as conn:  # as if it had started 100 days ago
+            conn.execute(sa.update(schema.clusters).where(schema.clusters.c.cluster_id == info["cluster_id"])
+                         .values(started=NOW - 100 * DAY))
+
+        assert cli.main(["prune", "--older-than", "90d", "--dry-run", "--store", sqlite_url]) == 0
+        out = capsys.readouterr().out
+        counted = table(out)
+        as_of = re.search(r"to delete exactly these: dask-analytics prune --older-than 90d --as-of (\S+) ", out)[1]
+        cutoff = datetime.fromisoformat(as_of).timestamp() - 90 * DAY
+        # Ended half a second after the dry run's cut-off; wait until a fresh cut-off passes it.
+        edge = Cluster("edge", t0=cutoff - 10)
+        with open_store(sqlite_url) as store:
+            store.ingest([edge.cluster(started=edge.t), edge.stop(stopped=cutoff + 0.5)])
+        wait_for(lambda: time.time() - 90 * DAY > cutoff + 1, what="the clock to move past the edge")
+
+        assert cli.main(["prune", "--older-than", "90d", "--as-of", as_of, "--store", sqlite_url]) == 0
+        out = capsys.readouterr().out
+        assert table(out) == counted and counted["clusters"] == 2
+        assert all(counted[t.name] for t in CHILD_TABLES), counted
+        assert counted["code_snippets"] == 0  # the real cluster's account records now: its snippets wait
+        with open_store(sqlite_url) as store:
+            left = {r["cluster_id"] for r in store.list_clusters(limit=None)}
+        assert left == {ids["recent"], ids["long"], ids["live"], "edge", info["cluster_id"]}
+        # The real cluster goes on recording into the store it was pruned in.
+        assert client.submit(sum, [3, 4]).result() == 7
+        wait_for(lambda: len(dal_computations(sqlite_url, info["cluster_id"])) == 2, what="its next computation")
+    # Counted from now, the edge cluster has ended before the cut-off too.
+    assert cli.main(["prune", "--older-than", "90d", "--store", sqlite_url]) == 0
+    assert "deleted 1 clusters" in capsys.readouterr().out
+
+
+def dal_computations(url: str, cluster_id: str) -> list[dict]:
+    """The cluster's stored computations; none while its first messages are on their way."""
+    from dask_analytics_lab.store.errors import NotFound
+
+    with open_store(url) as store:
+        try:
+            return store.list_computations(cluster_id=cluster_id, limit=None)
+        except NotFound:
+            return []
+
+
+@pytest.mark.parametrize("args,says", [(["--as-of", "yesterday"], "expected a time such as"),
+                                       (["--as-of", "2999-01-01T00:00:00Z"], "is in the future")])
+def test_cli_prune_as_of_refuses(args, says, capsys, sqlite_url):
+    from dask_analytics_lab import cli
+
+    assert cli.main(["prune", "--older-than", "90d", *args, "--store", sqlite_url]) != 0
+    assert says in capsys.readouterr().err
 
 
 def test_a_cluster_that_records_again_is_not_pruned(sqlite_url):

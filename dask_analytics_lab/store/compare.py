@@ -1,10 +1,12 @@
 """Runs of the same code, and what changed between two of them.
 
 Most Dask work is the same job run again: a nightly ETL, a notebook re-run, a sweep.
-Computations made by the same line with the same set of task prefixes share a
-fingerprint (messages.fingerprint); `list_runs` lists them and `compare` sets one
-against a baseline, the latest earlier finished run by default, from any cluster the
-reader may see.
+Computations made by the same line share a fingerprint whatever their size (without
+the line: the same task prefixes, less the stages of tree reductions; see
+messages.fingerprint); `list_runs` lists them and `compare` sets one against a
+baseline, the latest earlier finished run by default, from any cluster the reader may
+see.  A run at another size is no regression: `compare` says when the two runs' inputs
+differ (their input task groups' tasks and bytes), and when they share no task prefix.
 
 Figures per run and per task prefix: wall time, compute (seconds of task execution),
 transfer, disk, bytes and tasks.  A run's cost is its compute time priced at its
@@ -28,6 +30,9 @@ FIGURES = ("compute", "transfer", "disk", "nbytes", "n_tasks", "n_erred")
 NOTABLE = 1.5
 # ...and by at least this much (seconds, or bytes for nbytes): noise on tiny groups is not news.
 FLOOR = {"compute": 0.5, "wall": 0.5, "transfer": 0.5, "disk": 0.5, "nbytes": 64 * 2**20}
+# Inputs differ when their tasks differ, or their bytes by more than this factor: Dask
+# sizes object columns from a random sample, so the same input can read a few percent apart.
+INPUT_BYTES = 1.1
 
 
 def _ratio(before: float | None, after: float | None) -> float | None:
@@ -105,13 +110,17 @@ def baseline_of(conn: sa.Connection, comp: dict, *, account: str | None = None) 
     return rows[0] if rows else None
 
 
-def _by_prefix(conn: sa.Connection, comp: dict) -> dict[str, dict]:
+def _groups(conn: sa.Connection, comp: dict) -> list[sa.Row]:
     g = s.task_groups.c
     q = sa.select(g.name, g.prefix, g.n_tasks, g.n_erred, g.compute, g.transfer, g.disk_read, g.disk_write,
-                  g.nbytes, g.start, g.stop).where(g.cluster_id == comp["cluster_id"],
-                                                    g.computation_id == comp["computation_id"])
+                  g.nbytes, g.start, g.stop, g.dependencies).where(g.cluster_id == comp["cluster_id"],
+                                                                   g.computation_id == comp["computation_id"])
+    return list(conn.execute(q))
+
+
+def _by_prefix(groups: list[sa.Row]) -> dict[str, dict]:
     out: dict[str, dict] = {}
-    for r in conn.execute(q):
+    for r in groups:
         prefix = r.prefix or r.name
         p = out.setdefault(prefix, {k: 0 for k in FIGURES} | {"start": None, "stop": None})
         p["compute"] += r.compute or 0.0
@@ -130,13 +139,62 @@ def _by_prefix(conn: sa.Connection, comp: dict) -> dict[str, dict]:
     return out
 
 
+def _inputs(groups: list[sa.Row]) -> dict[str, dict]:
+    """The input groups by prefix, {"n_tasks", "nbytes"}: those that depend on no other
+    group of the computation (what they read or made is the input the rest works on)."""
+    names = {r.name for r in groups}
+    out: dict[str, dict] = {}
+    for r in groups:
+        deps = r.dependencies if isinstance(r.dependencies, list) else []
+        if any(d in names and d != r.name for d in deps):
+            continue
+        p = out.setdefault(r.prefix or r.name, {"n_tasks": 0, "nbytes": 0})
+        p["n_tasks"] += r.n_tasks or 0
+        p["nbytes"] += r.nbytes or 0
+    return out
+
+
+def _bytes_moved(before: int, after: int) -> bool:
+    if before == after:
+        return False
+    if before <= 0 or after <= 0:
+        return True
+    return max(after / before, before / after) > INPUT_BYTES
+
+
+def inputs_differ(before: dict[str, dict], after: dict[str, dict]) -> dict | None:
+    """None when the two runs had the same inputs (same tasks, bytes within INPUT_BYTES);
+    else {"before": {"n_tasks", "nbytes"}, "after": {...}, "groups": [{"prefix",
+    "before", "after"}] (each input prefix, None where a run had none), "sentence"}."""
+    zero = {"n_tasks": 0, "nbytes": 0}
+    groups = [{"prefix": p, "before": before.get(p), "after": after.get(p)} for p in sorted(set(before) | set(after))]
+    total = {side: {k: sum(f[k] for f in figures.values()) for k in zero}
+             for side, figures in (("before", before), ("after", after))}
+    if not any((g["before"] or zero)["n_tasks"] != (g["after"] or zero)["n_tasks"]
+               or _bytes_moved((g["before"] or zero)["nbytes"], (g["after"] or zero)["nbytes"]) for g in groups):
+        return None
+    b, a = total["before"], total["after"]
+    # An input task's result is what Dask measured: when Dask fused the reading with the
+    # first reduction step, that result is small, and the sentence says whose bytes they are.
+    said = (f"{b['n_tasks']:,} → {a['n_tasks']:,} input tasks, whose results held "
+            f"{format_bytes(b['nbytes'])} → {format_bytes(a['nbytes'])}")
+    moved = [g for g in groups if g["before"] != g["after"]]
+    if len(groups) > 1 and moved:
+        said += " (" + "; ".join(
+            f"{g['prefix']}: {(g['before'] or zero)['n_tasks']:,} → {(g['after'] or zero)['n_tasks']:,} tasks, "
+            f"{format_bytes((g['before'] or zero)['nbytes'])} → {format_bytes((g['after'] or zero)['nbytes'])}"
+            for g in moved[:3]) + ("; …" if len(moved) > 3 else "") + ")"
+    return {**total, "groups": groups, "sentence": said}
+
+
 def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = None,
             account: str | None = None, now: float | None = None) -> dict:
     """This run against a baseline (default: `baseline_of`): {"computation_id",
     "baseline_id", "wall": {"before", "after", "ratio"}, "groups": [{"prefix",
-    "before", "after", "ratio"}], "findings": [str]}.  A group's ratio is of its
-    compute time (after / before); groups are listed by how much compute time moved.
-    With no earlier run, baseline_id is None and the findings say so."""
+    "before", "after", "ratio"}], "inputs_differ": inputs_differ(...) or None,
+    "findings": [str]}.  A group's ratio is of its compute time (after / before);
+    groups are listed by how much compute time moved.  With no earlier run, baseline_id
+    is None and the findings say so."""
     now = _clock(now)
     after = _mark_lost(conn, [_computation_row(conn, computation_id, account)], now)[0]
     if baseline is not None:
@@ -145,14 +203,17 @@ def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = 
         before = baseline_of(conn, after, account=account)
     clusters = _prices(conn, {after["cluster_id"]} | ({before["cluster_id"]} if before else set()))
     run_after = _run(after, clusters.get(after["cluster_id"]))
+    groups_after = _groups(conn, after)
     if before is None:
         return {"computation_id": computation_id, "baseline_id": None, "before": None, "after": run_after,
                 "wall": {"before": None, "after": run_after["wall"], "ratio": None},
                 "groups": [{"prefix": p, "before": None, "after": f, "ratio": None}
-                           for p, f in sorted(_by_prefix(conn, after).items())],
+                           for p, f in sorted(_by_prefix(groups_after).items())],
+                "inputs_differ": None,
                 "findings": ["no earlier finished run of this code to compare with"]}
     run_before = _run(before, clusters.get(before["cluster_id"]))
-    b, a = _by_prefix(conn, before), _by_prefix(conn, after)
+    groups_before = _groups(conn, before)
+    b, a = _by_prefix(groups_before), _by_prefix(groups_after)
     groups = [{"prefix": p, "before": b.get(p), "after": a.get(p),
                "ratio": _ratio((b.get(p) or {}).get("compute"), (a.get(p) or {}).get("compute"))}
               for p in set(b) | set(a)]
@@ -160,9 +221,10 @@ def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = 
                                g["prefix"]))
     wall = {"before": run_before["wall"], "after": run_after["wall"],
             "ratio": _ratio(run_before["wall"], run_after["wall"])}
+    inputs = inputs_differ(_inputs(groups_before), _inputs(groups_after))
     return {"computation_id": computation_id, "baseline_id": before["computation_id"],
-            "before": run_before, "after": run_after, "wall": wall, "groups": groups,
-            "findings": findings(run_before, run_after, wall, groups)}
+            "before": run_before, "after": run_after, "wall": wall, "groups": groups, "inputs_differ": inputs,
+            "findings": findings(run_before, run_after, wall, groups, inputs)}
 
 
 def _times(x: float) -> str:
@@ -189,13 +251,20 @@ def _change(kind: str, before: float | None, after: float | None) -> str:
     return f"{word} {_times(after / before)} ({show(before)} → {show(after)})"
 
 
-def findings(before: dict, after: dict, wall: dict, groups: list[dict]) -> list[str]:
-    """What changed most, in plain words, biggest first."""
+def findings(before: dict, after: dict, wall: dict, groups: list[dict], inputs: dict | None = None) -> list[str]:
+    """What changed most, in plain words, biggest first, after how this run ended and
+    whether the two runs worked on the same inputs, and on the same work at all."""
     out: list[str] = []
     if after["state"] == "running":
         out.append("this run is still running: its figures are so far")
     elif after["state"] != "finished":
         out.append(f"this run {after['state']}; the baseline finished")
+    if inputs is not None:
+        out.append(f"the inputs differ ({inputs['sentence']}): a change in time may come from the size, "
+                   "not from the code")
+    if groups and all(g["before"] is None or g["after"] is None for g in groups):
+        out.append("the two runs share no task prefix: the same line of code made different work")
+    preamble = len(out)
     if wall["ratio"] and _moved("wall", wall["before"], wall["after"]):
         how = "slower" if wall["ratio"] > 1 else "faster"
         x = wall["ratio"] if wall["ratio"] > 1 else 1 / wall["ratio"]
@@ -215,7 +284,7 @@ def findings(before: dict, after: dict, wall: dict, groups: list[dict]) -> list[
             said.append(f"{b['n_tasks']:,} → {a['n_tasks']:,} tasks")
         if said:
             out.append(f"{g['prefix']}: " + ", ".join(said))
-    if len(out) == (0 if after["state"] == "finished" else 1):
+    if len(out) == preamble:
         out.append("no notable change")
     return out
 
@@ -227,9 +296,9 @@ def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None
         runs = list_runs(conn, computation_id, account=account, limit=20)
     except NoFingerprint:
         return {"computation_id": computation_id, "baseline_id": None, "wall": None, "findings": [],
-                "groups": {}, "runs": []}
+                "inputs_differ": None, "groups": {}, "runs": []}
     return {"computation_id": computation_id, "baseline_id": result["baseline_id"], "wall": result["wall"],
-            "findings": result["findings"],
+            "findings": result["findings"], "inputs_differ": result["inputs_differ"],
             "groups": {g["prefix"]: g["ratio"] for g in result["groups"]},
             "runs": [{"computation_id": r["computation_id"], "start": r["start"], "wall": r["wall"],
                       "state": r["state"]} for r in runs[::-1]]}

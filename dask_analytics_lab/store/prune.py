@@ -7,11 +7,16 @@ cut-off.  A cluster still recording sends a sample every `analytics.interval`, s
 last_seen is recent however long ago it started: it is never pruned.  Times are the
 clusters' own clocks (as every time in the store is).
 
-What goes with an old cluster: its row and the rows of every table keyed by its
-cluster_id (schema.DATA_TABLES), and its `ingested` bookkeeping (a retried message of
-a pruned cluster then makes a stub row, itself old, that the next prune takes).  Kept:
-its `cluster_owners` claim (one small row: the id stays its account's, so no other
-account can write under it) and reports (a published report is its author's to keep).
+What goes with an old cluster: its row and the rows of every table with a cluster_id
+column (CHILD_TABLES, read from the schema, so a table added later goes too), its
+`ingested` bookkeeping among them (a retried message of a pruned cluster then makes a
+stub row, itself old, that the next prune takes).  Kept: its `cluster_owners` claim
+(one small row: the id stays its account's, so no other account can write under it)
+and reports (a published report is its author's to keep).
+
+A dry run counts exactly what a prune with the same `now` and cut-off then deletes,
+table by table, as long as nothing is written in between: the same clusters, and the
+snippets swept after them (see the CLI's --as-of, which pins `now`).
 
 Code snippets are shared by hash within an account: a snippet goes once no computation
 refers to it and its account has no cluster that recorded in the last ACTIVE seconds
@@ -36,14 +41,18 @@ import sqlalchemy as sa
 
 from ..config import parse_age  # noqa: F401 - the CLI's and tests' way in
 from . import schema as s
+from . import team_schema
 from .ingest import cluster_accounts
 from .team_schema import cluster_owners
 
-# Rows that hang off a cluster, deleted before its row (children first: foreign keys).
-CHILD_TABLES: tuple[sa.Table, ...] = (
-    s.task_stream, s.task_groups, s.computation_metrics, s.profiles, s.exceptions, s.events,
-    s.cluster_samples, s.worker_samples, s.gpu_samples, s.computations, s.ingested,
-)
+# Tables with a cluster_id whose rows outlive their cluster on purpose.
+KEPT_TABLES = (cluster_owners, team_schema.reports)
+# Rows that hang off a cluster, deleted before its row (children first: foreign keys);
+# `ingested` last, so a batch cut short still refuses the retries of what it kept.
+CHILD_TABLES: tuple[sa.Table, ...] = tuple(sorted(
+    (t for t in reversed(s.metadata.sorted_tables)
+     if "cluster_id" in t.c and t is not s.clusters and t not in KEPT_TABLES),
+    key=lambda t: t is s.ingested))
 # A snippet whose account had a cluster recording this recently is not deleted.
 ACTIVE = 3600.0
 BATCH = 20
@@ -121,7 +130,9 @@ def _delete(store: Any, cutoff: float, now: float, *, batch: int, max_rows: int,
             break
         # Let writers that queued behind this transaction in first.
         time.sleep(max(pause, time.perf_counter() - t0) if pause else 0)
-    if counts["computations"] and not stop():
+    # After any deleted cluster, as the dry run counts: a cluster that sent a snippet but
+    # no computation (it died first) leaves an orphan too.
+    if counts["clusters"] and not stop():
         counts["code_snippets"] = _sweep_snippets(store, now, lock)
     return _ordered(counts)
 

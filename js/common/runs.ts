@@ -1,8 +1,10 @@
 // A run against the earlier runs of the same code (store/compare.py run_summary):
 // a one-line banner when it is much slower or faster than its baseline, a small
 // trend of the runs' wall times, and the "vs previous run" cell of a task group.
-// summary: {baseline_id, wall: {before, after, ratio}, findings: [str],
+// summary: {baseline_id, wall: {before, after, ratio}, findings: [str], inputs_differ,
 //           groups: {prefix: ratio}, runs: [{computation_id, start, wall, state}] (oldest first)}
+// inputs_differ: null, or {sentence, before, after, groups} when the baseline ran on other
+// inputs (another size): then the banner says so first and is neutral, not a regression.
 import { h, svg } from "./dom.js";
 import * as fmt from "./format.js";
 
@@ -14,6 +16,7 @@ export interface RunSummary {
   baseline_id?: string | null;
   wall?: { before: number | null; after: number | null; ratio: number | null } | null;
   findings?: string[];
+  inputs_differ?: { sentence: string } | null;
   groups?: Record<string, number | null>;
   runs?: { computation_id: string; start: number; wall: number | null; state: string }[];
 }
@@ -22,18 +25,29 @@ export function times(ratio: number): string {
   return ratio < 10 ? `${ratio.toFixed(1)}x` : `${Math.round(ratio)}x`;
 }
 
-/** "4.0x slower than the previous run (10.0 s → 40.0 s) · groupby: compute 5.0x", or null. */
+/** "4.0x slower than the previous run (10.0 s → 40.0 s) · groupby: compute 5.0x", or null.
+ * When the previous run had other inputs the banner says so whether or not the time moved. */
 export function runsBanner(summary: RunSummary | null | undefined): HTMLElement | null {
   const wall = summary?.wall;
-  if (!summary?.baseline_id || !wall?.ratio || !(wall.ratio >= NOTABLE || wall.ratio <= 1 / NOTABLE)) return null;
+  if (!summary?.baseline_id) return null;
+  const inputs = summary.inputs_differ?.sentence;
+  const notable = !!wall?.ratio && (wall.ratio >= NOTABLE || wall.ratio <= 1 / NOTABLE);
+  if (!notable && !inputs) return null;
+  if (!notable || !wall?.ratio) {
+    return h("div.dal-runs-banner.inputs", { role: "status", title: (summary.findings || []).join("\n") },
+      "Other inputs than the previous run of this code: ", h("span.dal-runs-inputs", inputs));
+  }
+  const note = inputs ? [", on other inputs: ", h("span.dal-runs-inputs", inputs)] : null;
   const slower = wall.ratio > 1;
   const x = slower ? wall.ratio : 1 / wall.ratio;
-  // The first finding repeats the overall change: show the next one, what moved most.
-  const detail = (summary.findings || []).find((f) => !/ overall \(/.test(f) && !f.startsWith("this run"));
-  return h(`div.dal-runs-banner.${slower ? "slower" : "faster"}`, { role: "status",
+  // The first findings repeat the overall change and the inputs: show what moved most.
+  const detail = (summary.findings || []).find((f) => !/ overall \(/.test(f) && !f.startsWith("this run")
+    && !f.startsWith("the inputs differ"));
+  return h(`div.dal-runs-banner.${inputs ? "inputs" : slower ? "slower" : "faster"}`, { role: "status",
     title: (summary.findings || []).join("\n") },
     h("b", `${times(x)} ${slower ? "slower" : "faster"}`),
     ` than the previous run of this code (${fmt.duration(wall.before)} → ${fmt.duration(wall.after)})`,
+    note,
     detail ? h("span.dal-runs-detail", ` · ${detail}`) : null);
 }
 
