@@ -36,11 +36,23 @@ def inc(x):
     return x + 1
 
 
+def _shuffle(c: Client, n: int):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    # A task-based shuffle of n/10 partitions: about n tasks (three stages of splits and joins).
+    parts = max(2, n // 10)
+    df = dd.from_pandas(pd.DataFrame({"k": range(parts * 4), "v": range(parts * 4)}), npartitions=parts)
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        return c.compute(df.shuffle("k").v.sum(), sync=True)
+
+
 WORKLOADS = {
     "client.map": lambda c, n: c.gather(c.map(inc, range(n), key=[f"inc-{uuid.uuid4().hex[:8]}-{i}" for i in range(n)])),
     # c.compute, not .compute(): the latter goes to the newest client, i.e. the other cluster.
     "array reduction": lambda c, n: c.compute(da.ones(n * 10, chunks=10).sum(), sync=True),
     "bag map/sum": lambda c, n: c.compute(db.from_sequence(range(n * 4), npartitions=n).map(inc).sum(), sync=True),
+    "dataframe shuffle": _shuffle,
 }
 
 
@@ -67,6 +79,14 @@ class Cluster:
         if analytics:
             cmd += ["--preload", preload]
         self.procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        cores = list(range(os.cpu_count() or 1))
+        if len(cores) > 1:
+            # The scheduler on a core of its own, the workers (and this client) on the rest:
+            # the workers' bursts then do not steal the scheduler's core mid-measurement.
+            os.sched_setaffinity(self.procs[0].pid, {cores[0]})
+            self._others = set(cores[1:])
+        else:
+            self._others = set(cores)
         while not sf.exists():
             time.sleep(0.1)
         for _ in range(workers):
@@ -74,6 +94,7 @@ class Cluster:
                 [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(sf), "--nthreads", "1",
                  "--no-nanny", "--dashboard-address", ":0"],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            os.sched_setaffinity(self.procs[-1].pid, self._others)
         self.client = Client(scheduler_file=str(sf), timeout=60)
         self.client.wait_for_workers(workers, timeout=60)
 
@@ -177,14 +198,20 @@ def overhead(repeats: int, n: int, store: str) -> None:
     try:
         for c in (off, on):  # warm up: imports, first-graph costs
             WORKLOADS["client.map"](c.client, 500)
-        print(f"\n1. Scheduler event-loop CPU per task ({repeats} alternating rounds, median; ~{n} tasks a run)\n")
+        print(f"\n1. Scheduler event-loop CPU per task ({repeats} ABBA rounds, median; ~{n} tasks a run;"
+              " the scheduler pinned to a core of its own)\n")
         print(f"{'workload':<16} {'tasks':>7} {'us/task off':>12} {'on':>8} {'extra':>7} {'round spread':>13}"
               f" {'median +/-':>11}")
         for name, work in WORKLOADS.items():
             extra = []
             offs, ons = [], []
-            for _ in range(repeats):
-                a, b = _run_once(off, work, n), _run_once(on, work, n)
+            for r in range(repeats):
+                # ABBA: which cluster goes first alternates, so a drift in the machine's
+                # speed over the run weighs on both alike.
+                if r % 2:
+                    b, a = _run_once(on, work, n), _run_once(off, work, n)
+                else:
+                    a, b = _run_once(off, work, n), _run_once(on, work, n)
                 offs.append(a)
                 ons.append(b)
                 extra.append((b / a - 1) * 100)  # paired: the two runs of one round
@@ -195,96 +222,54 @@ def overhead(repeats: int, n: int, store: str) -> None:
               " those ratios; median +/-: half-width of a ~95% interval of the median, in points. Each run"
               " includes 1.2 s idle, so the plugin's ticks are counted)")
         gc_share(off, on, max(3, repeats // 3), n)
-        own_share(on.client, n)
+        accounted(on.client, [n])
         memory(on.client)
     finally:
         off.close()
         on.close()
 
 
-# The transitions of one task that runs and is released, with the arguments Dask passes.
-_TASK_LIFE = (
-    ("released", "waiting", {}),
-    ("waiting", "processing", {}),
-    ("processing", "memory", {"worker": "tcp://127.0.0.1:1", "nbytes": 28, "type": b"int", "typename": "int",
-                              "thread": 140000, "metadata": {},
-                              "startstops": [{"action": "compute", "start": 1.0, "stop": 1.001}]}),
-    ("memory", "released", {}),
-    ("released", "forgotten", {}),
-)
+def _cost(client: Client) -> dict:
+    return client.sync(client.scheduler.analytics_info)["cost"]
 
 
-def _hook_cost(dask_scheduler, key: str, tasks: int = 40_000) -> float:
-    """Seconds of the plugins' transition hooks per task: the five calls of one task's
-    life, on a live task (so the counting and task-stream paths run), called as the
-    scheduler calls them: our two plugins (the GPU plugin's hook is the base class's
-    no-op, but Dask still calls it)."""
-    import time as t
-
-    ours = [dask_scheduler.plugins["dask-analytics-lab"], dask_scheduler.plugins["dask-analytics-lab-gpu"]]
-    t0 = t.thread_time()
-    for _ in range(tasks):
-        for start, finish, kwargs in _TASK_LIFE:
-            for p in ours:
-                try:
-                    p.transition(key, start, finish, stimulus_id="task-finished-1", **kwargs)
-                except Exception:
-                    pass
-    empty = t.thread_time()
-    for _ in range(tasks):
-        for start, finish, kwargs in _TASK_LIFE:
-            for p in []:
-                pass
-    baseline = t.thread_time() - empty
-    return ((empty - t0) - baseline) / tasks
-
-
-def _fetch_cost(client: Client, fetches: int = 20) -> float:
-    """Event-loop CPU seconds of one profile fetch as the plugin makes it (one RPC per
-    worker for one prefix), measured on an idle cluster: an upper bound."""
-    async def fetch(dask_scheduler, n):
-        import time as t
-
-        t0 = t.thread_time()
-        for _ in range(n):
-            await dask_scheduler.get_profile(key="inc", start=t.time() - 60, stop=t.time(), merge_workers=False)
-        return (t.thread_time() - t0) / n
-
-    return client.run_on_scheduler(fetch, n=fetches)
-
-
-def own_share(client: Client, n: int) -> None:
-    """The plugin's own event-loop time per task: hook calls x measured cost per call,
-    plus its snapshots' CPU (thread time around each tick).  Steadier than the
-    difference of two noisy totals above."""
-    live = client.submit(inc, 1, key=f"live-{uuid.uuid4().hex}")  # its own group: not one a workload reuses
-    live.result()
-    per_task = client.run_on_scheduler(_hook_cost, key=live.key)
-    per_fetch = _fetch_cost(client)
-    print(f"\n1b. The plugin's whole cost, as a share of the scheduler's event-loop CPU"
-          f" (hook: {per_task * 1e6:.2f} us a task; one profile fetch: {per_fetch * 1e3:.2f} ms of loop CPU;"
-          f" both measured in the scheduler)\n")
-    print(f"{'workload':<16} {'tasks':>7} {'loop CPU s':>11} {'hook s':>8} {'graph s':>8} {'ticks s':>8}"
-          f" {'fetch s':>8} {'merge s*':>9} {'share':>7} {'us/task':>8}")
-    for name, work in WORKLOADS.items():
-        s0 = client.sync(client.scheduler.analytics_info)
-        loop0 = _loop_cpu(client)
-        work(client, n)
-        time.sleep(1.2)
-        client.sync(client.scheduler.analytics_flush)  # the profile fetch of this work
-        loop1 = _loop_cpu(client)
-        s1 = client.sync(client.scheduler.analytics_info)
-        tasks = _tasks_in_last(client)
-        hook = tasks * per_task
-        ticks = s1["tick_cpu_seconds"] - s0["tick_cpu_seconds"]
-        graph = s1["graph_cpu_seconds"] - s0["graph_cpu_seconds"]
-        fetch = (s1["profiles_fetched"] - s0["profiles_fetched"]) * per_fetch
-        merge = s1["profile_merge_seconds"] - s0["profile_merge_seconds"]
-        loop = loop1 - loop0
-        cost = hook + graph + ticks + fetch
-        print(f"{name:<16} {tasks:>7} {loop:>11.2f} {hook:>8.3f} {graph:>8.3f} {ticks:>8.3f} {fetch:>8.3f} {merge:>9.4f}"
-              f" {cost / loop * 100:>6.2f}% {cost / tasks * 1e6:>8.2f}")
-    print("\n(* merging and subtracting profile trees runs on a thread, off the event loop)")
+def accounted(client: Client, sizes: list[int], idle: float = 30.0) -> None:
+    """The plugin's own count of what it costs the event loop (collect/accounting.py),
+    per part, as a share of the loop's CPU over the same run: a ratio the machine's
+    noise does not move, unlike the difference of two totals above."""
+    print("\n1b. Accounted by the plugin: its share of the scheduler's event-loop CPU, by part"
+          " (everything on: task stream, metrics, profiles, worker samples)\n")
+    parts = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
+    print(f"{'workload':<18} {'tasks':>7} {'loop s':>7} " + " ".join(f"{p:>8}" for p in parts)
+          + f" {'share':>7} {'of it gc':>8} {'longest ms':>10} {'threads s':>9}")
+    for n in sizes:
+        for name, work in WORKLOADS.items():
+            c0 = _cost(client)
+            work(client, n)
+            time.sleep(1.2)
+            client.sync(client.scheduler.analytics_flush)  # the profile fetch of this work
+            c1 = _cost(client)
+            tasks = _tasks_in_last(client)
+            loop = c1["loop_cpu_seconds"] - c0["loop_cpu_seconds"]
+            spent = {p: c1["parts"][p] - c0["parts"][p] for p in parts}
+            total = sum(spent.values())
+            threads = sum(c1["threads"].values()) - sum(c0["threads"].values())
+            print(f"{name:<18} {tasks:>7} {loop:>7.2f} " + " ".join(f"{spent[p]:>8.3f}" for p in parts)
+                  + f" {total / loop * 100:>6.2f}% {(c1['gc_seconds'] - c0['gc_seconds']) / max(total, 1e-9) * 100:>7.1f}%"
+                  f" {c1['longest_call_ms']:>10.2f} {threads:>9.3f}")
+    time.sleep(3)  # the last computation's fetch and samples
+    c0 = _cost(client)
+    t0 = time.time()
+    time.sleep(idle)
+    c1 = _cost(client)
+    wall = time.time() - t0
+    loop_s = c1["seconds"] - c0["seconds"]
+    threads = sum(c1["threads"].values()) - sum(c0["threads"].values())
+    print(f"\nIdle for {wall:.0f} s: analytics used {loop_s / wall * 100:.3f}% of a core on the event loop and"
+          f" {threads / wall * 100:.3f}% in its threads ({(loop_s + threads) / wall * 100:.3f}% in all)")
+    print("(loop s: the event loop's CPU over the run; share: the parts' sum over it; of it gc: collections"
+          " started by analytics code, already inside the parts; longest ms: the longest single callback"
+          " so far; threads s: the shipper's writer and profile merging, off the loop)")
 
 
 PARTS_PRELOAD = str(Path(__file__).with_name("_analytics_parts.py"))
@@ -416,17 +401,29 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000, help="tasks per workload run (approximate)")
     parser.add_argument("--store", default=None, help="store URL (default: a temporary SQLite file)")
     parser.add_argument("--gc", action="store_true", help="only section 1d, garbage collection with and without")
+    parser.add_argument("--accounted", nargs="*", type=int, metavar="TASKS", default=None,
+                        help="only section 1b, the plugin's own accounting, at these sizes (default: 20000 200000)")
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds idle for the idle share (section 1b)")
     parser.add_argument("--parts", nargs="*", metavar="WORKLOAD", default=None,
                         help="only section 1c, where the cost goes, for these workloads (default: client.map)")
     args = parser.parse_args()
     store = args.store or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     dask.config.set({"distributed.admin.tick.limit": "1h"})
+    if (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, set(range(1, os.cpu_count() or 1)))  # off the schedulers' core
     if args.gc:
         off, on = Cluster(False, store), Cluster(True, store)
         try:
             gc_share(off, on, args.repeats, args.tasks)
         finally:
             off.close()
+            on.close()
+        return
+    if args.accounted is not None:
+        on = Cluster(True, store)
+        try:
+            accounted(on.client, args.accounted or [20_000, 200_000], idle=args.idle)
+        finally:
             on.close()
         return
     if args.parts is not None:

@@ -52,9 +52,12 @@ TIME_RANGE = (0.0, 7_258_118_400.0)
 STATES = ("running", "finished", "erred", "cancelled")
 
 # A live cluster's scheduler sends a message at least this often (a `heartbeat` when it
-# has nothing else to say); readers call a cluster lost after LOST_AFTER_HEARTBEATS
-# silent heartbeats, so a killed kernel's cluster reads lost within seconds.
+# has nothing else to say) and says so in its `cluster` message; readers call a cluster
+# lost after LOST_AFTER_HEARTBEATS silent heartbeats, so a killed kernel's cluster reads
+# lost within seconds.  A cluster that did not say (recorded by a release before
+# heartbeats) sent a sample at least every LEGACY_HEARTBEAT seconds.
 HEARTBEAT = 2.0
+LEGACY_HEARTBEAT = 30.0
 LOST_AFTER_HEARTBEATS = 3
 
 
@@ -164,6 +167,7 @@ class Cluster(_Data):
     platform: Optional[JsonObject] = None  # {arch, os, python, python_executable, hostname}
     settings: Optional[JsonObject] = None  # {interval, code_transmit, profile_transmit, events_allow}
     reported_user: Optional[Text] = None
+    heartbeat: Optional[Number] = None  # seconds: the scheduler is silent no longer while it lives
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -377,10 +377,11 @@ def test_empty_store_reads(store):
 
 
 # --- the cluster lifecycle: one rule, below every reader ------------------------------
-from dask_analytics_lab.messages import HEARTBEAT, LOST_AFTER_HEARTBEATS  # noqa: E402
+from dask_analytics_lab.messages import HEARTBEAT, LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS  # noqa: E402
 from dask_analytics_lab.store import queries  # noqa: E402
 
-LOST_AFTER = HEARTBEAT * LOST_AFTER_HEARTBEATS
+# The factories' clusters say no heartbeat (as a release before heartbeats): 3 x 30 s.
+LOST_AFTER = LEGACY_HEARTBEAT * LOST_AFTER_HEARTBEATS
 
 
 def read(store, fn: str, *args, now: float, **kw):
@@ -390,9 +391,13 @@ def read(store, fn: str, *args, now: float, **kw):
 
 
 def test_lost_after_n_silent_heartbeats():
-    # 3 heartbeats of 2 s: a killed kernel's cluster reads lost within 10 s of its end
-    assert LOST_AFTER == 6.0
+    # 3 heartbeats of 2 s: a killed kernel's cluster reads lost within 10 s of its end ...
     life = queries.lifecycle
+    assert HEARTBEAT * LOST_AFTER_HEARTBEATS == 6.0
+    assert life(None, T0 + 100, T0, T0 + 106, HEARTBEAT)["status"] == "live"
+    assert life(None, T0 + 100, T0, T0 + 106.5, HEARTBEAT) == {"status": "lost", "ended": T0 + 100, "duration": 100}
+    # ... and one recorded before heartbeats (a sample at least every 30 s) after 90 s.
+    assert LOST_AFTER == 90.0
     assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER) == {"status": "live", "ended": None,
                                                                  "duration": 100 + LOST_AFTER}
     assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER + 0.5) == {"status": "lost", "ended": T0 + 100,
@@ -430,6 +435,22 @@ def test_live_stopped_and_lost_clusters(store):
     # ... and a lost cluster that speaks again is live again
     store.ingest([lost.sample(at=now)])
     assert read(store, "get_cluster", lost.id, now=now + 1)["status"] == "live"
+
+
+def test_a_cluster_that_promised_heartbeats_is_lost_after_three_silent_ones(store):
+    """A scheduler of this release says it sends a heartbeat every HEARTBEAT seconds: three
+    silent ones and it is lost, in Python and in the SQL state filter alike."""
+    beating, legacy = Cluster(), Cluster()
+    store.ingest([beating.cluster(heartbeat=HEARTBEAT), beating.sample(at=T0 + 10),
+                  legacy.cluster(), legacy.sample(at=T0 + 10)])
+    quiet = T0 + 10 + HEARTBEAT * LOST_AFTER_HEARTBEATS
+    for now, beating_state, legacy_state in [(quiet, "live", "live"), (quiet + 1, "lost", "live"),
+                                             (T0 + 10 + LOST_AFTER + 1, "lost", "lost")]:
+        assert read(store, "get_cluster", beating.id, now=now)["status"] == beating_state
+        assert read(store, "get_cluster", legacy.id, now=now)["status"] == legacy_state
+        for state in ("live", "lost"):
+            ids = {r["cluster_id"] for r in read(store, "list_clusters", state=state, now=now)}
+            assert (beating.id in ids, legacy.id in ids) == (beating_state == state, legacy_state == state)
 
 
 def test_the_store_and_its_readers_use_the_rule(store, monkeypatch):

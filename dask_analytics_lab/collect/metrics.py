@@ -100,6 +100,7 @@ class MetricsRecorder:
         self.dropped = 0  # values no computation could take (or over _MAX_ROWS)
         self.sent = 0  # rows sent
         self.seconds = 0.0  # CPU time of the event loop's thread spent here
+        self.heartbeat_seconds = 0.0  # ... of it in heartbeats (the rest is in the plugin's ticks)
         ext = scheduler.extensions.get("spans")
         self.spans = RunSpans(scheduler, ext) if ext is not None else None
         if self.spans is None:
@@ -133,7 +134,9 @@ class MetricsRecorder:
         except Exception:
             logger.exception("dask-analytics: could not attribute a heartbeat's metrics")
         finally:
-            self.seconds += time.thread_time() - cpu
+            spent = time.thread_time() - cpu
+            self.seconds += spent
+            self.heartbeat_seconds += spent
 
     # --- the periodic tick ---------------------------------------------------------------
     def tick(self, cumulative: dict, computations: Any) -> None:

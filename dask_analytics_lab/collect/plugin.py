@@ -19,6 +19,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from .. import messages
+from .accounting import SAMPLE_EVERY, CostMeter
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
@@ -101,6 +102,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     def __init__(self, settings: dict):
         self.settings = settings
         self._started = False
+        self._calls = 0  # transition hook calls (the meter times one in SAMPLE_EVERY)
         # Hooks are no-ops until start() has made the state they use (a preload adds the
         # plugin before the scheduler starts, and the scheduler logs events meanwhile).
         self._ready = False
@@ -137,8 +139,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._unlisted_topics: set[str] = set()
         self._sampler = ClusterSampler(s["price_per_core_hour"], time.time())
         self._last_counter = -1
-        self._tick_cpu = 0.0
-        self._graph_cpu = 0.0  # update_graph's share of the plugin's cost
+        # What analytics costs this scheduler's event loop, by part (dal.status shows it).
+        self._meter = CostMeter(watch_gc=True)
+        self._meter.calibrate()
         self._ticks = 0
         if s["idle_timeout"] is not None:
             # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
@@ -159,7 +162,8 @@ class AnalyticsPlugin(SchedulerPlugin):
             heartbeat=lambda: messages.make(self.cluster_id, 0, "heartbeat", time.time(), {}),
         )
         cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms")
-        self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1)
+        self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1,
+                                        meter=self._meter)
         self._live_profiles_at = 0.0
         self._ready = True
 
@@ -174,6 +178,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "account": s["account"],
             "started": scheduler.time_started,
             "price_per_core_hour": s["price_per_core_hour"],
+            "heartbeat": messages.HEARTBEAT,
             "versions": found_versions,
             "platform": found_platform,
             "settings": {
@@ -203,6 +208,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             # Inline when the interpreter exits (atexit closing a LocalCluster): the
             # writer thread is still there to drain, the executors are not.
             await off_loop(self._shipper.close, 10.0)
+            self._meter.close()
             self._started = False
 
     def _record_end(self) -> None:
@@ -233,16 +239,32 @@ class AnalyticsPlugin(SchedulerPlugin):
         # Before any of the new tasks moves: the moment a group's baseline is exact.
         if not self._ready:
             return
-        cpu = time.thread_time()
+        token = self._meter.enter("graph")
         try:
             if scheduler.computations:
                 self._computations.observe_graph(scheduler.computations[-1], scheduler.tasks, tasks)
         except Exception:
             logger.exception("dask-analytics: could not follow a submitted graph")
-        self._graph_cpu += time.thread_time() - cpu
+        finally:
+            self._meter.leave(token)
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
                    **kwargs: Any) -> None:
+        self._calls += 1
+        if self._calls % SAMPLE_EVERY or not self._ready:
+            self._transition(key, start, finish, stimulus_id, kwargs)
+            return
+        # One call in SAMPLE_EVERY is timed (collect/accounting.py).
+        meter = self._meter
+        cpu = time.thread_time()
+        meter.inside = "hooks"
+        try:
+            self._transition(key, start, finish, stimulus_id, kwargs)
+        finally:
+            meter.inside = None
+            meter.sampled_transition(time.thread_time() - cpu)
+
+    def _transition(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
         if finish not in _COUNTED or not self._ready:
             return
         if finish == "waiting":
@@ -361,24 +383,31 @@ class AnalyticsPlugin(SchedulerPlugin):
     def add_worker(self, scheduler: Any, worker: str) -> None:
         if not self._ready:
             return
+        token = self._meter.enter("events")
         try:
             ws = scheduler.workers.get(worker)
             if ws is not None:
                 self._lifecycle.joined(worker, ws, time.time())
         except Exception:
             logger.exception("dask-analytics: add_worker hook failed for %r", worker)
+        finally:
+            self._meter.leave(token)
 
     def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str | None = None, **kwargs: Any) -> None:
         if not self._ready:
             return
+        token = self._meter.enter("events")
         try:
             self._lifecycle.left(worker, stimulus_id, time.time())
         except Exception:
             logger.exception("dask-analytics: remove_worker hook failed for %r", worker)
+        finally:
+            self._meter.leave(token)
 
     def log_event(self, topic: str, msg: Any) -> None:
         if not self._ready:
             return
+        token = self._meter.enter("events")
         try:
             if isinstance(msg, dict):
                 action = msg.get("action")
@@ -395,6 +424,8 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._event(topic, msg)
         except Exception:
             logger.exception("dask-analytics: could not record an event on topic %r", topic)
+        finally:
+            self._meter.leave(token)
 
     def _event(self, topic: str, msg: Any, when: float | None = None) -> None:
         if topic in self._allow:
@@ -429,7 +460,7 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     # --- the periodic snapshot ---------------------------------------------------
     def _tick(self, force: bool = False) -> None:
-        cpu = time.thread_time()
+        token = self._meter.enter("ticks")
         try:
             now = time.time()
             sample = self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
@@ -469,8 +500,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         except Exception:
             logger.exception("dask-analytics: snapshot failed; will try again next interval")
         finally:
-            # What analytics costs the event loop, reported by `status()`.
-            self._tick_cpu += time.thread_time() - cpu
+            self._meter.leave(token)
             self._ticks += 1
 
     def _closed_for_idleness(self) -> bool:
@@ -502,8 +532,8 @@ class AnalyticsPlugin(SchedulerPlugin):
             "rejected": self._shipper.rejected,
             "failing_since": self._shipper.failing_since,
             "ticks": self._ticks,
-            "tick_cpu_seconds": self._tick_cpu,
-            "graph_cpu_seconds": self._graph_cpu,
+            "tick_cpu_seconds": self._meter.seconds["ticks"],
+            "graph_cpu_seconds": self._meter.seconds["graph"],
             "profiles_fetched": self._profiles.fetched,
             "profiles_dropped": self._profiles.dropped,
             "profile_merge_seconds": self._profiles.merge_seconds,
@@ -514,4 +544,14 @@ class AnalyticsPlugin(SchedulerPlugin):
             "metrics_dropped": self._metrics.dropped if self._metrics is not None else 0,
             "metrics_seconds": self._metrics.seconds if self._metrics is not None else 0.0,
             "worker_samples": self._workers.sent if self._workers is not None else 0,
+            # Every CPU second analytics costs this scheduler, by part (collect/accounting.py).
+            "cost": self._cost(),
         }
+
+    def _cost(self) -> dict:
+        self._meter.transition_calls = self._calls
+        self._meter.other_plugins = sum(1 for p in self.scheduler.plugins.values()
+                                        if p is not self and type(p).__module__.startswith("dask_analytics_lab"))
+        return self._meter.report(
+                extra={"metrics": self._metrics.heartbeat_seconds} if self._metrics is not None else None,
+                threads={"profile-merge": self._profiles.merge_seconds})

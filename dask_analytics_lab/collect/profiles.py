@@ -39,6 +39,7 @@ from distributed import profile
 from distributed.protocol.pickle import dumps
 from distributed.protocol.serialize import Serialize, Serialized, deserialize
 
+from .accounting import CostMeter, metered
 from .profile_window import prefix_trees
 
 logger = logging.getLogger("dask_analytics_lab")
@@ -81,8 +82,11 @@ class ProfileFetcher:
     """Queue computations as they end; `tick()` lets the next fetch start."""
 
     def __init__(self, scheduler: Any, emit: Callable[[str, dict], None], *, timeout: float,
-                 cycle: float, max_queue: int = 100):
+                 cycle: float, max_queue: int = 100, meter: CostMeter | None = None):
         self._scheduler = scheduler
+        # Each step of a fetch on the event loop is charged to "profiles" (the RPCs' own
+        # comm reads run in distributed's tasks and are not seen).
+        self._meter = meter or CostMeter()
         self._emit = emit
         self._timeout = timeout
         self._cycle = cycle
@@ -149,7 +153,7 @@ class ProfileFetcher:
                 wait = stop + self._cycle - time.time()
                 if wait > 0 and not live:
                     await asyncio.sleep(wait)
-                await self._fetch(computation_id, start, stop, prefixes, live)
+                await metered(self._fetch(computation_id, start, stop, prefixes, live), self._meter, "profiles")
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -183,8 +187,8 @@ class ProfileFetcher:
         """Each worker's {prefix: tree} for the windows (maybe still serialised)."""
         workers = list(self._scheduler.workers)
         args = dumps((starts, stop))
-        replies = await asyncio.gather(*(self._ask(w, starts, stop, args) for w in workers),
-                                       return_exceptions=True)
+        replies = await asyncio.gather(*(metered(self._ask(w, starts, stop, args), self._meter, "profiles")
+                                         for w in workers), return_exceptions=True)
         answers = [r for r in replies if not isinstance(r, BaseException)]
         if workers and not answers:
             # The chains stay as they were: a window fetched later starts afresh.

@@ -138,7 +138,7 @@ def _number(value: float) -> str:
 
 def _count(store: Any, now: float) -> tuple[dict[str, int], int]:
     from ..store import schema as s
-    from ..store.queries import LOST_AFTER
+    from ..store.queries import _lost_after_sql
     from ..store.team_schema import TEAM_TABLES
 
     tables = [*s.DATA_TABLES, s.ingested, *TEAM_TABLES]
@@ -154,5 +154,5 @@ def _count(store: Any, now: float) -> tuple[dict[str, int], int]:
         else:
             rows = {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in tables}
         live = conn.execute(sa.select(sa.func.count()).select_from(s.clusters).where(
-            c.stopped.is_(None), c.last_seen >= now - LOST_AFTER)).scalar_one()
+            c.stopped.is_(None), c.last_seen >= now - _lost_after_sql())).scalar_one()
     return rows, int(live)

@@ -135,7 +135,7 @@ def _clusters(conn: sa.Connection, msgs: list[ClusterMessage]) -> None:
         })
     stmt = _insert(conn, s.clusters)
     fields = ["name", "address", "user", "account", "started", "price_per_core_hour",
-              "versions", "platform", "settings", "reported_user", "updated"]
+              "versions", "platform", "settings", "reported_user", "heartbeat", "updated"]
     stmt = stmt.on_conflict_do_update(
         index_elements=[s.clusters.c.cluster_id],
         set_=_set_from_excluded(stmt, fields),

@@ -17,17 +17,13 @@ import sqlalchemy as sa
 from distributed import profile as dask_profile
 
 from ..codecrypt import is_sealed, reading_cipher
-from ..messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
+from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
 from .dynamic_code import Snippets, has_dynamic_code, place
 from .errors import unknown
 from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_cursor, parse_by, parse_state,
                       parse_text, parse_time)
 from .ingest import cluster_accounts
-
-# A cluster that has sent nothing for this long is lost: a live one sends a
-# cluster_sample at least every HEARTBEAT seconds, so this is N silent heartbeats.
-LOST_AFTER = HEARTBEAT * LOST_AFTER_HEARTBEATS
 
 # Key columns where "" stands for "none" (see schema.py); reads give None back.
 _EMPTY_IS_NONE = {"computation_id", "task_group"}
@@ -76,17 +72,27 @@ def _clock(now: float | None) -> float:
     return time.time() if now is None else float(now)
 
 
-def lifecycle(stopped: float | None, last_seen: float, started: float, now: float) -> dict:
+def lost_after(heartbeat: float | None) -> float:
+    """Seconds of silence after which a cluster that promised `heartbeat` is lost."""
+    return LOST_AFTER_HEARTBEATS * (heartbeat or LEGACY_HEARTBEAT)
+
+
+def _lost_after_sql() -> sa.ColumnElement:
+    return LOST_AFTER_HEARTBEATS * sa.func.coalesce(s.clusters.c.heartbeat, LEGACY_HEARTBEAT)
+
+
+def lifecycle(stopped: float | None, last_seen: float, started: float, now: float,
+              heartbeat: float | None = None) -> dict:
     """The one rule for a cluster's lifecycle: {"status", "ended", "duration"}.
 
     "stopped" once its scheduler said it closed (it ended then); "lost" when nothing
-    came from it for more than LOST_AFTER seconds (its scheduler died without
-    closing: it ended when it was last seen); else "live" (not ended: its duration
-    runs to now).
+    came from it for LOST_AFTER_HEARTBEATS of its heartbeats (its scheduler died
+    without closing: it ended when it was last seen); else "live" (not ended: its
+    duration runs to now).
     """
     if stopped is not None:
         status, ended = "stopped", stopped
-    elif now - last_seen > LOST_AFTER:
+    elif now - last_seen > lost_after(heartbeat):
         status, ended = "lost", last_seen
     else:
         status, ended = "live", None
@@ -95,7 +101,7 @@ def lifecycle(stopped: float | None, last_seen: float, started: float, now: floa
 
 
 def _with_lifecycle(row: dict, now: float) -> dict:
-    row.update(lifecycle(row["stopped"], row["last_seen"], row["started"], now))
+    row.update(lifecycle(row["stopped"], row["last_seen"], row["started"], now, row.get("heartbeat")))
     row["cursor"] = encode_cursor(row["started"], row["cluster_id"])
     return row
 
@@ -136,9 +142,9 @@ def _cluster_filters(*, user: Any = None, state: Any = None, text: Any = None, n
     if state == "stopped":
         terms.append(c.stopped.is_not(None))
     elif state == "lost":
-        terms += [c.stopped.is_(None), c.last_seen < now - LOST_AFTER]
+        terms += [c.stopped.is_(None), c.last_seen < now - _lost_after_sql()]
     elif state == "live":
-        terms += [c.stopped.is_(None), c.last_seen >= now - LOST_AFTER]
+        terms += [c.stopped.is_(None), c.last_seen >= now - _lost_after_sql()]
     return terms
 
 
@@ -175,9 +181,10 @@ def _cluster_ends(conn: sa.Connection, cluster_ids: set[str], now: float) -> dic
     ends: dict[str, float] = {}
     ids = sorted(cluster_ids)
     for i in range(0, len(ids), 500):  # SQLite caps the number of bound values
-        q = sa.select(c.cluster_id, c.stopped, c.last_seen, c.started).where(c.cluster_id.in_(ids[i:i + 500]))
+        q = sa.select(c.cluster_id, c.stopped, c.last_seen, c.started, c.heartbeat) \
+            .where(c.cluster_id.in_(ids[i:i + 500]))
         for r in conn.execute(q):
-            ended = lifecycle(r.stopped, r.last_seen, r.started, now)["ended"]
+            ended = lifecycle(r.stopped, r.last_seen, r.started, now, r.heartbeat)["ended"]
             if ended is not None:
                 ends[r.cluster_id] = ended
     return ends

@@ -77,6 +77,9 @@ clusters = sa.Table(
     sa.Column("reported_user", sa.Text),
     sa.Column("first_seen", Time, nullable=False),
     sa.Column("last_seen", Time, nullable=False),
+    # Seconds its scheduler promised never to be silent longer while it lives (NULL:
+    # a release before heartbeats; messages.LEGACY_HEARTBEAT).  Lost after N of them.
+    sa.Column("heartbeat", sa.Double),
     # Time of the `cluster` message the descriptive columns come from; NULL for a stub.
     sa.Column("updated", Time),
     sa.Index(None, "started"),

@@ -1,4 +1,5 @@
-"""How programs end: the tasks that were running when their computation was cancelled.
+"""How programs end: the tasks that were running when their computation was cancelled,
+and how often a cluster's scheduler promised to be heard from (its heartbeat).
 
 Frozen once released: change the schema in a new revision.
 
@@ -20,8 +21,10 @@ TABLES = ("computations", "task_groups")
 def upgrade() -> None:
     for table in TABLES:
         op.add_column(table, sa.Column("n_cancelled", sa.BigInteger()))
+    op.add_column("clusters", sa.Column("heartbeat", sa.Double()))
 
 
 def downgrade() -> None:
     for table in TABLES:
         op.execute(f'ALTER TABLE "{table}" DROP COLUMN "n_cancelled"')
+    op.execute('ALTER TABLE "clusters" DROP COLUMN "heartbeat"')

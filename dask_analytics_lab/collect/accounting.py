@@ -1,0 +1,202 @@
+"""What analytics costs the scheduler, counted inside it: CPU seconds on the event loop's
+thread, by part, as a share of that thread's own CPU over the same time.
+
+A with/without comparison cannot resolve one point of loop CPU on a small machine (the
+noise is several points), so the cost is accounted where it is spent:
+
+- hooks: the transition hook runs ~6 times a task and costs about a microsecond, as
+  much as reading a CPU clock twice would add; every call is counted, and one call in
+  SAMPLE_EVERY is timed.  Dask's own cost of calling one more plugin (its loop over the
+  plugins, the arguments) is measured once at start (`calibrate`) and added per call.
+- update_graph, ticks, the other hooks (events, workers joining and leaving), profile
+  fetches (each step of their coroutines on the loop: `metered`) and fine-metrics
+  heartbeats: timed per call.
+- the garbage collector: a collection runs in the thread whose allocation crossed the
+  threshold, so one that starts while analytics code runs on the loop was triggered by
+  its allocations (an unbiased share of the young collections).  Its time is already in
+  the part that was running (a timed call's clock runs through it); `gc` says how much
+  of the total it was.  The cost that analytics' long-lived objects add to every full
+  collection is not seen this way: benchmarks/scheduler_overhead.py --gc measures it.
+- threads (the shipper's writer, retention): their CPU, read from their own clocks.
+  While they hold the GIL the loop may wait; that wait is not measured.
+
+`longest_call` is the longest single timed callback on the loop (a sampled transition
+call, update_graph, a tick, an event, a profile-fetch step).
+"""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from typing import Any, Awaitable, Generator, TypeVar
+
+T = TypeVar("T")
+
+SAMPLE_EVERY = 64  # transition calls per timed one
+PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
+THREAD_PREFIX = "dask-analytics"  # our threads' names start so
+
+
+def _thread_cpu(ident: int | None) -> float:
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))  # type: ignore[arg-type]
+    except (AttributeError, OSError, TypeError, ValueError):  # not Linux/Unix, or the thread ended
+        return 0.0
+
+
+class CostMeter:
+    """Counts analytics' CPU on the thread that made it (the scheduler's event loop)."""
+
+    def __init__(self, *, watch_gc: bool = False) -> None:
+        self.seconds = dict.fromkeys(PARTS, 0.0)
+        self.longest_call = 0.0
+        self.longest_part = ""
+        # The part whose code runs on the loop now (for the GC callback), or None.
+        self.inside: str | None = None
+        self.transition_calls = 0
+        # Our other scheduler plugins (the GPU monitor's): Dask calls their (empty)
+        # transition hooks too, each call a dispatch.
+        self.other_plugins = 0
+        self._gc_inside = dict.fromkeys(PARTS, 0.0)
+        self._sampled_seconds = 0.0
+        self._sampled_calls = 0
+        self.dispatch = 0.0  # Dask's cost of one call of one more plugin's hook
+        self.clock = 0.0  # what reading the CPU clock adds to a timed interval
+        self._loop_thread = threading.get_ident()
+        self._loop_cpu0 = time.thread_time()
+        self._gc_start = 0.0
+        self._started = time.time()
+        self._watch_gc = watch_gc
+        if watch_gc:
+            gc.callbacks.append(self._gc)
+
+    def close(self) -> None:
+        if self._watch_gc:
+            self._watch_gc = False
+            try:
+                gc.callbacks.remove(self._gc)
+            except ValueError:
+                pass
+
+    # --- charging ----------------------------------------------------------------
+    def charge(self, part: str, seconds: float) -> None:
+        self.seconds[part] += seconds
+        if seconds > self.longest_call:
+            self.longest_call, self.longest_part = seconds, part
+
+    def enter(self, part: str) -> tuple:
+        """Start timing a callback of `part`; hand what it returns to `leave`."""
+        outer, self.inside = self.inside, part
+        return part, outer, time.thread_time()
+
+    def leave(self, token: tuple) -> None:
+        part, outer, t0 = token
+        self.inside = outer
+        self.charge(part, time.thread_time() - t0)
+
+    def sampled_transition(self, seconds: float) -> None:
+        self._sampled_seconds += seconds
+        self._sampled_calls += 1
+        if seconds > self.longest_call:
+            self.longest_call, self.longest_part = seconds, "hooks"
+
+    def _gc(self, phase: str, info: dict) -> None:
+        part = self.inside
+        if part is None or threading.get_ident() != self._loop_thread:
+            return
+        if phase == "start":
+            self._gc_start = time.thread_time()
+        elif self._gc_start:
+            self._gc_inside[part] += time.thread_time() - self._gc_start
+            self._gc_start = 0.0
+
+    def calibrate(self, calls: int = 2000) -> None:
+        """Dask's own cost of calling a plugin's transition hook once (scheduler.py: a loop
+        over the plugins, positional and keyword arguments), measured here on a no-op."""
+
+        class _Noop:
+            def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+                return None
+
+        clock = float("inf")
+        for _ in range(200):
+            t0 = time.thread_time()
+            clock = min(clock, time.thread_time() - t0)
+        self.clock = clock
+        plugins = {"noop": _Noop()}
+        kwargs = {"stimulus_id": "calibrate", "worker": "tcp://127.0.0.1:1", "nbytes": 8}
+        best = float("inf")
+        for _ in range(3):  # the best of three: a context switch only ever adds
+            t0 = time.thread_time()
+            for _ in range(calls):
+                for plugin in list(plugins.values()):
+                    plugin.transition("x", "processing", "memory", **kwargs)
+            best = min(best, (time.thread_time() - t0) / calls)
+        self.dispatch = best
+
+    # --- reading -------------------------------------------------------------------
+    def hooks_seconds(self) -> float:
+        per_call = max(0.0, self._sampled_seconds / self._sampled_calls - self.clock) if self._sampled_calls else 0.0
+        return self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins))
+
+    def report(self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None) -> dict:
+        """Must run on the loop's thread (it reads that thread's CPU clock).  `extra`: loop
+        CPU counted elsewhere, by part; `threads`: CPU of work done in shared threads."""
+        parts = dict(self.seconds)
+        parts["hooks"] = parts["hooks"] + self.hooks_seconds()
+        # Hook calls are watched one in SAMPLE_EVERY: so are the collections they start.
+        gc_seconds = sum(s * (SAMPLE_EVERY if p == "hooks" else 1) for p, s in self._gc_inside.items())
+        for name, seconds in (extra or {}).items():
+            parts[name] = parts.get(name, 0.0) + seconds
+        loop_cpu = time.thread_time() - self._loop_cpu0
+        total = sum(parts.values())
+        threads = {**(threads or {}), **{t.name: _thread_cpu(t.ident) for t in threading.enumerate()
+                                         if t.name.startswith(THREAD_PREFIX)}}
+        wall = max(time.time() - self._started, 1e-9)
+        return {
+            "parts": parts,
+            "seconds": total,
+            "loop_cpu_seconds": loop_cpu,
+            "share": total / loop_cpu if loop_cpu > 0 else 0.0,
+            "transition_calls": self.transition_calls,
+            "transition_us": 1e6 * (self.hooks_seconds() / self.transition_calls) if self.transition_calls else 0.0,
+            "longest_call_ms": 1e3 * self.longest_call,
+            "longest_part": self.longest_part,
+            "gc_seconds": gc_seconds,
+            "threads": threads,
+            "threads_share_of_a_core": sum(threads.values()) / wall,
+            "since": self._started,
+        }
+
+
+def metered(awaitable: Awaitable[T], meter: CostMeter, part: str) -> Awaitable[T]:
+    """The awaitable, with the loop CPU of each of its steps charged to `part`."""
+    return _Metered(awaitable, meter, part)
+
+
+class _Metered:
+    __slots__ = ("_coro", "_meter", "_part")
+
+    def __init__(self, coro: Any, meter: CostMeter, part: str):
+        self._coro, self._meter, self._part = coro, meter, part
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        inner = self._coro.__await__()
+        send: Any = None
+        throw: BaseException | None = None
+        meter = self._meter
+        while True:
+            t0 = time.thread_time()
+            outer, meter.inside = meter.inside, self._part
+            try:
+                yielded = inner.throw(throw) if throw is not None else inner.send(send)
+            except StopIteration as done:
+                return done.value
+            finally:
+                meter.inside = outer
+                meter.charge(self._part, time.thread_time() - t0)
+            try:
+                send, throw = (yield yielded), None
+            except BaseException as e:  # noqa: BLE001 (handed on to the coroutine, as await does)
+                send, throw = None, e
+
