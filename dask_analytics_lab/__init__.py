@@ -1,61 +1,71 @@
-"""dask-analytics-lab: record every Dask cluster and computation, and read it back."""
-from .api import (
-    compare,
-    cost_report,
-    dask_setup,
-    export,
-    flush,
-    get_cluster,
-    get_computation,
-    get_profile,
-    list_cluster_samples,
-    list_clusters,
-    list_computations,
-    list_events,
-    list_exceptions,
-    list_gpu_metrics,
-    list_runs,
-    list_task_groups,
-    list_task_stream,
-    list_worker_samples,
-    register,
-    status,
-    where,
-)
-from .config import ConfigError
-from .gpu import Monitor, NoGPUWarning
-from .reports import list_performance_reports, performance_report
-from .lab import load_ipython_extension, unload_ipython_extension
-from .widgets import monitor
+"""dask-analytics-lab: record every Dask cluster and computation, and read it back.
+
+The public names load on first use (PEP 562): a scheduler that imports this package
+for its preload, or to unpickle the plugin, loads the collector and nothing of the
+readers, reports, widgets or Jupyter hook-ups (tests/test_layout.py holds it to that).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "compare",
-    "ConfigError",
-    "cost_report",
-    "dask_setup",
-    "export",
-    "flush",
-    "get_cluster",
-    "get_computation",
-    "get_profile",
-    "list_cluster_samples",
-    "list_clusters",
-    "list_computations",
-    "list_events",
-    "list_exceptions",
-    "list_gpu_metrics",
-    "list_runs",
-    "list_task_groups",
-    "list_task_stream",
-    "list_worker_samples",
-    "Monitor",
-    "monitor",
-    "NoGPUWarning",
-    "performance_report",
-    "list_performance_reports",
-    "register",
-    "status",
-    "where",
-]
+# Each public name and the module that defines it, imported when the name is first read.
+_PUBLIC = {
+    "compare": "api",
+    "ConfigError": "config",
+    "cost_report": "api",
+    "dask_setup": "api",
+    "export": "api",
+    "flush": "api",
+    "get_cluster": "api",
+    "get_computation": "api",
+    "get_profile": "api",
+    "list_cluster_samples": "api",
+    "list_clusters": "api",
+    "list_computations": "api",
+    "list_events": "api",
+    "list_exceptions": "api",
+    "list_gpu_metrics": "api",
+    "list_runs": "api",
+    "list_task_groups": "api",
+    "list_task_stream": "api",
+    "list_worker_samples": "api",
+    "Monitor": "gpu",
+    "monitor": "widgets",
+    "NoGPUWarning": "gpu",
+    "performance_report": "reports",
+    "list_performance_reports": "reports",
+    "register": "api",
+    "status": "api",
+    "where": "api",
+}
+# IPython's %load_ext looks these up here too; not part of `import *`.
+_HOOKS = {
+    "load_ipython_extension": "lab",
+    "unload_ipython_extension": "lab",
+}
+
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    home = _PUBLIC.get(name) or _HOOKS.get(name)
+    if home is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    elif name.isidentifier() and not name.startswith("__") \
+            and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # `dal.config`, `dal.api`...: the eager root used to import these as a side effect.
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # looked up once: later reads are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    # The public names and the module's own dunders; not the helpers, nor whichever
+    # submodules happen to be loaded.
+    return sorted({*_PUBLIC, *_HOOKS, *(name for name in globals() if name.startswith("__"))})

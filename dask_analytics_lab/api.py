@@ -17,8 +17,9 @@ import dask.config
 from . import config
 from .collect.gpu_monitor import PLUGIN_NAME as GPU_PLUGIN_NAME
 from .collect.gpu_monitor import GPUMonitorPlugin
-from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin, mask_url
+from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin
 from .readers import close_readers, open_reader  # noqa: F401  (close_readers: public here too)
+from .urls import mask_url
 
 logger = logging.getLogger("dask_analytics_lab")
 

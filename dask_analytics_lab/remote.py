@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 
 from .messages import Envelope, MessageError
-from .store.errors import NotFound, StoreUnavailable
+from .store_errors import NotFound, StoreUnavailable
 
 Origin = tuple[str, str, int]
 

@@ -20,7 +20,7 @@ from dask_analytics_lab.cli import main as cli
 from dask_analytics_lab.messages import fingerprint
 from dask_analytics_lab.store import open_store
 from dask_analytics_lab.store.compare import NoFingerprint
-from dask_analytics_lab.store.errors import NotFound
+from dask_analytics_lab.store_errors import NotFound
 
 from .cluster_helpers import recorded_cluster
 from .factories import Cluster, group

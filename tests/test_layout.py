@@ -2,10 +2,20 @@
 dask_analytics_lab, read from the source with `ast` (imports inside functions too), has
 no cycle, and no arrow from store/ or collect/ up to the readers and front ends, from
 server/ to widgets/, from the API to server/, or from reports/ to server/ handlers or
-the API."""
+the API.
+
+And what a scheduler or worker loads, in a fresh interpreter: the package's modules
+that importing the plugin, unpickling it, the `--preload` and the GPU sampler load are
+exactly those allowed, and no front end, migration or notebook library comes with them."""
 from __future__ import annotations
 
 import ast
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -16,7 +26,7 @@ import dask_analytics_lab
 PACKAGE = Path(dask_analytics_lab.__file__).resolve().parent
 ROOT = PACKAGE.name
 # What store/ and collect/ may import besides themselves: the base modules.
-BASE = {"messages", "config", "codecrypt", "remote"}
+BASE = {"messages", "config", "codecrypt", "remote", "store_errors", "urls"}
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -181,3 +191,157 @@ def test_reports_import_neither_server_handlers_nor_the_api(graph):
             reached.add(b)
             todo.append(b)
     assert sorted(b for b in reached if under(b, "api", "widgets", "lab", "server")) == []
+
+
+# --- what a scheduler and a worker load --------------------------------------------
+# Each list is every module of the package that path loads (ROOT's own __init__ is ""):
+# a module that a change makes load eagerly fails the test, named with its importer.
+COLLECTOR = {"", "collect", "collect.accounting", "collect.cluster", "collect.computations", "collect.errors", "collect.lost",
+             "collect.metrics", "collect.offloop", "collect.plugin", "collect.profile_window",
+             "collect.profiles", "collect.run_spans", "collect.shipper", "collect.sinks",
+             "collect.task_stream", "collect.workers", "messages", "remote", "store_errors", "urls"}
+GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sampler"}
+# register() sends the GPU monitor with the recorder; dask_setup adds both.
+REGISTERED = COLLECTOR | GPU_SAMPLER | {"collect.gpu_monitor"}
+PRELOAD = REGISTERED | {"api", "config", "readers"}  # dask_setup lives in api and reads the config
+ALLOWED = {
+    "root": {""},
+    "plugin": COLLECTOR,
+    "unpickled": REGISTERED,
+    "preload": PRELOAD,
+    "gpu_sampler": GPU_SAMPLER,
+}
+# Never loaded by any of these paths: migrations (Alembic, Mako), highlighting, SQL (the
+# embedded store loads it when the plugin opens one, not at import), our HTTP server's
+# handlers, the widgets and notebook libraries, Bokeh.
+FORBIDDEN = ("alembic", "mako", "pygments", "sqlalchemy", f"{ROOT}.server", f"{ROOT}.widgets",
+             "anywidget", "ipywidgets", "IPython", "jupyter", "bokeh")
+
+# Runs in a fresh interpreter that has what the process has before our code runs
+# (distributed; for the preload, a Scheduler too).  An import hook notes each module's
+# importer: the first frame that is not the import machinery's.
+SCRIPT = textwrap.dedent("""
+    import asyncio, gc, importlib.abc, json, pickle, sys
+
+    importers = {}
+
+    class Witness(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "importlib":
+                frame = frame.f_back
+            importers.setdefault(name, frame.f_globals.get("__name__", "?") if frame is not None else "?")
+            return None
+
+    import distributed
+    from distributed.protocol.pickle import loads
+
+    path, blobs = sys.argv[1], sys.argv[2]
+
+    def baseline():
+        gc.collect()
+        sys.meta_path.insert(0, Witness())
+        return set(sys.modules), len(gc.get_objects())
+
+    async def load():
+        if path == "preload":
+            from distributed import Scheduler
+            from distributed.preloading import process_preloads
+
+            scheduler = Scheduler(dashboard_address=None)
+            before = baseline()
+            # What `dask scheduler --preload ROOT` does: import it, then run its dask_setup.
+            await process_preloads(scheduler, ["ROOT"], []).start()
+            assert "dask-analytics-lab" in scheduler.plugins, list(scheduler.plugins)
+            return before
+        before = baseline()
+        if path == "root":
+            import ROOT
+        elif path == "plugin":
+            import ROOT.collect.plugin
+        elif path == "unpickled":  # the scheduler's register_scheduler_plugin handler
+            with open(blobs, "rb") as f:
+                plugins = [loads(blob) for blob in pickle.load(f)[:2]]
+        elif path == "gpu_sampler":  # the worker's plugin_add handler
+            with open(blobs, "rb") as f:
+                sampler = loads(pickle.load(f)[-1])
+        return before
+
+    before, objects = asyncio.run(load())
+    gc.collect()
+    added = len(gc.get_objects()) - objects
+    new = sorted(set(sys.modules) - before)
+    print(json.dumps({"loaded": {m: importers.get(m, "?") for m in new}, "gc_objects": added}))
+""").replace("ROOT", ROOT)
+
+
+@pytest.fixture(scope="module")
+def pickled_plugins(tmp_path_factory) -> Path:
+    """The plugins as the client pickles them: what register() sends to the scheduler
+    (the recorder, the GPU monitor), then the sampler the monitor sends to workers."""
+    from distributed.protocol.pickle import dumps
+
+    from dask_analytics_lab import config
+    from dask_analytics_lab.collect.gpu_monitor import GPUMonitorPlugin
+    from dask_analytics_lab.collect.gpu_sampler import GPUSamplerPlugin
+    from dask_analytics_lab.collect.plugin import AnalyticsPlugin
+
+    path = tmp_path_factory.mktemp("plugins") / "plugins.pickle"
+    path.write_bytes(pickle.dumps([dumps(AnalyticsPlugin(config.resolve())), dumps(GPUMonitorPlugin()),
+                                   dumps(GPUSamplerPlugin({"interval": 0.1}))]))
+    return path
+
+
+def loads_in_a_fresh_process(path: str, blobs: Path, tmp_path: Path) -> dict:
+    env = {**os.environ, "DASK_TEMPORARY_DIRECTORY": str(tmp_path),
+           "DASK_ANALYTICS__STORE": "sqlite:///" + str(tmp_path / "analytics.db")}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, path, str(blobs)], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def local(name: str) -> str:
+    return "" if name == ROOT else name[len(ROOT) + 1:]
+
+
+@pytest.mark.parametrize("path", sorted(ALLOWED))
+def test_a_scheduler_and_a_worker_load_only_what_the_collector_needs(path, pickled_plugins, tmp_path, capsys):
+    result = loads_in_a_fresh_process(path, pickled_plugins, tmp_path)
+    loaded = result["loaded"]
+    ours = {local(m): by for m, by in loaded.items() if m == ROOT or m.startswith(ROOT + ".")}
+    with capsys.disabled():
+        print(f"\n{path}: {len(ours)} of the package's modules, {len(loaded)} modules in all, "
+              f"{result['gc_objects']:,} GC-tracked objects added")
+    unexpected = [f"{ROOT}.{m}".rstrip(".") + f" (imported by {ours[m]})" for m in sorted(ours) if m not in ALLOWED[path]]
+    assert not unexpected, f"{path} now loads modules off its allow-list: " + ", ".join(unexpected)
+    stale = sorted(f"{ROOT}.{m}".rstrip(".") for m in ALLOWED[path] - set(ours))
+    assert not stale, f"{path} no longer loads these: take them off its allow-list: {stale}"
+    forbidden = [f"{m} (imported by {by})" for m, by in sorted(loaded.items())
+                 if m.split(".")[0].startswith("jupyter")
+                 or any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
+    assert not forbidden, f"{path} loads what a scheduler must not: " + ", ".join(forbidden)
+
+
+def test_the_lazy_root_gives_every_public_name_and_only_those():
+    import importlib
+
+    import dask_analytics
+
+    star: dict = {}
+    exec(f"from {ROOT} import *", star)
+    assert set(star) - {"__builtins__"} == set(dask_analytics_lab.__all__)
+    for name in dask_analytics_lab.__all__:
+        assert star[name] is getattr(dask_analytics, name)
+    assert dask_analytics_lab.register is importlib.import_module(f"{ROOT}.api").register
+    assert dask_analytics_lab.load_ipython_extension is dask_analytics.load_ipython_extension
+    assert dask_analytics_lab.config is importlib.import_module(f"{ROOT}.config")  # a module, as before
+    # dir() lists the public names (and dunders), not helpers nor whichever submodules loaded.
+    hooks = {"load_ipython_extension", "unload_ipython_extension"}
+    assert {n for n in dir(dask_analytics_lab) if not n.startswith("__")} == {*dask_analytics_lab.__all__, *hooks}
+    assert {n for n in dir(dask_analytics) if not n.startswith("__")} == \
+        {*dask_analytics_lab.__all__, *hooks, "_jupyter_server_extension_points"}
+    for module in (dask_analytics_lab, dask_analytics):
+        with pytest.raises(AttributeError, match="no_such_name"):
+            module.no_such_name  # noqa: B018
+        assert not hasattr(module, "dask_teardown")  # the preload looks for it

@@ -191,7 +191,7 @@ def test_the_cli_dry_run_then_prune_as_of_deletes_exactly_what_it_counted(sqlite
 
 def dal_computations(url: str, cluster_id: str) -> list[dict]:
     """The cluster's stored computations; none while its first messages are on their way."""
-    from dask_analytics_lab.store.errors import NotFound
+    from dask_analytics_lab.store_errors import NotFound
 
     with open_store(url) as store:
         try:

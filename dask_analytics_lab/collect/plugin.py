@@ -19,6 +19,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from .. import messages
+from ..urls import mask_url
 from .accounting import SAMPLE_EVERY, CostMeter
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
@@ -79,17 +80,6 @@ def _loop_running(loop: asyncio.AbstractEventLoop) -> Callable[[], bool]:
         return current is not None and not current.is_closed()
 
     return alive
-
-
-def mask_url(url: str) -> str:
-    """A store URL fit for logs: the password replaced by ***."""
-    if "://" in url and "@" in url.split("://", 1)[1]:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            creds = creds.split(":", 1)[0] + ":***"
-        return f"{scheme}://{creds}@{host}"
-    return url
 
 
 class AnalyticsPlugin(SchedulerPlugin):

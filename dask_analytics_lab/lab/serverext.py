@@ -337,7 +337,7 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
 
 
 def _mask(url: str) -> str:
-    from ..collect.plugin import mask_url
+    from ..urls import mask_url
 
     return mask_url(url)
 

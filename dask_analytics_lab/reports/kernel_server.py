@@ -66,7 +66,7 @@ def _runs_kernel(client: ServerClient, kernel_id: str) -> bool:
 
 def _serves(client: ServerClient, store_url: str) -> bool:
     """Whether the server's dask-analytics extension serves `store_url`."""
-    from ..collect.plugin import mask_url
+    from ..urls import mask_url
 
     try:
         info = client.get(f"/{EXTENSION_PATH}/lab-info")

@@ -15,7 +15,7 @@ import getpass
 import re
 
 from .. import config
-from ..store.errors import NotFound, StoreUnavailable
+from ..store_errors import NotFound, StoreUnavailable
 from .publish import publish, team_server
 from .render import computation_report
 

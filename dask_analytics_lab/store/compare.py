@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from dask.utils import format_bytes, format_time
 
 from . import schema as s
-from .errors import NotFound
+from ..store_errors import NotFound
 from .queries import _clock, _computation_row, _in_account, _limit, _mark_lost, _rows
 
 # Figures kept per run and per prefix, summed over a prefix's groups.

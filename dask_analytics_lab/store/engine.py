@@ -24,7 +24,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import QueuePool, StaticPool
 
-from .errors import StoreUnavailable
+from ..store_errors import StoreUnavailable
 
 # Execution options of a read-only connection: deferred BEGIN on SQLite.
 READ = {"dal_read": True}

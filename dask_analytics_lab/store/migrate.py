@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .engine import READ
-from .errors import StoreUnavailable
+from ..store_errors import StoreUnavailable
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Any constant: the PostgreSQL advisory lock that serialises concurrent upgrades.

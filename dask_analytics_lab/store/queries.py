@@ -20,7 +20,7 @@ from ..codecrypt import is_sealed, reading_cipher
 from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
 from .dynamic_code import Snippets, has_dynamic_code, place
-from .errors import unknown
+from ..store_errors import unknown
 from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_cursor, parse_by, parse_state,
                       parse_text, parse_time)
 from .ingest import cluster_accounts

@@ -1,4 +1,8 @@
-"""The store's exceptions; callers catch these, never SQLAlchemy's."""
+"""What reaching or reading a store raises, an embedded database or a `dask-analytics
+server` alike; callers catch these, never SQLAlchemy's or http.client's.
+
+A base module, outside store/: the collector's HTTP sink raises these too, and importing
+the store package would load SQLAlchemy into every scheduler that ships over HTTP."""
 from __future__ import annotations
 
 
