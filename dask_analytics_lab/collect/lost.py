@@ -53,11 +53,9 @@ class _Lost:
 
 class LostTasks:
     def __init__(self, max_keys: int = MAX_KEYS):
-        self._keys: dict[Any, _Lost] = {}
+        # Public so the transition hook can test it without a call: `if lost.keys`.
+        self.keys: dict[Any, _Lost] = {}
         self._max = max_keys
-
-    def __bool__(self) -> bool:
-        return bool(self._keys)
 
     def departed(self, msg: dict, now: float, *, closing: bool) -> None:
         """A remove-worker event of a worker that left without being retired."""
@@ -67,14 +65,14 @@ class LostTasks:
                               msg.get("stimulus_id"), closing, {})
         for kind, keys in ((WORKER_DIED, processing), (LOST_DATA, lost)):
             for key in keys:
-                if len(self._keys) >= self._max:
+                if len(self.keys) >= self._max:
                     return
-                self._keys[key] = _Lost(kind, departure)
+                self.keys[key] = _Lost(kind, departure)
 
     def wanted_again(self, key: Any) -> bool:
         """The key went back to waiting: True for a lost result (done once, now pending
         again only because its copy is gone), the first time."""
-        entry = self._keys.get(key)
+        entry = self.keys.get(key)
         if entry is None or entry.kind != LOST_DATA or entry.waiting:
             return False
         entry.waiting = True
@@ -83,25 +81,25 @@ class LostTasks:
     def started(self, key: Any) -> _Lost | None:
         """Dask runs the key again (or gives up on it): the loss, the first time; None for
         a key not lost.  A lost result stays until it is done again (`finished`)."""
-        entry = self._keys.get(key)
+        entry = self.keys.get(key)
         if entry is None or entry.started:
             return None
         entry.started = True
         if not entry.waiting:
-            del self._keys[key]
+            del self.keys[key]
         return entry
 
     def finished(self, key: Any) -> _Lost | None:
         """A lost result is in memory (or erred) again."""
-        return self._keys.pop(key, None)
+        return self.keys.pop(key, None)
 
     def expire(self, now: float) -> None:
         """Let go of keys Dask never ran again (oldest first: the dict keeps order)."""
-        while self._keys:
-            key, entry = next(iter(self._keys.items()))
+        while self.keys:
+            key, entry = next(iter(self.keys.items()))
             if now - entry.departure.time < MAX_AGE:
                 return
-            del self._keys[key]
+            del self.keys[key]
 
     def clear(self) -> None:
-        self._keys.clear()
+        self.keys.clear()

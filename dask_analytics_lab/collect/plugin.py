@@ -262,7 +262,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             if self._metrics is not None:
                 # Before Dask sends the task: it must leave with its computation's span id.
                 self._metrics.waiting(key)
-            if not (self._lost and self._lost.wanted_again(key)):
+            if not (self._lost.keys and self._lost.wanted_again(key)):
                 return  # every task waits once; only a lost result wanted again is counted
         elif finish == "released" and start not in NOT_DONE:
             return  # a finished task let go (the common release): nothing to count
@@ -272,7 +272,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                 return
             tg = ts.group
             counts = self._computations.counts_for(tg)
-            if self._lost and finish in ("memory", "erred"):
+            if self._lost.keys and finish in ("memory", "erred"):
                 lost = self._lost.finished(key)
                 if lost is not None and lost.waiting:  # computed again: done (or raised) below
                     counts.lost_waiting = max(0, counts.lost_waiting - 1)
@@ -287,7 +287,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             elif finish == "processing":
                 if not counts.first:
                     counts.first = time.time()
-                if self._lost:
+                if self._lost.keys:
                     lost = self._lost.started(key)
                     if lost is not None:
                         self._rerun(key, tg, lost)
@@ -465,7 +465,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             )
             for row in self._errors.drain():
                 self.emit("exception", row)
-            if self._lost:
+            if self._lost.keys:
                 self._lost.expire(now)
             gone = self._computations.forget_gone()
             self._errors.forget(gone)
