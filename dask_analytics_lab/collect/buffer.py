@@ -86,8 +86,10 @@ def estimate(kind: str, data: Any) -> tuple[int, bool]:
         return ENVELOPE + base + per_row * n + extra, True
     texts = _TEXTS.get(kind)
     if texts is not None:
-        base, fields = texts
-        return ENVELOPE + base + sum(_text(data.get(f)) for f in fields), True
+        size = ENVELOPE + texts[0]
+        for field in texts[1]:
+            size += _text(data.get(field))
+        return size, True
     return ENVELOPE + PROVISIONAL.get(kind, _UNKNOWN), False
 
 
@@ -134,10 +136,13 @@ class Buffer:
 
     def add(self, message: dict) -> Entry:
         """O(1)."""
-        kind = message.get("kind") if message.__class__ is dict else None
+        if message.__class__ is dict:
+            kind, data = message.get("kind"), message.get("data")
+        else:
+            kind = data = None
         if kind.__class__ is not str:
             kind = "(malformed)"  # the writer's check refuses it; until then it is held like the record
-        size, exact = estimate(kind, message.get("data") if message.__class__ is dict else None)
+        size, exact = estimate(kind, data)
         self._numbered += 1
         entry = Entry(self._numbered, kind, TIER_OF.get(kind, RECORD), size, message)
         self._tiers[entry.tier].append(entry)
