@@ -18,7 +18,7 @@ from typing import Any
 
 import dask.config
 import yaml
-from dask.utils import parse_timedelta
+from dask.utils import parse_bytes, parse_timedelta
 
 _DEFAULTS_FILE = Path(__file__).with_name("analytics.yaml")
 with _DEFAULTS_FILE.open() as f:
@@ -131,6 +131,22 @@ def _positive_int(key: str, value: Any) -> int:
     return n
 
 
+def _size(key: str, value: Any) -> int:
+    """Bytes in a size such as "64 MiB" or "500 MB"; a plain number is bytes."""
+    allowed = "a positive size such as '64 MiB' or '500 MB' (a plain number is bytes)"
+    # parse_bytes reads "MB" as a megabyte and "" as a byte: a size starts with its number.
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or \
+            (isinstance(value, str) and not value.strip()[:1].isdigit()):
+        raise _fail(key, value, allowed)
+    try:
+        n = parse_bytes(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        raise _fail(key, value, allowed) from None
+    if n <= 0:
+        raise _fail(key, value, allowed)
+    return int(n)
+
+
 def _bool(key: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -230,6 +246,7 @@ def resolve(overrides: dict | None = None) -> dict:
         "workers_interval": _duration("analytics.workers.interval", setting("workers.interval")),
         "idle_timeout": _duration("analytics.idle.timeout", setting("idle.timeout"), allow_none=True),
         "buffer_max_messages": _positive_int("analytics.buffer.max-messages", setting("buffer.max-messages")),
+        "buffer_max_bytes": _size("analytics.buffer.max-bytes", setting("buffer.max-bytes")),
         "retry_min_delay": min_delay,
         "retry_max_delay": max_delay,
         "retention": retention(setting("retention")),

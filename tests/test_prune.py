@@ -345,9 +345,14 @@ def test_retention_setting():
             config.resolve()
 
 
-def test_a_store_sink_prunes_in_the_background(sqlite_url):
+def test_a_store_sink_prunes_in_the_background(sqlite_url, monkeypatch):
     """A scheduler writing straight into the store applies analytics.retention itself."""
     from dask_analytics_lab.collect.sinks import open_sink
+    from dask_analytics_lab.store import retention
+
+    # Its first prune comes an hour or two after it starts (the next test): now, here.
+    monkeypatch.setattr(retention, "FIRST_DELAY", 0.0)
+    monkeypatch.setattr(retention, "FIRST_JITTER", 0.0)
 
     with open_store(sqlite_url) as store:
         store.ingest(full_cluster(Cluster("old", t0=NOW - 100 * DAY), "c-old", ["h1"]))
@@ -367,3 +372,28 @@ def test_a_store_sink_prunes_in_the_background(sqlite_url):
     plain = open_sink(sqlite_url)
     assert plain.retention is None
     plain.close()
+
+
+def test_a_store_sink_prunes_first_after_an_hour_jittered(sqlite_url):
+    """Not at the scheduler's start: an hour or two later, at random, so schedulers
+    started together spread their prunes (the schedule, not a wait)."""
+    import time
+
+    from dask_analytics_lab.collect.sinks import open_sink
+    from dask_analytics_lab.store.retention import HOUR
+
+    sinks = []
+    try:
+        for _ in range(5):
+            before = time.monotonic()
+            sink = open_sink(sqlite_url, retention=90 * DAY)
+            sinks.append(sink)
+            assert sink.retention.runs == 0
+            assert HOUR <= sink.retention.delay < 2 * HOUR
+            assert sink.retention.next_at >= before + HOUR
+            assert sink.retention.every == DAY
+        assert len({s.retention.delay for s in sinks}) == 5  # jittered
+    finally:
+        for sink in sinks:
+            sink.close()
+    assert all(s.retention.runs == 0 for s in sinks)

@@ -69,7 +69,7 @@ def test_full_buffer_drops_oldest_and_says_so(tmp_path, caplog):
         client.run_on_scheduler(lambda dask_scheduler: [dask_scheduler.log_event("fill", i) for i in range(50)])
         status = dal.status(client)
         assert status["pending"] == 20 and status["dropped"] >= 30
-        assert any("buffer of 20 messages is full" in r.getMessage() for r in caplog.records)
+        assert any("buffer is full (analytics.buffer.max-messages = 20)" in r.getMessage() for r in caplog.records)
         blocker.unlink()
         blocker.mkdir()
         # Until the writer has drained the full buffer, each snapshot it queues pushes
@@ -92,3 +92,45 @@ def test_scheduler_unaffected_when_store_never_comes(tmp_path):
             assert sum(client.gather(futures)) == 2 * sum(range(200))
             assert dal.status(client)["stored"] == 0
     # and closing the cluster did not hang past the shipper's bounded wait
+
+
+def test_a_full_buffer_on_a_real_cluster_gives_up_samples_not_the_record(tmp_path, caplog):
+    """Issue 19, item 7, end to end: the store is unreachable while a cluster samples its
+    workers every 100 ms and runs a computation with failures; the buffer stays within
+    analytics.buffer.max-bytes by dropping samples only, says so, and once the store is
+    back the computation and its failures are stored as Dask reported them."""
+    from distributed import wait
+
+    from .waiting import wait_for
+
+    blocker, url = _unreachable_sqlite(tmp_path)
+    caplog.set_level(logging.WARNING, logger="dask_analytics_lab")
+    config = {"analytics.buffer.max-bytes": "128 KiB", "analytics.workers.interval": "100ms"}
+    with pytest.warns(UserWarning):
+        ctx = recorded_cluster(url, config=config)
+        client, info = ctx.__enter__()
+    try:
+        futures = client.map(lambda i: 1 / (i % 10), range(50))
+        wait(futures)
+        said = [f.status for f in futures]
+        status = wait_for(lambda: (s := dal.status(client))["dropped_by_kind"].get("worker_samples") and s,
+                          what="the buffer to fill with worker samples")
+        assert status["buffer_max_bytes"] == 128 * 1024 and status["buffer_bytes"] <= 128 * 1024
+        assert set(status["dropped_by_kind"]) <= {"worker_samples", "cluster_sample"}, status
+        assert status["dropped"] == sum(status["dropped_by_kind"].values())
+        warning = next(r.getMessage() for r in caplog.records if "buffer is full" in r.getMessage())
+        assert "samples first" in warning and "Raise analytics.buffer.max-bytes" in warning
+
+        blocker.unlink()
+        blocker.mkdir()
+        assert dal.flush(client, timeout=30)["flushed"]
+        final = dal.status(client)
+    finally:
+        ctx.__exit__(None, None, None)
+    assert set(final["dropped_by_kind"]) <= {"worker_samples", "cluster_sample"}, final
+    (comp,) = dal.list_computations(info["cluster_id"], store=url)
+    assert (comp["state"], comp["n_tasks"], comp["n_done"], comp["n_erred"]) == \
+        ("erred", 50, said.count("finished"), said.count("error"))
+    (failure,) = dal.list_exceptions(info["cluster_id"], store=url)
+    assert (failure["exc_type"], failure["count"]) == ("ZeroDivisionError", said.count("error"))
+    assert dal.get_cluster(info["cluster_id"], store=url)["dropped_messages"] == final["dropped"] > 0

@@ -45,7 +45,7 @@ def _work(client, i: int) -> None:
 
 def _held_sample_times(dask_scheduler) -> list[float]:
     shipper = dask_scheduler.plugins[PLUGIN_NAME]._shipper
-    return [m["time"] for _, m in list(shipper._queue) if m["kind"] == "cluster_sample"]
+    return [m["time"] for m in shipper.held() if m["kind"] == "cluster_sample"]
 
 
 def test_server_killed_and_restarted_while_a_cluster_works(sqlite_url):

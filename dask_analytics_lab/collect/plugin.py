@@ -29,7 +29,7 @@ from .lost import LostTasks
 from .metrics import MetricsRecorder
 from .offloop import off_loop
 from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
-from .shipper import Shipper
+from .shipper import DEFAULT_MAX_BYTES, Shipper
 from .sinks import open_sink
 from .task_stream import TaskStreamRecorder
 from .workers import WorkerLifecycle, WorkerSampler
@@ -145,6 +145,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             Shipper,
             lambda: open_sink(url, token=s.get("token"), ca_file=s.get("ca_file"), retention=s.get("retention")),
             max_messages=s["buffer_max_messages"],
+            max_bytes=s.get("buffer_max_bytes", DEFAULT_MAX_BYTES),
             min_delay=s["retry_min_delay"],
             max_delay=s["retry_max_delay"],
             describe=mask_url(url),
@@ -520,6 +521,9 @@ class AnalyticsPlugin(SchedulerPlugin):
             "pending": self._shipper.pending,
             "stored": self._shipper.stored,
             "dropped": self._shipper.dropped,
+            "dropped_by_kind": self._shipper.drop_counts(),  # samples go first (collect/buffer.py)
+            "buffer_bytes": self._shipper.buffered_bytes,
+            "buffer_max_bytes": self._shipper.max_bytes,
             "rejected": self._shipper.rejected,
             "failing_since": self._shipper.failing_since,
             "ticks": self._ticks,

@@ -1,16 +1,18 @@
-"""A bounded queue and a writer thread between the scheduler and the store.
+"""A bounded buffer and a writer thread between the scheduler and the store.
 
 `put` is what the event loop calls: O(1), never blocks, never raises.  The
 thread checks each message against the contract once (messages.check: a message
 the store would refuse is dropped alone, and logged, instead of costing its whole
 batch), writes the typed messages in batches, retries with jittered backoff while
-the store is down, drops the oldest messages once the buffer is full, and says so,
-once per outage.
+the store is down, and, once the buffer is full (analytics.buffer.max-bytes or
+max-messages), drops the oldest samples first, computations and failures last
+(collect/buffer.py), counts what it drops by kind, and says so once per outage.
 
 The sink is opened as the shipper starts, not at the first write: the store's
 connections and files are open before the scheduler serves anything and stay
 the same for its life (distributed's tests count a scheduler's descriptors
-before and after a worker comes and goes).
+before and after a worker comes and goes).  Only the writer thread touches the
+sink, and it closes it on its way out: a sink is never closed under a write.
 """
 from __future__ import annotations
 
@@ -18,22 +20,31 @@ import logging
 import random
 import threading
 import time
-from collections import deque
-from itertools import islice
 from typing import Callable
 
+from dask.utils import format_bytes
+
 from ..messages import HEARTBEAT, Envelope, MessageError, check
+from .buffer import DETAILS, SAMPLES, Buffer, Entry, measure
 from .sinks import Sink
 
 logger = logging.getLogger("dask_analytics_lab")
 
 BATCH = 500
+# Bytes of one batch at most (a quarter of the buffer when that is smaller): the batch in
+# flight, and its typed copy, are what the buffer's bound does not count.
+BATCH_BYTES = 4 << 20
+DEFAULT_MAX_BYTES = 64 << 20
 # Longest the constructor waits for the sink to open (on the writer thread).  Opening
 # a local SQLite store takes milliseconds; the bound only matters when the store is
 # slow to answer, and then the thread goes on trying in the background.
 OPEN_WAIT = 2.0
 # Seconds between the idle thread's checks that its owner still runs (see `alive`).
 ALIVE_CHECK = 1.0
+# Longest close() waits for the thread to end once it has stopped flushing.
+JOIN_WAIT = 1.0
+BYTES_KEY = "analytics.buffer.max-bytes"
+MESSAGES_KEY = "analytics.buffer.max-messages"
 
 
 def retry_delay(failures: int, min_delay: float, max_delay: float) -> float:
@@ -50,6 +61,7 @@ class Shipper:
         open_sink: Callable[[], Sink],
         *,
         max_messages: int = 10_000,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         min_delay: float = 0.2,
         max_delay: float = 30.0,
         describe: str = "the analytics store",
@@ -66,22 +78,29 @@ class Shipper:
         self._heartbeat = heartbeat
         self._written_at = time.monotonic()
         self._open_sink = open_sink
-        self._sink: Sink | None = None
-        # (number, message): numbers tell which entries a finished batch covered.
-        self._queue: deque[tuple[int, dict]] = deque()
-        self._numbered = 0
-        self._max = max_messages
+        self._sink: Sink | None = None  # the writer thread's alone
+        self._buffer = Buffer(max_bytes, max_messages)
+        self._batch_bytes = max(1, min(BATCH_BYTES, max_bytes // 4))
         self._min_delay = min_delay
         self._max_delay = max_delay
         self._describe = describe
         self._cond = threading.Condition()
         self._closing = False
-        self._busy = False  # a batch is out of the queue's head and being written
-        self.dropped = 0  # oldest messages pushed out of a full buffer
+        self._idle = False  # the thread waits for messages: put must wake it
+        self._retry_now = False  # flush asks the thread not to wait out its backoff
+        self._busy = False  # a batch is out of the buffer's head and being written
+        self._in_flight = 0  # number of the batch's last entry while _busy
+        # Dropped from the batch in flight: lost only if that write fails.
+        self._unsure: list[tuple[str, int, str]] = []
+        self.dropped = 0  # messages pushed out of a full buffer, all kinds
+        self.dropped_by_kind: dict[str, int] = {}
         self.rejected = 0  # messages the contract or the store refused as malformed
         self.stored = 0
         self.failing_since: float | None = None
-        self._dropped_at_outage = 0
+        # Drops by kind when the store was last reachable again: what the next recovery reports.
+        self._dropped_before: dict[str, int] = {}
+        # Why drops were logged (a tier, or "too-large") since the store was last reachable again.
+        self._warned: set[int | str] = set()
         # {number: typed message, or None if refused}: a batch retried through an outage
         # is checked (and a refused message counted) once, not on every attempt.
         self._typed: dict[int, Envelope | None] = {}
@@ -92,31 +111,48 @@ class Shipper:
 
     # --- called on the scheduler's event loop -------------------------------
     def put(self, message: dict) -> None:
+        """O(1) amortised: an estimate of the size, an append, and each drop a popleft."""
         with self._cond:
-            if len(self._queue) >= self._max:
-                self._queue.popleft()
-                self.dropped += 1
-                if self.dropped - self._dropped_at_outage == 1:
-                    logger.warning(
-                        "dask-analytics: buffer of %d messages is full while %s is unreachable; "
-                        "dropping the oldest (raise analytics.buffer.max-messages to keep more)",
-                        self._max, self._describe,
-                    )
-            self._numbered += 1
-            self._queue.append((self._numbered, message))
-            self._cond.notify()
+            buffer = self._buffer
+            entry = buffer.add(message)
+            if entry.size > buffer.max_bytes:
+                self._too_large(entry)
+            elif buffer.over():
+                self._trim()
+            if self._idle or buffer.unsized:
+                self._cond.notify()
 
     @property
     def pending(self) -> int:
-        return len(self._queue)
+        return len(self._buffer)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Estimated bytes of the messages held (collect/buffer.py)."""
+        return self._buffer.bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return self._buffer.max_bytes
+
+    def drop_counts(self) -> dict[str, int]:
+        """Messages dropped so far, by kind."""
+        with self._cond:
+            return dict(self.dropped_by_kind)
+
+    def held(self) -> list[dict]:
+        """The messages held, oldest first (a copy, O(n): for tests and diagnostics)."""
+        with self._cond:
+            return [entry.message for entry in self._buffer]
 
     # --- called from other threads -------------------------------------------
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every message put so far is written; False on timeout."""
         deadline = time.monotonic() + timeout
         with self._cond:
+            self._retry_now = True
             self._cond.notify_all()
-            while self._queue or self._busy:
+            while len(self._buffer) or self._busy:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -124,29 +160,69 @@ class Shipper:
         return True
 
     def close(self, timeout: float = 5.0) -> None:
-        """Write what can be written within `timeout`, then stop the thread."""
+        """Write what can be written within `timeout`, then stop the thread.  The thread
+        closes the sink as it ends, after the write in progress if there is one."""
         flushed = self.flush(timeout)
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        self._thread.join(timeout=1)
-        if not flushed and self._queue:
+        self._thread.join(timeout=JOIN_WAIT)
+        if not flushed and len(self._buffer):
             logger.warning(
                 "dask-analytics: %d messages could not be written to %s before shutdown; "
-                "%d were dropped earlier", len(self._queue), self._describe, self.dropped,
+                "%d were dropped earlier", len(self._buffer), self._describe, self.dropped,
             )
-        self._close_sink()
 
-    def _close_sink(self) -> None:
-        sink, self._sink = self._sink, None
-        if sink is not None:
-            try:
-                sink.close()
-            except Exception:
-                pass
+    # --- dropping (the caller holds the lock) -----------------------------------------
+    def _trim(self) -> None:
+        buffer = self._buffer
+        while buffer.over():
+            key = BYTES_KEY if buffer.bytes > buffer.max_bytes else MESSAGES_KEY
+            self._dropped(buffer.drop_oldest(), key)
+
+    def _too_large(self, entry: Entry) -> None:
+        """A message larger than the whole buffer would push everything else out: it goes alone."""
+        self._buffer.discard(entry)
+        self._count_drop(entry.kind, "too-large", BYTES_KEY)
+
+    def _dropped(self, entry: Entry, key: str) -> None:
+        if self._busy and entry.number <= self._in_flight:
+            self._unsure.append((entry.kind, entry.tier, key))  # the write in progress tells
+        else:
+            self._count_drop(entry.kind, entry.tier, key)
+
+    def _count_drop(self, kind: str, why: int | str, key: str) -> None:
+        self.dropped += 1
+        self.dropped_by_kind[kind] = self.dropped_by_kind.get(kind, 0) + 1
+        if why in self._warned:
+            return
+        self._warned.add(why)
+        buffer = self._buffer
+        if why == "too-large":
+            logger.warning("dask-analytics: dropped a %s message larger than the whole buffer (%s = %s). "
+                           "Raise %s to keep such messages", kind, key, format_bytes(buffer.max_bytes), key)
+            return
+        full = f"{key} = {format_bytes(buffer.max_bytes) if key == BYTES_KEY else buffer.max_messages}"
+        if why == SAMPLES:
+            what = ("the oldest samples first (worker_samples, cluster_sample, gpu_samples, heartbeat), "
+                    "computations and failures last")
+        elif why == DETAILS:
+            what = "the oldest profiles, metrics and task streams, as no samples are left to drop"
+        else:
+            what = ("the oldest computations, failures, events and code, as nothing else is left to drop: "
+                    "the cluster's record will miss them")
+        logger.warning("dask-analytics: the buffer is full (%s) while %s is unreachable or slow; dropping %s "
+                       "(now a %s message). Raise %s to keep more", full, self._describe, what, kind, key)
 
     # --- the writer thread ---------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            # Only this thread writes, so only it may close: after its last write returned.
+            self._close_sink()
+
+    def _serve(self) -> None:
         try:
             self._sink = self._open_sink()
         except Exception as e:
@@ -155,27 +231,30 @@ class Shipper:
             self._opened.set()
         failures = 0
         while True:
+            self._measure()
             with self._cond:
-                while not self._queue and not self._closing:
+                while not len(self._buffer) and not self._closing:
                     if self._alive is not None and not self._alive():
                         self._closing = True
-                        self._close_sink()
                         break
                     quiet = time.monotonic() - self._written_at
                     if self._heartbeat is not None and quiet >= HEARTBEAT:
-                        self._numbered += 1
-                        self._queue.append((self._numbered, self._heartbeat()))
+                        self._buffer.add(self._heartbeat())
+                        self._trim()
                         break
                     wait = ALIVE_CHECK if self._alive is not None else None
                     if self._heartbeat is not None:
                         wait = min(wait or HEARTBEAT, HEARTBEAT - quiet)
+                    self._idle = True
                     self._cond.wait(wait)
+                    self._idle = False
                 if self._closing:
                     return
-                entries = list(islice(self._queue, BATCH))
+                # The messages themselves: a drop meanwhile lets go of its entry's message.
+                entries = [(e.number, e.message) for e in self._buffer.head(BATCH, self._batch_bytes)]
+                last = self._in_flight = entries[-1][0]
                 self._busy = True
             batch = self._checked(entries)
-            last = entries[-1][0]
             try:
                 if self._sink is None:
                     self._sink = self._open_sink()
@@ -191,24 +270,66 @@ class Shipper:
                 failures += 1
                 with self._cond:
                     self._busy = False
+                    for kind, tier, key in self._unsure:  # they were not written after all
+                        self._count_drop(kind, tier, key)
+                    self._unsure.clear()
                     self._cond.notify_all()
-                    if not self._closing:
-                        self._cond.wait(retry_delay(failures, self._min_delay, self._max_delay))
+                self._back_off(retry_delay(failures, self._min_delay, self._max_delay))
                 continue
             else:
                 self._done(last)
                 if self.failing_since is not None:
-                    logger.warning(
-                        "dask-analytics: %s is reachable again after %.0f s; %d messages were dropped "
-                        "while it was down", self._describe, time.time() - self.failing_since,
-                        self.dropped - self._dropped_at_outage,
-                    )
-                    self.failing_since = None
+                    self._recovered()
                 failures = 0
 
+    def _recovered(self) -> None:
+        with self._cond:
+            since, self.failing_since = self.failing_since, None
+            self._warned.clear()
+            lost = {k: n - self._dropped_before.get(k, 0) for k, n in self.dropped_by_kind.items()}
+            lost = {k: n for k, n in lost.items() if n}
+            self._dropped_before = dict(self.dropped_by_kind)
+        logger.warning("dask-analytics: %s is reachable again after %.0f s; %d messages were dropped meanwhile%s",
+                       self._describe, time.time() - since, sum(lost.values()), f" ({lost})" if lost else "")
+
+    def _back_off(self, delay: float) -> None:
+        """Wait `delay` seconds before the next attempt, measuring what put asks meanwhile;
+        flush and close cut it short."""
+        deadline = time.monotonic() + delay
+        while True:
+            self._measure()
+            with self._cond:
+                left = deadline - time.monotonic()
+                if self._closing or self._retry_now or left <= 0:
+                    self._retry_now = False
+                    return
+                self._cond.wait(left)
+
+    def _measure(self) -> None:
+        """Size the free-form messages put since the last time, then trim to the bound."""
+        with self._cond:
+            unsized = self._buffer.unsized
+            if not unsized:
+                return
+            todo = [(entry, entry.message) for entry in unsized if entry.queued]
+            unsized.clear()
+        sizes = []
+        for entry, message in todo:
+            try:
+                sizes.append(measure(message))
+            except Exception:  # the provisional figure stays
+                sizes.append(None)
+        with self._cond:  # no batch is in flight: this is the writer thread, between writes
+            for (entry, _), size in zip(todo, sizes):
+                if size is not None and entry.queued:
+                    self._buffer.resize(entry, size)
+                    if size > self._buffer.max_bytes:
+                        self._too_large(entry)
+            self._trim()
+
     def _checked(self, entries: list[tuple[int, dict]]) -> list[Envelope]:
-        first = entries[0][0]
-        for number in [n for n in self._typed if n < first]:  # pushed out of a full buffer
+        numbers = {number for number, _ in entries}
+        for number in [n for n in self._typed if n not in numbers]:  # dropped meanwhile
             del self._typed[number]
         batch = []
         for number, message in entries:
@@ -227,9 +348,9 @@ class Shipper:
 
     def _done(self, last: int) -> None:
         with self._cond:
-            # put() may have pushed part of the batch out meanwhile: pop only what we sent.
-            while self._queue and self._queue[0][0] <= last:
-                self._queue.popleft()
+            # put() may have pushed part of the batch out meanwhile: it was written all the same.
+            self._buffer.remove_through(last)
+            self._unsure.clear()
             self._written_at = time.monotonic()
             self._typed.clear()  # it held this batch only
             self._busy = False
@@ -238,14 +359,16 @@ class Shipper:
     def _failed(self, error: Exception) -> None:
         if self.failing_since is None:
             self.failing_since = time.time()
-            self._dropped_at_outage = self.dropped
             logger.warning(
-                "dask-analytics: cannot write to %s (%s: %s); keeping up to %d messages and retrying",
-                self._describe, type(error).__name__, error, self._max,
+                "dask-analytics: cannot write to %s (%s: %s); keeping up to %s of messages (%s) and retrying",
+                self._describe, type(error).__name__, error, format_bytes(self._buffer.max_bytes), BYTES_KEY,
             )
-        if self._sink is not None:
+        self._close_sink()
+
+    def _close_sink(self) -> None:
+        sink, self._sink = self._sink, None
+        if sink is not None:
             try:
-                self._sink.close()
+                sink.close()
             except Exception:
                 pass
-            self._sink = None

@@ -20,13 +20,14 @@ class StoreSink:
         from ..store import open_store
 
         self.store = open_store(url, single_connection=True)
-        # analytics.retention: pruned now and daily, through a Store of its own (opened
-        # per run) so this writer's one connection never waits on it.
+        # analytics.retention: pruned after the first hour or two (jittered: see
+        # store/retention.py), then daily, through a Store of its own (opened per run) so
+        # this writer's one connection never waits on it.
         self.retention = None
         if retention:
-            from ..store.retention import DAY, Retention
+            from ..store.retention import DAY, Retention, first_delay
 
-            self.retention = Retention(lambda: open_store(url), retention, every=DAY).start()
+            self.retention = Retention(lambda: open_store(url), retention, every=DAY, delay=first_delay()).start()
 
     def write(self, messages: list[Envelope]) -> int:
         return self.store.ingest(messages)

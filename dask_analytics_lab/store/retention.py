@@ -2,15 +2,21 @@
 every `every` seconds, until stopped.
 
 Who runs it: the team server (hourly, on its own store, under its writer lock) and a
-scheduler that writes straight into a SQLite/PostgreSQL store (at start, then daily,
-through a Store of its own so the shipper's single connection is never held up).  Many
-schedulers pruning at once is harmless: each batch re-checks and locks what it deletes,
-and with nothing old a run is one indexed query.
+scheduler that writes straight into a SQLite/PostgreSQL store (`first_delay()` after it
+starts, then daily, through a Store of its own so the shipper's single connection is
+never held up).  Not at a scheduler's start: a prune's first query and its deletes
+would compete with the scheduler's own start and first writes, a short-lived cluster
+need not prune at all (the next long-lived one or the server will), and the schedulers
+of a batch of jobs started together would all prune the same rows at the same moment.
+Many schedulers pruning at once is harmless all the same: each batch re-checks and
+locks what it deletes, and with nothing old a run is one indexed query.
 """
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 from typing import Any, Callable, ContextManager
 
 from .prune import prune
@@ -19,6 +25,14 @@ logger = logging.getLogger("dask_analytics_lab.retention")
 
 DAY = 86400.0
 HOUR = 3600.0
+# A scheduler's first prune: FIRST_DELAY after it starts, plus up to FIRST_JITTER at random.
+FIRST_DELAY = HOUR
+FIRST_JITTER = HOUR
+
+
+def first_delay() -> float:
+    """Seconds from a scheduler's start to its first prune: in [FIRST_DELAY, FIRST_DELAY + FIRST_JITTER)."""
+    return FIRST_DELAY + random.uniform(0.0, FIRST_JITTER)
 
 
 class Retention:
@@ -32,9 +46,12 @@ class Retention:
         self._stop = threading.Event()
         self.runs = 0
         self.last: dict | None = None
+        # time.monotonic() of the next run (the schedule, for status and tests).
+        self.next_at: float | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     def start(self) -> "Retention":
+        self.next_at = time.monotonic() + self.delay
         self._thread.start()
         return self
 
@@ -61,11 +78,10 @@ class Retention:
         return result
 
     def _loop(self) -> None:
-        wait = self.delay
-        while not self._stop.wait(wait):
+        while not self._stop.wait(max(0.0, self.next_at - time.monotonic())):
             try:
                 self.run_once()
             except Exception as e:  # a store outage: try again next time, the service goes on
                 logger.warning("dask-analytics retention: prune failed (will try again in %.0f s): %s",
                                self.every, e)
-            wait = self.every
+            self.next_at = time.monotonic() + self.every
