@@ -247,3 +247,22 @@ def test_cancel_counts_running_tasks_as_cancelled_and_ends_the_wall_time(store_u
     assert before <= comp["stop"] <= after + 1.0  # the cancel, not the quick tasks' end
     (group,) = dal.get_computation(comp["computation_id"], store=store_url)["groups"]
     assert (group["n_cancelled"], group["n_not_run"]) == (2, 2)
+
+
+def test_releasing_results_a_closed_worker_took_leaves_the_computation_finished(sqlite_url):
+    """A worker closes holding the only copies of held results; Dask wants them again but
+    nothing may run them (they are pinned to that worker); then the client lets go of them.
+    Nothing was cancelled and nothing failed: the computation stays finished."""
+    with recorded_cluster(sqlite_url, n_workers=2) as (client, info):
+        a = sorted(client.scheduler_info()["workers"])[0]
+        futures = client.map(lambda i: i * 2, range(10), workers=[a], allow_other_workers=False)
+        wait(futures)
+        client.run_on_scheduler(lambda dask_scheduler, addr: dask_scheduler.close_worker(addr), addr=a)
+        wait_for(lambda: a not in client.scheduler_info()["workers"], what="the worker to leave")
+        del futures
+        wait_for(lambda: not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)),
+                 what="the scheduler to let go of the results")
+        dal.flush(client)
+        (comp,) = dal.list_computations(info["cluster_id"], store=sqlite_url)
+        assert (comp["state"], comp["n_done"], comp["n_cancelled"], comp["n_not_run"]) == ("finished", 10, 0, 0)
+        assert dal.list_exceptions(info["cluster_id"], store=sqlite_url) == []

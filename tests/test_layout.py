@@ -196,7 +196,7 @@ def test_reports_import_neither_server_handlers_nor_the_api(graph):
 # --- what a scheduler and a worker load --------------------------------------------
 # Each list is every module of the package that path loads (ROOT's own __init__ is ""):
 # a module that a change makes load eagerly fails the test, named with its importer.
-COLLECTOR = {"", "collect", "collect.accounting", "collect.cluster", "collect.computations", "collect.errors", "collect.lost",
+COLLECTOR = {"", "collect", "collect.accounting", "collect.buffer", "collect.cluster", "collect.computations", "collect.errors", "collect.lost",
              "collect.metrics", "collect.offloop", "collect.plugin", "collect.profile_window",
              "collect.profiles", "collect.run_spans", "collect.shipper", "collect.sinks",
              "collect.task_stream", "collect.workers", "messages", "remote", "store_errors", "urls"}

@@ -89,6 +89,15 @@ class LostTasks:
             del self.keys[key]
         return entry
 
+    def let_go(self, key: Any) -> bool:
+        """The key was released: True for a lost result wanted again until then (it
+        counted as done, and still does)."""
+        entry = self.keys.get(key)
+        if entry is None or not entry.waiting:
+            return False
+        del self.keys[key]
+        return True
+
     def finished(self, key: Any) -> _Lost | None:
         """A lost result is in memory (or erred) again."""
         return self.keys.pop(key, None)

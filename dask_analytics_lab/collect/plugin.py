@@ -296,6 +296,12 @@ class AnalyticsPlugin(SchedulerPlugin):
                 counts.last = time.time()
                 self._erred(key, tg, counts, kwargs)
             elif start in NOT_DONE and stimulus_id is not None and stimulus_id.startswith(_CANCEL_STIMULI):
+                if self._lost.keys and self._lost.let_go(key):
+                    # A lost result nobody wants any more (a program ending lets go of what
+                    # it held after its workers closed): it was done, no work was cancelled.
+                    counts.lost_waiting = max(0, counts.lost_waiting - 1)
+                    counts.done += 1
+                    return
                 counts.cancelled += 1
                 counts.cancelled_at = time.time()
                 if start == "processing":
