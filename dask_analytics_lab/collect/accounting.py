@@ -7,7 +7,10 @@ noise is several points), so the cost is accounted where it is spent:
 - hooks: the transition hook runs ~6 times a task and costs about a microsecond, less
   than reading a thread's CPU clock twice (a system call) would add; every call is
   counted, and one call in SAMPLE_EVERY is timed by the wall clock (read in user space:
-  tens of nanoseconds, measured at start and taken off).  Dask's own cost of calling one more plugin (its loop over the
+  tens of nanoseconds, measured at start and taken off).  A wall clock also runs while
+  the thread is descheduled, which on a busy machine adds about as much as the call
+  costs: a sample over OUTLIER is left out (and counted), and the collections that ran
+  inside sampled calls are taken out of the samples and added back whole.  Dask's own cost of calling one more plugin (its loop over the
   plugins, the arguments) is measured once at start (`calibrate`) and added per call.
 - update_graph, ticks, the other hooks (events, workers joining and leaving), profile
   fetches (each step of their coroutines on the loop: `metered`) and fine-metrics
@@ -34,6 +37,7 @@ from typing import Any, Awaitable, Generator, TypeVar
 T = TypeVar("T")
 
 SAMPLE_EVERY = 64  # transition calls per timed one
+OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
 THREAD_PREFIX = "dask-analytics"  # our threads' names start so
 
@@ -61,6 +65,8 @@ class CostMeter:
         self._gc_inside = dict.fromkeys(PARTS, 0.0)
         self._sampled_seconds = 0.0
         self._sampled_calls = 0
+        self.outliers = 0  # sampled calls left out: over OUTLIER
+        self._gc_mark = 0.0
         self.dispatch = 0.0  # Dask's cost of one call of one more plugin's hook
         self.clock = 0.0  # what reading the wall clock adds to a timed hook call
         self._loop_thread = threading.get_ident()
@@ -95,7 +101,16 @@ class CostMeter:
         self.inside = outer
         self.charge(part, time.thread_time() - t0)
 
-    def sampled_transition(self, seconds: float) -> None:
+    def begin_sample(self) -> None:
+        self.inside = "hooks"
+        self._gc_mark = self._gc_inside["hooks"]
+
+    def end_sample(self, seconds: float) -> None:
+        self.inside = None
+        seconds -= self._gc_inside["hooks"] - self._gc_mark  # counted whole, in hooks_seconds
+        if seconds > OUTLIER:
+            self.outliers += 1
+            return
         self._sampled_seconds += seconds
         self._sampled_calls += 1
         if seconds > self.longest_call:
@@ -138,7 +153,8 @@ class CostMeter:
     # --- reading -------------------------------------------------------------------
     def hooks_seconds(self) -> float:
         per_call = max(0.0, self._sampled_seconds / self._sampled_calls - self.clock) if self._sampled_calls else 0.0
-        return self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins))
+        gc_seconds = self._gc_inside["hooks"] * SAMPLE_EVERY
+        return self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins)) + gc_seconds
 
     def report(self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None) -> dict:
         """Must run on the loop's thread (it reads that thread's CPU clock).  `extra`: loop
@@ -164,6 +180,8 @@ class CostMeter:
             "longest_call_ms": 1e3 * self.longest_call,
             "longest_part": self.longest_part,
             "gc_seconds": gc_seconds,
+            "hook_samples": self._sampled_calls,
+            "hook_outliers": self.outliers,
             "threads": threads,
             "threads_share_of_a_core": sum(threads.values()) / wall,
             "since": self._started,

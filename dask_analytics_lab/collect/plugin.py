@@ -248,13 +248,12 @@ class AnalyticsPlugin(SchedulerPlugin):
         # One call in SAMPLE_EVERY is timed (collect/accounting.py), by the wall clock: a
         # CPU clock is a system call that costs more than the call it times.
         meter = self._meter
-        cpu = time.perf_counter()
-        meter.inside = "hooks"
+        meter.begin_sample()
+        t0 = time.perf_counter()
         try:
             self._transition(key, start, finish, stimulus_id, kwargs)
         finally:
-            meter.inside = None
-            meter.sampled_transition(time.perf_counter() - cpu)
+            meter.end_sample(time.perf_counter() - t0)
 
     def _transition(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
         if finish not in _COUNTED or not self._ready:
