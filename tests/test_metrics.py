@@ -385,6 +385,7 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
     sent = []
     before = ("execute", "f", "thread-cpu", "seconds")
     scheduler = SimpleNamespace(tasks={}, computations=deque(maxlen=3), total_nthreads_history=[(0.0, 2)],
+                                _task_to_msg=lambda ts: {"key": "k", "span_id": ts.group.span_id},
                                 cumulative_worker_metrics={("gather-dep", "network", "seconds"): 5.0,
                                                            before: 5.0, "latency": 0.1})
     ext = SpansSchedulerExtension(scheduler)
@@ -426,27 +427,31 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
     heartbeat(b, 0.25, "g")
     rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
     assert rows() == {("a", "f", "thread-cpu"): 3.0, ("b", "g", "thread-cpu"): 0.25}
-    # "c" submits into a's span (a group still alive): it gets a node of its own under it.
+    # "c" submits into a's span (a group still alive): its tasks leave with a span id of
+    # its own; Dask's group, span and spans stay as they were.
     scheduler.computations.append(SimpleNamespace(id="c", groups=set()))
     scheduler.tasks["f-2"] = SimpleNamespace(group=a)
     span_a = ext.spans[a.span_id]
+    spans_before = dict(ext.spans)
     rec.waiting("f-2")
-    assert a.span_id != span_a.id and ext.spans[a.span_id].parent is span_a
-    assert a not in span_a.groups and a in set(span_a.traverse_groups())
-    heartbeat(a, 4.0)  # c's task
+    run = scheduler._task_to_msg(scheduler.tasks["f-2"])["span_id"]
+    assert run != span_a.id and run not in ext.spans and ext.spans == spans_before
+    assert a.span_id == span_a.id and a in span_a.groups
+    ext.heartbeat(None, {("execute", run, "f", "thread-cpu", "seconds"): 4.0})  # c's task
     ext.heartbeat(None, {("execute", span_a.id, "f", "thread-cpu", "seconds"): 0.5})  # a's tail
     rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
     assert rows() == {("a", "f", "thread-cpu"): 3.5, ("c", "f", "thread-cpu"): 4.0}
     assert span_a.cumulative_worker_metrics[before] == 7.5  # Dask's span: both, as before
-    # Where Dask looks for spans by name, tag or root, the node is not.
-    assert ext.root_spans == [old, span_a, ext.spans["span-b"]]
-    assert all(a.span_id not in {s.id for s in found} for found in ext.spans_search_by_tag.values())
+    assert ext.root_spans == [old, span_a, ext.spans["span-b"]] and not span_a.children
     # Dask keeps the last few computations: "a" rolls out, its totals and spans go with it.
     scheduler.computations.append(SimpleNamespace(id="d", groups=set()))
     rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
     ext.heartbeat(None, {("execute", span_a.id, "f", "thread-cpu", "seconds"): 1.0})
     rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
     assert rows() == {} and "a" not in rec._totals and rec.dropped == 2
+    # A run id still lands in its span for Dask, whoever it belonged to.
+    ext.heartbeat(None, {("execute", run, "f", "thread-cpu", "seconds"): 1.0})
+    assert span_a.cumulative_worker_metrics[before] == 9.5
 
 
 # --- the Time tab, in Chromium, once the cluster is gone ----------------------------------

@@ -8,9 +8,9 @@ elsewhere (`("gather-dep", "network", "seconds")`, `("get-data", "memory-read", 
 (`"latency"`): not metrics of work, skipped.
 
 `execute` and `p2p` metrics come with the span id of the task they were measured for,
-and Dask's spans extension sums them per span.  Each computation has span nodes of its
-own (collect/run_spans.py says how, and why Dask's dashboard does not see a difference),
-and each heartbeat's span-keyed metrics go to the computation owning the span, as the
+and Dask's spans extension sums them per span.  Each computation's tasks leave with a
+span id of its own (collect/run_spans.py says how, and why Dask sees no difference), and
+each heartbeat's span-keyed metrics go to the computation owning the id, as the
 heartbeat lands.  A computation's figures are exactly what Dask attributed to its spans,
 however late a worker's heartbeat comes.  Splitting Dask's cluster-wide sums in time
 cannot be exact: a heartbeat that lands after run 2 started still carries run 1's last
@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 from distributed.spans import CONTEXTS_WITH_SPAN_ID
 
-from .run_spans import RunSpans, tap_heartbeats
+from .run_spans import RunSpans, tap
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -110,12 +110,12 @@ class MetricsRecorder:
         else:
             # The transition hook calls this for every task that goes to waiting.
             self.waiting = self.spans.waiting
-            tap_heartbeats(ext, self._heartbeat, self)
+            tap(scheduler, ext, self.spans, self._heartbeat, self)
         self._look_through(scheduler.cumulative_worker_metrics, baseline=True)
 
     # --- what Dask attributed to a span: as each heartbeat lands ----------------------
     def _heartbeat(self, data: dict) -> None:
-        """One worker's `{(context, span id, *rest): value}`, already added to Dask's spans."""
+        """One worker's `{(context, span id, *rest): value}`, before Dask adds it to its spans."""
         cpu = time.thread_time()
         try:
             owner = self.spans.owner

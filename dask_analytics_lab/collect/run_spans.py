@@ -1,5 +1,5 @@
-"""One span node per computation, so that Dask's own attribution of fine performance
-metrics is per computation.
+"""A span id of its own for each computation, on the wire only, so that Dask's own
+attribution of fine performance metrics is per computation.
 
 Workers key every `execute` and `p2p` metric by the span id the task came with (the
 scheduler sends `TaskGroup.span_id` in `compute-task`) and send them with their next
@@ -17,27 +17,20 @@ scheduler is idle).  Two cases share a span between computations:
   in a row does too: the group, and with it its span, carries on;
 - a user's `span()` around several computations (`with span("sweep"): for p in ...`).
 
-There, the later computation's group moves into a span node of its own: a child of the
-span it was in, with the same name, registered in `SpansSchedulerExtension.spans` only
-(where heartbeats look span ids up).  Everything Dask shows of a span is the sum over
-its subtree (metrics, groups, states, durations, code, start, stop, done), and the
-child is in neither `root_spans` nor the by-name and by-tag indexes, so the dashboard,
-`merge_all`/`merge_by_tags`, `find_by_tags` and the choice of the next default span
-see what they would have seen without it.  Only two things tell: the parent's own
-`groups` no longer lists the group (its subtree does), and a progress bar grouped by
-span shows it as a second row of the same name.  A span is never made for a
-computation that has one of its own already.
+There, the later computation's tasks leave for the workers with a span id of its own
+(a "run id": `_task_to_msg` is wrapped on this scheduler to put it in the message), and
+the workers key their metrics by it.  As each heartbeat lands, the wrapper around
+Dask's `SpansSchedulerExtension.heartbeat` gives each value to its computation, turns
+each run id back into the span it stands for, and hands Dask exactly the data it would
+have had.  Nothing of Dask's changes: the TaskGroup keeps its span, the span its
+groups, Dask's spans sum what they would have summed, and no span is added.  (A worker
+uses the span id it is sent for nothing but keying these metrics.)
 
-The move happens at the task's released -> waiting transition (the plugin's transition
-hook, before Dask builds the `compute-task` message): every task passes there before it
-runs, and a new Computation exists only once every task of the one before finished, so
-no task of the earlier computation can leave with the new id.  The hook's work is O(1):
-one identity test while the group and the computation stay the same, a dict lookup
-when they change, and a move once per (computation, shared span).
-
-The heartbeat is read where Dask reads it: `SpansSchedulerExtension.heartbeat` is
-wrapped on this scheduler's instance, Dask's own method runs first and unchanged, and
-the wrapper hands the same data on, O(keys in that heartbeat), as Dask's own work is.
+The run id is chosen at the task's released -> waiting transition (the plugin's
+transition hook): every task passes there before it is sent, and a new Computation
+exists only once every task of the one before finished, so no task of the earlier
+computation can leave with the new id.  The hook's work is O(1): one identity test
+while the group and the computation stay the same, a dict lookup when they change.
 """
 from __future__ import annotations
 
@@ -46,68 +39,74 @@ import uuid
 import weakref
 from typing import Any, Callable
 
-from distributed.spans import Span
-
 logger = logging.getLogger("dask_analytics_lab")
 
-# What the wrapper hands each heartbeat's span-keyed metrics to.
+# What the wrapper hands each heartbeat's span-keyed metrics to (before Dask has them).
 Sink = Callable[[dict], None]
 
 
-class RunSpan(Span):
-    """A computation's own node under a span it shares with an earlier computation.
-    It speaks for its parent wherever Dask reads a span's identity, so a task spawned
-    from inside one of its tasks joins the user's span as it would have."""
-
-    __slots__ = ()
-
-    @property
-    def annotation(self) -> dict | None:
-        parent = self.parent
-        return parent.annotation if parent is not None else None
-
-    @property
-    def metadata(self) -> Any:
-        parent = self.parent
-        return parent.metadata if parent is not None else None
-
-    def add_metadata(self, metadata: Any) -> None:
-        parent = self.parent
-        if parent is not None:
-            parent.add_metadata(metadata)
-
-
-def tap_heartbeats(ext: Any, sink: Sink, owner: Any) -> None:
-    """Hand every heartbeat's span-keyed metrics to `sink` after Dask has taken them.
-    The wrapper holds `owner` weakly: once it is gone, only Dask's method runs."""
-    original = ext.heartbeat
+def tap(scheduler: Any, ext: Any, spans: "RunSpans", sink: Sink, owner: Any) -> None:
+    """Send each task with its computation's span id, and give every heartbeat's
+    span-keyed metrics to `sink` before Dask takes them (with each run id turned back
+    into its span).  Both wrappers hold `owner` weakly: once it is gone, only Dask's
+    own methods run."""
+    to_msg = scheduler._task_to_msg
+    heartbeat = ext.heartbeat
     ref = weakref.ref(owner)
+    sent_as = spans.sent_as
+    real = spans.real
 
-    def heartbeat(ws: Any, data: dict) -> None:
-        original(ws, data)
+    def task_to_msg(ts: Any, *args: Any, **kwargs: Any) -> dict:
+        msg = to_msg(ts, *args, **kwargs)
+        if sent_as and ref() is not None:
+            sid = sent_as.get(ts.group)
+            if sid is not None:
+                msg["span_id"] = sid
+        return msg
+
+    def heartbeat_with_runs(ws: Any, data: dict) -> None:
         if ref() is not None:
             sink(data)
+        if real:  # also once the recorder is gone: Dask knows no run id
+            data = _as_dask_sees_it(data, real)
+        heartbeat(ws, data)
 
-    ext.heartbeat = heartbeat
+    scheduler._task_to_msg = task_to_msg
+    ext.heartbeat = heartbeat_with_runs
+
+
+def _as_dask_sees_it(data: dict, real: dict[str, str]) -> dict:
+    """The heartbeat's data with each run id turned back into the span it stands for."""
+    out: dict = {}
+    for key, value in data.items():
+        sid = key[1] if len(key) > 1 else None
+        if sid in real:
+            key = (key[0], real[sid], *key[2:])
+        out[key] = out.get(key, 0) + value
+    return out
 
 
 class RunSpans:
-    """Which computation each span node's metrics belong to, and the nodes that make it so."""
+    """Which computation each span id's metrics belong to, and the run ids that make it so."""
 
     def __init__(self, scheduler: Any, ext: Any):
         self._tasks = scheduler.tasks
         self._computations = scheduler.computations
-        self._ext = ext
-        # span id -> computation id; "" for nobody's (it ran before recording started,
-        # or Dask let go of its computation).
+        # span id (Dask's, or a run id) -> computation id; "" for nobody's (it ran before
+        # recording started, or Dask let go of its computation).
         self.owner: dict[str, str] = dict.fromkeys(ext.spans, "")
-        self._nodes: dict[str, list[str]] = {}  # computation id -> its span ids
-        self._runs: dict[tuple[str, str], Span] = {}  # (computation id, parent id) -> node
+        # run id -> the Dask span it stands for.  Kept for the scheduler's life: a worker
+        # may still send metrics under a run id, and Dask knows none (one small entry per
+        # computation that shared a span).
+        self.real: dict[str, str] = {}
+        self.sent_as: dict[Any, str] = {}  # TaskGroup -> the run id its tasks leave with
+        self._nodes: dict[str, list[str]] = {}  # computation id -> its span and run ids
+        self._runs: dict[tuple[str, str], str] = {}  # (computation id, Dask span id) -> run id
         self._group: Any = None  # the last group seen at the hook, under _comp
         self._comp: Any = None
         self._cid = ""
-        self.moved = 0  # groups moved into a computation's own node
-        self.failed = 0  # moves that failed: that group's metrics stay with the earlier run
+        self.moved = 0  # groups whose tasks left with a run id of their computation
+        self.failed = 0  # hook calls that failed: that group's metrics stay with the earlier run
 
     def waiting(self, key: Any) -> None:
         """A task goes from released to waiting: make sure it will leave with a span id
@@ -129,34 +128,42 @@ class RunSpans:
             if owner is None:  # a span first used now
                 self.owner[sid] = self._cid
                 self._nodes.setdefault(self._cid, []).append(sid)
-            elif owner != self._cid:
-                self._move(tg, sid)
+                self.sent_as.pop(tg, None)
+            elif owner == self._cid:
+                self.sent_as.pop(tg, None)
+            else:
+                self._send_as_run(tg, sid)
         except Exception:
             self.failed += 1
             self._group = None
-            logger.exception("dask-analytics: could not give a computation its own span for %r", key)
+            logger.exception("dask-analytics: could not give a computation its own span id for %r", key)
 
-    def _move(self, tg: Any, sid: str) -> None:
-        node = self._ext.spans[sid]
-        parent = node.parent if isinstance(node, RunSpan) else node
-        run = self._runs.get((self._cid, parent.id))
+    def _send_as_run(self, tg: Any, sid: str) -> None:
+        run = self._runs.get((self._cid, sid))
         if run is None:
-            run = RunSpan(parent.name, str(uuid.uuid4()), parent, self._ext.scheduler.total_nthreads_history)
-            self._ext.spans[run.id] = run
-            parent.children.append(run)
-            self._runs[self._cid, parent.id] = run
-            self.owner[run.id] = self._cid
-            self._nodes.setdefault(self._cid, []).append(run.id)
-        node.groups.discard(tg)
-        run.groups.add(tg)
-        tg.span_id = run.id
-        self.moved += 1
+            run = self._runs[self._cid, sid] = str(uuid.uuid4())
+            self.real[run] = sid
+            self.owner[run] = self._cid
+            self._nodes.setdefault(self._cid, []).append(run)
+        if self.sent_as.get(tg) != run:
+            self.sent_as[tg] = run
+            self.moved += 1
 
     def forget(self, cids: set[str]) -> None:
-        """Dask let go of these computations: what still arrives for their spans is nobody's."""
+        """Dask let go of these computations: what still arrives for their span ids is
+        nobody's (a run id still turns back into its span for Dask)."""
         for cid in cids:
             for sid in self._nodes.pop(cid, ()):
                 self.owner[sid] = ""
         self._runs = {k: v for k, v in self._runs.items() if k[0] not in cids}
+        mine = {run for (cid, _), run in self._runs.items()}
+        self.sent_as = _keep(self.sent_as, mine)
         if self._cid in cids:
             self._comp, self._group, self._cid = None, None, ""
+
+
+def _keep(sent_as: dict, runs: set[str]) -> dict:
+    # In place: the message wrapper holds this very dict.
+    for tg in [tg for tg, run in sent_as.items() if run not in runs]:
+        del sent_as[tg]
+    return sent_as
