@@ -107,10 +107,14 @@ class Metrics:
                    [({"table": k}, v) for k, v in sorted(self.retention.items()) if k != "runs"])
             if lag is not None:  # looplag.LoopLag
                 metric(out, "dask_analytics_loop_stalls_total", "counter",
-                       f"Times the event loop ran a callback over {lag.stall:g} s late (heavy work on the loop).",
-                       [({}, lag.stalls)])
+                       f"Times the event loop ran a callback over {lag.stall:g} s late while its thread was busy "
+                       f"(over {lag.stall:g} s of CPU in between: heavy work on the loop).", [({}, lag.stalls)])
                 metric(out, "dask_analytics_loop_lag_max_seconds", "gauge",
-                       "The largest event loop lag seen since start.", [({}, float(lag.worst))])
+                       "The largest event loop lag seen since start (also counts waiting for a CPU).",
+                       [({}, float(lag.worst))])
+                metric(out, "dask_analytics_loop_busy_max_seconds", "gauge",
+                       "The most CPU the loop's thread used between two probes (every 0.1 s) since start.",
+                       [({}, float(lag.worst_busy))])
         return "\n".join(out) + "\n"
 
 
