@@ -85,8 +85,8 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
                     for i in range(args.tasks)]
             msgs = [c.cluster(), c.computation("comp-1")]
             msgs += [c.tasks("comp-1", rows[i:i + 5000]) for i in range(0, len(rows), 5000)]
-            for i in range(0, len(msgs), 50):
-                status, body, _ = request(server.url + "/api/ingest", method="POST", token=a, body=msgs[i:i + 50])
+            for i in range(0, len(msgs), 10):
+                status, body, _ = request(server.url + "/api/ingest", method="POST", token=a, body=msgs[i:i + 10])
                 assert status == 200, body
             path, headers, readers = "/api/computations/comp-1/tasks?limit=1000000", \
                 {"Authorization": f"token {a}", "Accept-Encoding": "gzip"}, max(1, args.readers // 16)

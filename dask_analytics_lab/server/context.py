@@ -20,6 +20,7 @@ from .errors import ApiError
 from .looplag import LoopLag
 from .metrics import Metrics
 from .quota import Quota
+from .shares import ReadShares
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
@@ -171,6 +172,7 @@ class Context:
     # Report bodies being sent (report_handlers.SharedBodies): one copy per report
     # however many clients read it at once.
     report_bodies: Any = None
+    read_shares: Any = None  # shares.ReadShares: one caller's reads take at most half the read threads
     _tokens: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
     _tokens_lock: threading.Lock = field(default_factory=threading.Lock)
     _touched: dict[str, float] = field(default_factory=dict)
@@ -365,6 +367,7 @@ def make_context(prefix: str, settings: dict) -> Context:
     query_timeout = settings.get("query_timeout", QUERY_TIMEOUT)
     store.read_timeout = float(query_timeout) if query_timeout else None
     team = TeamStore(store)
+    threads = int(settings.get("threads", 4))
     return Context(
         max_answer_bytes=int(settings.get("max_answer_bytes") or MAX_ANSWER_BYTES),
         query_timeout=store.read_timeout,
@@ -380,7 +383,7 @@ def make_context(prefix: str, settings: dict) -> Context:
         max_body_bytes=int(settings.get("max_body_bytes", 16 * 2**20)),
         max_json_bytes=max_json,
         max_report_bytes=max_report,
-        executor=ThreadPoolExecutor(int(settings.get("threads", 4)), thread_name_prefix="dal-server"),
+        executor=ThreadPoolExecutor(threads, thread_name_prefix="dal-server"),
         body_executor=ThreadPoolExecutor(2, thread_name_prefix="dal-server-body"),
         receiving=receiving,
         parsing=MemoryBudget(memory - receiving.total, "memory for bodies being parsed and stored"),
@@ -394,6 +397,7 @@ def make_context(prefix: str, settings: dict) -> Context:
         retention=float(settings["retention"]) if settings.get("retention") else None,
         write_lock=threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext(),
         report_bodies=_shared_bodies(),
+        read_shares=ReadShares(threads),
     )
 
 

@@ -21,6 +21,7 @@ from ..store import schema as _schema
 from ..store.budget import answer_budget
 from .base import BaseHandler, check_text, encode_answer
 from .context import Principal
+from .shares import caller_key
 from .errors import ApiError
 
 
@@ -131,7 +132,8 @@ class QueryHandler(BaseHandler):
         params = self.parse_params()
         account = self.scope(principal)
         ids = [check_text("id", p) for p in path]
-        body, encoding = await self.call(self.answer, account, ids, params, self.accepts_gzip())
+        async with self.ctx.read_shares.hold(caller_key(principal)):
+            body, encoding = await self.call(self.answer, account, ids, params, self.accepts_gzip())
         self.set_header("Content-Type", "application/json; charset=utf-8")
         await self.send_body(body, encoding)
 
@@ -353,7 +355,8 @@ class Export(QueryHandler):
                 await self._send(f'{", " if i else ""}{json.dumps(table)}: ['.encode(), z)
                 after, first = None, True
                 while True:
-                    chunk, after = await self.call(self._page, table, account, after, first, z)
+                    async with self.ctx.read_shares.hold(caller_key(principal)):
+                        chunk, after = await self.call(self._page, table, account, after, first, z)
                     await self.write_flushed(chunk)
                     first = False
                     if after is None:

@@ -36,6 +36,7 @@ from .body import read_json
 from .context import Principal
 from .errors import ApiError
 from .query import QueryHandler, limit_param
+from .shares import caller_key
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 SANDBOX = "sandbox allow-scripts allow-downloads"
@@ -170,9 +171,8 @@ class ReportView(BaseHandler):
         gzip_ok = self.accepts_gzip()
         # Reading, decrypting, decompressing and encoding: on a read thread, once for
         # all the clients reading the same report at the same time.
-        body = await self.ctx.report_bodies.get(
-            (report_id, self.as_json, gzip_ok),
-            lambda: self.call(load_report, self.ctx, report_id, self.as_json, gzip_ok))
+        body = await self.ctx.report_bodies.get((report_id, self.as_json, gzip_ok),
+                                                lambda: self._load(principal, report_id, gzip_ok))
         if body.meta is None:
             raise ApiError(404, "no such report")
         if not may_read(body.meta, principal):
@@ -186,6 +186,10 @@ class ReportView(BaseHandler):
             self.set_header("Content-Type", "text/html; charset=utf-8")
             self.set_header("Content-Security-Policy", REPORT_CSP)
         await self.send_body(body.data, body.encoding)
+
+    async def _load(self, principal: Principal | None, report_id: str, gzip_ok: bool) -> Body:
+        async with self.ctx.read_shares.hold(caller_key(principal)):
+            return await self.call(load_report, self.ctx, report_id, self.as_json, gzip_ok)
 
     def render_error(self, status_code: int, message: str) -> None:
         if self.as_json:
