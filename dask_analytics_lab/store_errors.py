@@ -23,3 +23,10 @@ class NotFound(LookupError):
 
 def unknown(what: str, ident: object, command: str) -> NotFound:
     return NotFound(f"unknown {what} id {ident!r}; dask-analytics {command} lists the known ones")
+
+
+class QueryTimeout(StoreUnavailable):
+    """A read ran past the store's query time limit and was cancelled (a server answers 503).
+
+    A StoreUnavailable, so callers that already handle an unreachable store (and
+    retry) handle this too; the text names the limit and how to raise it."""

@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gzip
 import logging
 import time
 from typing import Any, Callable
 
+from tornado.iostream import StreamClosedError
 from tornado.web import HTTPError, RequestHandler, decode_signed_value
 
 from ..display import dumps
 from ..messages import MessageError
 from ..store import NotFound, StoreUnavailable
+from ..store.budget import AnswerTooLarge
+from ..store_errors import QueryTimeout
 from ..store.filters import printable
 from .context import Context, Principal, TokenCheck
 from .errors import ApiError
@@ -72,6 +76,7 @@ class BaseHandler(RequestHandler):
             await result
         if self._finished:
             return
+        self.ctx.loop_lag.start()
         self.check_allowed_host()
 
     def check_allowed_host(self) -> None:
@@ -95,7 +100,7 @@ class BaseHandler(RequestHandler):
             if executor is None:  # the read threads: API queries (and token look-ups)
                 self.ctx.metrics.store_call("read", time.perf_counter() - t0)
             return result
-        except (ApiError, NotFound, MessageError, StoreUnavailable) as e:
+        except (ApiError, NotFound, MessageError, StoreUnavailable, AnswerTooLarge) as e:
             # An answer, not a bug: drop the thread's frames (they hold the request's
             # parsed body, which would otherwise live until the cycle collector runs).
             _forget_frames(e)
@@ -105,6 +110,12 @@ class BaseHandler(RequestHandler):
                 raise ApiError(404, str(e)) from None
             if isinstance(e, MessageError):
                 raise ApiError(422, str(e)) from None
+            if isinstance(e, AnswerTooLarge):
+                raise ApiError(413, f"{e} (max_answer_bytes); ask for less (a smaller limit=, a narrower "
+                                    "since=/until=), or raise it: `dask-analytics server --max-answer-bytes N`") from None
+            if isinstance(e, QueryTimeout):
+                logger.warning("dask-analytics server: %s", e)
+                raise ApiError(503, str(e), headers={"Retry-After": "30"}) from None
             logger.warning("dask-analytics server: store unavailable: %s", e)
             raise ApiError(503, f"the analytics store is unavailable; try again later ({e})") from None
 
@@ -196,9 +207,37 @@ class BaseHandler(RequestHandler):
 
     # --- answers ---------------------------------------------------------------
     def write_json(self, value: Any, status: int = 200) -> None:
+        """A small answer, encoded on the loop; answers of any size: send_json."""
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(dumps(value))
+
+    def accepts_gzip(self) -> bool:
+        return "gzip" in self.request.headers.get("Accept-Encoding", "")
+
+    async def send_json(self, value: Any, status: int = 200) -> None:
+        """An answer of any size: encoded (and gzip'd) on a read thread, sent in chunks."""
+        body, encoding = await self.call(encode_answer, value, self.accepts_gzip())
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        await self.send_body(body, encoding)
+
+    async def send_body(self, body: bytes, encoding: str | None = None) -> None:
+        """Send bytes made off the loop: a chunk at a time, each written out before the
+        next, so a slow client holds one chunk of the socket's buffer, not a copy of the
+        whole body.  encoding "gzip": the body is gzip'd already (tornado's own
+        compression leaves a body with a Content-Encoding alone)."""
+        if encoding:
+            self.set_header("Content-Encoding", encoding)
+        self.set_header("Vary", "Accept-Encoding")
+        self.set_header("Content-Length", str(len(body)))
+        try:
+            for i in range(0, len(body), SEND_CHUNK):
+                self.write(body[i:i + SEND_CHUNK])
+                await self.flush()
+            self.finish()
+        except StreamClosedError:
+            pass  # the client went away: nothing left to answer
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -217,6 +256,23 @@ class BaseHandler(RequestHandler):
     def render_error(self, status_code: int, message: str) -> None:
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(dumps({"error": message, "status": status_code}))
+
+
+# Bytes written to a connection at a time (send_body); answers larger than GZIP_OVER are
+# gzip'd on a read thread rather than by tornado on the loop.
+SEND_CHUNK = 256 * 1024
+GZIP_OVER = 64 * 1024
+
+
+def encode_answer(value: Any, gzip_ok: bool, limit: int | None = None) -> tuple[bytes, str | None]:
+    """(the JSON of `value`, its Content-Encoding): blocking, for a read thread.
+    AnswerTooLarge when the JSON passes `limit` bytes."""
+    body = dumps(value).encode()
+    if limit is not None and len(body) > limit:
+        raise AnswerTooLarge(limit)
+    if gzip_ok and len(body) > GZIP_OVER:
+        return gzip.compress(body, compresslevel=5), "gzip"
+    return body, None
 
 
 def _forget_frames(e: BaseException | None) -> None:

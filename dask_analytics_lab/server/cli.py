@@ -176,6 +176,10 @@ def _server(args: SimpleNamespace) -> int:
         "allowed_hosts": _allowed_hosts(args),
         "session_secret": _session_secret(args),
     }
+    # Limits left unset keep the server's defaults (context.py).
+    for key in ("max_answer_bytes", "query_timeout", "quota_report_bytes", "quota_event_bytes"):
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
     try:
         asyncio.run(serve(settings, host=args.host, port=args.port, certfile=args.certfile,
                           keyfile=args.keyfile, ready=lambda url: print(f"dask-analytics server at {url}", flush=True)))
@@ -316,6 +320,15 @@ db_option = click.option("--db", help=DB_HELP)
                    f"${METRICS_TOKEN_ENV}; without one /metrics is refused unless --no-token")
 @click.option("--retention", metavar="AGE",
               help="delete clusters that ended longer ago than AGE (e.g. 90d), hourly; default: analytics.retention")
+@click.option("--max-answer-bytes", "max_answer_bytes", type=click.IntRange(min=64 * 1024), metavar="N",
+              help="largest JSON answer of one read, in bytes (lists are cut into pages: the answer's `next` says "
+                   "how to get the rest); default 16 MiB")
+@click.option("--query-timeout", "query_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="cancel a store read running longer (answered 503); default 30")
+@click.option("--report-quota-bytes", "quota_report_bytes", type=click.IntRange(min=0), metavar="N",
+              help="bytes of stored reports one account may keep (0: no quota); default 2 GiB")
+@click.option("--event-quota-bytes", "quota_event_bytes", type=click.IntRange(min=0), metavar="N",
+              help="bytes of recorded events one account may keep (0: no quota); default 2 GiB")
 def server(**options: Any) -> None:
     _call(_server, options)
 

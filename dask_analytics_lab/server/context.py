@@ -17,7 +17,10 @@ from typing import Any, Callable
 
 from ..codecrypt import CodeCipher
 from .errors import ApiError
+from .looplag import LoopLag
 from .metrics import Metrics
+from .quota import Quota
+from .shares import ReadShares
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
@@ -40,8 +43,15 @@ KNOWN_SETTINGS = frozenset({
     "store_url", "store", "token_required", "local_auth", "code_key", "public_url",
     "max_body_bytes", "max_json_bytes", "max_report_bytes", "body_memory", "body_timeout",
     "body_idle_timeout", "body_queue_timeout", "threads", "allowed_hosts", "session_secret", "auth_failures",
-    "metrics_token", "retention",
+    "metrics_token", "retention", "max_answer_bytes", "query_timeout", "quota_report_bytes", "quota_event_bytes",
 })
+# The largest answer one read may send (bytes of JSON; lists are cut into pages).
+MAX_ANSWER_BYTES = 16 * 2**20
+# Seconds a store read may run before it is cancelled (503).
+QUERY_TIMEOUT = 30.0
+# Per-account storage quotas (bytes).
+QUOTA_REPORT_BYTES = 2 * 2**30
+QUOTA_EVENT_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -155,6 +165,14 @@ class Context:
     metrics_token: str | None = None
     retention: float | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    max_answer_bytes: int = MAX_ANSWER_BYTES
+    query_timeout: float | None = QUERY_TIMEOUT
+    quota: Quota | None = None
+    loop_lag: LoopLag = field(default_factory=LoopLag)
+    # Report bodies being sent (report_handlers.SharedBodies): one copy per report
+    # however many clients read it at once.
+    report_bodies: Any = None
+    read_shares: Any = None  # shares.ReadShares: one caller's reads take at most half the read threads
     _tokens: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
     _tokens_lock: threading.Lock = field(default_factory=threading.Lock)
     _touched: dict[str, float] = field(default_factory=dict)
@@ -296,6 +314,7 @@ class Context:
         return host_name(host) in self.allowed_hosts
 
     def close(self) -> None:
+        self.loop_lag.stop()
         self.executor.shutdown(wait=True)
         self.body_executor.shutdown(wait=True)
         self.store.close()
@@ -345,10 +364,18 @@ def make_context(prefix: str, settings: dict) -> Context:
     receiving = MemoryBudget(memory // 5, "memory for bodies being received")
     if max(max_json, max_report) > receiving.total:
         raise ValueError(f"body_memory ({memory}) must be at least 5 times max_json_bytes and max_report_bytes")
+    query_timeout = settings.get("query_timeout", QUERY_TIMEOUT)
+    store.read_timeout = float(query_timeout) if query_timeout else None
+    team = TeamStore(store)
+    threads = int(settings.get("threads", 4))
     return Context(
+        max_answer_bytes=int(settings.get("max_answer_bytes") or MAX_ANSWER_BYTES),
+        query_timeout=store.read_timeout,
+        quota=Quota(team, {"reports": settings.get("quota_report_bytes", QUOTA_REPORT_BYTES),
+                           "events": settings.get("quota_event_bytes", QUOTA_EVENT_BYTES)}),
         prefix=prefix,
         store=store,
-        team=TeamStore(store),
+        team=team,
         token_required=token_required,
         cipher=cipher,
         local_auth=settings.get("local_auth"),
@@ -356,7 +383,7 @@ def make_context(prefix: str, settings: dict) -> Context:
         max_body_bytes=int(settings.get("max_body_bytes", 16 * 2**20)),
         max_json_bytes=max_json,
         max_report_bytes=max_report,
-        executor=ThreadPoolExecutor(int(settings.get("threads", 4)), thread_name_prefix="dal-server"),
+        executor=ThreadPoolExecutor(threads, thread_name_prefix="dal-server"),
         body_executor=ThreadPoolExecutor(2, thread_name_prefix="dal-server-body"),
         receiving=receiving,
         parsing=MemoryBudget(memory - receiving.total, "memory for bodies being parsed and stored"),
@@ -369,4 +396,12 @@ def make_context(prefix: str, settings: dict) -> Context:
         metrics_token=_metrics_token(settings.get("metrics_token")),
         retention=float(settings["retention"]) if settings.get("retention") else None,
         write_lock=threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext(),
+        report_bodies=_shared_bodies(),
+        read_shares=ReadShares(threads),
     )
+
+
+def _shared_bodies() -> Any:
+    from .report_handlers import SharedBodies  # handlers import this module
+
+    return SharedBodies()

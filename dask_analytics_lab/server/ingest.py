@@ -30,6 +30,7 @@ from typing import Any
 from ..messages import ClusterMessage, CodeMessage, ComputationMessage, Envelope, check_batch, code_hash
 from .body import BodyReader
 from .context import Principal
+from .quota import event_bytes
 from .errors import ApiError
 
 logger = logging.getLogger("dask_analytics_lab.server")
@@ -115,6 +116,7 @@ class IngestHandler(BodyReader):
                                "by another account", len(dropped), principal.account, sorted(foreign)[:5])
             stored = 0
             if batch:
+                self.ctx.quota.charge(principal.account, "events", event_bytes(batch))  # 413/507: quota.py
                 with self.ctx.write_lock:
                     t0 = time.perf_counter()
                     try:

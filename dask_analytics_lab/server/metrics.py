@@ -81,7 +81,7 @@ class Metrics:
             return self._rows[1], self._rows[2]
 
     # --- the page ---------------------------------------------------------------
-    def render(self, rows: dict[str, int], live: int, version: str, dialect: str) -> str:
+    def render(self, rows: dict[str, int], live: int, version: str, dialect: str, lag: Any = None) -> str:
         with self._lock:
             out: list[str] = []
             metric(out, "dask_analytics_build_info", "gauge", "The server's version and store kind.",
@@ -105,6 +105,16 @@ class Metrics:
                    [({}, self.retention["runs"])])
             metric(out, "dask_analytics_retention_deleted_total", "counter", "Rows retention deleted, by table.",
                    [({"table": k}, v) for k, v in sorted(self.retention.items()) if k != "runs"])
+            if lag is not None:  # looplag.LoopLag
+                metric(out, "dask_analytics_loop_stalls_total", "counter",
+                       f"Times the event loop ran a callback over {lag.stall:g} s late while its thread was busy "
+                       f"(over {lag.stall:g} s of CPU in between: heavy work on the loop).", [({}, lag.stalls)])
+                metric(out, "dask_analytics_loop_lag_max_seconds", "gauge",
+                       "The largest event loop lag seen since start (also counts waiting for a CPU).",
+                       [({}, float(lag.worst))])
+                metric(out, "dask_analytics_loop_busy_max_seconds", "gauge",
+                       "The most CPU the loop's thread used between two probes (every 0.1 s) since start.",
+                       [({}, float(lag.worst_busy))])
         return "\n".join(out) + "\n"
 
 

@@ -53,7 +53,7 @@ class Metrics(BaseHandler):
         self.check_operator()
         rows, live = await self.call(self.ctx.metrics.store_figures, self.ctx.store)
         self.set_header("Content-Type", PROMETHEUS_TYPE)
-        self.finish(self.ctx.metrics.render(rows, live, __version__, self.ctx.store.dialect))
+        self.finish(self.ctx.metrics.render(rows, live, __version__, self.ctx.store.dialect, self.ctx.loop_lag))
 
     def check_operator(self) -> None:
         expected = self.ctx.metrics_token

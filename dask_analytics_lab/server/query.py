@@ -7,12 +7,21 @@ account and must equal a token's own account.
 """
 from __future__ import annotations
 
+import json
+import urllib.parse
+import zlib
 from typing import Any, Callable
 
 from ..store.filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, parse_by, parse_state, parse_text,
                              parse_time)
-from .base import BaseHandler, check_text
+from tornado.iostream import StreamClosedError
+
+from ..display import dumps
+from ..store import schema as _schema
+from ..store.budget import answer_budget
+from .base import BaseHandler, check_text, encode_answer
 from .context import Principal
+from .shares import caller_key
 from .errors import ApiError
 
 
@@ -27,6 +36,26 @@ def limit_param(default: int, most: int) -> Callable[[str], int]:
         return n
     parse.default = default  # type: ignore[attr-defined]
     return parse
+
+
+def _offset(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 10_000_000:
+        raise ApiError(400, f"offset must be a whole number from 0 to 10000000, got {value[:40]!r}")
+    return n
+
+
+_offset.default = 0  # type: ignore[attr-defined]
+# A list's page after the first (see QueryHandler.next_page).
+OFFSET = {"offset": _offset}
+
+
+# Rows per page of a streamed export, and its tables in export order.
+EXPORT_PAGE = 1000
+EXPORT_TABLES = [t.name for t in _schema.DATA_TABLES]
 
 
 def _text(name: str) -> Callable[[str], str]:
@@ -103,8 +132,35 @@ class QueryHandler(BaseHandler):
         params = self.parse_params()
         account = self.scope(principal)
         ids = [check_text("id", p) for p in path]
-        result = await self.call(self.query, account, *ids, **params)
-        self.write_json({self.key: result})
+        async with self.ctx.read_shares.hold(caller_key(principal)):
+            body, encoding = await self.call(self.answer, account, ids, params, self.accepts_gzip())
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        await self.send_body(body, encoding)
+
+    def answer(self, account: str | None, ids: list[str], params: dict, gzip_ok: bool) -> tuple[bytes, str | None]:
+        """The encoded answer (blocking: on a read thread).  Its rows are read within
+        max_answer_bytes (store/budget.py): a list cut short says how to get the rest."""
+        limit = self.ctx.max_answer_bytes
+        # Rows are counted by an estimate (escapes not counted): leave them a margin.
+        with answer_budget(limit * 3 // 4) as budget:
+            result = self.query(account, *ids, **params)
+        value = {self.key: result}
+        if budget.truncated is not None:
+            value["next"] = self.next_page(result, params, budget.truncated)
+        return encode_answer(value, gzip_ok, limit=limit)
+
+    def next_page(self, rows: list[dict], params: dict, n: int) -> dict:
+        """What to ask for the rest of a list cut at `n` rows by max_answer_bytes."""
+        args = {k: v[0].decode("utf-8", "replace") for k, v in self.request.query_arguments.items()}
+        if "before" in self.params:
+            args["before"] = rows[-1]["cursor"]
+        else:
+            args["offset"] = str(params.get("offset", 0) + n)
+        url = self.request.path + "?" + urllib.parse.urlencode(args)
+        return {"url": url, "params": args, "rows": n,
+                "why": f"this answer holds the first {n} rows: the rest would pass the server's maximum answer "
+                       f"size of {self.ctx.max_answer_bytes:,} bytes (max_answer_bytes); GET next.url for the "
+                       "next page"}
 
     def query(self, account: str | None, *ids: str, **params: Any) -> Any:
         raise NotImplementedError
@@ -137,10 +193,10 @@ class ClusterComputations(QueryHandler):
 
 class ClusterSamples(QueryHandler):
     key = "samples"
-    params = {"limit": limit_param(10_000, 100_000)}
+    params = {"limit": limit_param(10_000, 100_000), **OFFSET}
 
-    def query(self, account, cluster_id, limit):
-        return self.ctx.store.list_cluster_samples(cluster_id, account=account, limit=limit)
+    def query(self, account, cluster_id, limit, offset=0):
+        return self.ctx.store.list_cluster_samples(cluster_id, account=account, limit=limit, offset=offset)
 
 
 class ClusterProfile(QueryHandler):
@@ -205,19 +261,19 @@ class ComputationProfile(QueryHandler):
 
 class ComputationTasks(QueryHandler):
     key = "tasks"
-    params = {"limit": limit_param(100_000, 1_000_000)}
+    params = {"limit": limit_param(100_000, 1_000_000), **OFFSET}
 
-    def query(self, account, computation_id, limit):
-        return self.ctx.store.list_task_stream(computation_id, account=account, limit=limit)
+    def query(self, account, computation_id, limit, offset=0):
+        return self.ctx.store.list_task_stream(computation_id, account=account, limit=limit, offset=offset)
 
 
 class ClusterWorkers(QueryHandler):
     key = "workers"
-    params = {"limit": limit_param(100_000, 1_000_000), "worker": _text("worker"), **_WINDOW}
+    params = {"limit": limit_param(100_000, 1_000_000), "worker": _text("worker"), **_WINDOW, **OFFSET}
 
-    def query(self, account, cluster_id, limit, worker=None, since=None, until=None):
+    def query(self, account, cluster_id, limit, worker=None, since=None, until=None, offset=0):
         return self.ctx.store.list_worker_samples(cluster_id, worker=worker, account=account, limit=limit,
-                                                  since=since, until=until)
+                                                  since=since, until=until, offset=offset)
 
 
 class ComputationRuns(QueryHandler):
@@ -246,41 +302,91 @@ class ComputationRunSummary(QueryHandler):
 class Exceptions(QueryHandler):
     key = "exceptions"
     params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id"),
-              "computation_id": _text("computation_id")}
+              "computation_id": _text("computation_id"), **OFFSET}
 
-    def query(self, account, limit, cluster_id=None, computation_id=None):
+    def query(self, account, limit, cluster_id=None, computation_id=None, offset=0):
         return self.ctx.store.list_exceptions(cluster_id=cluster_id, computation_id=computation_id,
-                                              account=account, limit=limit)
+                                              account=account, limit=limit, offset=offset)
 
 
 class Events(QueryHandler):
     key = "events"
     params = {"limit": limit_param(1000, 100_000), "cluster_id": _text("cluster_id"), "topic": _text("topic"),
-              **_WINDOW}
+              **_WINDOW, **OFFSET}
 
-    def query(self, account, limit, cluster_id=None, topic=None, since=None, until=None):
+    def query(self, account, limit, cluster_id=None, topic=None, since=None, until=None, offset=0):
         return self.ctx.store.list_events(cluster_id=cluster_id, topic=topic, account=account, limit=limit,
-                                          since=since, until=until)
+                                          since=since, until=until, offset=offset)
 
 
 class Gpu(QueryHandler):
     key = "gpu"
     params = {"limit": limit_param(100_000, 1_000_000), "cluster_id": _text("cluster_id"),
-              "monitor_id": _text("monitor_id"), "worker": _text("worker"), **_WINDOW}
+              "monitor_id": _text("monitor_id"), "worker": _text("worker"), **_WINDOW, **OFFSET}
 
-    def query(self, account, limit, cluster_id=None, monitor_id=None, worker=None, since=None, until=None):
+    def query(self, account, limit, cluster_id=None, monitor_id=None, worker=None, since=None, until=None,
+              offset=0):
         return self.ctx.store.list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
-                                               account=account, limit=limit, since=since, until=until)
+                                               account=account, limit=limit, since=since, until=until,
+                                               offset=offset)
 
 
 class Export(QueryHandler):
+    """Every row of the account, streamed: {"export": {table: [rows]}} written a page of
+    EXPORT_PAGE rows at a time (read, opened and encoded on a read thread, each page its
+    own short read), so memory holds one page whatever the account's size.  Pages are
+    separate reads: rows written while an export runs may or may not be in it."""
+
     key = "export"
 
-    def query(self, account):
-        tables = self.ctx.store.export(account=account)
-        self.ctx.cipher.open_rows(tables.get("code_snippets"))
-        open_code_lines(self.ctx.cipher, tables.get("computations"))
-        return tables
+    async def get(self) -> None:
+        principal = await self.principal()
+        self.parse_params()
+        account = self.scope(principal)
+        # gzip'd on the read thread too, one stream for the whole answer.
+        z = zlib.compressobj(5, zlib.DEFLATED, 31) if self.accepts_gzip() else None
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.set_header("Vary", "Accept-Encoding")
+        if z is not None:
+            self.set_header("Content-Encoding", "gzip")
+        try:
+            await self._send(b'{"export": {', z)
+            for i, table in enumerate(EXPORT_TABLES):
+                await self._send(f'{", " if i else ""}{json.dumps(table)}: ['.encode(), z)
+                after, first = None, True
+                while True:
+                    async with self.ctx.read_shares.hold(caller_key(principal)):
+                        chunk, after = await self.call(self._page, table, account, after, first, z)
+                    await self.write_flushed(chunk)
+                    first = False
+                    if after is None:
+                        break
+                await self._send(b"]", z)
+            await self._send(b"}}", z, last=True)
+            self.finish()
+        except StreamClosedError:
+            pass  # the client went away
+
+    async def _send(self, data: bytes, z: Any, last: bool = False) -> None:
+        if z is not None:  # a few bytes of framing: cheap on the loop
+            data = z.compress(data) + (z.flush() if last else b"")
+        await self.write_flushed(data)
+
+    async def write_flushed(self, data: bytes) -> None:
+        if data:
+            self.write(data)
+            await self.flush()
+
+    def _page(self, table: str, account: str | None, after: Any, first: bool, z: Any) -> tuple[bytes, Any]:
+        with answer_budget(self.ctx.max_answer_bytes):
+            rows, last = self.ctx.store.export_page(table, account=account, after=after, limit=EXPORT_PAGE)
+        if table == "code_snippets":
+            self.ctx.cipher.open_rows(rows)
+        elif table == "computations":
+            open_code_lines(self.ctx.cipher, rows)
+        text = ", ".join(dumps(r) for r in rows)
+        data = ((", " if rows and not first else "") + text).encode()
+        return (z.compress(data) if z is not None else data), last
 
 
 class WhoAmI(QueryHandler):

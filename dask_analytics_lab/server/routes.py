@@ -48,6 +48,13 @@ settings (a dict; unknown keys are an error):
   body_queue_timeout seconds a request waits for its share of body_memory before it
                   gets 503 with Retry-After, default 30.
   threads         threads running store reads, default 4 (bodies have 2 of their own).
+  max_answer_bytes  largest JSON answer of one read, default 16 MiB; a longer list is
+                  cut and its answer says how to get the next page ("next").
+  query_timeout   seconds a store read may run before it is cancelled (503), default 30;
+                  None or 0: no limit.
+  quota_report_bytes, quota_event_bytes  bytes of stored reports / recorded events one
+                  account may keep, default 2 GiB each; None or 0: no quota.  Past it:
+                  413 (one write larger than the quota) or 507.
 
 JSON API (errors: {"error": message, "status": code}; every read takes `account=`,
 which must be the token's own account; lists take `limit=`):
@@ -72,7 +79,9 @@ which must be the token's own account; lists take `limit=`):
   GET  /api/events?cluster_id=&topic=&limit=         {"events": [...]}
   GET  /api/gpu?cluster_id=&monitor_id=&worker=&limit=      {"gpu": [...]}
   GET  /api/costs?by=user|day|month&since=&until=   {"costs": [{key, clusters, computations, core_hours, cost}]}
-  GET  /api/export                                   {"export": {table: [rows]}}
+  GET  /api/export                                   {"export": {table: [rows]}}, streamed
+  Lists cut at max_answer_bytes carry "next": {"url", "params", "rows", "why"}; the
+  lists without before= take offset= (rows to skip, in the list's own order).
   POST /api/ingest      gzip'd JSON list of messages -> {"stored": n, "received": n}
                         (token checked before the body is read; messages for another
                         account's cluster are dropped, answered as for an unknown id)

@@ -13,10 +13,12 @@ recipe turns that off (isolation_level None) and emits BEGIN in the "begin" even
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
+import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Iterator, NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -24,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import QueuePool, StaticPool
 
-from ..store_errors import StoreUnavailable
+from ..store_errors import QueryTimeout, StoreUnavailable
 
 # Execution options of a read-only connection: deferred BEGIN on SQLite.
 READ = {"dal_read": True}
@@ -154,3 +156,50 @@ def raise_unavailable(shown_url: str, backend: str, exc: BaseException) -> NoRet
         advice = ("Check that the file is a dask-analytics SQLite store, that its directory is "
                   "writable by this user and on a local disk, or set analytics.store to another path.")
     raise StoreUnavailable(f"cannot use the analytics store {shown_url}: {reason}. {advice}") from exc
+
+
+# How often (in SQLite virtual machine instructions) the time limit is checked: about
+# every millisecond of query work.
+PROGRESS_STEPS = 10_000
+
+
+@contextlib.contextmanager
+def time_limit(conn: sa.Connection, seconds: float | None, shown_url: str) -> Iterator[None]:
+    """Cancel the statements of this read transaction that run past `seconds`: PostgreSQL's
+    statement_timeout for the transaction (SET LOCAL), SQLite a progress handler that
+    aborts once the time is up.  A cancelled read raises QueryTimeout."""
+    if not seconds:
+        yield
+        return
+    timed_out = [False]
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}",
+                             execution_options={"stream_results": False})  # not a cursor's query
+        raw = None
+    else:
+        raw = conn.connection.dbapi_connection
+        deadline = time.monotonic() + seconds
+
+        def check() -> int:
+            if time.monotonic() > deadline:
+                timed_out[0] = True
+                return 1  # non-zero: SQLite stops the statement ("interrupted")
+            return 0
+
+        raw.set_progress_handler(check, PROGRESS_STEPS)
+    try:
+        yield
+    except sa.exc.DBAPIError as e:
+        if timed_out[0] or _query_canceled(e):
+            raise QueryTimeout(
+                f"a read of the analytics store {shown_url} ran past the query time limit of {seconds:g} s and "
+                "was cancelled; ask for less (a smaller limit= or a narrower since=/until=), or raise the limit "
+                "(server setting query_timeout, `dask-analytics server --query-timeout SECONDS`)") from None
+        raise
+    finally:
+        if raw is not None:
+            raw.set_progress_handler(None, 0)
+
+
+def _query_canceled(e: sa.exc.DBAPIError) -> bool:
+    return getattr(e.orig, "sqlstate", None) == "57014"  # PostgreSQL: query_canceled (statement_timeout)

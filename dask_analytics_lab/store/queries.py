@@ -19,6 +19,7 @@ from distributed import profile as dask_profile
 from ..codecrypt import is_sealed, reading_cipher
 from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
+from .budget import collect
 from .dynamic_code import Snippets, has_dynamic_code, place
 from ..store_errors import unknown
 from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_cursor, parse_by, parse_state,
@@ -29,13 +30,17 @@ from .ingest import cluster_accounts
 _EMPTY_IS_NONE = {"computation_id", "task_group"}
 
 
-def _rows(result: sa.Result, *, blanks: bool = False) -> list[dict]:
-    rows = [dict(r._mapping) for r in result]
-    if blanks:
-        for r in rows:
-            for k in _EMPTY_IS_NONE.intersection(r):
-                if r[k] == "":
-                    r[k] = None
+def _rows(result: sa.Result, *, blanks: bool = False, page: bool = False) -> list[dict]:
+    """page: a list query, which a server's answer budget may cut short (store/budget.py)."""
+    rows = collect(result, page=page)
+    return _blanks(rows) if blanks else rows
+
+
+def _blanks(rows: list[dict]) -> list[dict]:
+    for r in rows:
+        for k in _EMPTY_IS_NONE.intersection(r):
+            if r[k] == "":
+                r[k] = None
     return rows
 
 
@@ -126,7 +131,7 @@ def list_clusters(conn: sa.Connection, *, account: str | None = None, user: str 
     q = sa.select(s.clusters).where(_in_account(s.clusters, account),
                                     *_cluster_filters(user=user, state=state, text=text, now=now))
     q = _keyset(q, c.started, c.cluster_id, since=since, until=until, before=before, now=now)
-    return [_with_lifecycle(r, now) for r in _rows(conn.execute(q.limit(_limit(limit))))]
+    return [_with_lifecycle(r, now) for r in _rows(conn.execute(q.limit(_limit(limit))), page=True)]
 
 
 def _cluster_filters(*, user: Any = None, state: Any = None, text: Any = None, now: float) -> list:
@@ -205,12 +210,12 @@ def _mark_lost(conn: sa.Connection, comps: list[dict], now: float) -> list[dict]
 
 
 def list_cluster_samples(conn: sa.Connection, cluster_id: str, *, account: str | None = None,
-                         limit: int | None = 10_000) -> list[dict]:
-    """The newest `limit` samples, oldest first (a time series to plot)."""
+                         limit: int | None = 10_000, offset: int = 0) -> list[dict]:
+    """The newest `limit` samples (after skipping the newest `offset`), oldest first."""
     _require_cluster(conn, cluster_id, account)
     t = s.cluster_samples
     q = sa.select(t).where(t.c.cluster_id == cluster_id).order_by(t.c.time.desc(), t.c.id.desc())
-    return _rows(conn.execute(q.limit(_limit(limit))))[::-1]
+    return _rows(conn.execute(q.limit(_limit(limit)).offset(offset)), page=True)[::-1]
 
 
 def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, account: str | None = None,
@@ -231,7 +236,7 @@ def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, acc
         _require_cluster(conn, cluster_id, account)
         q = q.where(c.c.cluster_id == cluster_id)
     q = _keyset(q, c.c.start, c.c.computation_id, since=since, until=until, before=before, now=now)
-    return _with_cursors(_mark_lost(conn, open_code_lines(_rows(conn.execute(q.limit(_limit(limit))))), now))
+    return _with_cursors(_mark_lost(conn, open_code_lines(_rows(conn.execute(q.limit(_limit(limit))), page=True)), now))
 
 
 def _computation_filters(*, user: Any = None, state: Any = None, text: Any = None, now: float) -> list:
@@ -348,8 +353,8 @@ def _frame_for(frames: list[dict], h: str, nth: int) -> dict | None:
 
 
 def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, computation_id: str | None = None,
-                    account: str | None = None, limit: int | None = 100) -> list[dict]:
-    """Newest (last seen) first; one row per distinct failure with its count."""
+                    account: str | None = None, limit: int | None = 100, offset: int = 0) -> list[dict]:
+    """Newest (last seen) first, from the `offset`th; one row per distinct failure with its count."""
     e = s.exceptions
     q = sa.select(e).where(_in_account(e, account))
     if cluster_id is not None:
@@ -358,8 +363,8 @@ def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, compu
     if computation_id is not None:
         comp = _computation_row(conn, computation_id, account)
         q = q.where(e.c.cluster_id == comp["cluster_id"], e.c.computation_id == computation_id)
-    q = q.order_by(e.c.last_time.desc(), e.c.id.desc()).limit(_limit(limit))
-    return _place_dynamic_code(conn, _rows(conn.execute(q), blanks=True))
+    q = q.order_by(e.c.last_time.desc(), e.c.id.desc()).limit(_limit(limit)).offset(offset)
+    return _place_dynamic_code(conn, _rows(conn.execute(q), blanks=True, page=True))
 
 
 def _place_dynamic_code(conn: sa.Connection, rows: list[dict]) -> list[dict]:
@@ -384,8 +389,8 @@ def _window(column: Any, since: float | None, until: float | None) -> Any:
 
 def list_events(conn: sa.Connection, *, cluster_id: str | None = None, topic: str | None = None,
                 account: str | None = None, limit: int | None = 1000, since: float | None = None,
-                until: float | None = None) -> list[dict]:
-    """Newest first; `since`/`until` bound their time."""
+                until: float | None = None, offset: int = 0) -> list[dict]:
+    """Newest first, from the `offset`th; `since`/`until` bound their time."""
     ev = s.events
     q = sa.select(ev).where(_in_account(ev, account), _window(ev.c.time, since, until))
     if cluster_id is not None:
@@ -393,8 +398,8 @@ def list_events(conn: sa.Connection, *, cluster_id: str | None = None, topic: st
         q = q.where(ev.c.cluster_id == cluster_id)
     if topic is not None:
         q = q.where(ev.c.topic == topic)
-    q = q.order_by(ev.c.time.desc(), ev.c.id.desc()).limit(_limit(limit))
-    return _rows(conn.execute(q))
+    q = q.order_by(ev.c.time.desc(), ev.c.id.desc()).limit(_limit(limit)).offset(offset)
+    return _rows(conn.execute(q), page=True)
 
 
 def get_profile(conn: sa.Connection, *, computation_id: str | None = None, cluster_id: str | None = None,
@@ -422,8 +427,10 @@ def get_profile(conn: sa.Connection, *, computation_id: str | None = None, clust
 
 def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, monitor_id: str | None = None,
                      worker: str | None = None, account: str | None = None,
-                     limit: int | None = 100_000, since: float | None = None, until: float | None = None) -> list[dict]:
-    """One row per sample per GPU: the newest `limit` (of [since, until]), oldest first."""
+                     limit: int | None = 100_000, since: float | None = None, until: float | None = None,
+                     offset: int = 0) -> list[dict]:
+    """One row per sample per GPU: the newest `limit` (of [since, until]; after skipping the
+    newest `offset`), oldest first."""
     g = s.gpu_samples
     q = sa.select(g).where(_in_account(g, account), _window(g.c.time, since, until))
     if cluster_id is not None:
@@ -433,31 +440,32 @@ def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, moni
         q = q.where(g.c.monitor_id == monitor_id)
     if worker is not None:
         q = q.where(g.c.worker == worker)
-    q = q.order_by(g.c.time.desc(), g.c.id.desc()).limit(_limit(limit))
-    return _rows(conn.execute(q))[::-1]
+    q = q.order_by(g.c.time.desc(), g.c.id.desc()).limit(_limit(limit)).offset(offset)
+    return _rows(conn.execute(q), page=True)[::-1]
 
 
 def list_worker_samples(conn: sa.Connection, cluster_id: str, *, worker: str | None = None,
                         account: str | None = None, limit: int | None = 100_000, since: float | None = None,
-                        until: float | None = None) -> list[dict]:
-    """Each worker over time: the newest `limit` samples (of [since, until]), oldest first."""
+                        until: float | None = None, offset: int = 0) -> list[dict]:
+    """Each worker over time: the newest `limit` samples (of [since, until]; after skipping
+    the newest `offset`), oldest first."""
     _require_cluster(conn, cluster_id, account)
     w = s.worker_samples
     q = sa.select(w).where(w.c.cluster_id == cluster_id, _window(w.c.time, since, until))
     if worker is not None:
         q = q.where(w.c.worker == worker)
-    q = q.order_by(w.c.time.desc(), w.c.id.desc()).limit(_limit(limit))
-    return _rows(conn.execute(q))[::-1]
+    q = q.order_by(w.c.time.desc(), w.c.id.desc()).limit(_limit(limit)).offset(offset)
+    return _rows(conn.execute(q), page=True)[::-1]
 
 
 def list_task_stream(conn: sa.Connection, computation_id: str, *, account: str | None = None,
-                     limit: int | None = 100_000) -> list[dict]:
-    """A computation's task stream, by start: one row per task, or per bin (binned)."""
+                     limit: int | None = 100_000, offset: int = 0) -> list[dict]:
+    """A computation's task stream, by start (from the `offset`th): one row per task, or per bin (binned)."""
     comp = _computation_row(conn, computation_id, account)
     t = s.task_stream
     q = (sa.select(t).where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == computation_id)
-         .order_by(t.c.start, t.c.id).limit(_limit(limit)))
-    return _rows(conn.execute(q))
+         .order_by(t.c.start, t.c.id).limit(_limit(limit)).offset(offset))
+    return _rows(conn.execute(q), page=True)
 
 
 def cost_report(conn: sa.Connection, *, by: str = "user", since: Any = None, until: Any = None,
@@ -514,3 +522,26 @@ def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list
             open_code_lines(out[table.name])
     return {t.name: out[t.name] for t in s.DATA_TABLES}
 
+
+
+def export_page(conn: sa.Connection, table_name: str, *, account: str | None = None, after: tuple | None = None,
+                limit: int = 1000) -> tuple[list[dict], tuple | None]:
+    """`export`'s rows of one table, `limit` at most, in primary key order after `after`;
+    with the key of the last row (None when there are no more)."""
+    table = next(t for t in s.DATA_TABLES if t.name == table_name)
+    where = ((sa.true() if account is None else table.c.account == account) if table is s.code_snippets
+             else _in_account(table, account))
+    key = list(table.primary_key.columns)
+    q = sa.select(table).where(where)
+    if after is not None:
+        q = q.where(sa.tuple_(*key) > sa.tuple_(*after))
+    rows = _rows(conn.execute(q.order_by(*key).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = tuple(rows[-1][c.name] for c in key) if more else None  # before _blanks: the stored key
+    _blanks(rows)
+    if table is s.code_snippets:
+        open_code(rows)
+    elif table is s.computations:
+        open_code_lines(rows)
+    return rows, last

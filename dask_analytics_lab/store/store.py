@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from . import compare as _compare
 from . import ingest as _ingest
 from . import queries
-from .engine import is_connection_error, make_engine, masked, raise_unavailable, read_options
+from . import budget
+from .engine import is_connection_error, make_engine, masked, raise_unavailable, read_options, time_limit
 from .migrate import upgrade
 
 
@@ -32,6 +33,9 @@ class Store:
         self.url = masked(url)  # as given, safe to print: the password is hidden
         self._engine = make_engine(url, single_connection=single_connection)
         self._read = read_options(self._engine)
+        # Seconds a read may run before it is cancelled (QueryTimeout); None: no limit.
+        # The team server sets it (its query_timeout); embedded readers have none.
+        self.read_timeout: float | None = None
         try:
             with self._unavailable(opening=True):
                 upgrade(self._engine, self.url)
@@ -58,9 +62,15 @@ class Store:
     @contextlib.contextmanager
     def reading(self) -> Iterator[sa.Connection]:
         """A read transaction: every SELECT inside sees one snapshot.  Connection
-        trouble is StoreUnavailable, as for every Store method."""
-        with self._unavailable(), self._engine.connect().execution_options(**self._read) as conn:
-            with conn.begin():
+        trouble is StoreUnavailable, as for every Store method.  With `read_timeout`
+        set, a read running longer is cancelled (QueryTimeout); under a server's answer
+        budget (budget.py), PostgreSQL rows come through a server-side cursor, so a big
+        result is never held whole by the driver."""
+        options = dict(self._read)
+        if budget.current() is not None and self.dialect == "postgresql":
+            options.update(stream_results=True, max_row_buffer=1000)
+        with self._unavailable(), self._engine.connect().execution_options(**options) as conn:
+            with conn.begin(), time_limit(conn, self.read_timeout, self.url):
                 yield conn
 
     @contextlib.contextmanager
@@ -92,9 +102,9 @@ class Store:
             return queries.get_cluster(conn, cluster_id, account=account)
 
     def list_cluster_samples(self, cluster_id: str, *, account: str | None = None,
-                             limit: int | None = 10_000) -> list[dict]:
+                             limit: int | None = 10_000, offset: int = 0) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_cluster_samples(conn, cluster_id, account=account, limit=limit)
+            return queries.list_cluster_samples(conn, cluster_id, account=account, limit=limit, offset=offset)
 
     def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
                           user: str | None = None, state: str | None = None, since: Any = None, until: Any = None,
@@ -117,17 +127,17 @@ class Store:
             return queries.list_task_groups(conn, computation_id, account=account)
 
     def list_exceptions(self, *, cluster_id: str | None = None, computation_id: str | None = None,
-                        account: str | None = None, limit: int | None = 100) -> list[dict]:
+                        account: str | None = None, limit: int | None = 100, offset: int = 0) -> list[dict]:
         with self.reading() as conn:
             return queries.list_exceptions(conn, cluster_id=cluster_id, computation_id=computation_id,
-                                           account=account, limit=limit)
+                                           account=account, limit=limit, offset=offset)
 
     def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
                     account: str | None = None, limit: int | None = 1000, since: float | None = None,
-                    until: float | None = None) -> list[dict]:
+                    until: float | None = None, offset: int = 0) -> list[dict]:
         with self.reading() as conn:
             return queries.list_events(conn, cluster_id=cluster_id, topic=topic, account=account, limit=limit,
-                                       since=since, until=until)
+                                       since=since, until=until, offset=offset)
 
     def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
                     prefix: str | None = None, account: str | None = None) -> dict:
@@ -137,23 +147,23 @@ class Store:
 
     def list_worker_samples(self, cluster_id: str, *, worker: str | None = None, account: str | None = None,
                             limit: int | None = 100_000, since: float | None = None,
-                            until: float | None = None) -> list[dict]:
+                            until: float | None = None, offset: int = 0) -> list[dict]:
         with self.reading() as conn:
             return queries.list_worker_samples(conn, cluster_id, worker=worker, account=account, limit=limit,
-                                               since=since, until=until)
+                                               since=since, until=until, offset=offset)
 
     def list_task_stream(self, computation_id: str, *, account: str | None = None,
-                         limit: int | None = 100_000) -> list[dict]:
+                         limit: int | None = 100_000, offset: int = 0) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_task_stream(conn, computation_id, account=account, limit=limit)
+            return queries.list_task_stream(conn, computation_id, account=account, limit=limit, offset=offset)
 
     def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
                          worker: str | None = None, account: str | None = None,
                          limit: int | None = 100_000, since: float | None = None,
-                         until: float | None = None) -> list[dict]:
+                         until: float | None = None, offset: int = 0) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_gpu_metrics(conn, cluster_id=cluster_id, monitor_id=monitor_id,
-                                            worker=worker, account=account, limit=limit, since=since, until=until)
+            return queries.list_gpu_metrics(conn, cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
+                                            account=account, limit=limit, since=since, until=until, offset=offset)
 
     def list_runs(self, computation_id: str, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
         with self.reading() as conn:
@@ -170,6 +180,14 @@ class Store:
     def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
         with self.reading() as conn:
             return queries.export(conn, account=account)
+
+    def export_page(self, table: str, *, account: str | None = None, after: tuple | None = None,
+                    limit: int = 1000) -> tuple[list[dict], tuple | None]:
+        """One page of `export`'s rows of one table, in primary key order, after the key
+        `after`: (rows, the key to pass for the next page, or None after the last).  Each
+        page is its own short read, so a streamed export holds no transaction open."""
+        with self.reading() as conn:
+            return queries.export_page(conn, table, account=account, after=after, limit=limit)
 
     def close(self) -> None:
         self._engine.dispose()

@@ -144,3 +144,20 @@ class TeamStore:
         q = q.order_by(reports.c.created.desc(), reports.c.report_id).limit(limit)
         with self._store.reading() as conn:
             return [_report(r) for r in conn.execute(q)]
+
+    # --- storage quota -----------------------------------------------------------
+    def stored_bytes(self, account: str, kind: str) -> int:
+        """Bytes an account's `kind` ("reports": their stored blobs; "events": their
+        messages as JSON text) take in the store, for the server's quota."""
+        if kind == "reports":
+            r = reports.c
+            q = sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(r.html_gz) + sa.func.length(r.twin_gz)), 0)
+                          ).where(r.account == account)
+        elif kind == "events":
+            ev, c = s.events.c, s.clusters.c
+            q = sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(sa.cast(ev.msg, sa.Text))), 0)).where(
+                ev.cluster_id.in_(sa.select(c.cluster_id).where(c.account == account)))
+        else:
+            raise ValueError(f"no quota for {kind!r}")
+        with self._store.reading() as conn:
+            return int(conn.execute(q).scalar_one())

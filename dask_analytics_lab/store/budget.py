@@ -1,0 +1,94 @@
+"""A byte budget for the rows one read may bring into memory (the team server's answers).
+
+A server that bounds answers only in rows lets one request hold gigabytes (a task stream
+of a million rows).  The server sets a budget around a read (`answer_budget`); while one
+is set, `collect` stops taking rows from a list query once their estimated JSON size
+passes it (the answer is then a page: `Budget.truncated` says how many rows it holds),
+and any other query of the read that passes it raises AnswerTooLarge, so no answer is
+ever missing part of one record.  Without a budget (the CLI, the widgets, embedded
+stores) nothing changes.  The estimate is of the JSON the rows become, so the budget
+also bounds the answer's size; it is computed as rows arrive, so a result set is never
+held whole (PostgreSQL reads then use a server-side cursor: store.Store.reading).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Any, Iterable, Iterator
+
+
+class AnswerTooLarge(Exception):
+    """A read's rows passed the answer budget where they cannot be cut into pages."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        super().__init__(f"this answer would be larger than the server's maximum of {limit:,} bytes")
+
+
+class Budget:
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.used = 0
+        self.truncated: int | None = None  # rows a cut list query kept, when it was cut
+
+    def take(self, rows: Iterable[Any], *, page: bool) -> list[dict]:
+        out: list[dict] = []
+        for r in rows:
+            row = dict(r._mapping)
+            self.used += json_size(row)
+            if self.used > self.limit:
+                if page and out:
+                    self.truncated = len(out)
+                    break
+                raise AnswerTooLarge(self.limit)
+            out.append(row)
+        return out
+
+
+_current: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("dal_answer_budget", default=None)
+
+
+def current() -> Budget | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def answer_budget(limit: int) -> Iterator[Budget]:
+    """Bound the rows read in this block (this thread) to about `limit` bytes of JSON."""
+    budget = Budget(limit)
+    token = _current.set(budget)
+    try:
+        yield budget
+    finally:
+        _current.reset(token)
+
+
+def collect(result: Any, *, page: bool = False) -> list[dict]:
+    """The rows of a result as dicts, within the current budget (if any).  page: a list
+    query whose rows may be cut short (the caller pages on); else too many is an error."""
+    budget = _current.get()
+    if budget is None:
+        return [dict(r._mapping) for r in result]
+    try:
+        return budget.take(result, page=page)
+    finally:
+        result.close()  # a cut result: stop the cursor rather than read it to its end
+
+
+def json_size(value: Any, depth: int = 0) -> int:
+    """About how many bytes `value` takes as JSON (an estimate: escapes not counted)."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if value is None or isinstance(value, bool):
+        return 5
+    if isinstance(value, (int, float)):
+        return 12
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value) * 2
+    if depth > 50:  # deeper than any record the store checks in: count it, do not recurse
+        return 16
+    if isinstance(value, dict):
+        return 2 + sum(len(str(k)) + 4 + json_size(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return 2 + sum(json_size(v, depth + 1) + 1 for v in value)
+    return 16
