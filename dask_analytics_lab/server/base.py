@@ -78,6 +78,18 @@ class BaseHandler(RequestHandler):
         if self._finished:
             return
         self.check_allowed_host()
+        if self.on_report_origin() and not self.serves_report_origin:
+            # The report origin runs uploaded HTML: nothing of the server's own lives there.
+            raise ApiError(404, "this name of the server serves uploaded report pages only")
+
+    # Only the uploaded HTML of a report (report_handlers.ReportView) is served on the
+    # report origin (report_url); every other route answers 404 there.
+    serves_report_origin = False
+
+    def on_report_origin(self) -> bool:
+        """Whether this request came for the report origin (report_url's Host)."""
+        host = self.request.headers.get("Host", "").strip().lower().rstrip(".")
+        return self.ctx.report_host is not None and host == self.ctx.report_host
 
     def check_allowed_host(self) -> None:
         """Raises when Host is not allowed (DNS rebinding).  Not named check_host:

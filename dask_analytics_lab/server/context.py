@@ -44,7 +44,7 @@ KNOWN_SETTINGS = frozenset({
     "store_url", "store", "token_required", "local_auth", "code_key", "public_url",
     "max_body_bytes", "max_json_bytes", "max_report_bytes", "body_memory", "body_timeout",
     "body_idle_timeout", "body_queue_timeout", "threads", "allowed_hosts", "session_secret", "auth_failures",
-    "metrics_token", "retention", "forwarded_allow_ips",
+    "metrics_token", "retention", "forwarded_allow_ips", "report_url",
 })
 
 
@@ -146,6 +146,26 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
+def report_origin(url: str | None, public_url: str | None) -> tuple[str, str] | None:
+    """report_url as (origin URL, the Host header that names it), checked: an http(s)
+    origin that is not the server's own public one."""
+    if not url:
+        return None
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(str(url).strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+        raise ValueError(f"report_url must be an origin such as https://reports.example.com, got {url!r}")
+    default = {"http": 80, "https": 443}[parts.scheme]
+    host = parts.hostname.lower() + ("" if parts.port in (None, default) else f":{parts.port}")
+    if public_url:
+        own = urllib.parse.urlsplit(public_url)
+        if (own.scheme, (own.netloc or "").lower()) == (parts.scheme, parts.netloc.lower()):
+            raise ValueError("report_url must be another origin than public_url: uploaded report HTML must "
+                             "not run on the server's own origin")
+    return f"{parts.scheme}://{parts.netloc.lower()}", host
+
+
 def host_name(host: str) -> str:
     """The name in a Host header: no port, no brackets, lower case, no trailing dot."""
     host = host.strip().lower()
@@ -189,6 +209,10 @@ class Context:
     # Keys the credential fingerprints the throttle counts by: the credentials
     # themselves are never kept, and a fingerprint means nothing outside this process.
     _fingerprint_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    # The origin serving uploaded reports' own HTML (report_url), and its Host header
+    # as a browser sends it; None: that HTML is served nowhere.
+    report_url: str | None = None
+    report_host: str | None = None
     _logged: dict[str, tuple[float, int]] = field(default_factory=dict)
     _tokens: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
     _tokens_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -425,6 +449,9 @@ def make_context(prefix: str, settings: dict) -> Context:
     hosts = settings.get("allowed_hosts")
     if hosts is None and not token_required and settings.get("local_auth") is None:
         hosts = LOCAL_HOSTS  # no tokens and no host app judging callers: local names only
+    reports = report_origin(settings.get("report_url"), public_url)
+    if hosts is not None and reports is not None:
+        hosts = [*hosts, host_name(reports[1])]  # the report origin is this server too
     allowed = None if hosts is None else frozenset(host_name(h) if h != "*" else "*" for h in hosts)
     secret = settings.get("session_secret")
     if isinstance(secret, str):
@@ -459,6 +486,8 @@ def make_context(prefix: str, settings: dict) -> Context:
         allowed_hosts=allowed,
         auth_failures=int(settings.get("auth_failures", FAILURES)),
         forwarded_allow=parse_forwarded_allow(settings.get("forwarded_allow_ips")),
+        report_url=reports[0] if reports else None,
+        report_host=reports[1] if reports else None,
         metrics_token=_metrics_token(settings.get("metrics_token")),
         retention=float(settings["retention"]) if settings.get("retention") else None,
         write_lock=threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext(),
