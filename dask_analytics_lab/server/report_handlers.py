@@ -178,17 +178,16 @@ class ReportView(BaseHandler):
             self.set_header("Content-Security-Policy", REPORT_CSP)
             self.finish(blob)
             return
-        self.finish_twin_page(row, json.loads(blob))
+        await self.finish_twin_page(row, blob)
 
-    def finish_twin_page(self, row: dict, twin: Any) -> None:
-        from ..reports.twin_page import twin_report_page
-
+    async def finish_twin_page(self, row: dict, blob: bytes) -> None:
         nonce = secrets.token_urlsafe(16)
         links = [("Data (JSON)", f"{self.ctx.prefix}/reports/{row['id']}.json")]
         uploaded = self.uploaded_link(row)
         if uploaded is not None:
             links.append(("Dask's own report, as uploaded", uploaded))
-        page = twin_report_page(twin if isinstance(twin, dict) else {}, row, nonce=nonce, links=links)
+        # Parsing a twin and rendering its page (the views' bundle inline) is work for a thread.
+        page = await self.call(_twin_page, blob, row, nonce, links)
         self.set_header("Content-Security-Policy", twin_page_csp(nonce))
         self.finish(page)
 
@@ -199,3 +198,10 @@ class ReportView(BaseHandler):
 
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.finish(error_page(self.ctx.prefix, status_code, message))
+
+
+def _twin_page(blob: bytes, row: dict, nonce: str, links: list[tuple[str, str]]) -> str:
+    from ..reports.twin_page import twin_report_page
+
+    twin = json.loads(blob)
+    return twin_report_page(twin if isinstance(twin, dict) else {}, row, nonce=nonce, links=links)
