@@ -4,11 +4,11 @@ terminal, export it, and run the team server.
 The group is registered under Dask's `dask_cli` entry point, so Dask's own `dask`
 command lists it.  Whatever it prints of the store goes through tables.printable:
 recorded strings come from the clusters, and their control characters (terminal
-escapes) are shown escaped.  JSON export escapes them by itself; CSV goes to files.
+escapes) are shown escaped.  JSON export escapes them by itself; CSV goes to files, its text cells
+quoted so that no spreadsheet runs them as formulas (csvcells.py).
 """
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
@@ -18,6 +18,7 @@ import click
 
 from . import api, tables
 from .config import ConfigError
+from .csvcells import write_rows
 from .prune_cli import prune
 from .server.cli import server, token
 from .store.filters import CLUSTER_STATES, COMPUTATION_STATES, COST_BY
@@ -189,12 +190,7 @@ def export(ctx: click.Context, fmt: str, output: str | None) -> None:
     folder = Path(output or "dask-analytics-export")
     folder.mkdir(parents=True, exist_ok=True)
     for table, rows in data.items():
-        columns = sorted({c for r in rows for c in r})
-        with (folder / f"{table}.csv").open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            for r in rows:
-                writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()})
+        write_rows(folder / f"{table}.csv", sorted({c for r in rows for c in r}), rows)
     click.echo(f"wrote {len(data)} tables to {tables.printable(folder)}/")
 
 

@@ -28,6 +28,7 @@ from dask.utils import parse_timedelta
 
 from . import config
 from .collect import gpu_nvml
+from .csvcells import csv_cell
 from .collect.gpu_monitor import GPUMonitorPlugin, validate_metrics
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
@@ -174,11 +175,14 @@ class Monitor:
                 out = csv.writer(f)
                 out.writerow(header)
                 for r in rows:
+                    # Job, dag, host, GPU and task-group names are text from the cluster:
+                    # csv_cell keeps a spreadsheet from running them as formulas.
                     out.writerow([
-                        f"{r['timestamp']:.3f}", r["job"] or "", "" if r["dag"] is None else r["dag"],
-                        host or "", r["gpu_index"], r["gpu_uuid"], r["gpu_name"] or "",
+                        f"{r['timestamp']:.3f}", csv_cell(r["job"] or ""),
+                        "" if r["dag"] is None else csv_cell(r["dag"]),
+                        csv_cell(host or ""), r["gpu_index"], csv_cell(r["gpu_uuid"]), csv_cell(r["gpu_name"] or ""),
                         *("" if r[_CSV_METRIC[m]] is None else r[_CSV_METRIC[m]] for m in metrics),
-                        ";".join(r["task_groups"] or ()),
+                        csv_cell(";".join(r["task_groups"] or ())),
                     ])
             paths.append(path)
         return paths

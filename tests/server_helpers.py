@@ -85,6 +85,19 @@ class ServerThread:
         self.stop()
 
 
+def report_server(store_url: str, **settings: Any) -> ServerThread:
+    """A server whose report origin (report_url, where uploaded report HTML is served) is
+    another name of it: ServerThread listens on 127.0.0.1, the report origin is
+    localhost on the same port."""
+    port = free_port()
+    return ServerThread({"store_url": store_url, "report_url": f"http://localhost:{port}", **settings}, port=port)
+
+
+def on_report_origin(server: ServerThread, url: str) -> str:
+    """A report link of the server, on its report origin."""
+    return url.replace(server.url, f"http://localhost:{server.port}", 1)
+
+
 def request(url: str, *, method: str = "GET", token: str | None = None, body: Any = None, raw: bytes | None = None,
             headers: dict | None = None, gzipped: bool = True, context: Any = None) -> tuple[int, Any, dict]:
     """(status, parsed JSON or text, headers) of one HTTP call; never raises on 4xx/5xx."""

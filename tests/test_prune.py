@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from dask_analytics_lab.messages import check_batch
 from dask_analytics_lab.store import open_store, schema
 from dask_analytics_lab.store.prune import ACTIVE, CHILD_TABLES, parse_age, prune
+from dask_analytics_lab.store.team import TeamStore
 
 from .factories import Cluster, group, tree
 from .waiting import wait_for
@@ -47,6 +48,9 @@ def scenario(store) -> dict[str, str]:
     msgs += full_cluster(long_job, "c-long", ["h-long"], stop=False) + [long_job.stop(stopped=NOW - DAY)]
     msgs += full_cluster(live, "c-live", ["h-old"], stop=False) + [live.sample(at=NOW - 5)]
     store.ingest(msgs)
+    # Another account's messages for the old cluster, dropped by a team server and
+    # remembered (store/team_schema.dropped_messages): they go with the cluster.
+    TeamStore(store).remember_dropped("team-x", [(old.id, 7)], now=NOW - 100 * DAY)
     return {"old": old.id, "lost": lost.id, "recent": recent.id, "long": long_job.id, "live": live.id}
 
 

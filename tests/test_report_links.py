@@ -37,7 +37,7 @@ from dask_analytics_lab.reports.publish import SHARE_HINT
 
 from .browser_helpers import chromium, jupyter_lab
 from .cluster_helpers import recorded_cluster
-from .server_helpers import ServerThread, request
+from .server_helpers import ServerThread, on_report_origin, report_server, request
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"^Performance Report Available at: (\S+)$", re.M)
@@ -102,7 +102,7 @@ def offline_page(browser, **context_args):
 
     def route(r) -> None:
         url = r.request.url
-        if url.startswith(("http://127.0.0.1:", "file:", "data:", "blob:")):
+        if url.startswith(("http://127.0.0.1:", "http://localhost:", "file:", "data:", "blob:")):
             r.continue_()
         else:
             blocked.append(url)
@@ -163,27 +163,30 @@ def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(t
         # as does that page uploaded to a team server as distributed wrote it.
         cdn_store = "sqlite:///" + str(cdn / "data" / "dask-analytics" / "analytics.db")
         [stored] = list_performance_reports(store=cdn_store)
-        with ServerThread({"store_url": cdn_store}) as server:
-            assert_plots_drawn(offline_page(browser), f"{server.url}/reports/{stored['id']}")
+        # (Uploaded HTML is served on the server's report origin only.)
+        with report_server(cdn_store) as server:
+            assert_plots_drawn(offline_page(browser), on_report_origin(server, f"{server.url}/reports/{stored['id']}"))
             status, body, _ = request(server.url + "/api/reports", method="POST", token=server.token("team-a"),
                                       body={"html": (cdn / "dask-report.html").read_text(), "twin": {"summary": {}},
                                             "filename": "dask-report.html", "private": False})
             assert status == 201, body
-            assert_plots_drawn(offline_page(browser), body["report"]["url"])
+            assert_plots_drawn(offline_page(browser), on_report_origin(server, body["report"]["url"]))
 
 
 def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_url):
-    with ServerThread({"store_url": sqlite_url}) as server:
+    with report_server(sqlite_url) as server:
         out = run_script(tmp_path, {"DASK_ANALYTICS__STORE": server.url,
                                     "DASK_ANALYTICS__TOKEN": server.token("team-a")})
         link = printed_link(out)
         assert link.startswith(server.url + "/reports/"), out
         assert SHARE_HINT not in out and f"LISTED {link}" in out
         status, html, _ = request(link)  # public by link: a teammate needs no token
+        assert status == 200 and "dal-state" in html  # the server's page, from the twin
+        status, html, _ = request(on_report_origin(server, link))
         assert status == 200 and "Dask Performance Report" in html
         with chromium() as browser:
             page = offline_page(browser)
-            assert_plots_drawn(page, link)
+            assert_plots_drawn(page, on_report_origin(server, link))
 
 
 KERNEL_CODE = """
@@ -241,13 +244,16 @@ def test_a_kernel_under_jupyter_prints_that_servers_link(tmp_path):
         assert f"LISTED {link}" in out
         assert elsewhere.startswith("file://") and elsewhere.endswith("/elsewhere.html"), out
         assert Path(elsewhere.removeprefix("file://")).is_file()
-        # Without Jupyter's login the link leads to its login page; logged in, the report.
+        # Without Jupyter's login the link leads to its login page; logged in, the report:
+        # the page rendered from its twin (Jupyter has no report origin for the uploaded HTML).
         with urllib.request.urlopen(link, timeout=30) as r:
             assert "/login" in r.url
         with chromium() as browser:
             page = offline_page(browser)
             page.goto(lab.url("api/status"))  # the token in the URL logs this browser in
-            assert_plots_drawn(page, link)
+            page.goto(link)
+            page.wait_for_selector(".dal-monitor .dal-comp", timeout=30_000)
+            page.wait_for_function("document.body.textContent.includes('sum')", timeout=30_000)
 
 
 def test_a_shared_computation_report_renders_offline(sqlite_url):

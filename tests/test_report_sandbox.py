@@ -17,7 +17,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import performance_report
 
 from .browser_helpers import chromium
-from .server_helpers import ServerThread, request
+from .server_helpers import ServerThread, free_port, on_report_origin, report_server, request
 
 
 class Recorder:
@@ -86,13 +86,13 @@ def test_a_report_page_contacts_no_other_host(sqlite_url):
     other = Recorder()
     control = Recorder(page=hostile_page(other.url))  # the same page, served with no policy
     try:
-        with ServerThread({"store_url": sqlite_url}) as server:
+        with report_server(sqlite_url) as server:
             token = server.token("A")
             status, body, _ = request(server.url + "/api/reports", method="POST", token=token,
                                       body={"html": hostile_page(other.url), "twin": {"summary": {}},
                                             "filename": "r.html", "private": False})
             assert status == 201
-            url = body["report"]["url"]
+            url = on_report_origin(server, body["report"]["url"])
             status, _, headers = request(url)
             csp = headers["Content-Security-Policy"]
             assert status == 200 and csp.startswith("sandbox") and "connect-src 'none'" in csp
@@ -132,7 +132,7 @@ def client():
 
 
 def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url, tmp_path):
-    with ServerThread({"store_url": sqlite_url}) as server, \
+    with report_server(sqlite_url) as server, \
             dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}):
         with performance_report(filename=str(tmp_path / "r.html")) as report:
             da.ones((100, 100), chunks=50).sum().compute()
@@ -143,7 +143,7 @@ def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url,
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(report.url)
+            page.goto(on_report_origin(server, report.url))
             page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=20_000)
             page.wait_for_timeout(500)
             assert page.evaluate("Bokeh.documents[0].roots().length") > 0
@@ -152,3 +152,104 @@ def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url,
                 ".join(' ') + document.body.textContent")
             # distributed's template links a favicon on docs.dask.org: blocked, as it should be.
             assert [e for e in errors if "favicon.ico" not in e] == [], errors
+
+
+# --- issue 20, item 5: recorded code runs in no report, uploaded HTML stays off the origin --
+def _hostile_code_report(filename: str):
+    # <img src=x onerror="window.__pwned = 'img'"> </script><script>window.__pwned = 'script'</script>
+    with performance_report(filename=filename) as report:
+        da.ones((100, 100), chunks=50).sum().compute()
+    return report
+
+
+def _shown_text(page) -> str:
+    """The text of the page, inside Bokeh's (nested) shadow roots too."""
+    return page.evaluate("""() => {
+      const out = [document.body.textContent];
+      const walk = (root) => { for (const e of root.querySelectorAll('*')) {
+        if (e.shadowRoot) { out.push(e.shadowRoot.textContent); walk(e.shadowRoot); } } };
+      walk(document);
+      return out.join(' ');
+    }""")
+
+
+def test_recorded_code_runs_in_no_stored_or_served_report(client, sqlite_url, tmp_path):
+    """F13: the calling code holds markup.  Dask's own report (the file written, and as
+    served from the report origin) and the server's page of the report show it as text;
+    none runs it."""
+    with report_server(sqlite_url) as server, \
+            dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}):
+        report = _hostile_code_report(str(tmp_path / "r.html"))
+        assert report.url is not None
+        assert "onerror=" in report.report["summary"]["code"]  # the twin keeps the code as it was
+        with chromium() as browser:
+            for where, url in [("file", (tmp_path / "r.html").as_uri()),
+                               ("report origin", on_report_origin(server, report.url))]:
+                page = browser.new_page()
+                page.goto(url)
+                page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=20_000)
+                # Rendered: the code's markup is on screen as the text it is ...
+                deadline = time.monotonic() + 20
+                while "<img src=x onerror=" not in _shown_text(page) and time.monotonic() < deadline:
+                    page.wait_for_timeout(100)
+                assert "<img src=x onerror=" in _shown_text(page), where
+                assert "</script><script>" in _shown_text(page), where
+                # ... and ran nowhere.
+                assert page.evaluate("window.__pwned === undefined"), (where, page.evaluate("window.__pwned"))
+            # The server's own page of the report (from its twin).
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(report.url)
+            page.wait_for_selector(".dal-monitor", timeout=20_000)
+            page.click("[data-tab=code]")
+            page.wait_for_function("document.body.textContent.includes('onerror=')", timeout=20_000)
+            assert page.evaluate("window.__pwned === undefined")
+            assert errors == [], errors
+
+
+def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):
+    """N3: the HTML an uploader sent runs only on the report origin (report_url), never
+    on the server's own; without a report origin it is served nowhere.  A private one
+    opens there only through the signed link its page hands its account's readers."""
+    marker = "uploaded-html-marker"
+    upload = {"html": f"<html><body><p id=m>{marker}</p><script>window.__ran = 1</script></body></html>",
+              "twin": {"summary": {"n_tasks": 1, "code": "<img src=x onerror=\"window.__pwned = 1\">"},
+                       "task_groups": [], "task_stream": [], "profile": {}},
+              "filename": "r.html"}
+    for settings in ({}, {"report_url": True}):
+        port = free_port()
+        if settings:
+            settings = {"report_url": f"http://localhost:{port}"}
+        with ServerThread({"store_url": store_url, **settings}, port=port) as server:
+            token = server.token("A")
+            links = {}
+            for private in (False, True):
+                status, body, _ = request(server.url + "/api/reports", method="POST", token=token,
+                                          body={**upload, "private": private})
+                assert status == 201, body
+                links[private] = body["report"]["url"]
+            for private, url in links.items():
+                status, page, headers = request(url, token=token)
+                assert status == 200 and marker not in page and "window.__ran" not in page
+                assert "dal-state" in page  # the page rendered from the twin
+                csp = headers["Content-Security-Policy"]
+                assert csp.startswith("sandbox") and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+                # The code is in the page only as JSON text, "<" escaped.
+                assert "<img src=x" not in page
+                other = on_report_origin(server, url)
+                if not settings:
+                    assert request(other)[0] == 404 or marker not in request(other)[1]
+                    continue
+                if private:
+                    assert request(other)[0] == 404 and request(other, token=token)[0] == 404
+                    import html as html_module
+                    import re
+                    (signed,) = re.findall(r'href="(http://localhost:[^"]+)"', page)
+                    other = html_module.unescape(signed)
+                status, served, headers = request(other)
+                assert status == 200 and marker in served
+                assert headers["Content-Security-Policy"].startswith("sandbox")
+                # Nothing else of the server answers on the report origin.
+                for path in ("/api/whoami", "/api/reports", "/login", "/", url.split(server.url)[1] + ".json"):
+                    assert request(f"http://localhost:{server.port}{path}", token=token)[0] == 404, path

@@ -126,11 +126,13 @@ def test_metrics_want_the_operators_token_and_nothing_else(server):
 
 
 def test_metrics_guessing_is_throttled(server):
-    for i in range(10):
-        assert scrape(server, token=f"guess-{i:02d}-" + "z" * 16)[0] == 401
+    # What is throttled is one wrong credential from one address (issue 20, item 4) ...
+    for _ in range(10):
+        assert scrape(server, token="guess-again-" + "z" * 16)[0] == 401
     status, _, headers = scrape(server, token="guess-again-" + "z" * 16)
     assert status == 429 and int(headers["Retry-After"]) > 0
-    assert scrape(server)[0] == 429  # even the right one waits out the minute from that address
+    # ... never the right one (Prometheus behind the same proxy keeps scraping).
+    assert scrape(server)[0] == 200
 
 
 def test_without_a_metrics_token(sqlite_url):

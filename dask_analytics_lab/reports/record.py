@@ -4,6 +4,7 @@ publishes both (publish.py).  See the package's docstring for how to use it."""
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 import time
 import warnings
@@ -137,14 +138,17 @@ class performance_report(distributed.performance_report):
             frames = client._get_computation_code(self._stacklevel + 1, nframes=1)
             code = frames[0].code if frames else "<Code not available>"
         stop = time.time()
+        # distributed puts the code into its page's HTML as it is (a <pre> that Bokeh
+        # renders as markup): escaped, it shows as the text it is and runs nothing.
+        shown = html.escape(code, quote=False)
         if recorded["profile"]:
-            await super().__aexit__(exc_type, exc_value, traceback, code=code)
+            await super().__aexit__(exc_type, exc_value, traceback, code=shown)
         else:
-            await self._write_without_profile(client, code)
+            await self._write_without_profile(client, shown)
         try:
             twin = await self._twin(client, code if recorded["code"] else None, stop, recorded)
-            html = await asyncio.to_thread(self._read_html)
-            self.report = await asyncio.to_thread(publish, html, twin, filename=self.filename, account=self.account,
+            page = await asyncio.to_thread(self._read_html)
+            self.report = await asyncio.to_thread(publish, page, twin, filename=self.filename, account=self.account,
                                                   private=self.private, title=self.title, store=self.store)
             self.url = self.report["url"]
             print(_announcement(self.url, self.filename))

@@ -43,14 +43,14 @@ PAGE = """<!doctype html>
 </style></head>
 <body><div class="wrap">
 <h1>{title}</h1>
-<div class="sub">{subtitle}</div>
+<div class="sub">{subtitle}</div>{links}
 <div id="app"></div>
 <div class="foot">Recorded by dask-analytics-lab; the data behind this page is its JSON twin
 (this link with <code>.json</code> at the end).</div>
 </div>
 <script type="application/json" id="dal-state">{state}</script>
-<script>{script}</script>
-<script>
+<script{nonce}>{script}</script>
+<script{nonce}>
   DaskAnalyticsReport.render(document.getElementById("app"),
     JSON.parse(document.getElementById("dal-state").textContent));
 </script>
@@ -59,8 +59,25 @@ PAGE = """<!doctype html>
 
 
 def _script_json(value: Any) -> str:
-    # Inside <script>, "</" would end the element early.
-    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+    # Inside <script>, "</script" would end the element early and "<!--" can make it swallow
+    # what follows: no "<" at all (JSON reads \u003c as "<").
+    return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def report_page(title: str, subtitle: str, state: dict, *, nonce: str | None = None,
+                links: list[tuple[str, str]] = ()) -> str:
+    """One self-contained report page: the views' bundle over `state`.  Every recorded
+    string reaches the page as escaped text or inside the JSON state (which the views
+    put in the DOM as text); `nonce` marks the page's own two scripts for a policy
+    that runs no other; `links` are (text, URL) shown under the title."""
+    script = REPORT_SCRIPT.read_text()
+    css = (REPORT_SCRIPT.parent / "style.css").read_text()
+    shown = "".join(f' <a class="dal-report-link" href="{html.escape(url, quote=True)}">{html.escape(text)}</a>'
+                    for text, url in links)
+    return PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), state=_script_json(state),
+                       css=css, script=script.replace("</script", "<\\/script"),
+                       nonce=f' nonce="{html.escape(nonce, quote=True)}"' if nonce else "",
+                       links=f'<div class="sub">{shown}</div>' if shown else "")
 
 
 def computation_duration(row: dict, now: float) -> float | None:
@@ -162,10 +179,7 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     subtitle = (f"{cluster.get('name') or cluster['cluster_id']} · {detail.get('state')} · "
                 f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(detail['start']))} · {'?' if duration is None else f'{duration:.1f}'} s · "
                 f"{detail.get('n_tasks') or 0} tasks")
-    script = REPORT_SCRIPT.read_text()
-    css = (REPORT_SCRIPT.parent / "style.css").read_text()
-    page = PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), state=_script_json(state),
-                       css=css, script=script.replace("</script", "<\\/script"))
+    page = report_page(title, subtitle, state)
     twin = {
         "summary": {
             "computation_id": computation_id, "cluster_id": detail["cluster_id"], "label": label,

@@ -8,13 +8,18 @@ there are no tokens and no host app), a Host header naming another server is ref
 Authentication, in order:
 1. `Authorization: token <token>` (the plugin, HttpReader, scripts);
 2. the `dal_session` cookie the login page sets (browsers), for GET/HEAD only: a
-   signed session naming the token's id (never the token), so it dies with the token;
+   signed session id (never the token) of a session kept in the database, checked on
+   every request, so it dies with a logout and with the token;
    a cookie is sent on cross-site requests too, so it never authorises a write;
 3. nothing: refused (401) when tokens are required, else the trusted local caller,
    who reads every account (after `local_auth`, when the host app gave one).
 A token that is unknown, revoked, expired or malformed is logged (address and token
-id, never the token) and counted per client address: past FAILURES a minute, that
-address gets 429 until the minute is over, unless its token is already known good.
+id, never the token) and counted per (client address, keyed fingerprint of the
+credential): past FAILURES a minute, that credential gets 429 from that address until
+the minute is over, before it is looked up.  Other credentials from the same address
+(a reverse proxy's) are not refused, so one that works always works.  The client
+address is the peer's, or X-Forwarded-For's right-most untrusted entry when the peer
+is in forwarded_allow_ips.
 """
 from __future__ import annotations
 
@@ -78,6 +83,18 @@ class BaseHandler(RequestHandler):
             return
         self.ctx.loop_lag.start()
         self.check_allowed_host()
+        if self.on_report_origin() and not self.serves_report_origin:
+            # The report origin runs uploaded HTML: nothing of the server's own lives there.
+            raise ApiError(404, "this name of the server serves uploaded report pages only")
+
+    # Only the uploaded HTML of a report (report_handlers.ReportView) is served on the
+    # report origin (report_url); every other route answers 404 there.
+    serves_report_origin = False
+
+    def on_report_origin(self) -> bool:
+        """Whether this request came for the report origin (report_url's Host)."""
+        host = self.request.headers.get("Host", "").strip().lower().rstrip(".")
+        return self.ctx.report_host is not None and host == self.ctx.report_host
 
     def check_allowed_host(self) -> None:
         """Raises when Host is not allowed (DNS rebinding).  Not named check_host:
@@ -85,7 +102,7 @@ class BaseHandler(RequestHandler):
         host = self.request.headers.get("Host", "")
         if not self.ctx.host_allowed(host):
             logger.info("dask-analytics server: refused a request for Host %r from %s", host[:100],
-                        self.request.remote_ip)
+                        self.client_address())
             raise ApiError(403, f"this server does not answer to the host name {host[:100]!r} (a page on "
                                 "another site may have rebound its name to this address); if the name is this "
                                 "server's, start it with --allowed-host NAME")
@@ -129,52 +146,63 @@ class BaseHandler(RequestHandler):
         if scheme.lower() not in ("token", "bearer") or not value.strip():
             if not self.ctx.token_required:
                 return None  # some other scheme, for the host app
-            self.auth_failure("an Authorization header that is not 'token <token>'")
+            self.refuse_if_throttled(header)
+            self.auth_failure("an Authorization header that is not 'token <token>'", header)
             raise ApiError(401, "the Authorization header must be 'token <your token>'")
         return value.strip()
 
-    def auth_failure(self, reason: str) -> None:
-        self.ctx.auth_failed(self.request.remote_ip or "?", reason)
+    def client_address(self) -> str:
+        """The caller's address: the peer's, or X-Forwarded-For's when the peer is a
+        trusted proxy (forwarded_allow_ips; Context.client_address)."""
+        return self.ctx.client_address(self.request.remote_ip or "?", self.request.headers.get_list("X-Forwarded-For"))
 
-    def refuse_if_throttled(self) -> None:
-        wait = self.ctx.throttled(self.request.remote_ip or "?")
+    def auth_failure(self, reason: str, credential: str) -> None:
+        self.ctx.auth_failed(self.client_address(), self.ctx.fingerprint(credential), reason)
+
+    def refuse_if_throttled(self, credential: str) -> None:
+        """429 for a credential that failed too often from this address; before any work."""
+        wait = self.ctx.throttled(self.client_address(), self.ctx.fingerprint(credential))
         if wait > 0:
-            raise ApiError(429, f"too many failed authentications from your address; try again in {wait:.0f} s",
-                           headers={"Retry-After": str(int(wait) + 1)})
+            raise ApiError(429, "too many failed authentications with this credential from your address; try again "
+                                f"in {wait:.0f} s", headers={"Retry-After": str(int(wait) + 1)})
 
     async def check_token(self, token: str) -> Principal:
         """The principal of a token, or 401 (logged and counted) / 429."""
         if not well_formed(token):
-            self.refuse_if_throttled()
-            self.auth_failure("a malformed token")
+            self.refuse_if_throttled(token)
+            self.auth_failure("a malformed token", token)
             raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
                                 "make one with `dask-analytics token create --account A --user U`)")
         digest = token_hash(token)
-        if self.ctx.throttled(self.request.remote_ip or "?"):
-            known = self.ctx.cached_principal(digest)  # a good token keeps working behind a shared proxy
+        if self.ctx.throttled(self.client_address(), self.ctx.fingerprint(token)):
+            # Only this token failed that often: if it works now (made since), it works.
+            known = self.ctx.cached_principal(digest)
             if known is not None:
                 return known
-            self.refuse_if_throttled()
+            self.refuse_if_throttled(token)
         found: TokenCheck = await self.call(self.ctx.check_token, digest)
         if found.principal is not None:
             return found.principal
         tid = token_id_of(token)
         if found.problem == "expired":
-            self.auth_failure(f"expired token {tid}")
+            self.auth_failure(f"expired token {tid}", token)
             raise ApiError(401, f"token {tid} expired on {_utc(found.expires)}; make a new one with "
                                 "`dask-analytics token create --account A --user U [--expires 30d]`")
-        self.auth_failure(f"unknown or revoked token {tid}")
+        self.auth_failure(f"unknown or revoked token {tid}", token)
         raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
                             "make one with `dask-analytics token create --account A --user U`)")
 
-    def session_token_id(self) -> str | None:
-        """The token id of a valid signed session cookie, else None."""
+    def session_id(self) -> str | None:
+        """The session id of a validly signed session cookie, else None (whether the
+        session still lives is the database's to say: Context.check_session)."""
         raw = self.get_cookie(SESSION_COOKIE)
         if not raw:
             return None
         value = decode_signed_value(self.ctx.session_secret, SESSION_COOKIE, raw, max_age_days=SESSION_DAYS)
         if value is None:
-            self.auth_failure("a session cookie with a bad or old signature")
+            # Counted and logged, never refused: the browser sends it with every page,
+            # public ones too, and it reads as anonymous.
+            self.auth_failure("a session cookie with a bad or old signature", raw)
             return None
         return value.decode("ascii", "replace")
 
@@ -187,12 +215,12 @@ class BaseHandler(RequestHandler):
         if token is not None:
             return await self.check_token(token)
         if allow_cookie and self.request.method in ("GET", "HEAD"):
-            token_id = self.session_token_id()
-            if token_id is not None:
-                found: TokenCheck = await self.call(self.ctx.check_session, token_id)
+            session_id = self.session_id()
+            if session_id is not None:
+                found: TokenCheck = await self.call(self.ctx.check_session, session_id)
                 if found.principal is not None:
                     return found.principal
-                # revoked or expired since login: anonymous, as if logged out
+                # logged out, or its token revoked or expired since login: anonymous
         if self.ctx.token_required:
             if not required:
                 return None

@@ -175,6 +175,8 @@ def _server(args: SimpleNamespace) -> int:
         "public_url": args.public_url,
         "allowed_hosts": _allowed_hosts(args),
         "session_secret": _session_secret(args),
+        "forwarded_allow_ips": args.forwarded_allow_ips or config.get("analytics.server.forwarded-allow-ips"),
+        "report_url": args.report_url or config.get("analytics.server.report-url"),
     }
     # Limits left unset keep the server's defaults (context.py).
     for key in ("max_answer_bytes", "query_timeout", "quota_report_bytes", "quota_event_bytes"):
@@ -318,6 +320,13 @@ db_option = click.option("--db", help=DB_HELP)
 @click.option("--metrics-token-file", metavar="FILE",
               help=f"file holding the token GET /metrics wants (Authorization: Bearer <token>), or set "
                    f"${METRICS_TOKEN_ENV}; without one /metrics is refused unless --no-token")
+@click.option("--forwarded-allow-ips", metavar="ADDRS",
+              help="reverse proxies (addresses or networks, comma-separated; '*': any) whose X-Forwarded-For "
+                   "names the client; default: analytics.server.forwarded-allow-ips, else none")
+@click.option("--report-url", metavar="URL",
+              help="a second origin (e.g. https://reports.example.com, another name of this server) serving "
+                   "uploaded reports' own HTML; default: analytics.server.report-url, else that HTML is not "
+                   "served (report links open the page rendered from each report's twin)")
 @click.option("--retention", metavar="AGE",
               help="delete clusters that ended longer ago than AGE (e.g. 90d), hourly; default: analytics.retention")
 @click.option("--max-answer-bytes", "max_answer_bytes", type=click.IntRange(min=64 * 1024), metavar="N",

@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
+import hmac
+import ipaddress
 import logging
 import secrets
 import threading
@@ -30,9 +33,10 @@ logger = logging.getLogger("dask_analytics_lab.server")
 TOKEN_CACHE_SECONDS = 30.0
 # last_used is written at most this often per token (one small write a minute).
 TOUCH_SECONDS = 60.0
-# Failed authentications from one address: more than `auth_failures` (default
-# FAILURES) in FAILURE_WINDOW seconds, and that address is refused (429) until the
-# window ends.
+# Failed authentications with one credential from one address: more than
+# `auth_failures` (default FAILURES) in FAILURE_WINDOW seconds, and that credential is
+# refused (429) from that address until the window ends, before it is looked up.  Other
+# credentials from the same address (a proxy's) are not: a working one is never refused.
 FAILURES = 10
 FAILURE_WINDOW = 60.0
 # The names a server without tokens answers to by default (DNS rebinding: a web page
@@ -44,6 +48,7 @@ KNOWN_SETTINGS = frozenset({
     "max_body_bytes", "max_json_bytes", "max_report_bytes", "body_memory", "body_timeout",
     "body_idle_timeout", "body_queue_timeout", "threads", "allowed_hosts", "session_secret", "auth_failures",
     "metrics_token", "retention", "max_answer_bytes", "query_timeout", "quota_report_bytes", "quota_event_bytes",
+    "forwarded_allow_ips", "report_url",
 })
 # The largest answer one read may send (bytes of JSON; lists are cut into pages).
 MAX_ANSWER_BYTES = 16 * 2**20
@@ -127,6 +132,51 @@ class MemoryBudget:
             fut.set_result(None)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_forwarded_allow(value: Any) -> tuple[Network, ...] | str | None:
+    """forwarded_allow_ips: addresses or networks (a list, or one comma-separated
+    string, as uvicorn's --forwarded-allow-ips), "*" for any peer, None for none."""
+    if value is None or value == "" or value == []:
+        return None
+    items = [x.strip() for x in value.split(",")] if isinstance(value, str) else [str(x).strip() for x in value]
+    items = [x for x in items if x]
+    if "*" in items:
+        return "*"
+    try:
+        return tuple(ipaddress.ip_network(x, strict=False) for x in items)
+    except ValueError as e:
+        raise ValueError(f"forwarded_allow_ips takes IP addresses or networks (e.g. 10.0.0.0/8) or '*': {e}") from None
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        return None
+
+
+def report_origin(url: str | None, public_url: str | None) -> tuple[str, str] | None:
+    """report_url as (origin URL, the Host header that names it), checked: an http(s)
+    origin that is not the server's own public one."""
+    if not url:
+        return None
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(str(url).strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+        raise ValueError(f"report_url must be an origin such as https://reports.example.com, got {url!r}")
+    default = {"http": 80, "https": 443}[parts.scheme]
+    host = parts.hostname.lower() + ("" if parts.port in (None, default) else f":{parts.port}")
+    if public_url:
+        own = urllib.parse.urlsplit(public_url)
+        if (own.scheme, (own.netloc or "").lower()) == (parts.scheme, parts.netloc.lower()):
+            raise ValueError("report_url must be another origin than public_url: uploaded report HTML must "
+                             "not run on the server's own origin")
+    return f"{parts.scheme}://{parts.netloc.lower()}", host
+
+
 def host_name(host: str) -> str:
     """The name in a Host header: no port, no brackets, lower case, no trailing dot."""
     host = host.strip().lower()
@@ -173,10 +223,20 @@ class Context:
     # however many clients read it at once.
     report_bodies: Any = None
     read_shares: Any = None  # shares.ReadShares: one caller's reads take at most half the read threads
+    # Proxies whose X-Forwarded-For names the client (None: none; "*": any peer).
+    forwarded_allow: tuple[Network, ...] | str | None = None
+    # Keys the credential fingerprints the throttle counts by: the credentials
+    # themselves are never kept, and a fingerprint means nothing outside this process.
+    _fingerprint_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    # The origin serving uploaded reports' own HTML (report_url), and its Host header
+    # as a browser sends it; None: that HTML is served nowhere.
+    report_url: str | None = None
+    report_host: str | None = None
+    _logged: dict[str, tuple[float, int]] = field(default_factory=dict)
     _tokens: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
     _tokens_lock: threading.Lock = field(default_factory=threading.Lock)
     _touched: dict[str, float] = field(default_factory=dict)
-    _failures: dict[str, tuple[float, int, bool]] = field(default_factory=dict)
+    _failures: dict[tuple[str, str], tuple[float, int, bool]] = field(default_factory=dict)
     _owners: dict[str, str] = field(default_factory=dict)
     # SQLite takes one writer at a time; threads waiting on its lock sleep in growing
     # steps (its busy handler), so this process queues its own writers instead.
@@ -240,9 +300,22 @@ class Context:
         """What a token stands for (cached; an expired one says so)."""
         return self._check(self._cached(token_hash, lambda: self.team.find_token(token_hash)))
 
-    def check_session(self, token_id: str) -> TokenCheck:
-        """What a login session's token stands for now (revoked or expired: nothing)."""
-        return self._check(self._cached("id:" + token_id, lambda: self.team.find_token_by_id(token_id)))
+    def check_session(self, session_id: str) -> TokenCheck:
+        """What a login session's token stands for now: nothing once the session was
+        logged out (on any server process of this database), expired, or its token
+        revoked or expired.  Not cached: a logout holds from the next request on."""
+        return self._check(self.team.find_session(session_id))
+
+    def new_session(self, token_id: str, expires: float) -> str:
+        """A new login session of a token, kept in the database; its id (128 random bits)."""
+        session_id = secrets.token_urlsafe(16)
+        with self.write_lock:
+            self.team.add_session(session_id=session_id, token_id=token_id, expires=expires)
+        return session_id
+
+    def end_session(self, session_id: str) -> None:
+        with self.write_lock:
+            self.team.end_session(session_id)
 
     def cached_principal(self, token_hash: str) -> Principal | None:
         """A token already known good, without asking the database (for a throttled address)."""
@@ -278,35 +351,79 @@ class Context:
         except Exception as e:  # the store being down must not fail the request that used it
             logger.debug("dask-analytics server: could not record the use of token %s: %s", token_id, e)
 
-    # --- failed authentication (event loop) ---------------------------------------
-    def throttled(self, address: str) -> float:
-        """Seconds until `address` may try again (0: it may now)."""
-        entry = self._failures.get(address)
+    # --- who is calling, and failed authentication (event loop) ------------------
+    def _trusted(self, address: str) -> bool:
+        if self.forwarded_allow == "*":
+            return True
+        ip = _ip(address)
+        return ip is not None and bool(self.forwarded_allow) and any(ip in n for n in self.forwarded_allow)
+
+    def client_address(self, peer: str, forwarded: list[str]) -> str:
+        """The client's address: the peer's, unless the peer is a trusted proxy; then
+        the right-most X-Forwarded-For entry that is not a trusted proxy (entries to
+        its left are whatever the client wrote).  A peer that is not trusted cannot
+        choose its address by sending the header."""
+        if not self.forwarded_allow or not forwarded or not self._trusted(peer):
+            return peer
+        hops = [h.strip() for line in forwarded for h in line.split(",") if h.strip()]
+        address = peer
+        for hop in reversed(hops):
+            ip = _ip(hop)
+            if ip is None:
+                break  # not an address: nothing left of it can be believed either
+            address = str(ip)
+            if not self._trusted(address):
+                break
+        return address
+
+    def fingerprint(self, credential: str) -> str:
+        """A keyed hash of a presented credential (token, header, cookie, metrics token)."""
+        return hmac.new(self._fingerprint_key, credential.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:32]
+
+    def throttled(self, address: str, fingerprint: str) -> float:
+        """Seconds until this credential may be tried again from `address` (0: now)."""
+        entry = self._failures.get((address, fingerprint))
         if entry is None:
             return 0.0
         start, count, _ = entry
         left = start + FAILURE_WINDOW - time.monotonic()
         if left <= 0:
-            del self._failures[address]
+            del self._failures[address, fingerprint]
             return 0.0
         return left if count >= self.auth_failures else 0.0
 
-    def auth_failed(self, address: str, reason: str) -> None:
-        """Count one failed authentication from `address` and log it (never the token)."""
+    def auth_failed(self, address: str, fingerprint: str, reason: str) -> None:
+        """Count one failed authentication with a credential from `address`, and log
+        it (never the credential; at most `auth_failures` lines per address a minute)."""
         now = time.monotonic()
-        start, count, said = self._failures.get(address, (now, 0, False))
+        key = (address, fingerprint)
+        start, count, said = self._failures.get(key, (now, 0, False))
         if now - start >= FAILURE_WINDOW:
             start, count, said = now, 0, False
         count += 1
         if len(self._failures) > 100_000:
             self._failures.clear()
-        if count <= self.auth_failures:
+        self._failures[key] = (start, count, said)
+        if count > self.auth_failures:
+            if not said:
+                logger.warning("dask-analytics server: %d failed authentications with one credential from %s within "
+                               "%.0f s; refusing it from there for the rest of the minute (%s)", count, address,
+                               FAILURE_WINDOW, reason)
+                self._failures[key] = (start, count, True)
+            return
+        # A client trying many credentials is not refused (each one might work), but
+        # it cannot flood the log either.
+        lstart, logged = self._logged.get(address, (now, 0))
+        if now - lstart >= FAILURE_WINDOW:
+            lstart, logged = now, 0
+        if len(self._logged) > 100_000:
+            self._logged.clear()
+        self._logged[address] = (lstart, logged + 1)
+        if logged < self.auth_failures:
             logger.warning("dask-analytics server: failed authentication from %s: %s", address, reason)
-        elif not said:
-            logger.warning("dask-analytics server: %d failed authentications from %s within %.0f s; refusing "
-                           "its credentials for the rest of the minute (%s)", count, address, FAILURE_WINDOW, reason)
-            said = True
-        self._failures[address] = (start, count, said)
+        elif logged == self.auth_failures:
+            logger.warning("dask-analytics server: more failed authentications from %s within %.0f s; not logging "
+                           "each until the minute is over", address, FAILURE_WINDOW)
 
     def host_allowed(self, host: str) -> bool:
         if self.allowed_hosts is None or "*" in self.allowed_hosts:
@@ -352,6 +469,9 @@ def make_context(prefix: str, settings: dict) -> Context:
     hosts = settings.get("allowed_hosts")
     if hosts is None and not token_required and settings.get("local_auth") is None:
         hosts = LOCAL_HOSTS  # no tokens and no host app judging callers: local names only
+    reports = report_origin(settings.get("report_url"), public_url)
+    if hosts is not None and reports is not None:
+        hosts = [*hosts, host_name(reports[1])]  # the report origin is this server too
     allowed = None if hosts is None else frozenset(host_name(h) if h != "*" else "*" for h in hosts)
     secret = settings.get("session_secret")
     if isinstance(secret, str):
@@ -393,6 +513,9 @@ def make_context(prefix: str, settings: dict) -> Context:
         session_secret=secret or secrets.token_bytes(32),
         allowed_hosts=allowed,
         auth_failures=int(settings.get("auth_failures", FAILURES)),
+        forwarded_allow=parse_forwarded_allow(settings.get("forwarded_allow_ips")),
+        report_url=reports[0] if reports else None,
+        report_host=reports[1] if reports else None,
         metrics_token=_metrics_token(settings.get("metrics_token")),
         retention=float(settings["retention"]) if settings.get("retention") else None,
         write_lock=threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext(),

@@ -9,8 +9,11 @@ What the server adds to the store's own checks, because here the sender is remot
   it;
 - messages for a cluster id another account owns are not stored, and the answer is
   the one an unknown id gets (the same status and body: ingest is no oracle of other
-  accounts' ids; the server log says what was dropped).  The batch is checked whole
-  first, so a bad message is refused the same way wherever it points;
+  accounts' ids; the server log says what was dropped).  Dropped messages are
+  remembered by (account, cluster, seq), so the same batch sent again answers
+  "stored": 0 as a repeat for an unknown id does, after a database write as that
+  does.  The batch is checked whole first, so a bad message is refused the same way
+  wherever it points;
 - the user comes from the token too: a `cluster` message's `user` becomes the
   token's user, and what the client said (on a JupyterHub often `jovyan`) is kept in
   `reported_user`; without a token (`--no-token`) the client's word is all there is;
@@ -123,6 +126,13 @@ class IngestHandler(BodyReader):
                         stored = self.ctx.store.ingest(batch)
                     finally:
                         self.ctx.metrics.store_call("ingest", time.perf_counter() - t0)
+            # Remembered, so a repeat answers "stored": 0 as an unknown id's repeat does,
+            # and a write either way (the same class of time for both).
+            n_dropped = 0
+            if dropped:
+                with self.ctx.write_lock:
+                    n_dropped = self.ctx.team.remember_dropped(
+                        principal.account, [(m.cluster_id, m.seq) for m in dropped], now=claimed_at)
         except BaseException:
             mine = [cid for cid, acc in wanted.items() if owners.get(cid) == acc]
             try:
@@ -132,6 +142,4 @@ class IngestHandler(BodyReader):
             except Exception as e:  # the store went away: the claim stays, harmlessly
                 logger.warning("dask-analytics server: could not release the claims of a refused batch: %s", e)
             raise
-        # A foreign id answers as an unknown one would: each distinct message new.
-        n_dropped = len({(m.cluster_id, m.seq) for m in dropped})
         return stored + n_dropped, received, n_dropped

@@ -8,8 +8,9 @@ hosts or users).  For load balancers and orchestrators' liveness probes.
 account's token opens it and neither does a login cookie: only the operator's metrics
 token (`--metrics-token-file`, sent as `Authorization: Bearer <it>` as Prometheus'
 `authorization` setting does), compared in constant time; failures count toward the
-address's throttle like any bad token.  Without a metrics token it is open on a
-server without tokens (localhost only) and refused (403) otherwise.
+throttle like any bad token's (per address and credential: a wrong one does not lock
+out the right one).  Without a metrics token it is open on a server without tokens
+(localhost only) and refused (403) otherwise.
 """
 from __future__ import annotations
 
@@ -62,9 +63,10 @@ class Metrics(BaseHandler):
                 raise ApiError(403, "metrics are off: start the server with --metrics-token-file FILE and give "
                                     "Prometheus that token (authorization: credentials_file)")
             return  # no tokens at all: a local-only server, open like its API
-        self.refuse_if_throttled()
-        scheme, _, given = self.request.headers.get("Authorization", "").strip().partition(" ")
+        header = self.request.headers.get("Authorization", "")
+        self.refuse_if_throttled(header)
+        scheme, _, given = header.strip().partition(" ")
         if scheme.lower() not in ("bearer", "token") or not hmac.compare_digest(given.strip().encode(),
                                                                                expected.encode()):
-            self.auth_failure("a missing or wrong metrics token")
+            self.auth_failure("a missing or wrong metrics token", header)
             raise ApiError(401, "/metrics needs the server's metrics token: 'Authorization: Bearer <token>'")

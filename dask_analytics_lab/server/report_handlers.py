@@ -2,20 +2,26 @@
 
 POST {prefix}/api/reports          upload (token in the Authorization header), 201 {"report": {...}}
 GET  {prefix}/api/reports          the caller's account's reports, newest first
-GET  {prefix}/reports/{id}         the HTML; anyone with the link unless private
+GET  {prefix}/reports/{id}         the page (from the twin; on report_url: the uploaded HTML);
+                                   anyone with the link unless private
 GET  {prefix}/reports/{id}.json    its machine-readable twin, same rules
 
-A report id is 128 random bits: for a public report the link is the permission.
-A private one opens only for members of its account (token or login cookie).  A
-report is HTML its uploader wrote, served on this origin, so its Content-Security-
-Policy (REPORT_CSP) sandboxes it (its scripts run in an opaque origin and cannot read
-the viewer's cookie-authenticated API) and lets it reach nothing outside itself: its
-own inline scripts, styles and data: images run, and every fetch, image, script,
-frame, form or font from anywhere else is blocked, so a report cannot send what it
-shows (or what a phishing form asks for) to another host.  distributed's report
-therefore embeds BokehJS (reports.performance_report uses mode="inline"; a report
-uploaded with BokehJS from its CDN is stored with the installed BokehJS inline:
-reports/offline.py).
+A report id is 128 random bits: for a public report the link is the permission.  A
+private one opens only for members of its account (token or login cookie).
+
+A report's HTML is whatever its uploader sent (distributed's page, or anything), so
+the server's own origin never serves it: a report link there shows the page rendered
+from the report's JSON twin (reports/twin_page.py, the views' bundle, with recorded
+strings as text; only its own nonce'd scripts run, sandboxed, reaching nothing).  The
+uploaded HTML is served only on a separate origin, report_url (another name or port of
+this server, which shares no cookies with it), and nowhere without one: there it runs
+sandboxed (an opaque origin) under REPORT_CSP, which lets it reach nothing outside
+itself (its own inline scripts, styles and data: images run; every fetch, image,
+script, frame, form or font from anywhere else is blocked).  What no header stops, a
+page moving itself elsewhere (a redirect, WebRTC), then takes only what that origin
+holds: the one report.  distributed's report embeds BokehJS (reports.performance_report
+uses mode="inline"; a report uploaded with BokehJS from its CDN is stored with the
+installed BokehJS inline: reports/offline.py).
 
 The rows themselves (made, encrypted at rest, shown, who may read them) are
 dask_analytics_lab.reports.rows: the same for a report written straight into a store.
@@ -26,8 +32,12 @@ import asyncio
 import gzip
 import json
 import re
+import secrets
+import urllib.parse
 import weakref
 from typing import Any, Awaitable, Callable
+
+from tornado.web import create_signed_value, decode_signed_value
 
 from ..codecrypt import CodeCipher, CodeDecryptError
 from ..reports.rows import BadReport, check_report, make_row, may_read, opening_cipher, public_row
@@ -39,6 +49,9 @@ from .query import QueryHandler, limit_param
 from .shares import caller_key
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+# The signed link that opens a private report's uploaded HTML on the report origin.
+REPORT_LINK = "dal_report_link"
+REPORT_LINK_MINUTES = 10
 SANDBOX = "sandbox allow-scripts allow-downloads"
 # Inline scripts and styles run ('unsafe-eval' for BokehJS); nothing loads from or
 # connects to anywhere (data:/blob: are the page's own bytes).
@@ -70,18 +83,20 @@ class Body:
         self.data, self.encoding, self.meta = data, encoding, meta
 
 
-def load_report(ctx: Any, report_id: str, as_json: bool, gzip_ok: bool) -> Body:
-    """A report's HTML or twin as it will be sent (blocking: on a read thread).  The
-    stored gzip is sent as stored to a client that takes gzip; the twin is re-encoded
-    with the row's metadata."""
-    row = ctx.team.get_report(report_id, content="twin" if as_json else "html")
+def load_report(ctx: Any, report_id: str, kind: str, gzip_ok: bool) -> Body:
+    """A report as it will be sent (blocking: on a read thread): "html", the uploaded
+    HTML, stored gzip sent as stored to a client that takes gzip; "json", the twin
+    re-encoded with the row's metadata; "page", the twin's bytes for its page."""
+    row = ctx.team.get_report(report_id, content="html" if kind == "html" else "twin")
     if row is None:
         return Body(b"", None, None)
-    name = "twin_gz" if as_json else "html_gz"
+    name = "html_gz" if kind == "html" else "twin_gz"
     try:
         stored = opening_cipher(ctx.cipher).open_bytes(row.pop(name))
-        if not as_json:
+        if kind == "html":
             return Body(stored, "gzip", row) if gzip_ok else Body(gzip.decompress(stored), None, row)
+        if kind == "page":
+            return Body(gzip.decompress(stored), None, row)
         twin = json.loads(gzip.decompress(stored))
     except CodeDecryptError as e:  # logged once by the cipher
         raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
@@ -157,39 +172,92 @@ class ReportsApi(QueryHandler):
         self.write_json({"report": public_row(row, self.base(), opening_cipher(self.ctx.cipher))}, status=201)
 
 
+def twin_page_csp(nonce: str) -> str:
+    """The policy of the page rendered from a report's twin: REPORT_CSP, but only the
+    page's own two scripts (by nonce) run, so no markup a recorded string could carry
+    would, were it ever to reach the page unescaped."""
+    return REPORT_CSP.replace("script-src 'unsafe-inline' 'unsafe-eval'", f"script-src 'nonce-{nonce}'")
+
+
 class ReportView(BaseHandler):
-    """The HTML (as_json False) or the twin (as_json True) of one report."""
+    """The page (as_json False) or the twin (as_json True) of one report.
+
+    On the server's own origin the page is rendered from the stored twin
+    (reports/twin_page.py): the HTML an uploader sent never runs there.  That HTML is
+    served only on the report origin (report_url), sandboxed, with REPORT_CSP; a
+    private report's through a link signed for it (REPORT_LINK_MINUTES), handed to its
+    account's readers on the rendered page, as no login cookie reaches that origin."""
 
     def initialize(self, ctx: Any, as_json: bool = False) -> None:
         super().initialize(ctx)
         self.as_json = as_json
+        self.serves_report_origin = not as_json
+
+    def uploaded_link(self, row: dict) -> str | None:
+        """Where the uploaded HTML of `row` opens (None: no report origin)."""
+        if self.ctx.report_url is None:
+            return None
+        url = f"{self.ctx.report_url}{self.ctx.prefix}/reports/{row['id']}"
+        if row["private"]:
+            signed = create_signed_value(self.ctx.session_secret, REPORT_LINK, row["id"]).decode()
+            url += "?" + urllib.parse.urlencode({"access": signed})
+        return url
+
+    def link_grants(self, row: dict) -> bool:
+        """A signed, unexpired link for this very report (the report origin's only key)."""
+        given = self.get_query_argument("access", None)
+        if not given:
+            return False
+        value = decode_signed_value(self.ctx.session_secret, REPORT_LINK, given,
+                                    max_age_days=REPORT_LINK_MINUTES / 1440)
+        return value is not None and value.decode("ascii", "replace") == row["id"]
 
     async def get(self, report_id: str) -> None:
         if not _ID.match(report_id):
             raise ApiError(404, "no such report")
-        principal = await self.principal(required=False)
+        uploaded = self.on_report_origin()  # prepare() let only the page through there
+        principal = None if uploaded else await self.principal(required=False)
         gzip_ok = self.accepts_gzip()
+        # the twin (JSON), the page made from it, or the uploaded HTML (report origin only)
+        kind = "json" if self.as_json else "html" if uploaded else "page"
         # Reading, decrypting, decompressing and encoding: on a read thread, once for
         # all the clients reading the same report at the same time.
-        body = await self.ctx.report_bodies.get((report_id, self.as_json, gzip_ok),
-                                                lambda: self._load(principal, report_id, gzip_ok))
-        if body.meta is None:
+        body = await self.ctx.report_bodies.get((report_id, kind, gzip_ok),
+                                                lambda: self._load(principal, report_id, kind, gzip_ok))
+        row = body.meta
+        if row is None:
             raise ApiError(404, "no such report")
-        if not may_read(body.meta, principal):
+        if uploaded and row["private"] and not self.link_grants(row):
+            raise ApiError(404, "no such report")  # open it from its page on the server's own origin
+        if not uploaded and not may_read(row, principal):
             if principal is None:
                 raise ApiError(401, f"this report is private to its account: log in at {self.ctx.prefix}/login "
                                     "or send 'Authorization: token <token>'")
             raise ApiError(404, "no such report")  # a stranger learns nothing, not even that it exists
-        if self.as_json:
+        if kind == "page":
+            await self.finish_twin_page(row, body.data)
+            return
+        if kind == "json":
             self.set_header("Content-Type", "application/json; charset=utf-8")
         else:
             self.set_header("Content-Type", "text/html; charset=utf-8")
             self.set_header("Content-Security-Policy", REPORT_CSP)
         await self.send_body(body.data, body.encoding)
 
-    async def _load(self, principal: Principal | None, report_id: str, gzip_ok: bool) -> Body:
+    async def _load(self, principal: Principal | None, report_id: str, kind: str, gzip_ok: bool) -> Body:
         async with self.ctx.read_shares.hold(caller_key(principal)):
-            return await self.call(load_report, self.ctx, report_id, self.as_json, gzip_ok)
+            return await self.call(load_report, self.ctx, report_id, kind, gzip_ok)
+
+    async def finish_twin_page(self, row: dict, blob: bytes) -> None:
+        nonce = secrets.token_urlsafe(16)
+        links = [("Data (JSON)", f"{self.ctx.prefix}/reports/{row['id']}.json")]
+        uploaded = self.uploaded_link(row)
+        if uploaded is not None:
+            links.append(("Dask's own report, as uploaded", uploaded))
+        # Parsing a twin and rendering its page (the views' bundle inline) is work for a thread.
+        page = await self.call(_twin_page, blob, row, nonce, links)
+        self.set_header("Content-Security-Policy", twin_page_csp(nonce))
+        self.finish(page)
 
     def render_error(self, status_code: int, message: str) -> None:
         if self.as_json:
@@ -198,3 +266,10 @@ class ReportView(BaseHandler):
 
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.finish(error_page(self.ctx.prefix, status_code, message))
+
+
+def _twin_page(blob: bytes, row: dict, nonce: str, links: list[tuple[str, str]]) -> str:
+    from ..reports.twin_page import twin_report_page
+
+    twin = json.loads(blob)
+    return twin_report_page(twin if isinstance(twin, dict) else {}, row, nonce=nonce, links=links)

@@ -32,9 +32,18 @@ settings (a dict; unknown keys are an error):
   session_secret  bytes or str (16 bytes at least) signing login sessions; default: a
                   random one per process (logins then end when the server restarts).
                   `dask-analytics server` keeps one in a file (see server/cli.py).
-  auth_failures   failed authentications (bad token, login, session signature) one
-                  client address may make in a minute before it gets 429 for the rest
-                  of that minute, default 10; each failure is logged (never the token).
+  auth_failures   failed authentications with one credential (bad token, login,
+                  metrics token) from one client address in a minute before that
+                  credential gets 429 from there for the rest of that minute, default
+                  10; other credentials from the address are not refused.  Each failure
+                  is logged (never the token), at most this many lines an address a minute.
+  forwarded_allow_ips  reverse proxies (addresses or networks, a list or comma-separated;
+                  "*": any) whose X-Forwarded-For names the client: its right-most entry
+                  that is not such a proxy.  Default None: the peer's address.
+  report_url      a second origin ("https://reports.example.com") on which this server
+                  serves uploaded reports' own HTML (private ones through a signed link
+                  that expires).  Default None: that HTML is served nowhere; a report link
+                  opens the page rendered from the report's twin.
   max_body_bytes  largest ingest body as sent, default 16 MiB (gzip'd).
   max_json_bytes  largest ingest body once decompressed, default 32 MiB.
   max_report_bytes largest report upload, as sent and decompressed, default 64 MiB.

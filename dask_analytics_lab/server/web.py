@@ -131,13 +131,28 @@ class FormHandler(WebHandler):
                                 "and try again") from None
 
 
+def _has_control(text: str) -> bool:
+    return any(ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 for ch in text)
+
+
 class LoginHandler(FormHandler):
+    def next_target(self) -> str:
+        """Where to go after login: next= if it is a path on this server, else home.
+        Control characters are a 400, said before the form or the token is looked at:
+        CR/LF would split the Location header (tornado refused that with a 500), and
+        the others tornado would silently strip from the argument."""
+        for raw in self.request.query_arguments.get("next", []):
+            if _has_control(raw.decode("utf-8", "replace")):
+                raise ApiError(400, "next= must be a path on this server, without control characters")
+        return _safe_next(self.ctx.prefix, self.get_query_argument("next", None))
+
     def get(self) -> None:
+        self.next_target()
         self._form()
 
     def _form(self, error: str = "", status: int = 200) -> None:
         p = html.escape(self.ctx.prefix, quote=True)
-        nxt = html.escape(_safe_next(self.ctx.prefix, self.get_query_argument("next", None)), quote=True)
+        nxt = html.escape(self.next_target(), quote=True)
         err = f'<p class="error">{html.escape(error)}</p>' if error else ""
         body = f"""<h1>Log in</h1>{err}
 <form method="post" action="{p}/login?next={nxt}" class="login">{self.xsrf_form_html()}
@@ -151,39 +166,46 @@ class LoginHandler(FormHandler):
     async def post(self) -> None:
         self.check_same_site()
         self.check_form_xsrf()
-        self.refuse_if_throttled()
+        nxt = self.next_target()
         token = (self.get_body_argument("token", "") or "").strip()
+        self.refuse_if_throttled(token)
         found = TokenCheck(None, "malformed")
         if well_formed(token):
             found = await self.call(self.ctx.check_token, token_hash(token))
         if found.principal is None:
             if found.problem == "expired":
-                self.auth_failure(f"login with expired token {token_id_of(token)}")
+                self.auth_failure(f"login with expired token {token_id_of(token)}", token)
                 self._form(f"This token expired on {_utc(found.expires)}: make a new one.", status=401)
             else:
                 what = f"unknown or revoked token {token_id_of(token)}" if well_formed(token) else "a malformed token"
-                self.auth_failure(f"login with {what}")
+                self.auth_failure(f"login with {what}", token)
                 self._form("Unknown, revoked or malformed token.", status=401)
             return
         principal = found.principal
         days = SESSION_DAYS
         if found.expires is not None:
             days = max(0.0, min(days, (found.expires - time.time()) / 86400))
-        # The session names the token by its id, signed with the server's secret: the
-        # token itself never sits in the browser, and revoking it ends the session.
-        session = create_signed_value(self.ctx.session_secret, SESSION_COOKIE, principal.token_id)
+        # The cookie names a session kept in the database, signed with the server's
+        # secret: the token itself never sits in the browser, and a logout or revoking
+        # the token ends the session wherever a copy of the cookie is.
+        session_id = await self.call(self.ctx.new_session, principal.token_id, time.time() + days * 86400,
+                                     executor=self.ctx.body_executor)
+        session = create_signed_value(self.ctx.session_secret, SESSION_COOKIE, session_id)
         path = self.ctx.prefix + "/"
         self.clear_cookie(OLD_COOKIE, path=path)
         self.set_cookie(SESSION_COOKIE, session, path=path, httponly=True, samesite="Lax",
                         secure=self.request.protocol == "https", expires_days=days)
-        self.redirect(_safe_next(self.ctx.prefix, self.get_query_argument("next", None)))
+        self.redirect(nxt)
 
 
 class LogoutHandler(FormHandler):
-    def post(self) -> None:
+    async def post(self) -> None:
         self.check_same_site()
         if self.get_body_argument("_xsrf", None) is not None:
             self.check_form_xsrf()  # a form that carries the token must carry the right one
+        session_id = self.session_id()
+        if session_id is not None:  # ended in the database: a copy of the cookie is worth nothing now
+            await self.call(self.ctx.end_session, session_id, executor=self.ctx.body_executor)
         path = self.ctx.prefix + "/"
         self.clear_cookie(SESSION_COOKIE, path=path)
         self.clear_cookie(OLD_COOKIE, path=path)

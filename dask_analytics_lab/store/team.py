@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from . import schema as s
 from .engine import dialect_insert
 from .store import Store
-from .team_schema import accounts, cluster_owners, reports, tokens, users
+from .team_schema import accounts, cluster_owners, dropped_messages, reports, sessions, tokens, users
 
 _REPORT_META = [c for c in reports.c if c.name not in ("html_gz", "twin_gz")]
 
@@ -81,6 +81,49 @@ class TeamStore:
         q = sa.update(tokens).where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None)).values(revoked=time.time())
         with self._store.transaction() as conn:
             return conn.execute(q).rowcount > 0
+
+    # --- login sessions ------------------------------------------------------------
+    def add_session(self, *, session_id: str, token_id: str, expires: float) -> None:
+        """Keep a new login session of a token until `expires` (and forget expired ones)."""
+        now = time.time()
+        with self._store.transaction() as conn:
+            conn.execute(sa.delete(sessions).where(sessions.c.expires < now))
+            conn.execute(sa.insert(sessions), {"session_id": session_id, "token_id": token_id, "created": now,
+                                               "expires": expires})
+
+    def find_session(self, session_id: str) -> dict | None:
+        """The unrevoked token of a live session: {token_id, account, user, expires}, or
+        None (logged out, expired, never made, or its token revoked)."""
+        q = (sa.select(*self._FOUND).select_from(sessions.join(tokens, tokens.c.token_id == sessions.c.token_id))
+             .where(sessions.c.session_id == session_id, sessions.c.expires > time.time(),
+                    tokens.c.revoked.is_(None)))
+        with self._store.reading() as conn:
+            row = conn.execute(q).first()
+        return dict(row._mapping) if row else None
+
+    def end_session(self, session_id: str) -> bool:
+        """Log a session out: its cookie, wherever a copy of it is, authorises nothing more."""
+        with self._store.transaction() as conn:
+            return conn.execute(sa.delete(sessions).where(sessions.c.session_id == session_id)).rowcount > 0
+
+    # --- messages for other accounts' clusters ---------------------------------------
+    def remember_dropped(self, account: str, keys: list[tuple[str, int]], *, now: float | None = None) -> int:
+        """Remember the (cluster_id, seq) of messages `account` sent for other accounts'
+        clusters; return how many were not remembered before (what a store would have
+        answered for the same messages of an unknown id: new ones count, repeats do not)."""
+        keys = sorted(set(keys))
+        if not keys:
+            return 0
+        now = time.time() if now is None else now
+        d = dropped_messages.c
+        with self._store.transaction() as conn:
+            known = set(conn.execute(sa.select(d.cluster_id, d.seq).where(
+                d.account == account, sa.tuple_(d.cluster_id, d.seq).in_(keys))).all())
+            new = [k for k in keys if k not in known]
+            if new:
+                conn.execute(dialect_insert(conn, dropped_messages).on_conflict_do_nothing(),
+                             [{"account": account, "cluster_id": cid, "seq": seq, "time": now} for cid, seq in new])
+        return len(new)
 
     # --- cluster ownership ---------------------------------------------------
     def claim_clusters(self, claims: dict[str, str], *, now: float | None = None) -> dict[str, str]:

@@ -1,7 +1,8 @@
-"""The team server's tables: accounts, users, tokens, cluster ownership, reports.
+"""The team server's tables: accounts, users, tokens, cluster ownership, reports,
+login sessions and the messages dropped for other accounts' clusters.
 
 Registered on schema.metadata, so whoever imports this module (Alembic's env.py, the
-schema test) sees every table; made by migration 0002_team.  Queries: team.py.
+schema test) sees every table; made by migrations 0002_team and 0009_sessions.  Queries: team.py.
 """
 from __future__ import annotations
 
@@ -69,4 +70,30 @@ reports = sa.Table(
     sa.Index(None, "created"),
 )
 
-TEAM_TABLES = (accounts, users, tokens, cluster_owners, reports)
+# Browser login sessions: the signed cookie names a session id, and a session lives
+# only while its row does (logout deletes it), so a copied cookie dies with the logout
+# on every server process of the database.
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("session_id", sa.Text, primary_key=True),
+    sa.Column("token_id", sa.Text, sa.ForeignKey("tokens.token_id"), nullable=False),
+    sa.Column("created", Time, nullable=False),
+    sa.Column("expires", Time, nullable=False),
+    sa.Index(None, "expires"),
+)
+
+# Messages an account sent for a cluster id another account owns: dropped, never
+# stored, but remembered by (account, cluster, seq) so that sending them again answers
+# as a repeat of an unknown id's batch does ("stored": 0): ingest is no oracle of
+# other accounts' ids, not even across retries.
+dropped_messages = sa.Table(
+    "dropped_messages",
+    metadata,
+    sa.Column("account", sa.Text, primary_key=True),
+    sa.Column("cluster_id", sa.Text, primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True),
+    sa.Column("time", Time, nullable=False),
+)
+
+TEAM_TABLES = (accounts, users, tokens, cluster_owners, reports, sessions, dropped_messages)
