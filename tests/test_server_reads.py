@@ -32,7 +32,8 @@ from dask_analytics_lab import codecrypt
 from dask_analytics_lab.server import base as base_module
 from dask_analytics_lab.store import queries
 
-from .server_helpers import CODE_KEY, Cluster, ServerProcess, ServerThread, free_port, request
+from .server_helpers import (CODE_KEY, Cluster, ServerProcess, ServerThread, free_port, on_report_origin,
+                             report_server, request)
 from .test_code_privacy import add_token
 from .waiting import wait_for
 
@@ -84,8 +85,12 @@ def test_a_flood_of_report_reads_neither_stalls_the_server_nor_grows_it(store_ur
     metrics_token = "m" * 32
     (tmp_path / "metrics.token").write_text(metrics_token)
     a, b = add_token(store_url, "A"), add_token(store_url, "B")
-    with ServerProcess(store_url, free_port(), ["--metrics-token-file", str(tmp_path / "metrics.token")]) as server:
+    port = free_port()
+    # Uploaded report HTML is served on the report origin only (another name of the server).
+    with ServerProcess(store_url, port, ["--metrics-token-file", str(tmp_path / "metrics.token"),
+                                         "--report-url", f"http://localhost:{port}"]) as server:
         report = upload(server.url, a, report_html(4 * MiB))
+        report["url"] = report["url"].replace(server.url, f"http://localhost:{port}", 1)
         proc = psutil.Process(server.proc.pid)
         assert read_all(report["url"], True) > 2 * MiB  # warm: the first read's imports and buffers
         assert metric(server.url, metrics_token, "dask_analytics_loop_stalls_total") == 0
@@ -133,12 +138,12 @@ def test_heavy_work_runs_off_the_loop_and_stored_gzip_is_sent_as_stored(sqlite_u
     real_dumps = base_module.dumps
     monkeypatch.setattr(base_module, "dumps",
                         lambda value: threads.append(threading.current_thread().name) or real_dumps(value))
-    with ServerThread({"store_url": sqlite_url}) as server:
+    with report_server(sqlite_url) as server:
         token = server.token("A")
         html = report_html(MiB)
         report = upload(server.url, token, html)
         threads.clear()
-        u = urllib.parse.urlsplit(report["url"])
+        u = urllib.parse.urlsplit(on_report_origin(server, report["url"]))
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         conn.request("GET", u.path, headers={"Accept-Encoding": "gzip"})
         r = conn.getresponse()
