@@ -76,7 +76,9 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
     a, b = make_token(db, "A"), make_token(db, "B")
     (tmp / "metrics.token").write_text(METRICS_TOKEN)
     port = free_port()
-    with ServerProcess(db, port, ["--metrics-token-file", str(tmp / "metrics.token")]) as server:
+    # Uploaded report HTML is served on the report origin only: another name of this server.
+    with ServerProcess(db, port, ["--metrics-token-file", str(tmp / "metrics.token"),
+                                  "--report-url", f"http://localhost:{port}"]) as server:
         proc = psutil.Process(server.proc.pid)
         if args.tasks:
             c = Cluster(account="A")
@@ -97,7 +99,8 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
                                       body={"html": html, "twin": {"summary": {}}, "filename": "r.html",
                                             "private": False})
             assert status == 201, body
-            path, headers, readers = "/reports/" + body["report"]["id"], {"Accept-Encoding": "gzip"}, args.readers
+            path, headers, readers = ("/reports/" + body["report"]["id"],
+                                      {"Accept-Encoding": "gzip", "Host": f"localhost:{port}"}, args.readers)
             what = f"{readers} anonymous readers x {args.rounds} of a {args.report_mib} MiB public report"
         read_all(port, path, headers)  # warm
         time.sleep(1)
