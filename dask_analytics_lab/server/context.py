@@ -525,6 +525,6 @@ def make_context(prefix: str, settings: dict) -> Context:
 
 
 def _shared_bodies() -> Any:
-    from .report_handlers import SharedBodies  # handlers import this module
+    from .report_bodies import SharedBodies
 
     return SharedBodies()

@@ -28,14 +28,12 @@ dask_analytics_lab.reports.rows: the same for a report written straight into a s
 """
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 import re
 import secrets
 import urllib.parse
-import weakref
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from tornado.web import create_signed_value, decode_signed_value
 
@@ -46,6 +44,7 @@ from .body import read_json
 from .context import Principal
 from .errors import ApiError
 from .query import QueryHandler, limit_param
+from .report_bodies import Body
 from .shares import caller_key
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
@@ -73,16 +72,6 @@ REPORT_CSP = "; ".join([
 ])
 
 
-class Body:
-    """A report answer made off the loop: its bytes, their Content-Encoding, and the
-    row's metadata (None: no such report), which each request checks for itself."""
-
-    __slots__ = ("data", "encoding", "meta", "__weakref__")
-
-    def __init__(self, data: bytes, encoding: str | None, meta: dict | None):
-        self.data, self.encoding, self.meta = data, encoding, meta
-
-
 def load_report(ctx: Any, report_id: str, kind: str, gzip_ok: bool) -> Body:
     """A report as it will be sent (blocking: on a read thread): "html", the uploaded
     HTML, stored gzip sent as stored to a client that takes gzip; "json", the twin
@@ -103,31 +92,6 @@ def load_report(ctx: Any, report_id: str, kind: str, gzip_ok: bool) -> Body:
     meta = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created", "cluster_id")}
     data, encoding = encode_answer({"report": meta, **{k: v for k, v in twin.items() if k != "report"}}, gzip_ok)
     return Body(data, encoding, row)
-
-
-class SharedBodies:
-    """Report answers in flight, by (id, form, encoding): a request for one already being
-    made or sent gets the same bytes.  64 clients reading one report then cost one read
-    and one copy in memory, not 64 (event loop only)."""
-
-    def __init__(self) -> None:
-        self._live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-        self._making: dict[Any, asyncio.Future] = {}
-
-    async def get(self, key: Any, make: Callable[[], Awaitable[Body]]) -> Body:
-        body = self._live.get(key)
-        if body is not None:
-            return body
-        fut = self._making.get(key)
-        if fut is None:
-            fut = self._making[key] = asyncio.ensure_future(make())
-            fut.add_done_callback(lambda f: self._made(key, f))
-        return await asyncio.shield(fut)
-
-    def _made(self, key: Any, fut: asyncio.Future) -> None:
-        self._making.pop(key, None)
-        if not fut.cancelled() and fut.exception() is None:
-            self._live[key] = fut.result()  # kept while some request still holds it
 
 
 def check_upload(body: Any, principal: Principal, cipher: CodeCipher | None = None) -> dict:
