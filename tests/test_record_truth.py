@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 
 import dask
 import dask.dataframe as dd
@@ -18,8 +19,10 @@ from distributed import Client, LocalCluster, wait
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect import plugin as plugin_module
 
 from .cluster_helpers import FAST, recorded_cluster
+from .waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -285,3 +288,33 @@ def test_unlisted_topic_says_once_how_to_record_it(sqlite_url, caplog):
     said = [r.getMessage() for r in caplog.records if "my-unlisted-topic" in r.getMessage()]
     assert len(said) == 1 and "analytics.events.allow" in said[0]
     assert not dal.list_events(cluster_id, topic="my-unlisted-topic", store=sqlite_url)
+
+
+def test_ticks_cut_short_still_record_what_dask_did(sqlite_url, monkeypatch):
+    """A tick stops at a deadline and goes on in the next turns of the event loop.  With
+    the deadline at once, every tick does the least it may: a computation of 300
+    one-task groups and its re-run into the live groups are still recorded as Dask ran
+    them (groups, totals, the task stream), with no flush to complete them."""
+    monkeypatch.setattr(plugin_module, "TICK_SLICE", 0.0)  # the scheduler runs in this process
+    n = 300
+    tag = uuid.uuid4().hex[:8]
+    with recorded_cluster(sqlite_url) as (client, info):
+        first = client.map(inc, range(n), key=[f"g{i}x-{tag}a" for i in range(n)])
+        wait(first)
+        second = client.map(inc, range(n), key=[f"g{i}x-{tag}b" for i in range(n)])  # first still held
+        wait(second)
+        cluster_id = info["cluster_id"]
+
+        def recorded():
+            comps = _comps(cluster_id, sqlite_url)
+            return len(comps) == 2 and all((c["state"], c["n_tasks"], c["n_done"]) == ("finished", n, n)
+                                           for c in comps) and comps
+
+        runs = wait_for(recorded, what="both runs recorded in full")
+        for comp in runs:
+            groups = dal.list_task_groups(comp["computation_id"], store=sqlite_url)
+            assert len(groups) == n
+            assert all((g["n_tasks"], g["n_done"], g["n_erred"], g["n_not_run"]) == (1, 1, 0, 0) for g in groups)
+            assert comp["compute"] == pytest.approx(sum(g["compute"] for g in groups))
+            wait_for(lambda: len(dal.list_task_stream(comp["computation_id"], store=sqlite_url)) == n,
+                     what="one task-stream row per task")

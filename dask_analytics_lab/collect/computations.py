@@ -18,15 +18,15 @@ Work here is O(groups of the computations that changed), never O(tasks).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Callable, Iterable
 
 from ..messages import code_hash, fingerprint
 
 # A task in one of these states has not finished.
 NOT_DONE = frozenset({"waiting", "processing", "no-worker", "queued"})
-# Counts a computation's summary sums over its groups.
-_TOTALS = ("n_tasks", "n_done", "n_erred", "n_not_run", "n_cancelled")
 
 Emit = Callable[[str, dict], None]
 
@@ -61,13 +61,43 @@ def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> tuple:
 _ZERO = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0)
 
 
-@dataclass(eq=False)
 class _Claim:
-    tg: Any
-    base: tuple = _ZERO
-    frozen: dict | None = None  # final summary once a newer computation took the group
-    signature: tuple = ()
-    summary: dict | None = None  # as of `signature`
+    """One computation's hold on one TaskGroup object, from its first submission to it."""
+
+    __slots__ = ("tg", "index", "base", "closed", "frozen", "signature", "summary")
+
+    def __init__(self, tg: Any, index: int, base: tuple = _ZERO):
+        self.tg = tg
+        self.index = index  # its place in the computation's claims: the order groups are sent in
+        self.base = base
+        # What the final summary is made of, taken when a newer computation took the
+        # group (the summary itself is built at the next tick, off the submission's path).
+        self.closed: tuple | None = None
+        self.frozen: tuple | None = None  # that final summary, once built
+        self.signature: tuple = ()
+        self.summary: tuple | None = None  # (group row, pending, cancelled) as of `signature`
+
+
+def _index(claim: _Claim) -> int:
+    return claim.index
+
+
+class _Row:
+    """One task-group name of one computation: its claims' summaries combined."""
+
+    __slots__ = ("claims", "pos", "summary", "pending", "cancelled")
+
+    def __init__(self, pos: int):
+        self.claims: list[_Claim] = []
+        self.pos = pos  # its place in the computation's columns (first summarised first)
+        self.summary: dict | None = None
+        self.pending = 0
+        self.cancelled = 0
+
+
+# Figures a computation's totals add up over its groups, kept as running sums: integers,
+# so adding and taking away a group's old value is exact.
+_INT_TOTALS = ("n_tasks", "n_done", "n_erred", "n_not_run", "n_cancelled", "nbytes")
 
 
 @dataclass(eq=False)
@@ -75,9 +105,24 @@ class _Tracked:
     cid: str
     start: float
     claims: list[_Claim] = field(default_factory=list)
-    claimed: set = field(default_factory=set)
-    # Claims whose group the scheduler still holds: only these can change once it ended.
-    live: list[_Claim] = field(default_factory=list)
+    claim_of: dict = field(default_factory=dict)  # TaskGroup -> its claim here
+    listed: int = 0  # claims of groups that the Computation lists (comp.groups)
+    names: dict[str, _Row] = field(default_factory=dict)  # by group name, in the order first summarised
+    prefixes: dict[str, None] = field(default_factory=dict)
+    sorted_prefixes: list[str] | None = None
+    # Claims whose group moved since they were last summarised (marked by the hook).
+    dirty: set = field(default_factory=set)
+    # Names summarised again since the last message -> the lowest claim index among them.
+    changed: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_INT_TOTALS, 0))
+    pending: int = 0
+    cancelled: int = 0
+    # Per name, by Row.pos: the float figures, summed in C each message in one fixed order
+    # (float addition is not associative: a running sum would drift from the groups' sum).
+    compute: list[float] = field(default_factory=list)
+    transfer: list[float] = field(default_factory=list)
+    disk: list[float] = field(default_factory=list)
+    stops: list = field(default_factory=list)
     labelled: int = 0  # claims the label was made from
     seen_groups: int = 0  # len(comp.groups) when last looked at
     code_seen: int = 0
@@ -89,12 +134,27 @@ class _Tracked:
     state: str = ""
     stop: float | None = None
     final: bool = False  # after a restart: nothing of it runs any more
-    summaries: dict[str, dict] = field(default_factory=dict)
     sent_totals: dict = field(default_factory=dict)
+
+    def sorted_prefix_names(self) -> list[str]:
+        if self.sorted_prefixes is None:
+            self.sorted_prefixes = sorted(self.prefixes)
+        return self.sorted_prefixes
+
+
+_GROUP = attrgetter("group")
+_GROUP_STATE = attrgetter("group", "state")
+# Summaries made between two looks at the clock while a tick has a deadline.
+_CLOCK_EVERY = 32
 
 
 class ComputationTracker:
-    """Turns Computation objects into `computation` and `code` messages."""
+    """Turns Computation objects into `computation` and `code` messages.
+
+    Every step is O(what changed): the transition hook marks the groups it sees move
+    (`touched`), a tick summarises only those, adds each changed group's figures to its
+    computation's totals, and with a deadline stops and resumes at the next call
+    (`behind`) without sending a computation's message half made."""
 
     def __init__(self, emit: Emit, *, code_transmit: bool):
         self._emit = emit
@@ -103,11 +163,17 @@ class ComputationTracker:
         self._code_sent: set[str] = set()
         # Filled by the transition hook; keyed by the TaskGroup object, not its name.
         self.counts: dict[Any, GroupCounts] = {}
+        # TaskGroups a transition moved since the last poll: the hook adds to this set.
+        self.touched: set = set()
         self._owner: dict[Any, _Tracked] = {}
         self._gone: set[str] = set()
+        self.behind = False  # the last poll ran out of time: call again soon
+        self.summarised = 0  # group summaries built, over all polls (a measure of the work)
 
     # --- attribution -------------------------------------------------------------
     def counts_for(self, tg: Any) -> GroupCounts:
+        """The group's counts, for the transition hook to move: the group is marked as moved."""
+        self.touched.add(tg)
         c = self.counts.get(tg)
         if c is None:
             c = self.counts[tg] = GroupCounts()
@@ -129,17 +195,19 @@ class ComputationTracker:
 
         Dask adds a re-run's tasks to a live group of the same name without listing that
         group on the new Computation: only the submitted keys say where they went.  One
-        pass over them, in C-speed steps, once per submission (not per transition)."""
+        pass over them in C (map, filter, dict.fromkeys), once per submission."""
         record = self._record(comp)
-        groups: dict[Any, None] = {}
-        last = None
-        for key in keys:
-            ts = tasks.get(key)
-            if ts is not None and ts.group is not last:
-                last = ts.group
-                groups[last] = None
-        new = [tg for tg in groups if tg not in record.claimed]
-        new += [tg for tg in comp.groups if tg not in record.claimed and tg not in groups]
+        found = list(filter(None, map(tasks.get, keys)))
+        groups = dict.fromkeys(map(_GROUP, found))
+        # Their new tasks were added without a transition: their states moved.
+        self.touched.update(groups)
+        claim_of = record.claim_of
+        listed = comp.groups
+        new = [tg for tg in groups if tg not in claim_of]
+        # A group Dask made for this computation but no submitted task is in: found by
+        # the count of listed groups, without a pass over them when there is none.
+        if len(listed) != record.listed + sum(1 for tg in new if tg in listed):
+            new += [tg for tg in listed if tg not in claim_of and tg not in groups]
         if not new:
             return
         new_in: dict[Any, int] = {}
@@ -147,12 +215,11 @@ class ComputationTracker:
         if shared:
             # Their baselines must leave out the tasks this submission just added (still
             # "released"): a second pass, for submissions into an earlier run's group only.
-            for key in keys:
-                ts = tasks.get(key)
-                if ts is not None and ts.group in shared and ts.state == "released":
-                    new_in[ts.group] = new_in.get(ts.group, 0) + 1
+            for (tg, state), n in Counter(map(_GROUP_STATE, found)).items():
+                if state == "released" and tg in shared:
+                    new_in[tg] = new_in.get(tg, 0) + n
         for tg in new:
-            self._claim(record, tg, new_in.get(tg, 0))
+            self._claim(record, tg, new_in.get(tg, 0), tg in listed)
 
     def _record(self, comp: Any) -> _Tracked:
         cid = str(comp.id)
@@ -163,62 +230,109 @@ class ComputationTracker:
 
     def _claim_all(self, comp: Any) -> _Tracked:
         record = self._record(comp)
-        for tg in comp.groups:
-            if tg not in record.claimed:
-                self._claim(record, tg, 0)
+        if len(comp.groups) != record.listed:
+            claim_of = record.claim_of
+            for tg in [tg for tg in comp.groups if tg not in claim_of]:
+                self._claim(record, tg, 0, True)
         record.seen_groups = len(comp.groups)
         return record
 
-    def _claim(self, record: _Tracked, tg: Any, new_tasks: int) -> None:
+    def _claim(self, record: _Tracked, tg: Any, new_tasks: int, listed: bool) -> None:
         previous = self._owner.get(tg)
-        counts = self.counts_for(tg)
-        claim = _Claim(tg)
+        counts = self.counts.get(tg)
+        if counts is None:
+            counts = self.counts[tg] = GroupCounts()
+        claim = _Claim(tg, len(record.claims))
         if previous is not None and previous is not record:
             claim.base = _cumulative(tg, counts, new_tasks)
-            for old in previous.claims:
-                if old.tg is tg and old.frozen is None:
-                    old.frozen = self._summarise(old, now=time.time(), final=True, new_tasks=new_tasks)
+            old = previous.claim_of.get(tg)
+            if old is not None and old.closed is None:
+                # Its final figures as of now; the summary is built when next looked at.
+                old.closed = (claim.base, dict(tg.states), counts.lost_waiting, counts.first, counts.last,
+                              counts.cancelled_at, tg.start, tg.stop, tuple(tg.dependencies))
+                previous.dirty.add(old)
             # Timing is the new owner's own from here.
             counts.first = counts.last = 0.0
         self._owner[tg] = record
         record.claims.append(claim)
-        record.claimed.add(tg)
-        record.live.append(claim)
+        record.claim_of[tg] = claim
+        record.dirty.add(claim)
+        record.listed += listed
+        row = record.names.get(tg.name)
+        if row is None:
+            # Rows and their columns in claim order: the order Dask's groups were first seen.
+            row = record.names[tg.name] = _Row(len(record.compute))
+            record.compute.append(0.0)
+            record.transfer.append(0.0)
+            record.disk.append(0.0)
+            record.stops.append(None)
+        row.claims.append(claim)
+        prefix = tg.prefix.name
+        if prefix not in record.prefixes:
+            record.prefixes[prefix] = None
+            record.sorted_prefixes = None
 
     # --- the periodic poll ----------------------------------------------------------
     def poll(self, computations: Iterable[Any], task_groups: dict, *, changed: bool,
-             now: float | None = None) -> list[tuple]:
+             now: float | None = None, deadline: float | None = None) -> list[tuple]:
         """Emit what changed; return (id, start, stop, prefixes) of computations that just
         ended.  `changed`: whether any transition happened since the last poll;
-        `task_groups`: the scheduler's live groups (a group it dropped cannot change)."""
+        `task_groups`: the scheduler's live groups (a group it dropped cannot change);
+        `deadline` (time.perf_counter()): summarise no more after it, set `behind`, and
+        go on from there at the next poll."""
         now = time.time() if now is None else now
+        self._take_touched()
         ended = []
         live = set()
+        late = False
         for comp in computations:
             cid = str(comp.id)
             live.add(cid)
             record = self._tracked.get(cid)
             if record is not None and record.seen_groups == len(comp.groups) \
                     and len(comp.code) == record.code_seen:
-                if not changed:
+                if not (record.dirty or record.changed):
                     continue
-                if record.state not in ("", "running"):
-                    record.live = [c for c in record.live
-                                   if c.frozen is None and task_groups.get(c.tg.name) is c.tg]
-                    if all(c.signature == _signature(c, self.counts.get(c.tg)) for c in record.live):
-                        continue
+                if not record.changed and record.state not in ("", "running") \
+                        and not self._live_moved(record, task_groups):
+                    continue  # only groups that can no longer change moved: wait for a live one
             if not comp.groups and (record is None or not record.claims):
                 continue
+            if late:
+                continue  # out of time: the next poll
             if record is None or record.seen_groups != len(comp.groups):
                 record = self._claim_all(comp)
-            if self._update(record, comp, now):
-                ended.append((cid, record.start, record.stop, sorted({c.tg.prefix.name for c in record.claims})))
+            result = self._update(record, comp, now, deadline)
+            if result is None:
+                late = True
+            elif result:
+                ended.append((cid, record.start, record.stop, record.sorted_prefix_names()))
+        self.behind = late
         gone = self._tracked.keys() - live
         for cid in gone:
             self._drop(self._tracked.pop(cid))
         if len(self.counts) > 2 * len(self._owner) + 1000:
             self._prune_counts(task_groups)
         return ended
+
+    def _take_touched(self) -> None:
+        """Hand the groups the hook saw move to the claims that own them now."""
+        if not self.touched:
+            return
+        touched = list(self.touched)
+        self.touched.clear()
+        owner = self._owner
+        for tg in touched:
+            record = owner.get(tg)
+            if record is not None:
+                record.dirty.add(record.claim_of[tg])
+
+    def _live_moved(self, record: _Tracked, task_groups: dict) -> bool:
+        """An ended computation changes only through a group still its own and still
+        held by the scheduler: did one of those move?"""
+        counts = self.counts
+        return any(c.closed is None and task_groups.get(c.tg.name) is c.tg
+                   and c.signature != _signature(c, counts.get(c.tg)) for c in record.dirty)
 
     def _prune_counts(self, task_groups: dict) -> None:
         """Counts of groups no computation claims and the scheduler dropped (scattered
@@ -228,7 +342,7 @@ class ComputationTracker:
 
     def running(self) -> list[tuple[str, float, list[str]]]:
         """(id, start, prefixes) of the computations running now, newest first."""
-        return [(r.cid, r.start, sorted({c.tg.prefix.name for c in r.claims}))
+        return [(r.cid, r.start, r.sorted_prefix_names())
                 for r in reversed(self._tracked.values()) if r.state == "running" and r.claims]
 
     def forget_gone(self) -> set[str]:
@@ -247,79 +361,101 @@ class ComputationTracker:
         """The scheduler restarted and forgot every task: send each computation's last
         figures (what had not run never will) and start afresh."""
         for record in self._tracked.values():
-            record.final = True
-            self._update(record, None, now)
+            self._final(record, now)
         self._tracked.clear()
         self._owner.clear()
         self.counts.clear()
+        self.touched.clear()
 
     def closing(self, now: float) -> None:
         """The scheduler closes: what is still running never finishes.  Send each such
         computation's last figures (stopped now, what had not run never will)."""
         for record in self._tracked.values():
             if record.state == "running":
-                record.final = True
-                self._update(record, None, now)
+                self._final(record, now)
 
-    def _summarise(self, claim: _Claim, *, now: float, final: bool = False, new_tasks: int = 0) -> dict:
+    def _final(self, record: _Tracked, now: float) -> None:
+        record.final = True
+        record.dirty.update(record.claims)
+        self._update(record, None, now, None)
+
+    def _summarise(self, claim: _Claim, *, final: bool = False) -> tuple:
+        """(group row, pending, cancelled) of one claim."""
         if claim.frozen is not None:
             return claim.frozen
         tg = claim.tg
-        counts = self.counts_for(tg)
-        cur = _cumulative(tg, counts, new_tasks)
-        total, done, raised, cancelled, cancelled_running, compute, transfer, dread, dwrite, nbytes = (
-            a - b for a, b in zip(cur, claim.base))
-        pending = 0 if final else max(0, sum(tg.states.get(s, 0) for s in NOT_DONE) - counts.lost_waiting)
-        n_erred = max(raised, 0)
-        n_done = max(0, min(done, total - n_erred - pending))
-        n_cancelled = max(0, min(cancelled_running, total - n_done - n_erred - pending))
-        shared = claim.base is not _ZERO
-        start = (None if shared else tg.start) or counts.first or None
-        stop = (None if shared else tg.stop) or counts.last or None
-        if cancelled and counts.cancelled_at > (stop or 0.0):
-            stop = counts.cancelled_at  # its work ended at the cancel, not at its last task
-        return {
-            "name": tg.name,
-            "prefix": tg.prefix.name,
-            "states": {state: n for state, n in tg.states.items() if n},
-            "n_tasks": total,
-            "n_done": n_done,
-            "n_erred": n_erred,
-            "n_not_run": max(0, total - n_done - n_erred - n_cancelled - pending),
-            "n_cancelled": n_cancelled,
-            "pending": pending,
-            "cancelled": cancelled,
-            "compute": float(compute),
-            "transfer": float(transfer),
-            "disk_read": float(dread),
-            "disk_write": float(dwrite),
-            "nbytes": int(nbytes),
-            "start": start,
-            "stop": stop,
-            "dependencies": sorted(dep.name for dep in tg.dependencies),
-        }
+        if claim.closed is not None:
+            cur, states, lost_waiting, first, last, cancelled_at, tg_start, tg_stop, deps = claim.closed
+            claim.frozen = _figures(tg, claim.base, cur, states, lost_waiting, first, last, cancelled_at,
+                                    tg_start, tg_stop, deps, final=True)
+            claim.closed = _CLOSED  # built: the capture can go
+            return claim.frozen
+        counts = self.counts.get(tg)
+        if counts is None:
+            counts = self.counts[tg] = GroupCounts()
+        return _figures(tg, claim.base, _cumulative(tg, counts), tg.states, counts.lost_waiting, counts.first,
+                        counts.last, counts.cancelled_at, tg.start, tg.stop, tg.dependencies, final=final)
 
-    def _update(self, record: _Tracked, comp: Any, now: float) -> bool:
-        """Emit a message if anything changed; True when the computation just ended."""
-        changed_groups: dict[str, dict] = {}
-        by_name: dict[str, list[dict]] = {}
-        for claim in record.claims:
-            tg = claim.tg
-            signature = _signature(claim, self.counts.get(tg))
-            # Only a group whose signature moved is summarised again: a tick's work is
-            # O(groups that changed), plus one cheap signature per group.
-            if signature != claim.signature or record.final or claim.summary is None:
-                claim.signature = signature
-                claim.summary = self._summarise(claim, now=now, final=record.final)
-                changed_groups[tg.name] = claim.summary
-            by_name.setdefault(tg.name, []).append(claim.summary)
-        for name in changed_groups:
-            record.summaries[name] = _combine(by_name[name])
-        summaries = record.summaries.values()
-        pending = sum(g["pending"] for g in summaries)
-        running = pending > 0 and not record.final
-        totals = {k: sum(g[k] for g in summaries) for k in _TOTALS}
-        cancelled = sum(g["cancelled"] for g in summaries)
+    def _update(self, record: _Tracked, comp: Any, now: float, deadline: float | None) -> bool | None:
+        """Summarise the claims that moved and emit a message if anything changed: True
+        when the computation just ended, None when `deadline` came first (nothing is sent
+        then; the next call goes on)."""
+        made = 0
+        if record.dirty:
+            todo = sorted(record.dirty, key=_index)
+            record.dirty.clear()
+            counts = self.counts
+            final = record.final
+            for i, claim in enumerate(todo):
+                # Some work at every call, whatever came before it: a backlog always shrinks.
+                if deadline is not None and i and not i % _CLOCK_EVERY and time.perf_counter() > deadline:
+                    record.dirty.update(todo[i:])
+                    return None
+                signature = _signature(claim, counts.get(claim.tg))
+                # Only a group whose signature moved is summarised again.
+                if signature != claim.signature or final or claim.summary is None:
+                    claim.signature = signature
+                    claim.summary = self._summarise(claim, final=final)
+                    made += 1
+                    self._fold_in(record, claim)
+            self.summarised += made
+        if made and deadline is not None and time.perf_counter() > deadline:
+            return None  # the message (and the label) at the next call, with whatever moved meanwhile
+        return self._send(record, comp, now)
+
+    def _fold_in(self, record: _Tracked, claim: _Claim) -> None:
+        """The claim's summary into its name's row and the computation's totals."""
+        name = claim.tg.name
+        row = record.names[name]
+        claims = row.claims
+        summary, pending, cancelled = claim.summary if len(claims) == 1 else \
+            _combine([c.summary for c in claims if c.summary is not None])
+        totals = record.totals
+        old = row.summary
+        if old is not None:
+            for k in _INT_TOTALS:
+                totals[k] -= old[k]
+            record.pending -= row.pending
+            record.cancelled -= row.cancelled
+        for k in _INT_TOTALS:
+            totals[k] += summary[k]
+        record.pending += pending
+        record.cancelled += cancelled
+        row.summary, row.pending, row.cancelled = summary, pending, cancelled
+        pos = row.pos
+        record.compute[pos] = summary["compute"]
+        record.transfer[pos] = summary["transfer"]
+        record.disk[pos] = summary["disk_read"] + summary["disk_write"]
+        record.stops[pos] = summary["stop"]
+        index = record.changed.get(name)
+        if index is None or claim.index < index:
+            record.changed[name] = claim.index
+
+    def _send(self, record: _Tracked, comp: Any, now: float) -> bool:
+        changed_groups = sorted(record.changed, key=record.changed.__getitem__)
+        record.changed.clear()
+        running = record.pending > 0 and not record.final
+        totals = record.totals
 
         new_code = comp is not None and self._take_code(comp, record)
         was_running = record.state in ("", "running")
@@ -327,7 +463,7 @@ class ComputationTracker:
             state = "running"
         elif totals["n_erred"]:
             state = "erred"
-        elif cancelled or (record.final and record.state == "running"):
+        elif record.cancelled or (record.final and record.state == "running"):
             state = "cancelled"
         else:
             state = "finished"
@@ -336,25 +472,29 @@ class ComputationTracker:
         elif record.final and record.state == "running":
             record.stop = now  # stopped by the restart, not by its last task
         elif record.stop is None or changed_groups:
-            stops = [g["stop"] for g in summaries if g["stop"]]
-            record.stop = max(stops) if stops else now
+            record.stop = max(filter(None, record.stops), default=None) or now
         if record.labelled != len(record.claims) or new_code:
             record.labelled = len(record.claims)
             record.label = _label(record.claims)
-            record.fingerprint = fingerprint(record.code_line, (c.tg.prefix.name for c in record.claims))
+            record.fingerprint = fingerprint(record.code_line, record.prefixes)
         message_totals = {
-            **totals,
-            "n_groups": len(record.summaries),
-            "compute": sum(g["compute"] for g in summaries),
-            "transfer": sum(g["transfer"] for g in summaries),
-            "disk": sum(g["disk_read"] + g["disk_write"] for g in summaries),
-            "nbytes": sum(g["nbytes"] for g in summaries),
+            "n_tasks": totals["n_tasks"],
+            "n_done": totals["n_done"],
+            "n_erred": totals["n_erred"],
+            "n_not_run": totals["n_not_run"],
+            "n_cancelled": totals["n_cancelled"],
+            "n_groups": len(record.names),
+            "compute": sum(record.compute),
+            "transfer": sum(record.transfer),
+            "disk": sum(record.disk),
+            "nbytes": totals["nbytes"],
         }
         state_changed = state != record.state
         if not (changed_groups or new_code or state_changed or message_totals != record.sent_totals):
             return False
         record.state = state
         record.sent_totals = message_totals
+        names = record.names
         self._emit("computation", {
             "id": record.cid,
             "start": record.start,
@@ -366,8 +506,8 @@ class ComputationTracker:
             "code_line": record.code_line,
             "fingerprint": record.fingerprint,
             "totals": message_totals,
-            "groups": [{k: v for k, v in record.summaries[name].items() if k not in ("pending", "cancelled")}
-                       for name in changed_groups],
+            # Rows are never changed once made (a new summary is a new dict): sent as they are.
+            "groups": [names[name].summary for name in changed_groups],
         })
         return state_changed and was_running and state != "running"
 
@@ -402,28 +542,71 @@ class ComputationTracker:
         return True
 
 
+_CLOSED = ()  # a closed claim whose final summary is built
+
+
+def _figures(tg: Any, base: tuple, cur: tuple, states: dict, lost_waiting: int, first: float, last: float,
+             cancelled_at: float, tg_start: float | None, tg_stop: float | None, deps: Iterable[Any], *,
+             final: bool) -> tuple:
+    """(group row, pending, cancelled): a claim's figures from the group's as given."""
+    total, done, raised, cancelled, cancelled_running, compute, transfer, dread, dwrite, nbytes = (
+        a - b for a, b in zip(cur, base))
+    pending = 0 if final else max(0, sum(states.get(s, 0) for s in NOT_DONE) - lost_waiting)
+    n_erred = max(raised, 0)
+    n_done = max(0, min(done, total - n_erred - pending))
+    n_cancelled = max(0, min(cancelled_running, total - n_done - n_erred - pending))
+    shared = base is not _ZERO
+    start = (None if shared else tg_start) or first or None
+    stop = (None if shared else tg_stop) or last or None
+    if cancelled and cancelled_at > (stop or 0.0):
+        stop = cancelled_at  # its work ended at the cancel, not at its last task
+    return {
+        "name": tg.name,
+        "prefix": tg.prefix.name,
+        "states": {state: n for state, n in states.items() if n},
+        "n_tasks": total,
+        "n_done": n_done,
+        "n_erred": n_erred,
+        "n_not_run": max(0, total - n_done - n_erred - n_cancelled - pending),
+        "n_cancelled": n_cancelled,
+        "compute": float(compute),
+        "transfer": float(transfer),
+        "disk_read": float(dread),
+        "disk_write": float(dwrite),
+        "nbytes": int(nbytes),
+        "start": start,
+        "stop": stop,
+        "dependencies": sorted(dep.name for dep in deps),
+    }, pending, cancelled
+
+
 def _signature(claim: _Claim, counts: GroupCounts | None) -> tuple:
     # Cheap to build and compare; changes whenever the claim's summary would
     # (cancelled_running and cancelled_at only move with cancelled).
     tg = claim.tg
-    return (claim.frozen is not None, tuple(tg.states.values()), tg.nbytes_total, tg.duration,
+    return (claim.closed is not None, tuple(tg.states.values()), tg.nbytes_total, tg.duration,
             tg.stop, counts and (counts.done, counts.raised, counts.cancelled, counts.lost_waiting))
 
 
-def _combine(summaries: list[dict]) -> dict:
+# Figures of a row that several TaskGroup objects of one name add up to.
+_SUMMED = ("n_tasks", "n_done", "n_erred", "n_not_run", "n_cancelled", "compute", "transfer", "disk_read",
+           "disk_write", "nbytes")
+
+
+def _combine(summaries: list[tuple]) -> tuple:
     """One row for several TaskGroup objects of one name in one computation (a group
     Dask forgot and made again while the computation ran)."""
     if len(summaries) == 1:
         return summaries[0]
-    out = dict(summaries[-1])
-    for k in ("n_tasks", "n_done", "n_erred", "n_not_run", "n_cancelled", "pending", "cancelled", "compute",
-              "transfer", "disk_read", "disk_write", "nbytes"):
-        out[k] = sum(s[k] for s in summaries)
-    starts = [s["start"] for s in summaries if s["start"]]
-    stops = [s["stop"] for s in summaries if s["stop"]]
+    rows = [s[0] for s in summaries]
+    out = dict(rows[-1])
+    for k in _SUMMED:
+        out[k] = sum(r[k] for r in rows)
+    starts = [r["start"] for r in rows if r["start"]]
+    stops = [r["stop"] for r in rows if r["stop"]]
     out["start"] = min(starts) if starts else None
     out["stop"] = max(stops) if stops else None
-    return out
+    return out, sum(s[1] for s in summaries), sum(s[2] for s in summaries)
 
 
 def _line(text: str, lineno_relative: int) -> str | None:
@@ -442,6 +625,9 @@ def _label(claims: list[_Claim]) -> str:
     def level(tg: Any) -> int:
         # Iterative longest path from a root over this computation's groups; a group
         # being visited is skipped, so a cycle (a group feeding itself) ends.
+        if not tg.dependencies:
+            depth[tg] = 0  # a root: what the walk below gives it, without the walk
+            return 0
         visiting = {tg}
         stack = [tg]
         while stack:
@@ -457,10 +643,7 @@ def _label(claims: list[_Claim]) -> str:
         return depth[tg]
 
     ordered = sorted(groups, key=lambda g: (level(g), g.start or 0.0, g.name))
-    prefixes: list[str] = []
-    for g in ordered:
-        if g.prefix.name not in prefixes:
-            prefixes.append(g.prefix.name)
+    prefixes = list(dict.fromkeys(g.prefix.name for g in ordered))
     if len(prefixes) > 4:
         prefixes = prefixes[:2] + ["…", prefixes[-1]]
     return " → ".join(prefixes)

@@ -96,6 +96,9 @@ class ErrorCounter:
         self._rows: dict[tuple[str, str, str], dict] = {}
         self._places: dict[tuple[str, str, str, str], _Place] = {}
         self._dirty: set[tuple[str, str, str]] = set()
+        # computation id -> the keys of its rows and places: forgetting one is O(its own).
+        self._row_keys: dict[str, list[tuple[str, str, str]]] = {}
+        self._place_keys: dict[str, list[tuple[str, str, str, str]]] = {}
         self._kinds_per_place = kinds_per_place
         self._max_rows = max_rows
         self._max_places = max_places
@@ -123,16 +126,17 @@ class ErrorCounter:
                 place_key = (computation_id, group, OVERFLOW_TYPE, "")
                 place = self._places.get(place_key)
                 if place is None:
-                    place = self._places[place_key] = _Place()
+                    place = self._new_place(place_key)
                 row_key, row = self._overflow_row(place, fields, OVERFLOW_TYPE, "", "kind of failure")
                 example = self._fold(place, row, hash((exc_type, location, pattern)), "kind of failure")
             else:
                 if place is None:
-                    place = self._places[place_key] = _Place()
+                    place = self._new_place(place_key)
                 if place.kinds < self._kinds_per_place and (place.kinds == 0 or self._message_rows < self._max_rows):
                     place.kinds += 1
                     self._message_rows += 1
                     row = self._rows[row_key] = _row(fields, digest, exc_type, location, pattern)
+                    self._row_keys.setdefault(computation_id, []).append(row_key)
                 else:
                     row_key, row = self._overflow_row(place, fields, exc_type, location, "message")
                     example = self._fold(place, row, hash(pattern), "message")
@@ -152,7 +156,13 @@ class ErrorCounter:
             digest = fingerprint(exc_type, location, _OVERFLOW_MARK)
             place.overflow = (computation_id, group, digest)
             self._rows[place.overflow] = _row(fields, digest, exc_type, location, overflow_pattern(0, what=what))
+            self._row_keys.setdefault(computation_id, []).append(place.overflow)
         return place.overflow, self._rows[place.overflow]
+
+    def _new_place(self, place_key: tuple[str, str, str, str]) -> _Place:
+        place = self._places[place_key] = _Place()
+        self._place_keys.setdefault(place_key[0], []).append(place_key)
+        return place
 
     def _fold(self, place: _Place, row: dict, item: int, what: str) -> bool:
         """Count `item` among the overflow row's distinct messages; True when it is new
@@ -181,19 +191,22 @@ class ErrorCounter:
         """Drop the rows of computations no longer tracked (already sent)."""
         if not computation_ids:
             return
-        for row_key in [k for k in self._rows if k[0] in computation_ids]:
-            self._rows.pop(row_key)
-            self._dirty.discard(row_key)
-        for place_key in [k for k in self._places if k[0] in computation_ids]:
-            place = self._places.pop(place_key)
-            self._message_rows -= place.kinds
-            self._folded_left += len(place.folded)
+        for cid in computation_ids:
+            for row_key in self._row_keys.pop(cid, ()):
+                self._rows.pop(row_key)
+                self._dirty.discard(row_key)
+            for place_key in self._place_keys.pop(cid, ()):
+                place = self._places.pop(place_key)
+                self._message_rows -= place.kinds
+                self._folded_left += len(place.folded)
 
     def clear(self) -> None:
         self._folded_left += sum(len(p.folded) for p in self._places.values())
         self._rows.clear()
         self._places.clear()
         self._dirty.clear()
+        self._row_keys.clear()
+        self._place_keys.clear()
         self._message_rows = 0
 
 

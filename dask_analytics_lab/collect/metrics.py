@@ -33,8 +33,8 @@ so it is the one running, or the one that just ran and whose last heartbeat this
 
 Rows sent are the computation's cumulative values (the store upserts them), only the
 ones that changed.  Costs: per heartbeat, O(its span-keyed keys), as Dask's own; per
-tick, O(metric keys without a span) plus O(rows changed), and a pass over the
-scheduler's keys only when new ones appeared; per task, the O(1) check in run_spans.
+tick, O(metric keys without a span) plus O(rows changed) plus O(keys the scheduler
+added since the last tick); per task, the O(1) check in run_spans.
 Nothing here raises into the scheduler: the plugin guards each call, and the heartbeat
 and transition paths guard themselves.
 """
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import islice
 from typing import Any, Callable
 
 from distributed.spans import CONTEXTS_WITH_SPAN_ID
@@ -53,6 +54,7 @@ logger = logging.getLogger("dask_analytics_lab")
 Emit = Callable[[str, dict], None]
 
 CHUNK = 5000  # rows per message
+SEND_CHUNK = 1000  # rows a tick with a deadline sends between two looks at the clock
 _NAME = 200  # characters of a prefix, context or activity kept (a key in the store)
 _MAX_ROWS = 10_000  # rows one computation holds; past this new keys are counted, not kept
 
@@ -101,6 +103,7 @@ class MetricsRecorder:
         self.sent = 0  # rows sent
         self.seconds = 0.0  # CPU time of the event loop's thread spent here
         self.heartbeat_seconds = 0.0  # ... of it in heartbeats (the rest is in the plugin's ticks)
+        self.behind = False  # the last tick left rows to send: tick again soon
         ext = scheduler.extensions.get("spans")
         self.spans = RunSpans(scheduler, ext) if ext is not None else None
         if self.spans is None:
@@ -139,16 +142,17 @@ class MetricsRecorder:
             self.heartbeat_seconds += spent
 
     # --- the periodic tick ---------------------------------------------------------------
-    def tick(self, cumulative: dict, computations: Any) -> None:
+    def tick(self, cumulative: dict, computations: Any, deadline: float | None = None) -> None:
         """Give the change in metrics without a span to the newest computation; send each
-        computation's changed rows."""
+        computation's changed rows (with a `deadline`, time.perf_counter(): the rows left
+        when it comes at the next tick, `behind` meanwhile)."""
         cpu = time.thread_time()
         try:
-            self._tick(cumulative, computations)
+            self._tick(cumulative, computations, deadline)
         finally:
             self.seconds += time.thread_time() - cpu
 
-    def _tick(self, cumulative: dict, computations: Any) -> None:
+    def _tick(self, cumulative: dict, computations: Any, deadline: float | None = None) -> None:
         newest = computations[-1] if computations else None
         if newest is not self._newest:
             self._newest = newest
@@ -172,16 +176,24 @@ class MetricsRecorder:
                     self.dropped += 1
                 else:
                     self._add(cid, split, value - last)
-        self._send()
+        self._send(deadline)
 
     def _look_through(self, cumulative: dict, baseline: bool = False) -> None:
         """Find the keys without a span (new ones start from 0, or from their value when
         recording starts).  Only when the scheduler has keys it did not have."""
         plain = self._plain
-        for key, value in cumulative.items():
+        n = len(cumulative)
+        if baseline or n < self._keys:
+            items = cumulative.items()
+        else:
+            # Dask only ever adds keys, at the end: read the new ones, oldest first.
+            keys = list(islice(reversed(cumulative), n - self._keys))
+            keys.reverse()
+            items = ((k, cumulative[k]) for k in keys)
+        for key, value in items:
             if key.__class__ is tuple and key and key[0] not in CONTEXTS_WITH_SPAN_ID and key not in plain:
                 plain[key] = value if baseline else 0
-        self._keys = len(cumulative)
+        self._keys = n
 
     def _add(self, cid: str, split: tuple, value: float) -> None:
         totals = self._totals.get(cid)
@@ -193,18 +205,37 @@ class MetricsRecorder:
         totals[split] = totals.get(split, 0) + value
         self._changed.setdefault(cid, set()).add(split)
 
-    def _send(self) -> None:
-        for cid, keys in self._changed.items():
+    def _send(self, deadline: float | None = None) -> None:
+        """Each computation's changed rows, at their value now."""
+        changed = self._changed
+        for cid in list(changed):
+            keys = changed[cid]
             totals = self._totals.get(cid)
             if totals is None:
+                del changed[cid]
                 continue
-            rows = [{"prefix": prefix, "context": context, "activity": activity, "unit": unit,
-                     "value": float(totals[(prefix, context, activity, unit)])}
-                    for prefix, context, activity, unit in sorted(keys, key=lambda k: (k[0] or "", k[1:]))]
-            for i in range(0, len(rows), CHUNK):
-                self._emit("metrics", {"computation_id": cid, "rows": rows[i:i + CHUNK]})
-            self.sent += len(rows)
-        self._changed.clear()
+            while deadline is not None and len(keys) > SEND_CHUNK:
+                # A part now, the rest later: the store upserts each row.
+                part = set(islice(keys, SEND_CHUNK))
+                keys -= part
+                self._send_rows(cid, totals, part)
+                if time.perf_counter() > deadline:
+                    self.behind = True
+                    return
+            del changed[cid]
+            self._send_rows(cid, totals, keys)
+            if deadline is not None and time.perf_counter() > deadline and changed:
+                self.behind = True
+                return
+        self.behind = False
+
+    def _send_rows(self, cid: str, totals: dict, keys: set) -> None:
+        rows = [{"prefix": prefix, "context": context, "activity": activity, "unit": unit,
+                 "value": float(totals[(prefix, context, activity, unit)])}
+                for prefix, context, activity, unit in sorted(keys, key=lambda k: (k[0] or "", k[1:]))]
+        for i in range(0, len(rows), CHUNK):
+            self._emit("metrics", {"computation_id": cid, "rows": rows[i:i + CHUNK]})
+        self.sent += len(rows)
 
     def _forget(self, live: set[str]) -> None:
         """Dask let go of some computations (it keeps the last few): nothing more can be

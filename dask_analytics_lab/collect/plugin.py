@@ -39,8 +39,11 @@ logger = logging.getLogger("dask_analytics_lab")
 PLUGIN_NAME = "dask-analytics-lab"
 # Stimuli under which a not-yet-finished task being released means the user gave up on it.
 _CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
-# The transitions the hook counts; every other one returns at the first test.
+# The transitions the hook counts; every other one returns once it marked its group.
 _COUNTED = frozenset({"memory", "erred", "processing", "released", "waiting"})
+# Seconds of summarising one tick may hold the event loop; the rest follows in the next
+# turns of the loop, each as short (ComputationTracker.poll's deadline).
+TICK_SLICE = 0.002
 # Our own event topics: recorded when in analytics.events.allow, like any other topic.
 IDLE_TOPIC = "analytics-idle-shutdown"
 WORKER_LOST_TOPIC = "analytics-worker-lost"
@@ -109,6 +112,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._allow = frozenset(s["events_allow"])
         self._errors = ErrorCounter()
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
+        self._touched = self._computations.touched  # the transition hook marks moved groups here
         # Each computation's task stream (None: analytics.task-stream.transmit off).
         self._stream = TaskStreamRecorder(self.emit, max_tasks=s.get("task_stream_max_tasks", 10_000),
                                           max_bins=s.get("task_stream_max_bins", 2_000)) \
@@ -133,6 +137,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._meter = CostMeter(watch_gc=True)
         self._meter.calibrate()
         self._ticks = 0
+        self._again = False  # a tick is due in the next turn of the loop (the last one ran out of time)
         if s["idle_timeout"] is not None:
             # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
             # shorter one set in distributed's config still wins.
@@ -256,7 +261,15 @@ class AnalyticsPlugin(SchedulerPlugin):
             meter.end_sample(time.perf_counter() - t0)
 
     def _transition(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
-        if finish not in _COUNTED or not self._ready:
+        if not self._ready:
+            return
+        ts = self.scheduler.tasks.get(key)
+        if ts is None:
+            return
+        # Every transition moves its group's figures (its states at least): a snapshot
+        # summarises only the groups marked here.
+        self._touched.add(ts.group)
+        if finish not in _COUNTED:
             return
         if finish == "waiting":
             if self._metrics is not None:
@@ -267,9 +280,6 @@ class AnalyticsPlugin(SchedulerPlugin):
         elif finish == "released" and start not in NOT_DONE:
             return  # a finished task let go (the common release): nothing to count
         try:
-            ts = self.scheduler.tasks.get(key)
-            if ts is None:
-                return
             tg = ts.group
             counts = self._computations.counts_for(tg)
             if self._lost.keys and finish in ("memory", "erred"):
@@ -466,8 +476,11 @@ class AnalyticsPlugin(SchedulerPlugin):
             counter = self.scheduler.transition_counter
             changed = force or counter != self._last_counter
             self._last_counter = counter
+            # Each part stops at the deadline (after some work) and goes on at the next tick.
+            deadline = None if force else time.perf_counter() + TICK_SLICE
             ended = self._computations.poll(
                 self.scheduler.computations, self.scheduler.task_groups, changed=changed, now=now,
+                deadline=deadline,
             )
             for row in self._errors.drain():
                 self.emit("exception", row)
@@ -478,14 +491,15 @@ class AnalyticsPlugin(SchedulerPlugin):
             if self._stream is not None:
                 computations = self.scheduler.computations
                 self._stream.forget(gone)
-                self._stream.tick(str(computations[-1].id) if computations else None, now, force=force)
+                self._stream.tick(str(computations[-1].id) if computations else None, now, force=force,
+                                  deadline=deadline)
             if self._workers is not None:
                 workers = self._workers.sample(self.scheduler.workers, now, force=force)
                 if workers is not None:
                     self.emit("worker_samples", workers)
             self._lifecycle.flush(now, force=force)
             if self._metrics is not None:
-                self._metrics.tick(self.scheduler.cumulative_worker_metrics, self.scheduler.computations)
+                self._metrics.tick(self.scheduler.cumulative_worker_metrics, self.scheduler.computations, deadline)
             if self.settings["profile_transmit"]:
                 for computation_id, start, stop, prefixes in ended:
                     self._profiles.put(computation_id, start, stop, prefixes)
@@ -499,6 +513,20 @@ class AnalyticsPlugin(SchedulerPlugin):
         finally:
             self._meter.leave(token)
             self._ticks += 1
+        try:
+            behind = self._computations.behind or (self._stream is not None and self._stream.behind) \
+                or (self._metrics is not None and self._metrics.behind)
+            if behind and not self._again:
+                # The rest of the summaries in a later turn of the loop, not after `interval`.
+                asyncio.get_running_loop().call_soon(self._tick_again)
+                self._again = True
+        except Exception:
+            logger.exception("dask-analytics: could not schedule the rest of a snapshot")
+
+    def _tick_again(self) -> None:
+        self._again = False
+        if self._ready:
+            self._tick()
 
     def _closed_for_idleness(self) -> bool:
         """Whether the scheduler closes because its idle timeout ran out (any other close

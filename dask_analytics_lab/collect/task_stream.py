@@ -26,6 +26,7 @@ Nothing here raises into the scheduler: the plugin guards each call.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable, Iterable
 
 Emit = Callable[[str, dict], None]
@@ -35,6 +36,7 @@ MAX_WIDTH = 2.0 ** 20  # about 12 days: past that no doubling is needed
 CHUNK = 5000  # rows per message
 LATE_ROWS = 1000  # rows a sealed, binned computation still takes
 MAX_PENDING = 100_000  # tasks held between ticks before they are folded in at once
+FOLD_CHUNK = 256  # tasks a tick with a deadline folds in between two looks at the clock
 _NAME = 200  # characters of a worker, prefix or group name kept (a key in the store)
 
 
@@ -102,14 +104,15 @@ class Bins:
 
     def _coarsen(self) -> None:
         merged: dict[tuple, list] = {}
-        for (worker, prefix, i), (n, busy) in self.cells.items():
+        get = merged.get
+        for (worker, prefix, i), cell in self.cells.items():
             key = (worker, prefix, i // 2)
-            c = merged.get(key)
+            c = get(key)
             if c is None:
-                merged[key] = [n, busy]
+                merged[key] = cell  # the old dict goes: its cells can be reused
             else:
-                c[0] += n
-                c[1] += busy
+                c[0] += cell[0]
+                c[1] += cell[1]
         self.cells = merged
         self.width *= 2
 
@@ -167,6 +170,10 @@ class TaskStreamRecorder:
         self.max_bins = max(1, int(max_bins))
         self.replace_every = replace_every
         self._pending: list[tuple] = []
+        # Tasks a tick with a deadline has not folded in yet, from `_at` on (older than _pending).
+        self._folding: list[tuple] = []
+        self._at = 0
+        self.behind = False  # the last tick ran out of time: tick again soon
         self._streams: dict[str, _Stream] = {}
         self.recorded = 0  # tasks taken
         self.dropped = 0  # tasks of a sealed computation past LATE_ROWS
@@ -179,13 +186,17 @@ class TaskStreamRecorder:
             if ss.get("action") == "compute":
                 self._pending.append((cid, worker, thread, prefix, group, state, ss["start"], ss["stop"]))
         if len(self._pending) > MAX_PENDING:
-            self._fold()  # amortised: once per MAX_PENDING tasks
+            self._fold(None)  # amortised: once per MAX_PENDING tasks
 
     # --- the tick's half: O(tasks since the last tick) ------------------------------
-    def tick(self, newest: str | None, now: float, *, force: bool = False) -> None:
+    def tick(self, newest: str | None, now: float, *, force: bool = False, deadline: float | None = None) -> None:
         """Fold in what came, send new rows and changed bins; seal every computation
-        but `newest` (Dask's newest Computation: the only one that still grows)."""
-        self._fold()
+        but `newest` (Dask's newest Computation: the only one that still grows).
+        `deadline` (time.perf_counter()): fold no more after it and set `behind`; the
+        next tick goes on, and seals and sends once everything that came is folded in."""
+        self.behind = not self._fold(deadline)
+        if self.behind:
+            return
         for stream in self._streams.values():
             if not stream.sealed and stream.cid != newest:
                 self._seal(stream, now)
@@ -199,26 +210,42 @@ class TaskStreamRecorder:
 
     def restart(self, now: float) -> None:
         """`client.restart()`: send what ran, then start afresh."""
-        self._fold()
+        self._fold(None)
         for stream in self._streams.values():
             self._seal(stream, now)
         self._streams.clear()
         self._pending.clear()
+        self.behind = False
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._folding) - self._at
 
     def held_bins(self) -> int:
         """Bins held in memory, all computations together (bounded: see the module doc)."""
         return sum(len(s.bins) for s in self._streams.values() if s.bins is not None)
 
     # --- internals ---------------------------------------------------------------------
-    def _fold(self) -> None:
-        pending, self._pending = self._pending, []
+    def _fold(self, deadline: float | None) -> bool:
+        """Fold in the tasks that came, oldest first; False when `deadline` came first."""
+        while True:
+            if self._at >= len(self._folding):
+                if not self._pending:
+                    return True
+                self._folding, self._pending, self._at = self._pending, [], 0
+            end = len(self._folding) if deadline is None else min(len(self._folding), self._at + FOLD_CHUNK)
+            self._fold_part(self._folding, self._at, end)
+            self._at = end
+            if self._at >= len(self._folding):
+                self._folding, self._at = [], 0
+            if deadline is not None and time.perf_counter() > deadline and (self._folding or self._pending):
+                return False
+
+    def _fold_part(self, pending: list[tuple], begin: int, end: int) -> None:
         streams = self._streams
         max_tasks = self.max_tasks
-        for cid, worker, thread, prefix, group, state, start, stop in pending:
+        for i in range(begin, end):
+            cid, worker, thread, prefix, group, state, start, stop = pending[i]
             stream = streams.get(cid)
             if stream is None:
                 stream = streams[cid] = _Stream(cid, self.max_bins)
