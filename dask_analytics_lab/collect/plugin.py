@@ -39,9 +39,9 @@ PLUGIN_NAME = "dask-analytics-lab"
 _CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
 # The transitions the hook counts; every other one returns once it marked its group.
 _COUNTED = frozenset({"memory", "erred", "processing", "released", "waiting"})
-# Seconds of summarising one tick may hold the event loop; the rest follows in the next
-# turns of the loop, each as short (ComputationTracker.poll's deadline).
-TICK_SLICE = 0.002
+# Seconds of work one tick may hold the event loop for (each part does a little more at
+# most); the rest follows in the next turns of the loop, each as short.
+TICK_SLICE = 0.001
 # Our own event topics: recorded when in analytics.events.allow, like any other topic.
 IDLE_TOPIC = "analytics-idle-shutdown"
 WORKER_LOST_TOPIC = "analytics-worker-lost"
@@ -438,11 +438,12 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._suspects.setdefault(key, []).append(worker)
 
     # --- the periodic snapshot ---------------------------------------------------
-    def _tick(self, force: bool = False) -> None:
+    def _tick(self, force: bool = False, again: bool = False) -> None:
+        """`again`: the rest of a tick that ran out of time (no cluster sample: O(workers))."""
         cpu = time.thread_time()
         try:
             now = time.time()
-            sample = self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
+            sample = None if again else self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
             if sample is not None:
                 self.emit("cluster_sample", sample)
             counter = self.scheduler.transition_counter
@@ -499,7 +500,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     def _tick_again(self) -> None:
         self._again = False
         if self._ready:
-            self._tick()
+            self._tick(again=True)
 
     def _closed_for_idleness(self) -> bool:
         """Whether the scheduler closes because its idle timeout ran out (any other close
