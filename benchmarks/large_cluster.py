@@ -150,7 +150,8 @@ def _instrument(plugin: Any, calls: Calls) -> None:
     # The periodic tick was bound when the plugin started; its continuations call
     # plugin._tick_again, looked up at each call.
     plugin._callback.callback = calls.timed("tick", plugin._callback.callback)
-    plugin._tick_again = calls.timed("tick (continued)", plugin._tick_again)
+    if hasattr(plugin, "_tick_again"):  # absent before ticks had continuations
+        plugin._tick_again = calls.timed("tick (continued)", plugin._tick_again)
     if os.environ.get("DAL_BENCH_PARTS"):
         # Each part of the tick on its own (its calls are inside the tick's).
         parts = {"_computations": ("poll",), "_stream": ("tick",), "_metrics": ("tick",),
@@ -164,7 +165,8 @@ def _instrument(plugin: Any, calls: Calls) -> None:
 
         tracker = plugin._computations
         for name in ("_take_touched", "_send", "_fingerprint", "_live_moved", "_update"):
-            setattr(tracker, name, calls.timed(f"    tracker.{name}", getattr(tracker, name)))
+            if hasattr(tracker, name):
+                setattr(tracker, name, calls.timed(f"    tracker.{name}", getattr(tracker, name)))
         computations._label = calls.timed("    tracker label", computations._label)
     metrics = getattr(plugin, "_metrics", None)
     spans = plugin.scheduler.extensions.get("spans")
@@ -176,9 +178,10 @@ def _instrument(plugin: Any, calls: Calls) -> None:
                 cell.cell_contents = calls.timed("metrics heartbeat", cell.cell_contents)
 
 
-def _plugin_state(plugin: Any, scheduler: Any) -> tuple[int, int]:
-    """(objects, bytes) reachable from the plugin's own structures, stopping at Dask's
-    objects (task groups, tasks, computations, the scheduler) and at code."""
+def _plugin_state(plugin: Any, scheduler: Any) -> dict[str, tuple[int, int]]:
+    """Part -> (objects, bytes) reachable from the plugin's own structures, stopping at
+    Dask's objects (task groups, tasks, computations, the scheduler) and at code; an
+    object reachable from two parts counts in the first."""
     from distributed.scheduler import Computation, TaskGroup, TaskPrefix, TaskState, WorkerState
 
     stop_types = (TaskGroup, TaskPrefix, TaskState, Computation, WorkerState, type, types.ModuleType,
@@ -188,22 +191,24 @@ def _plugin_state(plugin: Any, scheduler: Any) -> tuple[int, int]:
     spans = scheduler.extensions.get("spans")
     if spans is not None:
         stop_ids.update({id(spans), id(spans.spans)})
-    roots = [getattr(plugin, name, None) for name in
-             ("_computations", "_stream", "_metrics", "_errors", "_lost", "_lifecycle", "_workers", "_sampler",
-              "_suspects", "_profiles")]
     seen: set[int] = set()
-    stack = [r for r in roots if r is not None]
-    n = size = 0
-    while stack:
-        o = stack.pop()
-        if id(o) in seen or id(o) in stop_ids or isinstance(o, stop_types) or o.__class__.__name__ == "Span" \
-                or o.__class__.__name__ == "RunSpan" or isinstance(o, asyncio.Future):
-            continue
-        seen.add(id(o))
-        n += 1
-        size += sys.getsizeof(o)
-        stack.extend(gc.get_referents(o))
-    return n, size
+    out = {}
+    for name in ("_computations", "_stream", "_metrics", "_errors", "_lost", "_lifecycle", "_workers", "_sampler",
+                 "_suspects", "_profiles"):
+        root = getattr(plugin, name, None)
+        stack = [root] if root is not None else []
+        n = size = 0
+        while stack:
+            o = stack.pop()
+            if id(o) in seen or id(o) in stop_ids or isinstance(o, stop_types) or o.__class__.__name__ == "Span" \
+                    or o.__class__.__name__ == "RunSpan" or isinstance(o, asyncio.Future):
+                continue
+            seen.add(id(o))
+            n += 1
+            size += sys.getsizeof(o)
+            stack.extend(gc.get_referents(o))
+        out[name.strip("_")] = (n, size)
+    return out
 
 
 def _graph(groups: int, tasks: int, prefixes: int, tag: str) -> tuple[dict, list]:
@@ -284,9 +289,8 @@ def child(case: str, analytics: bool, spec: dict, out: str) -> None:
                 fetches = info["profiles_fetched"] - info0["profiles_fetched"]
                 result["profile_fetches"] = fetches
                 result["profile_rpcs"] = info["profile_rpcs"] - info0["profile_rpcs"]
-                result["summaries"] = plugin._computations.summarised
-                result["state_objects"], result["state_bytes"] = client.sync(
-                    _on_loop, scheduler, lambda: _plugin_state(plugin, scheduler))
+                result["summaries"] = getattr(plugin._computations, "summarised", 0)
+                result["state"] = client.sync(_on_loop, scheduler, lambda: _plugin_state(plugin, scheduler))
             del first
     Path(out).write_text(json.dumps(result))
 
@@ -349,8 +353,11 @@ def report(case: str, spec: dict, runs: list[dict]) -> None:
     fetches = r.get("profile_fetches", 0)
     print(f"\nprofile fetches {fetches}, worker RPCs {r.get('profile_rpcs', 0)}"
           f" ({r.get('profile_rpcs', 0) / max(fetches, 1):.1f} a fetch, {spec['workers']} workers);"
-          f" group summaries built {r.get('summaries', 0):,};"
-          f" plugin state {r.get('state_objects', 0):,} objects, {r.get('state_bytes', 0) / 2**20:.1f} MiB")
+          f" group summaries built {r.get('summaries', 0):,}")
+    state = r.get("state", {})
+    print(f"plugin state {sum(n for n, _ in state.values()):,} objects, {sum(b for _, b in state.values()) / 2**20:.1f} MiB: "
+          + ", ".join(f"{part} {b / 2**20:.1f}" for part, (n, b) in sorted(state.items(), key=lambda x: -x[1][1])
+                      if b >= 2**16))
 
 
 def main() -> None:

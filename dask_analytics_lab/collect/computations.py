@@ -181,9 +181,11 @@ class ComputationTracker:
         self.summarised = 0  # group summaries built, over all polls (a measure of the work)
 
     # --- attribution -------------------------------------------------------------
-    def counts_for(self, tg: Any) -> GroupCounts:
-        """The group's counts, for the transition hook to move: the group is marked as moved."""
-        self.touched.add(tg)
+    def counts_for(self, tg: Any, touched: bool = False) -> GroupCounts:
+        """The group's counts, for the transition hook to move: the group is marked as
+        moved (`touched`: it is already)."""
+        if not touched:
+            self.touched.add(tg)
         c = self.counts.get(tg)
         if c is None:
             c = self.counts[tg] = GroupCounts()
@@ -326,7 +328,12 @@ class ComputationTracker:
         self.behind = late
         gone = self._tracked.keys() - live
         for cid in gone:
-            self._drop(self._tracked.pop(cid))
+            record = self._tracked.pop(cid)
+            if record.changed or record.dirty and (record.state in ("", "running")
+                                                   or self._live_moved(record, task_groups)):
+                # Dask let go of it while a deadline held its last message back: send it.
+                self._update(record, None, now, None)
+            self._drop(record)
         if len(self.counts) > 2 * len(self._owner) + 1000:
             self._prune_counts(task_groups)
         return ended

@@ -121,6 +121,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._errors = ErrorCounter()
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
         self._touched = self._computations.touched  # the transition hook marks moved groups here
+        self._tasks = scheduler.tasks  # emptied in place by Dask, never replaced
         # Each computation's task stream (None: analytics.task-stream.transmit off).
         self._stream = TaskStreamRecorder(self.emit, max_tasks=s.get("task_stream_max_tasks", 10_000),
                                           max_bins=s.get("task_stream_max_bins", 2_000)) \
@@ -250,7 +251,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                    **kwargs: Any) -> None:
         if not self._ready:
             return
-        ts = self.scheduler.tasks.get(key)
+        ts = self._tasks.get(key)
         if ts is None:
             return
         # Every transition moves its group's figures (its states at least): a snapshot
@@ -268,7 +269,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             return  # a finished task let go (the common release): nothing to count
         try:
             tg = ts.group
-            counts = self._computations.counts_for(tg)
+            counts = self._computations.counts_for(tg, touched=True)
             if self._lost and finish in ("memory", "erred"):
                 lost = self._lost.finished(key)
                 if lost is not None and lost.waiting:  # computed again: done (or raised) below
