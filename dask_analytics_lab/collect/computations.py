@@ -52,6 +52,14 @@ class GroupCounts:
 
 def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> tuple:
     """The group's cumulative figures, less `new_tasks` just added by a submission."""
+    us = getattr(tg, "_all_durations_us", None)
+    if us is not None:
+        # What TaskGroup.all_durations returns, without the dict it builds at each call
+        # (a re-run claims every live group in one update_graph).
+        get = us.get
+        return (sum(tg.states.values()) - new_tasks, counts.done + counts.lost_waiting, counts.raised,
+                counts.cancelled, counts.cancelled_running, get("compute", 0) / 1e6, get("transfer", 0) / 1e6,
+                get("disk-read", 0) / 1e6, get("disk-write", 0) / 1e6, tg.nbytes_total)
     d = tg.all_durations
     return (sum(tg.states.values()) - new_tasks, counts.done + counts.lost_waiting, counts.raised, counts.cancelled,
             counts.cancelled_running, d.get("compute", 0.0), d.get("transfer", 0.0), d.get("disk-read", 0.0),
@@ -76,10 +84,6 @@ class _Claim:
         self.frozen: tuple | None = None  # that final summary, once built
         self.signature: tuple = ()
         self.summary: tuple | None = None  # (group row, pending, cancelled) as of `signature`
-
-
-def _index(claim: _Claim) -> int:
-    return claim.index
 
 
 class _Row:
@@ -112,6 +116,10 @@ class _Tracked:
     sorted_prefixes: list[str] | None = None
     # Claims whose group moved since they were last summarised (marked by the hook).
     dirty: set = field(default_factory=set)
+    # Of those, once the computation ended, the ones that can no longer change it on
+    # their own (taken by a newer computation, or dropped by the scheduler): summarised
+    # with the rest when a live group of it moves.
+    parked: set = field(default_factory=set)
     # Names summarised again since the last message -> the lowest claim index among them.
     changed: dict[str, int] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_INT_TOTALS, 0))
@@ -124,6 +132,8 @@ class _Tracked:
     disk: list[float] = field(default_factory=list)
     stops: list = field(default_factory=list)
     labelled: int = 0  # claims the label was made from
+    fingerprinted: int = 0  # claims the fingerprint was made from
+    waits: int = 0  # turns of the loop its next message waited for steps O(groups)
     seen_groups: int = 0  # len(comp.groups) when last looked at
     code_seen: int = 0
     code: list[str] = field(default_factory=list)
@@ -171,9 +181,11 @@ class ComputationTracker:
         self.summarised = 0  # group summaries built, over all polls (a measure of the work)
 
     # --- attribution -------------------------------------------------------------
-    def counts_for(self, tg: Any) -> GroupCounts:
-        """The group's counts, for the transition hook to move: the group is marked as moved."""
-        self.touched.add(tg)
+    def counts_for(self, tg: Any, touched: bool = False) -> GroupCounts:
+        """The group's counts, for the transition hook to move: the group is marked as
+        moved (`touched`: it is already)."""
+        if not touched:
+            self.touched.add(tg)
         c = self.counts.get(tg)
         if c is None:
             c = self.counts[tg] = GroupCounts()
@@ -218,8 +230,7 @@ class ComputationTracker:
             for (tg, state), n in Counter(map(_GROUP_STATE, found)).items():
                 if state == "released" and tg in shared:
                     new_in[tg] = new_in.get(tg, 0) + n
-        for tg in new:
-            self._claim(record, tg, new_in.get(tg, 0), tg in listed)
+        self._claim(record, new, new_in, listed)
 
     def _record(self, comp: Any) -> _Tracked:
         cid = str(comp.id)
@@ -232,45 +243,52 @@ class ComputationTracker:
         record = self._record(comp)
         if len(comp.groups) != record.listed:
             claim_of = record.claim_of
-            for tg in [tg for tg in comp.groups if tg not in claim_of]:
-                self._claim(record, tg, 0, True)
+            self._claim(record, [tg for tg in comp.groups if tg not in claim_of], {}, comp.groups)
         record.seen_groups = len(comp.groups)
         return record
 
-    def _claim(self, record: _Tracked, tg: Any, new_tasks: int, listed: bool) -> None:
-        previous = self._owner.get(tg)
-        counts = self.counts.get(tg)
-        if counts is None:
-            counts = self.counts[tg] = GroupCounts()
-        claim = _Claim(tg, len(record.claims))
-        if previous is not None and previous is not record:
-            claim.base = _cumulative(tg, counts, new_tasks)
-            old = previous.claim_of.get(tg)
-            if old is not None and old.closed is None:
-                # Its final figures as of now; the summary is built when next looked at.
-                old.closed = (claim.base, dict(tg.states), counts.lost_waiting, counts.first, counts.last,
-                              counts.cancelled_at, tg.start, tg.stop, tuple(tg.dependencies))
-                previous.dirty.add(old)
-            # Timing is the new owner's own from here.
-            counts.first = counts.last = 0.0
-        self._owner[tg] = record
-        record.claims.append(claim)
-        record.claim_of[tg] = claim
-        record.dirty.add(claim)
-        record.listed += listed
-        row = record.names.get(tg.name)
-        if row is None:
-            # Rows and their columns in claim order: the order Dask's groups were first seen.
-            row = record.names[tg.name] = _Row(len(record.compute))
-            record.compute.append(0.0)
-            record.transfer.append(0.0)
-            record.disk.append(0.0)
-            record.stops.append(None)
-        row.claims.append(claim)
-        prefix = tg.prefix.name
-        if prefix not in record.prefixes:
-            record.prefixes[prefix] = None
-            record.sorted_prefixes = None
+    def _claim(self, record: _Tracked, groups: list, new_in: dict, listed: Any) -> None:
+        """Make `record` the owner of these groups.  `new_in`: tasks a submission just
+        added to each (left out of its baseline); `listed`: the Computation's groups.
+        O(1) a group, in one loop: a re-run claims every live group in one update_graph."""
+        owner, all_counts = self._owner, self.counts
+        claims, claim_of, dirty, names = record.claims, record.claim_of, record.dirty, record.names
+        prefixes = record.prefixes
+        for tg in groups:
+            previous = owner.get(tg)
+            claim = _Claim(tg, len(claims))
+            if previous is not None and previous is not record:
+                counts = all_counts.get(tg)
+                if counts is None:
+                    counts = all_counts[tg] = GroupCounts()
+                claim.base = base = _cumulative(tg, counts, new_in.get(tg, 0))
+                old = previous.claim_of.get(tg)
+                if old is not None and old.closed is None:
+                    # Its final figures as of now; the summary is built when next looked at.
+                    old.closed = (base, dict(tg.states), counts.lost_waiting, counts.first, counts.last,
+                                  counts.cancelled_at, tg.start, tg.stop, tuple(tg.dependencies))
+                    previous.dirty.add(old)
+                # Timing is the new owner's own from here.
+                counts.first = counts.last = 0.0
+            owner[tg] = record
+            claims.append(claim)
+            claim_of[tg] = claim
+            dirty.add(claim)
+            if tg in listed:
+                record.listed += 1
+            row = names.get(tg.name)
+            if row is None:
+                # Rows and their columns in claim order: the order Dask's groups were first seen.
+                row = names[tg.name] = _Row(len(record.compute))
+                record.compute.append(0.0)
+                record.transfer.append(0.0)
+                record.disk.append(0.0)
+                record.stops.append(None)
+            row.claims.append(claim)
+            prefix = tg.prefix.name
+            if prefix not in prefixes:
+                prefixes[prefix] = None
+                record.sorted_prefixes = None
 
     # --- the periodic poll ----------------------------------------------------------
     def poll(self, computations: Iterable[Any], task_groups: dict, *, changed: bool,
@@ -310,7 +328,12 @@ class ComputationTracker:
         self.behind = late
         gone = self._tracked.keys() - live
         for cid in gone:
-            self._drop(self._tracked.pop(cid))
+            record = self._tracked.pop(cid)
+            if record.changed or record.dirty and (record.state in ("", "running")
+                                                   or self._live_moved(record, task_groups)):
+                # Dask let go of it while a deadline held its last message back: send it.
+                self._update(record, None, now, None)
+            self._drop(record)
         if len(self.counts) > 2 * len(self._owner) + 1000:
             self._prune_counts(task_groups)
         return ended
@@ -329,10 +352,17 @@ class ComputationTracker:
 
     def _live_moved(self, record: _Tracked, task_groups: dict) -> bool:
         """An ended computation changes only through a group still its own and still
-        held by the scheduler: did one of those move?"""
+        held by the scheduler: did one of those move?  (The others are parked: a claim
+        that is not live never is again.)"""
         counts = self.counts
-        return any(c.closed is None and task_groups.get(c.tg.name) is c.tg
-                   and c.signature != _signature(c, counts.get(c.tg)) for c in record.dirty)
+        moved = False
+        for c in list(record.dirty):
+            if c.closed is not None or task_groups.get(c.tg.name) is not c.tg:
+                record.dirty.discard(c)
+                record.parked.add(c)
+            elif c.signature != _signature(c, counts.get(c.tg)):
+                moved = True
+        return moved
 
     def _prune_counts(self, task_groups: dict) -> None:
         """Counts of groups no computation claims and the scheduler dropped (scattered
@@ -401,8 +431,13 @@ class ComputationTracker:
         when the computation just ended, None when `deadline` came first (nothing is sent
         then; the next call goes on)."""
         made = 0
+        if record.parked:  # whatever calls for a new message: they go in it too
+            record.dirty |= record.parked
+            record.parked.clear()
         if record.dirty:
-            todo = sorted(record.dirty, key=_index)
+            # In any order: rows and their columns are in claim order, the message's
+            # groups are sorted at the end.
+            todo = list(record.dirty)
             record.dirty.clear()
             counts = self.counts
             final = record.final
@@ -419,9 +454,29 @@ class ComputationTracker:
                     made += 1
                     self._fold_in(record, claim)
             self.summarised += made
-        if made and deadline is not None and time.perf_counter() > deadline:
-            return None  # the message (and the label) at the next call, with whatever moved meanwhile
+        new_set = record.labelled != len(record.claims)
+        if deadline is not None:
+            # A new group set's fingerprint and label are O(groups): each in a turn of the
+            # loop of its own (at most two turns' wait, so a busy computation still gets
+            # its message); the message at the next call, with whatever moved meanwhile.
+            if made and (time.perf_counter() > deadline or (new_set and record.waits < 2)):
+                record.waits += 1
+                return None
+            if record.fingerprinted != len(record.claims):
+                self._fingerprint(record)
+                if new_set and record.waits < 2:
+                    record.waits += 1
+                    return None
+        elif record.fingerprinted != len(record.claims):
+            self._fingerprint(record)
+        record.waits = 0
         return self._send(record, comp, now)
+
+    @staticmethod
+    def _fingerprint(record: _Tracked) -> None:
+        # Its prefixes and its line only: made where a new group set is seen.
+        record.fingerprinted = len(record.claims)
+        record.fingerprint = fingerprint(record.code_line, record.prefixes)
 
     def _fold_in(self, record: _Tracked, claim: _Claim) -> None:
         """The claim's summary into its name's row and the computation's totals."""
@@ -476,6 +531,7 @@ class ComputationTracker:
         if record.labelled != len(record.claims) or new_code:
             record.labelled = len(record.claims)
             record.label = _label(record.claims)
+        if new_code:
             record.fingerprint = fingerprint(record.code_line, record.prefixes)
         message_totals = {
             "n_tasks": totals["n_tasks"],
@@ -625,9 +681,6 @@ def _label(claims: list[_Claim]) -> str:
     def level(tg: Any) -> int:
         # Iterative longest path from a root over this computation's groups; a group
         # being visited is skipped, so a cycle (a group feeding itself) ends.
-        if not tg.dependencies:
-            depth[tg] = 0  # a root: what the walk below gives it, without the walk
-            return 0
         visiting = {tg}
         stack = [tg]
         while stack:
@@ -642,8 +695,11 @@ def _label(claims: list[_Claim]) -> str:
                                default=-1)
         return depth[tg]
 
-    ordered = sorted(groups, key=lambda g: (level(g), g.start or 0.0, g.name))
-    prefixes = list(dict.fromkeys(g.prefix.name for g in ordered))
+    # A root is at level 0 without the walk (the walk gives it the same); `i` keeps
+    # the order of equal keys as sorted() with a key function does.
+    ordered = sorted([(level(g) if g.dependencies else 0, g.start or 0.0, g.name, i, g)
+                      for i, g in enumerate(groups)])
+    prefixes = list(dict.fromkeys(t[4].prefix.name for t in ordered))
     if len(prefixes) > 4:
         prefixes = prefixes[:2] + ["…", prefixes[-1]]
     return " → ".join(prefixes)

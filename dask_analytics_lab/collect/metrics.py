@@ -54,12 +54,14 @@ logger = logging.getLogger("dask_analytics_lab")
 Emit = Callable[[str, dict], None]
 
 CHUNK = 5000  # rows per message
-SEND_CHUNK = 1000  # rows a tick with a deadline sends between two looks at the clock
+SEND_CHUNK = 250  # rows a tick with a deadline sends between two looks at the clock
 _NAME = 200  # characters of a prefix, context or activity kept (a key in the store)
 _MAX_ROWS = 10_000  # rows one computation holds; past this new keys are counted, not kept
 
 
 def _text(part: Any) -> str:
+    if part.__class__ is str and len(part) <= _NAME and part.isascii() and "\x00" not in part:
+        return part  # what the lines below leave as it is, without their copies
     text = part if part.__class__ is str else str(part)
     # What the messages' contract takes for a name: no NUL, no lone surrogate.
     return text[:_NAME].replace("\x00", "").encode("utf-8", "replace").decode("utf-8")

@@ -41,9 +41,9 @@ PLUGIN_NAME = "dask-analytics-lab"
 _CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
 # The transitions the hook counts; every other one returns once it marked its group.
 _COUNTED = frozenset({"memory", "erred", "processing", "released", "waiting"})
-# Seconds of summarising one tick may hold the event loop; the rest follows in the next
-# turns of the loop, each as short (ComputationTracker.poll's deadline).
-TICK_SLICE = 0.002
+# Seconds of work one tick may hold the event loop for (each part does a little more at
+# most); the rest follows in the next turns of the loop, each as short.
+TICK_SLICE = 0.001
 # Our own event topics: recorded when in analytics.events.allow, like any other topic.
 IDLE_TOPIC = "analytics-idle-shutdown"
 WORKER_LOST_TOPIC = "analytics-worker-lost"
@@ -113,6 +113,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._errors = ErrorCounter()
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
         self._touched = self._computations.touched  # the transition hook marks moved groups here
+        self._tasks = scheduler.tasks  # emptied in place by Dask, never replaced
         # Each computation's task stream (None: analytics.task-stream.transmit off).
         self._stream = TaskStreamRecorder(self.emit, max_tasks=s.get("task_stream_max_tasks", 10_000),
                                           max_bins=s.get("task_stream_max_bins", 2_000)) \
@@ -263,7 +264,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     def _transition(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
         if not self._ready:
             return
-        ts = self.scheduler.tasks.get(key)
+        ts = self._tasks.get(key)
         if ts is None:
             return
         # Every transition moves its group's figures (its states at least): a snapshot
@@ -281,7 +282,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             return  # a finished task let go (the common release): nothing to count
         try:
             tg = ts.group
-            counts = self._computations.counts_for(tg)
+            counts = self._computations.counts_for(tg, touched=True)
             if self._lost.keys and finish in ("memory", "erred"):
                 lost = self._lost.finished(key)
                 if lost is not None and lost.waiting:  # computed again: done (or raised) below
@@ -466,11 +467,12 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._suspects.setdefault(key, []).append(worker)
 
     # --- the periodic snapshot ---------------------------------------------------
-    def _tick(self, force: bool = False) -> None:
+    def _tick(self, force: bool = False, again: bool = False) -> None:
+        """`again`: the rest of a tick that ran out of time (no cluster sample: O(workers))."""
         token = self._meter.enter("ticks")
         try:
             now = time.time()
-            sample = self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
+            sample = None if again else self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
             if sample is not None:
                 self.emit("cluster_sample", sample)
             counter = self.scheduler.transition_counter
@@ -526,7 +528,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     def _tick_again(self) -> None:
         self._again = False
         if self._ready:
-            self._tick()
+            self._tick(again=True)
 
     def _closed_for_idleness(self) -> bool:
         """Whether the scheduler closes because its idle timeout ran out (any other close

@@ -36,7 +36,7 @@ MAX_WIDTH = 2.0 ** 20  # about 12 days: past that no doubling is needed
 CHUNK = 5000  # rows per message
 LATE_ROWS = 1000  # rows a sealed, binned computation still takes
 MAX_PENDING = 100_000  # tasks held between ticks before they are folded in at once
-FOLD_CHUNK = 256  # tasks a tick with a deadline folds in between two looks at the clock
+FOLD_CHUNK = 128  # tasks a tick with a deadline folds in between two looks at the clock
 _NAME = 200  # characters of a worker, prefix or group name kept (a key in the store)
 
 
@@ -234,14 +234,15 @@ class TaskStreamRecorder:
                     return True
                 self._folding, self._pending, self._at = self._pending, [], 0
             end = len(self._folding) if deadline is None else min(len(self._folding), self._at + FOLD_CHUNK)
-            self._fold_part(self._folding, self._at, end)
-            self._at = end
+            self._at = self._fold_part(self._folding, self._at, end, deadline)
             if self._at >= len(self._folding):
                 self._folding, self._at = [], 0
             if deadline is not None and time.perf_counter() > deadline and (self._folding or self._pending):
                 return False
 
-    def _fold_part(self, pending: list[tuple], begin: int, end: int) -> None:
+    def _fold_part(self, pending: list[tuple], begin: int, end: int, deadline: float | None) -> int:
+        """Fold in pending[begin:end]; where it stopped (before `end` when the bins of a
+        computation were coarsened past the deadline: each time is O(its bins))."""
         streams = self._streams
         max_tasks = self.max_tasks
         for i in range(begin, end):
@@ -263,7 +264,11 @@ class TaskStreamRecorder:
                 self.recorded += 1
                 continue
             self.recorded += 1
-            stream.bins.add(worker, prefix, start, stop)
+            bins = stream.bins
+            width = bins.width
+            bins.add(worker, prefix, start, stop)
+            if bins.width != width and deadline is not None and time.perf_counter() > deadline:
+                end = i + 1  # this task is in: stop after it
             if stream.binned:
                 stream.dirty = True
             elif stream.n_raw < max_tasks:
@@ -275,6 +280,9 @@ class TaskStreamRecorder:
                 stream.dirty = True
                 stream.sent_at = 0.0
                 stream.raw = []
+            if i + 1 == end:
+                return end
+        return end
 
     def _send(self, stream: _Stream, now: float, force: bool) -> None:
         if stream.raw:
