@@ -317,7 +317,11 @@ def test_size_estimates_follow_real_messages(sqlite_url):
         size, exact = estimate(message["kind"], message["data"])
         if exact:
             kinds.add(message["kind"])
-            assert 0.8 <= size / measure(message) <= 1.5, (message["kind"], size, measure(message))
+            # Rows of one message share their texts (a prefix, an activity): the deep size
+            # counts each text once, so a message of rows naming few distinct ones measures
+            # up to ~2x under the per-row figure, which is set for rows that share nothing.
+            # Over is safe (the buffer drops early); under would break the bound.
+            assert 0.8 <= size / measure(message) <= 2.0, (message["kind"], size, measure(message))
     assert {"worker_samples", "cluster_sample", "computation", "task_stream", "metrics", "exception"} <= kinds
 
 
