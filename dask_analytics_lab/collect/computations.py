@@ -514,17 +514,21 @@ class ComputationTracker:
 
         new_code = comp is not None and self._take_code(comp, record)
         was_running = record.state in ("", "running")
+        # Ended by a close or a restart with work left undone.  One whose last tasks ended
+        # before the last tick could say so is finished, not cancelled.
+        cut_short = (record.final and record.state == "running"
+                     and totals["n_done"] + totals["n_erred"] < totals["n_tasks"])
         if running:
             state = "running"
         elif totals["n_erred"]:
             state = "erred"
-        elif record.cancelled or (record.final and record.state == "running"):
+        elif record.cancelled or cut_short:
             state = "cancelled"
         else:
             state = "finished"
         if running:
             record.stop = None
-        elif record.final and record.state == "running":
+        elif cut_short:
             record.stop = now  # stopped by the restart, not by its last task
         elif record.stop is None or changed_groups:
             record.stop = max(filter(None, record.stops), default=None) or now

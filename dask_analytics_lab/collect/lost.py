@@ -65,6 +65,13 @@ class LostTasks:
                               msg.get("stimulus_id"), closing, {})
         for kind, keys in ((WORKER_DIED, processing), (LOST_DATA, lost)):
             for key in keys:
+                entry = self.keys.get(key)
+                if entry is not None and entry.waiting:
+                    # A lost result Dask was computing again, lost again (as when a
+                    # program ends and its workers close one after the other): still a
+                    # result done once and wanted again, whatever the new loss was.
+                    entry.departure, entry.started = departure, False
+                    continue
                 if len(self.keys) >= self._max:
                     return
                 self.keys[key] = _Lost(kind, departure)

@@ -451,10 +451,16 @@ class AnalyticsPlugin(SchedulerPlugin):
         """A worker left without being asked to while it ran or held tasks.  Nothing is a
         failure yet (collect/lost.py): only what Dask runs again is.  (An idle worker
         that goes away cost nothing: Dask's own log has it.)"""
-        if msg.get("expected") or not (msg.get("processing-tasks") or msg.get("lost-computed-tasks")):
+        if not (msg.get("processing-tasks") or msg.get("lost-computed-tasks")):
             return
         worker = msg.get("worker", "")
-        self._lost.departed(msg, time.time(), closing=self._lifecycle.is_closing(worker))
+        # A worker Dask expected to go (retired, or closed with its cluster while a client
+        # still held results) is remembered too: a result it took that is then let go of
+        # was done, not cancelled.
+        expected = bool(msg.get("expected"))
+        self._lost.departed(msg, time.time(), closing=expected or self._lifecycle.is_closing(worker))
+        if expected:
+            return
         gave_up, self._gave_up = self._gave_up, []
         for key in gave_up:
             lost = self._lost.started(key)
