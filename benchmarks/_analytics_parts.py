@@ -3,8 +3,7 @@ switched off, to find where its cost on the event loop goes.
 
 DAL_BENCH_OFF is a comma-separated list of:
   hook      the analytics plugin's transition hook does nothing (Dask still calls it)
-  graph     both plugins' update_graph hooks do nothing
-  gpu       the GPU plugin is not added at all (one plugin less for Dask to call)
+  graph     the update_graph hook does nothing
   ticks     no snapshots (cluster samples, computations, errors, task stream sends)
   emit      messages are dropped before they are built and shipped
 Profile fetches, the task stream, fine metrics and worker samples have their own settings
@@ -17,7 +16,6 @@ import os
 from typing import Any
 
 from dask_analytics_lab.api import dask_setup as _setup
-from dask_analytics_lab.collect.gpu_monitor import PLUGIN_NAME as GPU_PLUGIN_NAME
 from dask_analytics_lab.collect.plugin import PLUGIN_NAME
 
 
@@ -33,9 +31,6 @@ def dask_setup(scheduler: Any) -> None:
         plugin.transition = _nothing
     if "graph" in off:
         plugin.update_graph = _nothing
-        scheduler.plugins[GPU_PLUGIN_NAME].update_graph = _nothing
-    if "gpu" in off:
-        scheduler.remove_plugin(GPU_PLUGIN_NAME)
     if "ticks" in off:
         plugin._tick = _nothing
     if "emit" in off:

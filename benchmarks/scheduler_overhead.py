@@ -278,7 +278,6 @@ PARTS = [
     ("all on", "", {}),
     ("- transition hook body", "hook", {}),
     ("- update_graph hooks", "graph", {}),
-    ("- GPU plugin", "gpu", {}),
     ("- ticks", "ticks", {}),
     ("- messages (emit)", "emit", {}),
     ("- profile fetches", "", {"DASK_ANALYTICS__PROFILE__TRANSMIT": "false"}),

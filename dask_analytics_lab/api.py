@@ -15,8 +15,6 @@ from typing import Any
 import dask.config
 
 from . import config
-from .collect.gpu_monitor import PLUGIN_NAME as GPU_PLUGIN_NAME
-from .collect.gpu_monitor import GPUMonitorPlugin
 from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin
 from .readers import close_readers, open_reader  # noqa: F401  (close_readers: public here too)
 from .urls import mask_url
@@ -61,10 +59,9 @@ def register(client: Any = None, *, store: str | None = None, config_overrides: 
     _warn_if_unreachable(settings)
     _check_scheduler_sees_store(client, settings["store"])
     try:
+        # The GPU monitor's scheduler side is registered by the first Monitor: a plugin
+        # costs Dask a call of its transition hook for every transition of every task.
         client.register_plugin(AnalyticsPlugin(settings))
-        # Scheduler side only: job tracking and the handlers a Monitor calls.  Workers
-        # get the GPU sampler when a Monitor starts, never before.
-        client.register_plugin(GPUMonitorPlugin())
     except (ModuleNotFoundError, ImportError) as e:
         raise RuntimeError(
             f"dask-analytics: the scheduler could not load the analytics plugin ({e}); "
@@ -341,8 +338,6 @@ def dask_setup(scheduler: Any) -> None:
         if settings["name"] is None:
             settings["name"] = config.default_cluster_name(getattr(scheduler, "time_started", None))
         scheduler.add_plugin(AnalyticsPlugin(settings))
-    if GPU_PLUGIN_NAME not in scheduler.plugins:
-        scheduler.add_plugin(GPUMonitorPlugin())
     count_file = os.environ.get("DASK_ANALYTICS_SETUP_COUNT_FILE")
     if count_file:
         # One write with O_APPEND: lines from concurrent processes do not mix.

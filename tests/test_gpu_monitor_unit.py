@@ -7,9 +7,9 @@ from collections import deque
 import pytest
 
 from dask_analytics_lab import messages
+from dask_analytics_lab.collect.gpu_jobs import JobTracker
 from dask_analytics_lab.collect.gpu_monitor import (
     GPUMonitorPlugin,
-    JobTracker,
     MonitorRun,
     validate_metrics,
 )
@@ -43,6 +43,34 @@ def submit(sched, tracker, *groups, new_computation=False, tasks=None):
     sched.is_idle = False
     tracker.graph_submitted(sched, tasks if tasks is not None else [(g, 0) for g in groups])
     return comp
+
+
+def test_a_monitor_registered_mid_computation_does_not_invent_dag_indexes():
+    """Without the recorder, the monitor counts graphs from its registration: those of
+    the computation already running are of unknown index, a new computation's from 0."""
+    sched, jobs = FakeScheduler(), JobTracker()
+    c1 = submit(sched, JobTracker(), "parent")  # before the monitor existed
+    jobs.joined_late(sched)
+    jobs.active = True
+    submit(sched, jobs, "child")
+    assert jobs.lookup(sched, ["child"]) == (str(c1.id), None)
+    sched.is_idle = True
+    c2 = submit(sched, jobs, "next", new_computation=True)
+    assert jobs.lookup(sched, ["next"]) == (str(c2.id), 0)
+
+
+def test_the_monitor_reads_the_recorders_job_tracker():
+    """With the recorder registered (it counts every graph from the scheduler's start),
+    the monitor uses its tracker and counts nothing itself."""
+    class Recorder:
+        jobs = JobTracker()
+
+    plugin = make_plugin()
+    plugin._started = True
+    plugin.scheduler.plugins["dask-analytics-lab"] = Recorder()
+    assert plugin.jobs is Recorder.jobs
+    plugin.update_graph(plugin.scheduler, tasks=[("x", 0)])
+    assert not plugin._jobs._dags
 
 
 def test_job_is_the_computation_and_dag_the_submission_index():
@@ -126,7 +154,7 @@ class Recorder:
 def make_plugin():
     plugin = GPUMonitorPlugin()
     plugin.scheduler = FakeScheduler()
-    plugin.jobs = JobTracker()
+    plugin._jobs = JobTracker()
     plugin.runs = {}
     plugin.active = None
     return plugin

@@ -50,10 +50,13 @@ def test_sampler_is_on_the_workers_only_while_a_monitor_runs(tmp_path, monkeypat
             with dask.config.set(FAST):
                 dal.register(client, store=store)
             scheduler = cluster.scheduler
-            assert "dask-analytics-lab-gpu" in scheduler.plugins  # the scheduler side is there ...
-            assert with_sampler(client) == set() and SAMPLER not in scheduler.worker_plugins  # ... workers untouched
+            # Neither side is there before a Monitor: a scheduler plugin costs Dask a
+            # call for every transition.
+            assert "dask-analytics-lab-gpu" not in scheduler.plugins
+            assert with_sampler(client) == set() and SAMPLER not in scheduler.worker_plugins
 
             monitor = Monitor(client, interval="50ms")
+            assert "dask-analytics-lab-gpu" in scheduler.plugins  # the scheduler side, now
             gpus = monitor.attach()  # looks at the GPUs, installs nothing
             assert set(gpus) == set(scheduler.workers)
             assert with_sampler(client) == set()

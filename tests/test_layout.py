@@ -196,18 +196,21 @@ def test_reports_import_neither_server_handlers_nor_the_api(graph):
 # --- what a scheduler and a worker load --------------------------------------------
 # Each list is every module of the package that path loads (ROOT's own __init__ is ""):
 # a module that a change makes load eagerly fails the test, named with its importer.
-COLLECTOR = {"", "collect", "collect.accounting", "collect.buffer", "collect.cluster", "collect.computations", "collect.errors", "collect.lost",
+COLLECTOR = {"", "collect", "collect.accounting", "collect.buffer", "collect.cluster", "collect.computations", "collect.errors", "collect.gpu_jobs", "collect.lost",
              "collect.metrics", "collect.offloop", "collect.plugin", "collect.profile_window",
              "collect.profiles", "collect.run_spans", "collect.shipper", "collect.sinks",
              "collect.task_stream", "collect.workers", "messages", "remote", "store_errors", "urls"}
 GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sampler"}
-# register() sends the GPU monitor with the recorder; dask_setup adds both.
-REGISTERED = COLLECTOR | GPU_SAMPLER | {"collect.gpu_monitor"}
+# register() and dask_setup add the recorder alone; the first Monitor sends the GPU
+# monitor's scheduler side (a scheduler plugin is a call on every transition).
+REGISTERED = COLLECTOR
+GPU_MONITOR = GPU_SAMPLER | {"collect.gpu_jobs", "collect.gpu_monitor"}
 PRELOAD = REGISTERED | {"api", "config", "readers"}  # dask_setup lives in api and reads the config
 ALLOWED = {
     "root": {""},
     "plugin": COLLECTOR,
     "unpickled": REGISTERED,
+    "gpu_monitor": GPU_MONITOR,
     "preload": PRELOAD,
     "gpu_sampler": GPU_SAMPLER,
 }
@@ -261,7 +264,10 @@ SCRIPT = textwrap.dedent("""
             import ROOT.collect.plugin
         elif path == "unpickled":  # the scheduler's register_scheduler_plugin handler
             with open(blobs, "rb") as f:
-                plugins = [loads(blob) for blob in pickle.load(f)[:2]]
+                recorder = loads(pickle.load(f)[0])
+        elif path == "gpu_monitor":  # the same, when a Monitor registers it
+            with open(blobs, "rb") as f:
+                monitor = loads(pickle.load(f)[1])
         elif path == "gpu_sampler":  # the worker's plugin_add handler
             with open(blobs, "rb") as f:
                 sampler = loads(pickle.load(f)[-1])
@@ -278,7 +284,7 @@ SCRIPT = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def pickled_plugins(tmp_path_factory) -> Path:
     """The plugins as the client pickles them: what register() sends to the scheduler
-    (the recorder, the GPU monitor), then the sampler the monitor sends to workers."""
+    (the recorder), what a Monitor sends it, then the sampler the monitor sends to workers."""
     from distributed.protocol.pickle import dumps
 
     from dask_analytics_lab import config

@@ -5,13 +5,17 @@ A with/without comparison cannot resolve one point of loop CPU on a small machin
 noise is several points), so the cost is accounted where it is spent:
 
 - hooks: the transition hook runs ~6 times a task and costs about a microsecond, less
-  than reading a thread's CPU clock twice (a system call) would add; every call is
-  counted, and one call in SAMPLE_EVERY is timed by the wall clock (read in user space:
-  tens of nanoseconds, measured at start and taken off).  A wall clock also runs while
-  the thread is descheduled, which on a busy machine adds about as much as the call
-  costs: a sample over OUTLIER is left out (and counted), and the collections that ran
-  inside sampled calls are taken out of the samples and added back whole.  Dask's own cost of calling one more plugin (its loop over the
-  plugins, the arguments) is measured once at start (`calibrate`) and added per call.
+  than reading a thread's CPU clock twice (a system call) would add.  The scheduler
+  counts the calls (`transition_counter`), and one in SAMPLE_EVERY by that count is
+  timed by the wall clock (read in user space: tens of nanoseconds, measured at start
+  and taken off), so the hook does no counting.  A timed call calls the hook once more
+  (one more copy of Dask's keyword arguments): that call's cost, measured at start, is
+  taken off too.  A wall clock also runs while the thread is descheduled, which on a
+  busy machine adds about as much as the call costs: a sample over OUTLIER is left out
+  (and counted), and the collections that ran inside timed calls are taken out of the
+  samples and added back, scaled by calls over timed calls.  Dask's own cost of calling
+  one more plugin (its loop over the plugins, the arguments) is measured once at start
+  (`calibrate`) and added per call.
 - update_graph, ticks, the other hooks (events, workers joining and leaving), profile
   fetches (each step of their coroutines on the loop: `metered`) and fine-metrics
   heartbeats: timed per call.
@@ -36,7 +40,8 @@ from typing import Any, Awaitable, Generator, TypeVar
 
 T = TypeVar("T")
 
-SAMPLE_EVERY = 64  # transition calls per timed one
+SAMPLE_EVERY = 64  # transitions per timed hook call
+SAMPLE_MASK = SAMPLE_EVERY - 1  # a power of two: `counter & SAMPLE_MASK` is the test
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
 THREAD_PREFIX = "dask-analytics"  # our threads' names start so
@@ -69,6 +74,7 @@ class CostMeter:
         self._gc_mark = 0.0
         self.dispatch = 0.0  # Dask's cost of one call of one more plugin's hook
         self.clock = 0.0  # what reading the wall clock adds to a timed hook call
+        self.recall = 0.0  # what a timed hook call's second call of the hook adds
         self._loop_thread = threading.get_ident()
         self._loop_cpu0 = time.thread_time()
         self._gc_start = 0.0
@@ -149,20 +155,34 @@ class CostMeter:
                     plugin.transition("x", "processing", "memory", **kwargs)
             best = min(best, (time.thread_time() - t0) / calls)
         self.dispatch = best
+        # A timed hook call's extra call of the hook, as it makes it (the wall clock, as
+        # the samples are timed).
+        noop = plugins["noop"]
+        recall = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                noop.transition("x", "processing", "memory", **kwargs)
+            recall = min(recall, (time.perf_counter() - t0) / calls)
+        self.recall = recall
 
     # --- reading -------------------------------------------------------------------
     def hooks_seconds(self) -> float:
-        per_call = max(0.0, self._sampled_seconds / self._sampled_calls - self.clock) if self._sampled_calls else 0.0
-        gc_seconds = self._gc_inside["hooks"] * SAMPLE_EVERY
-        return self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins)) + gc_seconds
+        per_call = max(0.0, self._sampled_seconds / self._sampled_calls - self.clock - self.recall) \
+            if self._sampled_calls else 0.0
+        return self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins)) + self._hooks_gc()
+
+    def _hooks_gc(self) -> float:
+        # The collections that started in timed hook calls stand for those of all calls.
+        watched = self._sampled_calls + self.outliers
+        return self._gc_inside["hooks"] * (self.transition_calls / watched) if watched else 0.0
 
     def report(self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None) -> dict:
         """Must run on the loop's thread (it reads that thread's CPU clock).  `extra`: loop
         CPU counted elsewhere, by part; `threads`: CPU of work done in shared threads."""
         parts = dict(self.seconds)
         parts["hooks"] = parts["hooks"] + self.hooks_seconds()
-        # Hook calls are watched one in SAMPLE_EVERY: so are the collections they start.
-        gc_seconds = sum(s * (SAMPLE_EVERY if p == "hooks" else 1) for p, s in self._gc_inside.items())
+        gc_seconds = self._hooks_gc() + sum(s for p, s in self._gc_inside.items() if p != "hooks")
         for name, seconds in (extra or {}).items():
             parts[name] = parts.get(name, 0.0) + seconds
         loop_cpu = time.thread_time() - self._loop_cpu0

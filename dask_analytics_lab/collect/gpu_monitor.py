@@ -29,9 +29,9 @@ from typing import Any
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol import Serialized, deserialize
 from distributed.protocol.pickle import dumps
-from distributed.utils import key_split_group
 
 from . import gpu_nvml
+from .gpu_jobs import JobTracker
 from .gpu_sampler import STREAM_OP, GPUSamplerPlugin, probe_gpus
 from .gpu_sampler import PLUGIN_NAME as WORKER_PLUGIN_NAME
 
@@ -44,100 +44,9 @@ ANALYTICS_PLUGIN = "dask-analytics-lab"
 DEFAULT_KEEP_ROWS = 200_000
 # Stopped runs kept for reading back (to_csv / peak_memory from another client).
 KEEP_RUNS = 4
-# Graphs up to this size also map their tasks' groups to the new dag (per-task work,
-# so only for small submissions such as client.submit; big graphs map by new groups).
-SMALL_GRAPH = 1000
 # Row layout kept on the scheduler (tuples: a third of the memory of dicts).
 ROW_FIELDS = ("timestamp", "time", "gpu_uuid", "gpu_index", "gpu_name", "mem_used", "mem_total",
               "mem_util", "compute_util", "power_w", "temperature_c", "job", "dag", "task_groups")
-
-
-class JobTracker:
-    """Maps task-group names to (job, dag).  O(1) per graph submission when idle;
-    O(groups of the computation) per submission while a monitor runs."""
-
-    def __init__(self) -> None:
-        self.active = False
-        self._dags: OrderedDict[str, int] = OrderedDict()  # computation id -> last dag index
-        self._known: OrderedDict[str, set] = OrderedDict()  # computation id -> TaskGroups mapped
-        self._groups: OrderedDict[str, tuple[str, int | None]] = OrderedDict()
-        # str(key) -> (job, dag) for tasks of small graphs: tells apart submissions
-        # that share a group name (a loop of client.submit(train, cfg): one group "train").
-        self._keys: OrderedDict[str, tuple[str, int]] = OrderedDict()
-
-    def graph_submitted(self, scheduler: Any, tasks: list | None) -> None:
-        comps = getattr(scheduler, "computations", None)
-        if not comps:
-            return
-        comp = comps[-1]
-        cid = str(comp.id)  # a uuid.UUID: as text, like the store's computation ids
-        dag = self._dags.pop(cid, -1) + 1
-        self._dags[cid] = dag
-        if len(self._dags) > 1000:
-            self._dags.popitem(last=False)
-        if not self.active:
-            return
-        known = self._known.get(cid)
-        if known is None:
-            known = self._known[cid] = set()
-            while len(self._known) > 16:
-                self._known.popitem(last=False)
-        new = comp.groups - known
-        for tg in new:
-            self._set(tg.name, cid, dag)
-        known |= new
-        # A group alive from an earlier submission gets no new TaskGroup object; for
-        # small graphs find it by key.
-        if tasks and len(tasks) <= SMALL_GRAPH:
-            for name in {key_split_group(k) for k in tasks}:
-                self._set(name, cid, dag)
-            keys = self._keys
-            for k in tasks:
-                keys[str(k)] = (cid, dag)
-            while len(keys) > 100_000:
-                keys.popitem(last=False)
-
-    def seed(self, scheduler: Any) -> None:
-        """At monitor start: groups of the computation already running have job, no dag."""
-        self._groups.clear()
-        self._known.clear()
-        self._keys.clear()
-        comps = getattr(scheduler, "computations", None)
-        if comps and not scheduler.is_idle:
-            comp = comps[-1]
-            self._known[str(comp.id)] = set(comp.groups)
-            for tg in comp.groups:
-                self._set(tg.name, str(comp.id), None)
-
-    def _set(self, name: str, job: str, dag: int | None) -> None:
-        self._groups.pop(name, None)
-        self._groups[name] = (job, dag)
-        if len(self._groups) > 100_000:
-            self._groups.popitem(last=False)
-
-    def lookup(self, scheduler: Any, groups: list[str], keys: list[str] = ()) -> tuple[str | None, int | None]:
-        best: tuple[str | None, int | None] = (None, None)
-        for k in keys:  # exact, where the task came in a small graph
-            found = self._keys.get(k)
-            if found is not None and (best[0] is None or found[1] > _order(best[1])):
-                best = found
-        if best[0] is not None:
-            return best
-        for name in groups:
-            found = self._groups.get(name)
-            # Several groups at once (a seceded parent and its children): the latest
-            # submission is the one doing the work.
-            if found is not None and (best[0] is None or _order(found[1]) > _order(best[1])):
-                best = found
-        if best[0] is None and groups:
-            comps = getattr(scheduler, "computations", None)
-            if comps and not scheduler.is_idle:
-                best = (str(comps[-1].id), None)
-        return best
-
-
-def _order(dag: int | None) -> int:
-    return -1 if dag is None else dag
 
 
 class MonitorRun:
@@ -198,7 +107,10 @@ class GPUMonitorPlugin(SchedulerPlugin):
             return
         self._started = True
         self.scheduler = scheduler
-        self.jobs = JobTracker()
+        # Used only on a scheduler without the recorder (which counts graphs from its start).
+        self._jobs = JobTracker()
+        if self._recorder_jobs() is None:
+            self._jobs.joined_late(scheduler)
         self.active: MonitorRun | None = None
         self.runs: OrderedDict[str, MonitorRun] = OrderedDict()
         self._lock = asyncio.Lock()  # start/stop one at a time, from any number of clients
@@ -217,11 +129,18 @@ class GPUMonitorPlugin(SchedulerPlugin):
     async def close(self) -> None:
         self.active = None
 
+    def _recorder_jobs(self) -> JobTracker | None:
+        return getattr(self.scheduler.plugins.get(ANALYTICS_PLUGIN), "jobs", None)
+
+    @property
+    def jobs(self) -> JobTracker:
+        return self._recorder_jobs() or self._jobs
+
     def update_graph(self, scheduler: Any, *, tasks: list | None = None, **kwargs: Any) -> None:
-        if not self._started:
-            return
+        if not self._started or self._recorder_jobs() is not None:
+            return  # the recorder counts
         try:
-            self.jobs.graph_submitted(scheduler, tasks)
+            self._jobs.graph_submitted(scheduler, tasks)
         except Exception:  # a hook must never raise into the scheduler
             logger.exception("dask-analytics: GPU job tracking failed")
 

@@ -20,10 +20,11 @@ from tornado.ioloop import PeriodicCallback
 
 from .. import messages
 from ..urls import mask_url
-from .accounting import SAMPLE_EVERY, CostMeter
+from .accounting import SAMPLE_MASK, CostMeter
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
+from .gpu_jobs import JobTracker
 from .lost import TEXTS as LOST_TEXTS
 from .lost import LostTasks
 from .metrics import MetricsRecorder
@@ -95,7 +96,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     def __init__(self, settings: dict):
         self.settings = settings
         self._started = False
-        self._calls = 0  # transition hook calls (the meter times one in SAMPLE_EVERY)
+        self._timing = False  # inside a timed transition hook call
         # Hooks are no-ops until start() has made the state they use (a preload adds the
         # plugin before the scheduler starts, and the scheduler logs events meanwhile).
         self._ready = False
@@ -111,6 +112,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._seq = 0
         self._allow = frozenset(s["events_allow"])
         self._errors = ErrorCounter()
+        # GPU samples' job and dag (collect/gpu_jobs.py): the GPU monitor reads it.
+        self.jobs = JobTracker()
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
         self._touched = self._computations.touched  # the transition hook marks moved groups here
         self._tasks = scheduler.tasks  # emptied in place by Dask, never replaced
@@ -137,6 +140,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         # What analytics costs this scheduler's event loop, by part (dal.status shows it).
         self._meter = CostMeter(watch_gc=True)
         self._meter.calibrate()
+        self._counter0 = scheduler.transition_counter  # the hook sees every transition from here
         self._ticks = 0
         self._again = False  # a tick is due in the next turn of the loop (the last one ran out of time)
         if s["idle_timeout"] is not None:
@@ -240,6 +244,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         try:
             if scheduler.computations:
                 self._computations.observe_graph(scheduler.computations[-1], scheduler.tasks, tasks)
+            self.jobs.graph_submitted(scheduler, tasks)
         except Exception:
             logger.exception("dask-analytics: could not follow a submitted graph")
         finally:
@@ -247,22 +252,15 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
                    **kwargs: Any) -> None:
-        self._calls += 1
-        if self._calls % SAMPLE_EVERY or not self._ready:
-            self._transition(key, start, finish, stimulus_id, kwargs)
-            return
-        # One call in SAMPLE_EVERY is timed (collect/accounting.py), by the wall clock: a
-        # CPU clock is a system call that costs more than the call it times.
-        meter = self._meter
-        meter.begin_sample()
-        t0 = time.perf_counter()
-        try:
-            self._transition(key, start, finish, stimulus_id, kwargs)
-        finally:
-            meter.end_sample(time.perf_counter() - t0)
-
-    def _transition(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
+        # Dask calls this for every transition of every task: no layer in between, and
+        # nothing counted here (the scheduler counts transitions).  One transition in
+        # SAMPLE_EVERY (by Dask's count: no bias to any kind of transition) is timed for
+        # the meter, by the wall clock: a CPU clock is a system call that costs more
+        # than the call it times.
         if not self._ready:
+            return
+        if not (self.scheduler.transition_counter & SAMPLE_MASK or self._timing):
+            self._timed(key, start, finish, stimulus_id, kwargs)
             return
         ts = self._tasks.get(key)
         if ts is None:
@@ -327,6 +325,17 @@ class AnalyticsPlugin(SchedulerPlugin):
                                             tg.name, finish, startstops)
         except Exception:
             logger.exception("dask-analytics: transition hook failed for %r", key)
+
+    def _timed(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
+        meter = self._meter
+        self._timing = True
+        meter.begin_sample()
+        t0 = time.perf_counter()
+        try:
+            self.transition(key, start, finish, stimulus_id=stimulus_id, **kwargs)
+        finally:
+            meter.end_sample(time.perf_counter() - t0)
+            self._timing = False
 
     def _erred(self, key: Any, tg: Any, counts: Any, kwargs: dict) -> None:
         text = kwargs.get("exception_text")
@@ -585,7 +594,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         }
 
     def _cost(self) -> dict:
-        self._meter.transition_calls = self._calls
+        self._meter.transition_calls = self.scheduler.transition_counter - self._counter0
         self._meter.other_plugins = sum(1 for p in self.scheduler.plugins.values()
                                         if p is not self and type(p).__module__.startswith("dask_analytics_lab"))
         return self._meter.report(
