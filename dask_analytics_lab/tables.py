@@ -8,10 +8,13 @@ otherwise act on the reader's terminal.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from typing import Any, Iterable, Sequence
 
-from dask.utils import format_bytes, format_time
+from dask.utils import format_bytes
+
+from .ids import shorten
 
 
 # C0 and C1 control characters (ESC, CSI, BEL, backspace, carriage return ...), DEL, and
@@ -42,9 +45,40 @@ def when(t: float | None) -> str:
         return printable(repr(t))  # stored before the store bounded times: show it, do not fail
 
 
+def duration(s: float) -> str:
+    """A duration as every view shows it ("850 ms", "12.5 s", "4m 00s", "2h 03m", "3d 4h"):
+    the Python twin of js/common/format.ts `duration`, so the CLI, the findings and the
+    UI print one figure one way (tests/test_cli.py runs both)."""
+    if not math.isfinite(s):
+        return "-"
+    s = max(s, 0.0)
+    if s < 1e-3:
+        return "0 s" if s == 0 else f"{_round(s * 1e6)} µs"
+    if s < 1:
+        return f"{_round(s * 1e3)} ms"
+    if s < 10:
+        return f"{s:.2f} s"
+    if s < 59.95:
+        return f"{s:.1f} s"
+    # Round once, then split: 239.6 s is "4m 00s", never "3m 60s".
+    whole = _round(s)
+    m = whole // 60
+    if m < 60:
+        return f"{m}m {whole % 60:02d}s"
+    hrs = m // 60
+    if hrs < 48:
+        return f"{hrs}h {m % 60:02d}m"
+    return f"{hrs // 24}d {hrs % 24}h"
+
+
+def _round(x: float) -> int:
+    # JavaScript's Math.round: halves go up (Python's round() goes to even).
+    return math.floor(x + 0.5)
+
+
 def seconds(s: float | None) -> str:
     try:
-        return "-" if s is None else format_time(s)
+        return "-" if s is None else duration(float(s))
     except (OverflowError, ValueError, TypeError):
         return printable(repr(s))
 
@@ -96,10 +130,11 @@ def _cost(value: Any) -> str:
 
 def clusters(rows: list[dict]) -> str:
     """Status, end and duration come from the rows (the store decides them)."""
+    ids = shorten(r["cluster_id"] for r in rows)
     table = render(
         [
             (
-                r["cluster_id"], r.get("name"), r.get("user"), r.get("status"), when(r.get("started")),
+                ids[r["cluster_id"]], r.get("name"), r.get("user"), r.get("status"), when(r.get("started")),
                 when(r.get("ended")), seconds(r.get("duration")), *_size(r),
                 seconds(r.get("worker_seconds")), _cost(r.get("cost")),
             )
@@ -117,10 +152,11 @@ def computations(rows: list[dict]) -> str:
     def took(r: dict) -> str:
         return seconds(r["stop"] - r["start"]) if r.get("stop") is not None and r.get("start") is not None else "-"
 
+    ids = shorten(r["computation_id"] for r in rows)
     return render(
         [
             (
-                r["computation_id"], when(r.get("start")), r.get("state"), took(r), short(r.get("label"), 40),
+                ids[r["computation_id"]], when(r.get("start")), r.get("state"), took(r), short(r.get("label"), 40),
                 short(r.get("code_line"), 50), r.get("n_tasks"), r.get("n_done"), r.get("n_erred"),
                 r.get("n_cancelled") or 0, r.get("n_not_run"), seconds(r.get("compute")), nbytes(r.get("nbytes")),
             )
@@ -141,12 +177,13 @@ def example(r: dict) -> str:
 def exceptions(rows: list[dict]) -> str:
     """One row per failure (exception type + the frame that raised it + the message
     with its literals masked), with its count and an example message."""
+    ids = shorten(r["computation_id"] for r in rows if r.get("computation_id"))
     return render(
         [
             (
                 r.get("count"), r.get("exc_type") or "", short(r.get("location"), 50),
                 short(r.get("pattern"), 50), short(example(r), 60), r.get("task_group"),
-                r.get("computation_id"), when(r.get("last_time")),
+                ids.get(r.get("computation_id"), r.get("computation_id")), when(r.get("last_time")),
             )
             for r in rows
         ],
@@ -163,10 +200,11 @@ def events(rows: list[dict]) -> str:
 
 def runs(rows: list[dict]) -> str:
     """The runs of one computation's code, newest first."""
+    ids = shorten(r["computation_id"] for r in rows)
     return render(
         [
             (
-                r["computation_id"], short(r.get("cluster_name") or r.get("cluster_id"), 30), when(r.get("start")),
+                ids[r["computation_id"]], short(r.get("cluster_name") or r.get("cluster_id"), 30), when(r.get("start")),
                 r.get("state"), seconds(r.get("wall")), r.get("n_tasks"), seconds(r.get("compute")),
                 nbytes(r.get("nbytes")), "-" if r.get("cost") is None else _cost(r.get("cost")),
             )
@@ -192,11 +230,12 @@ def _ratio(x: float | None) -> str:
 def comparison(result: dict) -> str:
     """A run against its baseline: the findings, then one row per task prefix."""
     wall = result["wall"]
-    head = [f"computation {printable(result['computation_id'])}"]
+    ids = shorten(x for x in (result["computation_id"], result["baseline_id"]) if x is not None)
+    head = [f"computation {printable(ids[result['computation_id']])}"]
     if result["baseline_id"] is None:
         head.append("no baseline")
     else:
-        head.append(f"against {printable(result['baseline_id'])}: wall {seconds(wall['before'])} → "
+        head.append(f"against {printable(ids[result['baseline_id']])}: wall {seconds(wall['before'])} → "
                     f"{seconds(wall['after'])} ({_ratio(wall['ratio'])})")
     lines = [", ".join(head)]
     lines += [f"  - {printable(f)}" for f in result["findings"]]
