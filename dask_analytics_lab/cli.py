@@ -106,7 +106,8 @@ def filter_options(states: tuple[str, ...]) -> Any:
         click.option("--since", metavar="WHEN", help="started at or after: ISO date/time (UTC), epoch seconds, "
                                                      "or an age such as 7d"),
         click.option("--until", metavar="WHEN", help="started before, as --since"),
-        click.option("--text", help="in the name (clusters) or label (computations), any case"),
+        click.option("--text", help="in the name (clusters); in the label, code line or a task prefix "
+                                    "(computations); any case"),
         click.option("--before", metavar="CURSOR", help="the next, older page: the cursor the previous page "
                                                         "printed"),
     ]

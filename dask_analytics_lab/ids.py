@@ -13,11 +13,13 @@ from typing import Iterable
 MIN_PREFIX = 8
 MAX_CANDIDATES = 10  # an ambiguous prefix's error names at most these
 
-_WORD = re.compile(r"[A-Za-z]+-")
+# Leading words, each with a letter no hex digit is ("Scheduler-", "tcp-scheduler-"): a
+# uuid's groups are never taken for one.
+_WORD = re.compile(r"(?:[A-Za-z]*[g-zG-Z][A-Za-z]*-)+")
 
 
 def short_id(ident: str, size: int = MIN_PREFIX) -> str:
-    """`ident` cut to `size` characters (after a leading word such as "Scheduler-")."""
+    """`ident` cut to `size` characters after its leading words (such as "Scheduler-")."""
     word = _WORD.match(ident)
     keep = (word.end() if word else 0) + size
     return ident if len(ident) <= keep else ident[:keep]

@@ -252,7 +252,8 @@ def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, acc
     are (then the clusters of the page's running ones, for `_mark_lost`).
 
     user: of its cluster; state: running, finished, erred, cancelled or lost (running
-    on a cluster that ended); since/until: start in [since, until); text: in its label."""
+    on a cluster that ended); since/until: start in [since, until); text: in its label, the
+    line of code that made it or a task prefix of it."""
     now = _clock(now)
     c = s.computations
     q = sa.select(c).where(_in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now))
@@ -271,7 +272,13 @@ def _computation_filters(*, user: Any = None, state: Any = None, text: Any = Non
     if user is not None:
         terms.append(c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.user == user)))
     if text is not None:
-        terms.append(c.label.icontains(text, autoescape=True))
+        g = s.task_groups.c
+        # A label names a few prefixes only: the groups' own prefixes are searched too.
+        # A code line a team server stored encrypted cannot be searched in SQL.
+        prefix = sa.exists().where(g.cluster_id == c.cluster_id, g.computation_id == c.computation_id,
+                                   g.prefix.icontains(text, autoescape=True))
+        terms.append(sa.or_(c.label.icontains(text, autoescape=True), c.code_line.icontains(text, autoescape=True),
+                            prefix))
     if state in ("running", "lost"):
         # Stored "running"; "lost" when its cluster ended (as _mark_lost says it).
         live = sa.select(s.clusters.c.cluster_id).where(*_cluster_filters(state="live", now=now))
