@@ -34,6 +34,9 @@ FLOOR = {"compute": 0.5, "wall": 0.5, "transfer": 0.5, "disk": 0.5, "nbytes": 64
 # Inputs differ when their tasks differ, or their bytes by more than this factor: Dask
 # sizes object columns from a random sample, so the same input can read a few percent apart.
 INPUT_BYTES = 1.1
+# The views' "vs previous" shows no ratio for a prefix under this much compute time in both
+# runs (seconds): 4 ms against 1 ms reads "4.0x slower" and means nothing.
+VS_MIN_COMPUTE = 0.1
 
 
 def _ratio(before: float | None, after: float | None) -> float | None:
@@ -290,6 +293,11 @@ def findings(before: dict, after: dict, wall: dict, groups: list[dict], inputs: 
     return out
 
 
+def _compute(group: dict) -> float:
+    """The larger of a prefix's compute time in the two runs."""
+    return max((side or {}).get("compute") or 0.0 for side in (group["before"], group["after"]))
+
+
 def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
     """For views: this run's ratio against its baseline, and the recent runs' wall times."""
     try:
@@ -300,6 +308,7 @@ def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None
                 "inputs_differ": None, "groups": {}, "runs": []}
     return {"computation_id": computation_id, "baseline_id": result["baseline_id"], "wall": result["wall"],
             "findings": result["findings"], "inputs_differ": result["inputs_differ"],
-            "groups": {g["prefix"]: g["ratio"] for g in result["groups"]},
+            "groups": {g["prefix"]: g["ratio"] if _compute(g) >= VS_MIN_COMPUTE else None
+                       for g in result["groups"]},
             "runs": [{"computation_id": r["computation_id"], "start": r["start"], "wall": r["wall"],
                       "state": r["state"]} for r in runs[::-1]]}
