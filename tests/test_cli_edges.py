@@ -13,7 +13,8 @@ from pathlib import Path
 import dask.config
 import pytest
 
-from dask_analytics_lab import cli, tables
+from dask_analytics_lab import cli
+from dask_analytics_lab.figures import duration
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.store import open_store
 
@@ -114,7 +115,7 @@ def test_durations_read_as_in_the_views(store_file, capsys):
 @pytest.mark.skipif(shutil.which("node") is None or not (ROOT / "node_modules" / "esbuild").exists(),
                     reason="needs node and the JS build tools (npm install)")
 def test_the_cli_and_the_views_format_a_duration_alike(tmp_path):
-    """tables.duration against js/common/format.ts `duration`, the one the views use."""
+    """figures.duration against js/common/format.ts `duration`, the one the views use."""
     values = [0, 4e-7, 0.0004, 0.0125, 0.5, 0.9996, 1, 1.234, 9.999, 12.34, 59.94, 59.96, 75, 239.6, 599.5,
               3599.4, 3600, 5400, 86399, 172799, 172800, 3 * 86400 + 4 * 3600 + 59, -1, 1e7]
     bundle = tmp_path / "format.mjs"
@@ -124,7 +125,7 @@ def test_the_cli_and_the_views_format_a_duration_alike(tmp_path):
               f"console.log(JSON.stringify({json.dumps(values)}.map(duration)))")
     out = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, check=True,
                          timeout=60)
-    assert [tables.duration(v) for v in values] == json.loads(out.stdout)
+    assert [duration(v) for v in values] == json.loads(out.stdout)
 
 
 def test_no_traceback_for_a_missing_driver(capsys, monkeypatch):

@@ -21,7 +21,7 @@ from dask.utils import format_bytes
 
 from . import schema as s
 from ..store_errors import NotFound
-from ..tables import duration
+from ..figures import duration
 from .queries import _clock, _computation_row, _in_account, _limit, _mark_lost, _rows
 
 # Figures kept per run and per prefix, summed over a prefix's groups.
