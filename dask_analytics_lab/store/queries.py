@@ -27,6 +27,8 @@ from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_
                       parse_text, parse_time)
 from .ingest import cluster_accounts
 
+# Where a computation's label leaves prefixes out (collect/computations.py _label).
+LABEL_CUT = "…"
 # Key columns where "" stands for "none" (see schema.py); reads give None back.
 _EMPTY_IS_NONE = {"computation_id", "task_group"}
 
@@ -273,10 +275,13 @@ def _computation_filters(*, user: Any = None, state: Any = None, text: Any = Non
         terms.append(c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.user == user)))
     if text is not None:
         g = s.task_groups.c
-        # A label names a few prefixes only: the groups' own prefixes are searched too.
-        # A code line a team server stored encrypted cannot be searched in SQL.
-        prefix = sa.exists().where(g.cluster_id == c.cluster_id, g.computation_id == c.computation_id,
-                                   g.prefix.icontains(text, autoescape=True))
+        # A label names every prefix of its computation unless it was cut ("a → b → … → z",
+        # collect/computations.py _label) or never made: only then are the groups read, so
+        # a search that matches nothing reads the labels, not every task group.  A code line
+        # a team server stored encrypted cannot be searched in SQL.
+        cut = sa.or_(c.label.is_(None), c.label.contains(LABEL_CUT, autoescape=True))
+        prefix = sa.and_(cut, sa.exists().where(g.cluster_id == c.cluster_id, g.computation_id == c.computation_id,
+                                                g.prefix.icontains(text, autoescape=True)))
         terms.append(sa.or_(c.label.icontains(text, autoescape=True), c.code_line.icontains(text, autoescape=True),
                             prefix))
     if state in ("running", "lost"):
