@@ -306,7 +306,7 @@ def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None
     except NoFingerprint:
         return {"computation_id": computation_id, "baseline_id": None, "wall": None, "findings": [],
                 "inputs_differ": None, "groups": {}, "runs": []}
-    return {"computation_id": computation_id, "baseline_id": result["baseline_id"], "wall": result["wall"],
+    return {"computation_id": result["computation_id"], "baseline_id": result["baseline_id"], "wall": result["wall"],
             "findings": result["findings"], "inputs_differ": result["inputs_differ"],
             "groups": {g["prefix"]: g["ratio"] if _compute(g) >= VS_MIN_COMPUTE else None
                        for g in result["groups"]},
