@@ -213,7 +213,8 @@ def list_computations(cluster_id: str | None = None, *, user: str | None = None,
     user / account: of its cluster; state: "running", "finished", "erred",
     "cancelled" or "lost" (was running when its cluster ended); since / until: start
     in [since, until), as for list_clusters; text: in its label ("read_parquet →
-    groupby-agg"), any case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.
+    groupby-agg"), its code line ("df.groupby('k').v.mean().compute()") or a task
+    prefix of it, any case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.
     """
     return open_reader(store).list_computations(cluster_id=cluster_id, user=user, account=account, state=state,
                                                 since=_time(since, "since"), until=_time(until, "until"),

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import click
 
-from . import api, tables
+from . import api, config, tables
 from .config import ConfigError
 from .csvcells import write_rows
 from .prune_cli import prune
@@ -33,20 +33,48 @@ class CommandError(click.ClickException):
         click.echo(f"dask-analytics: {tables.printable(self.message, lines=True)}", err=True)
 
 
+TOKEN_HELP = ("set analytics.token (or DASK_ANALYTICS__TOKEN) to a token of this server: its operator makes "
+              "one with `dask analytics token create --account A --user U`")
+
+
 class _Group(click.Group):
-    # The errors a reader raises for bad input or an unreachable store: a message, not a traceback.
+    # The errors a reader raises for bad input, an unreachable store, a refused token or a
+    # missing driver: one line saying what to do, not a traceback.
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (ConfigError, LookupError, ConnectionError, ValueError) as e:
+        except (ConfigError, LookupError, ConnectionError, ValueError, ImportError) as e:
             raise CommandError(str(e)) from None
+        except PermissionError as e:  # a server's 401/403
+            raise CommandError(f"{e}; {TOKEN_HELP}") from None
 
 
-STORE = "dask_analytics.store"  # the group's --store, in the context's meta (shared by subcommands)
+STORE = "dask_analytics.store"  # the --store given, in the context's meta (shared by subcommands)
 
 
-def _store(ctx: click.Context) -> str | None:
-    return ctx.meta.get(STORE)
+def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    # Before or after the subcommand alike; after it wins (it is read later).
+    if value is not None:
+        ctx.meta[STORE] = value
+
+
+store_option = click.option("--store", callback=_remember_store, expose_value=False, is_eager=True,
+                            help="store path or URL (default: analytics.store from Dask's config)")
+
+
+def _store(ctx: click.Context) -> str:
+    """The store a reading command reads: never one it would create, so a path with no file
+    (a typo, another machine's path) is an error, not an empty new store."""
+    url = config.validate_store(ctx.meta.get(STORE) if ctx.meta.get(STORE) is not None
+                                else config.get("analytics.store"))
+    if url.startswith("sqlite"):
+        from .store.engine import is_memory, parse
+
+        u = parse(url)
+        if not is_memory(u) and not Path(u.database).expanduser().exists():
+            raise CommandError(f"no store at {u.database} (nothing was recorded there); `dask analytics where` "
+                               "prints the store in use, --store names another")
+    return url
 
 
 cluster_option = click.option("--cluster", help="only this cluster id")
@@ -57,17 +85,16 @@ def limit_option(default: int) -> Any:
 
 
 @click.group(name="analytics", cls=_Group, help="Read what dask-analytics-lab recorded, and serve it to a team.")
-@click.option("--store", help="store path or URL (default: analytics.store from Dask's config)")
-@click.pass_context
-def analytics(ctx: click.Context, store: str | None) -> None:
-    # `dask analytics` makes Dask's group the root: the store goes where subcommands find it.
-    ctx.meta[STORE] = store
+@store_option
+def analytics() -> None:
+    pass
 
 
 @analytics.command(help="print the store in use")
+@store_option
 @click.pass_context
 def where(ctx: click.Context) -> None:
-    click.echo(tables.printable(api.where(_store(ctx))))
+    click.echo(tables.printable(api.where(ctx.meta.get(STORE))))
 
 
 def filter_options(states: tuple[str, ...]) -> Any:
@@ -79,7 +106,8 @@ def filter_options(states: tuple[str, ...]) -> Any:
         click.option("--since", metavar="WHEN", help="started at or after: ISO date/time (UTC), epoch seconds, "
                                                      "or an age such as 7d"),
         click.option("--until", metavar="WHEN", help="started before, as --since"),
-        click.option("--text", help="in the name (clusters) or label (computations), any case"),
+        click.option("--text", help="in the name (clusters); in the label, code line or a task prefix "
+                                    "(computations); any case"),
         click.option("--before", metavar="CURSOR", help="the next, older page: the cursor the previous page "
                                                         "printed"),
     ]
@@ -100,6 +128,7 @@ def _more(rows: list[dict], limit: int) -> None:
 @analytics.command(help="recorded clusters, newest first: live, stopped or lost")
 @filter_options(CLUSTER_STATES)
 @limit_option(50)
+@store_option
 @click.pass_context
 def clusters(ctx: click.Context, limit: int, **filters: Any) -> None:
     rows = api.list_clusters(limit=limit, store=_store(ctx), **filters)
@@ -111,6 +140,7 @@ def clusters(ctx: click.Context, limit: int, **filters: Any) -> None:
 @cluster_option
 @filter_options(COMPUTATION_STATES)
 @limit_option(50)
+@store_option
 @click.pass_context
 def computations(ctx: click.Context, cluster: str | None, limit: int, **filters: Any) -> None:
     rows = api.list_computations(cluster, limit=limit, store=_store(ctx), **filters)
@@ -125,6 +155,7 @@ def computations(ctx: click.Context, cluster: str | None, limit: int, **filters:
                                               "or an age such as 30d")
 @click.option("--until", metavar="WHEN", help="clusters started before, as --since")
 @click.option("--account", help="only this account's")
+@store_option
 @click.pass_context
 def costs(ctx: click.Context, by: str, since: str | None, until: str | None, account: str | None) -> None:
     click.echo(tables.costs(api.cost_report(by, since=since, until=until, account=account, store=_store(ctx)), by))
@@ -135,6 +166,7 @@ def costs(ctx: click.Context, by: str, since: str | None, until: str | None, acc
 @click.option("--computation", help="only this computation id")
 @click.option("--traceback", is_flag=True, help="print each traceback")
 @limit_option(50)
+@store_option
 @click.pass_context
 def exceptions(ctx: click.Context, cluster: str | None, computation: str | None, traceback: bool, limit: int) -> None:
     rows = api.list_exceptions(cluster, computation_id=computation, limit=limit, store=_store(ctx))
@@ -151,6 +183,7 @@ def exceptions(ctx: click.Context, cluster: str | None, computation: str | None,
 @cluster_option
 @click.option("--topic")
 @limit_option(100)
+@store_option
 @click.pass_context
 def events(ctx: click.Context, cluster: str | None, topic: str | None, limit: int) -> None:
     click.echo(tables.events(api.list_events(cluster, topic=topic, limit=limit, store=_store(ctx))))
@@ -160,6 +193,7 @@ def events(ctx: click.Context, cluster: str | None, topic: str | None, limit: in
 @click.argument("computation_id")
 @click.option("--baseline", help="compare with this computation id instead")
 @click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
+@store_option
 @click.pass_context
 def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_json: bool) -> None:
     result = api.compare(computation_id, baseline, store=_store(ctx))
@@ -169,6 +203,7 @@ def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_js
 @analytics.command(help="every run of a computation's code, newest first, with its wall time and cost")
 @click.argument("computation_id")
 @limit_option(50)
+@store_option
 @click.pass_context
 def runs(ctx: click.Context, computation_id: str, limit: int) -> None:
     click.echo(tables.runs(api.list_runs(computation_id, limit=limit, store=_store(ctx))))
@@ -177,6 +212,7 @@ def runs(ctx: click.Context, computation_id: str, limit: int) -> None:
 @analytics.command(help="write everything as JSON or CSV")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @click.option("--output", "-o", help="JSON: a file (default stdout); CSV: a folder, one file per table")
+@store_option
 @click.pass_context
 def export(ctx: click.Context, fmt: str, output: str | None) -> None:
     data = api.export(store=_store(ctx))

@@ -30,3 +30,13 @@ class QueryTimeout(StoreUnavailable):
 
     A StoreUnavailable, so callers that already handle an unreachable store (and
     retry) handle this too; the text names the limit and how to raise it."""
+
+
+class AmbiguousId(NotFound):
+    """A short id that starts more than one id: no one id found (a server answers 404
+    with the candidates, as for an unknown id)."""
+
+
+def ambiguous(what: str, prefix: str, candidates: list[str], *, more: bool) -> AmbiguousId:
+    listed = ", ".join(candidates) + (", ..." if more else "")
+    return AmbiguousId(f"{what} id {prefix!r} is ambiguous: it starts {listed}; give more characters")

@@ -11,7 +11,10 @@ import datetime as _dt
 import re
 from typing import Any, Iterable, Sequence
 
-from dask.utils import format_bytes, format_time
+from dask.utils import format_bytes
+
+from .figures import duration
+from .ids import shorten
 
 
 # C0 and C1 control characters (ESC, CSI, BEL, backspace, carriage return ...), DEL, and
@@ -44,7 +47,7 @@ def when(t: float | None) -> str:
 
 def seconds(s: float | None) -> str:
     try:
-        return "-" if s is None else format_time(s)
+        return "-" if s is None else duration(float(s))
     except (OverflowError, ValueError, TypeError):
         return printable(repr(s))
 
@@ -96,10 +99,11 @@ def _cost(value: Any) -> str:
 
 def clusters(rows: list[dict]) -> str:
     """Status, end and duration come from the rows (the store decides them)."""
+    ids = shorten(r["cluster_id"] for r in rows)
     table = render(
         [
             (
-                r["cluster_id"], r.get("name"), r.get("user"), r.get("status"), when(r.get("started")),
+                ids[r["cluster_id"]], r.get("name"), r.get("user"), r.get("status"), when(r.get("started")),
                 when(r.get("ended")), seconds(r.get("duration")), *_size(r),
                 seconds(r.get("worker_seconds")), _cost(r.get("cost")),
             )
@@ -117,10 +121,11 @@ def computations(rows: list[dict]) -> str:
     def took(r: dict) -> str:
         return seconds(r["stop"] - r["start"]) if r.get("stop") is not None and r.get("start") is not None else "-"
 
+    ids = shorten(r["computation_id"] for r in rows)
     return render(
         [
             (
-                r["computation_id"], when(r.get("start")), r.get("state"), took(r), short(r.get("label"), 40),
+                ids[r["computation_id"]], when(r.get("start")), r.get("state"), took(r), short(r.get("label"), 40),
                 short(r.get("code_line"), 50), r.get("n_tasks"), r.get("n_done"), r.get("n_erred"),
                 r.get("n_cancelled") or 0, r.get("n_not_run"), seconds(r.get("compute")), nbytes(r.get("nbytes")),
             )
@@ -141,12 +146,13 @@ def example(r: dict) -> str:
 def exceptions(rows: list[dict]) -> str:
     """One row per failure (exception type + the frame that raised it + the message
     with its literals masked), with its count and an example message."""
+    ids = shorten(r["computation_id"] for r in rows if r.get("computation_id"))
     return render(
         [
             (
                 r.get("count"), r.get("exc_type") or "", short(r.get("location"), 50),
                 short(r.get("pattern"), 50), short(example(r), 60), r.get("task_group"),
-                r.get("computation_id"), when(r.get("last_time")),
+                ids.get(r.get("computation_id"), r.get("computation_id")), when(r.get("last_time")),
             )
             for r in rows
         ],
@@ -163,10 +169,11 @@ def events(rows: list[dict]) -> str:
 
 def runs(rows: list[dict]) -> str:
     """The runs of one computation's code, newest first."""
+    ids = shorten(r["computation_id"] for r in rows)
     return render(
         [
             (
-                r["computation_id"], short(r.get("cluster_name") or r.get("cluster_id"), 30), when(r.get("start")),
+                ids[r["computation_id"]], short(r.get("cluster_name") or r.get("cluster_id"), 30), when(r.get("start")),
                 r.get("state"), seconds(r.get("wall")), r.get("n_tasks"), seconds(r.get("compute")),
                 nbytes(r.get("nbytes")), "-" if r.get("cost") is None else _cost(r.get("cost")),
             )
@@ -192,11 +199,12 @@ def _ratio(x: float | None) -> str:
 def comparison(result: dict) -> str:
     """A run against its baseline: the findings, then one row per task prefix."""
     wall = result["wall"]
-    head = [f"computation {printable(result['computation_id'])}"]
+    ids = shorten(x for x in (result["computation_id"], result["baseline_id"]) if x is not None)
+    head = [f"computation {printable(ids[result['computation_id']])}"]
     if result["baseline_id"] is None:
         head.append("no baseline")
     else:
-        head.append(f"against {printable(result['baseline_id'])}: wall {seconds(wall['before'])} → "
+        head.append(f"against {printable(ids[result['baseline_id']])}: wall {seconds(wall['before'])} → "
                     f"{seconds(wall['after'])} ({_ratio(wall['ratio'])})")
     lines = [", ".join(head)]
     lines += [f"  - {printable(f)}" for f in result["findings"]]

@@ -200,6 +200,11 @@ def test_code_and_cluster_views(page):
     page.locator(".dal-monitor .dal-tab", has_text="Cluster").click()
     page.wait_for_selector(".dal-monitor .dal-kpi", timeout=30_000)
     assert "workers" in page.locator(".dal-monitor .dal-cards").inner_text().lower()
+    # Its key/value lists are two columns in JupyterLab's output area too, whose own rules
+    # float every dt and dd (issue 23, item 6).
+    kv = page.locator(".dal-monitor .dal-cluster dl.dal-kv").first
+    assert kv.evaluate("e => getComputedStyle(e).display") == "grid"
+    assert kv.evaluate("e => getComputedStyle(e.querySelector('dt')).float") == "none"
     # Workers over time, live: each worker's memory, drawn while the cluster runs.
     page.wait_for_selector(".dal-monitor .dal-workers-memory svg path", state="attached", timeout=60_000)
     assert page.locator(".dal-monitor .dal-workers-table tr[data-worker]").count() == 2

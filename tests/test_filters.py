@@ -10,6 +10,7 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab import api
+from dask_analytics_lab.ids import short_id
 from dask_analytics_lab.store import open_store
 
 from .factories import T0, Cluster, group
@@ -99,6 +100,30 @@ def test_computations_filter_by_user_account_state_dates_and_text(team):
     assert ids(text="groupby") == ["etl-1"]
     assert ids(etl.id, state="finished", text="groupby") == ["etl-1"]
     assert ids(etl.id, user="bob") == []
+
+
+def test_computation_text_searches_code_lines_and_task_prefixes(store_url):
+    """--text finds a computation by the line that made it, and by a task prefix its
+    label left out (a label names at most four)."""
+    store = open_store(store_url)
+    c = Cluster()
+    many = [group(f"{p}-1") for p in ("read_csv", "astype", "fillna", "assign", "dropna", "to_parquet")]
+    store.ingest([c.cluster(), c.code("cell", "df.groupby('k').v.mean().compute()\n"),
+                  c.computation("by-line", code=["cell"], code_line="df.groupby('k').v.mean().compute()",
+                                label="read_parquet → mean"),
+                  c.computation("by-prefix", groups=many, label="read_csv → astype → … → to_parquet"),
+                  c.computation("neither", label="ones → sum", code=["cell"], code_line="x.sum().compute()")])
+    store.close()
+    try:
+        ids = lambda text: _ids(dal.list_computations(text=text, store=store_url), "computation_id")  # noqa: E731
+        assert "fillna" not in dal.get_computation("by-prefix", store=store_url)["label"]
+        assert ids("GROUPBY('K')") == ["by-line"]
+        assert ids("fillna") == ["by-prefix"]
+        assert ids("mean") == ["by-line"]  # the label still counts
+        assert ids(".compute()") == ["neither", "by-line"]
+        assert ids("v_mean") == []  # "_" is a plain character, as in labels
+    finally:
+        api.close_readers()
 
 
 @pytest.mark.parametrize("kw, says", [
@@ -291,10 +316,10 @@ def test_cli_filters_and_pages(team, capsys):
     url, etl, lost = team["url"], team["etl"], team["lost"]
     code, out, err = _cli(capsys, "--store", url, "clusters", "--user", "ann", "--text", "ETL")
     assert code == 0, err
-    assert [r["cluster"] for r in table(out)] == [lost.id, etl.id]
+    assert [r["cluster"] for r in table(out)] == [short_id(lost.id), short_id(etl.id)]
     code, out, _ = _cli(capsys, "--store", url, "clusters", "--state", "stopped", "--since", "2023-11-01",
                         "--until", "2023-11-30")
-    assert [r["cluster"] for r in table(out)] == [etl.id]
+    assert [r["cluster"] for r in table(out)] == [short_id(etl.id)]
     # a full page says how to get the next one
     code, out, err = _cli(capsys, "--store", url, "computations", "--user", "ann", "--limit", "2")
     assert [r["computation"] for r in table(out)] == ["lost-1", "etl-3"]

@@ -26,7 +26,7 @@ import dask_analytics_lab
 PACKAGE = Path(dask_analytics_lab.__file__).resolve().parent
 ROOT = PACKAGE.name
 # What store/ and collect/ may import besides themselves: the base modules.
-BASE = {"messages", "config", "codecrypt", "remote", "store_errors", "urls"}
+BASE = {"messages", "config", "codecrypt", "remote", "store_errors", "urls", "ids", "figures"}
 
 
 def modules(package: Path) -> dict[str, Path]:

@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from dask.utils import format_bytes, format_time
+from dask.utils import format_bytes
 
 from . import schema as s
 from ..store_errors import NotFound
+from ..figures import duration
 from .queries import _clock, _computation_row, _in_account, _limit, _mark_lost, _rows
 
 # Figures kept per run and per prefix, summed over a prefix's groups.
@@ -33,6 +34,9 @@ FLOOR = {"compute": 0.5, "wall": 0.5, "transfer": 0.5, "disk": 0.5, "nbytes": 64
 # Inputs differ when their tasks differ, or their bytes by more than this factor: Dask
 # sizes object columns from a random sample, so the same input can read a few percent apart.
 INPUT_BYTES = 1.1
+# The views' "vs previous" shows no ratio for a prefix under this much compute time in both
+# runs (seconds): 4 ms against 1 ms reads "4.0x slower" and means nothing.
+VS_MIN_COMPUTE = 0.1
 
 
 def _ratio(before: float | None, after: float | None) -> float | None:
@@ -205,7 +209,7 @@ def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = 
     run_after = _run(after, clusters.get(after["cluster_id"]))
     groups_after = _groups(conn, after)
     if before is None:
-        return {"computation_id": computation_id, "baseline_id": None, "before": None, "after": run_after,
+        return {"computation_id": after["computation_id"], "baseline_id": None, "before": None, "after": run_after,
                 "wall": {"before": None, "after": run_after["wall"], "ratio": None},
                 "groups": [{"prefix": p, "before": None, "after": f, "ratio": None}
                            for p, f in sorted(_by_prefix(groups_after).items())],
@@ -222,7 +226,7 @@ def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = 
     wall = {"before": run_before["wall"], "after": run_after["wall"],
             "ratio": _ratio(run_before["wall"], run_after["wall"])}
     inputs = inputs_differ(_inputs(groups_before), _inputs(groups_after))
-    return {"computation_id": computation_id, "baseline_id": before["computation_id"],
+    return {"computation_id": after["computation_id"], "baseline_id": before["computation_id"],
             "before": run_before, "after": run_after, "wall": wall, "groups": groups, "inputs_differ": inputs,
             "findings": findings(run_before, run_after, wall, groups, inputs)}
 
@@ -241,7 +245,7 @@ def _moved(kind: str, before: float | None, after: float | None) -> bool:
 
 
 def _change(kind: str, before: float | None, after: float | None) -> str:
-    show = format_bytes if kind == "nbytes" else format_time
+    show = format_bytes if kind == "nbytes" else duration
     word = {"nbytes": "bytes", "wall": "wall time"}.get(kind, kind)
     before, after = before or 0, after or 0
     if not before:
@@ -268,14 +272,14 @@ def findings(before: dict, after: dict, wall: dict, groups: list[dict], inputs: 
     if wall["ratio"] and _moved("wall", wall["before"], wall["after"]):
         how = "slower" if wall["ratio"] > 1 else "faster"
         x = wall["ratio"] if wall["ratio"] > 1 else 1 / wall["ratio"]
-        out.append(f"{_times(x)} {how} overall ({format_time(wall['before'])} → {format_time(wall['after'])})")
+        out.append(f"{_times(x)} {how} overall ({duration(wall['before'])} → {duration(wall['after'])})")
     for g in groups:
         b, a = g["before"], g["after"]
         if b is None:
-            out.append(f"{g['prefix']}: new, {format_time(a['compute'])} compute over {a['n_tasks']:,} tasks")
+            out.append(f"{g['prefix']}: new, {duration(a['compute'])} compute over {a['n_tasks']:,} tasks")
             continue
         if a is None:
-            out.append(f"{g['prefix']}: gone ({format_time(b['compute'])} compute before)")
+            out.append(f"{g['prefix']}: gone ({duration(b['compute'])} compute before)")
             continue
         said = [_change(k, b[k], a[k]) for k in ("compute", "transfer", "disk", "nbytes") if _moved(k, b[k], a[k])]
         if a["n_erred"] and not b["n_erred"]:
@@ -289,6 +293,11 @@ def findings(before: dict, after: dict, wall: dict, groups: list[dict], inputs: 
     return out
 
 
+def _compute(group: dict) -> float:
+    """The larger of a prefix's compute time in the two runs."""
+    return max((side or {}).get("compute") or 0.0 for side in (group["before"], group["after"]))
+
+
 def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
     """For views: this run's ratio against its baseline, and the recent runs' wall times."""
     try:
@@ -297,8 +306,9 @@ def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None
     except NoFingerprint:
         return {"computation_id": computation_id, "baseline_id": None, "wall": None, "findings": [],
                 "inputs_differ": None, "groups": {}, "runs": []}
-    return {"computation_id": computation_id, "baseline_id": result["baseline_id"], "wall": result["wall"],
+    return {"computation_id": result["computation_id"], "baseline_id": result["baseline_id"], "wall": result["wall"],
             "findings": result["findings"], "inputs_differ": result["inputs_differ"],
-            "groups": {g["prefix"]: g["ratio"] for g in result["groups"]},
+            "groups": {g["prefix"]: g["ratio"] if _compute(g) >= VS_MIN_COMPUTE else None
+                       for g in result["groups"]},
             "runs": [{"computation_id": r["computation_id"], "start": r["start"], "wall": r["wall"],
                       "state": r["state"]} for r in runs[::-1]]}

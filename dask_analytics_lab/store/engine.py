@@ -80,8 +80,15 @@ def make_engine(url: str, *, single_connection: bool = False) -> sa.Engine:
     u = parse(url)
     pool: dict = {"pool_size": 1, "max_overflow": 0} if single_connection else {}
     if u.get_backend_name() == "postgresql":
-        # pre_ping: a pooled connection may have died with a server restart.
-        return sa.create_engine(u, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}, **pool)
+        try:
+            # pre_ping: a pooled connection may have died with a server restart.
+            return sa.create_engine(u, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+                                    **pool)
+        except ImportError as e:
+            # An install to fix, not an outage: said as what to run, still an ImportError.
+            raise ModuleNotFoundError(
+                f"the store {masked(url)} is PostgreSQL, and psycopg is not installed here ({e}); "
+                "install it with: pip install 'dask-analytics-lab[postgresql]'", name="psycopg") from None
     if is_memory(u):
         # One shared connection, or every checkout would see its own empty database.
         engine = sa.create_engine(u, poolclass=StaticPool, connect_args={"check_same_thread": False})

@@ -21,11 +21,14 @@ from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
 from . import schema as s
 from .budget import collect
 from .dynamic_code import Snippets, has_dynamic_code, place
-from ..store_errors import unknown
+from ..ids import MAX_CANDIDATES, MIN_PREFIX
+from ..store_errors import ambiguous, unknown
 from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_cursor, parse_by, parse_state,
                       parse_text, parse_time)
 from .ingest import cluster_accounts
 
+# Where a computation's label leaves prefixes out (collect/computations.py _label).
+LABEL_CUT = "…"
 # Key columns where "" stands for "none" (see schema.py); reads give None back.
 _EMPTY_IS_NONE = {"computation_id", "task_group"}
 
@@ -58,19 +61,41 @@ def _in_account(table: sa.Table, account: str | None) -> sa.ColumnElement:
     return table.c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.account == account))
 
 
-def _require_cluster(conn: sa.Connection, cluster_id: str, account: str | None) -> None:
+def _require_cluster(conn: sa.Connection, cluster_id: str, account: str | None) -> str:
+    """The cluster's full id (`cluster_id` may be a unique prefix, see ids.py)."""
     q = sa.select(s.clusters.c.cluster_id).where(s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account))
     if conn.execute(q).first() is None:
-        raise unknown("cluster", cluster_id, "clusters")
+        return _by_prefix(conn, s.clusters, cluster_id, account, "cluster", "clusters")
+    return cluster_id
 
 
 def _computation_row(conn: sa.Connection, computation_id: str, account: str | None) -> dict:
+    """Its row; `computation_id` may be a unique prefix (ids.py): use the row's id after."""
     c = s.computations
     q = sa.select(c).where(c.c.computation_id == computation_id, _in_account(c, account))
     rows = _rows(conn.execute(q))
     if not rows:
-        raise unknown("computation", computation_id, "computations")
+        full = _by_prefix(conn, c, computation_id, account, "computation", "computations")
+        rows = _rows(conn.execute(sa.select(c).where(c.c.computation_id == full)))
     return rows[0]
+
+
+def _by_prefix(conn: sa.Connection, table: sa.Table, prefix: str, account: str | None, what: str,
+               command: str) -> str:
+    """The one id of `table` in the account that starts with `prefix` (MIN_PREFIX characters
+    or more), as git takes a short commit id; NotFound for none, AmbiguousId for several."""
+    if not isinstance(prefix, str) or len(prefix) < MIN_PREFIX:
+        raise unknown(what, prefix, command)
+    col = table.c[f"{what}_id"]
+    # substr, not LIKE: SQLite's LIKE ignores case, and a prefix holds no wildcards to escape.
+    q = (sa.select(col).where(sa.func.substr(col, 1, len(prefix)) == prefix, _in_account(table, account))
+         .order_by(col).limit(MAX_CANDIDATES + 1))
+    found = list(conn.execute(q).scalars())
+    if not found:
+        raise unknown(what, prefix, command)
+    if len(found) > 1:
+        raise ambiguous(what, prefix, found[:MAX_CANDIDATES], more=len(found) > MAX_CANDIDATES)
+    return found[0]
 
 
 def _clock(now: float | None) -> float:
@@ -176,7 +201,8 @@ def get_cluster(conn: sa.Connection, cluster_id: str, *, account: str | None = N
     q = sa.select(s.clusters).where(s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account))
     rows = _rows(conn.execute(q))
     if not rows:
-        raise unknown("cluster", cluster_id, "clusters")
+        full = _by_prefix(conn, s.clusters, cluster_id, account, "cluster", "clusters")
+        rows = _rows(conn.execute(sa.select(s.clusters).where(s.clusters.c.cluster_id == full)))
     return _with_lifecycle(rows[0], _clock(now))
 
 
@@ -212,7 +238,7 @@ def _mark_lost(conn: sa.Connection, comps: list[dict], now: float) -> list[dict]
 def list_cluster_samples(conn: sa.Connection, cluster_id: str, *, account: str | None = None,
                          limit: int | None = 10_000, offset: int = 0) -> list[dict]:
     """The newest `limit` samples (after skipping the newest `offset`), oldest first."""
-    _require_cluster(conn, cluster_id, account)
+    cluster_id = _require_cluster(conn, cluster_id, account)
     t = s.cluster_samples
     q = sa.select(t).where(t.c.cluster_id == cluster_id).order_by(t.c.time.desc(), t.c.id.desc())
     return _rows(conn.execute(q.limit(_limit(limit)).offset(offset)), page=True)[::-1]
@@ -228,12 +254,13 @@ def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, acc
     are (then the clusters of the page's running ones, for `_mark_lost`).
 
     user: of its cluster; state: running, finished, erred, cancelled or lost (running
-    on a cluster that ended); since/until: start in [since, until); text: in its label."""
+    on a cluster that ended); since/until: start in [since, until); text: in its label, the
+    line of code that made it or a task prefix of it."""
     now = _clock(now)
     c = s.computations
     q = sa.select(c).where(_in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now))
     if cluster_id is not None:
-        _require_cluster(conn, cluster_id, account)
+        cluster_id = _require_cluster(conn, cluster_id, account)
         q = q.where(c.c.cluster_id == cluster_id)
     q = _keyset(q, c.c.start, c.c.computation_id, since=since, until=until, before=before, now=now)
     return _with_cursors(_mark_lost(conn, open_code_lines(_rows(conn.execute(q.limit(_limit(limit))), page=True)), now))
@@ -247,7 +274,16 @@ def _computation_filters(*, user: Any = None, state: Any = None, text: Any = Non
     if user is not None:
         terms.append(c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.user == user)))
     if text is not None:
-        terms.append(c.label.icontains(text, autoescape=True))
+        g = s.task_groups.c
+        # A label names every prefix of its computation unless it was cut ("a → b → … → z",
+        # collect/computations.py _label) or never made: only then are the groups read, so
+        # a search that matches nothing reads the labels, not every task group.  A code line
+        # a team server stored encrypted cannot be searched in SQL.
+        cut = sa.or_(c.label.is_(None), c.label.contains(LABEL_CUT, autoescape=True))
+        prefix = sa.and_(cut, sa.exists().where(g.cluster_id == c.cluster_id, g.computation_id == c.computation_id,
+                                                g.prefix.icontains(text, autoescape=True)))
+        terms.append(sa.or_(c.label.icontains(text, autoescape=True), c.code_line.icontains(text, autoescape=True),
+                            prefix))
     if state in ("running", "lost"):
         # Stored "running"; "lost" when its cluster ended (as _mark_lost says it).
         live = sa.select(s.clusters.c.cluster_id).where(*_cluster_filters(state="live", now=now))
@@ -358,11 +394,11 @@ def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, compu
     e = s.exceptions
     q = sa.select(e).where(_in_account(e, account))
     if cluster_id is not None:
-        _require_cluster(conn, cluster_id, account)
+        cluster_id = _require_cluster(conn, cluster_id, account)
         q = q.where(e.c.cluster_id == cluster_id)
     if computation_id is not None:
         comp = _computation_row(conn, computation_id, account)
-        q = q.where(e.c.cluster_id == comp["cluster_id"], e.c.computation_id == computation_id)
+        q = q.where(e.c.cluster_id == comp["cluster_id"], e.c.computation_id == comp["computation_id"])
     q = q.order_by(e.c.last_time.desc(), e.c.id.desc()).limit(_limit(limit)).offset(offset)
     return _place_dynamic_code(conn, _rows(conn.execute(q), blanks=True, page=True))
 
@@ -394,7 +430,7 @@ def list_events(conn: sa.Connection, *, cluster_id: str | None = None, topic: st
     ev = s.events
     q = sa.select(ev).where(_in_account(ev, account), _window(ev.c.time, since, until))
     if cluster_id is not None:
-        _require_cluster(conn, cluster_id, account)
+        cluster_id = _require_cluster(conn, cluster_id, account)
         q = q.where(ev.c.cluster_id == cluster_id)
     if topic is not None:
         q = q.where(ev.c.topic == topic)
@@ -410,12 +446,13 @@ def get_profile(conn: sa.Connection, *, computation_id: str | None = None, clust
     p = s.profiles
     if computation_id is not None:
         comp = _computation_row(conn, computation_id, account)
-        if cluster_id is not None and comp["cluster_id"] != cluster_id:
+        if cluster_id is not None and comp["cluster_id"] != _require_cluster(conn, cluster_id, account):
             raise unknown("computation", computation_id, "computations")
-        q = sa.select(p.c.tree).where(p.c.cluster_id == comp["cluster_id"], p.c.computation_id == computation_id)
+        q = sa.select(p.c.tree).where(p.c.cluster_id == comp["cluster_id"],
+                                      p.c.computation_id == comp["computation_id"])
         q = q.order_by(p.c.prefix)
     elif cluster_id is not None:
-        _require_cluster(conn, cluster_id, account)
+        cluster_id = _require_cluster(conn, cluster_id, account)
         q = sa.select(p.c.tree).where(p.c.cluster_id == cluster_id).order_by(p.c.computation_id, p.c.prefix)
     else:
         raise TypeError("get_profile needs computation_id= or cluster_id=")
@@ -434,7 +471,7 @@ def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, moni
     g = s.gpu_samples
     q = sa.select(g).where(_in_account(g, account), _window(g.c.time, since, until))
     if cluster_id is not None:
-        _require_cluster(conn, cluster_id, account)
+        cluster_id = _require_cluster(conn, cluster_id, account)
         q = q.where(g.c.cluster_id == cluster_id)
     if monitor_id is not None:
         q = q.where(g.c.monitor_id == monitor_id)
@@ -449,7 +486,7 @@ def list_worker_samples(conn: sa.Connection, cluster_id: str, *, worker: str | N
                         until: float | None = None, offset: int = 0) -> list[dict]:
     """Each worker over time: the newest `limit` samples (of [since, until]; after skipping
     the newest `offset`), oldest first."""
-    _require_cluster(conn, cluster_id, account)
+    cluster_id = _require_cluster(conn, cluster_id, account)
     w = s.worker_samples
     q = sa.select(w).where(w.c.cluster_id == cluster_id, _window(w.c.time, since, until))
     if worker is not None:
@@ -463,7 +500,7 @@ def list_task_stream(conn: sa.Connection, computation_id: str, *, account: str |
     """A computation's task stream, by start (from the `offset`th): one row per task, or per bin (binned)."""
     comp = _computation_row(conn, computation_id, account)
     t = s.task_stream
-    q = (sa.select(t).where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == computation_id)
+    q = (sa.select(t).where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == comp["computation_id"])
          .order_by(t.c.start, t.c.id).limit(_limit(limit)).offset(offset))
     return _rows(conn.execute(q), page=True)
 

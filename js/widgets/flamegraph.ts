@@ -29,18 +29,11 @@ export function flatten(tree: any) {
     parent.push(p); depth.push(d); count.push(c); start.push(x); desc.push(node.description || {});
     ident.push(node.identifier ?? "");
     if (d > maxDepth) maxDepth = d;
-    const kids: any[] = Object.values(node.children || {});
-    // Dask's innermost frames can carry a count of 0: they share their parent's samples
-    // that no child claims, so the function that was running still shows.
-    const claimed = kids.reduce((t, k) => t + (k.count || 0), 0);
-    const zero = kids.filter((k) => !k.count).length;
-    const share = zero && c > claimed ? (c - claimed) / zero : 0;
-    const weight = (k) => k.count || share;
-    kids.sort((a, b) => weight(b) - weight(a));
+    const kids = childSamples(node, c).sort((a, b) => b[1] - a[1]);
     // Push in reverse so the heaviest child is laid out (and popped) first, leftmost.
     let offsets: number[] = [], xx = x;
-    for (const k of kids) { offsets.push(xx); xx += weight(k); }
-    for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j], i, d + 1, offsets[j], weight(kids[j])]);
+    for (const [, w] of kids) { offsets.push(xx); xx += w; }
+    for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j][0], i, d + 1, offsets[j], kids[j][1]]);
   }
   const n = count.length;
   const byDepth = Array.from({ length: maxDepth + 1 }, (): number[] => []);
@@ -79,31 +72,42 @@ export function isInternal(d: any): boolean {
   return INTERNAL.test(d?.filename || "");
 }
 
-/** The tree with internal frames folded away: their children take their place (merged
- *  with siblings of the same identity), their own samples stay with their caller. */
+/** [child, its samples] of a node that has `own` samples.  Dask's innermost frames can
+ *  carry a count of 0: they share their parent's samples that no child claims, so the
+ *  function that was running still shows. */
+export function childSamples(node: any, own: number): [any, number][] {
+  const kids: any[] = Object.values(node.children || {});
+  const claimed = kids.reduce((t, k) => t + (k.count || 0), 0);
+  const zero = kids.filter((k) => !k.count).length;
+  const share = zero && own > claimed ? (own - claimed) / zero : 0;
+  return kids.map((k) => [k, k.count || share]);
+}
+
+/** The tree with the frames that ran the task folded away: their children take their
+ *  place (merged with siblings of the same identity), their own samples stay with their
+ *  caller.  Only above the first frame of the user's code or a library: what that frame
+ *  calls stays whole, dask's included.  A path with no such frame (NumPy's C code called
+ *  straight from dask.array: `_matmul`, `_apply_random`) keeps its innermost frame, so a
+ *  NumPy-bound profile never folds away to nothing.  Counts are the samples each frame
+ *  had where it was (a 0 count's share of its first parent, as flatten draws it). */
 export function foldInternals(tree: any): any {
   const out = { ...tree, children: {} };
-  const stack: [any, any][] = [[tree, out]];
+  const stack: [any, number, any, boolean][] = [[tree, tree.count || 0, out, false]];
   while (stack.length) {
-    const [src, dst] = stack.pop()!;
-    // Lift through internal frames: the visible children of src.
-    const lifted: any[] = [];
-    const todo: any[] = Object.values(src.children || {});
+    const [src, own, dst, below] = stack.pop()!;
+    const lifted: [any, number][] = [];
+    const todo = childSamples(src, own);
     while (todo.length) {
-      const c = todo.pop();
-      if (isInternal(c.description)) todo.push(...Object.values(c.children || {}));
-      else lifted.push(c);
+      const [c, w] = todo.pop()!;
+      const leaf = !Object.keys(c.children || {}).length;
+      if (!below && !leaf && isInternal(c.description)) todo.push(...childSamples(c, w));
+      else if (w > 0) lifted.push([c, w]);
     }
-    for (const c of lifted) {
-      const have = dst.children[c.identifier];
-      if (have) {
-        have.count += c.count || 0;
-        stack.push([c, have]);
-      } else {
-        const copy = { ...c, children: {} };
-        dst.children[c.identifier] = copy;
-        stack.push([c, copy]);
-      }
+    for (const [c, w] of lifted) {
+      let have = dst.children[c.identifier];
+      if (have) have.count += w;
+      else have = dst.children[c.identifier] = { ...c, count: w, children: {} };
+      stack.push([c, w, have, below || !isInternal(c.description)]);
     }
   }
   return out;

@@ -1,0 +1,38 @@
+"""Figures as every view shows them, for the Python side (the CLI's tables, the
+comparison's findings): one way to write a duration, the views' (js/common/format.ts).
+
+A base module: store/ uses it too, and it imports nothing of the package."""
+from __future__ import annotations
+
+import math
+
+
+def duration(s: float) -> str:
+    """A duration as every view shows it ("850 ms", "12.5 s", "4m 00s", "2h 03m", "3d 4h"):
+    the Python twin of js/common/format.ts `duration`, so the CLI, the findings and the
+    UI print one figure one way (tests/test_cli_edges.py runs both)."""
+    if not math.isfinite(s):
+        return "-"
+    s = max(s, 0.0)
+    if s < 1e-3:
+        return "0 s" if s == 0 else f"{_round(s * 1e6)} µs"
+    if s < 1:
+        return f"{_round(s * 1e3)} ms"
+    if s < 10:
+        return f"{s:.2f} s"
+    if s < 59.95:
+        return f"{s:.1f} s"
+    # Round once, then split: 239.6 s is "4m 00s", never "3m 60s".
+    whole = _round(s)
+    m = whole // 60
+    if m < 60:
+        return f"{m}m {whole % 60:02d}s"
+    hrs = m // 60
+    if hrs < 48:
+        return f"{hrs}h {m % 60:02d}m"
+    return f"{hrs // 24}d {hrs % 24}h"
+
+
+def _round(x: float) -> int:
+    # JavaScript's Math.round: halves go up (Python's round() goes to even).
+    return math.floor(x + 0.5)
