@@ -400,7 +400,7 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
         tg = _Group(ext._ensure_span((f"run-{cid}",), (f"span-{cid}",)).id)
         ext.spans[tg.span_id].groups.add(tg)
         scheduler.tasks[key] = SimpleNamespace(group=tg)
-        rec.waiting(key)
+        rec.waiting(scheduler.tasks[key])
         return tg
 
     def heartbeat(tg, value: float, prefix: str = "f") -> None:
@@ -433,7 +433,7 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
     scheduler.tasks["f-2"] = SimpleNamespace(group=a)
     span_a = ext.spans[a.span_id]
     spans_before = dict(ext.spans)
-    rec.waiting("f-2")
+    rec.waiting(scheduler.tasks["f-2"])
     run = scheduler._task_to_msg(scheduler.tasks["f-2"])["span_id"]
     assert run != span_a.id and run not in ext.spans and ext.spans == spans_before
     assert a.span_id == span_a.id and a in span_a.groups

@@ -111,7 +111,7 @@ class MetricsRecorder:
         if self.spans is None:
             logger.warning("dask-analytics: the scheduler has no spans extension; task metrics "
                            "(execute, p2p) are not recorded per computation")
-            self.waiting: Callable[[Any], None] = lambda key: None
+            self.waiting: Callable[[Any], None] = lambda ts: None
         else:
             # The transition hook calls this for every task that goes to waiting.
             self.waiting = self.spans.waiting

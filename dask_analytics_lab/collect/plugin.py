@@ -116,6 +116,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self.jobs = JobTracker()
         self._computations = ComputationTracker(self.emit, code_transmit=s["code_transmit"])
         self._touched = self._computations.touched  # the transition hook marks moved groups here
+        self._counts = self._computations.counts  # and moves their counts (both changed in place)
         self._tasks = scheduler.tasks  # emptied in place by Dask, never replaced
         # Each computation's task stream (None: analytics.task-stream.transmit off).
         self._stream = TaskStreamRecorder(self.emit, max_tasks=s.get("task_stream_max_tasks", 10_000),
@@ -273,14 +274,16 @@ class AnalyticsPlugin(SchedulerPlugin):
         if finish == "waiting":
             if self._metrics is not None:
                 # Before Dask sends the task: it must leave with its computation's span id.
-                self._metrics.waiting(key)
+                self._metrics.waiting(ts)
             if not (self._lost.keys and self._lost.wanted_again(key)):
                 return  # every task waits once; only a lost result wanted again is counted
         elif finish == "released" and start not in NOT_DONE:
             return  # a finished task let go (the common release): nothing to count
         try:
             tg = ts.group
-            counts = self._computations.counts_for(tg, touched=True)
+            counts = self._counts.get(tg)
+            if counts is None:
+                counts = self._computations.counts_for(tg, touched=True)
             if self._lost.keys and finish in ("memory", "erred"):
                 lost = self._lost.finished(key)
                 if lost is not None and lost.waiting:  # computed again: done (or raised) below

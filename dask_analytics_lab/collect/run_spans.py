@@ -108,12 +108,11 @@ class RunSpans:
         self.moved = 0  # groups whose tasks left with a run id of their computation
         self.failed = 0  # hook calls that failed: that group's metrics stay with the earlier run
 
-    def waiting(self, key: Any) -> None:
-        """A task goes from released to waiting: make sure it will leave with a span id
-        that is its computation's own.  Never raises."""
+    def waiting(self, ts: Any) -> None:
+        """A task (TaskState) goes from released to waiting: make sure it will leave with
+        a span id that is its computation's own.  Never raises."""
         try:
-            ts = self._tasks.get(key)
-            if ts is None or not self._computations:
+            if not self._computations:
                 return
             tg, comp = ts.group, self._computations[-1]
             if tg is self._group and comp is self._comp:
@@ -136,7 +135,8 @@ class RunSpans:
         except Exception:
             self.failed += 1
             self._group = None
-            logger.exception("dask-analytics: could not give a computation its own span id for %r", key)
+            logger.exception("dask-analytics: could not give a computation its own span id for %r",
+                             getattr(ts, "key", ts))
 
     def _send_as_run(self, tg: Any, sid: str) -> None:
         run = self._runs.get((self._cid, sid))

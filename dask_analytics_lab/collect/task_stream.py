@@ -245,12 +245,20 @@ class TaskStreamRecorder:
         computation were coarsened past the deadline: each time is O(its bins))."""
         streams = self._streams
         max_tasks = self.max_tasks
+        # A few workers and prefixes name thousands of tasks: each name is cut once.
+        names: dict[Any, str | None] = {}
         for i in range(begin, end):
             cid, worker, thread, prefix, group, state, start, stop = pending[i]
             stream = streams.get(cid)
             if stream is None:
                 stream = streams[cid] = _Stream(cid, self.max_bins)
-            worker, prefix = _name(worker), _name(prefix)
+            w = names.get(worker)
+            if w is None:
+                w = names[worker] = _name(worker)
+            p = names.get(prefix)
+            if p is None:
+                p = names[prefix] = _name(prefix)
+            worker, prefix = w, p
             if stream.sealed:
                 if not stream.binned and stream.n_raw < max_tasks:
                     pass  # still under its limit: a row like any other
