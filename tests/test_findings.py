@@ -18,9 +18,12 @@ import dask_analytics_lab as dal
 from dask_analytics_lab import config
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.cli import main as cli
-from dask_analytics_lab.findings import KINDS
+from dask_analytics_lab.findings import KINDS, explain
+from dask_analytics_lab.store import NotFound, open_store
 
 from .cluster_helpers import recorded_cluster
+from .factories import Cluster, group
+from .server_helpers import ServerThread, request
 from .waiting import wait_for
 
 # Worker samples often enough to see a short scenario; an idle cluster counts as idle
@@ -74,14 +77,14 @@ def head(x) -> float:
     return float(x[0]) if hasattr(x, "shape") else len(x)
 
 
-def objects(n: int) -> list:
+def objects(i: int, n: int) -> list:
     """Python objects: pickling them is slow, per object."""
-    return [(i, str(i), {"k": i}) for i in range(n)]
+    return [(j, str(j), {"k": i}) for j in range(n)]
 
 
-def hog(i: int) -> int:
+def hog(i: int, mib: int) -> int:
     # Touch every page, so the process's RSS (what the nanny watches) really grows.
-    big = bytearray(900 * 2**20)
+    big = bytearray(mib * 2**20)
     for at in range(0, len(big), 4096):
         big[at] = 1
     time.sleep(10)
@@ -160,13 +163,44 @@ def threads(tmp_path_factory):
     with recorded_cluster(store, n_workers=1, threads_per_worker=2, memory_limit="200 MiB",
                           config={**SAMPLES, **memory}) as (client, info):
         run = Scenarios(client, store, info["cluster_id"])
-        run("gil-contention", lambda: client.gather(client.map(spin, [0.4] * 8, range(8))))
+        run("gil-contention", lambda: client.gather(client.map(spin, [0.3] * 8, range(8))))
         run("waiting", lambda: client.gather(client.map(nap, [0.3] * 8, range(8))))
-        # 1 GiB held at once by a worker whose target is 100 MiB; the twin holds 16 MiB.
-        run("spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 64) for i in range(16)])).result())
+        # 640 MiB held at once by a worker whose target is 100 MiB; the twin holds 16 MiB.
+        run("spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 64) for i in range(10)])).result())
         run("no-spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 1) for i in range(16)])).result())
         (worker,) = client.scheduler_info()["workers"]
     yield {"store": store, "ids": run.ids, "worker": worker}
+    close_readers()
+
+
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory):
+    """Worker processes with nannies, 2 x 1 thread, 2 GiB each: data moved between
+    workers, and a worker killed for its memory (the last scenario: its worker restarts)."""
+    store = str(tmp_path_factory.mktemp("findings") / "processes.db")
+    memory = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
+              "distributed.worker.memory.pause": False, "distributed.comm.compression": False,
+              # The hog's task errs at its first killed worker instead of killing three.
+              "distributed.scheduler.allowed-failures": 0}
+    with recorded_cluster(store, processes=True, memory_limit="2 GiB", config={**SAMPLES, **memory}) as (client, info):
+        client.wait_for_workers(2)
+        run = Scenarios(client, store, info["cluster_id"])
+        # One task needs what both workers made: half of it crosses between the processes.
+        # A list of many Python objects is what Dask (de)serializes slowest: object by object.
+        run("serialization", lambda: client.compute(
+            delayed(count)([delayed(objects)(i, 30_000) for i in range(4)])).result())
+        run("transfer-bound", lambda: client.compute(delayed(count)([delayed(block)(i, 100) for i in range(8)])).result())
+        run("little-moved", lambda: client.compute(delayed(count)([delayed(block)(i, 1) for i in range(8)])).result())
+        run("memory-kill", lambda: client.submit(hog, 1, 2600, pure=False).result())
+
+        def killed():
+            dal.flush(client)
+            return [e for e in dal.list_events(info["cluster_id"], topic="worker-left", store=store)
+                    if e["msg"].get("reason") == "memory"]
+        (left,) = wait_for(killed, what="the memory kill recorded")
+        client.wait_for_workers(2)
+        run("after-the-kill", lambda: client.submit(inc, 1).result())
+    yield {"store": store, "ids": run.ids, "killed": left["msg"]["worker"]}
     close_readers()
 
 
@@ -266,3 +300,80 @@ def test_thresholds_are_validated_config():
     for key, bad in (("min-impact", "soon"), ("min-share", 2), ("straggler-min-tasks", 0), ("gil-max-cpu", "x")):
         with pytest.raises(dal.ConfigError, match=rf"analytics\.findings\.{key}"):
             config.findings_settings({f"analytics.findings.{key}": bad})
+
+
+def test_transfer_bound_and_its_twin(processes):
+    f = found_kind(processes["store"], processes["ids"]["transfer-bound"], "transfer-bound")
+    assert f["groups"] == ["count"] and "count: " in f["evidence"] and "fetching inputs" in f["evidence"], f
+    healthy(processes["store"], processes["ids"]["little-moved"])
+
+
+def test_serialization(processes):
+    f = found_kind(processes["store"], processes["ids"]["serialization"], "serialization")
+    assert "(de)serializing" in f["evidence"], f
+
+
+def test_a_worker_killed_for_its_memory_and_the_run_after(processes):
+    f = found_kind(processes["store"], processes["ids"]["memory-kill"], "memory-kill")
+    assert f["groups"] == ["hog"] and processes["killed"] in f["workers"] and processes["killed"] in f["evidence"], f
+    healthy(processes["store"], processes["ids"]["after-the-kill"])
+
+
+# --- the same from stored messages: PostgreSQL too, scoped by account, on the team server --
+def straggling(c: Cluster, comp_id: str) -> list[dict]:
+    """A computation of 8 `load` tasks on 2 workers of 2 threads, one of them 50x the others."""
+    t = c.t + 1
+    rows = [{"worker": f"tcp://10.0.0.{i % 2 + 1}:4000", "thread": 140000 + i % 4, "prefix": "load",
+             "task_group": "load-abc", "state": "memory", "start": t + (i // 4) * 0.1,
+             "stop": t + (i // 4) * 0.1 + (5.0 if i == 5 else 0.1)} for i in range(8)]
+    return [c.workers(2, at=t), c.computation(comp_id, start=t, stop=t + 5.1, groups=[
+                group("load-abc", n_tasks=8, compute=5.7, start=t, stop=t + 5.1)]),
+            c.tasks(comp_id, rows)]
+
+
+def test_findings_from_stored_messages_are_scoped_by_account(store_url):
+    acme, rival = Cluster(account="acme"), Cluster(account="rival")
+    with open_store(store_url) as store:
+        store.ingest([acme.cluster(), *straggling(acme, "slow-1"), rival.cluster(), *straggling(rival, "rival-1")])
+        (f,) = explain(store, "slow-1", account="acme")
+        assert f["kind"] == "straggler" and f["groups"] == ["load-abc"] and f["workers"] == ["tcp://10.0.0.2:4000"]
+        assert "ran 5.00 s on tcp://10.0.0.2:4000, 50x its group's median of 100.00 ms" in f["evidence"], f
+        # It started at 0.1 s; with the median it would have ended at 0.2 s, as the others
+        # did: the remaining 4.9 s are the straggler's.
+        assert f["impact"] == pytest.approx(4.9, abs=0.01)
+        with pytest.raises(NotFound, match="unknown computation id 'rival-1'"):
+            explain(store, "rival-1", account="acme")
+        # A stricter threshold hides it.
+        assert explain(store, "slow-1", settings=config.findings_settings(
+            {"analytics.findings.min-impact": "10s"})) == []
+
+
+def test_findings_over_the_team_server_are_scoped_to_the_token(tmp_path):
+    with ServerThread({"store_url": f"sqlite:///{tmp_path / 'team.db'}"}) as server:
+        acme, rival = Cluster(account="acme"), Cluster(account="rival")
+        server.ctx.store.ingest([acme.cluster(), *straggling(acme, "slow-1"), rival.cluster(),
+                                 *straggling(rival, "rival-1")])
+        ann, eve = server.token("acme"), server.token("rival", user="eve")
+        try:
+            with dask.config.set({"analytics.token": ann}):
+                (f,) = dal.explain("slow-1", store=server.url)
+                assert f["kind"] == "straggler" and f["workers"] == ["tcp://10.0.0.2:4000"]
+                with pytest.raises(NotFound):
+                    dal.explain("rival-1", store=server.url)
+        finally:
+            close_readers()
+        url = server.url + "/api/computations/slow-1/findings"
+        status, body, _ = request(url)
+        assert status == 401, body
+        status, body, _ = request(url, token=eve)
+        assert status == 404 and "slow-1" in body["error"], body
+        status, body, _ = request(url + "?account=rival", token=ann)
+        assert status == 403, body
+        status, body, _ = request(server.url + "/api/computations/nope/findings", token=ann)
+        assert status == 404 and "nope" in body["error"], body
+        status, body, _ = request(url + "?limit=5", token=ann)
+        assert status == 400 and "unknown query parameter" in body["error"], body
+        status, body, _ = request(url, token=ann, method="POST", body={"x": 1})
+        assert status in (403, 405), body
+        status, body, _ = request(url, token=ann)
+        assert status == 200 and [f["kind"] for f in body["findings"]] == ["straggler"], body

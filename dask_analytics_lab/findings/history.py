@@ -6,18 +6,23 @@ failures, slower-than-before and idle-cluster.
 from __future__ import annotations
 
 from .finding import finding, secs, short
+from .memory import memory_kills
 from .record import Record
 
 
 def failures(rec: Record) -> list[dict]:
-    """failures: the computation's failure rows (exceptions): what failed, in which
+    """failures: the computation's failure rows (exceptions), less those memory-kill
+    tells of (KilledWorker, and tasks lost with a worker killed for memory): what failed, in which
     group, on which workers, how often; when the computation still finished, Dask ran
     the tasks again (or retries= did) and the failure was hidden.
 
     Impact: the whole wall time when the computation erred (shown whatever its size:
     a failed computation is never healthy); else each failure's count x its group's
     mean task time (the attempts that were thrown away)."""
-    rows = [x for x in rec.exceptions if x.get("exc_type") != "KilledWorker"]  # memory-kill tells those
+    killed = {e["msg"].get("worker") for e in memory_kills(rec)}
+    # memory-kill tells of KilledWorker, and of the tasks a worker killed for memory took with it.
+    rows = [x for x in rec.exceptions if x.get("exc_type") != "KilledWorker" and not (
+        x.get("exc_type") in ("WorkerDied", "LostData") and set(x.get("workers") or ()) <= killed and killed)]
     if not rows:
         return []
     rows.sort(key=lambda x: -x["count"])

@@ -39,16 +39,27 @@ def spilling(rec: Record) -> list[dict]:
                     groups=prefixes, workers=workers)]
 
 
+# A kill that ends a computation (KilledWorker) is timed a moment after the computation's
+# stop: the scheduler errs the task while it removes the worker.
+KILL_SLACK = 1.0
+
+
+def memory_kills(rec: Record) -> list[dict]:
+    """worker-left events of workers their nanny killed for memory during the computation."""
+    return sorted((e for e in rec.events if e["topic"] == "worker-left" and isinstance(e.get("msg"), dict)
+                   and e["msg"].get("reason") == "memory" and rec.start <= e["time"] <= rec.stop + KILL_SLACK),
+                  key=lambda e: e["time"])
+
+
 def memory_kill(rec: Record) -> list[dict]:
     """memory-kill: workers killed by their nanny for memory during the computation
-    (worker-left events, reason "memory"), and tasks Dask gave up on as KilledWorker
+    (worker-left events, reason "memory", timed when the worker left), and tasks Dask gave up on as KilledWorker
     (analytics-killed-worker events, exceptions).
 
     Impact: the whole wall time when the computation erred with KilledWorker (its work
     was lost); else, per kill, the time since the computation started or the previous
     kill: the work in flight that each kill threw away."""
-    kills = sorted((e for e in rec.events if e["topic"] == "worker-left" and isinstance(e.get("msg"), dict)
-                    and e["msg"].get("reason") == "memory" and rec.start <= e["time"]), key=lambda e: e["time"])
+    kills = memory_kills(rec)
     killed_tasks = [e for e in rec.events if e["topic"] == "analytics-killed-worker" and isinstance(e.get("msg"), dict)
                     and e["msg"].get("computation_id") == rec.comp["computation_id"]]
     killed_rows = [x for x in rec.exceptions if x.get("exc_type") == "KilledWorker"]

@@ -66,7 +66,9 @@ def transfer_bound(rec: Record) -> list[dict]:
     (transfer + compute, the task groups' figures) fetching their inputs from other
     workers.
 
-    Impact: the transfer time over the cluster's threads."""
+    Impact: the transfer time over the threads that ran those groups (task stream; the
+    cluster's threads without one), at most the wall time: a task waits for its inputs
+    on its own thread."""
     share = rec.settings["transfer_share"]
     hits = [g for g in rec.groups if (g.get("transfer") or 0.0) > 0
             and g["transfer"] / (g["transfer"] + (g.get("compute") or 0.0)) >= share]
@@ -74,23 +76,28 @@ def transfer_bound(rec: Record) -> list[dict]:
         return []
     hits.sort(key=lambda g: -g["transfer"])
     g = hits[0]
+    names = {h["name"] for h in hits}
+    ran_on = {(r.get("worker"), r.get("thread")) for r in rec.stream if r.get("task_group") in names}
+    threads = len(ran_on) or rec.threads
     network = sum(rec.metric("network").values())
     evidence = (f"{g['name']}: {secs(g['transfer'])} fetching inputs against {secs(g.get('compute') or 0.0)} of "
                 f"compute ({g['transfer'] / (g['transfer'] + (g.get('compute') or 0.0)):.0%} transfer; task groups)"
                 + (f"; workers spent {secs(network)} on the network (fine metrics)" if network else "")
-                + f". Impact: the transfer time over {rec.threads} threads")
+                + f". Impact: the transfer time over the {threads} thread(s) that ran them")
     advice = ("Move less data between workers: reduce before combining (e.g. aggregate per partition first), "
               "keep the data with the work (persist inputs where they are used, avoid shuffles of wide data), "
               "or give workers more memory and fewer, larger workers")
     return [finding("transfer-bound", f"{g['name']} waited on data transfers", evidence, advice,
-                    sum(h["transfer"] for h in hits) / rec.threads, groups=[h["name"] for h in hits])]
+                    min(sum(h["transfer"] for h in hits) / threads, rec.wall),
+                    groups=[h["name"] for h in hits])]
 
 
 def serialization(rec: Record) -> list[dict]:
     """serialization: (de)serialization and (de)compression (fine metrics, every
     context) took at least `serialization-share` of the time the tasks ran plus that.
 
-    Impact: that time over the cluster's threads."""
+    Impact: that time over the workers (each (de)serializes its own data, beside its
+    tasks)."""
     spent: dict[str | None, float] = {}
     for activity in SERIALIZATION:
         for prefix, v in rec.metric(activity).items():
@@ -102,10 +109,11 @@ def serialization(rec: Record) -> list[dict]:
         return []
     named = sorted((p for p in spent if p), key=lambda p: -spent[p])
     by = "; ".join(f"{p or 'not tied to a task'}: {secs(v)}" for p, v in sorted(spent.items(), key=lambda x: -x[1])[:3])
+    workers = max(1, len(rec.worker_threads()))
     evidence = (f"{secs(total)} (de)serializing and (de)compressing data ({by}; fine metrics) against {secs(ran)} "
-                f"running tasks ({total / (total + ran):.0%}). Impact: that time over {rec.threads} threads")
+                f"running tasks ({total / (total + ran):.0%}). Impact: that time over the {workers} worker(s)")
     advice = ("Send less, or cheaper, data: return NumPy/pandas objects rather than Python lists and dicts of "
               "objects, avoid large closures and objects in the graph (load data inside tasks), and try "
               "distributed.comm.compression: false on a fast network")
     title = f"(de)serialization took {total / (total + ran):.0%} of the time" + (f", most in {named[0]}" if named else "")
-    return [finding("serialization", title, evidence, advice, total / rec.threads, groups=named[:3])]
+    return [finding("serialization", title, evidence, advice, total / workers, groups=named[:3])]
