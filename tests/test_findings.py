@@ -133,9 +133,9 @@ def plain(tmp_path_factory):
         run("straggler", lambda: client.compute(
             delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])).result())
         a, b = sorted(client.scheduler_info()["workers"])
-        run("imbalance", lambda: client.gather(client.map(spin, [0.2] * 8, range(8), workers=[a],
+        run("imbalance", lambda: client.gather(client.map(spin, [0.4] * 8, range(8), workers=[a],
                                                           allow_other_workers=False)))
-        run("too-few-tasks", lambda: client.compute(delayed(spin)(1.5, 1)).result())
+        run("too-few-tasks", lambda: client.compute(delayed(spin)(3.0, 1)).result())
         run("failures", lambda: client.compute(delayed(total)([delayed(fails)(i) for i in range(3)])).result())
         run("before", lambda: job(client, 0.1))
         run("same-as-before", lambda: job(client, 0.1))
@@ -188,7 +188,7 @@ def processes(tmp_path_factory):
         # One task needs what both workers made: half of it crosses between the processes.
         # A list of many Python objects is what Dask (de)serializes slowest: object by object.
         run("serialization", lambda: client.compute(
-            delayed(count)([delayed(objects)(i, 30_000) for i in range(4)])).result())
+            delayed(count)([delayed(objects)(i, 40_000) for i in range(8)])).result())
         run("transfer-bound", lambda: client.compute(delayed(count)([delayed(block)(i, 100) for i in range(8)])).result())
         run("little-moved", lambda: client.compute(delayed(count)([delayed(block)(i, 1) for i in range(8)])).result())
         run("memory-kill", lambda: client.submit(hog, 1, 2600, pure=False).result())

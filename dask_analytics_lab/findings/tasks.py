@@ -55,6 +55,8 @@ def stragglers(rec: Record) -> dict[int, float]:
     """{id(row): seconds over its group's median} for each straggler task: one that ran
     `straggler-ratio` times its group's median or more, in a group of at least
     `straggler-min-tasks` tasks."""
+    if "stragglers" in rec._cache:
+        return rec._cache["stragglers"]
     st = rec.settings
     medians = rec.medians()
     out = {}
@@ -65,6 +67,7 @@ def stragglers(rec: Record) -> dict[int, float]:
         for d, r in rows:
             if d >= st["straggler_ratio"] * med:
                 out[id(r)] = d - med
+    rec._cache["stragglers"] = out
     return out
 
 
@@ -99,29 +102,40 @@ def straggler(rec: Record) -> list[dict]:
                     groups=[group], workers=[worst["worker"]])]
 
 
-def _concurrency(rec: Record) -> list[tuple[float, float, float, dict]]:
-    """(start, stop, tasks running, {group: task-seconds}) pieces of the computation:
-    a task counts 1, a bin busy/width.  Straggler excess is left out."""
+def _low_stretches(rec: Record, threads: int) -> tuple[float, float, dict[str, float]]:
+    """Over the stretches where fewer tasks ran than `threads` (but some did): their
+    length, the thread-time left idle in them over the threads, and each group's
+    task-seconds in them.  A task counts 1, a bin busy/width; straggler excess is left
+    out (the straggler rule tells of it)."""
     slow = stragglers(rec)
     edges: list[tuple[float, float, str]] = []
     for r in rec.stream:
         width = r["stop"] - r["start"]
         if width <= 0:
             continue
-        stop = r["stop"] - slow.get(id(r), 0.0)
         weight = (r.get("busy") or 0.0) / width if r.get("binned") else 1.0
         group = r.get("task_group") or r.get("prefix") or ""
         edges.append((r["start"], weight, group))
-        edges.append((stop, -weight, group))
+        edges.append((r["stop"] - slow.get(id(r), 0.0), -weight, group))
     edges.sort(key=lambda e: e[0])
-    out = []
+    low_time = idle = 0.0
+    by_group: dict[str, float] = {}
     running: dict[str, float] = {}
-    for (t, w, g), nxt in zip(edges, edges[1:] + [(None, 0, "")]):
-        running[g] = running.get(g, 0.0) + w
-        if nxt[0] is not None and nxt[0] > t:
-            c = sum(v for v in running.values() if v > 1e-9)
-            out.append((t, nxt[0], c, {k: v * (nxt[0] - t) for k, v in running.items() if v > 1e-9}))
-    return out
+    c = 0.0
+    for i, (t, w, g) in enumerate(edges):
+        c += w
+        v = running.get(g, 0.0) + w
+        if v > 1e-9:
+            running[g] = v
+        else:
+            running.pop(g, None)
+        if i + 1 < len(edges) and edges[i + 1][0] > t and 1e-9 < c < threads - 1e-6:
+            dt = edges[i + 1][0] - t
+            low_time += dt
+            idle += (threads - c) * dt / threads
+            for k, x in running.items():
+                by_group[k] = by_group.get(k, 0.0) + x * dt
+    return low_time, idle, by_group
 
 
 def too_few_tasks(rec: Record) -> list[dict]:
@@ -134,13 +148,7 @@ def too_few_tasks(rec: Record) -> list[dict]:
     threads = rec.threads
     if threads < 2 or rec.wall <= 0:
         return []
-    low_time, idle, by_group = 0.0, 0.0, {}
-    for t0, t1, c, groups in _concurrency(rec):
-        if 0 < c < threads - 1e-6:
-            low_time += t1 - t0
-            idle += (threads - c) * (t1 - t0) / threads
-            for g, v in groups.items():
-                by_group[g] = by_group.get(g, 0.0) + v
+    low_time, idle, by_group = _low_stretches(rec, threads)
     if low_time < rec.settings["too_few_share"] * rec.wall or not by_group:
         return []
     n_tasks = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
