@@ -53,7 +53,11 @@ def explain(reader: Any, computation_id: str, *, account: str | None = None,
     (a team server's); settings: config.findings_settings() (default: from Dask's
     config here).  NotFound for an id the caller may not see."""
     st = settings or config.findings_settings()
-    rec = read(reader, computation_id, account=account, settings=st)
+    if hasattr(reader, "snapshot"):  # a Store: every read in one transaction
+        with reader.snapshot() as snap:
+            rec = read(snap, computation_id, account=account, settings=st)
+    else:
+        rec = read(reader, computation_id, account=account, settings=st)
     out = []
     for rule in RULES:
         try:

@@ -17,10 +17,10 @@ from ..store_errors import NotFound
 EVENT_SLACK = 10.0
 STREAM_LIMIT = 100_000
 SAMPLE_LIMIT = 20_000
-# A long computation's worker samples are read at this many moments, one sample interval
-# each (which workers were there, their threads, what they had spilled), not every one:
-# 100 workers sampled every 5 s for 10 minutes are 12,000 rows, ~150 ms to read.
-SAMPLE_MOMENTS = 9
+# A long computation's worker samples are read at its start, middle and end, one sample
+# interval each (which workers were there, their threads, what they had spilled), not
+# every one: 100 workers sampled every 5 s for 10 minutes are 12,000 rows, ~150 ms to read.
+SAMPLE_MOMENTS = 3
 
 
 @dataclass
@@ -113,10 +113,10 @@ class Record:
 def _samples(reader: Any, cluster_id: str, start: float, stop: float, cluster: dict,
              account: str | None) -> list[dict]:
     """The workers' samples during [start, stop]: all of them for a computation of up
-    to SAMPLE_MOMENTS sample intervals, else those of SAMPLE_MOMENTS evenly spread
-    moments (one interval's worth each)."""
+    to 10 sample intervals, else those of SAMPLE_MOMENTS evenly spread moments (one
+    interval's worth each)."""
     interval = (cluster.get("settings") or {}).get("workers_interval") or 5.0
-    if stop - start <= SAMPLE_MOMENTS * interval:
+    if stop - start <= 10 * interval:
         return reader.list_worker_samples(cluster_id, account=account, since=start, until=stop, limit=SAMPLE_LIMIT)
     out: list[dict] = []
     for k in range(SAMPLE_MOMENTS):
