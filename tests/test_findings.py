@@ -253,7 +253,7 @@ def test_too_few_tasks(plain):
 
 def test_failures(plain):
     f = found_kind(plain["store"], plain["ids"]["failures"], "failures")
-    assert f["groups"] == ["fails"] and "ValueError" in f["title"] and "in fails" in f["evidence"], f
+    assert f["groups"] == ["fails"] and "ValueError" in f["title"] and "in group fails" in f["evidence"], f
 
 
 def test_slower_than_before_and_its_twin(plain):

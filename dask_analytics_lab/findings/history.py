@@ -30,7 +30,7 @@ def failures(rec: Record) -> list[dict]:
     groups = list(dict.fromkeys(x["task_group"] for x in rows if x.get("task_group")))
     workers = list(dict.fromkeys(w for x in rows for w in x.get("workers") or [] if isinstance(w, str)))
     top = rows[0]
-    what = f"{top.get('exc_type') or 'an exception'}" + (f" at {top['location']}" if top.get("location") else "")
+    what = top.get("exc_type") or "an exception"
     erred = rec.comp["state"] == "erred"
     if erred:
         impact, how = rec.wall, "the whole wall time: the computation erred"
@@ -39,8 +39,9 @@ def failures(rec: Record) -> list[dict]:
                 for g in rec.groups}
         impact = sum(x["count"] * mean.get(x.get("task_group"), 0.0) for x in rows)
         how = "each failure's count x its group's mean task time"
-    evidence = (f"{total:,} failure(s): {top['count']:,} x {what} in {top.get('task_group') or 'an unknown group'}"
+    evidence = (f"{total:,} failure(s): {top['count']:,} x {what} in group {top.get('task_group') or '(unknown)'}"
                 + (f" ({top['pattern']})" if top.get("pattern") else "")
+                + (f", raised at {top['location']}" if top.get("location") else "")
                 + (f"; {len(rows) - 1} other kind(s)" if len(rows) > 1 else "")
                 + (f"; on {short(workers)}" if workers else "")
                 + ("" if erred else "; the computation still finished: Dask ran them again, hiding them")
