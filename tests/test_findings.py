@@ -129,7 +129,7 @@ def plain(tmp_path_factory):
     with recorded_cluster(store, config=SAMPLES) as (client, info):
         run = Scenarios(client, store, info["cluster_id"])
         run("healthy", lambda: client.compute(delayed(total)([delayed(spin)(0.2, i) for i in range(8)])).result())
-        run("small-tasks", lambda: client.compute(delayed(total)([delayed(inc)(i) for i in range(1500)])).result())
+        run("small-tasks", lambda: client.compute(delayed(total)([delayed(inc)(i) for i in range(1000)])).result())
         run("straggler", lambda: client.compute(
             delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])).result())
         a, b = sorted(client.scheduler_info()["workers"])
@@ -165,8 +165,8 @@ def threads(tmp_path_factory):
         run = Scenarios(client, store, info["cluster_id"])
         run("gil-contention", lambda: client.gather(client.map(spin, [0.3] * 8, range(8))))
         run("waiting", lambda: client.gather(client.map(nap, [0.3] * 8, range(8))))
-        # 640 MiB held at once by a worker whose target is 100 MiB; the twin holds 16 MiB.
-        run("spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 64) for i in range(10)])).result())
+        # 512 MiB held at once by a worker whose target is 100 MiB; the twin holds 16 MiB.
+        run("spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 64) for i in range(8)])).result())
         run("no-spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 1) for i in range(16)])).result())
         (worker,) = client.scheduler_info()["workers"]
     yield {"store": store, "ids": run.ids, "worker": worker}
@@ -238,7 +238,7 @@ def test_a_healthy_computation_gets_no_finding(plain):
 
 def test_small_tasks(plain):
     f = found_kind(plain["store"], plain["ids"]["small-tasks"], "small-tasks", FAST_MACHINE)
-    assert f["groups"][0] == "inc" and "group inc: 1,500 tasks" in f["evidence"], f
+    assert f["groups"][0] == "inc" and "group inc: 1,000 tasks" in f["evidence"], f
     assert "about 4 tasks" in f["advice"]  # 2 x the 2 threads: inc's compute is tiny
 
 
