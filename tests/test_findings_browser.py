@@ -14,7 +14,6 @@ import shutil
 import pytest
 from dask import delayed
 
-import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster

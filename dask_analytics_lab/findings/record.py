@@ -34,7 +34,7 @@ class Record:
     compare: dict | None
     later: list[dict]
     settings: dict
-    _cache: dict = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)  # what the rules derive once and share
 
     @property
     def start(self) -> float:
@@ -63,7 +63,7 @@ class Record:
     def worker_threads(self) -> dict[str, int]:
         """Threads of each worker that was there during the computation (worker samples;
         without them, the workers the task stream names, with the threads it saw)."""
-        if "threads" not in self._cache:
+        if "threads" not in self.memo:
             threads: dict[str, int] = {}
             for s in self.samples:
                 if s.get("nthreads"):
@@ -74,8 +74,8 @@ class Record:
                     if r.get("worker"):
                         seen.setdefault(r["worker"], set()).add(r.get("thread"))
                 threads = {w: len(t) for w, t in seen.items()}
-            self._cache["threads"] = threads
-        return self._cache["threads"]
+            self.memo["threads"] = threads
+        return self.memo["threads"]
 
     @property
     def threads(self) -> int:
@@ -86,20 +86,20 @@ class Record:
     def durations(self) -> dict[str, list[tuple[float, dict]]]:
         """Each task's run time by task group, from an unbinned task stream ({} when binned:
         a bin holds many tasks, so no one task's time is known)."""
-        if "durations" not in self._cache:
+        if "durations" not in self.memo:
             out: dict[str, list[tuple[float, dict]]] = {}
             for r in self.stream:
                 if r.get("binned"):
                     out = {}
                     break
                 out.setdefault(r.get("task_group") or r.get("prefix") or "", []).append((r["stop"] - r["start"], r))
-            self._cache["durations"] = out
-        return self._cache["durations"]
+            self.memo["durations"] = out
+        return self.memo["durations"]
 
     def medians(self) -> dict[str, float]:
-        if "medians" not in self._cache:
-            self._cache["medians"] = {g: statistics.median(d for d, _ in rows) for g, rows in self.durations().items()}
-        return self._cache["medians"]
+        if "medians" not in self.memo:
+            self.memo["medians"] = {g: statistics.median(d for d, _ in rows) for g, rows in self.durations().items()}
+        return self.memo["medians"]
 
     def metric(self, activity: str, *, unit: str = "seconds", context: str | None = None) -> dict[str | None, float]:
         """A fine performance metric summed by prefix (None: not tied to a task)."""

@@ -55,8 +55,8 @@ def stragglers(rec: Record) -> dict[int, float]:
     """{id(row): seconds over its group's median} for each straggler task: one that ran
     `straggler-ratio` times its group's median or more, in a group of at least
     `straggler-min-tasks` tasks."""
-    if "stragglers" in rec._cache:
-        return rec._cache["stragglers"]
+    if "stragglers" in rec.memo:
+        return rec.memo["stragglers"]
     st = rec.settings
     medians = rec.medians()
     out = {}
@@ -67,7 +67,7 @@ def stragglers(rec: Record) -> dict[int, float]:
         for d, r in rows:
             if d >= st["straggler_ratio"] * med:
                 out[id(r)] = d - med
-    rec._cache["stragglers"] = out
+    rec.memo["stragglers"] = out
     return out
 
 

@@ -5,7 +5,7 @@ gil-contention, transfer-bound and serialization.
 """
 from __future__ import annotations
 
-from .finding import finding, secs, short
+from .finding import finding, secs
 from .record import Record
 
 # Dask's metric activities that are (de)serialization: protocol/serialize.py,
