@@ -18,6 +18,7 @@ _PUBLIC = {
     "ConfigError": "config",
     "cost_report": "api",
     "dask_setup": "api",
+    "explain": "api",
     "export": "api",
     "flush": "api",
     "get_cluster": "api",

@@ -309,6 +309,26 @@ def compare(computation_id: str, baseline: str | None = None, *, store: str | No
     return open_reader(store).compare(computation_id, baseline=baseline)
 
 
+def explain(computation_id: str, *, store: str | None = None) -> list[dict]:
+    """Why this computation was slow, and what to change: findings, most costly first,
+    each {"kind", "title", "evidence", "advice", "impact", "groups", "workers"}.
+
+    impact: the seconds of wall time it cost (an estimate; `evidence` says how it is
+    counted, and quotes the recorded figures it rests on).  kind: one of
+    findings.KINDS (small-tasks, straggler, imbalance, spilling, memory-kill,
+    gil-contention, transfer-bound, serialization, too-few-tasks, failures,
+    slower-than-before, idle-cluster).  Findings under the thresholds of
+    `analytics.findings.*` are left out: a healthy computation gets [].  Against a
+    team server, the server computes them, with its own thresholds."""
+    from .findings import explain as explain_record
+    from .remote import HttpReader
+
+    reader = open_reader(store)
+    if isinstance(reader, HttpReader):
+        return reader.explain(computation_id)
+    return explain_record(reader, computation_id)
+
+
 def list_runs(computation_id: str, *, limit: int = 100, store: str | None = None) -> list[dict]:
     """Every run of this computation's code, newest first, with its wall time, figures
     and cost (compute time at its cluster's price per core-hour; None without a price)."""

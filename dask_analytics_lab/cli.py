@@ -200,6 +200,15 @@ def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_js
     click.echo(json.dumps(result, indent=1) if as_json else tables.comparison(result))
 
 
+@analytics.command(help="why a computation was slow, and what to change: its findings, most costly first")
+@click.argument("computation_id")
+@click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
+@click.pass_context
+def explain(ctx: click.Context, computation_id: str, as_json: bool) -> None:
+    found = api.explain(computation_id, store=_store(ctx))
+    click.echo(json.dumps(found, indent=1) if as_json else tables.findings(found))
+
+
 @analytics.command(help="every run of a computation's code, newest first, with its wall time and cost")
 @click.argument("computation_id")
 @limit_option(50)

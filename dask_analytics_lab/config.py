@@ -253,6 +253,45 @@ def resolve(overrides: dict | None = None) -> dict:
     }
 
 
+def _positive_number(key: str, value: Any, *, most: float | None = None) -> float:
+    allowed = "a number > 0" + (f" and <= {most:g}" if most is not None else "")
+    try:
+        n = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        n = float("nan")
+    if not n > 0 or (most is not None and n > most):
+        raise _fail(key, value, allowed)
+    return n
+
+
+# analytics.findings.*: (kind of value, its flat name in findings_settings()).
+_FINDINGS = {
+    "min-impact": "duration", "min-share": "share", "task-overhead": "duration", "small-tasks-min": "count",
+    "target-task": "duration", "straggler-ratio": "number", "straggler-min-tasks": "count",
+    "imbalance-ratio": "number", "too-few-share": "share", "gil-wait-share": "share", "gil-min-cpu": "number",
+    "gil-max-cpu": "number",
+    "transfer-share": "share", "serialization-share": "share", "slower-ratio": "number", "idle-min": "duration",
+}
+
+
+def findings_settings(overrides: dict | None = None) -> dict:
+    """The thresholds of `analytics.findings.*`, validated: {"min_impact": 1.0, ...}
+    (durations in seconds).  Read where findings are computed (a reader's process, or
+    a team server's), not sent to the scheduler.  Raises ConfigError naming the key."""
+    out = {}
+    with dask.config.set(overrides or {}):
+        for name, kind in _FINDINGS.items():
+            key = f"analytics.findings.{name}"
+            value = get(key)
+            if kind == "duration":
+                out[name.replace("-", "_")] = _duration(key, value)
+            elif kind == "count":
+                out[name.replace("-", "_")] = _positive_int(key, value)
+            else:
+                out[name.replace("-", "_")] = _positive_number(key, value, most=1.0 if kind == "share" else None)
+    return out
+
+
 def _leaf_keys(tree: dict, prefix: str = "") -> list[str]:
     keys = []
     for name, value in tree.items():

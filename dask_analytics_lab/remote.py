@@ -336,6 +336,9 @@ class HttpReader:
         return self._get(f"/computations/{_q(computation_id)}/compare", "compare", baseline=baseline,
                          account=account)
 
+    def explain(self, computation_id: str, *, account: str | None = None) -> list[dict]:
+        return self._get(f"/computations/{_q(computation_id)}/findings", "findings", account=account)
+
     def run_summary(self, computation_id: str, *, account: str | None = None) -> dict:
         return self._get(f"/computations/{_q(computation_id)}/summary", "summary", account=account)
 

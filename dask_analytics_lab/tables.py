@@ -225,3 +225,15 @@ def comparison(result: dict) -> str:
          "bytes before", "bytes after"],
     )
     return "\n".join(lines) + "\n\n" + table
+
+
+def findings(rows: list[dict]) -> str:
+    """`explain`'s findings: title and cost, then evidence and advice, most costly first."""
+    if not rows:
+        return "no findings: nothing here cost enough time to mention (analytics.findings.* thresholds)"
+    out = []
+    for i, f in enumerate(rows, 1):
+        out.append(f"{i}. [{printable(f['kind'])}] {printable(f['title'])} (~{seconds(f['impact'])} lost)")
+        out.append(f"   evidence: {printable(f['evidence'])}")
+        out.append(f"   advice:   {printable(f['advice'])}")
+    return "\n".join(out)

@@ -21,13 +21,14 @@ FAST = {
 
 
 @contextlib.contextmanager
-def recorded_cluster(store: str, *, processes: bool = False, n_workers: int = 2,
-                     config: dict | None = None) -> Iterator[tuple[Client, dict]]:
-    """A LocalCluster whose scheduler records into `store`; yields (client, register info)."""
+def recorded_cluster(store: str, *, processes: bool = False, n_workers: int = 2, threads_per_worker: int = 1,
+                     config: dict | None = None, **cluster_kwargs) -> Iterator[tuple[Client, dict]]:
+    """A LocalCluster whose scheduler records into `store`; yields (client, register info).
+    cluster_kwargs: more of LocalCluster's (memory_limit=...)."""
     overrides = {**FAST, **(config or {})}
     with dask.config.set(overrides):
-        with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
-                          dashboard_address=":0") as cluster, Client(cluster) as client:
+        with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
+                          dashboard_address=":0", **cluster_kwargs) as cluster, Client(cluster) as client:
             info = dal.register(client, store=store)
             yield client, info
 

@@ -214,6 +214,8 @@ def test_keyboard_reaches_computations_tabs_and_flamegraph_frames(harness, page)
     assert tab.get_attribute("data-tab") == "groups"
     tab.focus()
     page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => window.model.get('tab') === 'findings'")
+    page.keyboard.press("ArrowRight")
     page.wait_for_function("() => window.model.get('tab') === 'profile'")
     assert page.evaluate("() => document.activeElement.dataset.tab") == "profile"
     assert monitor.locator(".dal-tab[data-tab=profile]").get_attribute("aria-selected") == "true"

@@ -299,6 +299,24 @@ class ComputationRunSummary(QueryHandler):
         return self.ctx.store.run_summary(computation_id, account=account)
 
 
+class ComputationFindings(QueryHandler):
+    """Findings (findings/), computed here from the store with this server's
+    analytics.findings.* thresholds."""
+
+    key = "findings"
+
+    def answer(self, account: str | None, ids: list[str], params: dict, gzip_ok: bool) -> tuple[bytes, str | None]:
+        # No answer budget around the reads: findings/record.py bounds them itself, and
+        # findings from a page of a task stream would be wrong, not short.
+        return encode_answer({self.key: self.query(account, *ids, **params)}, gzip_ok,
+                             limit=self.ctx.max_answer_bytes)
+
+    def query(self, account, computation_id):
+        from ..findings import explain
+
+        return explain(self.ctx.store, computation_id, account=account)
+
+
 class Exceptions(QueryHandler):
     key = "exceptions"
     params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id"),
@@ -418,6 +436,7 @@ def query_routes() -> list[tuple[str, type]]:
         (f"/computations/{seg}/runs", ComputationRuns),
         (f"/computations/{seg}/compare", ComputationCompare),
         (f"/computations/{seg}/summary", ComputationRunSummary),
+        (f"/computations/{seg}/findings", ComputationFindings),
         ("/exceptions", Exceptions),
         ("/events", Events),
         ("/gpu", Gpu),

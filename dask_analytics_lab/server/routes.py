@@ -84,6 +84,7 @@ which must be the token's own account; lists take `limit=`):
   GET  /api/computations/{id}/runs?limit=            {"runs": [...]}: the runs of the same code, newest first
   GET  /api/computations/{id}/compare?baseline=      {"compare": {...}} (store/compare.py)
   GET  /api/computations/{id}/summary                {"summary": {...}}: against its baseline, for the views
+  GET  /api/computations/{id}/findings               {"findings": [...]}: why it was slow (findings/)
   GET  /api/exceptions?cluster_id=&computation_id=&limit=   {"exceptions": [...]}
   GET  /api/events?cluster_id=&topic=&limit=         {"events": [...]}
   GET  /api/gpu?cluster_id=&monitor_id=&worker=&limit=      {"gpu": [...]}

@@ -17,6 +17,7 @@ from . import queries
 from . import budget
 from .engine import is_connection_error, make_engine, masked, raise_unavailable, read_options, time_limit
 from .migrate import upgrade
+from .snapshot import Snapshot
 
 
 class Store:
@@ -176,6 +177,13 @@ class Store:
     def run_summary(self, computation_id: str, *, account: str | None = None) -> dict:
         with self.reading() as conn:
             return _compare.run_summary(conn, computation_id, account=account)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """The read methods in one read transaction (snapshot.py): for several reads that
+        must agree, e.g. everything findings/ reads of one computation."""
+        with self.reading() as conn:
+            yield Snapshot(conn)
 
     def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
         with self.reading() as conn:

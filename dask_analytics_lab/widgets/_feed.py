@@ -328,6 +328,10 @@ class Feed:
                 # Against the earlier runs of this code: only once it ended (a running
                 # one's figures are partial), and again if a late message changes it.
                 w.runs = clean(api.run_summary(computation_id, store=store))
+            if w.has_trait("findings"):
+                # From the whole record: only once it ended (a running one's is partial).
+                found = [] if self._comp_state == "running" else api.explain(computation_id, store=store)
+                w.findings = clean({"computation_id": computation_id, "findings": found})
             n_erred = detail.get("n_erred") or 0
             if n_erred != self._comp_erred:
                 self._comp_erred = n_erred

@@ -37,6 +37,9 @@ class MonitorWidget(ShareMixin, LiveView):
     computation = t.Dict().tag(sync=True)
     exceptions = t.List().tag(sync=True)
     runs = t.Dict().tag(sync=True)
+    # Why it was slow: {"computation_id", "findings": explain()'s}, once it ended (the
+    # Findings tab, and the top one above the task groups).
+    findings = t.Dict().tag(sync=True)
     code = t.List().tag(sync=True)
     # Where the chosen computation's time went: get_computation()["metrics"].
     metrics = t.List().tag(sync=True)

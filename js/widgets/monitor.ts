@@ -1,12 +1,14 @@
 // The monitor: one cluster, its computations newest first (following the newest
 // while work runs), and the chosen computation's task groups, profile and code, the
-// cluster summary, GPU metrics and the share button; "Time" is where each task group's
+// cluster summary, GPU metrics and the share button; "Findings" says why it was slow
+// (explain), its top finding a line above the task groups; "Time" is where each task group's
 // time went (Dask's fine performance metrics), "Task stream" when and where each task ran.  It composes the other views,
 // which read the same model (their traits are a subset of the monitor's).
 import { h, clear, watch, throttle } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
 import taskgroups from "./taskgroups.js";
+import findings, { findingsOf } from "./findings.js";
 import flamegraph from "./flamegraph.js";
 import time from "./time.js";
 import stream from "./stream.js";
@@ -27,6 +29,7 @@ export const LOGO = `<svg viewBox="0 0 24 24" class="dal-logo" aria-hidden="true
 
 const TABS: [string, string, View][] = [
   ["groups", "Task groups", taskgroups],
+  ["findings", "Findings", findings],
   ["profile", "Profile", flamegraph],
   ["time", "Time", time],
   ["stream", "Task stream", stream],
@@ -157,6 +160,8 @@ function render({ model, el }) {
     const groups = readTable(model, "groups", "name");
     const erred = groups.reduce((a, g) => a + taskCounts(g).erred, 0);
     tabButtons.groups.replaceChildren("Task groups", groups.length ? h(`span.dal-count${erred ? ".bad" : ""}`, erred ? `${fmt.count(erred)} erred` : groups.length) : "");
+    const found = findingsOf(model);
+    tabButtons.findings.replaceChildren("Findings", found && found.length ? h("span.dal-count.bad", found.length) : "");
     const gpuRows = (model.get("gpu_base")?.rows?.length || 0) + (model.get("gpu_patch")?.rows?.length || 0);
     tabButtons.gpu.style.opacity = gpuRows ? "1" : "0.55";
   });
@@ -170,7 +175,7 @@ function render({ model, el }) {
   cleanups.push(
     watch(model, ["tab"], showTab),
     watch(model, ["cluster", "where", "title", "error"], drawHeader),
-    watch(model, ["computation_id", "follow", ...tableTraits("computations"), ...tableTraits("groups"), ...tableTraits("gpu")], drawList),
+    watch(model, ["computation_id", "follow", "findings", "computation", ...tableTraits("computations"), ...tableTraits("groups"), ...tableTraits("gpu")], drawList),
     () => clearInterval(timer));
   return () => { for (const c of cleanups) c(); root.remove(); };
 }

@@ -16,6 +16,7 @@ import { failureList } from "../common/failures.js";
 import { computationDuration } from "../common/lifecycle.js";
 import { onScreen } from "../common/onscreen.js";
 import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
+import { topFinding } from "./findings.js";
 
 const MAX_ROWS = 400;
 
@@ -121,6 +122,8 @@ function render({ model, el }) {
       return sort.desc ? -d : d;
     });
     root.append(totals(comp, groups, sum, compared ? runs : null), progressLegend(legendOf(sum)));
+    const top = topFinding(model);
+    if (top) root.append(top);
     const banner = compared ? runsBanner(runs) : null;
     if (banner) root.append(banner);
     if (exceptions.length) {
@@ -163,7 +166,7 @@ function render({ model, el }) {
   });
 
   draw();
-  const off = watch(model, ["computation", "exceptions", "runs", ...tableTraits("groups")], draw);
+  const off = watch(model, ["computation", "exceptions", "runs", "findings", ...tableTraits("groups")], draw);
   return () => { off(); root.remove(); };
 }
 

@@ -1,0 +1,73 @@
+"""Why a computation was slow, and what to change: findings from its record.
+
+    explain(reader, computation_id)  ->  [{"kind", "title", "evidence", "advice",
+                                           "impact", "groups", "workers"}, ...]
+
+Every rule reads only the store (through a reader's read methods, record.py), so it
+works for clusters long gone and on a team server.  Each rule's docstring states the
+rule and how its impact (seconds of wall time lost, an estimate) is counted; the
+thresholds are `analytics.findings.*` (analytics.yaml).  Findings that cost less than
+`min-impact`, or less than `min-share` of the wall time, are not shown: a healthy
+computation gets none.  Most costly first.
+
+Modules: record (the reads), tasks (how work was cut and spread), time_spent (fine
+metrics: GIL, transfers, serialization), memory (spilling, kills), history (failures,
+earlier runs, idle cluster).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .. import config
+from . import history, memory, tasks, time_spent
+from .record import read
+
+logger = logging.getLogger("dask_analytics_lab")
+
+KINDS = ("small-tasks", "straggler", "imbalance", "spilling", "memory-kill", "gil-contention", "transfer-bound",
+         "serialization", "too-few-tasks", "failures", "slower-than-before", "idle-cluster")
+
+RULES = (tasks.small_tasks, tasks.straggler, tasks.imbalance, memory.spilling, memory.memory_kill,
+         time_spent.gil_contention, time_spent.transfer_bound, time_spent.serialization, tasks.too_few_tasks,
+         history.failures, history.slower_than_before, history.idle_cluster)
+
+# Their cost is not a share of the wall time: an erred computation is never healthy, and
+# an idle cluster costs beside it.
+_NOT_BY_SHARE = ("idle-cluster",)
+
+
+def _shown(f: dict, wall: float, comp: dict, st: dict) -> bool:
+    if f["kind"] == "failures" and comp["state"] == "erred":
+        return True
+    if f["impact"] < st["min_impact"]:
+        return False
+    return f["kind"] in _NOT_BY_SHARE or f["impact"] >= st["min_share"] * wall
+
+
+def explain(reader: Any, computation_id: str, *, account: str | None = None,
+            settings: dict | None = None) -> list[dict]:
+    """The findings of one computation, most costly first.
+
+    reader: a Store (or anything with its read methods); account: the caller's scope
+    (a team server's); settings: config.findings_settings() (default: from Dask's
+    config here).  NotFound for an id the caller may not see."""
+    st = settings or config.findings_settings()
+    if hasattr(reader, "snapshot"):  # a Store: every read in one transaction
+        with reader.snapshot() as snap:
+            rec = read(snap, computation_id, account=account, settings=st)
+    else:
+        rec = read(reader, computation_id, account=account, settings=st)
+    out = []
+    for rule in RULES:
+        try:
+            found = rule(rec)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            # A record with a figure missing (an older release, a cut-short stream) loses
+            # that one rule, not the others.
+            logger.warning("dask-analytics: finding rule %s failed on %s", rule.__name__, computation_id,
+                           exc_info=True)
+            continue
+        out += [f for f in found if _shown(f, rec.wall, rec.comp, st)]
+    out.sort(key=lambda f: -f["impact"])
+    return out

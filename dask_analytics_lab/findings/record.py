@@ -1,0 +1,149 @@
+"""What the rules read: one computation's record, gathered through a reader's read methods
+(the Store's, scoped to an account on a team server) - the queries every view uses, no
+SQL of its own.  Everything a rule needs is read here once, bounded, so explaining a
+computation of 100,000 tasks stays a handful of reads (its task stream is then binned).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store_errors import NotFound
+
+# A worker-left event lands up to a few seconds after the departure it reports
+# (collect/workers.py waits for a late reason): read a little past the computation.
+EVENT_SLACK = 10.0
+STREAM_LIMIT = 100_000
+SAMPLE_LIMIT = 20_000
+# A long computation's worker samples are read at its start, middle and end, one sample
+# interval each (which workers were there, their threads, what they had spilled), not
+# every one: 100 workers sampled every 5 s for 10 minutes are 12,000 rows, ~150 ms to read.
+SAMPLE_MOMENTS = 3
+
+
+@dataclass
+class Record:
+    comp: dict
+    cluster: dict
+    stream: list[dict]
+    samples: list[dict]
+    exceptions: list[dict]
+    events: list[dict]
+    compare: dict | None
+    later: list[dict]
+    settings: dict
+    memo: dict = field(default_factory=dict)  # what the rules derive once and share
+
+    @property
+    def start(self) -> float:
+        return self.comp["start"]
+
+    @property
+    def stop(self) -> float:
+        """When it ended; for one still running, the last thing it did (or now)."""
+        if self.comp.get("stop") is not None:
+            return self.comp["stop"]
+        ends = [g["stop"] for g in self.comp.get("groups") or [] if g.get("stop")]
+        return max(ends) if ends else time.time()
+
+    @property
+    def wall(self) -> float:
+        return max(0.0, self.stop - self.start)
+
+    @property
+    def groups(self) -> list[dict]:
+        return self.comp.get("groups") or []
+
+    @property
+    def metrics(self) -> list[dict]:
+        return self.comp.get("metrics") or []
+
+    def worker_threads(self) -> dict[str, int]:
+        """Threads of each worker that was there during the computation (worker samples;
+        without them, the workers the task stream names, with the threads it saw)."""
+        if "threads" not in self.memo:
+            threads: dict[str, int] = {}
+            for s in self.samples:
+                if s.get("nthreads"):
+                    threads[s["worker"]] = max(threads.get(s["worker"], 0), int(s["nthreads"]))
+            if not threads:
+                seen: dict[str, set] = {}
+                for r in self.stream:
+                    if r.get("worker"):
+                        seen.setdefault(r["worker"], set()).add(r.get("thread"))
+                threads = {w: len(t) for w, t in seen.items()}
+            self.memo["threads"] = threads
+        return self.memo["threads"]
+
+    @property
+    def threads(self) -> int:
+        """Threads the computation could use: of the workers there, else the cluster's peak."""
+        n = sum(self.worker_threads().values())
+        return n or int(self.cluster.get("peak_threads") or self.cluster.get("n_threads") or 1)
+
+    def durations(self) -> dict[str, list[tuple[float, dict]]]:
+        """Each task's run time by task group, from an unbinned task stream ({} when binned:
+        a bin holds many tasks, so no one task's time is known)."""
+        if "durations" not in self.memo:
+            out: dict[str, list[tuple[float, dict]]] = {}
+            for r in self.stream:
+                if r.get("binned"):
+                    out = {}
+                    break
+                out.setdefault(r.get("task_group") or r.get("prefix") or "", []).append((r["stop"] - r["start"], r))
+            self.memo["durations"] = out
+        return self.memo["durations"]
+
+    def medians(self) -> dict[str, float]:
+        if "medians" not in self.memo:
+            self.memo["medians"] = {g: statistics.median(d for d, _ in rows) for g, rows in self.durations().items()}
+        return self.memo["medians"]
+
+    def metric(self, activity: str, *, unit: str = "seconds", context: str | None = None) -> dict[str | None, float]:
+        """A fine performance metric summed by prefix (None: not tied to a task)."""
+        out: dict[str | None, float] = {}
+        for m in self.metrics:
+            if m["activity"] == activity and m["unit"] == unit and (context is None or m["context"] == context):
+                out[m["prefix"]] = out.get(m["prefix"], 0.0) + float(m["value"] or 0.0)
+        return out
+
+
+def _samples(reader: Any, cluster_id: str, start: float, stop: float, cluster: dict,
+             account: str | None) -> list[dict]:
+    """The workers' samples during [start, stop]: all of them for a computation of up
+    to 10 sample intervals, else those of SAMPLE_MOMENTS evenly spread moments (one
+    interval's worth each)."""
+    interval = (cluster.get("settings") or {}).get("workers_interval") or 5.0
+    if stop - start <= 10 * interval:
+        return reader.list_worker_samples(cluster_id, account=account, since=start, until=stop, limit=SAMPLE_LIMIT)
+    out: list[dict] = []
+    for k in range(SAMPLE_MOMENTS):
+        at = start + (stop - start - interval) * k / (SAMPLE_MOMENTS - 1)
+        out += reader.list_worker_samples(cluster_id, account=account, since=at, until=at + interval,
+                                          limit=SAMPLE_LIMIT // SAMPLE_MOMENTS)
+    return out
+
+
+def read(reader: Any, computation_id: str, *, account: str | None = None, settings: dict) -> Record:
+    """The record of one computation; NotFound (like every read) for an id the caller
+    may not see."""
+    comp = reader.get_computation(computation_id, account=account)
+    cluster = reader.get_cluster(comp["cluster_id"], account=account)
+    start = comp["start"]
+    stop = comp.get("stop") or cluster.get("ended") or time.time()
+    stream = reader.list_task_stream(computation_id, account=account, limit=STREAM_LIMIT)
+    samples = _samples(reader, comp["cluster_id"], start, stop, cluster, account)
+    exceptions = reader.list_exceptions(computation_id=computation_id, account=account, limit=100)
+    events = reader.list_events(cluster_id=comp["cluster_id"], account=account, since=start,
+                                until=stop + EVENT_SLACK, limit=1000)
+    try:
+        compared = reader.compare(computation_id, account=account)
+    except NotFound:  # recorded without a fingerprint: no earlier run to name
+        compared = None
+    # Two: is there any computation after this one on its cluster?
+    later = [c for c in reader.list_computations(cluster_id=comp["cluster_id"], account=account, since=start,
+                                                 limit=2) if c["computation_id"] != computation_id]
+    return Record(comp=comp, cluster=cluster, stream=stream, samples=samples, exceptions=exceptions,
+                  events=events, compare=compared, later=later, settings=settings)

@@ -1,0 +1,208 @@
+"""Rules read from the task stream and the task groups: how the work was cut and spread.
+
+small-tasks, straggler, too-few-tasks and imbalance.  Each counts only what it explains:
+a straggler's tail is not also counted as imbalance or as too few tasks.
+"""
+from __future__ import annotations
+
+import math
+
+from .finding import finding, secs, short
+from .record import Record
+
+
+def small_tasks(rec: Record) -> list[dict]:
+    """small-tasks: a group of at least `small-tasks-min` tasks whose median task (task
+    stream; the mean when the stream is binned) ran shorter than what the scheduler
+    spends per task (`task-overhead`): the scheduler, not the workers, set the pace.
+
+    Impact: the group's wall time less what its compute needed on the cluster's threads,
+    but no more than its tasks x task-overhead (the scheduler time they cost)."""
+    st = rec.settings
+    medians, threads = rec.medians(), rec.threads
+    hits = []
+    for g in rec.groups:
+        n = g.get("n_tasks") or 0
+        if n < st["small_tasks_min"] or not g.get("start") or not g.get("stop"):
+            continue
+        typical = medians.get(g["name"], (g.get("compute") or 0.0) / n)
+        if typical >= st["task_overhead"]:
+            continue
+        needed = (g.get("compute") or 0.0) / threads
+        lost = min(max(0.0, g["stop"] - g["start"] - needed), n * st["task_overhead"])
+        hits.append((lost, g, typical))
+    if not hits:
+        return []
+    hits.sort(key=lambda h: -h[0])
+    lost, g, typical = hits[0]
+    aim = max(2 * threads, math.ceil((g.get("compute") or 0.0) / st["target_task"]))
+    evidence = (f"group {g['name']}: {g['n_tasks']:,} tasks, median {secs(typical)} each, below the "
+                f"~{secs(st['task_overhead'])} the scheduler spends per task; they took "
+                f"{secs(g['stop'] - g['start'])} of wall time for {secs(g.get('compute') or 0.0)} of compute on "
+                f"{threads} threads. Impact: that wall time less compute/threads, at most tasks x "
+                f"{secs(st['task_overhead'])}")
+    if len(hits) > 1:
+        evidence += f"; also {short([h[1]['name'] for h in hits[1:]])}"
+    advice = (f"Make fewer, larger tasks: about {aim:,} tasks of ~{secs(st['target_task'])} or more for "
+              f"{g['name']} (larger chunks / partitions, e.g. repartition(npartitions={aim}) or bigger array "
+              "chunks), or batch the work inside each task")
+    return [finding("small-tasks", f"{g['n_tasks']:,} tiny tasks in {g['name']}: scheduling overhead dominates",
+                    evidence, advice, min(sum(h[0] for h in hits), rec.wall),
+                    groups=[h[1]["name"] for h in hits])]
+
+
+def stragglers(rec: Record) -> dict[int, float]:
+    """{id(row): seconds over its group's median} for each straggler task: one that ran
+    `straggler-ratio` times its group's median or more, in a group of at least
+    `straggler-min-tasks` tasks."""
+    if "stragglers" in rec.memo:
+        return rec.memo["stragglers"]
+    st = rec.settings
+    medians = rec.medians()
+    out = {}
+    for name, rows in rec.durations().items():
+        med = medians[name]
+        if len(rows) < st["straggler_min_tasks"] or med <= 0:
+            continue
+        for d, r in rows:
+            if d >= st["straggler_ratio"] * med:
+                out[id(r)] = d - med
+    rec.memo["stragglers"] = out
+    return out
+
+
+def straggler(rec: Record) -> list[dict]:
+    """straggler: tasks far longer than their group's typical task (see `stragglers`)
+    that held up the end.
+
+    Impact: how much later the latest straggler ended than the computation's tasks
+    would have, had it taken its group's median: from then on, the work the other tasks
+    (not its dependents, which wait for it) still had to do, spread over every thread."""
+    slow = stragglers(rec)
+    if not slow:
+        return []
+    rows = [r for rows in rec.durations().values() for _, r in rows]
+    worst = max((r for r in rows if id(r) in slow), key=lambda r: r["stop"])
+    end = worst["stop"]
+    group = worst.get("task_group") or worst.get("prefix")
+    med = rec.medians()[group]
+    t0 = worst["start"] + med
+    left = sum(max(0.0, r["stop"] - max(r["start"], t0)) for r in rows if id(r) not in slow and r["start"] < end)
+    would = t0 + left / rec.threads
+    lost = max(0.0, end - would)
+    n_slow = sum(1 for r in rows if id(r) in slow and (r.get("task_group") or r.get("prefix")) == group)
+    d = worst["stop"] - worst["start"]
+    evidence = (f"a task of {group} ran {secs(d)} on {worst['worker']}, {d / med:.0f}x its group's median of "
+                f"{secs(med)} ({len(rec.durations()[group])} tasks, {n_slow} this slow; task stream); "
+                f"had it taken the median, the other tasks' remaining {secs(left)} of work over {rec.threads} threads would "
+                f"have been done {secs(lost)} before it ended. Impact: that difference")
+    advice = ("Find what makes those tasks long: a skewed partition (repartition, or split on a better key), "
+              "a bigger input file or chunk, or a slow worker; smaller, even tasks let the others share the tail")
+    return [finding("straggler", f"a straggler in {group} held up the end by {secs(lost)}", evidence, advice, lost,
+                    groups=[group], workers=[worst["worker"]])]
+
+
+def _low_stretches(rec: Record, threads: int) -> tuple[float, float, dict[str, float]]:
+    """Over the stretches where fewer tasks ran than `threads` (but some did): their
+    length, the thread-time left idle in them over the threads, and each group's
+    task-seconds in them.  A task counts 1, a bin busy/width; straggler excess is left
+    out (the straggler rule tells of it)."""
+    slow = stragglers(rec)
+    edges: list[tuple[float, float, str]] = []
+    for r in rec.stream:
+        width = r["stop"] - r["start"]
+        if width <= 0:
+            continue
+        weight = (r.get("busy") or 0.0) / width if r.get("binned") else 1.0
+        group = r.get("task_group") or r.get("prefix") or ""
+        edges.append((r["start"], weight, group))
+        edges.append((r["stop"] - slow.get(id(r), 0.0), -weight, group))
+    edges.sort(key=lambda e: e[0])
+    low_time = idle = 0.0
+    by_group: dict[str, float] = {}
+    running: dict[str, float] = {}
+    c = 0.0
+    for i, (t, w, g) in enumerate(edges):
+        c += w
+        v = running.get(g, 0.0) + w
+        if v > 1e-9:
+            running[g] = v
+        else:
+            running.pop(g, None)
+        if i + 1 < len(edges) and edges[i + 1][0] > t and 1e-9 < c < threads - 1e-6:
+            dt = edges[i + 1][0] - t
+            low_time += dt
+            idle += (threads - c) * dt / threads
+            for k, x in running.items():
+                by_group[k] = by_group.get(k, 0.0) + x * dt
+    return low_time, idle, by_group
+
+
+def too_few_tasks(rec: Record) -> list[dict]:
+    """too-few-tasks: for `too-few-share` of the wall time or more, fewer tasks ran than
+    the cluster has threads, and the groups running then had fewer tasks than threads
+    (so no spreading could have filled them: the graph itself was too narrow).
+
+    Impact: the thread-time left idle in those stretches, over the threads: the wall
+    time the same work would have taken less, cut into at least as many tasks as threads."""
+    threads = rec.threads
+    if threads < 2 or rec.wall <= 0:
+        return []
+    low_time, idle, by_group = _low_stretches(rec, threads)
+    if low_time < rec.settings["too_few_share"] * rec.wall or not by_group:
+        return []
+    n_tasks = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
+    main = max(by_group, key=by_group.get)
+    if n_tasks.get(main, 0) >= threads:
+        return []  # enough tasks to fill the threads: spreading, not the graph, is to blame
+    narrow = sorted((g for g in by_group if n_tasks.get(g, 0) < threads), key=lambda g: -by_group[g])
+    evidence = (f"for {secs(low_time)} of the {secs(rec.wall)} wall time ({low_time / rec.wall:.0%}) fewer tasks "
+                f"ran than the {threads} threads (task stream); group {main} has {n_tasks.get(main, 0)} task(s). "
+                f"Impact: the idle thread-time then over {threads} threads")
+    advice = (f"Cut {main} into at least {2 * threads} tasks (more partitions or smaller chunks), or run it on a "
+              f"smaller cluster: {threads} threads waited on {n_tasks.get(main, 0)} task(s)")
+    return [finding("too-few-tasks", f"too few tasks to use the {threads} threads", evidence, advice, idle,
+                    groups=narrow)]
+
+
+def imbalance(rec: Record) -> list[dict]:
+    """imbalance: the busiest worker worked `imbalance-ratio` times its even share per
+    thread or more (task stream, straggler excess left out) and ran more tasks than it
+    has threads, so the work could have been spread while other workers sat idle.
+
+    Impact: the busiest worker's busy time per thread less the even share per thread."""
+    wthreads = rec.worker_threads()
+    if len(wthreads) < 2:
+        return []
+    slow = stragglers(rec)
+    busy = {w: 0.0 for w in wthreads}
+    tasks = {w: 0 for w in wthreads}
+    groups: dict[str, float] = {}
+    for r in rec.stream:
+        w = r.get("worker")
+        if w not in busy:
+            continue
+        b = (r.get("busy") or 0.0) if r.get("binned") else r["stop"] - r["start"] - slow.get(id(r), 0.0)
+        busy[w] += b
+        tasks[w] += r.get("n_tasks") or 1
+        g = r.get("task_group") or r.get("prefix") or ""
+        groups[g] = groups.get(g, 0.0) + b
+    total = sum(busy.values())
+    if total <= 0:
+        return []
+    even = total / sum(wthreads.values())
+    top = max(busy, key=lambda w: busy[w] / wthreads[w])
+    per_thread = busy[top] / wthreads[top]
+    if per_thread < rec.settings["imbalance_ratio"] * even or tasks[top] <= wthreads[top]:
+        return []
+    idle = sorted((w for w in busy if busy[w] / wthreads[w] < even), key=lambda w: busy[w])
+    evidence = (f"{top} ran {tasks[top]:,} tasks, busy {secs(busy[top])} on {wthreads[top]} thread(s), while "
+                + "; ".join(f"{w} ran {tasks[w]:,} ({secs(busy[w])})" for w in idle[:3])
+                + f" (task stream); an even share is {secs(even)} per thread. Impact: the busiest worker's busy "
+                "time per thread less the even share")
+    advice = ("Let Dask spread the work: drop workers=/resources= restrictions that pin it to few workers, "
+              "scatter inputs with broadcast=True or to several workers, and keep work stealing on "
+              "(distributed.scheduler.work-stealing)")
+    top_groups = sorted(groups, key=lambda g: -groups[g])[:3]
+    return [finding("imbalance", f"work piled up on {top} while other workers sat idle", evidence, advice,
+                    per_thread - even, groups=top_groups, workers=[top, *idle])]
