@@ -203,6 +203,7 @@ def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_js
 @analytics.command(help="why a computation was slow, and what to change: its findings, most costly first")
 @click.argument("computation_id")
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
+@store_option
 @click.pass_context
 def explain(ctx: click.Context, computation_id: str, as_json: bool) -> None:
     found = api.explain(computation_id, store=_store(ctx))

@@ -67,6 +67,9 @@ def test_store_before_or_after_the_subcommand(store_file, capsys):
     after = main(capsys, "computations", "--store", store_file)
     assert before[0] == after[0] == 0 and before[1] == after[1] and LONE[:8] in after[1]
     assert main(capsys, "where", "--store", store_file)[1].strip() == store_file
+    before = main(capsys, "--store", store_file, "explain", LONE[:8], "--json")
+    after = main(capsys, "explain", LONE[:8], "--json", "--store", store_file)
+    assert before[0] == after[0] == 0 and before[1] == after[1]
 
 
 def test_lists_print_short_ids_that_name_one_computation(store_file, capsys):
@@ -100,7 +103,7 @@ def test_an_ambiguous_or_too_short_prefix_is_a_clear_error(store_file, capsys):
 def test_reading_commands_never_create_a_store(tmp_path, capsys):
     missing = tmp_path / "typo" / "analytics.db"
     for args in (["clusters"], ["computations"], ["exceptions"], ["events"], ["costs"], ["runs", LONE],
-                 ["compare", LONE], ["export"]):
+                 ["compare", LONE], ["explain", LONE], ["export"]):
         err = one_line_error(*main(capsys, "--store", str(missing), *args))
         assert str(missing) in err and "dask analytics where" in err, (args, err)
     assert not missing.parent.exists()
