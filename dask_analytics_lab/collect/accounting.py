@@ -6,8 +6,9 @@ noise is several points), so the cost is accounted where it is spent:
 
 - hooks: the transition hook runs ~6 times a task and costs about a microsecond, less
   than reading a thread's CPU clock twice (a system call) would add.  The scheduler
-  counts the calls (`transition_counter`), and one in SAMPLE_EVERY by that count is
-  timed by the wall clock (read in user space: tens of nanoseconds, measured at start
+  counts the calls (`transition_counter`), and one in SAMPLE_EVERY by that count, at
+  random gaps (the transitions of a regular graph come in cycles), is timed by the
+  wall clock (read in user space: tens of nanoseconds, measured at start
   and taken off), so the hook does no counting.  A timed call calls the hook once more
   (one more copy of Dask's keyword arguments): that call's cost, measured at start, is
   taken off too.  A wall clock also runs while the thread is descheduled, which on a
@@ -40,8 +41,7 @@ from typing import Any, Awaitable, Generator, TypeVar
 
 T = TypeVar("T")
 
-SAMPLE_EVERY = 64  # transitions per timed hook call
-SAMPLE_MASK = SAMPLE_EVERY - 1  # a power of two: `counter & SAMPLE_MASK` is the test
+SAMPLE_EVERY = 64  # transitions per timed hook call, on average
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
 THREAD_PREFIX = "dask-analytics"  # our threads' names start so

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import weakref
 from typing import Any, Callable
@@ -20,7 +21,7 @@ from tornado.ioloop import PeriodicCallback
 
 from .. import messages
 from ..urls import mask_url
-from .accounting import SAMPLE_MASK, CostMeter
+from .accounting import SAMPLE_EVERY, CostMeter
 from .cluster import ClusterSampler
 from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
@@ -97,6 +98,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self.settings = settings
         self._started = False
         self._timing = False  # inside a timed transition hook call
+        self._next_sample = 0  # the scheduler's transition count at which the next is timed
         # Hooks are no-ops until start() has made the state they use (a preload adds the
         # plugin before the scheduler starts, and the scheduler logs events meanwhile).
         self._ready = False
@@ -142,6 +144,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._meter = CostMeter(watch_gc=True)
         self._meter.calibrate()
         self._counter0 = scheduler.transition_counter  # the hook sees every transition from here
+        self._random = random.Random()
+        self._next_sample = self._counter0 + self._gap()
         self._ticks = 0
         self._again = False  # a tick is due in the next turn of the loop (the last one ran out of time)
         if s["idle_timeout"] is not None:
@@ -255,12 +259,14 @@ class AnalyticsPlugin(SchedulerPlugin):
                    **kwargs: Any) -> None:
         # Dask calls this for every transition of every task: no layer in between, and
         # nothing counted here (the scheduler counts transitions).  One transition in
-        # SAMPLE_EVERY (by Dask's count: no bias to any kind of transition) is timed for
-        # the meter, by the wall clock: a CPU clock is a system call that costs more
-        # than the call it times.
+        # SAMPLE_EVERY, at random gaps of Dask's count (a regular graph's transitions
+        # come in cycles: a fixed step would time one kind of transition only), is
+        # timed for the meter, by the wall clock: a CPU clock is a system call that
+        # costs more than the call it times.
         if not self._ready:
             return
-        if not (self.scheduler.transition_counter & SAMPLE_MASK or self._timing):
+        if self.scheduler.transition_counter >= self._next_sample and not self._timing:
+            self._next_sample = self.scheduler.transition_counter + self._gap()
             self._timed(key, start, finish, stimulus_id, kwargs)
             return
         ts = self._tasks.get(key)
@@ -328,6 +334,9 @@ class AnalyticsPlugin(SchedulerPlugin):
                                             tg.name, finish, startstops)
         except Exception:
             logger.exception("dask-analytics: transition hook failed for %r", key)
+
+    def _gap(self) -> int:
+        return self._random.randint(1, 2 * SAMPLE_EVERY - 1)  # SAMPLE_EVERY on average
 
     def _timed(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
         meter = self._meter
