@@ -264,7 +264,7 @@ def _token_list(args: SimpleNamespace) -> int:
 
 def _token_revoke(args: SimpleNamespace) -> int:
     if _team(args).revoke_token(args.token_id):
-        print(f"revoked token {args.token_id} (servers stop accepting it within 30 s)")
+        print(f"revoked token {args.token_id} (every server replica stops accepting it within a few seconds)")
         return 0
     print(f"no active token with id {args.token_id!r}; `dask-analytics token list` shows them", file=sys.stderr)
     return 1
