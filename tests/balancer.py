@@ -17,7 +17,6 @@ import io
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 

@@ -9,7 +9,6 @@ in the middle of ingest loses nothing and doubles nothing.
 from __future__ import annotations
 
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
