@@ -158,9 +158,10 @@ class BaseHandler(RequestHandler):
         trusted proxy (forwarded_allow_ips; Context.client_address)."""
         return self.ctx.client_address(self.request.remote_ip or "?", self.request.headers.get_list("X-Forwarded-For"))
 
-    def auth_failure(self, reason: str, credential: str) -> Any:
-        """Count and log a failure; a future of the count all replicas share, or None."""
-        return self.ctx.auth_failed(self.client_address(), self.ctx.fingerprint(credential), reason)
+    def auth_failure(self, reason: str, credential: str, *, shared: bool = True) -> Any:
+        """Count and log a failure; a future of the count all replicas share, or None.
+        shared=False: this process's count only (for what is never refused)."""
+        return self.ctx.auth_failed(self.client_address(), self.ctx.fingerprint(credential), reason, shared=shared)
 
     async def refuse_if_counted_over(self, counted: Any, credential: str) -> None:
         """429 when the count all replicas share (throttle.py) put this failure past the
@@ -217,7 +218,7 @@ class BaseHandler(RequestHandler):
         if value is None:
             # Counted and logged, never refused: the browser sends it with every page,
             # public ones too, and it reads as anonymous.
-            self.auth_failure("a session cookie with a bad or old signature", raw)
+            self.auth_failure("a session cookie with a bad or old signature", raw, shared=False)
             return None
         return value.decode("ascii", "replace")
 

@@ -430,12 +430,13 @@ class Context:
             return shared
         return max(shared, left if count >= self.auth_failures else 0.0)
 
-    def auth_failed(self, address: str, fingerprint: str, reason: str) -> Future | None:
+    def auth_failed(self, address: str, fingerprint: str, reason: str, *, shared: bool = True) -> Future | None:
         """Count one failed authentication with a credential from `address`, and log
         it (never the credential; at most `auth_failures` lines per address a minute).
-        Also counted in the database for every replica: a future of the count there
-        (throttle.py), or None."""
-        shared = self.shared_failures.count(address, fingerprint) if self.shared_failures else None
+        With `shared`, also counted in the database for every replica: a future of the
+        count there (throttle.py), or None.  Not for what is never refused (a browser's
+        stale session cookie, sent with every page): no write per page view."""
+        counted = self.shared_failures.count(address, fingerprint) if shared and self.shared_failures else None
         now = time.monotonic()
         key = (address, fingerprint)
         start, count, said = self._failures.get(key, (now, 0, False))
@@ -451,7 +452,7 @@ class Context:
                                "%.0f s; refusing it from there for the rest of the minute (%s)", count, address,
                                FAILURE_WINDOW, reason)
                 self._failures[key] = (start, count, True)
-            return shared
+            return counted
         # A client trying many credentials is not refused (each one might work), but
         # it cannot flood the log either.
         lstart, logged = self._logged.get(address, (now, 0))
@@ -465,7 +466,7 @@ class Context:
         elif logged == self.auth_failures:
             logger.warning("dask-analytics server: more failed authentications from %s within %.0f s; not logging "
                            "each until the minute is over", address, FAILURE_WINDOW)
-        return shared
+        return counted
 
     def host_allowed(self, host: str) -> bool:
         if self.allowed_hosts is None or "*" in self.allowed_hosts:
