@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import stat
 import threading
 from pathlib import Path
@@ -112,18 +113,39 @@ def read_key_file(path: str | os.PathLike) -> list[str]:
     return keys
 
 
+def write_new_secret(path: str | os.PathLike, text: str) -> bool:
+    """Make `path` (mode 0600, its folder 0700) holding `text`, unless it exists: True
+    when this call made it.  The file appears whole or not at all (written aside, then
+    linked into place), so processes starting together (server replicas sharing the file)
+    never read it half written; whoever links first wins and the others read its text."""
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        try:
+            os.link(aside, path)
+        except FileExistsError:  # another process made it first
+            return False
+        except OSError:  # a file system without hard links: made in place, as before
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        return True
+    finally:
+        os.unlink(aside)
+
+
 def load_or_create_key_file(path: str | os.PathLike) -> list[str]:
     """The key(s) in `path`; on first use a new key, written with mode 0600 (its folder
     0700), so that restarts can read what was stored before."""
     path = Path(path).expanduser()
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
-        except FileExistsError:  # another process made it just now
-            return read_key_file(path)
-        with os.fdopen(fd, "w") as f:
-            f.write(generate_key() + "\n")
+    if not path.exists() and write_new_secret(path, generate_key() + "\n"):
         logger.warning("dask-analytics: made a new code key in %s; keep it (and a copy apart from the "
                        "database): code stored with it cannot be read without it", path)
     return read_key_file(path)

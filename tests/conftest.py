@@ -11,6 +11,12 @@ postgresql package; see tests/postgres_server.py). Use it in any test file:
 session's server (create_database(), url(name), halt()/resume()).
 Deselect the PostgreSQL runs with `-m "not postgres"`.
 
+`replicas` is 3 `dask-analytics server` processes started at once on a fresh
+PostgreSQL database, behind a real HAProxy (Debian's haproxy package; see
+tests/balancer.py): `.url` is the balancer's, `.servers` the replicas by name (r0..r2,
+also in each answer's X-Replica header), `.token(account)` makes a token.  Mark its
+tests `postgres`.
+
 `browser` is one headless Chromium per test module; `page` a fresh page in it that
 fails its test on any JavaScript error, sized by the module's VIEWPORT if it has one.
 """
@@ -40,6 +46,19 @@ def postgres_url(postgres_server):
     name = postgres_server.create_database()
     yield postgres_server.url(name)
     postgres_server.drop_database(name)
+
+
+@pytest.fixture
+def replicas(postgres_url, tmp_path):
+    """3 server replicas on one fresh PostgreSQL database behind HAProxy (tests/balancer.py)."""
+    from .balancer import BalancerUnavailable, Replicas
+
+    try:
+        r = Replicas(postgres_url, tmp_path / "replicas", n=3).start()
+    except BalancerUnavailable as e:
+        pytest.fail(str(e), pytrace=False)  # fail, never skip, as for PostgreSQL
+    yield r
+    r.stop()
 
 
 @pytest.fixture

@@ -149,34 +149,48 @@ def full_cluster(account: str, *, name: str = "LocalCluster-1", user: str = "ann
 
 # --- a server in its own process, for the load and fault tests ---------------------
 class ServerProcess:
-    """`python -m dask_analytics_lab.server server` on a port; start() and kill() as often as needed."""
+    """`python -m dask_analytics_lab.server server` on a port; start() and kill() as often as needed.
 
-    def __init__(self, db: str, port: int, extra: list[str] | None = None):
+    session_file: the login session secret; replicas of one database share one."""
+
+    def __init__(self, db: str, port: int, extra: list[str] | None = None, session_file: Path | None = None):
         # The code key in the environment, not argv (where `ps` shows it).
         import tempfile
 
-        self.session_file = Path(tempfile.mkdtemp(prefix="dal-session-")) / "session.secret"
+        self.session_file = session_file or Path(tempfile.mkdtemp(prefix="dal-session-")) / "session.secret"
         self.cmd = [sys.executable, "-m", "dask_analytics_lab.server", "server", "--db", db, "--port", str(port),
                     "--session-secret-file", str(self.session_file), *(extra or [])]
+        self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
+        self.output: list[str] = []  # what it printed, its log included
 
-    def start(self) -> "ServerProcess":
-        proc = self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                            env={**os.environ, "PYTHONUNBUFFERED": "1",
-                                                 "DASK_ANALYTICS_CODE_KEY": CODE_KEY})
-        seen = []
-        deadline = time.monotonic() + 60
+    def spawn(self) -> "ServerProcess":
+        """Start the process without waiting for it (several at once: then wait_ready())."""
+        self.output = []
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                          "DASK_ANALYTICS_CODE_KEY": CODE_KEY})
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> "ServerProcess":
+        proc = self.proc
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
-            seen.append(line)
+            self.output.append(line)
             if not line and proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}: {''.join(seen)[-2000:]}")
+                raise RuntimeError(f"server exited with {proc.returncode}: {''.join(self.output)[-2000:]}")
             if "dask-analytics server at" in line:
                 break
+        else:
+            raise RuntimeError(f"server not listening after {timeout} s: {''.join(self.output)[-2000:]}")
         # Keep draining its output so the pipe never fills and blocks it.
-        threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+        threading.Thread(target=lambda: self.output.extend(proc.stdout), daemon=True).start()
         return self
+
+    def start(self) -> "ServerProcess":
+        return self.spawn().wait_ready()
 
     def kill(self) -> None:
         """SIGKILL: no goodbye, possibly in the middle of a request."""

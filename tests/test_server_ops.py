@@ -10,8 +10,10 @@ import pytest
 
 from dask_analytics_lab import __version__
 from dask_analytics_lab.server.app import start_retention
+from dask_analytics_lab.store.migrate import head
 
 from .server_helpers import ServerThread, browser, form_xsrf, full_cluster, log_in, request
+from .waiting import wait_for
 
 METRICS_TOKEN = "metrics-" + "x" * 24
 DAY = 86400.0
@@ -35,31 +37,68 @@ def value(text: str, name: str, labels: str = "") -> float:
 
 def test_health_is_open_and_says_only_ok(server):
     status, body, headers = request(server.url + "/health")
-    assert status == 200 and body["status"] == "ok" and body["store"] == "reachable"
-    assert body["version"] == __version__ and headers["Content-Type"].startswith("application/json")
+    assert status == 200 and body == {"status": "ok", "version": __version__}
+    assert headers["Content-Type"].startswith("application/json")
     assert request(server.url + "/health", method="HEAD")[0] == 200
     assert request(server.url + "/health", method="POST", raw=b"{}")[0] == 405
 
 
-def test_health_says_503_while_postgres_is_down():
+def test_ready_is_open_and_says_the_schema_is_at_head(server):
+    status, body, _ = request(server.url + "/ready")
+    assert status == 200 and body["status"] == "ready" and body["database"] == "reachable"
+    assert body["schema"] == head() and body["version"] == __version__
+    assert request(server.url + "/ready", method="HEAD")[0] == 200
+    assert request(server.url + "/ready", method="POST", raw=b"{}")[0] == 405
+
+
+@pytest.mark.postgres
+def test_health_lives_and_ready_says_503_while_postgres_is_down():
     from .postgres_server import PostgresServer
 
     pg = PostgresServer()
     pg.start()
     try:
         with ServerThread({"store_url": pg.url("postgres")}) as server:
-            assert request(server.url + "/health")[0] == 200
+            assert request(server.url + "/ready")[0] == 200
             pg.halt()
-            status, body, _ = request(server.url + "/health")
-            assert status == 503 and body == {"status": "unavailable", "store": "unreachable", "version": __version__}
-            assert "127.0.0.1" not in str(body) and "postgres" not in str(body)  # never why
+            # Liveness asks no database: PostgreSQL being down is no reason to restart this process.
+            assert request(server.url + "/health")[0] == 200
+            status, body, headers = request(server.url + "/ready")
+            assert status == 503 and headers["Retry-After"] == "1"
+            assert body == {"status": "unavailable", "reason": "the database cannot be reached", "version": __version__}
+            assert "127.0.0.1" not in str(body) and "postgres" not in str(body)  # never the driver's words
             pg.resume()
-            deadline = time.monotonic() + 60
-            while request(server.url + "/health")[0] != 200:
-                assert time.monotonic() < deadline, "the server never saw PostgreSQL come back"
-                time.sleep(0.2)
+            wait_for(lambda: request(server.url + "/ready")[0] == 200, timeout=60,
+                     what="the server to see PostgreSQL come back")
     finally:
         pg.stop()
+
+
+def test_ready_says_503_while_the_schema_is_behind_or_ahead(store_url):
+    from alembic import command
+
+    from dask_analytics_lab.store.engine import make_engine
+    from dask_analytics_lab.store.migrate import _revisions, alembic_config
+
+    with ServerThread({"store_url": store_url}) as server:
+        assert request(server.url + "/ready")[0] == 200
+        previous = _revisions()[head()]
+        command.downgrade(alembic_config(url=store_url), previous)  # an older release's schema
+        status, body, _ = request(server.url + "/ready")
+        assert status == 503 and body["reason"] == (f"the database schema is at revision {previous}, behind this "
+                                                    f"release's {head()}: a starting replica migrates it")
+        assert request(server.url + "/health")[0] == 200
+        command.upgrade(alembic_config(url=store_url), "head")
+        assert request(server.url + "/ready")[0] == 200
+        engine = make_engine(store_url)
+        try:
+            with engine.begin() as conn:  # what a newer release's migration leaves
+                conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+            status, body, _ = request(server.url + "/ready")
+            assert status == 503 and body["reason"] == (f"the database schema is at revision 9999, newer than this "
+                                                        f"release's {head()}: upgrade this replica")
+        finally:
+            engine.dispose()
 
 
 def test_metrics_count_ingest_refusals_latency_rows_and_live_clusters(server):

@@ -49,6 +49,8 @@ SESSION_COOKIE = "dal_session"
 OLD_COOKIE = "dal_token"  # before sessions the cookie held the raw token: cleared on login/logout
 SESSION_DAYS = 30
 MAX_ID = 200  # the longest id any path or query parameter may carry
+# Longest a failed authentication's answer waits for the count all replicas share.
+SHARED_COUNT_WAIT = 2.0
 
 
 def check_text(name: str, value: str) -> str:
@@ -156,8 +158,22 @@ class BaseHandler(RequestHandler):
         trusted proxy (forwarded_allow_ips; Context.client_address)."""
         return self.ctx.client_address(self.request.remote_ip or "?", self.request.headers.get_list("X-Forwarded-For"))
 
-    def auth_failure(self, reason: str, credential: str) -> None:
-        self.ctx.auth_failed(self.client_address(), self.ctx.fingerprint(credential), reason)
+    def auth_failure(self, reason: str, credential: str, *, shared: bool = True) -> Any:
+        """Count and log a failure; a future of the count all replicas share, or None.
+        shared=False: this process's count only (for what is never refused)."""
+        return self.ctx.auth_failed(self.client_address(), self.ctx.fingerprint(credential), reason, shared=shared)
+
+    async def refuse_if_counted_over(self, counted: Any, credential: str) -> None:
+        """429 when the count all replicas share (throttle.py) put this failure past the
+        limit: the answer one server alone would have given it."""
+        if counted is None:
+            return
+        try:
+            n = await asyncio.wait_for(asyncio.wrap_future(counted), SHARED_COUNT_WAIT)
+        except Exception:  # slow or down: this answer goes by this process's count
+            return
+        if n is not None and n > self.ctx.auth_failures:
+            self.refuse_if_throttled(credential)
 
     def refuse_if_throttled(self, credential: str) -> None:
         """429 for a credential that failed too often from this address; before any work."""
@@ -185,10 +201,10 @@ class BaseHandler(RequestHandler):
             return found.principal
         tid = token_id_of(token)
         if found.problem == "expired":
-            self.auth_failure(f"expired token {tid}", token)
+            await self.refuse_if_counted_over(self.auth_failure(f"expired token {tid}", token), token)
             raise ApiError(401, f"token {tid} expired on {_utc(found.expires)}; make a new one with "
                                 "`dask-analytics token create --account A --user U [--expires 30d]`")
-        self.auth_failure(f"unknown or revoked token {tid}", token)
+        await self.refuse_if_counted_over(self.auth_failure(f"unknown or revoked token {tid}", token), token)
         raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
                             "make one with `dask-analytics token create --account A --user U`)")
 
@@ -202,7 +218,7 @@ class BaseHandler(RequestHandler):
         if value is None:
             # Counted and logged, never refused: the browser sends it with every page,
             # public ones too, and it reads as anonymous.
-            self.auth_failure("a session cookie with a bad or old signature", raw)
+            self.auth_failure("a session cookie with a bad or old signature", raw, shared=False)
             return None
         return value.decode("ascii", "replace")
 

@@ -114,16 +114,12 @@ def _session_secret(args: SimpleNamespace) -> bytes:
     try:
         data = path.read_bytes().strip()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = secrets.token_hex(32).encode()
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another server made it just now
-            return path.read_bytes().strip()
-        with os.fdopen(fd, "wb") as f:
-            f.write(data + b"\n")
-        logging.getLogger("dask_analytics_lab.server").info("made the login session secret %s", path)
-        return data
+        from ..codecrypt import write_new_secret
+
+        # Replicas started together may all find it missing: one makes it, all read the same.
+        if write_new_secret(path, secrets.token_hex(32) + "\n"):
+            logging.getLogger("dask_analytics_lab.server").info("made the login session secret %s", path)
+        return path.read_bytes().strip()
     if os.name == "posix" and path.stat().st_mode & 0o077:
         logging.getLogger("dask_analytics_lab.server").warning(
             "%s is readable by other users: anyone who reads it can forge logins (chmod 600 it)", path)
@@ -264,7 +260,7 @@ def _token_list(args: SimpleNamespace) -> int:
 
 def _token_revoke(args: SimpleNamespace) -> int:
     if _team(args).revoke_token(args.token_id):
-        print(f"revoked token {args.token_id} (servers stop accepting it within 30 s)")
+        print(f"revoked token {args.token_id} (every server replica stops accepting it within a few seconds)")
         return 0
     print(f"no active token with id {args.token_id!r}; `dask-analytics token list` shows them", file=sys.stderr)
     return 1

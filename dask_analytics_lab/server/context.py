@@ -14,7 +14,7 @@ import logging
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,19 +24,26 @@ from .looplag import LoopLag
 from .metrics import Metrics
 from .quota import Quota
 from .shares import ReadShares
+from .throttle import SharedFailures
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
-# How long a token lookup is trusted before asking the database again: a revoked
-# token stops working within this long, and a busy ingest does not hit the
-# tokens table once per batch.
+# How long a token lookup is trusted before asking the database again (a busy ingest
+# does not hit the tokens table once per batch) ...
 TOKEN_CACHE_SECONDS = 30.0
+# ... unless the tokens changed: every TOKENS_CHECK_SECONDS a lookup first reads one
+# aggregate of the tokens table (TeamStore.tokens_mark), and any token made or revoked
+# by any process (another replica, `dask-analytics token revoke`) empties the cache.  So
+# a revoked token stops working on every replica within this long, for one small query
+# per replica this often instead of one per token.
+TOKENS_CHECK_SECONDS = 2.0
 # last_used is written at most this often per token (one small write a minute).
 TOUCH_SECONDS = 60.0
 # Failed authentications with one credential from one address: more than
 # `auth_failures` (default FAILURES) in FAILURE_WINDOW seconds, and that credential is
 # refused (429) from that address until the window ends, before it is looked up.  Other
 # credentials from the same address (a proxy's) are not: a working one is never refused.
+# Counted by every replica of the database together (throttle.py).
 FAILURES = 10
 FAILURE_WINDOW = 60.0
 # The names a server without tokens answers to by default (DNS rebinding: a web page
@@ -226,8 +233,11 @@ class Context:
     # Proxies whose X-Forwarded-For names the client (None: none; "*": any peer).
     forwarded_allow: tuple[Network, ...] | str | None = None
     # Keys the credential fingerprints the throttle counts by: the credentials
-    # themselves are never kept, and a fingerprint means nothing outside this process.
+    # themselves are never kept.  Made from the session secret (make_context), so the
+    # replicas sharing that secret count a credential under the same fingerprint.
     _fingerprint_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    # The count of failures all replicas share (throttle.py); None: this process's only.
+    shared_failures: SharedFailures | None = None
     # The origin serving uploaded reports' own HTML (report_url), and its Host header
     # as a browser sends it; None: that HTML is served nowhere.
     report_url: str | None = None
@@ -235,6 +245,9 @@ class Context:
     _logged: dict[str, tuple[float, int]] = field(default_factory=dict)
     _tokens: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
     _tokens_lock: threading.Lock = field(default_factory=threading.Lock)
+    _tokens_mark: tuple | None = None
+    _tokens_epoch: int = 0  # how many times the cache was emptied
+    _tokens_checked: float = float("-inf")
     _touched: dict[str, float] = field(default_factory=dict)
     _failures: dict[tuple[str, str], tuple[float, int, bool]] = field(default_factory=dict)
     _owners: dict[str, str] = field(default_factory=dict)
@@ -274,17 +287,40 @@ class Context:
             self._owners.pop(cid, None)
 
     # --- tokens (blocking: call off the loop) -------------------------------------
+    def _check_tokens_mark(self, now: float) -> None:
+        """Empty the token cache when the tokens table changed (see TOKENS_CHECK_SECONDS)."""
+        with self._tokens_lock:
+            if now - self._tokens_checked < TOKENS_CHECK_SECONDS:
+                return
+            self._tokens_checked = now  # one thread asks; the others go on meanwhile
+        try:
+            mark = self.team.tokens_mark()
+        except Exception:  # the lookup itself says whether the store is down
+            with self._tokens_lock:
+                self._tokens_checked = float("-inf")
+            return
+        with self._tokens_lock:
+            if mark != self._tokens_mark:
+                if self._tokens_mark is not None:
+                    self._tokens.clear()
+                    self._tokens_epoch += 1
+                self._tokens_mark = mark
+
     def _cached(self, key: str, fetch: Callable[[], dict | None]) -> dict | None:
         now = time.monotonic()
+        self._check_tokens_mark(now)
         with self._tokens_lock:
             hit = self._tokens.get(key)
         if hit is not None and now - hit[0] < TOKEN_CACHE_SECONDS:
             return hit[1]
+        with self._tokens_lock:
+            epoch = self._tokens_epoch
         row = fetch()
         with self._tokens_lock:
             if len(self._tokens) > 10_000:  # someone trying many tokens: keep memory bounded
                 self._tokens.clear()
-            self._tokens[key] = (now, row)
+            if epoch == self._tokens_epoch:  # else the tokens changed while it was read: not kept
+                self._tokens[key] = (now, row)
         return row
 
     def _check(self, row: dict | None) -> TokenCheck:
@@ -381,20 +417,26 @@ class Context:
         return hmac.new(self._fingerprint_key, credential.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:32]
 
     def throttled(self, address: str, fingerprint: str) -> float:
-        """Seconds until this credential may be tried again from `address` (0: now)."""
+        """Seconds until this credential may be tried again from `address` (0: now), by
+        this process's count or the one all replicas share."""
+        shared = self.shared_failures.refused(address, fingerprint) if self.shared_failures else 0.0
         entry = self._failures.get((address, fingerprint))
         if entry is None:
-            return 0.0
+            return shared
         start, count, _ = entry
         left = start + FAILURE_WINDOW - time.monotonic()
         if left <= 0:
             del self._failures[address, fingerprint]
-            return 0.0
-        return left if count >= self.auth_failures else 0.0
+            return shared
+        return max(shared, left if count >= self.auth_failures else 0.0)
 
-    def auth_failed(self, address: str, fingerprint: str, reason: str) -> None:
+    def auth_failed(self, address: str, fingerprint: str, reason: str, *, shared: bool = True) -> Future | None:
         """Count one failed authentication with a credential from `address`, and log
-        it (never the credential; at most `auth_failures` lines per address a minute)."""
+        it (never the credential; at most `auth_failures` lines per address a minute).
+        With `shared`, also counted in the database for every replica: a future of the
+        count there (throttle.py), or None.  Not for what is never refused (a browser's
+        stale session cookie, sent with every page): no write per page view."""
+        counted = self.shared_failures.count(address, fingerprint) if shared and self.shared_failures else None
         now = time.monotonic()
         key = (address, fingerprint)
         start, count, said = self._failures.get(key, (now, 0, False))
@@ -410,7 +452,7 @@ class Context:
                                "%.0f s; refusing it from there for the rest of the minute (%s)", count, address,
                                FAILURE_WINDOW, reason)
                 self._failures[key] = (start, count, True)
-            return
+            return counted
         # A client trying many credentials is not refused (each one might work), but
         # it cannot flood the log either.
         lstart, logged = self._logged.get(address, (now, 0))
@@ -424,6 +466,7 @@ class Context:
         elif logged == self.auth_failures:
             logger.warning("dask-analytics server: more failed authentications from %s within %.0f s; not logging "
                            "each until the minute is over", address, FAILURE_WINDOW)
+        return counted
 
     def host_allowed(self, host: str) -> bool:
         if self.allowed_hosts is None or "*" in self.allowed_hosts:
@@ -431,6 +474,8 @@ class Context:
         return host_name(host) in self.allowed_hosts
 
     def close(self) -> None:
+        if self.shared_failures is not None:
+            self.shared_failures.close()
         self.loop_lag.stop()
         self.executor.shutdown(wait=True)
         self.body_executor.shutdown(wait=True)
@@ -488,6 +533,9 @@ def make_context(prefix: str, settings: dict) -> Context:
     store.read_timeout = float(query_timeout) if query_timeout else None
     team = TeamStore(store)
     threads = int(settings.get("threads", 4))
+    secret = secret or secrets.token_bytes(32)
+    write_lock = threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext()
+    failures = int(settings.get("auth_failures", FAILURES))
     return Context(
         max_answer_bytes=int(settings.get("max_answer_bytes") or MAX_ANSWER_BYTES),
         query_timeout=store.read_timeout,
@@ -510,15 +558,17 @@ def make_context(prefix: str, settings: dict) -> Context:
         body_timeout=float(settings.get("body_timeout", 120.0)),
         body_idle_timeout=float(settings.get("body_idle_timeout", 10.0)),
         body_queue_timeout=float(settings.get("body_queue_timeout", 30.0)),
-        session_secret=secret or secrets.token_bytes(32),
+        session_secret=secret,
+        _fingerprint_key=hmac.new(secret, b"dask-analytics: credential fingerprints", hashlib.sha256).digest(),
+        shared_failures=SharedFailures(team, failures, FAILURE_WINDOW, lambda: write_lock),
         allowed_hosts=allowed,
-        auth_failures=int(settings.get("auth_failures", FAILURES)),
+        auth_failures=failures,
         forwarded_allow=parse_forwarded_allow(settings.get("forwarded_allow_ips")),
         report_url=reports[0] if reports else None,
         report_host=reports[1] if reports else None,
         metrics_token=_metrics_token(settings.get("metrics_token")),
         retention=float(settings["retention"]) if settings.get("retention") else None,
-        write_lock=threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext(),
+        write_lock=write_lock,
         report_bodies=_shared_bodies(),
         read_shares=ReadShares(threads),
     )

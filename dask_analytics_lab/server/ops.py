@@ -1,8 +1,15 @@
-"""For running the server as a service: GET {prefix}/health and GET {prefix}/metrics.
+"""For running the server as a service: GET {prefix}/health, {prefix}/ready and {prefix}/metrics.
 
-/health is open (behind the Host check, like every route): it says only "ok" and the
-version, or 503 when the store cannot be reached, never why (an error could name
-hosts or users).  For load balancers and orchestrators' liveness probes.
+/health and /ready are open (behind the Host check, like every route) and say nothing
+about any account, host or user:
+- /health (liveness) answers 200 while this process serves requests; it asks no
+  database, so an orchestrator does not restart every replica when PostgreSQL is down
+  (that is no replica's fault, and a restart would not mend it).
+- /ready (readiness, what a load balancer checks) answers 200 when the database
+  answers and its schema is at this release's head, else 503 with the reason in
+  words: unreachable (never the driver's error, which could name hosts or users),
+  behind (a replica of this release has not migrated it yet) or ahead (a newer
+  release migrated it: upgrade this replica).
 
 /metrics (metrics.py) spans every account (rows per table, clusters live), so no
 account's token opens it and neither does a login cookie: only the operator's metrics
@@ -17,7 +24,9 @@ from __future__ import annotations
 import hmac
 import time
 from importlib.metadata import version
+from typing import Any
 
+from ..store.migrate import head, is_known
 from .base import BaseHandler
 from .errors import ApiError
 
@@ -30,23 +39,49 @@ PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 class Health(BaseHandler):
     async def get(self) -> None:
-        t0 = time.perf_counter()
-        try:
-            await self.call(_ping, self.ctx.store)
-        except Exception:  # unreachable, or broken: either way not healthy, and never why
-            self.write_json({"status": "unavailable", "store": "unreachable", "version": __version__}, status=503)
-            return
-        self.write_json({"status": "ok", "store": "reachable", "version": __version__,
-                         "store_seconds": round(time.perf_counter() - t0, 4)})
+        self.write_json({"status": "ok", "version": __version__})
 
     head = get
 
 
-def _ping(store) -> None:
+class Ready(BaseHandler):
+    async def get(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            revision = await self.call(schema_revision, self.ctx.store)
+        except Exception:  # unreachable, or broken: either way not ready, and never the driver's words
+            self.not_ready("the database cannot be reached")
+            return
+        want = head()
+        if revision != want:
+            known = revision is None or is_known(revision)
+            self.not_ready(f"the database schema is at revision {revision or 'none'}, " + (
+                f"behind this release's {want}: a starting replica migrates it" if known else
+                f"newer than this release's {want}: upgrade this replica"))
+            return
+        self.write_json({"status": "ready", "database": "reachable", "schema": want, "version": __version__,
+                         "store_seconds": round(time.perf_counter() - t0, 4)})
+
+    head = get  # type: ignore[assignment]
+
+    def not_ready(self, reason: str) -> None:
+        self.set_header("Retry-After", "1")
+        self.write_json({"status": "unavailable", "reason": reason, "version": __version__}, status=503)
+
+
+def schema_revision(store: Any) -> str | None:
+    """The database's Alembic revision (None: never migrated); blocking."""
     import sqlalchemy as sa
 
     with store.reading() as conn:
-        conn.execute(sa.text("SELECT 1"))
+        try:
+            return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+        except sa.exc.ProgrammingError:  # no alembic_version (PostgreSQL): never migrated
+            return None
+        except sa.exc.OperationalError as e:  # SQLite says "no such table" this way
+            if "no such table" in str(e):
+                return None
+            raise
 
 
 class Metrics(BaseHandler):

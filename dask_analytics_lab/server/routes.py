@@ -97,8 +97,10 @@ which must be the token's own account; lists take `limit=`):
                         account's cluster are dropped, answered as for an unknown id)
   POST /api/reports     {html, twin, filename, private, title?, cluster_id?} -> 201 {"report": {..., url, json_url}}
   GET  /api/reports?limit=                           {"reports": [...]}
-Operations (ops.py): GET /health (open: {"status": "ok", "store": "reachable", "version"}, or
-  503) and GET /metrics (Prometheus text; the operator's metrics_token, see metrics.py).
+Operations (ops.py): GET /health (open, liveness, no database: {"status": "ok", "version"}),
+  GET /ready (open, readiness: {"status": "ready", ...}, or 503 {"status": "unavailable",
+  "reason"} when the database is unreachable or its schema not at this release's head)
+  and GET /metrics (Prometheus text; the operator's metrics_token, see metrics.py).
   metrics_token   the token /metrics wants ('Authorization: Bearer <it>'), 16 characters
                   at least; None: /metrics is open without tokens, refused (403) with them.
   retention       analytics.retention in seconds: `serve` prunes hourly in the background.
@@ -118,7 +120,7 @@ from tornado.web import RedirectHandler, StaticFileHandler, URLSpec
 from .body import BodyReader
 from .context import Context, make_context
 from .ingest import IngestHandler
-from .ops import Health, Metrics
+from .ops import Health, Metrics, Ready
 from .query import query_routes
 from .report_handlers import ReportsApi, ReportView
 from .web import WIDGETS, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
@@ -148,7 +150,8 @@ def routes_for(ctx: Context) -> list[URLSpec]:
     c = {"ctx": ctx}
     seg = "([^/]+)"
     specs = [URLSpec(f"{p}/api/ingest", IngestHandler, c), URLSpec(f"{p}/api/reports", ReportsUpload, c),
-             URLSpec(f"{p}/health", Health, c), URLSpec(f"{p}/metrics", Metrics, c)]
+             URLSpec(f"{p}/health", Health, c), URLSpec(f"{p}/ready", Ready, c),
+             URLSpec(f"{p}/metrics", Metrics, c)]
     specs += [URLSpec(f"{p}/api{path}", handler, c) for path, handler in query_routes()]
     specs += [
         URLSpec(f"{p}/reports/([^/]+)\\.json", ReportView, {**c, "as_json": True}),

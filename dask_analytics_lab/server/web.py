@@ -174,11 +174,12 @@ class LoginHandler(FormHandler):
             found = await self.call(self.ctx.check_token, token_hash(token))
         if found.principal is None:
             if found.problem == "expired":
-                self.auth_failure(f"login with expired token {token_id_of(token)}", token)
+                await self.refuse_if_counted_over(
+                    self.auth_failure(f"login with expired token {token_id_of(token)}", token), token)
                 self._form(f"This token expired on {_utc(found.expires)}: make a new one.", status=401)
             else:
                 what = f"unknown or revoked token {token_id_of(token)}" if well_formed(token) else "a malformed token"
-                self.auth_failure(f"login with {what}", token)
+                await self.refuse_if_counted_over(self.auth_failure(f"login with {what}", token), token)
                 self._form("Unknown, revoked or malformed token.", status=401)
             return
         principal = found.principal

@@ -51,6 +51,11 @@ def head() -> str:
     return tip
 
 
+def is_known(rev: str) -> bool:
+    """Whether this release has the migration `rev` (else a newer release wrote it)."""
+    return rev in _revisions()
+
+
 def current(conn: sa.Connection) -> str | None:
     if not sa.inspect(conn).has_table("alembic_version"):
         return None

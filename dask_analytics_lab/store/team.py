@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from . import schema as s
 from .engine import dialect_insert
 from .store import Store
-from .team_schema import accounts, cluster_owners, dropped_messages, reports, sessions, tokens, users
+from .team_schema import accounts, auth_failures, cluster_owners, dropped_messages, reports, sessions, tokens, users
 
 _REPORT_META = [c for c in reports.c if c.name not in ("html_gz", "twin_gz")]
 
@@ -82,6 +82,14 @@ class TeamStore:
         with self._store.transaction() as conn:
             return conn.execute(q).rowcount > 0
 
+    def tokens_mark(self) -> tuple:
+        """What changes whenever a token is made or revoked, by any process: one cheap
+        aggregate over the (small) tokens table, so a server may cache token lookups and
+        still see every revocation within seconds (context.py)."""
+        q = sa.select(sa.func.count(), sa.func.count(tokens.c.revoked), sa.func.max(tokens.c.revoked))
+        with self._store.reading() as conn:
+            return tuple(conn.execute(q).one())
+
     # --- login sessions ------------------------------------------------------------
     def add_session(self, *, session_id: str, token_id: str, expires: float) -> None:
         """Keep a new login session of a token until `expires` (and forget expired ones)."""
@@ -105,6 +113,30 @@ class TeamStore:
         """Log a session out: its cookie, wherever a copy of it is, authorises nothing more."""
         with self._store.transaction() as conn:
             return conn.execute(sa.delete(sessions).where(sessions.c.session_id == session_id)).rowcount > 0
+
+    # --- failed authentications (server/throttle.py) ------------------------------
+    def count_auth_failure(self, address: str, fingerprint: str, *, now: float,
+                           window: float) -> tuple[int, float]:
+        """One more failed authentication with a credential from an address: (how many
+        there were in the window of `window` seconds that began with the first of them,
+        when that window began); a failure after the window ended begins a new one.  One statement, so replicas
+        counting the same credential at once never lose a count."""
+        t = auth_failures
+        ended = t.c.since <= now - window
+        with self._store.transaction() as conn:
+            stmt = dialect_insert(conn, t).values(address=address, fingerprint=fingerprint, since=now, failures=1)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=[t.c.address, t.c.fingerprint],
+                set_={"failures": sa.case((ended, 1), else_=t.c.failures + 1),
+                      "since": sa.case((ended, now), else_=t.c.since)},
+            ).returning(t.c.failures, t.c.since)
+            row = conn.execute(stmt).one()
+            return int(row.failures), float(row.since)
+
+    def forget_auth_failures(self, before: float) -> int:
+        """Delete the counts of windows that began before `before` (they are over)."""
+        with self._store.transaction() as conn:
+            return conn.execute(sa.delete(auth_failures).where(auth_failures.c.since < before)).rowcount
 
     # --- messages for other accounts' clusters ---------------------------------------
     def remember_dropped(self, account: str, keys: list[tuple[str, int]], *, now: float | None = None) -> int:

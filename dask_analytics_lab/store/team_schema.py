@@ -1,8 +1,9 @@
 """The team server's tables: accounts, users, tokens, cluster ownership, reports,
-login sessions and the messages dropped for other accounts' clusters.
+login sessions, the messages dropped for other accounts' clusters and failed
+authentications.
 
 Registered on schema.metadata, so whoever imports this module (Alembic's env.py, the
-schema test) sees every table; made by migrations 0002_team and 0009_sessions.  Queries: team.py.
+schema test) sees every table; made by migrations 0002_team, 0009_sessions and 0010_auth_failures.  Queries: team.py.
 """
 from __future__ import annotations
 
@@ -94,6 +95,19 @@ dropped_messages = sa.Table(
     sa.Column("cluster_id", sa.Text, primary_key=True),
     sa.Column("seq", sa.BigInteger, primary_key=True),
     sa.Column("time", Time, nullable=False),
+)
+
+# Failed authentications with one credential (a keyed fingerprint of it, never the
+# credential) from one client address, in the window that began at `since`: the count
+# every server replica of the database throttles by (server/throttle.py).
+auth_failures = sa.Table(
+    "auth_failures",
+    metadata,
+    sa.Column("address", sa.Text, primary_key=True),
+    sa.Column("fingerprint", sa.Text, primary_key=True),
+    sa.Column("since", Time, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Index(None, "since"),
 )
 
 TEAM_TABLES = (accounts, users, tokens, cluster_owners, reports, sessions, dropped_messages)
