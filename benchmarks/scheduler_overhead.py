@@ -233,7 +233,7 @@ def _cost(client: Client) -> dict:
     return client.sync(client.scheduler.analytics_info)["cost"]
 
 
-def accounted(client: Client, sizes: list[int], idle: float = 30.0) -> None:
+def accounted(client: Client, sizes: list[int], idle: float = 30.0, workloads: list[str] | None = None) -> None:
     """The plugin's own count of what it costs the event loop (collect/accounting.py),
     per part, as a share of the loop's CPU over the same run: a ratio the machine's
     noise does not move, unlike the difference of two totals above."""
@@ -244,6 +244,8 @@ def accounted(client: Client, sizes: list[int], idle: float = 30.0) -> None:
           + f" {'share':>7} {'of it gc':>8} {'longest ms':>10} {'threads s':>9}")
     for n in sizes:
         for name, work in WORKLOADS.items():
+            if workloads and name not in workloads:
+                continue
             c0 = _cost(client)
             work(client, n)
             time.sleep(1.2)
@@ -402,6 +404,8 @@ def main() -> None:
     parser.add_argument("--gc", action="store_true", help="only section 1d, garbage collection with and without")
     parser.add_argument("--accounted", nargs="*", type=int, metavar="TASKS", default=None,
                         help="only section 1b, the plugin's own accounting, at these sizes (default: 20000 200000)")
+    parser.add_argument("--workloads", nargs="*", default=None, choices=sorted(WORKLOADS),
+                        help="section 1b only: these workloads (default: all)")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds idle for the idle share (section 1b)")
     parser.add_argument("--parts", nargs="*", metavar="WORKLOAD", default=None,
                         help="only section 1c, where the cost goes, for these workloads (default: client.map)")
@@ -421,7 +425,7 @@ def main() -> None:
     if args.accounted is not None:
         on = Cluster(True, store)
         try:
-            accounted(on.client, args.accounted or [20_000, 200_000], idle=args.idle)
+            accounted(on.client, args.accounted or [20_000, 200_000], idle=args.idle, workloads=args.workloads)
         finally:
             on.close()
         return
