@@ -30,9 +30,19 @@ def scrape(server, token: str = METRICS_TOKEN, query: str = "") -> tuple[int, st
 
 
 def value(text: str, name: str, labels: str = "") -> float:
-    m = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M)
-    assert m, f"{name}{labels} not in\n{text}"
-    return float(m.group(1))
+    """The sample `name{labels}`, its labels in any order (prometheus_client sorts them)."""
+    want = tuple(sorted(re.findall(r'([a-z_]+)="([^"]*)"', labels)))
+    found = samples(text, name)
+    assert want in found, f"{name}{labels} not in\n{text}"
+    return found[want]
+
+
+def samples(text: str, name: str) -> dict[tuple, float]:
+    """{((label, value), ... sorted): value} of one metric's samples on the page."""
+    out = {}
+    for m in re.finditer(rf"^{re.escape(name)}(?:\{{(.*)\}})? (\S+)$", text, re.M):
+        out[tuple(sorted(re.findall(r'([a-z_]+)="([^"]*)"', m.group(1) or "")))] = float(m.group(2))
+    return out
 
 
 def test_health_is_open_and_says_only_ok(server):
@@ -127,11 +137,58 @@ def test_metrics_count_ingest_refusals_latency_rows_and_live_clusters(server):
     assert value(text, "dask_analytics_table_rows", '{table="clusters"}') == 1
     assert value(text, "dask_analytics_table_rows", '{table="computations"}') == 1
     assert value(text, "dask_analytics_clusters_live") == 1
-    assert f'dask_analytics_build_info{{version="{__version__}",store="sqlite"}} 1' in text
+    assert value(text, "dask_analytics_build_info", f'{{version="{__version__}",store="sqlite"}}') == 1
     # Every sample line is `name{labels} number` (what Prometheus parses).
     for line in text.splitlines():
         assert line.startswith("# ") or re.fullmatch(r'[a-z_]+(\{[a-z_]+="[^"\n]*"(,[a-z_]+="[^"\n]*")*\})? \S+',
                                                        line), line
+
+
+def test_metrics_time_requests_by_route_template_and_status_class(server):
+    token = server.token("A")
+    c, msgs = full_cluster("A")
+    assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
+    assert request(server.url + "/api/clusters", token=token)[0] == 200
+    assert request(server.url + f"/api/clusters/{c.id}", token=token)[0] == 200
+    assert request(server.url + "/api/clusters/no-such-cluster", token=token)[0] == 404
+    assert request(server.url + "/api/clusters")[0] == 401
+    assert request(server.url + "/health")[0] == 200
+
+    status, text, _ = scrape(server)
+    assert status == 200
+    counts = samples(text, "dask_analytics_request_seconds_count")
+    assert counts == {(("route", "/api/ingest"), ("status", "2xx")): 1,
+                      (("route", "/api/clusters"), ("status", "2xx")): 1,
+                      (("route", "/api/clusters/{id}"), ("status", "2xx")): 1,
+                      (("route", "/api/clusters/{id}"), ("status", "4xx")): 1,
+                      (("route", "/api/clusters"), ("status", "4xx")): 1,
+                      (("route", "/health"), ("status", "2xx")): 1}
+    assert value(text, "dask_analytics_request_seconds_bucket", '{route="/api/ingest",status="2xx",le="+Inf"}') == 1
+    assert value(text, "dask_analytics_request_seconds_sum", '{route="/api/ingest",status="2xx"}') > 0
+    # The ingest's write, timed apart from its request; the reads' store calls too.
+    assert value(text, "dask_analytics_store_seconds_count", '{op="ingest"}') == 1
+    assert 0 < value(text, "dask_analytics_store_seconds_sum", '{op="ingest"}') <= value(
+        text, "dask_analytics_request_seconds_sum", '{route="/api/ingest",status="2xx"}')
+    assert value(text, "dask_analytics_store_seconds_count", '{op="read"}') >= 2
+    # The scrape itself is counted once it has been answered: the next page shows it.
+    assert samples(scrape(server)[1], "dask_analytics_request_seconds_count")[
+        (("route", "/metrics"), ("status", "2xx"))] == 1
+
+
+def test_hostile_paths_add_no_label_values(server):
+    token = server.token("A")
+    hostile = ["/api/clusters/%3Cscript%3E", "/api/clusters/" + "x" * 150, "/api/clusters/a/b/c/d",
+               "/no/such/page", "/%2e%2e/%2e%2e/etc/passwd", "/api/" + "y" * 2000, "/metrics/extra",
+               '/api/computations/%22%7D%20evil%3D%221']
+    for i, path in enumerate(hostile * 3):
+        assert request(server.url + path + f"?n={i}", token=token)[0] >= 400
+    status, text, _ = scrape(server)
+    assert status == 200
+    routes = {dict(labels)["route"] for labels in samples(text, "dask_analytics_request_seconds_count")}
+    assert routes == {"/api/clusters/{id}", "/api/computations/{id}", "other"}
+    assert "script" not in text and "passwd" not in text and "xxxx" not in text and "evil" not in text
+    total = sum(samples(text, "dask_analytics_request_seconds_count").values())
+    assert total == 3 * len(hostile)
 
 
 def test_metrics_want_the_operators_token_and_nothing_else(server):

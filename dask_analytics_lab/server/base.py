@@ -89,6 +89,11 @@ class BaseHandler(RequestHandler):
             # The report origin runs uploaded HTML: nothing of the server's own lives there.
             raise ApiError(404, "this name of the server serves uploaded report pages only")
 
+    def on_finish(self) -> None:
+        # Every answer counts, refusals too: a flood of 4xx is what an operator looks for.
+        self.ctx.metrics.request_done(self.request.path, self.get_status(), self.request.request_time())
+        super().on_finish()
+
     # Only the uploaded HTML of a report (report_handlers.ReportView) is served on the
     # report origin (report_url); every other route answers 404 there.
     serves_report_origin = False

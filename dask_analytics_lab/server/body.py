@@ -342,6 +342,7 @@ class BodyReader(BaseHandler):
                 self.ctx.body_executor.submit(_trim)
             except RuntimeError:  # shutting down
                 pass
+        super().on_finish()
 
     def _release(self) -> None:
         if self._watch is not None:

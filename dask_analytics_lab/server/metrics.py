@@ -1,75 +1,100 @@
-"""The team server's own figures, for Prometheus: counters kept in memory and rendered
-in Prometheus' text format (version 0.0.4) by hand, so no new dependency.
+"""The team server's own figures, for Prometheus, through prometheus_client: one
+CollectorRegistry per server (Context), never the process-wide default one, so several
+servers in one process (the tests, a Jupyter server) count apart.
 
-Counted: ingest batches and messages, refused requests to /api/ingest by reason, the
-store's latency (histograms: ingest writes, reads), what retention deleted.  Read from
-the store on a scrape, at most every ROWS_TTL seconds (cached): rows per table and
-clusters live.  Counters start at 0 with the process, as Prometheus expects.
+Counted as they happen: ingest batches and messages, refused requests to /api/ingest by
+reason, the latency of requests (histogram by route template and status class: both
+bounded sets, never the raw path, which a client chooses) and of store calls (by
+operation: ingest writes, reads), what retention deleted.  Read at a scrape: rows per
+table and clusters live (from the store, at most every ROWS_TTL seconds: cached), the
+event loop's lag.  Counters start at 0 with the process, as Prometheus expects.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
-from bisect import bisect_left
-from collections import defaultdict
-from typing import Any
+from typing import Any, Iterable
 
 import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
 
-# Seconds: a store call from a millisecond (a cached read) to a minute (SQLite's lock).
+# What generate_latest writes: Prometheus' text format 0.0.4, which every Prometheus
+# since 2.0 parses (newer prometheus_client name 1.0.0 their latest, not needed here).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Seconds: a store call or request from a millisecond (a cached read) to a minute (SQLite's lock).
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 ROWS_TTL = 60.0
 # Why /api/ingest refused a request, by its status.
 REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method",
            408: "timeout", 413: "too_large", 415: "unsupported_media_type", 422: "invalid",
            429: "throttled", 503: "unavailable"}
-
-
-class Histogram:
-    def __init__(self) -> None:
-        self.counts = [0] * (len(BUCKETS) + 1)  # the last: +Inf
-        self.sum = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect_left(BUCKETS, seconds)] += 1
-        self.sum += seconds
+# The route label of a request no route of ours names (the catch-all 404, Jupyter's own paths).
+OTHER_ROUTE = "other"
 
 
 class Metrics:
-    """Thread-safe: ingest runs on the body threads, reads on the query threads."""
+    """Thread-safe (prometheus_client's metrics are): ingest runs on the body threads,
+    reads on the query threads, requests end on the loop."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.batches = 0
-        self.messages: dict[str, int] = defaultdict(int)  # received, stored, dropped
-        self.refused: dict[str, int] = defaultdict(int)
-        self.latency: dict[str, Histogram] = defaultdict(Histogram)
-        self.retention: dict[str, int] = defaultdict(int)
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._batches = Counter("dask_analytics_ingest_batches", "Ingest batches accepted (stored whole).",
+                                registry=r)
+        self._messages = Counter(
+            "dask_analytics_ingest_messages",
+            "Messages in accepted batches: received, stored (new), dropped (another account's cluster).",
+            ["result"], registry=r)
+        for result in ("received", "stored", "dropped"):  # shown at 0 from the start
+            self._messages.labels(result)
+        self._refused = Counter("dask_analytics_ingest_refused", "Requests to /api/ingest refused, by reason.",
+                                ["reason"], registry=r)
+        self._store = Histogram("dask_analytics_store_seconds",
+                                "Store calls' latency: ingest (a batch's write) and read (API queries).",
+                                ["op"], buckets=BUCKETS, registry=r)
+        self._requests = Histogram(
+            "dask_analytics_request_seconds",
+            "Requests' latency, from their headers to their last byte, by route template and status class.",
+            ["route", "status"], buckets=BUCKETS, registry=r)
+        self._retention_runs = Counter("dask_analytics_retention_runs", "Retention (prune) runs.", registry=r)
+        self._retention_deleted = Counter("dask_analytics_retention_deleted", "Rows retention deleted, by table.",
+                                          ["table"], registry=r)
+        self._routes: list[tuple[re.Pattern, str]] = []
         self._rows: tuple[float, dict[str, int], int] | None = None
         self._rows_lock = threading.Lock()
 
     # --- counting -------------------------------------------------------------
     def ingested(self, received: int, stored: int, dropped: int) -> None:
-        with self._lock:
-            self.batches += 1
-            self.messages["received"] += received
-            self.messages["stored"] += stored
-            self.messages["dropped"] += dropped
+        self._batches.inc()
+        self._messages.labels("received").inc(received)
+        self._messages.labels("stored").inc(stored)
+        self._messages.labels("dropped").inc(dropped)
 
     def refused_ingest(self, status: int) -> None:
-        with self._lock:
-            self.refused[REASONS.get(status, str(status))] += 1
+        self._refused.labels(REASONS.get(status, str(status))).inc()
 
     def store_call(self, op: str, seconds: float) -> None:
-        with self._lock:
-            self.latency[op].observe(seconds)
+        self._store.labels(op).observe(seconds)
 
     def retention_done(self, result: dict) -> None:
-        with self._lock:
-            self.retention["runs"] += 1
-            for name, n in result.items():
-                if name != "seconds":
-                    self.retention[name] += int(n)
+        self._retention_runs.inc()
+        for name, n in result.items():
+            if name != "seconds":
+                self._retention_deleted.labels(name).inc(int(n))
+
+    # --- requests ---------------------------------------------------------------
+    def set_routes(self, prefix: str, patterns: Iterable[str]) -> None:
+        """The server's URL patterns (tornado's, ending in "$"), in the order tornado tries them."""
+        self._routes = [(re.compile(p), route_template(p, prefix)) for p in patterns]
+
+    def route_of(self, path: str) -> str:
+        return next((template for regex, template in self._routes if regex.match(path)), OTHER_ROUTE)
+
+    def request_done(self, path: str, status: int, seconds: float) -> None:
+        self._requests.labels(self.route_of(path), f"{status // 100}xx").observe(seconds)
 
     # --- from the store (blocking: call off the loop) ------------------------------
     def store_figures(self, store: Any, now: float | None = None) -> tuple[dict[str, int], int]:
@@ -81,69 +106,61 @@ class Metrics:
             return self._rows[1], self._rows[2]
 
     # --- the page ---------------------------------------------------------------
-    def render(self, rows: dict[str, int], live: int, version: str, dialect: str, lag: Any = None) -> str:
-        with self._lock:
-            out: list[str] = []
-            metric(out, "dask_analytics_build_info", "gauge", "The server's version and store kind.",
-                   [({"version": version, "store": dialect}, 1)])
-            metric(out, "dask_analytics_ingest_batches_total", "counter",
-                   "Ingest batches accepted (stored whole).", [({}, self.batches)])
-            metric(out, "dask_analytics_ingest_messages_total", "counter",
-                   "Messages in accepted batches: received, stored (new), dropped (another account's cluster).",
-                   [({"result": k}, self.messages[k]) for k in ("received", "stored", "dropped")])
-            metric(out, "dask_analytics_ingest_refused_total", "counter",
-                   "Requests to /api/ingest refused, by reason.", [({"reason": k}, v) for k, v in sorted(self.refused.items())])
-            out += histogram("dask_analytics_store_seconds",
-                             "Store calls' latency: ingest (a batch's write) and read (API queries).",
-                             self.latency)
-            metric(out, "dask_analytics_table_rows", "gauge",
-                   f"Rows per table (PostgreSQL: the planner's estimate; refreshed at most every {ROWS_TTL:.0f} s).",
-                   [({"table": t}, n) for t, n in sorted(rows.items())])
-            metric(out, "dask_analytics_clusters_live", "gauge",
-                   "Clusters recording now (not stopped, heard from lately).", [({}, live)])
-            metric(out, "dask_analytics_retention_runs_total", "counter", "Retention (prune) runs.",
-                   [({}, self.retention["runs"])])
-            metric(out, "dask_analytics_retention_deleted_total", "counter", "Rows retention deleted, by table.",
-                   [({"table": k}, v) for k, v in sorted(self.retention.items()) if k != "runs"])
-            if lag is not None:  # looplag.LoopLag
-                metric(out, "dask_analytics_loop_stalls_total", "counter",
-                       f"Times the event loop ran a callback over {lag.stall:g} s late while its thread was busy "
-                       f"(over {lag.stall:g} s of CPU in between: heavy work on the loop).", [({}, lag.stalls)])
-                metric(out, "dask_analytics_loop_lag_max_seconds", "gauge",
-                       "The largest event loop lag seen since start (also counts waiting for a CPU).",
-                       [({}, float(lag.worst))])
-                metric(out, "dask_analytics_loop_busy_max_seconds", "gauge",
-                       "The most CPU the loop's thread used between two probes (every 0.1 s) since start.",
-                       [({}, float(lag.worst_busy))])
-        return "\n".join(out) + "\n"
+    def render(self, rows: dict[str, int], live: int, version: str, dialect: str, lag: Any = None) -> bytes:
+        """The page in Prometheus' text format 0.0.4 (CONTENT_TYPE): the counters, and what
+        was read for this scrape."""
+        return generate_latest(_Page(self.registry, list(_scraped(rows, live, version, dialect, lag))))
 
 
-def _label(labels: dict[str, str]) -> str:
-    if not labels:
-        return ""
-    esc = {k: str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for k, v in labels.items()}
-    return "{" + ",".join(f'{k}="{v}"' for k, v in esc.items()) + "}"
+class _Page:
+    """The registry's metrics and this scrape's: the figures read at a scrape are never
+    kept in the registry, so two scrapes at once cannot mix theirs."""
+
+    def __init__(self, registry: CollectorRegistry, scraped: list[Metric]) -> None:
+        self.registry, self.scraped = registry, scraped
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self.scraped
+        yield from self.registry.collect()
 
 
-def metric(out: list[str], name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
-    out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-    out += [f"{name}{_label(labels)} {_number(value)}" for labels, value in samples]
+def _scraped(rows: dict[str, int], live: int, version: str, dialect: str, lag: Any) -> Iterable[Metric]:
+    info = GaugeMetricFamily("dask_analytics_build_info", "The server's version and store kind.",
+                             labels=["version", "store"])
+    info.add_metric([version, dialect], 1)
+    yield info
+    table_rows = GaugeMetricFamily(
+        "dask_analytics_table_rows",
+        f"Rows per table (PostgreSQL: the planner's estimate; refreshed at most every {ROWS_TTL:.0f} s).",
+        labels=["table"])
+    for t, n in sorted(rows.items()):
+        table_rows.add_metric([t], n)
+    yield table_rows
+    yield GaugeMetricFamily("dask_analytics_clusters_live", "Clusters recording now (not stopped, heard from lately).",
+                            value=live)
+    if lag is not None:  # looplag.LoopLag
+        yield CounterMetricFamily(
+            "dask_analytics_loop_stalls",
+            f"Times the event loop ran a callback over {lag.stall:g} s late while its thread was busy "
+            f"(over {lag.stall:g} s of CPU in between: heavy work on the loop).", value=lag.stalls)
+        yield GaugeMetricFamily("dask_analytics_loop_lag_max_seconds",
+                                "The largest event loop lag seen since start (also counts waiting for a CPU).",
+                                value=float(lag.worst))
+        yield GaugeMetricFamily("dask_analytics_loop_busy_max_seconds",
+                                "The most CPU the loop's thread used between two probes (every 0.1 s) since start.",
+                                value=float(lag.worst_busy))
 
 
-def histogram(name: str, help_text: str, by_op: dict[str, Histogram]) -> list[str]:
-    out = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
-    for op in sorted(by_op):
-        h, total = by_op[op], 0
-        for le, n in zip([*map(_number, BUCKETS), "+Inf"], h.counts):
-            total += n
-            out.append(f"{name}_bucket{_label({'op': op, 'le': le})} {total}")
-        out.append(f"{name}_sum{_label({'op': op})} {_number(h.sum)}")
-        out.append(f"{name}_count{_label({'op': op})} {total}")
-    return out
-
-
-def _number(value: float) -> str:
-    return repr(float(value)) if isinstance(value, float) else str(int(value))
+def route_template(pattern: str, prefix: str) -> str:
+    """A URL pattern as a label: "/api/clusters/{id}/computations" for the pattern of
+    {prefix}/api/clusters/([^/]+)/computations; the catch-all is OTHER_ROUTE."""
+    path = pattern.removesuffix("$")
+    if path.startswith(prefix):
+        path = path[len(prefix):]
+    if path == "/.*":
+        return OTHER_ROUTE
+    path = path.replace("([^/]+)", "{id}").replace("(.*)", "{path}").replace("\\.", ".")
+    return path or "/"
 
 
 def _count(store: Any, now: float) -> tuple[dict[str, int], int]:

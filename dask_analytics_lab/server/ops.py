@@ -29,12 +29,11 @@ from typing import Any
 from ..store.migrate import head, is_known
 from .base import BaseHandler
 from .errors import ApiError
+from .metrics import CONTENT_TYPE
 
 # From the installed distribution, not the package: importing the package root from here
 # would close an import loop (package -> lab -> serverext -> server.routes -> here).
 __version__ = version("dask-analytics-lab")
-
-PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Health(BaseHandler):
@@ -88,7 +87,7 @@ class Metrics(BaseHandler):
     async def get(self) -> None:
         self.check_operator()
         rows, live = await self.call(self.ctx.metrics.store_figures, self.ctx.store)
-        self.set_header("Content-Type", PROMETHEUS_TYPE)
+        self.set_header("Content-Type", CONTENT_TYPE)
         self.finish(self.ctx.metrics.render(rows, live, __version__, self.ctx.store.dialect, self.ctx.loop_lag))
 
     def check_operator(self) -> None:

@@ -170,4 +170,5 @@ def routes_for(ctx: Context) -> list[URLSpec]:
     ]
     if p:
         specs.insert(0, URLSpec(p, RedirectHandler, {"url": p + "/"}))
+    ctx.metrics.set_routes(p, [spec.regex.pattern for spec in specs])
     return specs
