@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 OPTIONAL = ["anywidget", "ipywidgets", "jupyterlab", "jupyter_server", "notebook", "IPython", "bokeh",
-            "cryptography", "pynvml", "psycopg", "playwright"]
+            "cryptography", "pynvml", "psycopg", "playwright", "prometheus_client"]
 
 # Runs in a fresh interpreter: an import hook refuses the optional modules, as if they
 # were not installed (the same ImportError pip's absence gives).
