@@ -3,7 +3,8 @@ the notebook monitor (its kernel-side feed, rendered by the built monitor.js in
 Chromium): the top finding as a line above the task groups, and the Findings tab with
 the finding's evidence and advice; a healthy computation has none.  A shared report of
 it (reports/render.py, opened from disk in an offline page) shows the findings made
-when the report was.
+when the report was; so does the JupyterLab panel (js/lab/model.ts, over the server
+extension's API) of a `jupyter lab` on the same store.
 
 The screenshot is test-artifacts/findings-monitor.png (docs/img/ holds a copy for the
 README).
@@ -16,9 +17,10 @@ import shutil
 import pytest
 from dask import delayed
 
+import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports.render import computation_report
-from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
+from tests.browser_helpers import WIDGET_HARNESS, jupyter_lab, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
 from tests.test_report_links import offline_page
 from tests.test_findings import Scenarios, spin, total
@@ -115,3 +117,39 @@ def test_a_shared_report_shows_why_it_was_slow(straggled, browser, tmp_path):
     assert monitor.locator(".dal-top-finding").count() == 0
     monitor.locator(".dal-tab[data-tab='findings']").click()
     assert "No findings" in monitor.locator(".dal-pane[data-pane='findings']").inner_text()
+
+
+def test_the_lab_panel_shows_why_it_was_slow(straggled, browser, tmp_path):
+    url, cluster_id, ids = straggled
+    [found] = dal.explain(ids["straggler"], store=url)
+    with jupyter_lab(tmp_path, url) as lab:
+        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(lab.url("lab"))
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand('dask-analytics:open')",
+                               timeout=60_000)
+
+        def open_panel(computation_id: str) -> None:
+            page.evaluate("([c, k]) => window.jupyterapp.commands.execute('dask-analytics:open', "
+                          "{clusterId: c, computationId: k})", [cluster_id, computation_id])
+
+        open_panel(ids["straggler"])
+        panel = page.locator(".dal-lab-panel")
+        top = panel.locator(".dal-taskgroups .dal-top-finding")
+        top.wait_for(timeout=30_000)
+        assert found["title"] in top.inner_text()
+        panel.locator(".dal-tab[data-tab='findings']").click()
+        card = panel.locator(".dal-pane[data-pane='findings'] .dal-finding[data-kind='straggler']")
+        card.wait_for(state="visible", timeout=30_000)
+        assert card.locator(".dal-finding-title").inner_text() == found["title"]
+        assert found["evidence"] in card.locator(".dal-finding-evidence").inner_text()
+        page.screenshot(path=save("findings-lab.png"))
+
+        # Another computation in the same panel: its own findings (none), not the last one's.
+        open_panel(ids["healthy"])
+        pane = panel.locator(".dal-pane[data-pane='findings']")
+        panel.locator(".dal-tab[data-tab='findings']").click()
+        pane.get_by_text("No findings").wait_for(timeout=30_000)
+        assert panel.locator(".dal-finding").count() == 0 and panel.locator(".dal-top-finding").count() == 0
+        assert errors == []
