@@ -4,7 +4,8 @@ Chromium): the top finding as a line above the task groups, and the Findings tab
 the finding's evidence and advice; a healthy computation has none.  A shared report of
 it (reports/render.py, opened from disk in an offline page) shows the findings made
 when the report was; so does the JupyterLab panel (js/lab/model.ts, over the server
-extension's API) of a `jupyter lab` on the same store.
+extension's API) of a `jupyter lab` on the same store, and the team page's computation
+page (js/team/app.ts) of a `dask-analytics server` on it.
 
 The screenshot is test-artifacts/findings-monitor.png (docs/img/ holds a copy for the
 README).
@@ -23,6 +24,7 @@ from dask_analytics_lab.reports.render import computation_report
 from tests.browser_helpers import WIDGET_HARNESS, jupyter_lab, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
 from tests.test_report_links import offline_page
+from tests.server_helpers import ServerThread
 from tests.test_findings import Scenarios, spin, total
 
 VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
@@ -152,4 +154,28 @@ def test_the_lab_panel_shows_why_it_was_slow(straggled, browser, tmp_path):
         panel.locator(".dal-tab[data-tab='findings']").click()
         pane.get_by_text("No findings").wait_for(timeout=30_000)
         assert panel.locator(".dal-finding").count() == 0 and panel.locator(".dal-top-finding").count() == 0
+        assert errors == []
+
+
+def test_the_team_page_shows_why_it_was_slow(straggled, browser):
+    url, cluster_id, ids = straggled
+    [found] = dal.explain(ids["straggler"], store=url)
+    with ServerThread({"store_url": url}) as server:
+        account = server.ctx.store.get_cluster(cluster_id)["account"]
+        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{server.url}/login?next=/computations/{ids['straggler']}")
+        page.fill("input[name=token]", server.token(account))
+        page.click("button[type=submit]")
+        page.wait_for_selector("h2:has-text('Findings (1)')")
+        card = page.locator("main .dal-finding[data-kind='straggler']")
+        assert card.locator(".dal-finding-title").inner_text() == found["title"]
+        assert found["evidence"] in card.locator(".dal-finding-evidence").inner_text()
+        assert found["advice"] in card.locator(".dal-finding-advice").inner_text()
+        card.screenshot(path=save("findings-team.png"))
+
+        page.goto(f"{server.url}/computations/{ids['healthy']}")
+        page.wait_for_selector("h2:has-text('Findings (0)')")
+        assert "No findings" in page.inner_text("main .dal-findings")
         assert errors == []
