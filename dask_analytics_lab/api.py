@@ -320,13 +320,9 @@ def explain(computation_id: str, *, store: str | None = None) -> list[dict]:
     slower-than-before, idle-cluster).  Findings under the thresholds of
     `analytics.findings.*` are left out: a healthy computation gets [].  Against a
     team server, the server computes them, with its own thresholds."""
-    from .findings import explain as explain_record
-    from .remote import HttpReader
+    from .findings import explain_from
 
-    reader = open_reader(store)
-    if isinstance(reader, HttpReader):
-        return reader.explain(computation_id)
-    return explain_record(reader, computation_id)
+    return explain_from(open_reader(store), computation_id)
 
 
 def list_runs(computation_id: str, *, limit: int = 100, store: str | None = None) -> list[dict]:

@@ -1,7 +1,11 @@
 """Issue 21 as a person sees it: a computation with a straggler on a real LocalCluster, in
 the notebook monitor (its kernel-side feed, rendered by the built monitor.js in
 Chromium): the top finding as a line above the task groups, and the Findings tab with
-the finding's evidence and advice; a healthy computation has none.
+the finding's evidence and advice; a healthy computation has none.  A shared report of
+it (reports/render.py, opened from disk in an offline page) shows the findings made
+when the report was; so does the JupyterLab panel (js/lab/model.ts, over the server
+extension's API) of a `jupyter lab` on the same store, and the team page's computation
+page (js/team/app.ts) of a `dask-analytics server` on it.
 
 The screenshot is test-artifacts/findings-monitor.png (docs/img/ holds a copy for the
 README).
@@ -14,9 +18,13 @@ import shutil
 import pytest
 from dask import delayed
 
+import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
+from dask_analytics_lab.reports.render import computation_report
+from tests.browser_helpers import WIDGET_HARNESS, jupyter_lab, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
+from tests.test_report_links import offline_page
+from tests.server_helpers import ServerThread
 from tests.test_findings import Scenarios, spin, total
 
 VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
@@ -75,3 +83,99 @@ def test_the_monitor_shows_why_it_was_slow(straggled, page, tmp_path):
         assert monitor.locator(".dal-top-finding").count() == 0
         monitor.locator(".dal-tab[data-tab='findings']").click()
         assert "No findings" in monitor.locator(".dal-pane[data-pane='findings']").inner_text()
+
+
+def test_a_shared_report_shows_why_it_was_slow(straggled, browser, tmp_path):
+    url, _, ids = straggled
+    html, twin, _ = computation_report(ids["straggler"], store=url)
+    [found] = twin["findings"]
+    assert found["kind"] == "straggler" and found["groups"] == ["spin"]
+    path = tmp_path / "report.html"
+    path.write_text(html)
+    page = offline_page(browser, viewport=VIEWPORT)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    monitor = page.locator(".dal-monitor")
+    top = monitor.locator(".dal-taskgroups .dal-top-finding")
+    top.wait_for(timeout=30_000)
+    assert found["title"] in top.inner_text()
+    assert monitor.locator(".dal-tab[data-tab='findings']").inner_text() == "Findings1"
+    top.click()
+    card = monitor.locator(".dal-pane[data-pane='findings'] .dal-finding[data-kind='straggler']")
+    card.wait_for(state="visible")
+    assert card.locator(".dal-finding-title").inner_text() == found["title"]
+    assert found["evidence"] in card.locator(".dal-finding-evidence").inner_text()
+    assert found["advice"] in card.locator(".dal-finding-advice").inner_text()
+    monitor.screenshot(path=save("findings-report.png"))
+    assert errors == [] and page.blocked == []
+
+    # A healthy computation's report: nothing to tell, and it says so.
+    html, twin, _ = computation_report(ids["healthy"], store=url)
+    assert twin["findings"] == []
+    path.write_text(html)
+    page.goto(path.as_uri())
+    monitor.locator(".dal-taskgroups table").wait_for(timeout=30_000)
+    assert monitor.locator(".dal-top-finding").count() == 0
+    monitor.locator(".dal-tab[data-tab='findings']").click()
+    assert "No findings" in monitor.locator(".dal-pane[data-pane='findings']").inner_text()
+
+
+def test_the_lab_panel_shows_why_it_was_slow(straggled, browser, tmp_path):
+    url, cluster_id, ids = straggled
+    [found] = dal.explain(ids["straggler"], store=url)
+    with jupyter_lab(tmp_path, url) as lab:
+        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(lab.url("lab"))
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand('dask-analytics:open')",
+                               timeout=60_000)
+
+        def open_panel(computation_id: str) -> None:
+            page.evaluate("([c, k]) => window.jupyterapp.commands.execute('dask-analytics:open', "
+                          "{clusterId: c, computationId: k})", [cluster_id, computation_id])
+
+        open_panel(ids["straggler"])
+        panel = page.locator(".dal-lab-panel")
+        top = panel.locator(".dal-taskgroups .dal-top-finding")
+        top.wait_for(timeout=30_000)
+        assert found["title"] in top.inner_text()
+        panel.locator(".dal-tab[data-tab='findings']").click()
+        card = panel.locator(".dal-pane[data-pane='findings'] .dal-finding[data-kind='straggler']")
+        card.wait_for(state="visible", timeout=30_000)
+        assert card.locator(".dal-finding-title").inner_text() == found["title"]
+        assert found["evidence"] in card.locator(".dal-finding-evidence").inner_text()
+        page.screenshot(path=save("findings-lab.png"))
+
+        # Another computation in the same panel: its own findings (none), not the last one's.
+        open_panel(ids["healthy"])
+        pane = panel.locator(".dal-pane[data-pane='findings']")
+        panel.locator(".dal-tab[data-tab='findings']").click()
+        pane.get_by_text("No findings").wait_for(timeout=30_000)
+        assert panel.locator(".dal-finding").count() == 0 and panel.locator(".dal-top-finding").count() == 0
+        assert errors == []
+
+
+def test_the_team_page_shows_why_it_was_slow(straggled, browser):
+    url, cluster_id, ids = straggled
+    [found] = dal.explain(ids["straggler"], store=url)
+    with ServerThread({"store_url": url}) as server:
+        account = server.ctx.store.get_cluster(cluster_id)["account"]
+        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{server.url}/login?next=/computations/{ids['straggler']}")
+        page.fill("input[name=token]", server.token(account))
+        page.click("button[type=submit]")
+        page.wait_for_selector("h2:has-text('Findings (1)')")
+        card = page.locator("main .dal-finding[data-kind='straggler']")
+        assert card.locator(".dal-finding-title").inner_text() == found["title"]
+        assert found["evidence"] in card.locator(".dal-finding-evidence").inner_text()
+        assert found["advice"] in card.locator(".dal-finding-advice").inner_text()
+        card.screenshot(path=save("findings-team.png"))
+
+        page.goto(f"{server.url}/computations/{ids['healthy']}")
+        page.wait_for_selector("h2:has-text('Findings (0)')")
+        assert "No findings" in page.inner_text("main .dal-findings")
+        assert errors == []

@@ -71,3 +71,13 @@ def explain(reader: Any, computation_id: str, *, account: str | None = None,
         out += [f for f in found if _shown(f, rec.wall, rec.comp, st)]
     out.sort(key=lambda f: -f["impact"])
     return out
+
+
+def explain_from(reader: Any, computation_id: str) -> list[dict]:
+    """explain() through whatever reader a store URL opened (readers.open_reader): a team
+    server computes the findings itself, with its own thresholds and the token's scope."""
+    from ..remote import HttpReader
+
+    if isinstance(reader, HttpReader):
+        return reader.explain(computation_id)
+    return explain(reader, computation_id)

@@ -3,9 +3,9 @@
 distributed's `performance_report` records what happens inside a `with` block, so it
 cannot describe a computation that already ran.  The share button instead renders the
 computation from the store: the monitor's own views (task groups, time breakdown, task
-stream, profile flamegraph, code, cluster with its workers over time, GPU) over the
-stored rows, in one HTML file with its JavaScript inlined, plus the machine-readable
-twin (the same rows as JSON); share.py stores them through
+stream, profile flamegraph, code, cluster with its workers over time, GPU, findings)
+over the stored rows, in one HTML file with its JavaScript inlined, plus the
+machine-readable twin (the same rows as JSON); share.py stores them through
 publish.py like any other performance report (the "Share report" buttons).
 
 It honours the privacy switches of both this process's config and the cluster's
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..display import WORKER_TOPICS, clean, gpu_series, label_of, stream_rows, worker_peaks
+from ..findings import explain_from
 from ..readers import open_reader
 from ..store.dynamic_code import as_recorded
 from .privacy import recorded_switches
@@ -149,6 +150,9 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
                            key=lambda e: e["time"])
     label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
+    # Made now, as the monitor makes them once a computation ends: a running one's record
+    # is partial, so its report has none (the Findings tab then says it was still running).
+    found = None if detail.get("state") in (None, "running") else clean(explain_from(reader, computation_id))
     state = {
         "title": cluster.get("name") or cluster["cluster_id"],
         "where": "",
@@ -174,6 +178,8 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "workers_base": {"v": 0, "rows": workers},
         "worker_events": worker_events,
     }
+    if found is not None:
+        state["findings"] = {"computation_id": computation_id, "findings": found}
     duration = computation_duration(detail, now)
     title = f"{label} — Dask performance report"
     subtitle = (f"{cluster.get('name') or cluster['cluster_id']} · {detail.get('state')} · "
@@ -201,5 +207,6 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         "cluster": cluster,
         "profile": profile,
         "profiles": by_prefix,
+        "findings": found,
     }
     return page, twin, {"title": title, "label": label}

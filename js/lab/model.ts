@@ -37,7 +37,7 @@ export class RestModel extends LocalModel {
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
       title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
-      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], stream_base: { v: 0, rows: [] }, profile: {}, profile_title: "", runs: {},
+      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], stream_base: { v: 0, rows: [] }, profile: {}, profile_title: "", runs: {}, findings: {},
       profile_prefixes: [], profile_prefix: "",
       share: { state: "idle" }, error: "",
       computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
@@ -72,7 +72,7 @@ export class RestModel extends LocalModel {
     this.detailUpdated = null;
     this.loadedStream = null;
     this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], stream_base: { v: Date.now(), rows: [] }, exceptions: [], profile: {},
-      runs: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
+      runs: {}, findings: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
     this.poke();
   }
 
@@ -153,8 +153,14 @@ export class RestModel extends LocalModel {
         }
         if (detail.state !== "running") {
           // Against the earlier runs of the same code (store/compare.py run_summary).
-          const { summary } = await get(`api/computations/${encodeURIComponent(compId)}/summary`);
+          // And why it was slow (findings/): from the whole record, so only once it ended;
+          // read again with the late metrics, which some findings rest on.
+          const [{ summary }, { findings }] = await Promise.all([
+            get(`api/computations/${encodeURIComponent(compId)}/summary`),
+            get(`api/computations/${encodeURIComponent(compId)}/findings`),
+          ]);
           update.runs = summary;
+          update.findings = { computation_id: compId, findings };
         }
         this.update(update);
         running = running || detail.state === "running";

@@ -10,6 +10,7 @@ import { taskCounts } from "../common/progress.js";
 import flamegraphView from "../widgets/flamegraph.js";
 import timeView from "../widgets/time.js";
 import streamView from "../widgets/stream.js";
+import findingsView from "../widgets/findings.js";
 import { clusterCharts } from "../widgets/cluster.js";
 import { workersView } from "../widgets/workers.js";
 import { LocalModel } from "../common/model.js";
@@ -167,6 +168,15 @@ import { Filters, filterBar, filterParams, filtersFrom, pager } from "../common/
     return wrap;
   }
 
+  // Why it was slow: the notebook's Findings tab over the server's findings (findings/).
+  // A running computation's record is partial, so it gets none yet (the view says so).
+  function findingsBox(c, found) {
+    const wrap = h("div", { class: "findings" });
+    const shown = c.state === "running" ? {} : { computation_id: c.computation_id, findings: found };
+    findingsView.render({ model: new LocalModel({ computation: c, findings: shown }), el: wrap });
+    return wrap;
+  }
+
   // ---------- pages ----------
   // The filters and the page live in the URL (?user=ann&state=live&before=...): a
   // filtered page is a link to share, and Back goes to the page before.
@@ -321,10 +331,10 @@ import { Filters, filterBar, filterParams, filtersFrom, pager } from "../common/
   }
 
   async function computationPage(id) {
-    const [{ computation: c }, { exceptions }, { profile }, { summary: runs }, { tasks }] = await Promise.all([
+    const [{ computation: c }, { exceptions }, { profile }, { summary: runs }, { tasks }, { findings }] = await Promise.all([
       api(`/computations/${enc(id)}`), api("/exceptions", { computation_id: id, limit: 500 }),
       api(`/computations/${enc(id)}/profile`), api(`/computations/${enc(id)}/summary`),
-      api(`/computations/${enc(id)}/tasks`, { limit: 50000 })]);
+      api(`/computations/${enc(id)}/tasks`, { limit: 50000 }), api(`/computations/${enc(id)}/findings`)]);
     const compared = c.state !== "running" && !!runs?.baseline_id;
     document.title = `${c.label || `Computation ${id.slice(0, 12)}`} · dask-analytics`;
     const groups = c.groups || [];
@@ -341,6 +351,7 @@ import { Filters, filterBar, filterParams, filtersFrom, pager } from "../common/
         ["Disk time", duration(c.disk)], ["Bytes", bytes(c.nbytes)],
         ...(compared ? [["Runs of this code", h("span", { class: "dal-runs" }, runsTrend(runs, c.computation_id) || "",
           " previous: ", link(`/computations/${enc(runs.baseline_id)}`, runs.baseline_id.slice(0, 12)))]] : [])]),
+      h("h2", {}, c.state === "running" ? "Findings" : `Findings (${findings.length})`), findingsBox(c, findings),
       h("h2", {}, "Code"),
       (c.code || []).length ? h("div", {}, c.code.map((snippet) => h("div", { class: "snippet" },
         h("p", { class: "muted" }, `${snippet.filename || "?"}${snippet.lineno_frame ? `, line ${snippet.lineno_frame}` : ""}`),
