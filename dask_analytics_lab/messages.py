@@ -56,7 +56,9 @@ STATES = ("running", "finished", "erred", "cancelled")
 # lost after LOST_AFTER_HEARTBEATS silent heartbeats, so a killed kernel's cluster reads
 # lost within seconds.  A cluster that did not say (recorded by a release before
 # heartbeats) sent a sample at least every LEGACY_HEARTBEAT seconds.
-HEARTBEAT = 2.0
+# 5 s: an idle recorder's writes (a heartbeat, or the worker samples of the same
+# interval) stay under 0.1% of a core; a dead cluster reads lost after 15 s.
+HEARTBEAT = 5.0
 LEGACY_HEARTBEAT = 30.0
 LOST_AFTER_HEARTBEATS = 3
 
