@@ -684,7 +684,11 @@ def _label(claims: list[_Claim]) -> str:
 
     def level(tg: Any) -> int:
         # Iterative longest path from a root over this computation's groups; a group
-        # being visited is skipped, so a cycle (a group feeding itself) ends.
+        # being visited is skipped, so a cycle (a group feeding itself) ends.  Each
+        # group's level is worked out once (the walk of an earlier group may have).
+        known = depth.get(tg)
+        if known is not None:
+            return known
         visiting = {tg}
         stack = [tg]
         while stack:
