@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -115,8 +114,6 @@ def test_durations_read_as_in_the_views(store_file, capsys):
     assert "1m 15s" in took[FIRST] and "4m 00s" in took[TWIN], out
 
 
-@pytest.mark.skipif(shutil.which("node") is None or not (ROOT / "node_modules" / "esbuild").exists(),
-                    reason="needs node and the JS build tools (npm install)")
 def test_the_cli_and_the_views_format_a_duration_alike(tmp_path):
     """figures.duration against js/common/format.ts `duration`, the one the views use."""
     values = [0, 4e-7, 0.0004, 0.0125, 0.5, 0.9996, 1, 1.234, 9.999, 12.34, 59.94, 59.96, 75, 239.6, 599.5,
