@@ -10,6 +10,7 @@ Profile fetches, the task stream, fine metrics and worker samples have their own
 (analytics.profile.transmit, analytics.task-stream.transmit, analytics.metrics.transmit,
 analytics.workers.transmit), passed by the benchmark as environment variables.
 """
+
 from __future__ import annotations
 
 import os

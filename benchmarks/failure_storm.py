@@ -11,6 +11,7 @@ with literals masked are one row per (group, type, frame, pattern), counted exac
 Before issue 8 (one row per exact message, a scan of every row on each new one), 20,000
 distinct failures cost 29.5 s of event-loop time with a single transition at 262 ms.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ def fail(i: int) -> None:
 
 
 def storm(n: int, store: str | None) -> dict:
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         timings = {"hook": 0.0, "max": 0.0, "calls": 0}
         if store:
             dal.register(client, store=store)
@@ -89,7 +94,9 @@ def one(n: int, analytics: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=1, help="alternating runs each way (medians)")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="alternating runs each way (medians)"
+    )
     parser.add_argument("--one", choices=["off", "on"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     n = args.tasks
@@ -100,8 +107,12 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"off": [], "on": []}
     for _ in range(args.repeats):
         for label in ("off", "on"):
-            out = subprocess.run([sys.executable, __file__, "--tasks", str(n), "--one", label],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--tasks", str(n), "--one", label],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             runs[label].append(json.loads(out.strip().splitlines()[-1]))
 
     def median(label: str, key: str) -> float:
@@ -109,18 +120,30 @@ def main() -> None:
 
     off = {k: median("off", k) for k in ("wall", "loop")}
     on = {k: median("on", k) for k in runs["on"][0]}
-    print(f"\nFailure storm: {n} tasks, each raising KeyError with its own message "
-          f"(2 workers, threads; {args.repeats} alternating runs each way, each in a fresh process, medians)\n")
+    print(
+        f"\nFailure storm: {n} tasks, each raising KeyError with its own message "
+        f"(2 workers, threads; {args.repeats} alternating runs each way, each in a fresh process, medians)\n"
+    )
     print(f"{'':<28} {'no analytics':>14} {'analytics':>12} {'ratio':>7}")
-    print(f"{'wall s':<28} {off['wall']:>14.1f} {on['wall']:>12.1f} {on['wall'] / off['wall']:>7.2f}")
-    print(f"{'event-loop CPU s':<28} {off['loop']:>14.1f} {on['loop']:>12.1f} {on['loop'] / off['loop']:>7.2f}")
-    print(f"{'event-loop CPU us/task':<28} {off['loop'] / n * 1e6:>14.1f} {on['loop'] / n * 1e6:>12.1f}")
-    print(f"\n{'transition hook, total s':<34} {on['hook']:.3f}  ({on['hook'] / on['loop'] * 100:.2f}% of the loop;"
-          f" {on['hook'] / n * 1e6:.2f} us/task over {on['calls']} calls)")
+    print(
+        f"{'wall s':<28} {off['wall']:>14.1f} {on['wall']:>12.1f} {on['wall'] / off['wall']:>7.2f}"
+    )
+    print(
+        f"{'event-loop CPU s':<28} {off['loop']:>14.1f} {on['loop']:>12.1f} {on['loop'] / off['loop']:>7.2f}"
+    )
+    print(
+        f"{'event-loop CPU us/task':<28} {off['loop'] / n * 1e6:>14.1f} {on['loop'] / n * 1e6:>12.1f}"
+    )
+    print(
+        f"\n{'transition hook, total s':<34} {on['hook']:.3f}  ({on['hook'] / on['loop'] * 100:.2f}% of the loop;"
+        f" {on['hook'] / n * 1e6:.2f} us/task over {on['calls']} calls)"
+    )
     print(f"{'transition hook, slowest call ms':<34} {on['max'] * 1e3:.3f}")
     print(f"{'snapshots (ticks), CPU s':<34} {on['ticks']:.3f}")
-    print(f"{'exception rows stored':<34} {on['rows']}  (failures counted: {on['counted']}, "
-          f"computation n_erred: {on['n_erred']})")
+    print(
+        f"{'exception rows stored':<34} {on['rows']}  (failures counted: {on['counted']}, "
+        f"computation n_erred: {on['n_erred']})"
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ them on an embedded store), the median of --repeat runs after one warm-up.
     python benchmarks/findings_speed.py
     python benchmarks/findings_speed.py --postgres postgresql://user@127.0.0.1:5432/scratch
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,35 +48,118 @@ class Messages:
 
 
 def cluster(m: Messages, workers: int, threads: int, wall: float) -> list[dict]:
-    out = [m("cluster", T0, {"name": "bench", "address": "tcp://10.0.0.1:8786", "user": "ann",
-                             "account": "default", "started": T0, "price_per_core_hour": 0.05,
-                             "versions": {}, "platform": {}, "settings": {}})]
-    for k, t in enumerate(range(0, int(wall) + 1, 5)):
-        out.append(m("worker_samples", T0 + t, {"samples": [{
-            "worker": f"tcp://10.0.{w // 250}.{w % 250}:4000", "time": T0 + t, "name": str(w), "host": "h",
-            "nthreads": threads, "memory_limit": 16 * 2**30, "managed": 2**30, "unmanaged": 2**28,
-            "spilled": 2**27 if w % 10 == 0 else 0, "cpu": 350.0, "processing": threads} for w in range(workers)]}))
+    out = [
+        m(
+            "cluster",
+            T0,
+            {
+                "name": "bench",
+                "address": "tcp://10.0.0.1:8786",
+                "user": "ann",
+                "account": "default",
+                "started": T0,
+                "price_per_core_hour": 0.05,
+                "versions": {},
+                "platform": {},
+                "settings": {},
+            },
+        )
+    ]
+    for t in range(0, int(wall) + 1, 5):
+        out.append(
+            m(
+                "worker_samples",
+                T0 + t,
+                {
+                    "samples": [
+                        {
+                            "worker": f"tcp://10.0.{w // 250}.{w % 250}:4000",
+                            "time": T0 + t,
+                            "name": str(w),
+                            "host": "h",
+                            "nthreads": threads,
+                            "memory_limit": 16 * 2**30,
+                            "managed": 2**30,
+                            "unmanaged": 2**28,
+                            "spilled": 2**27 if w % 10 == 0 else 0,
+                            "cpu": 350.0,
+                            "processing": threads,
+                        }
+                        for w in range(workers)
+                    ]
+                },
+            )
+        )
     return out
 
 
-def computation(m: Messages, comp_id: str, start: float, *, tasks: int, n_groups: int, workers: int, wall: float,
-                binned: bool, rng: random.Random) -> list[dict]:
+def computation(
+    m: Messages,
+    comp_id: str,
+    start: float,
+    *,
+    tasks: int,
+    n_groups: int,
+    workers: int,
+    wall: float,
+    binned: bool,
+    rng: random.Random,
+) -> list[dict]:
     per = tasks // n_groups
     groups = []
     for j in range(n_groups):
         prefix = PREFIXES[j % len(PREFIXES)]
         a = start + wall * j / n_groups
-        groups.append({"name": f"{prefix}-{j:04d}", "prefix": prefix, "states": {"memory": per}, "n_tasks": per,
-                       "n_done": per, "n_erred": 0, "n_not_run": 0, "compute": per * 0.8, "transfer": per * 0.05,
-                       "disk_read": 0.0, "disk_write": 0.0, "nbytes": per * 10**6, "start": a,
-                       "stop": a + wall / n_groups * 2, "dependencies": [groups[-1]["name"]] if groups else []})
-    totals = {"n_tasks": tasks, "n_groups": n_groups, "n_done": tasks, "n_erred": 0, "n_not_run": 0,
-              "compute": tasks * 0.8, "transfer": tasks * 0.05, "disk": 0.0, "nbytes": tasks * 10**6}
+        groups.append(
+            {
+                "name": f"{prefix}-{j:04d}",
+                "prefix": prefix,
+                "states": {"memory": per},
+                "n_tasks": per,
+                "n_done": per,
+                "n_erred": 0,
+                "n_not_run": 0,
+                "compute": per * 0.8,
+                "transfer": per * 0.05,
+                "disk_read": 0.0,
+                "disk_write": 0.0,
+                "nbytes": per * 10**6,
+                "start": a,
+                "stop": a + wall / n_groups * 2,
+                "dependencies": [groups[-1]["name"]] if groups else [],
+            }
+        )
+    totals = {
+        "n_tasks": tasks,
+        "n_groups": n_groups,
+        "n_done": tasks,
+        "n_erred": 0,
+        "n_not_run": 0,
+        "compute": tasks * 0.8,
+        "transfer": tasks * 0.05,
+        "disk": 0.0,
+        "nbytes": tasks * 10**6,
+    }
     fp = fingerprint("df.groupby('a').sum().compute()", PREFIXES)
-    out = [m("computation", start + wall, {
-        "id": comp_id, "start": start, "stop": start + wall, "state": "finished", "code": [], "code_frames": [],
-        "code_line": "df.groupby('a').sum().compute()", "label": " → ".join(PREFIXES), "fingerprint": fp,
-        "totals": totals, "groups": groups})]
+    out = [
+        m(
+            "computation",
+            start + wall,
+            {
+                "id": comp_id,
+                "start": start,
+                "stop": start + wall,
+                "state": "finished",
+                "code": [],
+                "code_frames": [],
+                "code_line": "df.groupby('a').sum().compute()",
+                "label": " → ".join(PREFIXES),
+                "fingerprint": fp,
+                "totals": totals,
+                "groups": groups,
+            },
+        )
+    ]
     rows = []
     if binned:
         width = wall / (2000 // workers * 1.0) if workers <= 2000 else wall
@@ -83,32 +167,87 @@ def computation(m: Messages, comp_id: str, start: float, *, tasks: int, n_groups
         for b in range(bins):
             for w in range(min(workers, 2000 // bins or 1)):
                 g = groups[min(n_groups - 1, b * n_groups // bins)]
-                rows.append({"worker": f"tcp://10.0.{w // 250}.{w % 250}:4000", "thread": None,
-                             "prefix": g["prefix"], "task_group": g["name"], "state": "memory",
-                             "start": start + b * width, "stop": start + (b + 1) * width,
-                             "n_tasks": max(1, tasks // 2000), "busy": width * 3.5, "binned": True})
+                rows.append(
+                    {
+                        "worker": f"tcp://10.0.{w // 250}.{w % 250}:4000",
+                        "thread": None,
+                        "prefix": g["prefix"],
+                        "task_group": g["name"],
+                        "state": "memory",
+                        "start": start + b * width,
+                        "stop": start + (b + 1) * width,
+                        "n_tasks": max(1, tasks // 2000),
+                        "busy": width * 3.5,
+                        "binned": True,
+                    }
+                )
     else:
         t = start
         for i in range(tasks):
             g = groups[i * n_groups // tasks]
             w = i % workers
             d = 0.05 + rng.random() * 0.05
-            rows.append({"worker": f"tcp://10.0.{w // 250}.{w % 250}:4000", "thread": 140000 + i % 4,
-                         "prefix": g["prefix"], "task_group": g["name"], "state": "memory",
-                         "start": t, "stop": t + d})
+            rows.append(
+                {
+                    "worker": f"tcp://10.0.{w // 250}.{w % 250}:4000",
+                    "thread": 140000 + i % 4,
+                    "prefix": g["prefix"],
+                    "task_group": g["name"],
+                    "state": "memory",
+                    "start": t,
+                    "stop": t + d,
+                }
+            )
             t += wall / tasks
     for i in range(0, len(rows), 2000):
-        out.append(m("task_stream", start + wall, {"computation_id": comp_id, "rows": rows[i:i + 2000],
-                                                   "replace": bool(binned and i == 0)}))
-    metrics = [{"prefix": p, "context": "execute", "activity": a, "unit": "seconds", "value": rng.random() * 100}
-               for p in PREFIXES for a in ("thread-cpu", "thread-noncpu", "executor", "disk-read", "serialize")]
-    metrics.append({"context": "gather-dep", "activity": "network", "unit": "seconds", "value": 30.0})
+        out.append(
+            m(
+                "task_stream",
+                start + wall,
+                {
+                    "computation_id": comp_id,
+                    "rows": rows[i : i + 2000],
+                    "replace": bool(binned and i == 0),
+                },
+            )
+        )
+    metrics = [
+        {
+            "prefix": p,
+            "context": "execute",
+            "activity": a,
+            "unit": "seconds",
+            "value": rng.random() * 100,
+        }
+        for p in PREFIXES
+        for a in ("thread-cpu", "thread-noncpu", "executor", "disk-read", "serialize")
+    ]
+    metrics.append(
+        {"context": "gather-dep", "activity": "network", "unit": "seconds", "value": 30.0}
+    )
     out.append(m("metrics", start + wall, {"computation_id": comp_id, "rows": metrics}))
-    out.append(m("exception", start + wall, {
-        "computation_id": comp_id, "group": groups[3]["name"], "hash": "e1", "exception_text": "ValueError('x')",
-        "traceback_text": "", "key": "k", "count": 3, "first_time": start, "last_time": start + 1,
-        "exc_type": "ValueError", "location": "etl.py:3 in clean", "pattern": "x", "examples": [],
-        "workers": ["tcp://10.0.0.1:4000"]}))
+    out.append(
+        m(
+            "exception",
+            start + wall,
+            {
+                "computation_id": comp_id,
+                "group": groups[3]["name"],
+                "hash": "e1",
+                "exception_text": "ValueError('x')",
+                "traceback_text": "",
+                "key": "k",
+                "count": 3,
+                "first_time": start,
+                "last_time": start + 1,
+                "exc_type": "ValueError",
+                "location": "etl.py:3 in clean",
+                "pattern": "x",
+                "examples": [],
+                "workers": ["tcp://10.0.0.1:4000"],
+            },
+        )
+    )
     return out
 
 
@@ -119,17 +258,48 @@ def build(url: str) -> dict[str, str]:
         m = Messages("bench-100k")
         store.ingest(cluster(m, 100, 4, 600.0))
         for k in range(200):  # earlier runs: compare() finds its baseline among them
-            store.ingest(computation(m, f"run-{k:03d}", T0 - 700.0 * (k + 1), tasks=1000, n_groups=50, workers=100,
-                                     wall=60.0, binned=True, rng=rng))
-        store.ingest(computation(m, "big-100k", T0, tasks=100_000, n_groups=500, workers=100, wall=600.0,
-                                 binned=True, rng=rng))
+            store.ingest(
+                computation(
+                    m,
+                    f"run-{k:03d}",
+                    T0 - 700.0 * (k + 1),
+                    tasks=1000,
+                    n_groups=50,
+                    workers=100,
+                    wall=60.0,
+                    binned=True,
+                    rng=rng,
+                )
+            )
+        store.ingest(
+            computation(
+                m,
+                "big-100k",
+                T0,
+                tasks=100_000,
+                n_groups=500,
+                workers=100,
+                wall=600.0,
+                binned=True,
+                rng=rng,
+            )
+        )
         ids["100k tasks, binned stream"] = "big-100k"
         m = Messages("bench-10k")
         store.ingest(cluster(m, 16, 4, 120.0))
-        msgs = computation(m, "per-task-10k", T0, tasks=10_000, n_groups=20, workers=16, wall=120.0, binned=False,
-                           rng=rng)
+        msgs = computation(
+            m,
+            "per-task-10k",
+            T0,
+            tasks=10_000,
+            n_groups=20,
+            workers=16,
+            wall=120.0,
+            binned=False,
+            rng=rng,
+        )
         for i in range(0, len(msgs), 5):
-            store.ingest(msgs[i:i + 5])
+            store.ingest(msgs[i : i + 5])
         ids["10k tasks, one row each"] = "per-task-10k"
     return ids
 
@@ -146,7 +316,9 @@ def measure(url: str, cid: str, repeat: int) -> tuple[float, float, list[dict]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--postgres", help="also a PostgreSQL scratch database (its tables are filled)")
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
@@ -160,7 +332,9 @@ def main() -> None:
         print(f"# {name}: built in {time.perf_counter() - t:.0f} s", file=sys.stderr)
         for label, cid in ids.items():
             med, worst, found = measure(url, cid, args.repeat)
-            print(f"{name:<11} {label:<28} {med:>10.1f} {worst:>8.1f}  {', '.join(f['kind'] for f in found) or '-'}")
+            print(
+                f"{name:<11} {label:<28} {med:>10.1f} {worst:>8.1f}  {', '.join(f['kind'] for f in found) or '-'}"
+            )
 
 
 if __name__ == "__main__":

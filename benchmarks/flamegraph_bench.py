@@ -4,6 +4,7 @@
 
 Needs the built widgets (pip install -e . runs npm) and /usr/bin/chromium.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,7 +51,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     r = measure(args.nodes, args.repeats)
-    print(f"flamegraph render, {r['nodes']:,} nodes (flatten + layout + canvas draw, Chromium headless):")
+    print(
+        f"flamegraph render, {r['nodes']:,} nodes (flatten + layout + canvas draw, Chromium headless):"
+    )
     print(f"  first render   {r['first_ms']:8.1f} ms")
     print(f"  median of {args.repeats:<3}  {r['median_ms']:8.1f} ms   (target < 200 ms)")
     print(f"  slowest        {r['max_ms']:8.1f} ms")

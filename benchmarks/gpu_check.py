@@ -13,6 +13,7 @@ NVML read of all devices in this process, as a breakdown.
 
 Not a test: a printed report for the closing note.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,23 @@ def _fake_env() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     import fake_nvml
 
-    conf = fake_nvml.write_config(Path(tempfile.mkdtemp()) / "nvml.conf", [
-        fake_nvml.device("GPU-fake-0000", name="Fake A100", total="40G", used=["1G", "6G", "12G", "3G"],
-                         util=[5, 60, 95, 40], power=[90, 250, 300], temp=[45, 60]),
-        fake_nvml.device("GPU-fake-1111", name="Fake A100", total="40G", used=["2G", "4G"], util=[0, 30]),
-    ])
+    conf = fake_nvml.write_config(
+        Path(tempfile.mkdtemp()) / "nvml.conf",
+        [
+            fake_nvml.device(
+                "GPU-fake-0000",
+                name="Fake A100",
+                total="40G",
+                used=["1G", "6G", "12G", "3G"],
+                util=[5, 60, 95, 40],
+                power=[90, 250, 300],
+                temp=[45, 60],
+            ),
+            fake_nvml.device(
+                "GPU-fake-1111", name="Fake A100", total="40G", used=["2G", "4G"], util=[0, 30]
+            ),
+        ],
+    )
     env = dict(os.environ, **fake_nvml.env(conf), DAL_GPU_CHECK_FAKE="1")
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
@@ -103,17 +116,25 @@ def direct_read_cost(interval: float, n: int = 200) -> None:
             cpu.append(time.thread_time() - c0)
             wall.append(time.perf_counter() - w0)
         per = statistics.median(cpu)
-        print(f"direct read of {len(reader.devices)} device(s): median {per * 1e6:.0f} us CPU, "
-              f"{statistics.median(wall) * 1e6:.0f} us wall per sample "
-              f"-> {100 * per / interval:.3f}% of one core at {1 / interval:.0f} Hz")
+        print(
+            f"direct read of {len(reader.devices)} device(s): median {per * 1e6:.0f} us CPU, "
+            f"{statistics.median(wall) * 1e6:.0f} us wall per sample "
+            f"-> {100 * per / interval:.3f}% of one core at {1 / interval:.0f} Hz"
+        )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--duration", type=float, default=15.0, help="seconds of workload (default 15)")
-    ap.add_argument("--interval", type=float, default=0.1, help="sampling interval in seconds (default 0.1)")
+    ap.add_argument(
+        "--interval", type=float, default=0.1, help="sampling interval in seconds (default 0.1)"
+    )
     ap.add_argument("--workers", type=int, default=8, help="at most this many workers, one per GPU")
-    ap.add_argument("--fake", action="store_true", help="use the fake libnvidia-ml.so.1 of the tests")
+    ap.add_argument(
+        "--fake", action="store_true", help="use the fake libnvidia-ml.so.1 of the tests"
+    )
     ap.add_argument("--csv", default=None, help="also write the CSVs into this folder")
     args = ap.parse_args()
     if args.fake:
@@ -124,7 +145,9 @@ def main() -> int:
     from dask_analytics_lab.collect import gpu_nvml
     from dask_analytics_lab.gpu import Monitor
 
-    print(f"python {sys.version.split()[0]}, pynvml from {getattr(gpu_nvml.pynvml, '__file__', None)}")
+    print(
+        f"python {sys.version.split()[0]}, pynvml from {getattr(gpu_nvml.pynvml, '__file__', None)}"
+    )
     print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
     found = gpu_nvml.probe()
     print("this host:", found)
@@ -134,8 +157,12 @@ def main() -> int:
 
     # One worker per GPU, pinned the way dask-cuda does it: CUDA_VISIBLE_DEVICES per worker.
     uuids = [d["uuid"] for d in found.get("devices", []) if not d["mig"]][:n_workers]
-    with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         from distributed import Nanny
 
         specs = {}
@@ -155,7 +182,9 @@ def main() -> int:
         ran = client.gather(futures)
         summary = monitor.stop()
         wall = time.time() - t0
-        print(f"workload: {ran[0]['library'] or 'none (no CuPy/PyTorch with CUDA): sampling only'}, {wall:.1f}s")
+        print(
+            f"workload: {ran[0]['library'] or 'none (no CuPy/PyTorch with CUDA): sampling only'}, {wall:.1f}s"
+        )
 
         folder = Path(args.csv or tempfile.mkdtemp(prefix="gpu-check-"))
         paths = monitor.to_csv(folder)
@@ -169,10 +198,14 @@ def main() -> int:
         for w, gpus in sorted(monitor.peak_memory_by_worker().items()):
             for g in gpus:
                 total = g["mem_total"] or 0
-                print(f"  {w} GPU {g['index']} {g['uuid']} {g['name']}: peak {g['peak'] / 2**30:.2f} GiB"
-                      + (f" of {total / 2**30:.1f} GiB" if total else ""))
+                print(
+                    f"  {w} GPU {g['index']} {g['uuid']} {g['name']}: peak {g['peak'] / 2**30:.2f} GiB"
+                    + (f" of {total / 2**30:.1f} GiB" if total else "")
+                )
 
-        print(f"\nsampler CPU at {1 / args.interval:.0f} Hz (thread CPU time / wall time of the run):")
+        print(
+            f"\nsampler CPU at {1 / args.interval:.0f} Hz (thread CPU time / wall time of the run):"
+        )
         worst = 0.0
         for w, c in sorted(summary["sampler_cpu"].items()):
             if not c.get("samples"):
@@ -180,8 +213,10 @@ def main() -> int:
             run_wall = summary["stopped"] - summary["started"]
             pct = 100 * c["cpu_seconds"] / run_wall
             worst = max(worst, pct)
-            print(f"  {w}: {c['samples']} samples, {c['cpu_seconds'] * 1e3:.1f} ms CPU in {run_wall:.1f}s "
-                  f"= {pct:.3f}% of one core ({c['cpu_seconds'] / c['samples'] * 1e6:.0f} us per sample)")
+            print(
+                f"  {w}: {c['samples']} samples, {c['cpu_seconds'] * 1e3:.1f} ms CPU in {run_wall:.1f}s "
+                f"= {pct:.3f}% of one core ({c['cpu_seconds'] / c['samples'] * 1e6:.0f} us per sample)"
+            )
         verdict = "OK" if worst < TARGET_PCT else "OVER TARGET"
         print(f"  worst {worst:.3f}% (target < {TARGET_PCT}%): {verdict}")
         return 0 if worst < TARGET_PCT else 1

@@ -21,6 +21,7 @@ plugin's own state: its structures, not the Dask objects they point to).
 With processes=False the workers share the scheduler's event loop: the loop's CPU and
 RSS include theirs, on both sides of each ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,22 @@ from pathlib import Path
 from typing import Any
 
 CASES = {
-    "large": {"workers": 100, "processes": False, "groups": 2000, "tasks": 100_000, "prefixes": 20, "rerun": False},
-    "regroup": {"workers": 2, "processes": True, "groups": 4000, "tasks": 4000, "prefixes": 4000, "rerun": True},
+    "large": {
+        "workers": 100,
+        "processes": False,
+        "groups": 2000,
+        "tasks": 100_000,
+        "prefixes": 20,
+        "rerun": False,
+    },
+    "regroup": {
+        "workers": 2,
+        "processes": True,
+        "groups": 4000,
+        "tasks": 4000,
+        "prefixes": 4000,
+        "rerun": True,
+    },
 }
 HOOKS = ("update_graph", "transition", "add_worker", "remove_worker", "log_event", "restart")
 SETTLE = 3.0  # seconds after the computation for the plugin's ticks to catch up (counted)
@@ -105,8 +120,12 @@ class Calls:
         for kind, v in self.times.items():
             if v:
                 s = sorted(v)
-                out[kind] = {"n": len(s), "max": s[-1], "p99": s[min(len(s) - 1, int(len(s) * 0.99))],
-                             "total": sum(s)}
+                out[kind] = {
+                    "n": len(s),
+                    "max": s[-1],
+                    "p99": s[min(len(s) - 1, int(len(s) * 0.99))],
+                    "total": sum(s),
+                }
         return out
 
 
@@ -154,9 +173,16 @@ def _instrument(plugin: Any, calls: Calls) -> None:
         plugin._tick_again = calls.timed("tick (continued)", plugin._tick_again)
     if os.environ.get("DAL_BENCH_PARTS"):
         # Each part of the tick on its own (its calls are inside the tick's).
-        parts = {"_computations": ("poll",), "_stream": ("tick",), "_metrics": ("tick",),
-                 "_sampler": ("sample",), "_workers": ("sample",), "_lifecycle": ("flush",),
-                 "_profiles": ("put", "tick"), "_errors": ("drain",)}
+        parts = {
+            "_computations": ("poll",),
+            "_stream": ("tick",),
+            "_metrics": ("tick",),
+            "_sampler": ("sample",),
+            "_workers": ("sample",),
+            "_lifecycle": ("flush",),
+            "_profiles": ("put", "tick"),
+            "_errors": ("drain",),
+        }
         for attr, names in parts.items():
             obj = getattr(plugin, attr, None)
             for name in names if obj is not None else ():
@@ -174,7 +200,10 @@ def _instrument(plugin: Any, calls: Calls) -> None:
         # tap_heartbeats closed over the recorder's bound method: swap it in the closure.
         closure = spans.heartbeat.__closure__ or ()
         for cell in closure:
-            if isinstance(cell.cell_contents, types.MethodType) and cell.cell_contents.__self__ is metrics:
+            if (
+                isinstance(cell.cell_contents, types.MethodType)
+                and cell.cell_contents.__self__ is metrics
+            ):
                 cell.cell_contents = calls.timed("metrics heartbeat", cell.cell_contents)
 
 
@@ -184,24 +213,58 @@ def _plugin_state(plugin: Any, scheduler: Any) -> dict[str, tuple[int, int]]:
     object reachable from two parts counts in the first."""
     from distributed.scheduler import Computation, TaskGroup, TaskPrefix, TaskState, WorkerState
 
-    stop_types = (TaskGroup, TaskPrefix, TaskState, Computation, WorkerState, type, types.ModuleType,
-                  types.FunctionType, types.MethodType, types.BuiltinFunctionType, asyncio.AbstractEventLoop)
-    stop_ids = {id(scheduler), id(plugin), id(scheduler.tasks), id(scheduler.computations),
-                id(scheduler.task_groups), id(scheduler.workers), id(scheduler.extensions)}
+    stop_types = (
+        TaskGroup,
+        TaskPrefix,
+        TaskState,
+        Computation,
+        WorkerState,
+        type,
+        types.ModuleType,
+        types.FunctionType,
+        types.MethodType,
+        types.BuiltinFunctionType,
+        asyncio.AbstractEventLoop,
+    )
+    stop_ids = {
+        id(scheduler),
+        id(plugin),
+        id(scheduler.tasks),
+        id(scheduler.computations),
+        id(scheduler.task_groups),
+        id(scheduler.workers),
+        id(scheduler.extensions),
+    }
     spans = scheduler.extensions.get("spans")
     if spans is not None:
         stop_ids.update({id(spans), id(spans.spans)})
     seen: set[int] = set()
     out = {}
-    for name in ("_computations", "_stream", "_metrics", "_errors", "_lost", "_lifecycle", "_workers", "_sampler",
-                 "_suspects", "_profiles"):
+    for name in (
+        "_computations",
+        "_stream",
+        "_metrics",
+        "_errors",
+        "_lost",
+        "_lifecycle",
+        "_workers",
+        "_sampler",
+        "_suspects",
+        "_profiles",
+    ):
         root = getattr(plugin, name, None)
         stack = [root] if root is not None else []
         n = size = 0
         while stack:
             o = stack.pop()
-            if id(o) in seen or id(o) in stop_ids or isinstance(o, stop_types) or o.__class__.__name__ == "Span" \
-                    or o.__class__.__name__ == "RunSpan" or isinstance(o, asyncio.Future):
+            if (
+                id(o) in seen
+                or id(o) in stop_ids
+                or isinstance(o, stop_types)
+                or o.__class__.__name__ == "Span"
+                or o.__class__.__name__ == "RunSpan"
+                or isinstance(o, asyncio.Future)
+            ):
                 continue
             seen.add(id(o))
             n += 1
@@ -230,18 +293,28 @@ def child(case: str, analytics: bool, spec: dict, out: str) -> None:
     longest = _time_loop_steps(calls)
     store = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     result: dict[str, Any] = {"case": case, "analytics": analytics}
-    with dask.config.set({"distributed.logging.distributed": "error", "distributed.admin.tick.limit": "1h"}):
+    with dask.config.set(
+        {"distributed.logging.distributed": "error", "distributed.admin.tick.limit": "1h"}
+    ):
         # In one process every worker would take the whole process's memory for its own
         # and pause: no memory limit there.
-        with LocalCluster(n_workers=spec["workers"], threads_per_worker=1, processes=spec["processes"],
-                          dashboard_address=":0", **({} if spec["processes"] else {"memory_limit": 0})) as cluster, \
-                Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=spec["workers"],
+                threads_per_worker=1,
+                processes=spec["processes"],
+                dashboard_address=":0",
+                **({} if spec["processes"] else {"memory_limit": 0}),
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             client.wait_for_workers(spec["workers"], timeout=300)
             scheduler = cluster.scheduler
             # Dask's own work for a submission (the synchronous part of update_graph, where
             # the plugin's hook runs too), for scale: timed on both sides.
             scheduler._create_taskstate_from_graph = calls.timed(
-                "(Dask: graph to tasks)", scheduler._create_taskstate_from_graph)
+                "(Dask: graph to tasks)", scheduler._create_taskstate_from_graph
+            )
             plugin = None
             if analytics:
                 import dask_analytics_lab as dal
@@ -280,7 +353,9 @@ def child(case: str, analytics: bool, spec: dict, out: str) -> None:
             if calls.profile is not None:
                 import pstats
 
-                pstats.Stats(calls.profile).sort_stats(os.environ["DAL_BENCH_PROFILE"]).print_stats(45)
+                pstats.Stats(calls.profile).sort_stats(os.environ["DAL_BENCH_PROFILE"]).print_stats(
+                    45
+                )
             result["longest_loop_step"] = longest[0]
             result["rss_mib"] = psutil.Process().memory_info().rss / 2**20
             result["gc_objects"] = len(gc.get_objects())
@@ -290,7 +365,9 @@ def child(case: str, analytics: bool, spec: dict, out: str) -> None:
                 result["profile_fetches"] = fetches
                 result["profile_rpcs"] = info["profile_rpcs"] - info0["profile_rpcs"]
                 result["summaries"] = getattr(plugin._computations, "summarised", 0)
-                result["state"] = client.sync(_on_loop, scheduler, lambda: _plugin_state(plugin, scheduler))
+                result["state"] = client.sync(
+                    _on_loop, scheduler, lambda: _plugin_state(plugin, scheduler)
+                )
             del first
     Path(out).write_text(json.dumps(result))
 
@@ -302,8 +379,18 @@ async def _on_loop(scheduler: Any, fn: Any) -> Any:
 # --- the parent: runs the children, prints the table ----------------------------------------
 def run_child(case: str, analytics: bool, spec: dict) -> dict:
     out = tempfile.mktemp(suffix=".json")
-    cmd = [sys.executable, __file__, "--child", case, "--analytics", "on" if analytics else "off",
-           "--spec", json.dumps(spec), "--out", out]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        case,
+        "--analytics",
+        "on" if analytics else "off",
+        "--spec",
+        json.dumps(spec),
+        "--out",
+        out,
+    ]
     subprocess.run(cmd, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     return json.loads(Path(out).read_text())
 
@@ -312,27 +399,46 @@ def report(case: str, spec: dict, runs: list[dict]) -> None:
     off = [r for r in runs if not r["analytics"]]
     on = [r for r in runs if r["analytics"]]
     base = statistics.median(r["wall"] for r in off)
-    print(f"\n{case}: {spec['workers']} workers ({'processes' if spec['processes'] else 'in one process'}), "
-          f"{spec['groups']:,} groups, {spec['groups'] * max(1, spec['tasks'] // spec['groups']):,} tasks"
-          f"{' and their re-run into the live groups' if spec['rerun'] else ''}; {len(off)} runs each way\n")
-    print(f"{'analytics':<10} {'wall s':>8} {'ratio':>6} {'loop CPU s':>11} {'longest step ms':>16}"
-          f" {'GC s':>6} {'longest GC ms':>14} {'RSS MiB':>8} {'GC objects':>11}")
+    print(
+        f"\n{case}: {spec['workers']} workers ({'processes' if spec['processes'] else 'in one process'}), "
+        f"{spec['groups']:,} groups, {spec['groups'] * max(1, spec['tasks'] // spec['groups']):,} tasks"
+        f"{' and their re-run into the live groups' if spec['rerun'] else ''}; {len(off)} runs each way\n"
+    )
+    print(
+        f"{'analytics':<10} {'wall s':>8} {'ratio':>6} {'loop CPU s':>11} {'longest step ms':>16}"
+        f" {'GC s':>6} {'longest GC ms':>14} {'RSS MiB':>8} {'GC objects':>11}"
+    )
     for label, rs in (("off", off), ("on", on)):
         wall = statistics.median(r["wall"] for r in rs)
-        print(f"{label:<10} {wall:>8.2f} {wall / base:>6.2f} {statistics.median(r['loop_cpu'] for r in rs):>11.2f}"
-              f" {max(r['longest_loop_step'] for r in rs) * 1e3:>16.1f}"
-              f" {statistics.median(r['gc'][0] for r in rs):>6.2f} {max(r['gc'][1] for r in rs) * 1e3:>14.1f}"
-              f" {statistics.median(r['rss_mib'] for r in rs):>8.0f} {statistics.median(r['gc_objects'] for r in rs):>11,.0f}")
-    walls = {label: ", ".join(f"{r['wall']:.2f}" for r in rs) for label, rs in (("off", off), ("on", on))}
+        print(
+            f"{label:<10} {wall:>8.2f} {wall / base:>6.2f} {statistics.median(r['loop_cpu'] for r in rs):>11.2f}"
+            f" {max(r['longest_loop_step'] for r in rs) * 1e3:>16.1f}"
+            f" {statistics.median(r['gc'][0] for r in rs):>6.2f} {max(r['gc'][1] for r in rs) * 1e3:>14.1f}"
+            f" {statistics.median(r['rss_mib'] for r in rs):>8.0f} {statistics.median(r['gc_objects'] for r in rs):>11,.0f}"
+        )
+    walls = {
+        label: ", ".join(f"{r['wall']:.2f}" for r in rs) for label, rs in (("off", off), ("on", on))
+    }
     print(f"  (wall s of each run: off {walls['off']}; on {walls['on']})")
     dask_own = [r["calls"].get("(Dask: graph to tasks) (CPU)") for r in off]
     if all(dask_own):
-        print(f"  Dask's own graph-to-tasks step (without analytics): longest"
-              f" {max(x['max'] for x in dask_own) * 1e3:.1f} ms CPU")
+        print(
+            f"  Dask's own graph-to-tasks step (without analytics): longest"
+            f" {max(x['max'] for x in dask_own) * 1e3:.1f} ms CPU"
+        )
     loop = statistics.median(r["loop_cpu"] for r in on)
-    print(f"\n{'plugin call':<22} {'calls':>8} {'max CPU ms':>11} {'p99 CPU ms':>11} {'max wall ms':>12}"
-          f" {'CPU ms':>9} {'of loop CPU':>12}")
-    kinds = sorted({k for r in on for k in r["calls"] if not k.endswith(" (CPU)") and not k.startswith("(Dask")})
+    print(
+        f"\n{'plugin call':<22} {'calls':>8} {'max CPU ms':>11} {'p99 CPU ms':>11} {'max wall ms':>12}"
+        f" {'CPU ms':>9} {'of loop CPU':>12}"
+    )
+    kinds = sorted(
+        {
+            k
+            for r in on
+            for k in r["calls"]
+            if not k.endswith(" (CPU)") and not k.startswith("(Dask")
+        }
+    )
     kinds = [k for k in kinds if not k.startswith(" ")] + [k for k in kinds if k.startswith(" ")]
     total = 0.0
     for kind in kinds:
@@ -343,21 +449,34 @@ def report(case: str, spec: dict, runs: list[dict]) -> None:
         tot = statistics.median(x["total"] for x in cpu)
         if not kind.startswith(" "):
             total += tot  # the parts (indented) are inside the tick's calls
-        print(f"{kind:<22} {n:>8,.0f} {max(x['max'] for x in cpu) * 1e3:>11.2f} {max(x['p99'] for x in cpu) * 1e3:>11.3f}"
-              f" {max(x['max'] for x in wall) * 1e3:>12.2f} {tot * 1e3:>9.1f} {tot / loop * 100:>11.2f}%")
-    print(f"{'all':<22} {'':>8} {'':>11} {'':>11} {'':>12} {total * 1e3:>9.1f} {total / loop * 100:>11.2f}%")
-    print("  (CPU: the calling thread's CPU time in the call, less collections (the transition hook: wall"
-          " time); wall: also the time the OS gave the CPU to other processes meanwhile; indented: parts"
-          " of the tick's calls, with its continuations)")
+        print(
+            f"{kind:<22} {n:>8,.0f} {max(x['max'] for x in cpu) * 1e3:>11.2f} {max(x['p99'] for x in cpu) * 1e3:>11.3f}"
+            f" {max(x['max'] for x in wall) * 1e3:>12.2f} {tot * 1e3:>9.1f} {tot / loop * 100:>11.2f}%"
+        )
+    print(
+        f"{'all':<22} {'':>8} {'':>11} {'':>11} {'':>12} {total * 1e3:>9.1f} {total / loop * 100:>11.2f}%"
+    )
+    print(
+        "  (CPU: the calling thread's CPU time in the call, less collections (the transition hook: wall"
+        " time); wall: also the time the OS gave the CPU to other processes meanwhile; indented: parts"
+        " of the tick's calls, with its continuations)"
+    )
     r = on[-1]
     fetches = r.get("profile_fetches", 0)
-    print(f"\nprofile fetches {fetches}, worker RPCs {r.get('profile_rpcs', 0)}"
-          f" ({r.get('profile_rpcs', 0) / max(fetches, 1):.1f} a fetch, {spec['workers']} workers);"
-          f" group summaries built {r.get('summaries', 0):,}")
+    print(
+        f"\nprofile fetches {fetches}, worker RPCs {r.get('profile_rpcs', 0)}"
+        f" ({r.get('profile_rpcs', 0) / max(fetches, 1):.1f} a fetch, {spec['workers']} workers);"
+        f" group summaries built {r.get('summaries', 0):,}"
+    )
     state = r.get("state", {})
-    print(f"plugin state {sum(n for n, _ in state.values()):,} objects, {sum(b for _, b in state.values()) / 2**20:.1f} MiB: "
-          + ", ".join(f"{part} {b / 2**20:.1f}" for part, (n, b) in sorted(state.items(), key=lambda x: -x[1][1])
-                      if b >= 2**16))
+    print(
+        f"plugin state {sum(n for n, _ in state.values()):,} objects, {sum(b for _, b in state.values()) / 2**20:.1f} MiB: "
+        + ", ".join(
+            f"{part} {b / 2**20:.1f}"
+            for part, (n, b) in sorted(state.items(), key=lambda x: -x[1][1])
+            if b >= 2**16
+        )
+    )
 
 
 def main() -> None:
@@ -375,7 +494,7 @@ def main() -> None:
     if args.child:
         child(args.child, args.analytics == "on", json.loads(args.spec), args.out)
         return
-    for case in (("large", "regroup") if args.case == "both" else (args.case,)):
+    for case in ("large", "regroup") if args.case == "both" else (args.case,):
         spec = dict(CASES[case])
         for key in ("workers", "groups", "tasks"):
             if getattr(args, key) is not None:
@@ -388,7 +507,9 @@ def main() -> None:
             order = (False, True) if i % 2 == 0 else (True, False)
             for analytics in order:
                 runs.append(run_child(case, analytics, spec))
-                print(f"  {case} {'on' if analytics else 'off'}: {runs[-1]['wall']:.2f} s", flush=True)
+                print(
+                    f"  {case} {'on' if analytics else 'off'}: {runs[-1]['wall']:.2f} s", flush=True
+                )
         report(case, spec, runs)
 
 

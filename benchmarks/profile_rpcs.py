@@ -13,6 +13,7 @@ upper bound: whatever else the idle loop did meanwhile is in it).  The collector
 fetches of the computation (final, and live ones) are counted too, with its
 `profile_rpcs` counter beside the workers' count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ from distributed import Client, LocalCluster
 from distributed.protocol.pickle import loads
 
 import dask_analytics_lab as dal
+
 
 def _count_calls(dask_worker: Any = None) -> None:
     w = dask_worker
@@ -53,8 +55,11 @@ def _calls(dask_worker: Any = None) -> list[tuple[str, str]]:
 
 def _rpcs(client: Client) -> int:
     """Profile RPCs the workers got so far (our own `_calls` runs left out)."""
-    return sum(op == "profile" or what == "prefix_trees" for calls in client.run(_calls).values()
-               for op, what in calls)
+    return sum(
+        op == "profile" or what == "prefix_trees"
+        for calls in client.run(_calls).values()
+        for op, what in calls
+    )
 
 
 def _spin(seconds: float) -> None:
@@ -63,8 +68,14 @@ def _spin(seconds: float) -> None:
         pass
 
 
-async def _fetch(prefixes: list[str], start: float, stop: float, way: str, repeats: int,
-                 dask_scheduler: Any = None) -> float:
+async def _fetch(
+    prefixes: list[str],
+    start: float,
+    stop: float,
+    way: str,
+    repeats: int,
+    dask_scheduler: Any = None,
+) -> float:
     """Loop CPU seconds of one fetch, median of `repeats`."""
     fetcher = dask_scheduler.plugins["dask-analytics-lab"]._profiles
     cpus = []
@@ -72,8 +83,12 @@ async def _fetch(prefixes: list[str], start: float, stop: float, way: str, repea
         cpu = time.thread_time()
         if way == "old":
             # What profiles.py did before: one get_profile per prefix, all at once.
-            await asyncio.gather(*(dask_scheduler.get_profile(key=p, start=start, stop=stop, merge_workers=False)
-                                   for p in prefixes))
+            await asyncio.gather(
+                *(
+                    dask_scheduler.get_profile(key=p, start=start, stop=stop, merge_workers=False)
+                    for p in prefixes
+                )
+            )
         else:
             await fetcher._ask_workers(dict.fromkeys(prefixes, start), stop)
         cpus.append(time.thread_time() - cpu)
@@ -84,7 +99,11 @@ def measure(client: Client, store: str, prefixes: int, workers: int, repeats: in
     info0 = client.sync(client.scheduler.analytics_info)
     rpcs0 = _rpcs(client)
     tag = uuid.uuid4().hex[:6]
-    parts = [dask.delayed(_spin)(0.05, dask_key_name=f"p{tag}x{i}-{j}") for i in range(prefixes) for j in range(2)]
+    parts = [
+        dask.delayed(_spin)(0.05, dask_key_name=f"p{tag}x{i}-{j}")
+        for i in range(prefixes)
+        for j in range(2)
+    ]
     client.compute(parts, sync=True)
     info1 = dal.flush(client, timeout=120)
     own_rpcs = _rpcs(client) - rpcs0
@@ -98,7 +117,9 @@ def measure(client: Client, store: str, prefixes: int, workers: int, repeats: in
         cpu = client.run_on_scheduler(_fetch, names, comp["start"], comp["stop"], way, repeats)
         per_fetch = (_rpcs(client) - before) / repeats
         row.append(f"{per_fetch:>12.0f} {cpu * 1e3:>10.2f}")
-    row.append(f"{fetches:>8} {own_rpcs / max(fetches, 1):>12.1f} {counter / max(fetches, 1):>10.1f}")
+    row.append(
+        f"{fetches:>8} {own_rpcs / max(fetches, 1):>12.1f} {counter / max(fetches, 1):>10.1f}"
+    )
     print("  ".join(row), flush=True)
 
 
@@ -109,16 +130,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     store = str(Path(tempfile.mkdtemp()) / "analytics.db")
-    with dask.config.set({"distributed.logging.distributed": "error"}), \
-            LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                         dashboard_address=":0") as cluster, Client(cluster) as client:
+    with (
+        dask.config.set({"distributed.logging.distributed": "error"}),
+        LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         dal.register(client, store=store)
         client.run(_count_calls)
-        print("Worker RPCs per profile fetch of one computation's window (counted in the workers' handlers)"
-              " and the scheduler loop's CPU per fetch (median of repeats)\n")
-        print(f"{'prefixes':>8} {'workers':>7}  {'old RPCs':>12} {'old ms':>10}  {'new RPCs':>12} {'new ms':>10}"
-              f"  {'fetches':>8} {'RPCs/fetch':>12} {'counter':>10}")
-        print(f"{'':>17}  {'(get_profile per prefix)':>23}  {'(prefix_trees)':>23}  {'(the collector, this run)':>32}")
+        print(
+            "Worker RPCs per profile fetch of one computation's window (counted in the workers' handlers)"
+            " and the scheduler loop's CPU per fetch (median of repeats)\n"
+        )
+        print(
+            f"{'prefixes':>8} {'workers':>7}  {'old RPCs':>12} {'old ms':>10}  {'new RPCs':>12} {'new ms':>10}"
+            f"  {'fetches':>8} {'RPCs/fetch':>12} {'counter':>10}"
+        )
+        print(
+            f"{'':>17}  {'(get_profile per prefix)':>23}  {'(prefix_trees)':>23}  {'(the collector, this run)':>32}"
+        )
         for n in args.prefixes:
             measure(client, store, n, args.workers, args.repeats)
 

@@ -15,6 +15,7 @@ remote:   HttpReader / HttpSink, on one kept-alive connection.
 On 127.0.0.1 a TCP connection costs ~0.1 ms and the server's own work dominates; a TLS
 handshake costs more, and over a real network every new connection adds round trips.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,16 +26,16 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dask_analytics_lab.remote import HttpReader, HttpSink  # noqa: E402
+from tests.server_helpers import Cluster, ServerProcess, free_port  # noqa: E402
 from tests.test_server_api import _self_signed  # noqa: E402
 from tests.test_server_load import make_tokens  # noqa: E402
-from tests.server_helpers import Cluster, ServerProcess, free_port  # noqa: E402
 
 
 def urllib_call(url: str, token: str, tls: ssl.SSLContext | None, body: list | None = None) -> dict:
@@ -64,11 +65,17 @@ def measure(n: int, batch_size: int, tls: bool) -> list[tuple[str, float, float]
     extra, ca_file, context = [], None, None
     if tls:
         ca_file, keyfile = _self_signed(folder)
-        extra, context = ["--certfile", ca_file, "--keyfile", keyfile], ssl.create_default_context(cafile=ca_file)
+        extra, context = (
+            ["--certfile", ca_file, "--keyfile", keyfile],
+            ssl.create_default_context(cafile=ca_file),
+        )
     with ServerProcess(db, free_port(), extra) as server:
         url = server.url.replace("http://", "https://") if tls else server.url
         c = Cluster(account="load")
-        sink, reader = HttpSink(url, token=token, ca_file=ca_file), HttpReader(url, token=token, ca_file=ca_file)
+        sink, reader = (
+            HttpSink(url, token=token, ca_file=ca_file),
+            HttpReader(url, token=token, ca_file=ca_file),
+        )
         sink.write([c.cluster(name="bench")])
 
         def batch() -> list[dict]:
@@ -87,22 +94,31 @@ def measure(n: int, batch_size: int, tls: bool) -> list[tuple[str, float, float]
             assert reader.list_clusters(limit=10)
 
         scheme = "https" if tls else "http"
-        rows = [(f"{scheme} GET /api/clusters", per_request_ms(n, old_get), per_request_ms(n, new_get)),
-                (f"{scheme} POST /api/ingest ({batch_size} msgs)", per_request_ms(n, old_ingest),
-                 per_request_ms(n, new_ingest))]
+        rows = [
+            (f"{scheme} GET /api/clusters", per_request_ms(n, old_get), per_request_ms(n, new_get)),
+            (
+                f"{scheme} POST /api/ingest ({batch_size} msgs)",
+                per_request_ms(n, old_ingest),
+                per_request_ms(n, new_ingest),
+            ),
+        ]
         sink.close()
         reader.close()
     return rows
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("-n", type=int, default=500, help="requests of each kind (default 500)")
     p.add_argument("--batch", type=int, default=5, help="messages per ingest batch (default 5)")
     args = p.parse_args()
     rows = measure(args.n, args.batch, tls=False) + measure(args.n, args.batch, tls=True)
     print(f"\n{args.n} requests of each kind, one thread, server on 127.0.0.1 (ms per request)\n")
-    print(f"{'request':<30} {'new connection each (urllib)':>29} {'remote.py (kept alive)':>23} {'ratio':>7}")
+    print(
+        f"{'request':<30} {'new connection each (urllib)':>29} {'remote.py (kept alive)':>23} {'ratio':>7}"
+    )
     for name, old, new in rows:
         print(f"{name:<30} {old:>29.2f} {new:>23.2f} {old / new:>6.2f}x")
 

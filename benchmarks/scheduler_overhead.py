@@ -14,6 +14,7 @@
 (1c, --parts: the with/without difference with one part of analytics off at a time;
 1d, --gc: the garbage collector's CPU on the event loop, with and without.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,23 +43,31 @@ def _shuffle(c: Client, n: int):
 
     # A task-based shuffle of n/10 partitions: about n tasks (three stages of splits and joins).
     parts = max(2, n // 10)
-    df = dd.from_pandas(pd.DataFrame({"k": range(parts * 4), "v": range(parts * 4)}), npartitions=parts)
+    df = dd.from_pandas(
+        pd.DataFrame({"k": range(parts * 4), "v": range(parts * 4)}), npartitions=parts
+    )
     with dask.config.set({"dataframe.shuffle.method": "tasks"}):
         return c.compute(df.shuffle("k").v.sum(), sync=True)
 
 
 WORKLOADS = {
-    "client.map": lambda c, n: c.gather(c.map(inc, range(n), key=[f"inc-{uuid.uuid4().hex[:8]}-{i}" for i in range(n)])),
+    "client.map": lambda c, n: c.gather(
+        c.map(inc, range(n), key=[f"inc-{uuid.uuid4().hex[:8]}-{i}" for i in range(n)])
+    ),
     # c.compute, not .compute(): the latter goes to the newest client, i.e. the other cluster.
     "array reduction": lambda c, n: c.compute(da.ones(n * 10, chunks=10).sum(), sync=True),
-    "bag map/sum": lambda c, n: c.compute(db.from_sequence(range(n * 4), npartitions=n).map(inc).sum(), sync=True),
+    "bag map/sum": lambda c, n: c.compute(
+        db.from_sequence(range(n * 4), npartitions=n).map(inc).sum(), sync=True
+    ),
     "dataframe shuffle": _shuffle,
 }
 
 
 def _tasks_in_last(client: Client) -> int:
     return client.run_on_scheduler(
-        lambda dask_scheduler: sum(sum(g.states.values()) for g in dask_scheduler.computations[-1].groups)
+        lambda dask_scheduler: sum(
+            sum(g.states.values()) for g in dask_scheduler.computations[-1].groups
+        )
     )
 
 
@@ -68,17 +77,42 @@ def _loop_cpu(client: Client) -> float:
 
 
 class Cluster:
-    def __init__(self, analytics: bool, store: str, workers: int = 2, *, preload: str = "dask_analytics_lab",
-                 env: dict | None = None):
+    def __init__(
+        self,
+        analytics: bool,
+        store: str,
+        workers: int = 2,
+        *,
+        preload: str = "dask_analytics_lab",
+        env: dict | None = None,
+    ):
         self.dir = tempfile.mkdtemp()
-        env = {**os.environ, "DASK_ANALYTICS__STORE": store, "DASK_ANALYTICS__INTERVAL": "1s",
-               "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error", **(env or {})}
+        env = {
+            **os.environ,
+            "DASK_ANALYTICS__STORE": store,
+            "DASK_ANALYTICS__INTERVAL": "1s",
+            "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error",
+            **(env or {}),
+        }
         sf = Path(self.dir) / "scheduler.json"
-        cmd = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-               "--dashboard-address", ":0", "--scheduler-file", str(sf)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--dashboard-address",
+            ":0",
+            "--scheduler-file",
+            str(sf),
+        ]
         if analytics:
             cmd += ["--preload", preload]
-        self.procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        self.procs = [
+            subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ]
         cores = list(range(os.cpu_count() or 1))
         if len(cores) > 1:
             # The scheduler on a core of its own, the workers (and this client) on the rest:
@@ -90,10 +124,25 @@ class Cluster:
         while not sf.exists():
             time.sleep(0.1)
         for _ in range(workers):
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(sf), "--nthreads", "1",
-                 "--no-nanny", "--dashboard-address", ":0"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        "--scheduler-file",
+                        str(sf),
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--dashboard-address",
+                        ":0",
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
             os.sched_setaffinity(self.procs[-1].pid, self._others)
         self.client = Client(scheduler_file=str(sf), timeout=60)
         self.client.wait_for_workers(workers, timeout=60)
@@ -127,7 +176,7 @@ def _median_ci(values: list[float]) -> float:
     n = len(v)
     if n < 6:
         return float("nan")
-    k = max(0, int(n / 2 - 0.98 * n ** 0.5))
+    k = max(0, int(n / 2 - 0.98 * n**0.5))
     return (v[n - 1 - k] - v[k]) / 2
 
 
@@ -163,14 +212,18 @@ def _gc_stats(dask_scheduler) -> dict:
     return {"cpu": list(s["cpu"]), "n": list(s["n"]), "objects": len(gc.get_objects())}
 
 
-def gc_share(off: "Cluster", on: "Cluster", repeats: int, n: int) -> None:
+def gc_share(off: Cluster, on: Cluster, repeats: int, n: int) -> None:
     """The collector's CPU on the event loop, with and without analytics: a cost no
     hook of the plugin's pays, that grows with every object the process holds (the
     store's libraries, imported in the scheduler, are tens of thousands)."""
     for c in (off, on):
         c.client.run_on_scheduler(_gc_watch)
-    print(f"\n1d. Garbage collection on the event loop ({repeats} rounds of client.map, ~{n} tasks)\n")
-    print(f"{'cluster':<10} {'objects':>9} {'gen2 runs':>10} {'gc us/task':>11} {'of which gen2':>14} {'loop us/task':>13}")
+    print(
+        f"\n1d. Garbage collection on the event loop ({repeats} rounds of client.map, ~{n} tasks)\n"
+    )
+    print(
+        f"{'cluster':<10} {'objects':>9} {'gen2 runs':>10} {'gc us/task':>11} {'of which gen2':>14} {'loop us/task':>13}"
+    )
     work = WORKLOADS["client.map"]
     totals = {id(c): [0.0, 0.0, 0, 0.0, 0] for c in (off, on)}
     for _ in range(repeats):
@@ -189,8 +242,10 @@ def gc_share(off: "Cluster", on: "Cluster", repeats: int, n: int) -> None:
     for label, c in (("off", off), ("on", on)):
         gc_cpu, gen2, runs, loop, tasks = totals[id(c)]
         objects = c.client.run_on_scheduler(_gc_stats)["objects"]
-        print(f"{label:<10} {objects:>9} {runs:>10} {gc_cpu / tasks * 1e6:>11.1f} {gen2 / tasks * 1e6:>14.1f}"
-              f" {loop / tasks * 1e6:>13.1f}")
+        print(
+            f"{label:<10} {objects:>9} {runs:>10} {gc_cpu / tasks * 1e6:>11.1f} {gen2 / tasks * 1e6:>14.1f}"
+            f" {loop / tasks * 1e6:>13.1f}"
+        )
 
 
 def overhead(repeats: int, n: int, store: str) -> None:
@@ -198,10 +253,14 @@ def overhead(repeats: int, n: int, store: str) -> None:
     try:
         for c in (off, on):  # warm up: imports, first-graph costs
             WORKLOADS["client.map"](c.client, 500)
-        print(f"\n1. Scheduler event-loop CPU per task ({repeats} ABBA rounds, median; ~{n} tasks a run;"
-              " the scheduler pinned to a core of its own)\n")
-        print(f"{'workload':<16} {'tasks':>7} {'us/task off':>12} {'on':>8} {'extra':>7} {'round spread':>13}"
-              f" {'median +/-':>11}")
+        print(
+            f"\n1. Scheduler event-loop CPU per task ({repeats} ABBA rounds, median; ~{n} tasks a run;"
+            " the scheduler pinned to a core of its own)\n"
+        )
+        print(
+            f"{'workload':<16} {'tasks':>7} {'us/task off':>12} {'on':>8} {'extra':>7} {'round spread':>13}"
+            f" {'median +/-':>11}"
+        )
         for name, work in WORKLOADS.items():
             extra = []
             offs, ons = [], []
@@ -216,11 +275,15 @@ def overhead(repeats: int, n: int, store: str) -> None:
                 ons.append(b)
                 extra.append((b / a - 1) * 100)  # paired: the two runs of one round
             tasks = _tasks_in_last(on.client)
-            print(f"{name:<16} {tasks:>7} {statistics.median(offs):>12.1f} {statistics.median(ons):>8.1f}"
-                  f" {statistics.median(extra):>6.1f}% {_spread(extra):>12.1f}p {_median_ci(extra):>10.1f}p")
-        print("\n(extra: median of each round's on/off ratio; round spread: half the interquartile range of"
-              " those ratios; median +/-: half-width of a ~95% interval of the median, in points. Each run"
-              " includes 1.2 s idle, so the plugin's ticks are counted)")
+            print(
+                f"{name:<16} {tasks:>7} {statistics.median(offs):>12.1f} {statistics.median(ons):>8.1f}"
+                f" {statistics.median(extra):>6.1f}% {_spread(extra):>12.1f}p {_median_ci(extra):>10.1f}p"
+            )
+        print(
+            "\n(extra: median of each round's on/off ratio; round spread: half the interquartile range of"
+            " those ratios; median +/-: half-width of a ~95% interval of the median, in points. Each run"
+            " includes 1.2 s idle, so the plugin's ticks are counted)"
+        )
         gc_share(off, on, max(3, repeats // 3), n)
         accounted(on.client, [n])
         memory(on.client)
@@ -233,15 +296,22 @@ def _cost(client: Client) -> dict:
     return client.sync(client.scheduler.analytics_info)["cost"]
 
 
-def accounted(client: Client, sizes: list[int], idle: float = 30.0, workloads: list[str] | None = None) -> None:
+def accounted(
+    client: Client, sizes: list[int], idle: float = 30.0, workloads: list[str] | None = None
+) -> None:
     """The plugin's own count of what it costs the event loop (collect/accounting.py),
     per part, as a share of the loop's CPU over the same run: a ratio the machine's
     noise does not move, unlike the difference of two totals above."""
-    print("\n1b. Accounted by the plugin: its share of the scheduler's event-loop CPU, by part"
-          " (everything on: task stream, metrics, profiles, worker samples)\n")
+    print(
+        "\n1b. Accounted by the plugin: its share of the scheduler's event-loop CPU, by part"
+        " (everything on: task stream, metrics, profiles, worker samples)\n"
+    )
     parts = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
-    print(f"{'workload':<18} {'tasks':>7} {'loop s':>7} " + " ".join(f"{p:>8}" for p in parts)
-          + f" {'share':>7} {'of it gc':>8} {'longest ms':>10} {'threads s':>9}")
+    print(
+        f"{'workload':<18} {'tasks':>7} {'loop s':>7} "
+        + " ".join(f"{p:>8}" for p in parts)
+        + f" {'share':>7} {'of it gc':>8} {'longest ms':>10} {'threads s':>9}"
+    )
     for n in sizes:
         for name, work in WORKLOADS.items():
             if workloads and name not in workloads:
@@ -256,9 +326,12 @@ def accounted(client: Client, sizes: list[int], idle: float = 30.0, workloads: l
             spent = {p: c1["parts"][p] - c0["parts"][p] for p in parts}
             total = sum(spent.values())
             threads = sum(c1["threads"].values()) - sum(c0["threads"].values())
-            print(f"{name:<18} {tasks:>7} {loop:>7.2f} " + " ".join(f"{spent[p]:>8.3f}" for p in parts)
-                  + f" {total / loop * 100:>6.2f}% {(c1['gc_seconds'] - c0['gc_seconds']) / max(total, 1e-9) * 100:>7.1f}%"
-                  f" {c1['longest_call_ms']:>10.2f} {threads:>9.3f}")
+            print(
+                f"{name:<18} {tasks:>7} {loop:>7.2f} "
+                + " ".join(f"{spent[p]:>8.3f}" for p in parts)
+                + f" {total / loop * 100:>6.2f}% {(c1['gc_seconds'] - c0['gc_seconds']) / max(total, 1e-9) * 100:>7.1f}%"
+                f" {c1['longest_call_ms']:>10.2f} {threads:>9.3f}"
+            )
     time.sleep(3)  # the last computation's fetch and samples
     c0 = _cost(client)
     t0 = time.time()
@@ -267,11 +340,15 @@ def accounted(client: Client, sizes: list[int], idle: float = 30.0, workloads: l
     wall = time.time() - t0
     loop_s = c1["seconds"] - c0["seconds"]
     threads = sum(c1["threads"].values()) - sum(c0["threads"].values())
-    print(f"\nIdle for {wall:.0f} s: analytics used {loop_s / wall * 100:.3f}% of a core on the event loop and"
-          f" {threads / wall * 100:.3f}% in its threads ({(loop_s + threads) / wall * 100:.3f}% in all)")
-    print("(loop s: the event loop's CPU over the run; share: the parts' sum over it; of it gc: collections"
-          " started by analytics code, already inside the parts; longest ms: the longest single callback"
-          " so far; threads s: the shipper's writer and profile merging, off the loop)")
+    print(
+        f"\nIdle for {wall:.0f} s: analytics used {loop_s / wall * 100:.3f}% of a core on the event loop and"
+        f" {threads / wall * 100:.3f}% in its threads ({(loop_s + threads) / wall * 100:.3f}% in all)"
+    )
+    print(
+        "(loop s: the event loop's CPU over the run; share: the parts' sum over it; of it gc: collections"
+        " started by analytics code, already inside the parts; longest ms: the longest single callback"
+        " so far; threads s: the shipper's writer and profile merging, off the loop)"
+    )
 
 
 PARTS_PRELOAD = str(Path(__file__).with_name("_analytics_parts.py"))
@@ -294,8 +371,10 @@ def parts(repeats: int, n: int, store: str, workloads: list[str]) -> None:
     one part switched off, all run in turn in each round with a cluster without
     analytics; what a part costs is what the extra drops by without it."""
     off = Cluster(False, store)
-    variants = [(label, Cluster(True, store, preload=PARTS_PRELOAD, env={"DAL_BENCH_OFF": what, **env}))
-                for label, what, env in PARTS]
+    variants = [
+        (label, Cluster(True, store, preload=PARTS_PRELOAD, env={"DAL_BENCH_OFF": what, **env}))
+        for label, what, env in PARTS
+    ]
     try:
         for c in [off] + [c for _, c in variants]:
             WORKLOADS["client.map"](c.client, 500)
@@ -304,16 +383,25 @@ def parts(repeats: int, n: int, store: str, workloads: list[str]) -> None:
             extra: dict[str, list[float]] = {label: [] for label, _ in variants}
             for r in range(repeats):
                 before = _run_once(off, work, n)
-                order = variants[r % len(variants):] + variants[:r % len(variants)]  # no variant always first
+                order = (
+                    variants[r % len(variants) :] + variants[: r % len(variants)]
+                )  # no variant always first
                 runs = [(label, _run_once(c, work, n)) for label, c in order]
                 base = (before + _run_once(off, work, n)) / 2  # off before and after: drift cancels
                 for label, v in runs:
                     extra[label].append((v / base - 1) * 100)
-                print(f"  round {r + 1}: off {base:.1f} us/task; " + ", ".join(
-                    f"{label.lstrip('- ')} {extra[label][-1]:+.1f}%" for label, _ in variants), flush=True)
+                print(
+                    f"  round {r + 1}: off {base:.1f} us/task; "
+                    + ", ".join(
+                        f"{label.lstrip('- ')} {extra[label][-1]:+.1f}%" for label, _ in variants
+                    ),
+                    flush=True,
+                )
             full = statistics.median(extra["all on"])
-            print(f"\n1c. {name}: loop CPU per task over no analytics, with parts switched off"
-                  f" ({repeats} rounds, median)\n")
+            print(
+                f"\n1c. {name}: loop CPU per task over no analytics, with parts switched off"
+                f" ({repeats} rounds, median)\n"
+            )
             print(f"{'variant':<24} {'extra':>7} {'round spread':>13} {'part costs':>11}")
             for label, _ in variants:
                 m = statistics.median(extra[label])
@@ -326,21 +414,31 @@ def parts(repeats: int, n: int, store: str, workloads: list[str]) -> None:
 
 
 def memory(client: Client) -> None:
-    print("\n3. The plugin's state after N computations (bounded by distributed's computations deque)\n")
-    print(f"{'computations':>12} {'tracked':>8} {'group map':>10} {'error rows':>11} {'scheduler RSS MiB':>18}")
+    print(
+        "\n3. The plugin's state after N computations (bounded by distributed's computations deque)\n"
+    )
+    print(
+        f"{'computations':>12} {'tracked':>8} {'group map':>10} {'error rows':>11} {'scheduler RSS MiB':>18}"
+    )
 
     def state(dask_scheduler):
         import psutil
 
         p = dask_scheduler.plugins["dask-analytics-lab"]
-        return (len(p._computations._tracked), len(p._computations.counts), len(p._errors._rows),
-                psutil.Process().memory_info().rss / 2**20)
+        return (
+            len(p._computations._tracked),
+            len(p._computations.counts),
+            len(p._errors._rows),
+            psutil.Process().memory_info().rss / 2**20,
+        )
 
     done = 0
     for target in (50, 100, 200):
         while done < target:
             client.submit(inc, done, key=f"m-{uuid.uuid4().hex}").result()
-            client.run_on_scheduler(lambda dask_scheduler: None)  # let the scheduler go idle between submits
+            client.run_on_scheduler(
+                lambda dask_scheduler: None
+            )  # let the scheduler go idle between submits
             done += 1
         time.sleep(1.2)
         tracked, groups, errors, rss = client.run_on_scheduler(state)
@@ -384,31 +482,63 @@ def snapshot_cost() -> None:
         unchanged = (time.perf_counter() - t0) / repeats
         return first, unchanged
 
-    print("\n2. One snapshot of one computation (median; 'unchanged': the next tick when nothing moved)\n")
-    print(f"{'groups':>7} {'tasks':>9} {'snapshot ms':>12} {'unchanged ms':>13} {'ratio to 10 groups':>19}")
+    print(
+        "\n2. One snapshot of one computation (median; 'unchanged': the next tick when nothing moved)\n"
+    )
+    print(
+        f"{'groups':>7} {'tasks':>9} {'snapshot ms':>12} {'unchanged ms':>13} {'ratio to 10 groups':>19}"
+    )
     base = None
     for groups, tasks in ((10, 100), (100, 100), (1000, 100)):
         first, unchanged = time_poll(computation(groups, tasks))
         base = base or first
-        print(f"{groups:>7} {groups * tasks:>9} {first * 1e3:>12.3f} {unchanged * 1e3:>13.3f} {first / base:>19.1f}")
+        print(
+            f"{groups:>7} {groups * tasks:>9} {first * 1e3:>12.3f} {unchanged * 1e3:>13.3f} {first / base:>19.1f}"
+        )
     for tasks in (1_000, 100_000):
         first, unchanged = time_poll(computation(10, tasks))
-        print(f"{10:>7} {10 * tasks:>9} {first * 1e3:>12.3f} {unchanged * 1e3:>13.3f} {first / base:>19.1f}")
+        print(
+            f"{10:>7} {10 * tasks:>9} {first * 1e3:>12.3f} {unchanged * 1e3:>13.3f} {first / base:>19.1f}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--tasks", type=int, default=20_000, help="tasks per workload run (approximate)")
-    parser.add_argument("--store", default=None, help="store URL (default: a temporary SQLite file)")
-    parser.add_argument("--gc", action="store_true", help="only section 1d, garbage collection with and without")
-    parser.add_argument("--accounted", nargs="*", type=int, metavar="TASKS", default=None,
-                        help="only section 1b, the plugin's own accounting, at these sizes (default: 20000 200000)")
-    parser.add_argument("--workloads", nargs="*", default=None, choices=sorted(WORKLOADS),
-                        help="section 1b only: these workloads (default: all)")
-    parser.add_argument("--idle", type=float, default=30.0, help="seconds idle for the idle share (section 1b)")
-    parser.add_argument("--parts", nargs="*", metavar="WORKLOAD", default=None,
-                        help="only section 1c, where the cost goes, for these workloads (default: client.map)")
+    parser.add_argument(
+        "--tasks", type=int, default=20_000, help="tasks per workload run (approximate)"
+    )
+    parser.add_argument(
+        "--store", default=None, help="store URL (default: a temporary SQLite file)"
+    )
+    parser.add_argument(
+        "--gc", action="store_true", help="only section 1d, garbage collection with and without"
+    )
+    parser.add_argument(
+        "--accounted",
+        nargs="*",
+        type=int,
+        metavar="TASKS",
+        default=None,
+        help="only section 1b, the plugin's own accounting, at these sizes (default: 20000 200000)",
+    )
+    parser.add_argument(
+        "--workloads",
+        nargs="*",
+        default=None,
+        choices=sorted(WORKLOADS),
+        help="section 1b only: these workloads (default: all)",
+    )
+    parser.add_argument(
+        "--idle", type=float, default=30.0, help="seconds idle for the idle share (section 1b)"
+    )
+    parser.add_argument(
+        "--parts",
+        nargs="*",
+        metavar="WORKLOAD",
+        default=None,
+        help="only section 1c, where the cost goes, for these workloads (default: client.map)",
+    )
     args = parser.parse_args()
     store = args.store or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     dask.config.set({"distributed.admin.tick.limit": "1h"})
@@ -425,7 +555,12 @@ def main() -> None:
     if args.accounted is not None:
         on = Cluster(True, store)
         try:
-            accounted(on.client, args.accounted or [20_000, 200_000], idle=args.idle, workloads=args.workloads)
+            accounted(
+                on.client,
+                args.accounted or [20_000, 200_000],
+                idle=args.idle,
+                workloads=args.workloads,
+            )
         finally:
             on.close()
         return

@@ -22,6 +22,7 @@ RSS (psutil) every 10 ms:
 
 Target (issue 9): peak RSS under 512 MiB, every small read answered within 1 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,24 @@ MiB = 2**20
 
 
 def make_token(db: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "dask_analytics_lab.server", "token", "create", "--account", "bench",
-                          "--user", "ann", "--db", db], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dask_analytics_lab.server",
+            "token",
+            "create",
+            "--account",
+            "bench",
+            "--user",
+            "ann",
+            "--db",
+            db,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -64,9 +81,17 @@ def json_batch(size: int) -> bytes:
     """Computations of 1,000 task groups each, as big as fits in `size`."""
     c = Cluster(account="bench")
     msgs, n = [c.cluster()], 0
-    one = len(json.dumps(c.computation("comp-x", groups=[group(f"g{i}-x", n_tasks=i + 1) for i in range(1000)])))
+    one = len(
+        json.dumps(
+            c.computation("comp-x", groups=[group(f"g{i}-x", n_tasks=i + 1) for i in range(1000)])
+        )
+    )
     while (n + 1) * one < size - 64 * 1024:
-        msgs.append(c.computation(f"comp-{n}", groups=[group(f"g{i}-{n}", n_tasks=i + 1) for i in range(1000)]))
+        msgs.append(
+            c.computation(
+                f"comp-{n}", groups=[group(f"g{i}-{n}", n_tasks=i + 1) for i in range(1000)]
+            )
+        )
         n += 1
     body = json.dumps(invalid_last(c, msgs)).encode()
     assert len(body) <= size, len(body)
@@ -76,7 +101,9 @@ def json_batch(size: int) -> bytes:
 def dense_batch(size: int) -> bytes:
     c = Cluster(account="bench")
     head = json.dumps([c.cluster(), c.event(msg=[])])
-    return head.replace('"msg": []', '"msg": [' + ",".join(["{}"] * ((size - len(head) - 16) // 3)) + "]").encode()
+    return head.replace(
+        '"msg": []', '"msg": [' + ",".join(["{}"] * ((size - len(head) - 16) // 3)) + "]"
+    ).encode()
 
 
 def ratio_batch(limit: int, ratio: int) -> bytes:
@@ -91,7 +118,9 @@ def ratio_batch(limit: int, ratio: int) -> bytes:
             filler[i * every] = 0x61 + b % 26
         body = head.replace('"msg": ""', '"msg": "' + filler.decode() + '"', 1).encode()
         packed = gzip.compress(body, 6)
-        if len(body) / len(packed) < ratio * 0.97:  # just under the limit, with room for the stream's start
+        if (
+            len(body) / len(packed) < ratio * 0.97
+        ):  # just under the limit, with room for the stream's start
             return packed
         every = int(every * 0.9)
 
@@ -106,8 +135,14 @@ def post(port: int, body: bytes, headers: dict, *, stall_after: int | None = Non
     """Send one POST over a raw socket; the status line's code, or what happened."""
     s = socket.create_connection(("127.0.0.1", port), timeout=120)
     try:
-        head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": f"127.0.0.1:{port}", "Content-Length": len(body),
-                                                    **headers}.items())
+        head = "".join(
+            f"{k}: {v}\r\n"
+            for k, v in {
+                "Host": f"127.0.0.1:{port}",
+                "Content-Length": len(body),
+                **headers,
+            }.items()
+        )
         s.sendall(f"POST /api/ingest HTTP/1.1\r\n{head}\r\n".encode())
         sent = 0
         try:
@@ -116,13 +151,13 @@ def post(port: int, body: bytes, headers: dict, *, stall_after: int | None = Non
                     s.settimeout(120)
                     got = s.recv(200)  # wait until the server answers or closes the connection
                     return "closed" if not got else got.split(b" ")[1].decode()
-                n = s.send(body[sent:sent + 256 * 1024])
+                n = s.send(body[sent : sent + 256 * 1024])
                 sent += n
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server answered and closed mid-body: read its answer
         try:
             data = s.recv(200)
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             return "reset"
         return data.split(b" ")[1].decode() if data.startswith(b"HTTP/") else "closed"
     finally:
@@ -142,7 +177,11 @@ class Probe:
             t0 = time.perf_counter()
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                conn.request("GET", "/api/clusters?limit=10", headers={"Authorization": f"token {self.token}"})
+                conn.request(
+                    "GET",
+                    "/api/clusters?limit=10",
+                    headers={"Authorization": f"token {self.token}"},
+                )
                 r = conn.getresponse()
                 r.read()
                 conn.close()
@@ -153,7 +192,7 @@ class Probe:
             self.times.append(time.perf_counter() - t0)
             self._stop.wait(0.05)
 
-    def __enter__(self) -> "Probe":
+    def __enter__(self) -> Probe:
         self._thread.start()
         return self
 
@@ -175,7 +214,7 @@ class Peak:
             self.peak = max(self.peak, self.proc.memory_info().rss)
             self._stop.wait(0.01)
 
-    def __enter__(self) -> "Peak":
+    def __enter__(self) -> Peak:
         self._thread.start()
         return self
 
@@ -209,7 +248,9 @@ def ms(x: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--only", nargs="*", help="run only these attacks")
     args = parser.parse_args()
@@ -232,9 +273,12 @@ def main() -> None:
         ("gzip-bomb", bomb_body, {**gz}, {}),
         ("stalled", junk, {**js}, {"stall_after": MiB}),
     ]
-    print(f"bodies: json {len(json_body) / MiB:.1f} MiB, dense {len(dense_body) / MiB:.1f} MiB, gzip-ratio "
-          f"{len(ratio_body) / MiB:.2f} MiB sent (x{32 * MiB / len(ratio_body):.0f}), bomb "
-          f"{len(bomb_body) / MiB:.2f} MiB sent (1 GiB inflated)", file=sys.stderr)
+    print(
+        f"bodies: json {len(json_body) / MiB:.1f} MiB, dense {len(dense_body) / MiB:.1f} MiB, gzip-ratio "
+        f"{len(ratio_body) / MiB:.2f} MiB sent (x{32 * MiB / len(ratio_body):.0f}), bomb "
+        f"{len(bomb_body) / MiB:.2f} MiB sent (1 GiB inflated)",
+        file=sys.stderr,
+    )
     rows, baselines = [], []
     for name, body, headers, kw in scenarios:
         if args.only and name not in args.only:
@@ -243,7 +287,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             db = f"sqlite:///{tmp}/bench.db"
             port = free_port()
-            with ServerProcess(db, port, ["--session-secret-file", f"{tmp}/session.secret"]) as server:
+            with ServerProcess(
+                db, port, ["--session-secret-file", f"{tmp}/session.secret"]
+            ) as server:
                 token = make_token(db)
                 if name != "unauthenticated":
                     headers = {**headers, "Authorization": f"token {token}"}
@@ -261,30 +307,58 @@ def main() -> None:
                 took = time.perf_counter() - t0
                 lat = sorted(probe.times) or [float("nan")]
                 after = psutil.Process(pid).memory_info().rss
-                rows.append((name, dict(answers), idle, peak.peak, after, statistics.median(lat), max(lat),
-                             probe.errors, took, max(base)))
+                rows.append(
+                    (
+                        name,
+                        dict(answers),
+                        idle,
+                        peak.peak,
+                        after,
+                        statistics.median(lat),
+                        max(lat),
+                        probe.errors,
+                        took,
+                        max(base),
+                    )
+                )
 
-    print(f"\n{n} concurrent requests per attack, each on a fresh server; small read = "
-          "GET /api/clusters?limit=10 every 50 ms\n")
-    head = f"{'attack':<16}{'answers':<24}{'peak RSS':>10}{'x idle':>8}{'after':>9}{'read p50':>10}" \
-           f"{'read max':>10}{'x base':>8}{'took':>8}"
+    print(
+        f"\n{n} concurrent requests per attack, each on a fresh server; small read = "
+        "GET /api/clusters?limit=10 every 50 ms\n"
+    )
+    head = (
+        f"{'attack':<16}{'answers':<24}{'peak RSS':>10}{'x idle':>8}{'after':>9}{'read p50':>10}"
+        f"{'read max':>10}{'x base':>8}{'took':>8}"
+    )
     print(head)
     print("-" * len(head))
     idle = statistics.median(b[0] for b in baselines)
-    b50, bmax = statistics.median(b[1] for b in baselines), statistics.median(b[2] for b in baselines)
-    print(f"{'(no attack)':<16}{'':<24}{idle / MiB:>7.0f}MiB{1:>8.2f}{'':>9}{ms(b50):>8}ms{ms(bmax):>8}ms"
-          f"{1:>8.1f}{'':>8}")
+    b50, bmax = (
+        statistics.median(b[1] for b in baselines),
+        statistics.median(b[2] for b in baselines),
+    )
+    print(
+        f"{'(no attack)':<16}{'':<24}{idle / MiB:>7.0f}MiB{1:>8.2f}{'':>9}{ms(b50):>8}ms{ms(bmax):>8}ms"
+        f"{1:>8.1f}{'':>8}"
+    )
     worst_rss, worst_lat = 0, 0.0
     for name, answers, idle_i, rss, after, p50, mx, errors, took, base_max in rows:
         shown = ", ".join(f"{k}x{v}" for k, v in sorted(answers.items()))
-        print(f"{name:<16}{shown:<24}{rss / MiB:>7.0f}MiB{rss / idle_i:>8.2f}{after / MiB:>6.0f}MiB{ms(p50):>8}ms"
-              f"{ms(mx):>8}ms{mx / base_max:>8.1f}{took:>7.1f}s" + (f"  read errors: {errors[:3]}" if errors else ""))
+        print(
+            f"{name:<16}{shown:<24}{rss / MiB:>7.0f}MiB{rss / idle_i:>8.2f}{after / MiB:>6.0f}MiB{ms(p50):>8}ms"
+            f"{ms(mx):>8}ms{mx / base_max:>8.1f}{took:>7.1f}s"
+            + (f"  read errors: {errors[:3]}" if errors else "")
+        )
         worst_rss, worst_lat = max(worst_rss, rss), max(worst_lat, mx)
-    print("\n(no attack): the servers idle, medians; x idle: peak RSS over that server's idle RSS; after: its RSS "
-          "once the attack is over; x base: the slowest small read over the slowest without an attack")
+    print(
+        "\n(no attack): the servers idle, medians; x idle: peak RSS over that server's idle RSS; after: its RSS "
+        "once the attack is over; x base: the slowest small read over the slowest without an attack"
+    )
     ok = worst_rss < 512 * MiB and worst_lat < 1.0
-    print(f"target (peak RSS < 512 MiB, small reads < 1 s): {'met' if ok else 'NOT met'} "
-          f"(worst {worst_rss / MiB:.0f} MiB, {worst_lat * 1000:.0f} ms)")
+    print(
+        f"target (peak RSS < 512 MiB, small reads < 1 s): {'met' if ok else 'NOT met'} "
+        f"(worst {worst_rss / MiB:.0f} MiB, {worst_lat * 1000:.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

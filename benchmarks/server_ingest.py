@@ -19,6 +19,7 @@ package, or --postgres URL of a scratch database), in one run:
 The issue's load test (20 clusters for a minute, every message stored once) is
 benchmarks/server_load.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from dask_analytics_lab.remote import HttpSink  # noqa: E402
-from dask_analytics_lab.store.team import TeamStore  # noqa: E402
 from dask_analytics_lab.server.tokens import new_token, token_hash  # noqa: E402
 from dask_analytics_lab.store import open_store  # noqa: E402
+from dask_analytics_lab.store.team import TeamStore  # noqa: E402
 from tests.server_helpers import Cluster, ServerProcess, free_port, group  # noqa: E402
 
 LIMIT = 100
@@ -68,7 +69,9 @@ def batches(seed: int, size: int):
 def token_for(url: str) -> str:
     store = open_store(url)
     token_id, token = new_token()
-    TeamStore(store).add_token(token_id=token_id, token_hash=token_hash(token), account="bench", user="bench")
+    TeamStore(store).add_token(
+        token_id=token_id, token_hash=token_hash(token), account="bench", user="bench"
+    )
     store.close()
     return token
 
@@ -131,11 +134,15 @@ def query_latency(url: str, server_url: str, token: str, repeat: int) -> list[tu
         return body
 
     import gzip
+
     answer = json.loads(gzip.decompress(get()))["computations"]
     assert [c["computation_id"] for c in answer] == expected, "the server and the store disagree"
     over_http = timed(get, repeat)
     conn.close()
-    return [("store.list_computations (baseline)", *direct), ("GET /api/computations?limit=100", *over_http)]
+    return [
+        ("store.list_computations (baseline)", *direct),
+        ("GET /api/computations?limit=100", *over_http),
+    ]
 
 
 def fill(url: str, rows: int) -> None:
@@ -145,7 +152,9 @@ def fill(url: str, rows: int) -> None:
     n_comps, seconds = build(store._engine, rows, 50, 20)
     # The bulk loader writes account "default" clusters; the token reads that account.
     store.close()
-    print(f"  filled {rows:,} task groups in {n_comps:,} computations in {seconds:.0f} s", flush=True)
+    print(
+        f"  filled {rows:,} task groups in {n_comps:,} computations in {seconds:.0f} s", flush=True
+    )
 
 
 def run_backend(name: str, url: str, args: argparse.Namespace) -> tuple[list, list]:
@@ -163,7 +172,9 @@ def run_backend(name: str, url: str, args: argparse.Namespace) -> tuple[list, li
         fill(url, args.rows)
         store = open_store(url)
         token_id, token = new_token()
-        TeamStore(store).add_token(token_id=token_id, token_hash=token_hash(token), account="default", user="bench")
+        TeamStore(store).add_token(
+            token_id=token_id, token_hash=token_hash(token), account="default", user="bench"
+        )
         store.close()
         with ServerProcess(url, free_port()) as server:
             for what, median, p95 in query_latency(url, server.url, token, args.repeat):
@@ -183,12 +194,25 @@ def postgres(url: str | None):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, default=1_000_000, help="task-group rows for the query (default 1,000,000)")
-    p.add_argument("--seconds", type=float, default=10, help="length of each HTTP ingest run (default 10)")
-    p.add_argument("--senders", type=int, default=20, help="concurrent posting clusters (default 20)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=1_000_000,
+        help="task-group rows for the query (default 1,000,000)",
+    )
+    p.add_argument(
+        "--seconds", type=float, default=10, help="length of each HTTP ingest run (default 10)"
+    )
+    p.add_argument(
+        "--senders", type=int, default=20, help="concurrent posting clusters (default 20)"
+    )
     p.add_argument("--repeat", type=int, default=50, help="timed queries (median and p95 shown)")
-    p.add_argument("--postgres", metavar="URL", help="scratch PostgreSQL database (default: start one here)")
+    p.add_argument(
+        "--postgres", metavar="URL", help="scratch PostgreSQL database (default: start one here)"
+    )
     p.add_argument("--skip-ingest", action="store_true")
     p.add_argument("--skip-query", action="store_true")
     args = p.parse_args()
@@ -205,8 +229,10 @@ def main() -> None:
             query += q
 
     if ingest:
-        print(f"\ningest, messages/s ({args.senders} senders over HTTP for {args.seconds:.0f} s; "
-              "baseline: store.ingest in-process, one thread)")
+        print(
+            f"\ningest, messages/s ({args.senders} senders over HTTP for {args.seconds:.0f} s; "
+            "baseline: store.ingest in-process, one thread)"
+        )
         print(f"{'backend':<11} {'batch':>6} {'baseline':>10} {'HTTP':>10} {'HTTP/baseline':>14}")
         for name, size, base, rate in ingest:
             print(f"{name:<11} {size:>6} {base:>10,.0f} {rate:>10,.0f} {rate / base:>13.2f}x")

@@ -10,6 +10,7 @@ The suite runs the same for a few seconds (tests/test_server_load.py).  The faul
 at full length (the server killed for a minute under a working cluster):
     DAL_OUTAGE_SECONDS=60 python -m pytest tests/test_server_faults.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_server_load import check_stored_once, make_tokens, run_load  # noqa: E402
 from tests.server_helpers import ServerProcess, free_port  # noqa: E402
+from tests.test_server_load import check_stored_once, make_tokens, run_load  # noqa: E402
 
 
 def run(name: str, url: str, clusters: int, seconds: float) -> tuple:
@@ -37,27 +38,39 @@ def run(name: str, url: str, clusters: int, seconds: float) -> tuple:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--clusters", type=int, default=20)
-    p.add_argument("--postgres", metavar="URL", help="scratch PostgreSQL database (default: start one here)")
+    p.add_argument(
+        "--postgres", metavar="URL", help="scratch PostgreSQL database (default: start one here)"
+    )
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows.append(run("sqlite", "sqlite:///" + str(Path(tmp) / "load.db"), args.clusters, args.seconds))
+        rows.append(
+            run("sqlite", "sqlite:///" + str(Path(tmp) / "load.db"), args.clusters, args.seconds)
+        )
     if args.postgres:
         rows.append(run("postgresql", args.postgres, args.clusters, args.seconds))
     else:
         from tests.postgres_server import PostgresServer
 
         with PostgresServer() as pg:
-            rows.append(run("postgresql", pg.url(pg.create_database("load")), args.clusters, args.seconds))
+            rows.append(
+                run("postgresql", pg.url(pg.create_database("load")), args.clusters, args.seconds)
+            )
 
-    print(f"\n{'backend':<11} {'clusters':>8} {'seconds':>8} {'messages':>10} {'posts':>7} {'re-sent':>8} "
-          f"{'messages/s':>11}  stored once")
+    print(
+        f"\n{'backend':<11} {'clusters':>8} {'seconds':>8} {'messages':>10} {'posts':>7} {'re-sent':>8} "
+        f"{'messages/s':>11}  stored once"
+    )
     for name, clusters, wall, messages, posts, resent in rows:
-        print(f"{name:<11} {clusters:>8} {wall:>8.1f} {messages:>10,} {posts:>7,} {resent:>8,} "
-              f"{messages / wall:>11,.0f}  yes")
+        print(
+            f"{name:<11} {clusters:>8} {wall:>8.1f} {messages:>10,} {posts:>7,} {resent:>8,} "
+            f"{messages / wall:>11,.0f}  yes"
+        )
 
 
 if __name__ == "__main__":

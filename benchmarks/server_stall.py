@@ -16,11 +16,11 @@ Prints: the prober's worst and median latency during the flood, the server's RSS
 and its peak, and (when the server has one) its loop-lag probe's stall count and worst
 lag.  Target (issue 20): other accounts answered within 1 s, RSS growth < 256 MiB.
 """
+
 from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import statistics
 import subprocess
@@ -42,8 +42,24 @@ METRICS_TOKEN = "m" * 32
 
 
 def make_token(db: str, account: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "dask_analytics_lab.server", "token", "create", "--account", account,
-                          "--user", "ann", "--db", db], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dask_analytics_lab.server",
+            "token",
+            "create",
+            "--account",
+            account,
+            "--user",
+            "ann",
+            "--db",
+            db,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -61,15 +77,23 @@ def read_all(port: int, path: str, headers: dict) -> int:
 
 
 def stall_figures(url: str) -> str:
-    status, text, _ = request(url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    status, text, _ = request(
+        url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+    )
     if status != 200:
         return "no loop-lag probe"
-    found = {line.split()[0]: line.split()[1] for line in text.splitlines() if line.startswith("dask_analytics_loop")}
+    found = {
+        line.split()[0]: line.split()[1]
+        for line in text.splitlines()
+        if line.startswith("dask_analytics_loop")
+    }
     if not found:
         return "no loop-lag probe"
-    return (f"loop stalls > 0.5 s: {found.get('dask_analytics_loop_stalls_total')}, worst lag "
-            f"{float(found.get('dask_analytics_loop_lag_max_seconds', 'nan')):.2f} s, most CPU on the loop "
-            f"between two 0.1 s probes {float(found.get('dask_analytics_loop_busy_max_seconds', 'nan')):.2f} s")
+    return (
+        f"loop stalls > 0.5 s: {found.get('dask_analytics_loop_stalls_total')}, worst lag "
+        f"{float(found.get('dask_analytics_loop_lag_max_seconds', 'nan')):.2f} s, most CPU on the loop "
+        f"between two 0.1 s probes {float(found.get('dask_analytics_loop_busy_max_seconds', 'nan')):.2f} s"
+    )
 
 
 def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
@@ -77,30 +101,66 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
     (tmp / "metrics.token").write_text(METRICS_TOKEN)
     port = free_port()
     # Uploaded report HTML is served on the report origin only: another name of this server.
-    with ServerProcess(db, port, ["--metrics-token-file", str(tmp / "metrics.token"),
-                                  "--report-url", f"http://localhost:{port}"]) as server:
+    with ServerProcess(
+        db,
+        port,
+        [
+            "--metrics-token-file",
+            str(tmp / "metrics.token"),
+            "--report-url",
+            f"http://localhost:{port}",
+        ],
+    ) as server:
         proc = psutil.Process(server.proc.pid)
         if args.tasks:
             c = Cluster(account="A")
-            rows = [{"worker": f"tcp://10.0.0.{i % 16}:4000", "thread": 140000 + i % 4, "prefix": "ones",
-                     "task_group": "ones-abc", "state": "memory", "start": c.t + i * 1e-4, "stop": c.t + i * 1e-4 + 5e-5}
-                    for i in range(args.tasks)]
+            rows = [
+                {
+                    "worker": f"tcp://10.0.0.{i % 16}:4000",
+                    "thread": 140000 + i % 4,
+                    "prefix": "ones",
+                    "task_group": "ones-abc",
+                    "state": "memory",
+                    "start": c.t + i * 1e-4,
+                    "stop": c.t + i * 1e-4 + 5e-5,
+                }
+                for i in range(args.tasks)
+            ]
             msgs = [c.cluster(), c.computation("comp-1")]
-            msgs += [c.tasks("comp-1", rows[i:i + 5000]) for i in range(0, len(rows), 5000)]
+            msgs += [c.tasks("comp-1", rows[i : i + 5000]) for i in range(0, len(rows), 5000)]
             for i in range(0, len(msgs), 10):
-                status, body, _ = request(server.url + "/api/ingest", method="POST", token=a, body=msgs[i:i + 10])
+                status, body, _ = request(
+                    server.url + "/api/ingest", method="POST", token=a, body=msgs[i : i + 10]
+                )
                 assert status == 200, body
-            path, headers, readers = "/api/computations/comp-1/tasks?limit=1000000", \
-                {"Authorization": f"token {a}", "Accept-Encoding": "gzip"}, max(1, args.readers // 16)
+            path, headers, readers = (
+                "/api/computations/comp-1/tasks?limit=1000000",
+                {"Authorization": f"token {a}", "Accept-Encoding": "gzip"},
+                max(1, args.readers // 16),
+            )
             what = f"{readers} reads of a task stream of {args.tasks:,} rows"
         else:
-            html = "<html><body><pre>" + os.urandom(args.report_mib * MiB * 3 // 4).hex()[:args.report_mib * MiB]
-            status, body, _ = request(server.url + "/api/reports", method="POST", token=a,
-                                      body={"html": html, "twin": {"summary": {}}, "filename": "r.html",
-                                            "private": False})
+            html = (
+                "<html><body><pre>"
+                + os.urandom(args.report_mib * MiB * 3 // 4).hex()[: args.report_mib * MiB]
+            )
+            status, body, _ = request(
+                server.url + "/api/reports",
+                method="POST",
+                token=a,
+                body={
+                    "html": html,
+                    "twin": {"summary": {}},
+                    "filename": "r.html",
+                    "private": False,
+                },
+            )
             assert status == 201, body
-            path, headers, readers = ("/reports/" + body["report"]["id"],
-                                      {"Accept-Encoding": "gzip", "Host": f"localhost:{port}"}, args.readers)
+            path, headers, readers = (
+                "/reports/" + body["report"]["id"],
+                {"Accept-Encoding": "gzip", "Host": f"localhost:{port}"},
+                args.readers,
+            )
             what = f"{readers} anonymous readers x {args.rounds} of a {args.report_mib} MiB public report"
         read_all(port, path, headers)  # warm
         time.sleep(1)
@@ -123,7 +183,11 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
 
         def reader(i: int) -> None:
             for _ in range(args.rounds):
-                h = headers if i % 4 else {k: v for k, v in headers.items() if k != "Accept-Encoding"}
+                h = (
+                    headers
+                    if i % 4
+                    else {k: v for k, v in headers.items() if k != "Accept-Encoding"}
+                )
                 sizes.append(read_all(port, path, h))
 
         helpers = [threading.Thread(target=f, daemon=True) for f in (sample, probe)]
@@ -140,21 +204,31 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
         for t in helpers:
             t.join(5)
         bad = [s for s in sizes if s < 0]
-        print(f"{what}: {wall:.1f} s, {len(sizes) - len(bad)} answered 200, others {sorted(set(bad))}")
-        print(f"  another account's read: worst {max(lat):.2f} s, median {statistics.median(lat) * 1000:.0f} ms "
-              f"({len(lat)} probes)")
-        print(f"  server RSS: {before / MiB:.0f} MiB before, peak {peak[0] / MiB:.0f} MiB "
-              f"(+{(peak[0] - before) / MiB:.0f} MiB)")
+        print(
+            f"{what}: {wall:.1f} s, {len(sizes) - len(bad)} answered 200, others {sorted(set(bad))}"
+        )
+        print(
+            f"  another account's read: worst {max(lat):.2f} s, median {statistics.median(lat) * 1000:.0f} ms "
+            f"({len(lat)} probes)"
+        )
+        print(
+            f"  server RSS: {before / MiB:.0f} MiB before, peak {peak[0] / MiB:.0f} MiB "
+            f"(+{(peak[0] - before) / MiB:.0f} MiB)"
+        )
         print(f"  {stall_figures(server.url)}", flush=True)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--readers", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--report-mib", type=int, default=4)
     p.add_argument("--tasks", type=int, default=0)
-    p.add_argument("--postgres", metavar="URL", help="a scratch PostgreSQL database instead of SQLite")
+    p.add_argument(
+        "--postgres", metavar="URL", help="a scratch PostgreSQL database instead of SQLite"
+    )
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.postgres or "sqlite:///" + str(Path(tmp) / "stall.db")

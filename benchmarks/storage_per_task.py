@@ -11,6 +11,7 @@ with the number of tasks (rows up to analytics.task-stream.max-tasks, then bins)
 
     python benchmarks/storage_per_task.py [--sizes 1000,10000,100000] [--workers 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,10 @@ def table_rows(store) -> dict[str, int]:
     from dask_analytics_lab.store import schema as s
 
     with store.reading() as conn:
-        return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar() for t in s.DATA_TABLES}
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
+            for t in s.DATA_TABLES
+        }
 
 
 def one(n: int, workers: int, stream: bool, folder: Path) -> tuple[int, dict[str, int]]:
@@ -64,9 +68,11 @@ def one(n: int, workers: int, stream: bool, folder: Path) -> tuple[int, dict[str
             time.sleep(0.5)
         raise SystemExit(f"the {n}-task computation did not settle in the store within 5 minutes")
 
-    with dask.config.set({"analytics.task-stream.transmit": stream}), \
-            LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        dask.config.set({"analytics.task-stream.transmit": stream}),
+        LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         info = dal.register(client, store=str(path))
         wait(client.map(inc, range(10), pure=False))
         settled(client, info["cluster_id"], 1)
@@ -78,13 +84,20 @@ def one(n: int, workers: int, stream: bool, folder: Path) -> tuple[int, dict[str
         settled(client, info["cluster_id"], 2)
         with open_store(url) as store:
             after, rows_after = used_bytes(store), table_rows(store)
-    return after - before, {k: rows_after[k] - rows_before.get(k, 0) for k in rows_after
-                            if rows_after[k] != rows_before.get(k, 0)}
+    return after - before, {
+        k: rows_after[k] - rows_before.get(k, 0)
+        for k in rows_after
+        if rows_after[k] != rows_before.get(k, 0)
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="1000,10000,100000", help="tasks per computation, comma-separated")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", default="1000,10000,100000", help="tasks per computation, comma-separated"
+    )
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -94,13 +107,20 @@ def main() -> None:
             on, rows = one(n, args.workers, True, Path(tmp))
             off, _ = one(n, args.workers, False, Path(tmp))
             results.append((n, on, off, rows))
-            print(f"{n:,} tasks: {format_bytes(on)} (task stream off: {format_bytes(off)}); rows added: "
-                  + ", ".join(f"{k} {v:,}" for k, v in sorted(rows.items())), flush=True)
-    print(f"\n{'tasks':>9} {'bytes, all on':>14} {'per 1,000 tasks':>16} {'stream off':>11} "
-          f"{'per 1,000':>10} {'on/off':>7} {'stream rows':>12}")
+            print(
+                f"{n:,} tasks: {format_bytes(on)} (task stream off: {format_bytes(off)}); rows added: "
+                + ", ".join(f"{k} {v:,}" for k, v in sorted(rows.items())),
+                flush=True,
+            )
+    print(
+        f"\n{'tasks':>9} {'bytes, all on':>14} {'per 1,000 tasks':>16} {'stream off':>11} "
+        f"{'per 1,000':>10} {'on/off':>7} {'stream rows':>12}"
+    )
     for n, on, off, rows in results:
-        print(f"{n:>9,} {format_bytes(on):>14} {format_bytes(on * 1000 / n):>16} {format_bytes(off):>11} "
-              f"{format_bytes(off * 1000 / n):>10} {f'{on / off:.1f}' if off else '-':>7} {rows.get('task_stream', 0):>12,}")
+        print(
+            f"{n:>9,} {format_bytes(on):>14} {format_bytes(on * 1000 / n):>16} {format_bytes(off):>11} "
+            f"{format_bytes(off * 1000 / n):>10} {f'{on / off:.1f}' if off else '-':>7} {rows.get('task_stream', 0):>12,}"
+        )
 
 
 if __name__ == "__main__":

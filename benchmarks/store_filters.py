@@ -14,6 +14,7 @@ transaction and row conversion included):
 
 Target: every page and report under 50 ms at 1M task groups.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,12 @@ PAGE = 50
 USERS = 50
 ACCOUNTS = 5
 TARGET_MS = 50.0
-LABELS = ["read_parquet → groupby-agg", "ones → sum", "from-pandas → map → rechunk", "read_csv → merge"]
+LABELS = [
+    "read_parquet → groupby-agg",
+    "ones → sum",
+    "from-pandas → map → rechunk",
+    "read_csv → merge",
+]
 
 
 def decorate(engine: sa.Engine, days: int) -> None:
@@ -44,7 +50,9 @@ def decorate(engine: sa.Engine, days: int) -> None:
     states for the computations (a computation starts within its cluster's life)."""
     c, k = s.clusters, s.computations
     with engine.begin() as conn:
-        ids = sorted(conn.execute(sa.select(c.c.cluster_id)).scalars(), key=lambda x: int(x.split("-")[1]))
+        ids = sorted(
+            conn.execute(sa.select(c.c.cluster_id)).scalars(), key=lambda x: int(x.split("-")[1])
+        )
         n = len(ids)
         span = days * 86400.0
         starts = {}
@@ -52,23 +60,48 @@ def decorate(engine: sa.Engine, days: int) -> None:
             started = T0 + span * i / n
             starts[cid] = started
             live = i == n - 1  # the newest one: live (its last_seen is now)
-            conn.execute(sa.update(c).where(c.c.cluster_id == cid).values(
-                user=f"user-{i % USERS:02d}", account=f"team-{i % ACCOUNTS}", started=started,
-                name=f"{('etl-nightly', 'scratch', 'train-model')[i % 3]}-{i}",
-                first_seen=started, last_seen=time.time() if live else started + 3600,
-                stopped=None if live or i % 7 == 3 else started + 3600,  # every 7th: lost
-                core_seconds=3600.0 * (1 + i % 16), cost=0.05 * (1 + i % 16), price_per_core_hour=0.05))
+            conn.execute(
+                sa.update(c)
+                .where(c.c.cluster_id == cid)
+                .values(
+                    user=f"user-{i % USERS:02d}",
+                    account=f"team-{i % ACCOUNTS}",
+                    started=started,
+                    name=f"{('etl-nightly', 'scratch', 'train-model')[i % 3]}-{i}",
+                    first_seen=started,
+                    last_seen=time.time() if live else started + 3600,
+                    stopped=None if live or i % 7 == 3 else started + 3600,  # every 7th: lost
+                    core_seconds=3600.0 * (1 + i % 16),
+                    cost=0.05 * (1 + i % 16),
+                    price_per_core_hour=0.05,
+                )
+            )
         per_cluster: dict[str, int] = {}
-        rows = conn.execute(sa.select(k.c.computation_id, k.c.cluster_id).order_by(k.c.computation_id)).all()
+        rows = conn.execute(
+            sa.select(k.c.computation_id, k.c.cluster_id).order_by(k.c.computation_id)
+        ).all()
         updates = []
         for j, (comp_id, cid) in enumerate(rows):
             m = per_cluster[cid] = per_cluster.get(cid, -1) + 1
-            updates.append({"b_id": comp_id, "start": starts[cid] + 5.0 * m, "label": LABELS[m % len(LABELS)],
-                            "state": "erred" if j % 11 == 0 else ("running" if j % 13 == 0 else "finished")})
-        stmt = (sa.update(k).where(k.c.computation_id == sa.bindparam("b_id"))
-                .values(start=sa.bindparam("start"), label=sa.bindparam("label"), state=sa.bindparam("state")))
+            updates.append(
+                {
+                    "b_id": comp_id,
+                    "start": starts[cid] + 5.0 * m,
+                    "label": LABELS[m % len(LABELS)],
+                    "state": "erred" if j % 11 == 0 else ("running" if j % 13 == 0 else "finished"),
+                }
+            )
+        stmt = (
+            sa.update(k)
+            .where(k.c.computation_id == sa.bindparam("b_id"))
+            .values(
+                start=sa.bindparam("start"),
+                label=sa.bindparam("label"),
+                state=sa.bindparam("state"),
+            )
+        )
         for i in range(0, len(updates), 5000):
-            conn.execute(stmt, updates[i:i + 5000])
+            conn.execute(stmt, updates[i : i + 5000])
     if engine.dialect.name == "postgresql":
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(sa.text("VACUUM ANALYZE"))
@@ -96,8 +129,11 @@ def measure(url: str, args: argparse.Namespace) -> list[tuple]:
         n_comps, build_s = build(engine, args.groups, args.per_computation, args.clusters)
         t = time.perf_counter()
         decorate(engine, args.days)
-        print(f"  {store.dialect}: built {args.groups:,} task groups in {n_comps:,} computations on "
-              f"{args.clusters:,} clusters in {build_s + time.perf_counter() - t:.0f} s", flush=True)
+        print(
+            f"  {store.dialect}: built {args.groups:,} task groups in {n_comps:,} computations on "
+            f"{args.clusters:,} clusters in {build_s + time.perf_counter() - t:.0f} s",
+            flush=True,
+        )
     with engine.connect() as conn:
         n_groups = conn.execute(sa.select(sa.func.count()).select_from(s.task_groups)).scalar()
 
@@ -107,19 +143,30 @@ def measure(url: str, args: argparse.Namespace) -> list[tuple]:
     deep_user, _ = deep_cursor(lp, user="user-07")
     cases = [
         ("clusters: first page", lambda: lc(limit=PAGE)),
-        ("clusters: user+state+text", lambda: lc(limit=PAGE, user="user-07", state="stopped", text="ETL")),
-        ("clusters: account+since/until", lambda: lc(limit=PAGE, account="team-2", since=T0 + 30 * 86400,
-                                                      until=T0 + 200 * 86400)),
+        (
+            "clusters: user+state+text",
+            lambda: lc(limit=PAGE, user="user-07", state="stopped", text="ETL"),
+        ),
+        (
+            "clusters: account+since/until",
+            lambda: lc(limit=PAGE, account="team-2", since=T0 + 30 * 86400, until=T0 + 200 * 86400),
+        ),
         ("clusters: deep page (cursor)", lambda: lc(limit=PAGE, before=deep_cl)),
         ("computations: first page", lambda: lp(limit=PAGE)),
         ("computations: user+text", lambda: lp(limit=PAGE, user="user-07", text="groupby")),
-        ("computations: state=erred+since", lambda: lp(limit=PAGE, state="erred", since=T0 + 100 * 86400)),
+        (
+            "computations: state=erred+since",
+            lambda: lp(limit=PAGE, state="erred", since=T0 + 100 * 86400),
+        ),
         ("computations: state=lost", lambda: lp(limit=PAGE, state="lost")),
         ("computations: deep page (cursor)", lambda: lp(limit=PAGE, before=deep_comp)),
         ("computations: user, deep page", lambda: lp(limit=PAGE, user="user-07", before=deep_user)),
         ("cost_report by user", lambda: store.cost_report(by="user")),
         ("cost_report by day", lambda: store.cost_report(by="day")),
-        ("cost_report by month, since", lambda: store.cost_report(by="month", since=T0 + 90 * 86400)),
+        (
+            "cost_report by month, since",
+            lambda: store.cost_report(by="month", since=T0 + 90 * 86400),
+        ),
         ("cost_report by user, account", lambda: store.cost_report(by="user", account="team-3")),
     ]
     out = []
@@ -128,21 +175,37 @@ def measure(url: str, args: argparse.Namespace) -> list[tuple]:
         out.append((store.dialect, n_groups, name, len(rows), timed(fn, args.repeat)))
     # A deep page is the same rows as walking there page by page, newest first.
     assert len(lp(limit=PAGE, before=deep_comp)) == PAGE, "the deep page is not full"
-    print(f"  {store.dialect}: the deep computations page starts {walked - PAGE:,} rows in", flush=True)
+    print(
+        f"  {store.dialect}: the deep computations page starts {walked - PAGE:,} rows in",
+        flush=True,
+    )
     store.close()
     return out
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--groups", type=int, default=1_000_000, help="task-group rows (default 1,000,000)")
-    p.add_argument("--per-computation", type=int, default=50, help="task groups per computation (default 50)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--groups", type=int, default=1_000_000, help="task-group rows (default 1,000,000)"
+    )
+    p.add_argument(
+        "--per-computation", type=int, default=50, help="task groups per computation (default 50)"
+    )
     p.add_argument("--clusters", type=int, default=2000)
-    p.add_argument("--days", type=int, default=400, help="the clusters' starts spread over this many days")
-    p.add_argument("--postgres", metavar="URL", help="also measure this (scratch!) PostgreSQL database")
+    p.add_argument(
+        "--days", type=int, default=400, help="the clusters' starts spread over this many days"
+    )
+    p.add_argument(
+        "--postgres", metavar="URL", help="also measure this (scratch!) PostgreSQL database"
+    )
     p.add_argument("--sqlite", metavar="PATH", help="SQLite file to use (default: a temporary one)")
-    p.add_argument("--reuse", action="store_true",
-                   help="measure again without rebuilding when the stores already hold --groups rows")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again without rebuilding when the stores already hold --groups rows",
+    )
     p.add_argument("--repeat", type=int, default=30, help="timed runs of each (median shown)")
     args = p.parse_args()
 

@@ -16,6 +16,7 @@ first: give it a scratch database), then times in the same run:
 
 Building 1M rows takes about a minute per backend on 2 cores; the measuring, seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,21 @@ from dask_analytics_lab.store.engine import READ  # noqa: E402
 LIMIT = 100
 CHUNK = 20_000
 T0 = 1_700_000_000.0
-PREFIXES = ["read-parquet", "getitem", "groupby-agg", "sum", "ones", "map", "from-pandas", "rechunk"]
+PREFIXES = [
+    "read-parquet",
+    "getitem",
+    "groupby-agg",
+    "sum",
+    "ones",
+    "map",
+    "from-pandas",
+    "rechunk",
+]
 
 
-def build(engine: sa.Engine, n_groups: int, per_computation: int, n_clusters: int) -> tuple[int, float]:
+def build(
+    engine: sa.Engine, n_groups: int, per_computation: int, n_clusters: int
+) -> tuple[int, float]:
     """Fill the tables; returns (computations, seconds)."""
     t = time.perf_counter()
     n_comps = n_groups // per_computation
@@ -49,9 +61,20 @@ def build(engine: sa.Engine, n_groups: int, per_computation: int, n_clusters: in
         for table in reversed(s.DATA_TABLES):
             conn.execute(sa.delete(table))
         conn.execute(sa.delete(s.ingested))
-        conn.execute(sa.insert(s.clusters), [
-            {"cluster_id": f"cluster-{c}", "account": "default", "started": T0 + c, "first_seen": T0 + c,
-             "last_seen": T0 + c, "name": f"cluster {c}"} for c in range(n_clusters)])
+        conn.execute(
+            sa.insert(s.clusters),
+            [
+                {
+                    "cluster_id": f"cluster-{c}",
+                    "account": "default",
+                    "started": T0 + c,
+                    "first_seen": T0 + c,
+                    "last_seen": T0 + c,
+                    "name": f"cluster {c}",
+                }
+                for c in range(n_clusters)
+            ],
+        )
     comps, groups = [], []
 
     def flush(force: bool = False) -> None:
@@ -71,18 +94,43 @@ def build(engine: sa.Engine, n_groups: int, per_computation: int, n_clusters: in
         for j in range(per_computation):
             prefix = PREFIXES[j % len(PREFIXES)]
             n = rng.randint(1, 2000)
-            gs.append({
-                "cluster_id": cid, "computation_id": comp_id, "name": f"{prefix}-{j:04d}-{rng.getrandbits(64):016x}",
-                "prefix": prefix, "states": {"memory": n}, "n_tasks": n, "compute": n * 0.01,
-                "transfer": n * 0.001, "disk_read": 0.0, "disk_write": 0.0, "nbytes": n * 80_000,
-                "start": start, "stop": start + 5, "dependencies": [], "updated": start + 5,
-            })
-        comps.append({
-            "computation_id": comp_id, "cluster_id": cid, "start": start, "stop": start + 5, "state": "finished",
-            "code_hashes": [], "n_tasks": sum(g["n_tasks"] for g in gs), "n_groups": len(gs), "n_erred": 0,
-            "compute": sum(g["compute"] for g in gs), "transfer": sum(g["transfer"] for g in gs), "disk": 0.0,
-            "nbytes": sum(g["nbytes"] for g in gs), "updated": start + 5,
-        })
+            gs.append(
+                {
+                    "cluster_id": cid,
+                    "computation_id": comp_id,
+                    "name": f"{prefix}-{j:04d}-{rng.getrandbits(64):016x}",
+                    "prefix": prefix,
+                    "states": {"memory": n},
+                    "n_tasks": n,
+                    "compute": n * 0.01,
+                    "transfer": n * 0.001,
+                    "disk_read": 0.0,
+                    "disk_write": 0.0,
+                    "nbytes": n * 80_000,
+                    "start": start,
+                    "stop": start + 5,
+                    "dependencies": [],
+                    "updated": start + 5,
+                }
+            )
+        comps.append(
+            {
+                "computation_id": comp_id,
+                "cluster_id": cid,
+                "start": start,
+                "stop": start + 5,
+                "state": "finished",
+                "code_hashes": [],
+                "n_tasks": sum(g["n_tasks"] for g in gs),
+                "n_groups": len(gs),
+                "n_erred": 0,
+                "compute": sum(g["compute"] for g in gs),
+                "transfer": sum(g["transfer"] for g in gs),
+                "disk": 0.0,
+                "nbytes": sum(g["nbytes"] for g in gs),
+                "updated": start + 5,
+            }
+        )
         groups.extend(gs)
         flush()
     flush(force=True)
@@ -96,14 +144,34 @@ def build(engine: sa.Engine, n_groups: int, per_computation: int, n_clusters: in
 def joined(limit_first: bool) -> sa.Select:
     c, g = s.computations, s.task_groups
     comps = sa.select(c).order_by(c.c.start.desc()).limit(LIMIT).subquery() if limit_first else c
-    totals = [sa.func.count().label("n_groups"), sa.func.sum(g.c.n_tasks).label("n_tasks"),
-              sa.func.sum(g.c.compute).label("compute"), sa.func.sum(g.c.transfer).label("transfer"),
-              sa.func.sum(g.c.nbytes).label("nbytes")]
+    totals = [
+        sa.func.count().label("n_groups"),
+        sa.func.sum(g.c.n_tasks).label("n_tasks"),
+        sa.func.sum(g.c.compute).label("compute"),
+        sa.func.sum(g.c.transfer).label("transfer"),
+        sa.func.sum(g.c.nbytes).label("nbytes"),
+    ]
     q = (
-        sa.select(comps.c.computation_id, comps.c.cluster_id, comps.c.start, comps.c.stop, comps.c.state, *totals)
-        .select_from(comps.join(g, sa.and_(g.c.cluster_id == comps.c.cluster_id,
-                                           g.c.computation_id == comps.c.computation_id)))
-        .group_by(comps.c.computation_id, comps.c.cluster_id, comps.c.start, comps.c.stop, comps.c.state)
+        sa.select(
+            comps.c.computation_id,
+            comps.c.cluster_id,
+            comps.c.start,
+            comps.c.stop,
+            comps.c.state,
+            *totals,
+        )
+        .select_from(
+            comps.join(
+                g,
+                sa.and_(
+                    g.c.cluster_id == comps.c.cluster_id,
+                    g.c.computation_id == comps.c.computation_id,
+                ),
+            )
+        )
+        .group_by(
+            comps.c.computation_id, comps.c.cluster_id, comps.c.start, comps.c.stop, comps.c.state
+        )
         .order_by(comps.c.start.desc())
         .limit(LIMIT)
     )
@@ -123,6 +191,7 @@ def timed(fn, repeat: int) -> float:
 def measure(url: str, args: argparse.Namespace) -> list[tuple]:
     store = open_store(url)
     engine = store._engine  # the benchmark fills tables directly, bypassing ingest
+
     def count(table: sa.Table) -> int:
         with engine.connect() as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar()
@@ -131,8 +200,11 @@ def measure(url: str, args: argparse.Namespace) -> list[tuple]:
         print(f"  {store.dialect}: reusing its {args.groups:,} task groups", flush=True)
     else:
         n_comps, build_s = build(engine, args.groups, args.per_computation, args.clusters)
-        print(f"  {store.dialect}: built {count(s.task_groups):,} task groups in {n_comps:,} computations "
-              f"in {build_s:.0f} s", flush=True)
+        print(
+            f"  {store.dialect}: built {count(s.task_groups):,} task groups in {n_comps:,} computations "
+            f"in {build_s:.0f} s",
+            flush=True,
+        )
     n_rows = count(s.task_groups)
 
     def run(q):
@@ -149,21 +221,36 @@ def measure(url: str, args: argparse.Namespace) -> list[tuple]:
         b = [(r.computation_id, r.n_tasks) for r in conn.execute(joined(limit_first=False))]
     assert a == b, "the queries disagree"
     store.close()
-    return [(store.dialect, n_rows, "store.list_computations", ours, naive / ours),
-            (store.dialect, n_rows, "limit-first join", first, naive / first),
-            (store.dialect, n_rows, "naive join-group-limit", naive, 1.0)]
+    return [
+        (store.dialect, n_rows, "store.list_computations", ours, naive / ours),
+        (store.dialect, n_rows, "limit-first join", first, naive / first),
+        (store.dialect, n_rows, "naive join-group-limit", naive, 1.0),
+    ]
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--groups", type=int, default=1_000_000, help="task-group rows (default 1,000,000)")
-    p.add_argument("--per-computation", type=int, default=50, help="task groups per computation (default 50)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--groups", type=int, default=1_000_000, help="task-group rows (default 1,000,000)"
+    )
+    p.add_argument(
+        "--per-computation", type=int, default=50, help="task groups per computation (default 50)"
+    )
     p.add_argument("--clusters", type=int, default=20)
-    p.add_argument("--postgres", metavar="URL", help="also measure this (scratch!) PostgreSQL database")
+    p.add_argument(
+        "--postgres", metavar="URL", help="also measure this (scratch!) PostgreSQL database"
+    )
     p.add_argument("--sqlite", metavar="PATH", help="SQLite file to use (default: a temporary one)")
-    p.add_argument("--reuse", action="store_true",
-                   help="measure again without rebuilding when the stores already hold --groups rows")
-    p.add_argument("--repeat", type=int, default=50, help="timed runs of the fast queries (median shown)")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again without rebuilding when the stores already hold --groups rows",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=50, help="timed runs of the fast queries (median shown)"
+    )
     p.add_argument("--naive-repeat", type=int, default=5, help="timed runs of the naive query")
     args = p.parse_args()
 

@@ -8,6 +8,7 @@ MonitorWidget polls it from this process, as it would from a kernel: its updates
 JSON-encoded as the kernel would (the comm is otherwise a stand-in), and the poll
 thread's own CPU time is measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,11 @@ def main() -> None:
     from dask_analytics_lab.widgets._ticker import TICKER
 
     store = f"sqlite:///{Path(tempfile.mkdtemp()) / 'analytics.db'}"
-    with dask.config.set({"analytics.store": store, "analytics.interval": "1s"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with (
+        dask.config.set({"analytics.store": store, "analytics.interval": "1s"}),
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         info = dal.register(client)
         widget = MonitorWidget(info["cluster_id"], interval=1.0)
         # As a view on screen says (js/common/onscreen.ts): the widget polls only then.
@@ -67,11 +71,17 @@ def main() -> None:
         cpu = TICKER.cpu_seconds - cpu0
         ticks = widget._feed.ticks - ticks0
         widget.close()
-    print(f"monitor widget, 1 s refresh, {wall:.0f} s of busy cluster ({n_tasks:,}+ tasks, 2 worker processes):")
+    print(
+        f"monitor widget, 1 s refresh, {wall:.0f} s of busy cluster ({n_tasks:,}+ tasks, 2 worker processes):"
+    )
     print(f"  ticks                {ticks}")
-    print(f"  poll thread CPU      {cpu:.3f} s  = {100 * cpu / wall:.2f}% of one core   (target < 2%)")
+    print(
+        f"  poll thread CPU      {cpu:.3f} s  = {100 * cpu / wall:.2f}% of one core   (target < 2%)"
+    )
     print(f"  CPU per tick         {1000 * cpu / max(ticks, 1):.2f} ms")
-    print(f"  sent                 {sent['messages']} messages, {sent['bytes'] / max(ticks, 1) / 1024:.1f} KiB per tick")
+    print(
+        f"  sent                 {sent['messages']} messages, {sent['bytes'] / max(ticks, 1) / 1024:.1f} KiB per tick"
+    )
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
 As lazy as dask_analytics_lab: a name loads its module when first read here.
 """
+
 from typing import Any
 
 import dask_analytics_lab
 from dask_analytics_lab import __all__, __version__  # noqa: F401
+
 # IPython's %load_ext and the Jupyter server look these up on the imported module.
 from dask_analytics_lab.lab import (  # noqa: F401
     _jupyter_server_extension_points,
@@ -22,5 +24,12 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*__all__, *(name for name in globals() if name.startswith("__")), "load_ipython_extension",
-                   "unload_ipython_extension", "_jupyter_server_extension_points"})
+    return sorted(
+        {
+            *__all__,
+            *(name for name in globals() if name.startswith("__")),
+            "load_ipython_extension",
+            "unload_ipython_extension",
+            "_jupyter_server_extension_points",
+        }
+    )

@@ -4,6 +4,7 @@ The public names load on first use (PEP 562): a scheduler that imports this pack
 for its preload, or to unpickle the plugin, loads the collector and nothing of the
 readers, reports, widgets or Jupyter hook-ups (tests/test_layout.py holds it to that).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -56,8 +57,11 @@ def __getattr__(name: str) -> Any:
     home = _PUBLIC.get(name) or _HOOKS.get(name)
     if home is not None:
         value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    elif name.isidentifier() and not name.startswith("__") \
-            and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+    elif (
+        name.isidentifier()
+        and not name.startswith("__")
+        and importlib.util.find_spec(f"{__name__}.{name}") is not None
+    ):
         # `dal.config`, `dal.api`...: the eager root used to import these as a side effect.
         value = importlib.import_module(f"{__name__}.{name}")
     else:

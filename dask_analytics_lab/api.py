@@ -3,6 +3,7 @@
 Readers take `store=` (a path or URL) and default to `analytics.store` from Dask's
 config.  Rows are plain dicts; times are seconds since the epoch.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,6 +22,7 @@ from .urls import mask_url
 
 logger = logging.getLogger("dask_analytics_lab")
 
+
 def _client(client: Any = None) -> Any:
     if client is not None:
         return client
@@ -35,7 +37,9 @@ def _client(client: Any = None) -> Any:
         ) from None
 
 
-def register(client: Any = None, *, store: str | None = None, config_overrides: dict | None = None) -> dict:
+def register(
+    client: Any = None, *, store: str | None = None, config_overrides: dict | None = None
+) -> dict:
     """Record the client's cluster from now on.  Returns {"cluster_id", "store", ...}.
 
     Reads `analytics.*` here, on the client, validates it (ConfigError names the
@@ -52,7 +56,9 @@ def register(client: Any = None, *, store: str | None = None, config_overrides: 
     if settings["name"] is None:
         cluster = getattr(client, "cluster", None)
         name = getattr(cluster, "name", None) if cluster is not None else None
-        settings["name"] = name if not config.is_unnamed(name) else config.default_cluster_name(_started(client))
+        settings["name"] = (
+            name if not config.is_unnamed(name) else config.default_cluster_name(_started(client))
+        )
     if settings["code_transmit"]:
         # The client sends code snippets only when nframes > 0.
         dask.config.set({"distributed.diagnostics.computations.nframes": settings["code_nframes"]})
@@ -114,15 +120,23 @@ def _check_scheduler_sees_store(client: Any, url: str) -> None:
     try:
         seen = client.run_on_scheduler(scheduler_sees_file, str(probe), token)
     except Exception as e:  # e.g. distributed.scheduler.pickle: false
-        logger.warning("dask-analytics: could not check that the scheduler sees the store %s (%s: %s); "
-                       "registering anyway", mask_url(url), type(e).__name__, e)
+        logger.warning(
+            "dask-analytics: could not check that the scheduler sees the store %s (%s: %s); "
+            "registering anyway",
+            mask_url(url),
+            type(e).__name__,
+            e,
+        )
         return
     finally:
         probe.unlink(missing_ok=True)
     if not seen:
         address = getattr(getattr(client, "scheduler", None), "address", "?")
-        where_ = ("it runs on another machine or in another container" if os.path.isabs(u.database) else
-                  "it runs elsewhere, or in another working directory: the path is relative")
+        where_ = (
+            "it runs on another machine or in another container"
+            if os.path.isabs(u.database)
+            else "it runs elsewhere, or in another working directory: the path is relative"
+        )
         raise config.ConfigError(
             f"dask-analytics: the scheduler at {address} cannot see the SQLite store {u.database} of this "
             f"machine ({where_}), so it cannot record into it. "
@@ -166,12 +180,23 @@ def status(client: Any = None) -> dict:
 
 def where(store: str | None = None) -> str:
     """The store URL readers and `register()` use (password masked)."""
-    return mask_url(config.validate_store(store if store is not None else config.get("analytics.store")))
+    return mask_url(
+        config.validate_store(store if store is not None else config.get("analytics.store"))
+    )
 
 
-def list_clusters(*, user: str | None = None, account: str | None = None, state: str | None = None,
-                  since: Any = None, until: Any = None, text: str | None = None, before: str | None = None,
-                  limit: int = 100, store: str | None = None) -> list[dict]:
+def list_clusters(
+    *,
+    user: str | None = None,
+    account: str | None = None,
+    state: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    text: str | None = None,
+    before: str | None = None,
+    limit: int = 100,
+    store: str | None = None,
+) -> list[dict]:
     """Recorded clusters, newest first (by start, then id).
 
     user / account: exactly (a team server's token reads its own account only);
@@ -183,8 +208,16 @@ def list_clusters(*, user: str | None = None, account: str | None = None, state:
     Each row has a `cursor`: `before=rows[-1]["cursor"]` gives the next, older page
     (an empty list after the last).  A bad value raises ValueError saying what to pass.
     """
-    return open_reader(store).list_clusters(user=user, account=account, state=state, since=_time(since, "since"),
-                                            until=_time(until, "until"), text=text, before=before, limit=limit)
+    return open_reader(store).list_clusters(
+        user=user,
+        account=account,
+        state=state,
+        since=_time(since, "since"),
+        until=_time(until, "until"),
+        text=text,
+        before=before,
+        limit=limit,
+    )
 
 
 def _time(value: Any, name: str) -> float | None:
@@ -199,14 +232,26 @@ def get_cluster(cluster_id: str, *, store: str | None = None) -> dict:
     return open_reader(store).get_cluster(cluster_id)
 
 
-def list_cluster_samples(cluster_id: str, *, limit: int = 10_000, store: str | None = None) -> list[dict]:
+def list_cluster_samples(
+    cluster_id: str, *, limit: int = 10_000, store: str | None = None
+) -> list[dict]:
     """Workers, threads and memory over time for one cluster, oldest first."""
     return open_reader(store).list_cluster_samples(cluster_id, limit=limit)
 
 
-def list_computations(cluster_id: str | None = None, *, user: str | None = None, account: str | None = None,
-                      state: str | None = None, since: Any = None, until: Any = None, text: str | None = None,
-                      before: str | None = None, limit: int = 100, store: str | None = None) -> list[dict]:
+def list_computations(
+    cluster_id: str | None = None,
+    *,
+    user: str | None = None,
+    account: str | None = None,
+    state: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    text: str | None = None,
+    before: str | None = None,
+    limit: int = 100,
+    store: str | None = None,
+) -> list[dict]:
     """Computations with their totals, newest first (by start, then id); all clusters
     when cluster_id is None.
 
@@ -216,13 +261,27 @@ def list_computations(cluster_id: str | None = None, *, user: str | None = None,
     groupby-agg"), its code line ("df.groupby('k').v.mean().compute()") or a task
     prefix of it, any case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.
     """
-    return open_reader(store).list_computations(cluster_id=cluster_id, user=user, account=account, state=state,
-                                                since=_time(since, "since"), until=_time(until, "until"),
-                                                text=text, before=before, limit=limit)
+    return open_reader(store).list_computations(
+        cluster_id=cluster_id,
+        user=user,
+        account=account,
+        state=state,
+        since=_time(since, "since"),
+        until=_time(until, "until"),
+        text=text,
+        before=before,
+        limit=limit,
+    )
 
 
-def cost_report(by: str = "user", *, since: Any = None, until: Any = None, account: str | None = None,
-                store: str | None = None) -> list[dict]:
+def cost_report(
+    by: str = "user",
+    *,
+    since: Any = None,
+    until: Any = None,
+    account: str | None = None,
+    store: str | None = None,
+) -> list[dict]:
     """What the clusters cost, per user or per UTC day or month: a list of
     {"key", "clusters", "computations", "core_hours", "cost"}; by user the dearest
     first, by day/month the newest first.
@@ -230,8 +289,9 @@ def cost_report(by: str = "user", *, since: Any = None, until: Any = None, accou
     A cluster counts whole in the day (month) it started, with its cost so far
     (core-hours x analytics.cost.per-core-hour; cost is None where no cluster had a
     price); since / until pick clusters by start, as for list_clusters."""
-    return open_reader(store).cost_report(by=by, since=_time(since, "since"), until=_time(until, "until"),
-                                          account=account)
+    return open_reader(store).cost_report(
+        by=by, since=_time(since, "since"), until=_time(until, "until"), account=account
+    )
 
 
 def get_computation(computation_id: str, *, store: str | None = None) -> dict:
@@ -243,53 +303,108 @@ def list_task_groups(computation_id: str, *, store: str | None = None) -> list[d
     return open_reader(store).list_task_groups(computation_id)
 
 
-def list_exceptions(cluster_id: str | None = None, *, computation_id: str | None = None,
-                    limit: int = 100, store: str | None = None) -> list[dict]:
+def list_exceptions(
+    cluster_id: str | None = None,
+    *,
+    computation_id: str | None = None,
+    limit: int = 100,
+    store: str | None = None,
+) -> list[dict]:
     """Failed tasks grouped by (computation, task group, exception), with counts and a traceback."""
-    return open_reader(store).list_exceptions(cluster_id=cluster_id, computation_id=computation_id, limit=limit)
+    return open_reader(store).list_exceptions(
+        cluster_id=cluster_id, computation_id=computation_id, limit=limit
+    )
 
 
-def list_events(cluster_id: str | None = None, *, topic: str | None = None, since: Any = None,
-                until: Any = None, limit: int = 1000, store: str | None = None) -> list[dict]:
+def list_events(
+    cluster_id: str | None = None,
+    *,
+    topic: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int = 1000,
+    store: str | None = None,
+) -> list[dict]:
     """Recorded events (topics in analytics.events.allow), newest first; since/until
     (as list_clusters takes them) bound their time."""
-    return open_reader(store).list_events(cluster_id=cluster_id, topic=topic, limit=limit,
-                                          since=_time(since, "since"), until=_time(until, "until"))
+    return open_reader(store).list_events(
+        cluster_id=cluster_id,
+        topic=topic,
+        limit=limit,
+        since=_time(since, "since"),
+        until=_time(until, "until"),
+    )
 
 
-def get_profile(computation_id: str | None = None, *, cluster_id: str | None = None, prefix: str | None = None,
-                store: str | None = None) -> dict:
+def get_profile(
+    computation_id: str | None = None,
+    *,
+    cluster_id: str | None = None,
+    prefix: str | None = None,
+    store: str | None = None,
+) -> dict:
     """Dask's profile tree for one computation (of one of its task prefixes, with
     prefix=), or merged over a whole cluster."""
     if (computation_id is None) == (cluster_id is None):
         raise ValueError("get_profile needs exactly one of computation_id= or cluster_id=")
     if prefix is not None and computation_id is None:
-        raise ValueError("get_profile's prefix= picks a task prefix of one computation: pass computation_id= too")
-    return open_reader(store).get_profile(computation_id=computation_id, cluster_id=cluster_id, prefix=prefix)
+        raise ValueError(
+            "get_profile's prefix= picks a task prefix of one computation: pass computation_id= too"
+        )
+    return open_reader(store).get_profile(
+        computation_id=computation_id, cluster_id=cluster_id, prefix=prefix
+    )
 
 
-def list_worker_samples(cluster_id: str, *, worker: str | None = None, since: Any = None, until: Any = None,
-                        limit: int = 100_000, store: str | None = None) -> list[dict]:
+def list_worker_samples(
+    cluster_id: str,
+    *,
+    worker: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int = 100_000,
+    store: str | None = None,
+) -> list[dict]:
     """Each worker over the cluster's life (the newest `limit` samples of [since, until],
     oldest first): memory managed by Dask, unmanaged and spilled, CPU, tasks processing."""
-    return open_reader(store).list_worker_samples(cluster_id, worker=worker, limit=limit,
-                                                  since=_time(since, "since"), until=_time(until, "until"))
+    return open_reader(store).list_worker_samples(
+        cluster_id,
+        worker=worker,
+        limit=limit,
+        since=_time(since, "since"),
+        until=_time(until, "until"),
+    )
 
 
-def list_task_stream(computation_id: str, *, limit: int = 100_000, store: str | None = None) -> list[dict]:
+def list_task_stream(
+    computation_id: str, *, limit: int = 100_000, store: str | None = None
+) -> list[dict]:
     """A computation's task stream by start: one row per task (worker, thread, prefix,
     group, state, start, stop), or, for a computation with too many tasks to keep each,
     one row per worker, prefix and time bin (binned: n_tasks and busy seconds)."""
     return open_reader(store).list_task_stream(computation_id, limit=limit)
 
 
-def list_gpu_metrics(cluster_id: str | None = None, *, monitor_id: str | None = None,
-                     worker: str | None = None, since: Any = None, until: Any = None, limit: int = 100_000,
-                     store: str | None = None) -> list[dict]:
+def list_gpu_metrics(
+    cluster_id: str | None = None,
+    *,
+    monitor_id: str | None = None,
+    worker: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int = 100_000,
+    store: str | None = None,
+) -> list[dict]:
     """GPU samples, one row per GPU per sample (the newest `limit` of [since, until],
     oldest first), with the task groups running then."""
-    return open_reader(store).list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker, limit=limit,
-                                               since=_time(since, "since"), until=_time(until, "until"))
+    return open_reader(store).list_gpu_metrics(
+        cluster_id=cluster_id,
+        monitor_id=monitor_id,
+        worker=worker,
+        limit=limit,
+        since=_time(since, "since"),
+        until=_time(until, "until"),
+    )
 
 
 def compare(computation_id: str, baseline: str | None = None, *, store: str | None = None) -> dict:

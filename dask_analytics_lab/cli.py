@@ -7,12 +7,14 @@ recorded strings come from the clusters, and their control characters (terminal
 escapes) are shown escaped.  JSON export escapes them by itself; CSV goes to files, its text cells
 quoted so that no spreadsheet runs them as formulas (csvcells.py).
 """
+
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import click
 
@@ -33,8 +35,10 @@ class CommandError(click.ClickException):
         click.echo(f"dask-analytics: {tables.printable(self.message, lines=True)}", err=True)
 
 
-TOKEN_HELP = ("set analytics.token (or DASK_ANALYTICS__TOKEN) to a token of this server: its operator makes "
-              "one with `dask analytics token create --account A --user U`")
+TOKEN_HELP = (
+    "set analytics.token (or DASK_ANALYTICS__TOKEN) to a token of this server: its operator makes "
+    "one with `dask analytics token create --account A --user U`"
+)
 
 
 class _Group(click.Group):
@@ -58,22 +62,30 @@ def _remember_store(ctx: click.Context, param: click.Parameter, value: str | Non
         ctx.meta[STORE] = value
 
 
-store_option = click.option("--store", callback=_remember_store, expose_value=False, is_eager=True,
-                            help="store path or URL (default: analytics.store from Dask's config)")
+store_option = click.option(
+    "--store",
+    callback=_remember_store,
+    expose_value=False,
+    is_eager=True,
+    help="store path or URL (default: analytics.store from Dask's config)",
+)
 
 
 def _store(ctx: click.Context) -> str:
     """The store a reading command reads: never one it would create, so a path with no file
     (a typo, another machine's path) is an error, not an empty new store."""
-    url = config.validate_store(ctx.meta.get(STORE) if ctx.meta.get(STORE) is not None
-                                else config.get("analytics.store"))
+    url = config.validate_store(
+        ctx.meta.get(STORE) if ctx.meta.get(STORE) is not None else config.get("analytics.store")
+    )
     if url.startswith("sqlite"):
         from .store.engine import is_memory, parse
 
         u = parse(url)
         if not is_memory(u) and not Path(u.database).expanduser().exists():
-            raise CommandError(f"no store at {u.database} (nothing was recorded there); `dask analytics where` "
-                               "prints the store in use, --store names another")
+            raise CommandError(
+                f"no store at {u.database} (nothing was recorded there); `dask analytics where` "
+                "prints the store in use, --store names another"
+            )
     return url
 
 
@@ -84,7 +96,11 @@ def limit_option(default: int) -> Any:
     return click.option("--limit", type=int, default=default, show_default=True)
 
 
-@click.group(name="analytics", cls=_Group, help="Read what dask-analytics-lab recorded, and serve it to a team.")
+@click.group(
+    name="analytics",
+    cls=_Group,
+    help="Read what dask-analytics-lab recorded, and serve it to a team.",
+)
 @store_option
 def analytics() -> None:
     pass
@@ -101,21 +117,33 @@ def filter_options(states: tuple[str, ...]) -> Any:
     """--user --account --state --since --until --text --before: the list filters (api.list_clusters)."""
     options = [
         click.option("--user", help="only this user's"),
-        click.option("--account", help="only this account's (a team server's token reads its own only)"),
+        click.option(
+            "--account", help="only this account's (a team server's token reads its own only)"
+        ),
         click.option("--state", type=click.Choice(states)),
-        click.option("--since", metavar="WHEN", help="started at or after: ISO date/time (UTC), epoch seconds, "
-                                                     "or an age such as 7d"),
+        click.option(
+            "--since",
+            metavar="WHEN",
+            help="started at or after: ISO date/time (UTC), epoch seconds, or an age such as 7d",
+        ),
         click.option("--until", metavar="WHEN", help="started before, as --since"),
-        click.option("--text", help="in the name (clusters); in the label, code line or a task prefix "
-                                    "(computations); any case"),
-        click.option("--before", metavar="CURSOR", help="the next, older page: the cursor the previous page "
-                                                        "printed"),
+        click.option(
+            "--text",
+            help="in the name (clusters); in the label, code line or a task prefix "
+            "(computations); any case",
+        ),
+        click.option(
+            "--before",
+            metavar="CURSOR",
+            help="the next, older page: the cursor the previous page printed",
+        ),
     ]
 
     def wrap(fn: Any) -> Any:
         for option in reversed(options):
             fn = option(fn)
         return fn
+
     return wrap
 
 
@@ -148,17 +176,28 @@ def computations(ctx: click.Context, cluster: str | None, limit: int, **filters:
     _more(rows, limit)
 
 
-@analytics.command(help="what the clusters cost, per user, UTC day or UTC month (a cluster counts in the day it "
-                        "started)")
+@analytics.command(
+    help="what the clusters cost, per user, UTC day or UTC month (a cluster counts in the day it "
+    "started)"
+)
 @click.option("--by", type=click.Choice(COST_BY), default="user", show_default=True)
-@click.option("--since", metavar="WHEN", help="clusters started at or after: ISO date/time (UTC), epoch seconds, "
-                                              "or an age such as 30d")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="clusters started at or after: ISO date/time (UTC), epoch seconds, or an age such as 30d",
+)
 @click.option("--until", metavar="WHEN", help="clusters started before, as --since")
 @click.option("--account", help="only this account's")
 @store_option
 @click.pass_context
-def costs(ctx: click.Context, by: str, since: str | None, until: str | None, account: str | None) -> None:
-    click.echo(tables.costs(api.cost_report(by, since=since, until=until, account=account, store=_store(ctx)), by))
+def costs(
+    ctx: click.Context, by: str, since: str | None, until: str | None, account: str | None
+) -> None:
+    click.echo(
+        tables.costs(
+            api.cost_report(by, since=since, until=until, account=account, store=_store(ctx)), by
+        )
+    )
 
 
 @analytics.command(help="failed tasks: one row per failure (type, where, message pattern)")
@@ -168,7 +207,9 @@ def costs(ctx: click.Context, by: str, since: str | None, until: str | None, acc
 @limit_option(50)
 @store_option
 @click.pass_context
-def exceptions(ctx: click.Context, cluster: str | None, computation: str | None, traceback: bool, limit: int) -> None:
+def exceptions(
+    ctx: click.Context, cluster: str | None, computation: str | None, traceback: bool, limit: int
+) -> None:
     rows = api.list_exceptions(cluster, computation_id=computation, limit=limit, store=_store(ctx))
     click.echo(tables.exceptions(rows))
     if traceback:
@@ -189,7 +230,9 @@ def events(ctx: click.Context, cluster: str | None, topic: str | None, limit: in
     click.echo(tables.events(api.list_events(cluster, topic=topic, limit=limit, store=_store(ctx))))
 
 
-@analytics.command(help="a computation against an earlier run of the same code (default: the latest earlier finished one)")
+@analytics.command(
+    help="a computation against an earlier run of the same code (default: the latest earlier finished one)"
+)
 @click.argument("computation_id")
 @click.option("--baseline", help="compare with this computation id instead")
 @click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
@@ -200,7 +243,9 @@ def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_js
     click.echo(json.dumps(result, indent=1) if as_json else tables.comparison(result))
 
 
-@analytics.command(help="why a computation was slow, and what to change: its findings, most costly first")
+@analytics.command(
+    help="why a computation was slow, and what to change: its findings, most costly first"
+)
 @click.argument("computation_id")
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
 @store_option
@@ -210,7 +255,9 @@ def explain(ctx: click.Context, computation_id: str, as_json: bool) -> None:
     click.echo(json.dumps(found, indent=1) if as_json else tables.findings(found))
 
 
-@analytics.command(help="every run of a computation's code, newest first, with its wall time and cost")
+@analytics.command(
+    help="every run of a computation's code, newest first, with its wall time and cost"
+)
 @click.argument("computation_id")
 @limit_option(50)
 @store_option
@@ -220,8 +267,12 @@ def runs(ctx: click.Context, computation_id: str, limit: int) -> None:
 
 
 @analytics.command(help="write everything as JSON or CSV")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
-@click.option("--output", "-o", help="JSON: a file (default stdout); CSV: a folder, one file per table")
+@click.option(
+    "--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True
+)
+@click.option(
+    "--output", "-o", help="JSON: a file (default stdout); CSV: a folder, one file per table"
+)
 @store_option
 @click.pass_context
 def export(ctx: click.Context, fmt: str, output: str | None) -> None:
@@ -248,8 +299,11 @@ analytics.add_command(token)
 def main(argv: Sequence[str] | None = None) -> int:
     """`dask-analytics ...`: the same group as `dask analytics ...`; returns the exit status."""
     try:
-        analytics.main(args=list(argv) if argv is not None else None, prog_name="dask-analytics",
-                       standalone_mode=False)
+        analytics.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="dask-analytics",
+            standalone_mode=False,
+        )
     except click.ClickException as e:
         e.show()
         return e.exit_code

@@ -20,6 +20,7 @@ given, comma-separated, newest first: new data uses the first, reads try them al
 (rotation).  Text that none of the keys opens reads as None with a `code_error`
 saying so, and the process logs that once: a lost key never crashes a reader.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,9 @@ import os
 import secrets
 import stat
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -36,7 +38,9 @@ MARK = "fernet:"
 MARK_BYTES = MARK.encode()
 CODE_KEY_ENV = "DASK_ANALYTICS_CODE_KEY"
 KEY_FILE_SETTING = "analytics.code-key-file"
-MAKE_KEY = "python -c \"from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())\""
+MAKE_KEY = (
+    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+)
 
 
 def is_sealed(text: Any) -> bool:
@@ -58,8 +62,10 @@ def fernet() -> Any:
     try:
         from cryptography import fernet as module
     except ImportError:
-        raise ImportError("encrypting code at rest needs the cryptography package: "
-                          "pip install 'dask-analytics-lab[server]' (or pip install cryptography)") from None
+        raise ImportError(
+            "encrypting code at rest needs the cryptography package: "
+            "pip install 'dask-analytics-lab[server]' (or pip install cryptography)"
+        ) from None
     return module
 
 
@@ -81,7 +87,8 @@ def parse_keys(value: str | Sequence[str] | None, *, where: str = "the code key"
         except (ValueError, TypeError):
             raise CodeKeyError(
                 f"{where} must be 32 url-safe base64-encoded bytes (a Fernet key; several comma-separated, "
-                f"newest first); make one with `{MAKE_KEY}`") from None
+                f"newest first); make one with `{MAKE_KEY}`"
+            ) from None
     return keys
 
 
@@ -100,16 +107,23 @@ def read_key_file(path: str | os.PathLike) -> list[str]:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise CodeKeyError(f"the code key file {path} does not exist; put the key the code was stored with in it "
-                           f"(or make a new key with `{MAKE_KEY}`)") from None
+        raise CodeKeyError(
+            f"the code key file {path} does not exist; put the key the code was stored with in it "
+            f"(or make a new key with `{MAKE_KEY}`)"
+        ) from None
     except OSError as e:
         raise CodeKeyError(f"cannot read the code key file {path}: {e}") from None
     if os.name == "posix" and path.stat().st_mode & 0o077:
-        logger.warning("dask-analytics: the code key file %s is readable by other users: anyone who reads it "
-                       "reads the stored code (chmod 600 it)", path)
+        logger.warning(
+            "dask-analytics: the code key file %s is readable by other users: anyone who reads it "
+            "reads the stored code (chmod 600 it)",
+            path,
+        )
     keys = parse_keys(text.replace("\n", ","), where=f"the code key file {path}")
     if not keys:
-        raise CodeKeyError(f"the code key file {path} is empty; put the key the code was stored with in it")
+        raise CodeKeyError(
+            f"the code key file {path} is empty; put the key the code was stored with in it"
+        )
     return keys
 
 
@@ -131,7 +145,9 @@ def write_new_secret(path: str | os.PathLike, text: str) -> bool:
             return False
         except OSError:  # a file system without hard links: made in place, as before
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+                fd = os.open(
+                    path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR
+                )
             except FileExistsError:
                 return False
             with os.fdopen(fd, "w") as f:
@@ -146,8 +162,11 @@ def load_or_create_key_file(path: str | os.PathLike) -> list[str]:
     0700), so that restarts can read what was stored before."""
     path = Path(path).expanduser()
     if not path.exists() and write_new_secret(path, generate_key() + "\n"):
-        logger.warning("dask-analytics: made a new code key in %s; keep it (and a copy apart from the "
-                       "database): code stored with it cannot be read without it", path)
+        logger.warning(
+            "dask-analytics: made a new code key in %s; keep it (and a copy apart from the "
+            "database): code stored with it cannot be read without it",
+            path,
+        )
     return read_key_file(path)
 
 
@@ -157,8 +176,13 @@ class CodeCipher:
     `source` names where the keys came from, for the messages when they do not fit.
     """
 
-    def __init__(self, keys: str | Sequence[str] | None, *, source: str = "this server's code key",
-                 problem: str | None = None):
+    def __init__(
+        self,
+        keys: str | Sequence[str] | None,
+        *,
+        source: str = "this server's code key",
+        problem: str | None = None,
+    ):
         self.keys = parse_keys(keys)
         self.source = source
         self.problem = problem  # why there is no key (an unreadable key file), for the messages
@@ -183,7 +207,7 @@ class CodeCipher:
         if not is_sealed(text):
             return text, None
         try:
-            return self._open(text[len(MARK):].encode()).decode(), None
+            return self._open(text[len(MARK) :].encode()).decode(), None
         except CodeDecryptError as e:
             return None, str(e)
 
@@ -214,27 +238,34 @@ class CodeCipher:
         blob = bytes(blob)
         if not blob.startswith(MARK_BYTES):
             return blob
-        return self._open(blob[len(MARK_BYTES):])
+        return self._open(blob[len(MARK_BYTES) :])
 
     def _open(self, token: bytes) -> bytes:
         if self._fernet is not None:
             try:
                 return self._fernet.decrypt(token)
             except fernet().InvalidToken:
-                why = (f"stored encrypted cannot be read: the key it was stored with does not match "
-                       f"{self.source} (that key is lost or was not given; give it, the newest key first and "
-                       "older ones after it, comma-separated)")
+                why = (
+                    f"stored encrypted cannot be read: the key it was stored with does not match "
+                    f"{self.source} (that key is lost or was not given; give it, the newest key first and "
+                    "older ones after it, comma-separated)"
+                )
         elif self.problem:
             why = f"stored encrypted cannot be read: {self.problem}"
         else:
-            why = (f"stored encrypted cannot be read: {self.source} is not set; give the key it was "
-                   f"stored with (${CODE_KEY_ENV} or a key file)")
+            why = (
+                f"stored encrypted cannot be read: {self.source} is not set; give the key it was "
+                f"stored with (${CODE_KEY_ENV} or a key file)"
+            )
         with _lock:
             first = why not in _said
             _said.add(why)
         if first:
-            logger.error("dask-analytics: code %s. Such code reads as None, with code_error saying why "
-                         "(logged once).", why)
+            logger.error(
+                "dask-analytics: code %s. Such code reads as None, with code_error saying why "
+                "(logged once).",
+                why,
+            )
         raise CodeDecryptError(f"code {why}")
 
 
@@ -279,7 +310,11 @@ def local_cipher(*, create: bool = False) -> CodeCipher:
     key = ("file", str(path), stamp)
     with _lock:
         found = _ciphers.get(key)
-    return found if found is not None else _cached(key, read_key_file(path), f"the code key file {path}")
+    return (
+        found
+        if found is not None
+        else _cached(key, read_key_file(path), f"the code key file {path}")
+    )
 
 
 def reading_cipher() -> CodeCipher:

@@ -5,6 +5,7 @@ scheduler with the plugin, already validated, as a plain dict.  Every read of an
 `analytics.*` key goes through `get()`, which falls back to the shipped defaults
 (analytics.yaml) and reads Coiled's `coiled.analytics.*` names as aliases.
 """
+
 from __future__ import annotations
 
 import copy
@@ -43,7 +44,9 @@ def _default(key: str) -> Any:
                 node = node[name]
                 break
         else:
-            raise KeyError(f"{key} is not an analytics setting (see dask_analytics_lab/analytics.yaml)")
+            raise KeyError(
+                f"{key} is not an analytics setting (see dask_analytics_lab/analytics.yaml)"
+            )
     return node
 
 
@@ -104,7 +107,9 @@ def parse_age(value: Any, *, what: str = "age") -> float:
     except (TypeError, ValueError, KeyError, IndexError):  # IndexError: dask on ""
         seconds = None
     if seconds is None or seconds <= 0:
-        raise ValueError(f"{what} must be a positive duration such as '90d' or '12h', got {value!r}")
+        raise ValueError(
+            f"{what} must be a positive duration such as '90d' or '12h', got {value!r}"
+        )
     return float(seconds)
 
 
@@ -115,8 +120,12 @@ def retention(value: Any) -> float | None:
     try:
         return parse_age(value)
     except ValueError:
-        raise _fail("analytics.retention", value, "a duration such as '90 days' or '90d' (a plain number is "
-                    "days), or null to keep everything") from None
+        raise _fail(
+            "analytics.retention",
+            value,
+            "a duration such as '90 days' or '90d' (a plain number is "
+            "days), or null to keep everything",
+        ) from None
 
 
 def _positive_int(key: str, value: Any) -> int:
@@ -135,8 +144,11 @@ def _size(key: str, value: Any) -> int:
     """Bytes in a size such as "64 MiB" or "500 MB"; a plain number is bytes."""
     allowed = "a positive size such as '64 MiB' or '500 MB' (a plain number is bytes)"
     # parse_bytes reads "MB" as a megabyte and "" as a byte: a size starts with its number.
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or \
-            (isinstance(value, str) and not value.strip()[:1].isdigit()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, str))
+        or (isinstance(value, str) and not value.strip()[:1].isdigit())
+    ):
         raise _fail(key, value, allowed)
     try:
         n = parse_bytes(value.strip() if isinstance(value, str) else value)
@@ -175,7 +187,11 @@ def validate_store(value: Any, key: str = "analytics.store") -> str:
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str) or not value.strip():
-        raise _fail(key, value, "a SQLite file path, a sqlite:/// or postgresql:// URL, or an http(s):// server URL")
+        raise _fail(
+            key,
+            value,
+            "a SQLite file path, a sqlite:/// or postgresql:// URL, or an http(s):// server URL",
+        )
     value = value.strip()
     scheme = value.split("://", 1)[0].lower() if "://" in value else ""
     if not scheme:
@@ -184,10 +200,11 @@ def validate_store(value: Any, key: str = "analytics.store") -> str:
         return value
     if scheme in {"postgresql", "postgres"} or scheme.startswith("postgresql+"):
         if scheme == "postgres":
-            value = "postgresql" + value[len("postgres"):]
+            value = "postgresql" + value[len("postgres") :]
         return value
     raise _fail(
-        key, value,
+        key,
+        value,
         "a SQLite file path, a sqlite:/// or postgresql:// URL, or an http(s):// server URL",
     )
 
@@ -221,8 +238,11 @@ def resolve(overrides: dict | None = None) -> dict:
     min_delay = _duration("analytics.retry.min-delay", setting("retry.min-delay"))
     max_delay = _duration("analytics.retry.max-delay", setting("retry.max-delay"))
     if max_delay < min_delay:
-        raise _fail("analytics.retry.max-delay", setting("retry.max-delay"),
-                    f"a duration no shorter than analytics.retry.min-delay ({setting('retry.min-delay')!r})")
+        raise _fail(
+            "analytics.retry.max-delay",
+            setting("retry.max-delay"),
+            f"a duration no shorter than analytics.retry.min-delay ({setting('retry.min-delay')!r})",
+        )
 
     return {
         "store": validate_store(setting("store")),
@@ -238,14 +258,24 @@ def resolve(overrides: dict | None = None) -> dict:
         "profile_transmit": _bool("analytics.profile.transmit", setting("profile.transmit")),
         "profile_timeout": _duration("analytics.profile.timeout", setting("profile.timeout")),
         "events_allow": sorted(set(allow)),
-        "task_stream_transmit": _bool("analytics.task-stream.transmit", setting("task-stream.transmit")),
-        "task_stream_max_tasks": _positive_int("analytics.task-stream.max-tasks", setting("task-stream.max-tasks")),
-        "task_stream_max_bins": _positive_int("analytics.task-stream.max-bins", setting("task-stream.max-bins")),
+        "task_stream_transmit": _bool(
+            "analytics.task-stream.transmit", setting("task-stream.transmit")
+        ),
+        "task_stream_max_tasks": _positive_int(
+            "analytics.task-stream.max-tasks", setting("task-stream.max-tasks")
+        ),
+        "task_stream_max_bins": _positive_int(
+            "analytics.task-stream.max-bins", setting("task-stream.max-bins")
+        ),
         "metrics_transmit": _bool("analytics.metrics.transmit", setting("metrics.transmit")),
         "workers_transmit": _bool("analytics.workers.transmit", setting("workers.transmit")),
         "workers_interval": _duration("analytics.workers.interval", setting("workers.interval")),
-        "idle_timeout": _duration("analytics.idle.timeout", setting("idle.timeout"), allow_none=True),
-        "buffer_max_messages": _positive_int("analytics.buffer.max-messages", setting("buffer.max-messages")),
+        "idle_timeout": _duration(
+            "analytics.idle.timeout", setting("idle.timeout"), allow_none=True
+        ),
+        "buffer_max_messages": _positive_int(
+            "analytics.buffer.max-messages", setting("buffer.max-messages")
+        ),
         "buffer_max_bytes": _size("analytics.buffer.max-bytes", setting("buffer.max-bytes")),
         "retry_min_delay": min_delay,
         "retry_max_delay": max_delay,
@@ -266,11 +296,22 @@ def _positive_number(key: str, value: Any, *, most: float | None = None) -> floa
 
 # analytics.findings.*: (kind of value, its flat name in findings_settings()).
 _FINDINGS = {
-    "min-impact": "duration", "min-share": "share", "task-overhead": "duration", "small-tasks-min": "count",
-    "target-task": "duration", "straggler-ratio": "number", "straggler-min-tasks": "count",
-    "imbalance-ratio": "number", "too-few-share": "share", "gil-wait-share": "share", "gil-min-cpu": "number",
+    "min-impact": "duration",
+    "min-share": "share",
+    "task-overhead": "duration",
+    "small-tasks-min": "count",
+    "target-task": "duration",
+    "straggler-ratio": "number",
+    "straggler-min-tasks": "count",
+    "imbalance-ratio": "number",
+    "too-few-share": "share",
+    "gil-wait-share": "share",
+    "gil-min-cpu": "number",
     "gil-max-cpu": "number",
-    "transfer-share": "share", "serialization-share": "share", "slower-ratio": "number", "idle-min": "duration",
+    "transfer-share": "share",
+    "serialization-share": "share",
+    "slower-ratio": "number",
+    "idle-min": "duration",
 }
 
 
@@ -288,7 +329,9 @@ def findings_settings(overrides: dict | None = None) -> dict:
             elif kind == "count":
                 out[name.replace("-", "_")] = _positive_int(key, value)
             else:
-                out[name.replace("-", "_")] = _positive_number(key, value, most=1.0 if kind == "share" else None)
+                out[name.replace("-", "_")] = _positive_number(
+                    key, value, most=1.0 if kind == "share" else None
+                )
     return out
 
 
@@ -323,5 +366,7 @@ def default_cluster_name(started: float | None = None) -> str:
         argv0 = sys.argv[0] if sys.argv else ""
         source = "" if argv0 in ("", "-c", "-") else argv0
     name = os.path.basename(source.rstrip("/\\")) or "python"
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(started if started is not None else time.time()))
+    when = time.strftime(
+        "%Y-%m-%d %H:%M", time.localtime(started if started is not None else time.time())
+    )
     return f"{name} {when}"

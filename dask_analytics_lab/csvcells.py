@@ -11,12 +11,14 @@ holds as a number (an int or float, -3 or -0.5 included) is written as that numb
 and stays a number in the spreadsheet; a string is text even when it reads "-1" (a
 name that looks like a number was a name when it was recorded), so it is quoted too.
 """
+
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

@@ -1,7 +1,8 @@
 """A real workload on a LocalCluster, recorded into the default store, then read back.
 
-    python -m dask_analytics_lab.demo [--store PATH_OR_URL]
+python -m dask_analytics_lab.demo [--store PATH_OR_URL]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,10 @@ def run(store: str | None = None) -> str:
     from dask_analytics_lab import tables
 
     with dask.config.set({"analytics.events.allow": ["demo-progress", "worker-fail-hard"]}):
-        with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
+            Client(cluster) as client,
+        ):
             info = dal.register(client, store=store)
             print(f"Recording cluster {info['cluster_id']} into {info['store']}\n")
 
@@ -53,7 +57,11 @@ def run(store: str | None = None) -> str:
             cluster_id = info["cluster_id"]
 
     print("Clusters\n" + tables.clusters(dal.list_clusters(limit=5, store=store)) + "\n")
-    print("Computations\n" + tables.computations(dal.list_computations(cluster_id, store=store)) + "\n")
+    print(
+        "Computations\n"
+        + tables.computations(dal.list_computations(cluster_id, store=store))
+        + "\n"
+    )
     print("Exceptions\n" + tables.exceptions(dal.list_exceptions(cluster_id, store=store)) + "\n")
     print("Events\n" + tables.events(dal.list_events(cluster_id, store=store)) + "\n")
     profile = dal.get_profile(cluster_id=cluster_id, store=store)
@@ -64,7 +72,9 @@ def run(store: str | None = None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", help="store path or URL (default: analytics.store, a SQLite file)")
+    parser.add_argument(
+        "--store", help="store path or URL (default: analytics.store, a SQLite file)"
+    )
     run(parser.parse_args().store)
 
 

@@ -1,5 +1,6 @@
 """Store rows as the views show them, the same in the kernel (widgets), the servers
 (JSON answers) and stored reports."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,9 @@ def label_of(groups: list[dict]) -> str:
     """A short name for a computation recorded before the store kept its `label`: its
     final task groups' prefixes, biggest first."""
     # Dask's own last step ("finalize-...") says nothing about the work: look past it.
-    groups = [g for g in groups if not (g.get("prefix") or g["name"]).startswith("finalize")] or groups
+    groups = [
+        g for g in groups if not (g.get("prefix") or g["name"]).startswith("finalize")
+    ] or groups
     if not groups:
         return ""
     needed = {d for g in groups for d in (g.get("dependencies") or [])}
@@ -64,7 +67,18 @@ def gpu_series(rows: list[dict], most: int) -> list[dict]:
 
 
 # What the task stream view draws of a stored row (list_task_stream's).
-STREAM_KEYS = ("id", "start", "stop", "worker", "thread", "prefix", "state", "n_tasks", "busy", "binned")
+STREAM_KEYS = (
+    "id",
+    "start",
+    "stop",
+    "worker",
+    "thread",
+    "prefix",
+    "state",
+    "n_tasks",
+    "busy",
+    "binned",
+)
 
 
 def stream_rows(rows: list[dict]) -> list[dict]:
@@ -91,10 +105,16 @@ def worker_peaks(rows: list[dict], most: int) -> list[dict]:
             continue
         step = len(series) / most
         for i in range(most):
-            part = series[math.floor(i * step):math.floor((i + 1) * step)]
+            part = series[math.floor(i * step) : math.floor((i + 1) * step)]
             if part:
-                tops = {id(r): r for r in (max(part, key=_memory), max(part, key=lambda r: r.get("cpu") or 0),
-                                            max(part, key=lambda r: r.get("processing") or 0))}
+                tops = {
+                    id(r): r
+                    for r in (
+                        max(part, key=_memory),
+                        max(part, key=lambda r: r.get("cpu") or 0),
+                        max(part, key=lambda r: r.get("processing") or 0),
+                    )
+                }
                 kept.extend(tops.values())
     return sorted(kept, key=lambda r: r["time"])
 

@@ -2,6 +2,7 @@
 comparison's findings): one way to write a duration, the views' (js/common/format.ts).
 
 A base module: store/ uses it too, and it imports nothing of the package."""
+
 from __future__ import annotations
 
 import math

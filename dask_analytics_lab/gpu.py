@@ -15,6 +15,7 @@ peak_memory read the latest run from any client.  Rows are read back from the
 scheduler, which keeps the latest runs (bounded: `analytics.gpu.keep-rows`); the
 store keeps every row for good (`dask_analytics_lab.list_gpu_metrics(monitor_id=...)`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,8 +29,8 @@ from dask.utils import parse_timedelta
 
 from . import config
 from .collect import gpu_nvml
-from .csvcells import csv_cell
 from .collect.gpu_monitor import GPUMonitorPlugin, validate_metrics
+from .csvcells import csv_cell
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
 
@@ -60,21 +61,32 @@ class Monitor:
     `analytics.gpu.keep-rows`, 200,000 over all workers).
     """
 
-    def __init__(self, client: Any = None, *, interval: str | float | None = None,
-                 keep_rows: int | None = None):
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        interval: str | float | None = None,
+        keep_rows: int | None = None,
+    ):
         if client is None:
             from distributed import default_client
 
             client = default_client()
         if getattr(client, "asynchronous", False):
-            raise TypeError("Monitor needs a synchronous Client (dask-metrics' API blocks); "
-                            "use Client(..., asynchronous=False)")
+            raise TypeError(
+                "Monitor needs a synchronous Client (dask-metrics' API blocks); "
+                "use Client(..., asynchronous=False)"
+            )
         self.client = client
         raw = interval if interval is not None else config.get("analytics.gpu.interval")
         self.interval = float(parse_timedelta(raw, default="s"))
         if not 0.001 <= self.interval <= 3600:
-            raise ValueError(f"analytics.gpu.interval = {raw!r} is not valid; expected a duration between 1ms and 1h")
-        self.keep_rows = int(keep_rows if keep_rows is not None else config.get("analytics.gpu.keep-rows"))
+            raise ValueError(
+                f"analytics.gpu.interval = {raw!r} is not valid; expected a duration between 1ms and 1h"
+            )
+        self.keep_rows = int(
+            keep_rows if keep_rows is not None else config.get("analytics.gpu.keep-rows")
+        )
         self.metrics: list[str] = list(gpu_nvml.DEFAULT_METRICS)
         self.monitor_id: str | None = None
         self.gpu_workers: dict[str, list[dict]] = {}
@@ -87,14 +99,19 @@ class Monitor:
         try:
             self.client.register_plugin(GPUMonitorPlugin())
         except (ModuleNotFoundError, ImportError) as e:
-            raise RuntimeError(f"dask-analytics: the scheduler could not load the GPU monitor ({e}); "
-                               "install dask-analytics-lab in the scheduler's environment too") from e
+            raise RuntimeError(
+                f"dask-analytics: the scheduler could not load the GPU monitor ({e}); "
+                "install dask-analytics-lab in the scheduler's environment too"
+            ) from e
 
     def _call(self, op: str, **kwargs: Any) -> Any:
         reply = _plain(self.client.sync(getattr(self.client.scheduler, op), **kwargs))
         if isinstance(reply, dict) and "error" in reply and len(reply) == 1:
-            raise (ValueError if "unknown GPU metric" in reply["error"] or "interval" in reply["error"]
-                   else RuntimeError)(reply["error"])
+            raise (
+                ValueError
+                if "unknown GPU metric" in reply["error"] or "interval" in reply["error"]
+                else RuntimeError
+            )(reply["error"])
         return reply
 
     # --- the dask-metrics API ---------------------------------------------------------
@@ -113,8 +130,13 @@ class Monitor:
 
     def start(self) -> str:
         """Start sampling on every worker (and on workers that join later); returns the monitor id."""
-        info = self._call("analytics_gpu_start", metrics=self.metrics, interval=self.interval,
-                          keep_rows=self.keep_rows, client=getattr(self.client, "id", None))
+        info = self._call(
+            "analytics_gpu_start",
+            metrics=self.metrics,
+            interval=self.interval,
+            keep_rows=self.keep_rows,
+            client=getattr(self.client, "id", None),
+        )
         self.monitor_id = info["monitor_id"]
         self._note_workers(info["workers"], when="start")
         return self.monitor_id
@@ -132,13 +154,17 @@ class Monitor:
 
     def peak_memory(self) -> list[list[int | None]]:
         """Peak memory used in bytes, per worker (ordered by address), per GPU (by index)."""
-        return [[g["peak"] for g in gpus] for _w, gpus in sorted(self.peak_memory_by_worker().items())]
+        return [
+            [g["peak"] for g in gpus] for _w, gpus in sorted(self.peak_memory_by_worker().items())
+        ]
 
     def peak_memory_by_worker(self) -> dict[str, list[dict]]:
         """{worker: [{index, uuid, name, peak, mem_total}, ...]}: peak_memory() with names."""
         reply = self._call("analytics_gpu_peaks", monitor_id=self.monitor_id)
         if reply is None:
-            raise RuntimeError("no GPU monitor has run on this cluster; call start() and stop() first")
+            raise RuntimeError(
+                "no GPU monitor has run on this cluster; call start() and stop() first"
+            )
         return reply["workers"]
 
     def to_csv(self, folder: str | Path) -> list[Path]:
@@ -150,15 +176,21 @@ class Monitor:
         groups running on that worker then (separated by ';').
         """
         # Rows stay as msgpack gives them (converting 200,000 rows would cost seconds).
-        reply = self.client.sync(self.client.scheduler.analytics_gpu_rows, monitor_id=self.monitor_id)
+        reply = self.client.sync(
+            self.client.scheduler.analytics_gpu_rows, monitor_id=self.monitor_id
+        )
         if reply is None:
-            raise RuntimeError("no GPU monitor has run on this cluster; call start() and stop() first")
+            raise RuntimeError(
+                "no GPU monitor has run on this cluster; call start() and stop() first"
+            )
         info = _plain(reply["info"])
         if info["dropped_rows"]:
             warnings.warn(
                 f"the scheduler kept only the newest {info['kept_rows']} of {info['n_rows']} GPU rows of this run "
                 f"(analytics.gpu.keep-rows); the store has them all: "
-                f"dask_analytics_lab.list_gpu_metrics(monitor_id={info['monitor_id']!r})", stacklevel=2)
+                f"dask_analytics_lab.list_gpu_metrics(monitor_id={info['monitor_id']!r})",
+                stacklevel=2,
+            )
         fields = reply["fields"]
         metrics = [m for m in info["metrics"] if m in _CSV_METRIC]
         header = [*_CSV_ALWAYS, *metrics, "task_groups"]
@@ -169,7 +201,13 @@ class Monitor:
         for worker in workers:
             host = info["hosts"].get(worker)
             rows = [dict(zip(fields, r)) for r in reply["rows"].get(worker, [])]
-            rows.sort(key=lambda r: (r["time"], r["gpu_index"] if r["gpu_index"] is not None else -1, r["gpu_uuid"]))
+            rows.sort(
+                key=lambda r: (
+                    r["time"],
+                    r["gpu_index"] if r["gpu_index"] is not None else -1,
+                    r["gpu_uuid"],
+                )
+            )
             path = folder / (_safe_name(worker) + ".csv")
             with path.open("w", newline="") as f:
                 out = csv.writer(f)
@@ -177,34 +215,60 @@ class Monitor:
                 for r in rows:
                     # Job, dag, host, GPU and task-group names are text from the cluster:
                     # csv_cell keeps a spreadsheet from running them as formulas.
-                    out.writerow([
-                        f"{r['timestamp']:.3f}", csv_cell(r["job"] or ""),
-                        "" if r["dag"] is None else csv_cell(r["dag"]),
-                        csv_cell(host or ""), r["gpu_index"], csv_cell(r["gpu_uuid"]), csv_cell(r["gpu_name"] or ""),
-                        *("" if r[_CSV_METRIC[m]] is None else r[_CSV_METRIC[m]] for m in metrics),
-                        csv_cell(";".join(r["task_groups"] or ())),
-                    ])
+                    out.writerow(
+                        [
+                            f"{r['timestamp']:.3f}",
+                            csv_cell(r["job"] or ""),
+                            "" if r["dag"] is None else csv_cell(r["dag"]),
+                            csv_cell(host or ""),
+                            r["gpu_index"],
+                            csv_cell(r["gpu_uuid"]),
+                            csv_cell(r["gpu_name"] or ""),
+                            *(
+                                "" if r[_CSV_METRIC[m]] is None else r[_CSV_METRIC[m]]
+                                for m in metrics
+                            ),
+                            csv_cell(";".join(r["task_groups"] or ())),
+                        ]
+                    )
             paths.append(path)
         return paths
 
     # --- helpers --------------------------------------------------------------------------
     def _note_workers(self, replies: dict, *, when: str) -> None:
-        self.gpu_workers = {w: r["devices"] for w, r in replies.items() if isinstance(r, dict) and r.get("ok")}
-        self.no_gpu = {w: _why(r) for w, r in replies.items() if not (isinstance(r, dict) and r.get("ok"))}
+        self.gpu_workers = {
+            w: r["devices"] for w, r in replies.items() if isinstance(r, dict) and r.get("ok")
+        }
+        self.no_gpu = {
+            w: _why(r) for w, r in replies.items() if not (isinstance(r, dict) and r.get("ok"))
+        }
         if not replies:
-            warnings.warn("the cluster has no workers yet: GPUs are looked for when workers join",
-                          NoGPUWarning, stacklevel=3)
+            warnings.warn(
+                "the cluster has no workers yet: GPUs are looked for when workers join",
+                NoGPUWarning,
+                stacklevel=3,
+            )
         elif self.no_gpu:
             n = len(replies)
-            head = (f"No NVIDIA GPU/driver found on any of the {n} workers" if len(self.no_gpu) == n
-                    else f"No NVIDIA GPU/driver found on {len(self.no_gpu)} of {n} workers")
+            head = (
+                f"No NVIDIA GPU/driver found on any of the {n} workers"
+                if len(self.no_gpu) == n
+                else f"No NVIDIA GPU/driver found on {len(self.no_gpu)} of {n} workers"
+            )
             lines = "\n".join(f"  {w}: {why}" for w, why in sorted(self.no_gpu.items()))
-            tail = ("GPU monitoring goes on for the others" if len(self.no_gpu) < n
-                    else "nothing will be sampled") + "; cluster analytics are not affected."
+            tail = (
+                "GPU monitoring goes on for the others"
+                if len(self.no_gpu) < n
+                else "nothing will be sampled"
+            ) + "; cluster analytics are not affected."
             warnings.warn(f"{head}:\n{lines}\n{tail}", NoGPUWarning, stacklevel=3)
         if when == "start" and self.gpu_workers:
-            logger.info("GPU monitor %s: sampling %d GPU(s) on %d worker(s)", self.monitor_id,
-                        sum(len(d) for d in self.gpu_workers.values()), len(self.gpu_workers))
+            logger.info(
+                "GPU monitor %s: sampling %d GPU(s) on %d worker(s)",
+                self.monitor_id,
+                sum(len(d) for d in self.gpu_workers.values()),
+                len(self.gpu_workers),
+            )
 
     def __repr__(self) -> str:
         return f"<Monitor id={self.monitor_id} metrics={self.metrics} interval={self.interval}s>"

@@ -5,10 +5,11 @@ resolves it, so the Python API, the CLI and a team server's URLs all take one).
 Computation ids are Dask's uuid4s; cluster ids are Dask's `Scheduler-<uuid4>`, whose
 "Scheduler-" says nothing, so their short form keeps it and 8 characters after it.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 MIN_PREFIX = 8
 MAX_CANDIDATES = 10  # an ambiguous prefix's error names at most these
@@ -32,9 +33,12 @@ def shorten(idents: Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, ident in enumerate(ids):
         size = MIN_PREFIX
-        neighbours = ids[max(0, i - 1):i] + ids[i + 1:i + 2]
+        neighbours = ids[max(0, i - 1) : i] + ids[i + 1 : i + 2]
         # Sorted, only the neighbours can share the longest prefix with it.
-        while any(short_id(n, size) == short_id(ident, size) for n in neighbours) and short_id(ident, size) != ident:
+        while (
+            any(short_id(n, size) == short_id(ident, size) for n in neighbours)
+            and short_id(ident, size) != ident
+        ):
             size += 1
         out[ident] = short_id(ident, size)
     return out

@@ -25,13 +25,23 @@ Bounds, and why:
 - general JSON (event msg, versions ...) at most MAX_JSON_DEPTH levels deep; profile
   trees deeper than MAX_PROFILE_DEPTH frames are cut there (their counts stay right).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import math
 import re
-from typing import Annotated, Any, ClassVar, Iterable, Literal, Optional, Union, get_args, get_origin
+from collections.abc import Iterable
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    Union,
+    get_args,
+    get_origin,
+)
 
 import msgspec
 from msgspec import Meta, Struct
@@ -105,31 +115,59 @@ _SAFE = "^[^\x00\ud800-\udfff]*\\Z"  # no NUL, no lone surrogate
 _TEXT = "a string without NUL characters or lone surrogates"
 
 Text = Annotated[str, Meta(pattern=_SAFE, description=_TEXT)]
-RequiredText = Annotated[str, Meta(min_length=1, pattern=_SAFE, description="a non-empty " + _TEXT[2:])]
+RequiredText = Annotated[
+    str, Meta(min_length=1, pattern=_SAFE, description="a non-empty " + _TEXT[2:])
+]
 
 
 def _key(limit: int, *, required: bool = False) -> Any:
     # max_length counts characters; __post_init__ checks the UTF-8 bytes of non-ASCII keys.
-    what = f"{'a non-empty' if required else 'a'} string of at most {limit} bytes of UTF-8 without NUL " \
-           "characters (it is a key)"
-    return Annotated[str, Meta(min_length=1 if required else 0, max_length=limit, pattern=_SAFE, description=what)]
+    what = (
+        f"{'a non-empty' if required else 'a'} string of at most {limit} bytes of UTF-8 without NUL "
+        "characters (it is a key)"
+    )
+    return Annotated[
+        str,
+        Meta(min_length=1 if required else 0, max_length=limit, pattern=_SAFE, description=what),
+    ]
 
 
 Id = _key(ID_BYTES)
 RequiredId = _key(ID_BYTES, required=True)
 Name = _key(NAME_BYTES)
 RequiredName = _key(NAME_BYTES, required=True)
-Time = Annotated[float, Meta(ge=TIME_RANGE[0], le=TIME_RANGE[1], description=(
-    f"a time in seconds since the epoch from 1970 to 2200 ({TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f})"))]
-Number = Annotated[float, Meta(ge=-MAX_NUMBER, le=MAX_NUMBER,
-                               description=f"a number from {-MAX_NUMBER:g} to {MAX_NUMBER:g}")]
-Count = Annotated[Union[Annotated[int, Meta(ge=0, le=2**63 - 1)], Annotated[float, Meta(ge=0, lt=2.0**63, multiple_of=1)]],
-                  Meta(description="a whole number from 0 to 2**63-1")]
-Whole = Annotated[Union[Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)],
-                        Annotated[float, Meta(ge=-(2.0**63), lt=2.0**63, multiple_of=1)]],
-                  Meta(description="a whole number that fits in 64 bits")]
+Time = Annotated[
+    float,
+    Meta(
+        ge=TIME_RANGE[0],
+        le=TIME_RANGE[1],
+        description=(
+            f"a time in seconds since the epoch from 1970 to 2200 ({TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f})"
+        ),
+    ),
+]
+Number = Annotated[
+    float,
+    Meta(
+        ge=-MAX_NUMBER,
+        le=MAX_NUMBER,
+        description=f"a number from {-MAX_NUMBER:g} to {MAX_NUMBER:g}",
+    ),
+]
+Count = Annotated[
+    Annotated[int, Meta(ge=0, le=2**63 - 1)]
+    | Annotated[float, Meta(ge=0, lt=2.0**63, multiple_of=1)],
+    Meta(description="a whole number from 0 to 2**63-1"),
+]
+Whole = Annotated[
+    Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+    | Annotated[float, Meta(ge=-(2.0**63), lt=2.0**63, multiple_of=1)],
+    Meta(description="a whole number that fits in 64 bits"),
+]
 Flag = Annotated[bool, Meta(description="true or false")]
-JsonObject = Annotated[dict[str, Any], Meta(description=f"a JSON object at most {MAX_JSON_DEPTH} levels deep")]
+JsonObject = Annotated[
+    dict[str, Any], Meta(description=f"a JSON object at most {MAX_JSON_DEPTH} levels deep")
+]
 
 
 class _Record(Struct, omit_defaults=True):
@@ -147,10 +185,14 @@ class _Data(_Record):
             value = getattr(self, name)
             if value is None or (value.__class__ is str and value.isascii()):
                 continue  # the common case, cheap: max_length already bounds ASCII
-            for text in (value,) if isinstance(value, str) else value:  # a list's items, a dict's keys
+            for text in (
+                (value,) if isinstance(value, str) else value
+            ):  # a list's items, a dict's keys
                 if not text.isascii() and len(text.encode("utf-8")) > limit:
-                    raise ValueError(f"`{name}` must be at most {limit} bytes of UTF-8 (it is a key), "
-                                     f"got {text!r:.80}")
+                    raise ValueError(
+                        f"`{name}` must be at most {limit} bytes of UTF-8 (it is a key), "
+                        f"got {text!r:.80}"
+                    )
 
 
 # --- the data of each kind ----------------------------------------------------------
@@ -159,17 +201,17 @@ class Cluster(_Data):
     server that took `user` from the token: what the client said."""
 
     _keys = {"account": NAME_BYTES}
-    name: Optional[Text] = None
-    address: Optional[Text] = None
-    user: Optional[Text] = None
-    account: Optional[Name] = None
-    started: Optional[Time] = None
-    price_per_core_hour: Optional[Number] = None
-    versions: Optional[JsonObject] = None  # {package: version}
-    platform: Optional[JsonObject] = None  # {arch, os, python, python_executable, hostname}
-    settings: Optional[JsonObject] = None  # {interval, code_transmit, profile_transmit, events_allow}
-    reported_user: Optional[Text] = None
-    heartbeat: Optional[Number] = None  # seconds: the scheduler is silent no longer while it lives
+    name: Text | None = None
+    address: Text | None = None
+    user: Text | None = None
+    account: Name | None = None
+    started: Time | None = None
+    price_per_core_hour: Number | None = None
+    versions: JsonObject | None = None  # {package: version}
+    platform: JsonObject | None = None  # {arch, os, python, python_executable, hostname}
+    settings: JsonObject | None = None  # {interval, code_transmit, profile_transmit, events_allow}
+    reported_user: Text | None = None
+    heartbeat: Number | None = None  # seconds: the scheduler is silent no longer while it lives
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -183,17 +225,17 @@ class ClusterSample(_Record):
     worker_seconds, core_seconds, cost and dropped_messages (what the shipper had to
     drop) are cumulative."""
 
-    n_workers: Optional[Count] = None
-    n_threads: Optional[Count] = None
-    memory_used: Optional[Count] = None
-    memory_total: Optional[Count] = None
-    processing: Optional[Count] = None
-    worker_seconds: Optional[Number] = None
-    core_seconds: Optional[Number] = None
-    cost: Optional[Number] = None
-    idle_since: Optional[Time] = None
-    last_activity: Optional[Time] = None
-    dropped_messages: Optional[Count] = None
+    n_workers: Count | None = None
+    n_threads: Count | None = None
+    memory_used: Count | None = None
+    memory_total: Count | None = None
+    processing: Count | None = None
+    worker_seconds: Number | None = None
+    core_seconds: Number | None = None
+    cost: Number | None = None
+    idle_since: Time | None = None
+    last_activity: Time | None = None
+    dropped_messages: Count | None = None
 
 
 SAMPLE_FIELDS = ClusterSample.__struct_fields__
@@ -207,9 +249,9 @@ class Heartbeat(_Record):
 class ClusterStop(_Record):
     """`cluster_stop`: the cluster row's end."""
 
-    stopped: Optional[Time] = None
-    reason: Optional[Text] = None
-    idle_shutdown: Optional[Flag] = None
+    stopped: Time | None = None
+    reason: Text | None = None
+    idle_shutdown: Flag | None = None
 
 
 class TaskGroup(_Data):
@@ -217,36 +259,41 @@ class TaskGroup(_Data):
     n_done finished, n_erred raised, n_cancelled running when they were cancelled,
     n_not_run never ran (a dependency failed, released, cancelled before they ran)."""
 
-    _keys = {"name": NAME_BYTES, "prefix": NAME_BYTES, "states": NAME_BYTES, "dependencies": NAME_BYTES}
+    _keys = {
+        "name": NAME_BYTES,
+        "prefix": NAME_BYTES,
+        "states": NAME_BYTES,
+        "dependencies": NAME_BYTES,
+    }
     name: RequiredName
-    prefix: Optional[Name] = None
-    states: Optional[dict[Name, Count]] = None  # {state: count}
-    n_tasks: Optional[Count] = None
-    n_done: Optional[Count] = None
-    n_erred: Optional[Count] = None
-    n_not_run: Optional[Count] = None
-    n_cancelled: Optional[Count] = None
-    compute: Optional[Number] = None
-    transfer: Optional[Number] = None
-    disk_read: Optional[Number] = None
-    disk_write: Optional[Number] = None
-    nbytes: Optional[Count] = None
-    start: Optional[Time] = None
-    stop: Optional[Time] = None
-    dependencies: Optional[list[RequiredName]] = None  # group names
+    prefix: Name | None = None
+    states: dict[Name, Count] | None = None  # {state: count}
+    n_tasks: Count | None = None
+    n_done: Count | None = None
+    n_erred: Count | None = None
+    n_not_run: Count | None = None
+    n_cancelled: Count | None = None
+    compute: Number | None = None
+    transfer: Number | None = None
+    disk_read: Number | None = None
+    disk_write: Number | None = None
+    nbytes: Count | None = None
+    start: Time | None = None
+    stop: Time | None = None
+    dependencies: list[RequiredName] | None = None  # group names
 
 
 class Totals(_Record):
-    n_tasks: Optional[Count] = None
-    n_groups: Optional[Count] = None
-    n_done: Optional[Count] = None
-    n_erred: Optional[Count] = None
-    n_not_run: Optional[Count] = None
-    n_cancelled: Optional[Count] = None
-    compute: Optional[Number] = None
-    transfer: Optional[Number] = None
-    disk: Optional[Number] = None
-    nbytes: Optional[Count] = None
+    n_tasks: Count | None = None
+    n_groups: Count | None = None
+    n_done: Count | None = None
+    n_erred: Count | None = None
+    n_not_run: Count | None = None
+    n_cancelled: Count | None = None
+    compute: Number | None = None
+    transfer: Number | None = None
+    disk: Number | None = None
+    nbytes: Count | None = None
 
 
 class CodeFrame(_Data):
@@ -254,8 +301,8 @@ class CodeFrame(_Data):
 
     _keys = {"hash": ID_BYTES}
     hash: RequiredId
-    lineno_frame: Optional[Whole] = None
-    lineno_relative: Optional[Whole] = None
+    lineno_frame: Whole | None = None
+    lineno_relative: Whole | None = None
 
 
 class Computation(_Data):
@@ -268,14 +315,14 @@ class Computation(_Data):
     id: RequiredId
     start: Time
     state: Literal["running", "finished", "erred", "cancelled"]
-    stop: Optional[Time] = None  # None while running
-    label: Optional[Text] = None
-    code: Optional[list[RequiredId]] = None
-    code_frames: Optional[list[CodeFrame]] = None
-    code_line: Optional[Text] = None
-    fingerprint: Optional[Id] = None
-    totals: Optional[Totals] = None
-    groups: Optional[list[TaskGroup]] = None
+    stop: Time | None = None  # None while running
+    label: Text | None = None
+    code: list[RequiredId] | None = None
+    code_frames: list[CodeFrame] | None = None
+    code_line: Text | None = None
+    fingerprint: Id | None = None
+    totals: Totals | None = None
+    groups: list[TaskGroup] | None = None
 
 
 class Code(_Data):
@@ -285,9 +332,9 @@ class Code(_Data):
     _keys = {"hash": ID_BYTES}
     hash: RequiredId
     text: Text
-    filename: Optional[Text] = None
-    lineno_frame: Optional[Whole] = None
-    lineno_relative: Optional[Whole] = None
+    filename: Text | None = None
+    lineno_frame: Whole | None = None
+    lineno_relative: Whole | None = None
 
 
 class Failure(_Data):
@@ -296,21 +343,26 @@ class Failure(_Data):
     raised; pattern the message with its literals masked; exception_text the first
     example."""
 
-    _keys = {"computation_id": ID_BYTES, "group": NAME_BYTES, "hash": ID_BYTES, "workers": NAME_BYTES}
+    _keys = {
+        "computation_id": ID_BYTES,
+        "group": NAME_BYTES,
+        "hash": ID_BYTES,
+        "workers": NAME_BYTES,
+    }
     hash: RequiredId
-    computation_id: Optional[Id] = None
-    group: Optional[Name] = None
-    exc_type: Optional[Text] = None
-    location: Optional[Text] = None
-    pattern: Optional[Text] = None
-    examples: Optional[list[RequiredText]] = None
-    workers: Optional[list[RequiredName]] = None  # addresses involved
-    exception_text: Optional[Text] = None
-    traceback_text: Optional[Text] = None
-    key: Optional[Text] = None
-    count: Optional[Count] = None
-    first_time: Optional[Time] = None
-    last_time: Optional[Time] = None
+    computation_id: Id | None = None
+    group: Name | None = None
+    exc_type: Text | None = None
+    location: Text | None = None
+    pattern: Text | None = None
+    examples: list[RequiredText] | None = None
+    workers: list[RequiredName] | None = None  # addresses involved
+    exception_text: Text | None = None
+    traceback_text: Text | None = None
+    key: Text | None = None
+    count: Count | None = None
+    first_time: Time | None = None
+    last_time: Time | None = None
 
 
 class Event(_Data):
@@ -318,7 +370,7 @@ class Event(_Data):
 
     _keys = {"topic": NAME_BYTES}
     topic: RequiredName
-    time: Optional[Time] = None
+    time: Time | None = None
     msg: Any = None
 
     def __post_init__(self) -> None:
@@ -334,9 +386,9 @@ class Profile(_Data):
 
     _keys = {"computation_id": ID_BYTES, "prefix": NAME_BYTES}
     tree: dict[str, Any]
-    computation_id: Optional[Id] = None
-    prefix: Optional[Name] = None
-    count: Optional[Count] = None
+    computation_id: Id | None = None
+    prefix: Name | None = None
+    count: Count | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -347,20 +399,20 @@ class GpuSample(_Data):
     """One GPU's reading: mem_* bytes, *_util percent; any figure may be None."""
 
     _keys = {"gpu_uuid": ID_BYTES, "task_groups": NAME_BYTES}
-    timestamp: Optional[Number] = None
-    time: Optional[Time] = None
-    gpu_uuid: Optional[Id] = None
-    gpu_index: Optional[Count] = None
-    gpu_name: Optional[Text] = None
-    mem_used: Optional[Count] = None
-    mem_total: Optional[Count] = None
-    mem_util: Optional[Number] = None
-    compute_util: Optional[Number] = None
-    power_w: Optional[Number] = None
-    temperature_c: Optional[Number] = None
-    job: Optional[Text] = None
-    dag: Optional[Text] = None
-    task_groups: Optional[list[RequiredName]] = None
+    timestamp: Number | None = None
+    time: Time | None = None
+    gpu_uuid: Id | None = None
+    gpu_index: Count | None = None
+    gpu_name: Text | None = None
+    mem_used: Count | None = None
+    mem_total: Count | None = None
+    mem_util: Number | None = None
+    compute_util: Number | None = None
+    power_w: Number | None = None
+    temperature_c: Number | None = None
+    job: Text | None = None
+    dag: Text | None = None
+    task_groups: list[RequiredName] | None = None
 
 
 class GpuSamples(_Data):
@@ -368,9 +420,9 @@ class GpuSamples(_Data):
 
     _keys = {"worker": NAME_BYTES, "host": NAME_BYTES, "monitor_id": ID_BYTES}
     samples: list[GpuSample]
-    worker: Optional[Name] = None
-    host: Optional[Name] = None
-    monitor_id: Optional[Id] = None
+    worker: Name | None = None
+    host: Name | None = None
+    monitor_id: Id | None = None
 
 
 class Metric(_Record):
@@ -381,7 +433,7 @@ class Metric(_Record):
     activity: RequiredName
     unit: RequiredName
     value: Number
-    prefix: Optional[Name] = None  # None: not tied to a task prefix (e.g. gather-dep)
+    prefix: Name | None = None  # None: not tied to a task prefix (e.g. gather-dep)
 
 
 class Metrics(_Data):
@@ -397,27 +449,40 @@ class Metrics(_Data):
         for row in self.rows:
             for name in ("prefix", "context", "activity", "unit"):
                 text = getattr(row, name)
-                if text is not None and not text.isascii() and len(text.encode("utf-8")) > NAME_BYTES:
-                    raise ValueError(f"`rows[].{name}` must be at most {NAME_BYTES} bytes of UTF-8 (it is a key), "
-                                     f"got {text!r:.80}")
+                if (
+                    text is not None
+                    and not text.isascii()
+                    and len(text.encode("utf-8")) > NAME_BYTES
+                ):
+                    raise ValueError(
+                        f"`rows[].{name}` must be at most {NAME_BYTES} bytes of UTF-8 (it is a key), "
+                        f"got {text!r:.80}"
+                    )
 
 
 class WorkerSample(_Record):
     """One worker at one moment; memory in bytes as Dask splits it (managed by Dask,
     unmanaged: the rest of the process, spilled: on disk); cpu in percent."""
 
-    worker: Annotated[str, Meta(min_length=1, max_length=NAME_BYTES, pattern=_SAFE,
-                                description=f"a worker address of at most {NAME_BYTES} characters")]
+    worker: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=NAME_BYTES,
+            pattern=_SAFE,
+            description=f"a worker address of at most {NAME_BYTES} characters",
+        ),
+    ]
     time: Time
-    name: Optional[Text] = None
-    host: Optional[Text] = None
-    nthreads: Optional[Count] = None
-    memory_limit: Optional[Count] = None
-    managed: Optional[Count] = None
-    unmanaged: Optional[Count] = None
-    spilled: Optional[Count] = None
-    cpu: Optional[Number] = None
-    processing: Optional[Count] = None
+    name: Text | None = None
+    host: Text | None = None
+    nthreads: Count | None = None
+    memory_limit: Count | None = None
+    managed: Count | None = None
+    unmanaged: Count | None = None
+    spilled: Count | None = None
+    cpu: Number | None = None
+    processing: Count | None = None
 
 
 class WorkerSamples(_Data):
@@ -432,13 +497,13 @@ class TaskRun(_Record):
 
     start: Time
     stop: Time
-    worker: Optional[Name] = None
-    thread: Optional[Whole] = None
-    prefix: Optional[Name] = None
-    task_group: Optional[Name] = None
-    state: Optional[Name] = None
+    worker: Name | None = None
+    thread: Whole | None = None
+    prefix: Name | None = None
+    task_group: Name | None = None
+    state: Name | None = None
     n_tasks: Count = 1
-    busy: Optional[Number] = None
+    busy: Number | None = None
     binned: Flag = False
 
 
@@ -455,11 +520,26 @@ class TaskStream(_Data):
 # --- the envelope, one per kind ---------------------------------------------------
 class Envelope(Struct, tag_field="kind"):
     v: Annotated[Literal[1], Meta(description=f"{VERSION}")]
-    cluster_id: Annotated[str, Meta(min_length=1, max_length=MAX_ID, pattern=_SAFE, description=(
-        f"a non-empty string of at most {MAX_ID} characters"))]
+    cluster_id: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=MAX_ID,
+            pattern=_SAFE,
+            description=(f"a non-empty string of at most {MAX_ID} characters"),
+        ),
+    ]
     seq: Annotated[int, Meta(ge=0, lt=2**62, description="a non-negative integer")]
-    time: Annotated[float, Meta(ge=TIME_RANGE[0], le=TIME_RANGE[1], description=(
-        f"seconds since the epoch from 1970 to 2200 ({TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f})"))]
+    time: Annotated[
+        float,
+        Meta(
+            ge=TIME_RANGE[0],
+            le=TIME_RANGE[1],
+            description=(
+                f"seconds since the epoch from 1970 to 2200 ({TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f})"
+            ),
+        ),
+    ]
 
 
 class ClusterMessage(Envelope, tag="cluster"):
@@ -514,16 +594,35 @@ class TaskStreamMessage(Envelope, tag="task_stream"):
     data: TaskStream
 
 
-Message = Union[ClusterMessage, ClusterSampleMessage, ClusterStopMessage, ComputationMessage, CodeMessage,
-                ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage, MetricsMessage,
-                WorkerSamplesMessage, TaskStreamMessage, HeartbeatMessage]
+Message = (
+    ClusterMessage
+    | ClusterSampleMessage
+    | ClusterStopMessage
+    | ComputationMessage
+    | CodeMessage
+    | ExceptionMessage
+    | EventMessage
+    | ProfileMessage
+    | GpuSamplesMessage
+    | MetricsMessage
+    | WorkerSamplesMessage
+    | TaskStreamMessage
+    | HeartbeatMessage
+)
 ENVELOPES: dict[str, type[Envelope]] = {cls.__struct_config__.tag: cls for cls in get_args(Message)}
 KINDS = frozenset(ENVELOPES)
 
 
 def make(cluster_id: str, seq: int, kind: str, time: float, data: dict) -> dict:
     """A message in its wire form (what `check` reads)."""
-    return {"v": VERSION, "cluster_id": cluster_id, "seq": seq, "kind": kind, "time": time, "data": data}
+    return {
+        "v": VERSION,
+        "cluster_id": cluster_id,
+        "seq": seq,
+        "kind": kind,
+        "time": time,
+        "data": data,
+    }
 
 
 class _Batch(Struct):
@@ -560,7 +659,7 @@ def _convert(batch: list | tuple, first: int) -> list[Envelope]:
         if at is None:
             raise MessageError(f"the batch is malformed: {text[:200]}") from None
         i = int(at.group(1))
-        inner = text[:at.start()] + "`$" + text[at.end():]
+        inner = text[: at.start()] + "`$" + text[at.end() :]
         raise MessageError(_explain(batch[i], first + i, inner)) from None
     except (TypeError, ValueError, OverflowError) as e:
         # e.g. msgspec describing a string with a lone surrogate in it: find which message
@@ -568,8 +667,10 @@ def _convert(batch: list | tuple, first: int) -> list[Envelope]:
             try:
                 msgspec.convert({"messages": [msg]}, _Batch)
             except (TypeError, ValueError, OverflowError):
-                raise MessageError(f"message {first + i} of the batch: malformed ({type(e).__name__}: "
-                                   f"{str(e)[:200]})") from None
+                raise MessageError(
+                    f"message {first + i} of the batch: malformed ({type(e).__name__}: "
+                    f"{str(e)[:200]})"
+                ) from None
         raise MessageError(f"the batch is malformed ({type(e).__name__}: {str(e)[:200]})") from None
 
 
@@ -599,14 +700,18 @@ def _check_plain(v: Any, name: str) -> None:
                 try:
                     x.encode("utf-8")
                 except UnicodeEncodeError:
-                    raise ValueError(f"`{name}` must be plain JSON (a string holds a lone surrogate)") from None
+                    raise ValueError(
+                        f"`{name}` must be plain JSON (a string holds a lone surrogate)"
+                    ) from None
             return
         raise _NotPlain
 
     if not isinstance(v, (dict, list)):
         scalar(v)
         return
-    stack: list[tuple[bool, Any]] = [(isinstance(v, dict), iter(v.items() if isinstance(v, dict) else v))]
+    stack: list[tuple[bool, Any]] = [
+        (isinstance(v, dict), iter(v.items() if isinstance(v, dict) else v))
+    ]
     while stack:
         is_dict, it = stack[-1]
         item = next(it, _END)
@@ -661,7 +766,9 @@ def plain_json(v: Any, name: str, *, object_only: bool = True) -> Any:
         s.encode("utf-8")
     except (TypeError, ValueError, RecursionError) as e:
         # ValueError covers NaN, circular references and lone surrogates.
-        raise ValueError(f"`{name}` must be plain JSON ({type(e).__name__}: {str(e)[:80]})") from None
+        raise ValueError(
+            f"`{name}` must be plain JSON ({type(e).__name__}: {str(e)[:80]})"
+        ) from None
     clean = json.loads(s)
     if _depth(clean) > MAX_JSON_DEPTH:
         raise ValueError(f"`{name}` must be JSON at most {MAX_JSON_DEPTH} levels deep")
@@ -676,7 +783,9 @@ def _safe_text(s: str, where: str) -> str:
 
 def _profile_node(v: Any, where: str, ident: str | None) -> dict:
     def bad(field: str, problem: str, value: Any = None) -> ValueError:
-        return ValueError(f"`{where}{field}` {problem}" + ("" if value is None else f", got {value!r:.80}"))
+        return ValueError(
+            f"`{where}{field}` {problem}" + ("" if value is None else f", got {value!r:.80}")
+        )
 
     if not isinstance(v, dict) or not isinstance(v.get("children"), dict):
         raise bad("", "must be a profile node {count, identifier, description, children}", v)
@@ -691,29 +800,35 @@ def _profile_node(v: Any, where: str, ident: str | None) -> dict:
     except msgspec.ValidationError as e:
         problem, _, at = str(e).partition(" - at `$")
         raise ValueError(f"`{where}{at.rstrip('`')}` is wrong: {problem}") from None
-    return {"count": head.count or 0, "identifier": _safe_text(identifier, where + ".identifier"),
-            "description": msgspec.structs.asdict(head.description), "children": {}}
+    return {
+        "count": head.count or 0,
+        "identifier": _safe_text(identifier, where + ".identifier"),
+        "description": msgspec.structs.asdict(head.description),
+        "children": {},
+    }
 
 
 class _Frame(_Record):
-    filename: Optional[Text] = None
-    name: Optional[Text] = None
-    line_number: Optional[Whole] = None
-    line: Optional[Text] = None
+    filename: Text | None = None
+    name: Text | None = None
+    line_number: Whole | None = None
+    line: Text | None = None
 
 
 class _NodeHead(_Record):
     """What a profile node holds besides its identifier and children."""
 
     description: _Frame
-    count: Optional[Count] = None
+    count: Count | None = None
 
 
 def profile_tree(v: Any) -> dict:
     """Dask's profile tree, checked so profile.merge can read it, cut at MAX_PROFILE_DEPTH."""
     root = _profile_node(v, "tree", None)
     if root["identifier"] != "root":
-        raise ValueError(f"`tree.identifier` of the tree's root must be 'root', got {root['identifier']!r:.80}")
+        raise ValueError(
+            f"`tree.identifier` of the tree's root must be 'root', got {root['identifier']!r:.80}"
+        )
     # Iterative: a tree as deep as a recursion limit must not blow the stack here.
     stack = [(v, root, "tree", 0)]
     nodes = 1
@@ -736,8 +851,15 @@ def profile_tree(v: Any) -> dict:
 # --- errors in words ----------------------------------------------------------------
 _PATH_PART = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
 _MISSING = re.compile(r"Object missing required field `(\w+)`")
-_TYPE_NAMES = {"object": "a JSON object", "array": "a list", "str": "a string", "int": "a whole number",
-               "float": "a number", "bool": "true or false", "null": "null"}
+_TYPE_NAMES = {
+    "object": "a JSON object",
+    "array": "a list",
+    "str": "a string",
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "null": "null",
+}
 
 
 def _explain(msg: Any, index: int, error: str) -> str:
@@ -746,7 +868,7 @@ def _explain(msg: Any, index: int, error: str) -> str:
     problem, _, at = error.partition(" - at `")
     in_key = at.startswith("key` in `")  # "... - at `key` in `$.data.groups[0].states`"
     if in_key:
-        at = at[len("key` in `"):]
+        at = at[len("key` in `") :]
     parts = [(m.group(1), m.group(2)) for m in _PATH_PART.finditer(at.rstrip("`")[1:])]
     # None: a dict's key or value (msgspec's "[...]")
     path = [name if name is not None else (int(i) if i is not None else None) for name, i in parts]
@@ -769,8 +891,10 @@ def _explain(msg: Any, index: int, error: str) -> str:
             return f"{where}unknown message kind {kind!r}; known kinds: {sorted(KINDS)}"
         return f"{where}kind must be a string, one of {sorted(KINDS)}, got {kind!r:.80}"
     if path == ["v"] and not missing:
-        return f"{where}message version {msg.get('v')!r:.20} is not supported (this store reads v{VERSION}); " \
-               "upgrade the server"
+        return (
+            f"{where}message version {msg.get('v')!r:.20} is not supported (this store reads v{VERSION}); "
+            "upgrade the server"
+        )
     what = _description(msg, path, key=in_key)
     if missing:
         return f"{where}{shown} is required" + (f" ({what})" if what else "")
@@ -783,8 +907,10 @@ def _explain(msg: Any, index: int, error: str) -> str:
 
 def _where(msg: Any, index: int, path: list) -> str:
     if path and path[0] == "data":
-        return (f"message {index} of the batch (cluster {msg.get('cluster_id')!r:.80}, seq {msg.get('seq')!r:.30}): "
-                f"{msg.get('kind')} message: ")
+        return (
+            f"message {index} of the batch (cluster {msg.get('cluster_id')!r:.80}, seq {msg.get('seq')!r:.30}): "
+            f"{msg.get('kind')} message: "
+        )
     return f"message {index} of the batch: "
 
 
@@ -801,7 +927,11 @@ def _lookup(msg: Any, path: list) -> tuple[bool, Any]:
 def _description(msg: Any, path: list, *, key: bool = False) -> str | None:
     """The description the contract gives the field at `path` of this kind's message
     (at a dict's "[...]": of its keys when `key`, else of its values)."""
-    tp: Any = ENVELOPES.get(msg.get("kind")) if isinstance(msg, dict) and isinstance(msg.get("kind"), str) else None
+    tp: Any = (
+        ENVELOPES.get(msg.get("kind"))
+        if isinstance(msg, dict) and isinstance(msg.get("kind"), str)
+        else None
+    )
     if tp is None:
         tp = Envelope
     described = None
@@ -838,12 +968,13 @@ def _unwrap(tp: Any) -> tuple[Any, str | None]:
     while True:
         if get_origin(tp) is Annotated:
             args = get_args(tp)
-            described = described or next((m.description for m in args[1:] if isinstance(m, Meta)
-                                           and m.description), None)
+            described = described or next(
+                (m.description for m in args[1:] if isinstance(m, Meta) and m.description), None
+            )
             tp = args[0]
         elif get_origin(tp) is Union and type(None) in get_args(tp):
             rest = [a for a in get_args(tp) if a is not type(None)]
-            tp = rest[0] if len(rest) == 1 else Union[tuple(rest)]
+            tp = rest[0] if len(rest) == 1 else Union[tuple(rest)]  # noqa: UP007 (built at run time)
         else:
             return tp, described
 

@@ -10,11 +10,12 @@ The cut-off moves with the clock: a prune run a minute after its dry run would a
 take the clusters that ended in that minute.  The dry run prints the instant it
 counted from; `--as-of` that instant makes the prune delete exactly what it counted.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -37,7 +38,9 @@ def _instant(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     try:
         when = datetime.fromisoformat(value.strip()).timestamp()  # no zone: local time
     except ValueError:
-        raise click.BadParameter(f"expected a time such as 2026-11-26T14:08:37Z, got {value!r}") from None
+        raise click.BadParameter(
+            f"expected a time such as 2026-11-26T14:08:37Z, got {value!r}"
+        ) from None
     if when > time.time():
         # A cut-off counted from the future would take clusters younger than --older-than.
         raise click.BadParameter(f"{value} is in the future")
@@ -51,21 +54,48 @@ def _age_text(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-@click.command(name="prune", help="delete clusters that ended longer ago than --older-than, with all their rows")
-@click.option("--older-than", required=True, callback=_age, metavar="AGE",
-              help="e.g. 90d, 12w, 36h (a plain number is days): clusters that stopped (or, never stopped, "
-                   "were last heard from) before now minus AGE go")
+@click.command(
+    name="prune",
+    help="delete clusters that ended longer ago than --older-than, with all their rows",
+)
+@click.option(
+    "--older-than",
+    required=True,
+    callback=_age,
+    metavar="AGE",
+    help="e.g. 90d, 12w, 36h (a plain number is days): clusters that stopped (or, never stopped, "
+    "were last heard from) before now minus AGE go",
+)
 @click.option("--dry-run", is_flag=True, help="count what would go; delete nothing")
-@click.option("--as-of", callback=_instant, metavar="TIME",
-              help="count the age from this time, not now (ISO 8601, e.g. 2026-11-26T14:08:37Z): the dry run "
-                   "prints its own, so that the prune after it deletes exactly what it counted")
-@click.option("--store", "store_opt", help="store: SQLite path or sqlite:/// or postgresql:// URL "
-                                            "(default: the group's --store, else analytics.store)")
-@click.option("--batch", type=click.IntRange(1, 10_000), default=20, show_default=True,
-              help="clusters per transaction (at most 5000 rows each)")
+@click.option(
+    "--as-of",
+    callback=_instant,
+    metavar="TIME",
+    help="count the age from this time, not now (ISO 8601, e.g. 2026-11-26T14:08:37Z): the dry run "
+    "prints its own, so that the prune after it deletes exactly what it counted",
+)
+@click.option(
+    "--store",
+    "store_opt",
+    help="store: SQLite path or sqlite:/// or postgresql:// URL "
+    "(default: the group's --store, else analytics.store)",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 10_000),
+    default=20,
+    show_default=True,
+    help="clusters per transaction (at most 5000 rows each)",
+)
 @click.pass_context
-def prune(ctx: click.Context, older_than: float, dry_run: bool, as_of: float | None, store_opt: str | None,
-          batch: int) -> None:
+def prune(
+    ctx: click.Context,
+    older_than: float,
+    dry_run: bool,
+    as_of: float | None,
+    store_opt: str | None,
+    batch: int,
+) -> None:
     from . import config, tables
     from .store import open_store
     from .store.prune import prune as run
@@ -73,9 +103,11 @@ def prune(ctx: click.Context, older_than: float, dry_run: bool, as_of: float | N
     given = store_opt if store_opt is not None else ctx.meta.get(STORE)
     url = config.validate_store(given if given is not None else config.get("analytics.store"))
     if url.startswith(("http://", "https://")):
-        raise click.UsageError(f"{tables.printable(url)} is a team server: prune its database on the server "
-                               "(dask-analytics prune --store <its sqlite/postgresql URL>), or start it with "
-                               "analytics.retention set")
+        raise click.UsageError(
+            f"{tables.printable(url)} is a team server: prune its database on the server "
+            "(dask-analytics prune --store <its sqlite/postgresql URL>), or start it with "
+            "analytics.retention set"
+        )
     # Whole seconds, so the instant the dry run prints is the one it used.
     now = float(math.floor(time.time())) if as_of is None else as_of
     cutoff = now - older_than
@@ -83,11 +115,19 @@ def prune(ctx: click.Context, older_than: float, dry_run: bool, as_of: float | N
         result = run(store, cutoff=cutoff, now=now, dry_run=dry_run, batch=batch)
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(cutoff))
     verb = "would delete" if dry_run else "deleted"
-    click.echo(f"{verb} {result['clusters']} clusters that ended before {when} from {tables.printable(store.url)} "
-               f"({result['seconds']:.1f} s):")
-    click.echo(tables.render([(name, n) for name, n in result.items() if name != "seconds"], ["table", "rows"]))
+    click.echo(
+        f"{verb} {result['clusters']} clusters that ended before {when} from {tables.printable(store.url)} "
+        f"({result['seconds']:.1f} s):"
+    )
+    click.echo(
+        tables.render(
+            [(name, n) for name, n in result.items() if name != "seconds"], ["table", "rows"]
+        )
+    )
     if dry_run:
         spec = "seconds" if now == int(now) else "microseconds"
-        stamp = datetime.fromtimestamp(now, timezone.utc).isoformat(timespec=spec).replace("+00:00", "Z")
-        click.echo(f"to delete exactly these: dask-analytics prune --older-than {_age_text(older_than)} "
-                   f"--as-of {stamp} (with the same store)")
+        stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec=spec).replace("+00:00", "Z")
+        click.echo(
+            f"to delete exactly these: dask-analytics prune --older-than {_age_text(older_than)} "
+            f"--as-of {stamp} (with the same store)"
+        )

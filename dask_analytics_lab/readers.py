@@ -4,6 +4,7 @@
 One reader per (URL, token) per process, shared by the public API, performance reports
 and the widgets, so a notebook that reads a store many times opens it once.
 """
+
 from __future__ import annotations
 
 import threading

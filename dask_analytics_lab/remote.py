@@ -18,6 +18,7 @@ batches with it, the Python API's reader reads with it.
   again cannot help), ValueError (other 4xx), StoreUnavailable (a ConnectionError:
   cannot connect, timeouts, 5xx, redirects refused), each with the server's message.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -73,14 +74,18 @@ def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
 class ServerClient:
     """JSON over HTTP(S) to one server with one token, on kept-alive connections."""
 
-    def __init__(self, url: str, *, token: str | None = None, ca_file: str | None = None, timeout: float = 30):
+    def __init__(
+        self, url: str, *, token: str | None = None, ca_file: str | None = None, timeout: float = 30
+    ):
         self.url = url.rstrip("/")
         self.origin = origin(self.url)
         self.token = token
         self.timeout = timeout
         self._ca_file = ca_file
         # Made now for an https server, so a CA bundle that cannot be read fails here.
-        self._tls = ssl.create_default_context(cafile=ca_file) if self.origin[0] == "https" else None
+        self._tls = (
+            ssl.create_default_context(cafile=ca_file) if self.origin[0] == "https" else None
+        )
         self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
 
@@ -93,8 +98,15 @@ class ServerClient:
         it arrives, so a request a dropped connection lost may be sent again."""
         return self.request("POST", path, body=body, idempotent=idempotent)
 
-    def request(self, method: str, path: str, params: dict | None = None, body: Any = None, *,
-                idempotent: bool | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        params: dict | None = None,
+        body: Any = None,
+        *,
+        idempotent: bool | None = None,
+    ) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
         headers = {"Accept": "application/json"}
@@ -106,13 +118,19 @@ class ServerClient:
             headers.update({"Content-Type": "application/json", "Content-Encoding": "gzip"})
         for _ in range(MAX_REDIRECTS + 1):
             status, reason, answer, payload = self._exchange(
-                method, url, data, self._with_token(url, headers),
-                idempotent=method == "GET" if idempotent is None else idempotent)
+                method,
+                url,
+                data,
+                self._with_token(url, headers),
+                idempotent=method == "GET" if idempotent is None else idempotent,
+            )
             if status not in REDIRECTS or not answer.get("Location"):
                 return self._reply(status, reason, answer, payload)
             url = self._redirect(method, url, answer["Location"])
-        raise StoreUnavailable(f"analytics server {self.url}: more than {MAX_REDIRECTS} redirects; "
-                               "set analytics.store to the server's own URL")
+        raise StoreUnavailable(
+            f"analytics server {self.url}: more than {MAX_REDIRECTS} redirects; "
+            "set analytics.store to the server's own URL"
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -122,8 +140,9 @@ class ServerClient:
                 conn.close()
 
     # --- one exchange on a pooled connection ------------------------------------
-    def _exchange(self, method: str, url: str, data: bytes | None, headers: dict, *,
-                  idempotent: bool) -> tuple[int, str, http.client.HTTPMessage, bytes]:
+    def _exchange(
+        self, method: str, url: str, data: bytes | None, headers: dict, *, idempotent: bool
+    ) -> tuple[int, str, http.client.HTTPMessage, bytes]:
         where = origin(url)
         conn, reused = self._checkout(where)
         try:
@@ -138,12 +157,15 @@ class ServerClient:
                 response = self._send(conn, method, url, data, headers)
         except ssl.SSLCertVerificationError as e:
             conn.close()
-            raise StoreUnavailable(f"cannot reach the analytics server at {self.url}: {e}; for a server with a "
-                                   "self-signed certificate set analytics.ca-file to its CA bundle") from None
+            raise StoreUnavailable(
+                f"cannot reach the analytics server at {self.url}: {e}; for a server with a "
+                "self-signed certificate set analytics.ca-file to its CA bundle"
+            ) from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise StoreUnavailable(f"cannot reach the analytics server at {self.url}: "
-                                   f"{type(e).__name__}: {e}") from None
+            raise StoreUnavailable(
+                f"cannot reach the analytics server at {self.url}: {type(e).__name__}: {e}"
+            ) from None
         except BaseException:
             conn.close()
             raise
@@ -151,8 +173,9 @@ class ServerClient:
         return response
 
     @staticmethod
-    def _send(conn: http.client.HTTPConnection, method: str, url: str, data: bytes | None,
-              headers: dict) -> tuple[int, str, http.client.HTTPMessage, bytes]:
+    def _send(
+        conn: http.client.HTTPConnection, method: str, url: str, data: bytes | None, headers: dict
+    ) -> tuple[int, str, http.client.HTTPMessage, bytes]:
         conn.request(method, _target(url), body=data, headers=headers)
         response = conn.getresponse()
         payload = response.read()
@@ -199,15 +222,21 @@ class ServerClient:
     def _redirect(self, method: str, url: str, location: str) -> str:
         new = urllib.parse.urljoin(url, location)
         if method != "GET":
-            raise StoreUnavailable(f"the store redirects to {new}: set analytics.store to the server's own URL")
+            raise StoreUnavailable(
+                f"the store redirects to {new}: set analytics.store to the server's own URL"
+            )
         try:
             origin(new)
         except ValueError:
-            raise StoreUnavailable(f"analytics server {self.url} redirects to {new}, not an http(s) URL; "
-                                   "set analytics.store to the server's own URL") from None
+            raise StoreUnavailable(
+                f"analytics server {self.url} redirects to {new}, not an http(s) URL; "
+                "set analytics.store to the server's own URL"
+            ) from None
         return new
 
-    def _reply(self, status: int, reason: str, answer: http.client.HTTPMessage, payload: bytes) -> Any:
+    def _reply(
+        self, status: int, reason: str, answer: http.client.HTTPMessage, payload: bytes
+    ) -> Any:
         if status >= 300:
             raise self._error(status, reason, payload)
         try:
@@ -215,7 +244,8 @@ class ServerClient:
         except ValueError:
             raise StoreUnavailable(
                 f"analytics server {self.url} answered {status} with {answer.get('Content-Type') or 'no type'}, "
-                "not JSON: is analytics.store the analytics server's URL?") from None
+                "not JSON: is analytics.store the analytics server's URL?"
+            ) from None
 
     def _error(self, status: int, reason: str, payload: bytes) -> Exception:
         text = payload.decode("utf-8", "replace")
@@ -228,7 +258,9 @@ class ServerClient:
         if status in (401, 403):
             return PermissionError(f"analytics server {self.url}: {message}")
         if status in REFUSED:
-            return MessageError(f"analytics server {self.url} refused the request ({status}): {message}")
+            return MessageError(
+                f"analytics server {self.url} refused the request ({status}): {message}"
+            )
         if 400 <= status < 500:
             return ValueError(f"analytics server {self.url} answered {status}: {message}")
         return StoreUnavailable(f"analytics server {self.url} answered {status}: {message}")
@@ -238,13 +270,17 @@ class HttpSink:
     """The scheduler plugin's writer: POSTs batches to the server's ingest endpoint (from
     the shipper's one thread; the shipper decides when to retry)."""
 
-    def __init__(self, url: str, token: str | None = None, ca_file: str | None = None, timeout: float = 10):
+    def __init__(
+        self, url: str, token: str | None = None, ca_file: str | None = None, timeout: float = 10
+    ):
         self.client = ServerClient(url, token=token, ca_file=ca_file, timeout=timeout)
 
     def write(self, messages: list[Envelope] | list[dict]) -> int:
         """messages: typed (what the shipper sends) or in their wire form."""
         # Ingest stores each (cluster_id, seq) once: a batch sent twice is harmless.
-        return int((self.client.post("/api/ingest", messages, idempotent=True) or {}).get("stored", 0))
+        return int(
+            (self.client.post("/api/ingest", messages, idempotent=True) or {}).get("stored", 0)
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -264,27 +300,76 @@ class HttpReader:
     def _get(self, path: str, key: str, **params: Any) -> Any:
         return self.client.get("/api" + path, **params)[key]
 
-    def list_clusters(self, *, account: str | None = None, user: str | None = None, state: str | None = None,
-                      since: float | None = None, until: float | None = None, text: str | None = None,
-                      before: str | None = None, limit: int = 100) -> list[dict]:
-        return self._get("/clusters", "clusters", account=account, user=user, state=state, since=since,
-                         until=until, text=text, before=before, limit=limit)
+    def list_clusters(
+        self,
+        *,
+        account: str | None = None,
+        user: str | None = None,
+        state: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        text: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[dict]:
+        return self._get(
+            "/clusters",
+            "clusters",
+            account=account,
+            user=user,
+            state=state,
+            since=since,
+            until=until,
+            text=text,
+            before=before,
+            limit=limit,
+        )
 
     def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
         return self._get(f"/clusters/{_q(cluster_id)}", "cluster", account=account)
 
-    def list_cluster_samples(self, cluster_id: str, *, account: str | None = None, limit: int = 10_000) -> list[dict]:
-        return self._get(f"/clusters/{_q(cluster_id)}/samples", "samples", account=account, limit=limit)
+    def list_cluster_samples(
+        self, cluster_id: str, *, account: str | None = None, limit: int = 10_000
+    ) -> list[dict]:
+        return self._get(
+            f"/clusters/{_q(cluster_id)}/samples", "samples", account=account, limit=limit
+        )
 
-    def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
-                          user: str | None = None, state: str | None = None, since: float | None = None,
-                          until: float | None = None, text: str | None = None, before: str | None = None,
-                          limit: int = 100) -> list[dict]:
-        return self._get("/computations", "computations", cluster_id=cluster_id, account=account, user=user,
-                         state=state, since=since, until=until, text=text, before=before, limit=limit)
+    def list_computations(
+        self,
+        *,
+        cluster_id: str | None = None,
+        account: str | None = None,
+        user: str | None = None,
+        state: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        text: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[dict]:
+        return self._get(
+            "/computations",
+            "computations",
+            cluster_id=cluster_id,
+            account=account,
+            user=user,
+            state=state,
+            since=since,
+            until=until,
+            text=text,
+            before=before,
+            limit=limit,
+        )
 
-    def cost_report(self, *, by: str = "user", since: float | None = None, until: float | None = None,
-                    account: str | None = None) -> list[dict]:
+    def cost_report(
+        self,
+        *,
+        by: str = "user",
+        since: float | None = None,
+        until: float | None = None,
+        account: str | None = None,
+    ) -> list[dict]:
         return self._get("/costs", "costs", by=by, since=since, until=until, account=account)
 
     def get_computation(self, computation_id: str, *, account: str | None = None) -> dict:
@@ -293,51 +378,134 @@ class HttpReader:
     def list_task_groups(self, computation_id: str, *, account: str | None = None) -> list[dict]:
         return self._get(f"/computations/{_q(computation_id)}/groups", "groups", account=account)
 
-    def list_exceptions(self, *, cluster_id: str | None = None, computation_id: str | None = None,
-                        account: str | None = None, limit: int = 100) -> list[dict]:
-        return self._get("/exceptions", "exceptions", cluster_id=cluster_id, computation_id=computation_id,
-                         account=account, limit=limit)
+    def list_exceptions(
+        self,
+        *,
+        cluster_id: str | None = None,
+        computation_id: str | None = None,
+        account: str | None = None,
+        limit: int = 100,
+    ) -> list[dict]:
+        return self._get(
+            "/exceptions",
+            "exceptions",
+            cluster_id=cluster_id,
+            computation_id=computation_id,
+            account=account,
+            limit=limit,
+        )
 
-    def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
-                    account: str | None = None, limit: int = 1000, since: float | None = None,
-                    until: float | None = None) -> list[dict]:
-        return self._get("/events", "events", cluster_id=cluster_id, topic=topic, account=account, limit=limit,
-                         since=since, until=until)
+    def list_events(
+        self,
+        *,
+        cluster_id: str | None = None,
+        topic: str | None = None,
+        account: str | None = None,
+        limit: int = 1000,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[dict]:
+        return self._get(
+            "/events",
+            "events",
+            cluster_id=cluster_id,
+            topic=topic,
+            account=account,
+            limit=limit,
+            since=since,
+            until=until,
+        )
 
-    def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
-                    prefix: str | None = None, account: str | None = None) -> dict:
+    def get_profile(
+        self,
+        *,
+        computation_id: str | None = None,
+        cluster_id: str | None = None,
+        prefix: str | None = None,
+        account: str | None = None,
+    ) -> dict:
         if computation_id is not None:
-            return self._get(f"/computations/{_q(computation_id)}/profile", "profile", prefix=prefix,
-                             account=account)
+            return self._get(
+                f"/computations/{_q(computation_id)}/profile",
+                "profile",
+                prefix=prefix,
+                account=account,
+            )
         if cluster_id is not None:
             return self._get(f"/clusters/{_q(cluster_id)}/profile", "profile", account=account)
         raise TypeError("get_profile needs computation_id= or cluster_id=")
 
-    def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
-                         worker: str | None = None, account: str | None = None, limit: int = 100_000,
-                         since: float | None = None, until: float | None = None) -> list[dict]:
-        return self._get("/gpu", "gpu", cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
-                         account=account, limit=limit, since=since, until=until)
+    def list_gpu_metrics(
+        self,
+        *,
+        cluster_id: str | None = None,
+        monitor_id: str | None = None,
+        worker: str | None = None,
+        account: str | None = None,
+        limit: int = 100_000,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[dict]:
+        return self._get(
+            "/gpu",
+            "gpu",
+            cluster_id=cluster_id,
+            monitor_id=monitor_id,
+            worker=worker,
+            account=account,
+            limit=limit,
+            since=since,
+            until=until,
+        )
 
-    def list_worker_samples(self, cluster_id: str, *, worker: str | None = None, account: str | None = None,
-                            limit: int = 100_000, since: float | None = None,
-                            until: float | None = None) -> list[dict]:
-        return self._get(f"/clusters/{_q(cluster_id)}/workers", "workers", worker=worker, account=account,
-                         limit=limit, since=since, until=until)
+    def list_worker_samples(
+        self,
+        cluster_id: str,
+        *,
+        worker: str | None = None,
+        account: str | None = None,
+        limit: int = 100_000,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[dict]:
+        return self._get(
+            f"/clusters/{_q(cluster_id)}/workers",
+            "workers",
+            worker=worker,
+            account=account,
+            limit=limit,
+            since=since,
+            until=until,
+        )
 
-    def list_task_stream(self, computation_id: str, *, account: str | None = None,
-                         limit: int = 100_000) -> list[dict]:
-        return self._get(f"/computations/{_q(computation_id)}/tasks", "tasks", account=account, limit=limit)
+    def list_task_stream(
+        self, computation_id: str, *, account: str | None = None, limit: int = 100_000
+    ) -> list[dict]:
+        return self._get(
+            f"/computations/{_q(computation_id)}/tasks", "tasks", account=account, limit=limit
+        )
 
-    def list_runs(self, computation_id: str, *, account: str | None = None, limit: int = 100) -> list[dict]:
-        return self._get(f"/computations/{_q(computation_id)}/runs", "runs", account=account, limit=limit)
+    def list_runs(
+        self, computation_id: str, *, account: str | None = None, limit: int = 100
+    ) -> list[dict]:
+        return self._get(
+            f"/computations/{_q(computation_id)}/runs", "runs", account=account, limit=limit
+        )
 
-    def compare(self, computation_id: str, *, baseline: str | None = None, account: str | None = None) -> dict:
-        return self._get(f"/computations/{_q(computation_id)}/compare", "compare", baseline=baseline,
-                         account=account)
+    def compare(
+        self, computation_id: str, *, baseline: str | None = None, account: str | None = None
+    ) -> dict:
+        return self._get(
+            f"/computations/{_q(computation_id)}/compare",
+            "compare",
+            baseline=baseline,
+            account=account,
+        )
 
     def explain(self, computation_id: str, *, account: str | None = None) -> list[dict]:
-        return self._get(f"/computations/{_q(computation_id)}/findings", "findings", account=account)
+        return self._get(
+            f"/computations/{_q(computation_id)}/findings", "findings", account=account
+        )
 
     def run_summary(self, computation_id: str, *, account: str | None = None) -> dict:
         return self._get(f"/computations/{_q(computation_id)}/summary", "summary", account=account)

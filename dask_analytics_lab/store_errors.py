@@ -3,6 +3,7 @@ server` alike; callers catch these, never SQLAlchemy's or http.client's.
 
 A base module, outside store/: the collector's HTTP sink raises these too, and importing
 the store package would load SQLAlchemy into every scheduler that ships over HTTP."""
+
 from __future__ import annotations
 
 
@@ -39,4 +40,6 @@ class AmbiguousId(NotFound):
 
 def ambiguous(what: str, prefix: str, candidates: list[str], *, more: bool) -> AmbiguousId:
     listed = ", ".join(candidates) + (", ..." if more else "")
-    return AmbiguousId(f"{what} id {prefix!r} is ambiguous: it starts {listed}; give more characters")
+    return AmbiguousId(
+        f"{what} id {prefix!r} is ambiguous: it starts {listed}; give more characters"
+    )

@@ -5,23 +5,25 @@ names, messages and tracebacks come from whatever ran on a cluster, and an escap
 sequence in one (ESC [ ..., an OSC 8 link, a title change, a bidi override) would
 otherwise act on the reader's terminal.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from dask.utils import format_bytes
 
 from .figures import duration
 from .ids import shorten
 
-
 # C0 and C1 control characters (ESC, CSI, BEL, backspace, carriage return ...), DEL, and
 # the invisible bidi and zero-width characters that can reorder or hide text.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e"
-                                "\u2060-\u2069\ufeff]")
+_UNSAFE_KEEP_LINES = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)
 
 
 def _escape(m: re.Match) -> str:
@@ -71,7 +73,9 @@ def short(text: str | None, width: int) -> str:
 
 def render(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     """A table; every cell is made printable (one line, control characters escaped)."""
-    cells = [[str(c) for c in headers]] + [["" if c is None else printable(c) for c in row] for row in rows]
+    cells = [[str(c) for c in headers]] + [
+        ["" if c is None else printable(c) for c in row] for row in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -92,7 +96,9 @@ def _size(r: dict) -> tuple[Any, Any, str]:
 
 def _cost(value: Any) -> str:
     try:
-        return f"{float(value or 0):.4f}" if abs(float(value or 0)) < 1e12 else f"{float(value):.4g}"
+        return (
+            f"{float(value or 0):.4f}" if abs(float(value or 0)) < 1e12 else f"{float(value):.4g}"
+        )
     except (TypeError, ValueError):
         return printable(repr(value))
 
@@ -103,14 +109,33 @@ def clusters(rows: list[dict]) -> str:
     table = render(
         [
             (
-                ids[r["cluster_id"]], r.get("name"), r.get("user"), r.get("status"), when(r.get("started")),
-                when(r.get("ended")), seconds(r.get("duration")), *_size(r),
-                seconds(r.get("worker_seconds")), _cost(r.get("cost")),
+                ids[r["cluster_id"]],
+                r.get("name"),
+                r.get("user"),
+                r.get("status"),
+                when(r.get("started")),
+                when(r.get("ended")),
+                seconds(r.get("duration")),
+                *_size(r),
+                seconds(r.get("worker_seconds")),
+                _cost(r.get("cost")),
             )
             for r in rows
         ],
-        ["cluster", "name", "user", "status", "started", "ended", "duration", "workers", "threads", "memory",
-         "worker time", "cost"],
+        [
+            "cluster",
+            "name",
+            "user",
+            "status",
+            "started",
+            "ended",
+            "duration",
+            "workers",
+            "threads",
+            "memory",
+            "worker time",
+            "cost",
+        ],
     )
     if any(r.get("status") != "live" for r in rows):
         table += "\n(workers, threads, memory: now for a live cluster, the most it had for a stopped or lost one)"
@@ -119,20 +144,47 @@ def clusters(rows: list[dict]) -> str:
 
 def computations(rows: list[dict]) -> str:
     def took(r: dict) -> str:
-        return seconds(r["stop"] - r["start"]) if r.get("stop") is not None and r.get("start") is not None else "-"
+        return (
+            seconds(r["stop"] - r["start"])
+            if r.get("stop") is not None and r.get("start") is not None
+            else "-"
+        )
 
     ids = shorten(r["computation_id"] for r in rows)
     return render(
         [
             (
-                ids[r["computation_id"]], when(r.get("start")), r.get("state"), took(r), short(r.get("label"), 40),
-                short(r.get("code_line"), 50), r.get("n_tasks"), r.get("n_done"), r.get("n_erred"),
-                r.get("n_cancelled") or 0, r.get("n_not_run"), seconds(r.get("compute")), nbytes(r.get("nbytes")),
+                ids[r["computation_id"]],
+                when(r.get("start")),
+                r.get("state"),
+                took(r),
+                short(r.get("label"), 40),
+                short(r.get("code_line"), 50),
+                r.get("n_tasks"),
+                r.get("n_done"),
+                r.get("n_erred"),
+                r.get("n_cancelled") or 0,
+                r.get("n_not_run"),
+                seconds(r.get("compute")),
+                nbytes(r.get("nbytes")),
             )
             for r in rows
         ],
-        ["computation", "start", "state", "took", "what", "code", "tasks", "done", "erred", "cancelled", "never ran",
-         "compute", "bytes"],
+        [
+            "computation",
+            "start",
+            "state",
+            "took",
+            "what",
+            "code",
+            "tasks",
+            "done",
+            "erred",
+            "cancelled",
+            "never ran",
+            "compute",
+            "bytes",
+        ],
     )
 
 
@@ -150,13 +202,27 @@ def exceptions(rows: list[dict]) -> str:
     return render(
         [
             (
-                r.get("count"), r.get("exc_type") or "", short(r.get("location"), 50),
-                short(r.get("pattern"), 50), short(example(r), 60), r.get("task_group"),
-                ids.get(r.get("computation_id"), r.get("computation_id")), when(r.get("last_time")),
+                r.get("count"),
+                r.get("exc_type") or "",
+                short(r.get("location"), 50),
+                short(r.get("pattern"), 50),
+                short(example(r), 60),
+                r.get("task_group"),
+                ids.get(r.get("computation_id"), r.get("computation_id")),
+                when(r.get("last_time")),
             )
             for r in rows
         ],
-        ["count", "type", "location", "pattern", "example", "task group", "computation", "last seen"],
+        [
+            "count",
+            "type",
+            "location",
+            "pattern",
+            "example",
+            "task group",
+            "computation",
+            "last seen",
+        ],
     )
 
 
@@ -173,9 +239,15 @@ def runs(rows: list[dict]) -> str:
     return render(
         [
             (
-                ids[r["computation_id"]], short(r.get("cluster_name") or r.get("cluster_id"), 30), when(r.get("start")),
-                r.get("state"), seconds(r.get("wall")), r.get("n_tasks"), seconds(r.get("compute")),
-                nbytes(r.get("nbytes")), "-" if r.get("cost") is None else _cost(r.get("cost")),
+                ids[r["computation_id"]],
+                short(r.get("cluster_name") or r.get("cluster_id"), 30),
+                when(r.get("start")),
+                r.get("state"),
+                seconds(r.get("wall")),
+                r.get("n_tasks"),
+                seconds(r.get("compute")),
+                nbytes(r.get("nbytes")),
+                "-" if r.get("cost") is None else _cost(r.get("cost")),
             )
             for r in rows
         ],
@@ -186,8 +258,16 @@ def runs(rows: list[dict]) -> str:
 def costs(rows: list[dict], by: str) -> str:
     """cost_report's rows: one per user, UTC day or month."""
     return render(
-        [(r["key"] if r["key"] is not None else "(unknown)", r["clusters"], r["computations"],
-          f"{r['core_hours']:.2f}", "-" if r["cost"] is None else _cost(r["cost"])) for r in rows],
+        [
+            (
+                r["key"] if r["key"] is not None else "(unknown)",
+                r["clusters"],
+                r["computations"],
+                f"{r['core_hours']:.2f}",
+                "-" if r["cost"] is None else _cost(r["cost"]),
+            )
+            for r in rows
+        ],
         [by, "clusters", "computations", "core-hours", "cost"],
     )
 
@@ -204,8 +284,10 @@ def comparison(result: dict) -> str:
     if result["baseline_id"] is None:
         head.append("no baseline")
     else:
-        head.append(f"against {printable(ids[result['baseline_id']])}: wall {seconds(wall['before'])} → "
-                    f"{seconds(wall['after'])} ({_ratio(wall['ratio'])})")
+        head.append(
+            f"against {printable(ids[result['baseline_id']])}: wall {seconds(wall['before'])} → "
+            f"{seconds(wall['after'])} ({_ratio(wall['ratio'])})"
+        )
     lines = [", ".join(head)]
     lines += [f"  - {printable(f)}" for f in result["findings"]]
 
@@ -215,14 +297,27 @@ def comparison(result: dict) -> str:
     table = render(
         [
             (
-                g["prefix"], figure(g["before"], "compute", seconds), figure(g["after"], "compute", seconds),
-                _ratio(g["ratio"]), figure(g["before"], "n_tasks", str), figure(g["after"], "n_tasks", str),
-                figure(g["before"], "nbytes", nbytes), figure(g["after"], "nbytes", nbytes),
+                g["prefix"],
+                figure(g["before"], "compute", seconds),
+                figure(g["after"], "compute", seconds),
+                _ratio(g["ratio"]),
+                figure(g["before"], "n_tasks", str),
+                figure(g["after"], "n_tasks", str),
+                figure(g["before"], "nbytes", nbytes),
+                figure(g["after"], "nbytes", nbytes),
             )
             for g in result["groups"]
         ],
-        ["task prefix", "compute before", "compute after", "ratio", "tasks before", "tasks after",
-         "bytes before", "bytes after"],
+        [
+            "task prefix",
+            "compute before",
+            "compute after",
+            "ratio",
+            "tasks before",
+            "tasks after",
+            "bytes before",
+            "bytes after",
+        ],
     )
     return "\n".join(lines) + "\n\n" + table
 
@@ -233,7 +328,9 @@ def findings(rows: list[dict]) -> str:
         return "no findings: nothing here cost enough time to mention (analytics.findings.* thresholds)"
     out = []
     for i, f in enumerate(rows, 1):
-        out.append(f"{i}. [{printable(f['kind'])}] {printable(f['title'])} (~{seconds(f['impact'])} lost)")
+        out.append(
+            f"{i}. [{printable(f['kind'])}] {printable(f['title'])} (~{seconds(f['impact'])} lost)"
+        )
         out.append(f"   evidence: {printable(f['evidence'])}")
         out.append(f"   advice:   {printable(f['advice'])}")
     return "\n".join(out)

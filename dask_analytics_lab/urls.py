@@ -2,6 +2,7 @@
 
 A base module: the collector, the API, the reports and the Jupyter extension all mask
 URLs, and none of them should load the others to do it."""
+
 from __future__ import annotations
 
 

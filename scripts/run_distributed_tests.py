@@ -29,6 +29,7 @@ the installed release with the snapshot's tests, --use-installed-distributed fir
 copies the installed package's modules over SRC/distributed (its tests are kept).
 Nothing here is written outside SRC and a temporary folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,7 @@ def dask_setup(scheduler):
 
 # A pytest plugin, loaded with -p, that writes one JSON line per test: its node id and
 # outcome.  Junit XML would lose the node ids of parametrised and class-based tests.
-OUTCOME_PLUGIN = '''
+OUTCOME_PLUGIN = """
 import json, os
 
 _out = os.environ["DAL_OUTCOMES_FILE"]
@@ -112,7 +113,7 @@ def pytest_runtest_logreport(report):
         _seen[report.nodeid] = outcome
     if report.when == "teardown":
         _write(report.nodeid, _seen.pop(report.nodeid, "error"))
-'''
+"""
 
 
 def use_installed_distributed(src: Path) -> None:
@@ -131,11 +132,21 @@ def use_installed_distributed(src: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
         n += 1
-    print(f"copied {n} files of distributed {distributed.__version__} from {installed} over {src / 'distributed'}")
+    print(
+        f"copied {n} files of distributed {distributed.__version__} from {installed} over {src / 'distributed'}"
+    )
 
 
-def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: float,
-               file_timeout: float, label: str) -> dict:
+def run_pytest(
+    src: Path,
+    tests: list[str],
+    mode: str,
+    work: Path,
+    *,
+    timeout: float,
+    file_timeout: float,
+    label: str,
+) -> dict:
     """One pytest process; returns {"outcomes": {nodeid: outcome}, "setups": n, "rc": rc, "log": path}."""
     work.mkdir(parents=True, exist_ok=True)
     outcomes_file = work / f"{label}.{mode}.jsonl"
@@ -146,22 +157,44 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
         f.unlink(missing_ok=True)
     env = dict(os.environ)
     env["DAL_OUTCOMES_FILE"] = str(outcomes_file)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work.parent / "plugin"), env.get("PYTHONPATH")) if p)
-    for k in ("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", "DASK_ANALYTICS__STORE", "DASK_ANALYTICS_SETUP_COUNT_FILE"):
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(work.parent / "plugin"), env.get("PYTHONPATH")) if p
+    )
+    for k in (
+        "DASK_DISTRIBUTED__SCHEDULER__PRELOAD",
+        "DASK_ANALYTICS__STORE",
+        "DASK_ANALYTICS_SETUP_COUNT_FILE",
+    ):
         env.pop(k, None)
     if mode == "with":
         store = work / f"{label}.analytics.db"
-        env["DASK_DISTRIBUTED__SCHEDULER__PRELOAD"] = json.dumps(["dal_schedulers", "dask_analytics_lab"])
+        env["DASK_DISTRIBUTED__SCHEDULER__PRELOAD"] = json.dumps(
+            ["dal_schedulers", "dask_analytics_lab"]
+        )
         env["DAL_SCHEDULERS_FILE"] = str(schedulers_file)
         env["DASK_ANALYTICS__STORE"] = str(store)
         env["DASK_ANALYTICS_SETUP_COUNT_FILE"] = str(count_file)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "dal_outcomes", "-q", "--color=no",
-           f"--timeout={timeout}", "--timeout-method=signal", *tests]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "dal_outcomes",
+        "-q",
+        "--color=no",
+        f"--timeout={timeout}",
+        "--timeout-method=signal",
+        *tests,
+    ]
     started = time.monotonic()
     with log.open("w") as out:
         # A session of its own: on a timeout (or when this script is stopped) the
         # workers and nannies the tests started go too, not only pytest.
-        proc = subprocess.Popen(cmd, cwd=src, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=src, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             rc = proc.wait(timeout=file_timeout)
         except subprocess.TimeoutExpired:
@@ -180,9 +213,15 @@ def run_pytest(src: Path, tests: list[str], mode: str, work: Path, *, timeout: f
     setups = len(count_file.read_text().splitlines()) if count_file.exists() else 0
     schedulers = len(schedulers_file.read_text().splitlines()) if schedulers_file.exists() else 0
     recorded = recorded_clusters(work / f"{label}.analytics.db") if mode == "with" else 0
-    return {"outcomes": outcomes, "setups": setups, "schedulers": schedulers, "recorded": recorded,
-            "rc": rc, "log": str(log),
-            "seconds": time.monotonic() - started}
+    return {
+        "outcomes": outcomes,
+        "setups": setups,
+        "schedulers": schedulers,
+        "recorded": recorded,
+        "rc": rc,
+        "log": str(log),
+        "seconds": time.monotonic() - started,
+    }
 
 
 def recorded_clusters(path: Path) -> int:
@@ -216,24 +255,47 @@ def counts(outcomes: dict[str, str]) -> Counter:
 def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join("-" * w for w in widths)
-    fmt = lambda r: "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)  # noqa: E731
-                              for i, (v, w) in enumerate(zip(r, widths)))
+
+    def fmt(r: list) -> str:
+        return "  ".join(
+            str(v).ljust(w) if i == 0 else str(v).rjust(w)
+            for i, (v, w) in enumerate(zip(r, widths))
+        )
+
     return "\n".join([fmt(header), line, *map(fmt, rows)])
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=textwrap.dedent(__doc__))
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.dedent(__doc__),
+    )
     p.add_argument("src", type=Path, help="dask/distributed source tree")
     p.add_argument("tests", nargs="*", help="test files, folders or node ids relative to SRC")
-    p.add_argument("--reruns", type=int, default=5, help="runs each way of a test that failed only with analytics")
+    p.add_argument(
+        "--reruns",
+        type=int,
+        default=5,
+        help="runs each way of a test that failed only with analytics",
+    )
     p.add_argument("--repeat", type=int, default=1, help="run every TEST this many times each way")
-    p.add_argument("--timeout", type=float, default=300, help="per-test timeout (pytest-timeout), seconds")
+    p.add_argument(
+        "--timeout", type=float, default=300, help="per-test timeout (pytest-timeout), seconds"
+    )
     p.add_argument("--file-timeout", type=float, default=3600, help="per pytest process, seconds")
-    p.add_argument("--work", type=Path, default=None, help="folder for logs, stores and outcomes (default: a temp dir)")
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="folder for logs, stores and outcomes (default: a temp dir)",
+    )
     p.add_argument("--out", type=Path, default=None, help="also write the tables here")
-    p.add_argument("--use-installed-distributed", action="store_true",
-                   help="copy the installed distributed's modules over SRC/distributed first")
+    p.add_argument(
+        "--use-installed-distributed",
+        action="store_true",
+        help="copy the installed distributed's modules over SRC/distributed first",
+    )
     args = p.parse_intermixed_args(argv)
 
     src = args.src.resolve()
@@ -251,12 +313,22 @@ def main(argv: list[str] | None = None) -> int:
     (work / "plugin" / "dal_schedulers.py").write_text(SCHEDULER_COUNTER)
     runs = work / "runs"
 
-    probe = subprocess.run([sys.executable, "-c", "import distributed, dask_analytics_lab as d; "
-                            "print(distributed.__version__, distributed.__file__); print(d.__file__)"],
-                           cwd=src, capture_output=True, text=True)
-    header = [f"distributed under test: {probe.stdout.strip().splitlines()[0] if probe.stdout else probe.stderr}",
-              f"dask_analytics_lab: {probe.stdout.strip().splitlines()[-1] if probe.stdout else '?'}",
-              f"work folder (logs per run and way under runs/, stores): {work}"]
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import distributed, dask_analytics_lab as d; "
+            "print(distributed.__version__, distributed.__file__); print(d.__file__)",
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+    )
+    header = [
+        f"distributed under test: {probe.stdout.strip().splitlines()[0] if probe.stdout else probe.stderr}",
+        f"dask_analytics_lab: {probe.stdout.strip().splitlines()[-1] if probe.stdout else '?'}",
+        f"work folder (logs per run and way under runs/, stores): {work}",
+    ]
     print("\n".join(header), flush=True)
 
     # --- the runs --------------------------------------------------------------------
@@ -269,8 +341,15 @@ def main(argv: list[str] | None = None) -> int:
         notes = []
         for i in range(args.repeat):
             for mode in MODES:
-                r = run_pytest(src, [test], mode, runs, timeout=args.timeout, file_timeout=args.file_timeout,
-                               label=f"{label}.{i}")
+                r = run_pytest(
+                    src,
+                    [test],
+                    mode,
+                    runs,
+                    timeout=args.timeout,
+                    file_timeout=args.file_timeout,
+                    label=f"{label}.{i}",
+                )
                 totals[mode] += counts(r["outcomes"])
                 for nodeid, outcome in r["outcomes"].items():
                     per_test[nodeid][mode][outcome] += 1
@@ -279,51 +358,121 @@ def main(argv: list[str] | None = None) -> int:
                     schedulers += r["schedulers"]
                     recorded += r["recorded"]
                 if r["rc"] not in (0, 1, 5):  # 1: tests failed; 5: none collected
-                    notes.append(f"{mode}: " + ("ran past --file-timeout" if r["rc"] == "timeout"
-                                                else f"pytest exit {r['rc']}"))
-                print(f"  {test} [{mode}{'' if args.repeat == 1 else f' #{i + 1}'}]: "
-                      f"{dict(counts(r['outcomes']))} in {r['seconds']:.0f}s"
-                      + (f", {r['schedulers']} schedulers, dask_setup x{r['setups']}, {r['recorded']} clusters recorded"
-                         if mode == "with"
-                         else ""), flush=True)
-        file_rows.append([test, *(totals["without"][k] for k in ("passed", "failed", "skipped")),
-                          *(totals["with"][k] for k in ("passed", "failed", "skipped")), schedulers, setups, recorded,
-                          "; ".join(notes)])
+                    notes.append(
+                        f"{mode}: "
+                        + (
+                            "ran past --file-timeout"
+                            if r["rc"] == "timeout"
+                            else f"pytest exit {r['rc']}"
+                        )
+                    )
+                print(
+                    f"  {test} [{mode}{'' if args.repeat == 1 else f' #{i + 1}'}]: "
+                    f"{dict(counts(r['outcomes']))} in {r['seconds']:.0f}s"
+                    + (
+                        f", {r['schedulers']} schedulers, dask_setup x{r['setups']}, {r['recorded']} clusters recorded"
+                        if mode == "with"
+                        else ""
+                    ),
+                    flush=True,
+                )
+        file_rows.append(
+            [
+                test,
+                *(totals["without"][k] for k in ("passed", "failed", "skipped")),
+                *(totals["with"][k] for k in ("passed", "failed", "skipped")),
+                schedulers,
+                setups,
+                recorded,
+                "; ".join(notes),
+            ]
+        )
 
     out = [*header, ""]
-    out.append(table(file_rows, ["test file", "w/o pass", "w/o fail", "w/o skip", "with pass", "with fail",
-                                 "with skip", "schedulers", "dask_setup", "recorded", "notes"]))
+    out.append(
+        table(
+            file_rows,
+            [
+                "test file",
+                "w/o pass",
+                "w/o fail",
+                "w/o skip",
+                "with pass",
+                "with fail",
+                "with skip",
+                "schedulers",
+                "dask_setup",
+                "recorded",
+                "notes",
+            ],
+        )
+    )
 
     # --- tests that fail only with analytics ----------------------------------------------
     bad = lambda c: c["failed"] + c["error"]  # noqa: E731
     suspects = sorted(n for n, by in per_test.items() if bad(by["with"]) and not bad(by["without"]))
     also_without = sorted(n for n, by in per_test.items() if bad(by["with"]) and bad(by["without"]))
     if args.repeat > 1:
-        rows = [[n, f"{by['without']['passed']}/{sum(by['without'].values())}",
-                 f"{by['with']['passed']}/{sum(by['with'].values())}"] for n, by in sorted(per_test.items())]
-        out += ["", f"each test run {args.repeat} times each way (passed/runs):",
-                table(rows, ["test", "without", "with"])]
+        rows = [
+            [
+                n,
+                f"{by['without']['passed']}/{sum(by['without'].values())}",
+                f"{by['with']['passed']}/{sum(by['with'].values())}",
+            ]
+            for n, by in sorted(per_test.items())
+        ]
+        out += [
+            "",
+            f"each test run {args.repeat} times each way (passed/runs):",
+            table(rows, ["test", "without", "with"]),
+        ]
     elif suspects and args.reruns > 0:
-        print(f"re-running {len(suspects)} test(s) that failed only with analytics, {args.reruns}x each way",
-              flush=True)
+        print(
+            f"re-running {len(suspects)} test(s) that failed only with analytics, {args.reruns}x each way",
+            flush=True,
+        )
         rows = []
         for nodeid in suspects:
             label = "rerun." + nodeid.replace("/", "_").replace("::", "__")[:100]
             passed = {m: 0 for m in MODES}
             for i in range(args.reruns):
                 for mode in MODES:
-                    r = run_pytest(src, [nodeid], mode, runs, timeout=args.timeout, file_timeout=args.file_timeout,
-                                   label=f"{label}.{i}")
+                    r = run_pytest(
+                        src,
+                        [nodeid],
+                        mode,
+                        runs,
+                        timeout=args.timeout,
+                        file_timeout=args.file_timeout,
+                        label=f"{label}.{i}",
+                    )
                     passed[mode] += r["outcomes"].get(nodeid) == "passed"
-            verdict = ("broken by analytics" if passed["with"] == 0 and passed["without"] == args.reruns
-                       else "flaky, not analytics" if passed["with"] == args.reruns
-                       else "flaky with analytics" if passed["without"] == args.reruns
-                       else "flaky either way")
-            rows.append([nodeid, f"{passed['without']}/{args.reruns}", f"{passed['with']}/{args.reruns}", verdict])
-            print(f"  {nodeid}: without {passed['without']}/{args.reruns}, with {passed['with']}/{args.reruns}",
-                  flush=True)
-        out += ["", "failed only with analytics, re-run alone (passed/runs):",
-                table(rows, ["test", "without", "with", "verdict"])]
+            verdict = (
+                "broken by analytics"
+                if passed["with"] == 0 and passed["without"] == args.reruns
+                else "flaky, not analytics"
+                if passed["with"] == args.reruns
+                else "flaky with analytics"
+                if passed["without"] == args.reruns
+                else "flaky either way"
+            )
+            rows.append(
+                [
+                    nodeid,
+                    f"{passed['without']}/{args.reruns}",
+                    f"{passed['with']}/{args.reruns}",
+                    verdict,
+                ]
+            )
+            print(
+                f"  {nodeid}: without {passed['without']}/{args.reruns}, with {passed['with']}/{args.reruns}",
+                flush=True,
+            )
+        out += [
+            "",
+            "failed only with analytics, re-run alone (passed/runs):",
+            table(rows, ["test", "without", "with", "verdict"]),
+        ]
     else:
         out += ["", "no test failed only with analytics"]
     if also_without and args.repeat == 1:

@@ -10,6 +10,7 @@ that answered in an `X-Replica` response header (r0, r1, ...), so the tests can 
 where each request landed.  A missing binary is an error, never a reason to skip: the
 README's test command installs it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -65,30 +66,43 @@ class BalancerUnavailable(RuntimeError):
 
 class HAProxy:
     def __init__(self, backends: dict[str, int], workdir: Path):
-        self.binary = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+        self.binary = shutil.which("haproxy") or (
+            "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
+        )
         if self.binary is None:
             raise BalancerUnavailable("haproxy not found; " + HOW_TO_FIX)
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        servers = "\n".join(f"    server {name} 127.0.0.1:{port}" for name, port in backends.items())
+        servers = "\n".join(
+            f"    server {name} 127.0.0.1:{port}" for name, port in backends.items()
+        )
         self.config = self.dir / "haproxy.cfg"
-        self.config.write_text(CONFIG.format(dir=self.dir, port=self.port, check=CHECK_INTERVAL, servers=servers))
+        self.config.write_text(
+            CONFIG.format(dir=self.dir, port=self.port, check=CHECK_INTERVAL, servers=servers)
+        )
         self.proc: subprocess.Popen | None = None
         self.log = self.dir / "haproxy.log"
 
-    def start(self) -> "HAProxy":
-        check = subprocess.run([self.binary, "-c", "-f", str(self.config)], capture_output=True, text=True)
+    def start(self) -> HAProxy:
+        check = subprocess.run(
+            [self.binary, "-c", "-f", str(self.config)], capture_output=True, text=True
+        )
         if check.returncode:
-            raise BalancerUnavailable(f"haproxy refused its configuration:\n{check.stdout}{check.stderr}")
+            raise BalancerUnavailable(
+                f"haproxy refused its configuration:\n{check.stdout}{check.stderr}"
+            )
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([self.binary, "-db", "-f", str(self.config)], stdout=log,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [self.binary, "-db", "-f", str(self.config)], stdout=log, stderr=subprocess.STDOUT
+            )
 
         def listening() -> bool:
             if self.proc.poll() is not None:
-                raise BalancerUnavailable(f"haproxy exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+                raise BalancerUnavailable(
+                    f"haproxy exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}"
+                )
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", self.port)) == 0
 
@@ -111,8 +125,11 @@ class HAProxy:
         return {name: r["status"] for name, r in self.stats().items() if name != "BACKEND"}
 
     def wait_up(self, names: list[str], timeout: float = 60) -> None:
-        wait_for(lambda: all(self.states().get(n) == "UP" for n in names), timeout=timeout,
-                 what=f"haproxy to see {names} up")
+        wait_for(
+            lambda: all(self.states().get(n) == "UP" for n in names),
+            timeout=timeout,
+            what=f"haproxy to see {names} up",
+        )
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -132,12 +149,18 @@ class Replicas:
     def __init__(self, db: str, workdir: Path, n: int = 3):
         self.db = db
         session = workdir / "session.secret"
-        self.servers = {f"r{i}": ServerProcess(db, free_port(), ["--forwarded-allow-ips", "127.0.0.1"],
-                                               session_file=session) for i in range(n)}
-        self.balancer = HAProxy({name: s.port for name, s in self.servers.items()}, workdir / "haproxy")
+        self.servers = {
+            f"r{i}": ServerProcess(
+                db, free_port(), ["--forwarded-allow-ips", "127.0.0.1"], session_file=session
+            )
+            for i in range(n)
+        }
+        self.balancer = HAProxy(
+            {name: s.port for name, s in self.servers.items()}, workdir / "haproxy"
+        )
         self.url = self.balancer.url
 
-    def start(self) -> "Replicas":
+    def start(self) -> Replicas:
         try:
             for s in self.servers.values():
                 s.spawn()
@@ -156,7 +179,9 @@ class Replicas:
 
         token_id, token = new_token()
         with open_store(self.db) as store:
-            TeamStore(store).add_token(token_id=token_id, token_hash=token_hash(token), account=account, user=user)
+            TeamStore(store).add_token(
+                token_id=token_id, token_hash=token_hash(token), account=account, user=user
+            )
         return token
 
     def stop(self) -> None:
@@ -170,7 +195,7 @@ class Replicas:
                     s.kill()
             s.proc = None
 
-    def __enter__(self) -> "Replicas":
+    def __enter__(self) -> Replicas:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,5 +1,6 @@
 """A real `jupyter lab` on 127.0.0.1 and Debian's Chromium driven by Playwright, for
 tests/test_browser*.py and benchmarks/flamegraph_bench.py."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,16 +15,24 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 CHROMIUM = os.environ.get("DAL_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-gpu",
-                 "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
-def wait_until_serving(proc: subprocess.Popen, answers, log: Path, *, timeout: float, what: str) -> None:
+def wait_until_serving(
+    proc: subprocess.Popen, answers, log: Path, *, timeout: float, what: str
+) -> None:
     """Wait until `answers()` is true (a connection refused counts as not yet), or fail
     with the end of the server's log when it exits or `timeout` passes."""
     deadline = time.monotonic() + timeout
@@ -50,7 +59,9 @@ def chromium() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        raise RuntimeError(f"{CHROMIUM} not found: apt-get install -y chromium (never `playwright install`)")
+        raise RuntimeError(
+            f"{CHROMIUM} not found: apt-get install -y chromium (never `playwright install`)"
+        )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -60,8 +71,17 @@ def chromium() -> Iterator[object]:
 
 
 class JupyterLab:
-    def __init__(self, root: Path, env: dict, port: int, token: str, proc: subprocess.Popen, log: Path):
-        self.root, self.env, self.port, self.token, self.proc, self.log = root, env, port, token, proc, log
+    def __init__(
+        self, root: Path, env: dict, port: int, token: str, proc: subprocess.Popen, log: Path
+    ):
+        self.root, self.env, self.port, self.token, self.proc, self.log = (
+            root,
+            env,
+            port,
+            token,
+            proc,
+            log,
+        )
 
     @property
     def base(self) -> str:
@@ -76,7 +96,9 @@ def _quiet_settings(settings: Path) -> None:
     # JupyterLab's news/update notification covers part of the page: off.
     apputils = settings / "@jupyterlab" / "apputils-extension"
     apputils.mkdir(parents=True, exist_ok=True)
-    (apputils / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    (apputils / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
     # Keep every cell rendered (screenshots and the widget checks want the outputs in the DOM).
     notebook = settings / "@jupyterlab" / "notebook-extension"
     notebook.mkdir(parents=True, exist_ok=True)
@@ -112,17 +134,29 @@ def jupyter_lab(tmp: Path, store_url: str, extra_env: dict | None = None) -> Ite
         **(extra_env or {}),
     }
     log = tmp / "jupyter.log"
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={tmp / 'notebooks'}", f"--LabApp.user_settings_dir={tmp / 'settings'}",
-           f"--LabApp.workspaces_dir={tmp / 'workspaces'}", "--LabApp.expose_app_in_browser=True",
-           "--LabApp.extension_manager=readonly"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={tmp / 'notebooks'}",
+        f"--LabApp.user_settings_dir={tmp / 'settings'}",
+        f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.extension_manager=readonly",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
         cmd.append("--allow-root")
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
     lab = JupyterLab(tmp / "notebooks", env, port, token, proc, log)
     try:
+
         def answers() -> bool:
             with urllib.request.urlopen(lab.url("api/status"), timeout=2) as r:
                 return r.status == 200
@@ -218,8 +252,11 @@ def widget_state(url: str, cluster_id: str, computation_id: str | None) -> dict:
 def browser_table(state: Any, name: str, key: str) -> dict:
     """A KeyedTable as js/common/table.ts readTable() rebuilds it from its two traits,
     by key; `state` is a widget or its state dict."""
+
     def get(trait: str, default: dict) -> dict:
-        return state.get(trait, default) if isinstance(state, dict) else getattr(state, trait, default)
+        return (
+            state.get(trait, default) if isinstance(state, dict) else getattr(state, trait, default)
+        )
 
     base = get(f"{name}_base", {"v": 0, "rows": []})
     patch = get(f"{name}_patch", {"v": 0, "rows": [], "removed": []})

@@ -1,4 +1,5 @@
 """Real LocalClusters with analytics registered, for the end-to-end tests."""
+
 from __future__ import annotations
 
 import contextlib
@@ -6,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import dask
 from distributed import Client, LocalCluster
@@ -21,14 +22,29 @@ FAST = {
 
 
 @contextlib.contextmanager
-def recorded_cluster(store: str, *, processes: bool = False, n_workers: int = 2, threads_per_worker: int = 1,
-                     config: dict | None = None, **cluster_kwargs) -> Iterator[tuple[Client, dict]]:
+def recorded_cluster(
+    store: str,
+    *,
+    processes: bool = False,
+    n_workers: int = 2,
+    threads_per_worker: int = 1,
+    config: dict | None = None,
+    **cluster_kwargs,
+) -> Iterator[tuple[Client, dict]]:
     """A LocalCluster whose scheduler records into `store`; yields (client, register info).
     cluster_kwargs: more of LocalCluster's (memory_limit=...)."""
     overrides = {**FAST, **(config or {})}
     with dask.config.set(overrides):
-        with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                          dashboard_address=":0", **cluster_kwargs) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                processes=processes,
+                dashboard_address=":0",
+                **cluster_kwargs,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             info = dal.register(client, store=store)
             yield client, info
 
@@ -37,12 +53,32 @@ def recorded_cluster(store: str, *, processes: bool = False, n_workers: int = 2,
 def preloaded_scheduler(tmp_path, url: str, env: dict | None = None):
     """`dask scheduler --preload dask_analytics_lab` and one worker, in their own
     processes; yields (scheduler process, scheduler file)."""
-    env = {**os.environ, "DASK_ANALYTICS__STORE": url, "DASK_ANALYTICS__INTERVAL": "100ms", **(env or {})}
+    env = {
+        **os.environ,
+        "DASK_ANALYTICS__STORE": url,
+        "DASK_ANALYTICS__INTERVAL": "100ms",
+        **(env or {}),
+    }
     scheduler_file = tmp_path / "scheduler.json"
     sched = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--dashboard-address", ":0", "--preload", "dask_analytics_lab", "--scheduler-file", str(scheduler_file)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--dashboard-address",
+            ":0",
+            "--preload",
+            "dask_analytics_lab",
+            "--scheduler-file",
+            str(scheduler_file),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     worker = None
     try:
@@ -50,9 +86,21 @@ def preloaded_scheduler(tmp_path, url: str, env: dict | None = None):
         while not scheduler_file.exists() and time.time() < deadline:
             time.sleep(0.2)
         worker = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file),
-             "--nthreads", "1", "--no-nanny", "--dashboard-address", ":0"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                "--scheduler-file",
+                str(scheduler_file),
+                "--nthreads",
+                "1",
+                "--no-nanny",
+                "--dashboard-address",
+                ":0",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         yield sched, scheduler_file
     finally:

@@ -20,6 +20,7 @@ tests `postgres`.
 `browser` is one headless Chromium per test module; `page` a fresh page in it that
 fails its test on any JavaScript error, sized by the module's VIEWPORT if it has one.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -78,7 +79,10 @@ def browser():
     from .browser_helpers import CHROMIUM, chromium
 
     if not CHROMIUM or not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
+        pytest.fail(
+            f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)",
+            pytrace=False,
+        )
     with chromium() as b:
         yield b
 
@@ -90,7 +94,10 @@ def page(browser, request):
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on(
+        "console",
+        lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+    )
     yield page
     context.close()
     assert not errors, errors

@@ -5,6 +5,7 @@ PostgreSQL refuses to run as root, so when the tests run as root the server runs
 the `postgres` OS user that package creates.  Missing binaries are an error, never a
 reason to skip: the README's test command installs them.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -78,8 +79,19 @@ class PostgresServer:
         cmd = self._as_user + [str(self.bin_dir / args[0]), *args[1:]]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
-    def start(self) -> "PostgresServer":
-        r = self._run("initdb", "-D", str(self.data), "-U", self.user, "-A", "trust", "-E", "UTF8", "--no-sync")
+    def start(self) -> PostgresServer:
+        r = self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            self.user,
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         if r.returncode:
             raise PostgresUnavailable(f"initdb failed:\n{r.stdout}\n{r.stderr}")
         # A free port can be taken between our probe and the server's bind: try a few.
@@ -98,7 +110,19 @@ class PostgresServer:
             f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
-        r = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t", "60", "start")
+        r = self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            opts,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         if check and r.returncode:
             raise PostgresUnavailable(f"pg_ctl start failed:\n{r.stdout}\n{r.stderr}")
         return r.returncode == 0
@@ -125,7 +149,9 @@ class PostgresServer:
         """Run one statement as the superuser, outside a transaction."""
         import psycopg
 
-        with psycopg.connect(host="127.0.0.1", port=self.port, user=self.user, dbname="postgres", autocommit=True) as c:
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user=self.user, dbname="postgres", autocommit=True
+        ) as c:
             c.execute(sql)
 
     def create_database(self, prefix: str = "test") -> str:
@@ -138,7 +164,7 @@ class PostgresServer:
         # FORCE ends connections a test left open (an engine not yet disposed).
         self.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    def __enter__(self) -> "PostgresServer":
+    def __enter__(self) -> PostgresServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

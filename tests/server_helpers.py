@@ -1,4 +1,5 @@
 """Helpers for the server tests: a real server on a free port, tokens, messages."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,14 @@ def free_port() -> int:
 class ServerThread:
     """The real tornado app on 127.0.0.1:<free port>, on its own loop in a thread."""
 
-    def __init__(self, settings: dict, *, certfile: str | None = None, keyfile: str | None = None,
-                 port: int | None = None):
+    def __init__(
+        self,
+        settings: dict,
+        *,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        port: int | None = None,
+    ):
         self.app = make_app({"code_key": CODE_KEY, **settings})
         self.ctx = self.app.dal_context
         self.port = port or free_port()
@@ -61,7 +68,7 @@ class ServerThread:
 
         asyncio.run(main())
 
-    def start(self) -> "ServerThread":
+    def start(self) -> ServerThread:
         self._thread.start()
         self._ready.wait(10)
         return self
@@ -74,11 +81,16 @@ class ServerThread:
 
     def token(self, account: str, user: str = "ann", expires: float | None = None) -> str:
         token_id, token = new_token()
-        self.ctx.team.add_token(token_id=token_id, token_hash=token_hash(token), account=account, user=user,
-                                expires=expires)
+        self.ctx.team.add_token(
+            token_id=token_id,
+            token_hash=token_hash(token),
+            account=account,
+            user=user,
+            expires=expires,
+        )
         return token
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -90,7 +102,9 @@ def report_server(store_url: str, **settings: Any) -> ServerThread:
     another name of it: ServerThread listens on 127.0.0.1, the report origin is
     localhost on the same port."""
     port = free_port()
-    return ServerThread({"store_url": store_url, "report_url": f"http://localhost:{port}", **settings}, port=port)
+    return ServerThread(
+        {"store_url": store_url, "report_url": f"http://localhost:{port}", **settings}, port=port
+    )
 
 
 def on_report_origin(server: ServerThread, url: str) -> str:
@@ -98,8 +112,17 @@ def on_report_origin(server: ServerThread, url: str) -> str:
     return url.replace(server.url, f"http://localhost:{server.port}", 1)
 
 
-def request(url: str, *, method: str = "GET", token: str | None = None, body: Any = None, raw: bytes | None = None,
-            headers: dict | None = None, gzipped: bool = True, context: Any = None) -> tuple[int, Any, dict]:
+def request(
+    url: str,
+    *,
+    method: str = "GET",
+    token: str | None = None,
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: dict | None = None,
+    gzipped: bool = True,
+    context: Any = None,
+) -> tuple[int, Any, dict]:
     """(status, parsed JSON or text, headers) of one HTTP call; never raises on 4xx/5xx."""
     hdrs = dict(headers or {})
     data = raw
@@ -129,20 +152,35 @@ class Cluster(_StoreCluster):
 
     def code(self, h: str | None = None, text: str = "x.sum().compute()") -> dict:  # type: ignore[override]
         filename = "/home/ann/nb.py"
-        return self.msg("code", {"hash": code_hash(filename, text), "text": text, "filename": filename,
-                                 "lineno_frame": 12, "lineno_relative": 3})
+        return self.msg(
+            "code",
+            {
+                "hash": code_hash(filename, text),
+                "text": text,
+                "filename": filename,
+                "lineno_frame": 12,
+                "lineno_relative": 3,
+            },
+        )
 
 
-def full_cluster(account: str, *, name: str = "LocalCluster-1", user: str = "ann") -> tuple[Cluster, list[dict]]:
+def full_cluster(
+    account: str, *, name: str = "LocalCluster-1", user: str = "ann"
+) -> tuple[Cluster, list[dict]]:
     """One cluster's messages of every kind: (maker, messages)."""
     c = Cluster(account=account)
     code = c.code(text=f"# {account}'s secret code\nx.sum().compute()\n")
     comp = f"comp-{c.id}"
     msgs = [
-        c.cluster(name=name, user=user), c.sample(), code,
+        c.cluster(name=name, user=user),
+        c.sample(),
+        code,
         c.computation(comp, code=[code["data"]["hash"]]),
-        c.exception(comp, "sum-aggregate"), c.event(), c.profile(comp, tree("main", "work")),
-        c.profile(None, tree("main")), c.gpu(n=1),
+        c.exception(comp, "sum-aggregate"),
+        c.event(),
+        c.profile(comp, tree("main", "work")),
+        c.profile(None, tree("main")),
+        c.gpu(n=1),
     ]
     return c, msgs
 
@@ -153,43 +191,66 @@ class ServerProcess:
 
     session_file: the login session secret; replicas of one database share one."""
 
-    def __init__(self, db: str, port: int, extra: list[str] | None = None, session_file: Path | None = None):
+    def __init__(
+        self, db: str, port: int, extra: list[str] | None = None, session_file: Path | None = None
+    ):
         # The code key in the environment, not argv (where `ps` shows it).
         import tempfile
 
-        self.session_file = session_file or Path(tempfile.mkdtemp(prefix="dal-session-")) / "session.secret"
-        self.cmd = [sys.executable, "-m", "dask_analytics_lab.server", "server", "--db", db, "--port", str(port),
-                    "--session-secret-file", str(self.session_file), *(extra or [])]
+        self.session_file = (
+            session_file or Path(tempfile.mkdtemp(prefix="dal-session-")) / "session.secret"
+        )
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "dask_analytics_lab.server",
+            "server",
+            "--db",
+            db,
+            "--port",
+            str(port),
+            "--session-secret-file",
+            str(self.session_file),
+            *(extra or []),
+        ]
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
         self.output: list[str] = []  # what it printed, its log included
 
-    def spawn(self) -> "ServerProcess":
+    def spawn(self) -> ServerProcess:
         """Start the process without waiting for it (several at once: then wait_ready())."""
         self.output = []
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1",
-                                          "DASK_ANALYTICS_CODE_KEY": CODE_KEY})
+        self.proc = subprocess.Popen(
+            self.cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "DASK_ANALYTICS_CODE_KEY": CODE_KEY},
+        )
         return self
 
-    def wait_ready(self, timeout: float = 60) -> "ServerProcess":
+    def wait_ready(self, timeout: float = 60) -> ServerProcess:
         proc = self.proc
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             self.output.append(line)
             if not line and proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}: {''.join(self.output)[-2000:]}")
+                raise RuntimeError(
+                    f"server exited with {proc.returncode}: {''.join(self.output)[-2000:]}"
+                )
             if "dask-analytics server at" in line:
                 break
         else:
-            raise RuntimeError(f"server not listening after {timeout} s: {''.join(self.output)[-2000:]}")
+            raise RuntimeError(
+                f"server not listening after {timeout} s: {''.join(self.output)[-2000:]}"
+            )
         # Keep draining its output so the pipe never fills and blocks it.
         threading.Thread(target=lambda: self.output.extend(proc.stdout), daemon=True).start()
         return self
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         return self.spawn().wait_ready()
 
     def kill(self) -> None:
@@ -199,7 +260,7 @@ class ServerProcess:
             self.proc.wait(10)
         self.proc = None
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,5 +1,6 @@
 """Issue 19, item 1: what analytics costs the scheduler is counted inside it, by part, as a
 share of the event loop's own CPU, and `dal.status` shows it."""
+
 from __future__ import annotations
 
 from distributed import wait
@@ -26,14 +27,18 @@ class CountTransitions(SchedulerPlugin):
 
 def test_status_accounts_every_part_of_the_cost(sqlite_url):
     with recorded_cluster(sqlite_url, processes=True) as (client, info):
-        client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.add_plugin(CountTransitions()))
+        client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.add_plugin(CountTransitions())
+        )
         futures = client.map(lambda i: i + 1, range(2000))
         wait(futures)
         del futures
         # a profile fetch runs once the computation ended and a cycle passed
         wait_for(lambda: dal.status(client)["profiles_fetched"] >= 1, what="a profile fetch")
         status = dal.status(client)
-        counted = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["count-transitions"].calls)
+        counted = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.plugins["count-transitions"].calls
+        )
     cost = status["cost"]
     assert set(cost["parts"]) == set(PARTS)
     # every transition after our counter arrived is counted (ours came first: it saw more)
@@ -43,6 +48,8 @@ def test_status_accounts_every_part_of_the_cost(sqlite_url):
     assert cost["seconds"] == sum(cost["parts"].values())
     assert 0 < cost["seconds"] < cost["loop_cpu_seconds"]
     assert cost["share"] == cost["seconds"] / cost["loop_cpu_seconds"]
-    assert 0 < cost["transition_us"] and cost["longest_call_ms"] > 0 and cost["longest_part"] in PARTS
+    assert (
+        0 < cost["transition_us"] and cost["longest_call_ms"] > 0 and cost["longest_part"] in PARTS
+    )
     assert cost["threads"]["dask-analytics-shipper"] > 0  # it wrote what the plugin sent
     assert 0 <= cost["gc_seconds"] <= cost["seconds"]

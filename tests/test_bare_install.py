@@ -1,6 +1,7 @@
 """The bare package (no extras) is all a scheduler or worker image needs: with every
 optional dependency unimportable, a real LocalCluster still records its cluster and a
 computation into SQLite, and what needs an extra says which one."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,20 @@ import subprocess
 import sys
 import textwrap
 
-OPTIONAL = ["anywidget", "ipywidgets", "jupyterlab", "jupyter_server", "notebook", "IPython", "bokeh",
-            "cryptography", "pynvml", "psycopg", "playwright", "prometheus_client"]
+OPTIONAL = [
+    "anywidget",
+    "ipywidgets",
+    "jupyterlab",
+    "jupyter_server",
+    "notebook",
+    "IPython",
+    "bokeh",
+    "cryptography",
+    "pynvml",
+    "psycopg",
+    "playwright",
+    "prometheus_client",
+]
 
 # Runs in a fresh interpreter: an import hook refuses the optional modules, as if they
 # were not installed (the same ImportError pip's absence gives).
@@ -51,8 +64,12 @@ SCRIPT = textwrap.dedent("""
 
 def test_the_bare_package_records_a_cluster_without_any_extra(tmp_path):
     url = "sqlite:///" + str(tmp_path / "bare.db")
-    out = subprocess.run([sys.executable, "-c", SCRIPT, url, ",".join(OPTIONAL)], capture_output=True, text=True,
-                         timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, url, ",".join(OPTIONAL)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["cluster"] == "stopped" and result["states"] == ["finished"], result

@@ -4,22 +4,24 @@ Playwright, a notebook that loads the extension and runs a real LocalCluster wor
 One server and one notebook run for the whole module (the views are checked in turn on
 the same page); screenshots of each view go to test-artifacts/.
 """
+
 from __future__ import annotations
 
 import re
 import time
 from pathlib import Path
 
-import pytest
-
-import playwright  # noqa: F401,E402  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
+import playwright  # noqa: F401,E402  (a test extra: a missing one fails the run)
+import pytest
 
 from tests.browser_helpers import CHROMIUM, chromium, jupyter_lab, save  # noqa: E402
 from tests.views_data import build as build_history  # noqa: E402
 
 if not Path(CHROMIUM).exists():  # pragma: no cover
-    pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (scripts/dev test does)", pytrace=False)
+    pytest.fail(
+        f"{CHROMIUM} is missing: apt-get install -y chromium (scripts/dev test does)", pytrace=False
+    )
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -64,7 +66,11 @@ def _notebook(path: Path) -> None:
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, path)
 
 
@@ -90,23 +96,33 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def page(lab):
     with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1440, "height": 1000}, device_scale_factor=2)
+        context = browser.new_context(
+            viewport={"width": 1440, "height": 1000}, device_scale_factor=2
+        )
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(lab.url("lab/tree/demo.ipynb"))
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000)
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000
+        )
         # Wait for the kernel, then run everything.
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        page.wait_for_selector(
+            ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
+        )
         # Not awaited: the command's promise settles only when every cell has run.
         # JupyterLab may ask which kernel to use: the notebook's own (python3).
         page.wait_for_timeout(1500)
         if page.locator(".jp-Dialog .jp-mod-accept").count():
             page.locator(".jp-Dialog .jp-mod-accept").click()
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
-        page.evaluate("() => { window.__ran = window.jupyterapp.commands.execute('notebook:run-all-cells')"
-                      ".then(() => 'ok', e => String(e)); return true; }")
+        page.wait_for_selector(
+            ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
+        )
+        page.evaluate(
+            "() => { window.__ran = window.jupyterapp.commands.execute('notebook:run-all-cells')"
+            ".then(() => 'ok', e => String(e)); return true; }"
+        )
         page.errors = errors  # type: ignore[attr-defined]
         yield page
         context.close()
@@ -114,8 +130,10 @@ def page(lab):
 
 def test_load_ext_says_where_it_records(page):
     out = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea-output")
-    page.wait_for_function("() => document.querySelectorAll('.jp-Cell')[1].innerText.includes('dask-analytics: recording')",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.jp-Cell')[1].innerText.includes('dask-analytics: recording')",
+        timeout=60_000,
+    )
     assert "sqlite:///" in page.locator(".jp-Cell").nth(0).inner_text() + out.first.inner_text()
 
 
@@ -124,8 +142,13 @@ def test_monitor_widget_shows_live_task_groups(page):
     widget.wait_for(timeout=90_000)
     # Live: rows appear while the workload cell is still running.
     page.wait_for_selector(".dal-monitor .dal-taskgroups tr.dal-row", timeout=90_000)
-    page.wait_for_function("() => [...document.querySelectorAll('.jp-OutputArea-output')].some(o => o.innerText.includes('workload done'))", timeout=180_000)
-    page.wait_for_function("() => document.querySelectorAll('.dal-monitor .dal-comp').length >= 3", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-OutputArea-output')].some(o => o.innerText.includes('workload done'))",
+        timeout=180_000,
+    )
+    page.wait_for_function(
+        "() => document.querySelectorAll('.dal-monitor .dal-comp').length >= 3", timeout=30_000
+    )
     # Follows the newest computation: the failing map, whose erred group opens its traceback.
     page.wait_for_selector(".dal-monitor tr.dal-row.erred", timeout=30_000)
     page.locator(".dal-monitor tr.dal-row.erred .dal-err-link").first.click()
@@ -143,10 +166,14 @@ def test_monitor_widget_shows_live_task_groups(page):
 
     # The array computation: many groups in dependency order.
     # Listed by what it ran and the line that made it.
-    array = page.locator(".dal-monitor .dal-comp", has_text="(x + x.T).mean(axis=0).std().compute()").first
+    array = page.locator(
+        ".dal-monitor .dal-comp", has_text="(x + x.T).mean(axis=0).std().compute()"
+    ).first
     assert array.locator(".dal-comp-name").inner_text().startswith("random_sample → ")
     array.click()
-    page.wait_for_function("() => document.querySelectorAll('.dal-monitor tr.dal-row').length >= 5", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.dal-monitor tr.dal-row').length >= 5", timeout=30_000
+    )
     names = page.locator(".dal-monitor .dal-group-name").all_inner_texts()
     assert any(n.startswith("random_sample") for n in names), names
     bar = page.locator(".dal-monitor .dal-bar").first
@@ -177,8 +204,9 @@ def test_flamegraph_renders_zooms_searches_and_hovers(page):
     # Click zooms (the hovered frame: one that is surely there): the breadcrumb grows
     # and "Reset zoom" comes alive.
     page.mouse.click(box["x"] + 30, box["y"] + 18 + 9)
-    page.wait_for_function("() => document.querySelectorAll('.dal-monitor .dal-crumbs a').length >= 2",
-                           timeout=10_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.dal-monitor .dal-crumbs a').length >= 2", timeout=10_000
+    )
     assert page.locator(".dal-monitor button", has_text="Reset zoom").is_enabled()
     page.locator(".dal-monitor button", has_text="Reset zoom").click()
     page.locator(".dal-monitor .dal-flame input[type=search]").fill("getitem")
@@ -193,10 +221,14 @@ def test_code_and_cluster_views(page):
     page.locator(".dal-monitor").screenshot(path=save("code.png"))
     # Where the time went: one bar per task group (of the array computation chosen above).
     page.locator(".dal-monitor .dal-tab", has_text="Time").click()
-    page.wait_for_selector(".dal-monitor .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000)
+    page.wait_for_selector(
+        ".dal-monitor .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000
+    )
     # When and where each task ran: the live kernel's monitor.
     page.locator(".dal-monitor .dal-tab", has_text="Task stream").click()
-    page.wait_for_selector(".dal-monitor .dal-stream .dal-legend span[data-prefix=random_sample]", timeout=30_000)
+    page.wait_for_selector(
+        ".dal-monitor .dal-stream .dal-legend span[data-prefix=random_sample]", timeout=30_000
+    )
     page.locator(".dal-monitor .dal-tab", has_text="Cluster").click()
     page.wait_for_selector(".dal-monitor .dal-kpi", timeout=30_000)
     assert "workers" in page.locator(".dal-monitor .dal-cards").inner_text().lower()
@@ -206,7 +238,9 @@ def test_code_and_cluster_views(page):
     assert kv.evaluate("e => getComputedStyle(e).display") == "grid"
     assert kv.evaluate("e => getComputedStyle(e.querySelector('dt')).float") == "none"
     # Workers over time, live: each worker's memory, drawn while the cluster runs.
-    page.wait_for_selector(".dal-monitor .dal-workers-memory svg path", state="attached", timeout=60_000)
+    page.wait_for_selector(
+        ".dal-monitor .dal-workers-memory svg path", state="attached", timeout=60_000
+    )
     assert page.locator(".dal-monitor .dal-workers-table tr[data-worker]").count() == 2
     page.locator(".dal-monitor").screenshot(path=save("cluster.png"))
     page.locator(".dal-monitor .dal-tab", has_text="Task groups").click()
@@ -235,23 +269,38 @@ def test_cluster_picker_shows_a_past_cluster_and_goes_back(page):
     pop = monitor.locator(".dal-pick-pop")
     pop.wait_for(state="visible", timeout=10_000)
     # This notebook's LocalCluster, then the two recorded before it, newest first.
-    page.wait_for_function("() => document.querySelectorAll('.dal-monitor .dal-pick-opt').length === 3", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.dal-monitor .dal-pick-opt').length === 3", timeout=30_000
+    )
     assert pop.locator(".dal-pick-name").all_inner_texts()[1:] == ["crashed-kernel", "etl-nightly"]
-    assert pop.locator(".dal-pick-opt").first.locator(".dal-pick-home").inner_text() == "this notebook"
-    assert [b.strip() for b in pop.locator(".dal-badge").all_inner_texts()] == ["live", "lost", "stopped"]
+    assert (
+        pop.locator(".dal-pick-opt").first.locator(".dal-pick-home").inner_text() == "this notebook"
+    )
+    assert [b.strip() for b in pop.locator(".dal-badge").all_inner_texts()] == [
+        "live",
+        "lost",
+        "stopped",
+    ]
     page.keyboard.press("ArrowDown")
     page.keyboard.press("ArrowDown")
-    assert page.evaluate("() => document.activeElement.dataset.cluster") == \
-        pop.locator(".dal-pick-opt", has_text="etl-nightly").get_attribute("data-cluster")
+    assert page.evaluate("() => document.activeElement.dataset.cluster") == pop.locator(
+        ".dal-pick-opt", has_text="etl-nightly"
+    ).get_attribute("data-cluster")
     page.keyboard.press("Enter")
-    page.wait_for_function("() => [...document.querySelectorAll('.dal-monitor .dal-comp-name')]"
-                           ".some(e => e.textContent === 'read_parquet → groupby-agg')", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.dal-monitor .dal-comp-name')]"
+        ".some(e => e.textContent === 'read_parquet → groupby-agg')",
+        timeout=30_000,
+    )
     monitor.locator("tr.dal-row[data-group='parse-5f6a7b8c9d']").wait_for(timeout=30_000)
     assert monitor.locator(".dal-header .dal-badge").inner_text().strip() == "stopped"
     monitor.screenshot(path=save("monitor-cluster-picker-lab.png"))
     monitor.locator(".dal-pick-back").click()
-    page.wait_for_function("() => [...document.querySelectorAll('.dal-monitor .dal-comp-code')]"
-                           ".some(e => e.textContent.includes('(x + x.T).mean(axis=0).std().compute()'))", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.dal-monitor .dal-comp-code')]"
+        ".some(e => e.textContent.includes('(x + x.T).mean(axis=0).std().compute()'))",
+        timeout=30_000,
+    )
     assert monitor.locator(".dal-header .dal-badge").inner_text().strip() == "live"
 
 
@@ -280,12 +329,18 @@ def test_sidebar_lists_the_cluster_and_opens_a_computation(page):
     assert "/dask-analytics/reports/" in link.get_attribute("href")
     # The Time tab in the panel: the array computation's groups, one bar each.
     panel.locator(".dal-tab", has_text="Time").click()
-    page.wait_for_selector(".dal-lab-panel .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000)
+    page.wait_for_selector(
+        ".dal-lab-panel .dal-time-row[data-prefix=random_sample] .dal-time-seg", timeout=30_000
+    )
     panel.locator(".dal-tab", has_text="Task stream").click()
-    page.wait_for_selector(".dal-lab-panel .dal-stream .dal-legend span[data-prefix=random_sample]", timeout=30_000)
+    page.wait_for_selector(
+        ".dal-lab-panel .dal-stream .dal-legend span[data-prefix=random_sample]", timeout=30_000
+    )
     # The Cluster tab's Workers over time, read through the Jupyter server's API.
     panel.locator(".dal-tab", has_text="Cluster").click()
-    page.wait_for_selector(".dal-lab-panel .dal-workers-memory svg path", state="attached", timeout=30_000)
+    page.wait_for_selector(
+        ".dal-lab-panel .dal-workers-memory svg path", state="attached", timeout=30_000
+    )
     assert panel.locator(".dal-workers-table tr[data-worker]").count() == 2
     panel.locator(".dal-tab", has_text="Task groups").click()
 
@@ -313,16 +368,25 @@ def test_sidebar_shows_stopped_and_lost_clusters_as_the_store_says(page):
     page.keyboard.press("Enter")
     stopped.locator(".dal-comp").first.wait_for(timeout=30_000)
     assert stopped.locator(".dal-cl-head").get_attribute("aria-expanded") == "true"
-    page.wait_for_function("() => document.activeElement.matches('.dal-cl-head')"
-                           " && document.activeElement.innerText.includes('etl-nightly')")
+    page.wait_for_function(
+        "() => document.activeElement.matches('.dal-cl-head')"
+        " && document.activeElement.innerText.includes('etl-nightly')"
+    )
     page.keyboard.press("ArrowDown")
-    assert page.evaluate("() => document.activeElement.matches('#dask-analytics-sidebar .dal-comp')")
+    assert page.evaluate(
+        "() => document.activeElement.matches('#dask-analytics-sidebar .dal-comp')"
+    )
     parse = stopped.locator(".dal-comp", has_text="load → parse")
-    assert "client.gather(client.map(parse, records))" in parse.locator(".dal-comp-code").inner_text()
+    assert (
+        "client.gather(client.map(parse, records))" in parse.locator(".dal-comp-code").inner_text()
+    )
     segments = parse.locator(".dal-mini").evaluate("b => [...b.children].map(s => s.className)")
     assert segments == ["seg-done", "seg-erred", "seg-not-run"], segments
     assert "500 erred" in parse.inner_text() and "200 never ran" in parse.inner_text()
-    assert "df.groupby(\"k\").x.mean().compute()" in stopped.locator(".dal-comp", has_text="read_parquet → groupby-agg").inner_text()
+    assert (
+        'df.groupby("k").x.mean().compute()'
+        in stopped.locator(".dal-comp", has_text="read_parquet → groupby-agg").inner_text()
+    )
     sidebar.screenshot(path=save("lab-sidebar-history.png"))
 
 
@@ -346,7 +410,6 @@ def test_kernel_restart_ends_the_cluster_and_keeps_its_record(page, lab):
     it read before the restart (none turns lost, no failure appears)."""
     import dask_analytics_lab as dal
     from dask_analytics_lab.api import close_readers
-
     from tests.waiting import wait_for
 
     store = lab.env["DASK_ANALYTICS__STORE"]
@@ -366,8 +429,10 @@ def test_kernel_restart_ends_the_cluster_and_keeps_its_record(page, lab):
     }""")
     (cluster,) = [c for c in dal.list_clusters(store=store) if c["status"] == "live"]
     cid = cluster["cluster_id"]
-    before = {c["computation_id"]: (c["state"], c["n_done"], c["n_erred"])
-              for c in dal.list_computations(cid, store=store)}
+    before = {
+        c["computation_id"]: (c["state"], c["n_done"], c["n_erred"])
+        for c in dal.list_computations(cid, store=store)
+    }
     failures = sum(f["count"] for f in dal.list_exceptions(cid, store=store, limit=None))
     close_readers()
     sidebar = page.locator("#dask-analytics-sidebar")
@@ -386,15 +451,22 @@ def test_kernel_restart_ends_the_cluster_and_keeps_its_record(page, lab):
         }
         throw new Error('the notebook is not open');
     }""")
-    page.wait_for_function(f"() => document.querySelector(\"#dask-analytics-sidebar .dal-cl-head[data-cluster='{cid}']\")"
-                           ".dataset.status !== 'live'", timeout=60_000)
+    page.wait_for_function(
+        f"() => document.querySelector(\"#dask-analytics-sidebar .dal-cl-head[data-cluster='{cid}']\")"
+        ".dataset.status !== 'live'",
+        timeout=60_000,
+    )
     status = head.get_attribute("data-status")
     sidebar.screenshot(path=save("lab-sidebar-after-restart.png"))
-    row = wait_for(lambda: (r := dal.get_cluster(cid, store=store))["status"] != "live" and r,
-                   what="the store to say the cluster ended")
+    row = wait_for(
+        lambda: (r := dal.get_cluster(cid, store=store))["status"] != "live" and r,
+        what="the store to say the cluster ended",
+    )
     assert row["status"] == status == "stopped", (row["status"], status)
-    after = {c["computation_id"]: (c["state"], c["n_done"], c["n_erred"])
-             for c in dal.list_computations(cid, store=store)}
+    after = {
+        c["computation_id"]: (c["state"], c["n_done"], c["n_erred"])
+        for c in dal.list_computations(cid, store=store)
+    }
     assert after == before
     assert sum(f["count"] for f in dal.list_exceptions(cid, store=store, limit=None)) == failures
     close_readers()

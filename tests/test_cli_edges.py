@@ -1,6 +1,7 @@
 """The rough edges a new user meets in `dask analytics ...` (issue 23, item 5): --store
 on either side of the subcommand, short ids, no store made by a read, one line and exit
 status 2 for every expected error, durations as the views print them."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import dask.config
 import pytest
 
 from dask_analytics_lab import cli
-from dask_analytics_lab.figures import duration
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.figures import duration
 from dask_analytics_lab.store import open_store
 
 from .factories import Cluster, group
@@ -39,11 +40,17 @@ def store_file(tmp_path):
     with open_store(url) as store:
         c, other = Cluster(CLUSTER), Cluster(OTHER_CLUSTER)
         groups = [group("load", n_tasks=10), group("sum", n_tasks=2)]
-        store.ingest([c.cluster(), other.cluster(name="other"),
-                      c.computation(FIRST, groups=groups, fingerprint="fp", stop=c.t + 75),
-                      c.computation(TWIN, groups=groups, fingerprint="fp", stop=c.t + 239.6),
-                      c.computation(LONE, state="erred", groups=groups, fingerprint="fp"),
-                      c.exception(LONE, "load"), other.computation("0123456789-other")])
+        store.ingest(
+            [
+                c.cluster(),
+                other.cluster(name="other"),
+                c.computation(FIRST, groups=groups, fingerprint="fp", stop=c.t + 75),
+                c.computation(TWIN, groups=groups, fingerprint="fp", stop=c.t + 239.6),
+                c.computation(LONE, state="erred", groups=groups, fingerprint="fp"),
+                c.exception(LONE, "load"),
+                other.computation("0123456789-other"),
+            ]
+        )
     yield url
     close_readers()
 
@@ -87,7 +94,9 @@ def test_a_unique_prefix_is_taken_wherever_an_id_is(store_file, capsys):
     assert code == 0 and "ValueError" in out
     code, out, _ = main(capsys, "--store", store_file, "runs", FIRST[:10])
     assert code == 0 and len(out.splitlines()) == 2 + 3
-    code, out, _ = main(capsys, "--store", store_file, "compare", TWIN[:10], "--baseline", FIRST[:12], "--json")
+    code, out, _ = main(
+        capsys, "--store", store_file, "compare", TWIN[:10], "--baseline", FIRST[:12], "--json"
+    )
     result = json.loads(out)
     assert (result["computation_id"], result["baseline_id"]) == (TWIN, FIRST)
 
@@ -101,8 +110,17 @@ def test_an_ambiguous_or_too_short_prefix_is_a_clear_error(store_file, capsys):
 
 def test_reading_commands_never_create_a_store(tmp_path, capsys):
     missing = tmp_path / "typo" / "analytics.db"
-    for args in (["clusters"], ["computations"], ["exceptions"], ["events"], ["costs"], ["runs", LONE],
-                 ["compare", LONE], ["explain", LONE], ["export"]):
+    for args in (
+        ["clusters"],
+        ["computations"],
+        ["exceptions"],
+        ["events"],
+        ["costs"],
+        ["runs", LONE],
+        ["compare", LONE],
+        ["explain", LONE],
+        ["export"],
+    ):
         err = one_line_error(*main(capsys, "--store", str(missing), *args))
         assert str(missing) in err and "dask analytics where" in err, (args, err)
     assert not missing.parent.exists()
@@ -110,27 +128,75 @@ def test_reading_commands_never_create_a_store(tmp_path, capsys):
 
 def test_durations_read_as_in_the_views(store_file, capsys):
     code, out, _ = main(capsys, "--store", store_file, "computations")
-    took = {ident: line for line in out.splitlines()[2:] for ident in (FIRST, TWIN) if ident.startswith(line.split()[0])}
+    took = {
+        ident: line
+        for line in out.splitlines()[2:]
+        for ident in (FIRST, TWIN)
+        if ident.startswith(line.split()[0])
+    }
     assert "1m 15s" in took[FIRST] and "4m 00s" in took[TWIN], out
 
 
 def test_the_cli_and_the_views_format_a_duration_alike(tmp_path):
     """figures.duration against js/common/format.ts `duration`, the one the views use."""
-    values = [0, 4e-7, 0.0004, 0.0125, 0.5, 0.9996, 1, 1.234, 9.999, 12.34, 59.94, 59.96, 75, 239.6, 599.5,
-              3599.4, 3600, 5400, 86399, 172799, 172800, 3 * 86400 + 4 * 3600 + 59, -1, 1e7]
+    values = [
+        0,
+        4e-7,
+        0.0004,
+        0.0125,
+        0.5,
+        0.9996,
+        1,
+        1.234,
+        9.999,
+        12.34,
+        59.94,
+        59.96,
+        75,
+        239.6,
+        599.5,
+        3599.4,
+        3600,
+        5400,
+        86399,
+        172799,
+        172800,
+        3 * 86400 + 4 * 3600 + 59,
+        -1,
+        1e7,
+    ]
     bundle = tmp_path / "format.mjs"
-    subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), str(ROOT / "js" / "common" / "format.ts"),
-                    "--bundle", "--format=esm", f"--outfile={bundle}", "--log-level=error"], check=True, timeout=120)
-    script = (f"import {{ duration }} from {json.dumps(bundle.as_uri())};"
-              f"console.log(JSON.stringify({json.dumps(values)}.map(duration)))")
-    out = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, check=True,
-                         timeout=60)
+    subprocess.run(
+        [
+            str(ROOT / "node_modules" / ".bin" / "esbuild"),
+            str(ROOT / "js" / "common" / "format.ts"),
+            "--bundle",
+            "--format=esm",
+            f"--outfile={bundle}",
+            "--log-level=error",
+        ],
+        check=True,
+        timeout=120,
+    )
+    script = (
+        f"import {{ duration }} from {json.dumps(bundle.as_uri())};"
+        f"console.log(JSON.stringify({json.dumps(values)}.map(duration)))"
+    )
+    out = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert [duration(v) for v in values] == json.loads(out.stdout)
 
 
 def test_no_traceback_for_a_missing_driver(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as where psycopg is not installed
-    err = one_line_error(*main(capsys, "--store", "postgresql://ann@127.0.0.1:1/analytics", "clusters"))
+    err = one_line_error(
+        *main(capsys, "--store", "postgresql://ann@127.0.0.1:1/analytics", "clusters")
+    )
     assert "pip install 'dask-analytics-lab[postgresql]'" in err
 
 
@@ -151,8 +217,13 @@ def test_no_traceback_for_a_missing_or_refused_token(team_server, token):
     env = {**os.environ, "DASK_ANALYTICS__TOKEN": token or ""}
     if token is None:
         env.pop("DASK_ANALYTICS__TOKEN")
-    out = subprocess.run([sys.executable, "-m", "dask_analytics_lab.cli", "--store", team_server.url, "clusters"],
-                         capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-m", "dask_analytics_lab.cli", "--store", team_server.url, "clusters"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )
     err = one_line_error(out.returncode, out.stdout, out.stderr)
     assert "analytics.token" in err and "dask analytics token create" in err
 

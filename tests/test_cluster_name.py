@@ -1,4 +1,5 @@
 """An unnamed cluster is recorded under the notebook or script that made it and its start time."""
+
 from __future__ import annotations
 
 import re
@@ -41,11 +42,17 @@ def test_random_cluster_names_count_as_none():
     assert not config.is_unnamed("nightly-etl") and not config.is_unnamed("3F9A0C1E-prod")
 
 
-def recorded_name(store: str, *, cluster_name: str | None = None, settings: dict | None = None) -> tuple[str, float]:
+def recorded_name(
+    store: str, *, cluster_name: str | None = None, settings: dict | None = None
+) -> tuple[str, float]:
     kwargs = {"name": cluster_name} if cluster_name else {}
     with dask.config.set({**FAST, **(settings or {})}):
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
-                          **kwargs) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0", **kwargs
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             info = dal.register(client, store=store)
             dal.flush(client)
             started = cluster.scheduler.time_started
@@ -68,16 +75,28 @@ def test_script_name_outside_jupyter(sqlite_url, monkeypatch):
 def test_real_cluster_name_and_analytics_name_win(sqlite_url, monkeypatch):
     monkeypatch.setenv("JPY_SESSION_NAME", "analysis.ipynb")
     assert recorded_name(sqlite_url, cluster_name="nightly-etl")[0] == "nightly-etl"
-    assert recorded_name(sqlite_url, cluster_name="nightly-etl",
-                         settings={"analytics.name": "team-x"})[0] == "team-x"
+    assert (
+        recorded_name(
+            sqlite_url, cluster_name="nightly-etl", settings={"analytics.name": "team-x"}
+        )[0]
+        == "team-x"
+    )
 
 
 def test_preloaded_scheduler_gets_a_readable_name(tmp_path, monkeypatch):
     store = str(tmp_path / "analytics.db")
     monkeypatch.setenv("JPY_SESSION_NAME", "etl.ipynb")
     with dask.config.set({**FAST, "analytics.store": store}):
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
-                          scheduler_kwargs={"preload": ["dask_analytics_lab"]}) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=1,
+                threads_per_worker=1,
+                processes=False,
+                dashboard_address=":0",
+                scheduler_kwargs={"preload": ["dask_analytics_lab"]},
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             dal.flush(client)
             cluster_id = cluster.scheduler.id
     assert re.fullmatch("etl.ipynb " + STAMP, dal.get_cluster(cluster_id, store=store)["name"])

@@ -5,14 +5,14 @@ A real SQLite store filled through its own ingest (tests/views_data.py, plus a l
 cluster of this test's own), read by the real MonitorWidget feed; and the same through a
 team server (the remote reader).
 """
+
 from __future__ import annotations
 
 import itertools
 import time
 
-import pytest
-
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
+import pytest
 
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.messages import make
@@ -27,8 +27,14 @@ pytestmark = pytest.mark.timeout(120)
 HOSTILE = '<img src=x onerror="window.__xss=1">'
 
 
-def live_cluster(url: str, *, name: str = HOSTILE, cluster_id: str = "tcp://10.0.0.9:8786-live-now",
-                 computation: str = "comp-live-sum", user: str = "bob") -> str:
+def live_cluster(
+    url: str,
+    *,
+    name: str = HOSTILE,
+    cluster_id: str = "tcp://10.0.0.9:8786-live-now",
+    computation: str = "comp-live-sum",
+    user: str = "bob",
+) -> str:
     """A live cluster started a minute ago (a long heartbeat interval keeps it live while
     the tests run), with one finished computation and a cluster-wide profile."""
     now = time.time()
@@ -38,23 +44,77 @@ def live_cluster(url: str, *, name: str = HOSTILE, cluster_id: str = "tcp://10.0
         return make(cluster_id, next(seq), kind, t, data)
 
     msgs = [
-        msg("cluster", now - 60, {
-            "name": name, "address": "tcp://10.0.0.9:8786", "user": user, "account": "default",
-            "started": now - 60, "price_per_core_hour": 0.05,
-            "versions": {"python": "3.11.7", "dask": "2026.8.0", "distributed": "2026.8.0"},
-            "platform": {"arch": "x86_64", "os": "Linux", "python": "3.11.7"},
-            "settings": {"interval": 600.0, "code_transmit": True, "profile_transmit": True, "events_allow": []}}),
-        msg("cluster_sample", now - 30, {
-            "n_workers": 2, "n_threads": 4, "memory_used": 2**30, "memory_total": 2**33, "processing": 0,
-            "worker_seconds": 60.0, "core_seconds": 120.0, "cost": 0.01, "idle_since": None,
-            "last_activity": now - 30, "dropped_messages": 0}),
-        msg("computation", now - 20, {
-            "id": computation, "start": now - 25, "stop": now - 20, "state": "finished",
-            "label": "ones → sum", "code_line": "x.sum().compute()", "code": [], "code_frames": [],
-            "totals": {"n_tasks": 20, "n_groups": 2, "n_done": 20, "n_erred": 0, "n_not_run": 0,
-                       "compute": 10.0, "transfer": 0.1, "disk": 0.0, "nbytes": 160000},
-            "groups": [group("ones-aaa", n_tasks=16), group("sum-bbb", n_tasks=4, dependencies=["ones-aaa"])]}),
-        msg("profile", now - 19, {"computation_id": computation, "tree": tree("main", "ones"), "count": 1}),
+        msg(
+            "cluster",
+            now - 60,
+            {
+                "name": name,
+                "address": "tcp://10.0.0.9:8786",
+                "user": user,
+                "account": "default",
+                "started": now - 60,
+                "price_per_core_hour": 0.05,
+                "versions": {"python": "3.11.7", "dask": "2026.8.0", "distributed": "2026.8.0"},
+                "platform": {"arch": "x86_64", "os": "Linux", "python": "3.11.7"},
+                "settings": {
+                    "interval": 600.0,
+                    "code_transmit": True,
+                    "profile_transmit": True,
+                    "events_allow": [],
+                },
+            },
+        ),
+        msg(
+            "cluster_sample",
+            now - 30,
+            {
+                "n_workers": 2,
+                "n_threads": 4,
+                "memory_used": 2**30,
+                "memory_total": 2**33,
+                "processing": 0,
+                "worker_seconds": 60.0,
+                "core_seconds": 120.0,
+                "cost": 0.01,
+                "idle_since": None,
+                "last_activity": now - 30,
+                "dropped_messages": 0,
+            },
+        ),
+        msg(
+            "computation",
+            now - 20,
+            {
+                "id": computation,
+                "start": now - 25,
+                "stop": now - 20,
+                "state": "finished",
+                "label": "ones → sum",
+                "code_line": "x.sum().compute()",
+                "code": [],
+                "code_frames": [],
+                "totals": {
+                    "n_tasks": 20,
+                    "n_groups": 2,
+                    "n_done": 20,
+                    "n_erred": 0,
+                    "n_not_run": 0,
+                    "compute": 10.0,
+                    "transfer": 0.1,
+                    "disk": 0.0,
+                    "nbytes": 160000,
+                },
+                "groups": [
+                    group("ones-aaa", n_tasks=16),
+                    group("sum-bbb", n_tasks=4, dependencies=["ones-aaa"]),
+                ],
+            },
+        ),
+        msg(
+            "profile",
+            now - 19,
+            {"computation_id": computation, "tree": tree("main", "ones"), "count": 1},
+        ),
     ]
     store = open_store(url)
     try:
@@ -100,10 +160,18 @@ def test_picker_lists_recorded_clusters_newest_first_with_status(store):
     w = ticks(MonitorWidget(live, store=url, start=False))
     try:
         listed = [(c["cluster_id"], c["name"], c["status"]) for c in w.clusters]
-        assert listed == [(live, HOSTILE, "live"), (sc.lost["cluster_id"], "crashed-kernel", "lost"),
-                          (sc.stopped["cluster_id"], "etl-nightly", "stopped")]
+        assert listed == [
+            (live, HOSTILE, "live"),
+            (sc.lost["cluster_id"], "crashed-kernel", "lost"),
+            (sc.stopped["cluster_id"], "etl-nightly", "stopped"),
+        ]
         assert all(c["started"] for c in w.clusters)
-        assert w.home == {"cluster_id": live, "follow": False, "label": "the cluster it opened on", "tag": "opened here"}
+        assert w.home == {
+            "cluster_id": live,
+            "follow": False,
+            "label": "the cluster it opened on",
+            "tag": "opened here",
+        }
     finally:
         w.close()
 
@@ -158,7 +226,11 @@ def test_following_the_newest_and_back_to_it(store):
         assert computations(w) == {sc.lost["train"]} and w.computation["state"] == "lost"
         w.show_cluster()  # back: follows the newest again
         ticks(w)
-        assert w.follow_cluster is True and w.cluster_id == live and computations(w) == {"comp-live-sum"}
+        assert (
+            w.follow_cluster is True
+            and w.cluster_id == live
+            and computations(w) == {"comp-live-sum"}
+        )
     finally:
         w.close()
 
@@ -167,7 +239,10 @@ def test_opened_on_a_computation_goes_back_to_its_cluster(store):
     url, sc, live = store
     w = ticks(MonitorWidget(computation_id=sc.stopped["early"], store=url, start=False))
     try:
-        assert w.cluster_id == sc.stopped["cluster_id"] and w.home["cluster_id"] == sc.stopped["cluster_id"]
+        assert (
+            w.cluster_id == sc.stopped["cluster_id"]
+            and w.home["cluster_id"] == sc.stopped["cluster_id"]
+        )
         assert w.computation_id == sc.stopped["early"]  # the one asked for, kept
         w.show_cluster(live)
         ticks(w)
@@ -196,8 +271,12 @@ def test_opening_the_picker_reads_the_list_now(tmp_path):
     w = ticks(MonitorWidget(first, store=url, start=False))
     try:
         assert [c["name"] for c in w.clusters] == ["first"]
-        other = live_cluster(url, name="just-started", cluster_id="tcp://10.0.0.10:8786-newer",
-                             computation="comp-newer")
+        other = live_cluster(
+            url,
+            name="just-started",
+            cluster_id="tcp://10.0.0.10:8786-newer",
+            computation="comp-newer",
+        )
         w.refresh()
         assert [c["name"] for c in w.clusters] == ["first"]  # read now and then, not every tick...
         w._handle_custom_msg({"type": "clusters"}, [])  # ...and at once when the picker opens
@@ -220,7 +299,11 @@ def test_picker_over_a_team_server(store):
             w.set_state({"follow_cluster": False, "cluster_id": sc.stopped["cluster_id"]})
             ticks(w)
             assert w.cluster["name"] == "etl-nightly"
-            assert computations(w) == {sc.stopped["groupby"], sc.stopped["parse"], sc.stopped["early"]}
+            assert computations(w) == {
+                sc.stopped["groupby"],
+                sc.stopped["parse"],
+                sc.stopped["early"],
+            }
             assert groups(w) == {"load-0a1b2c3d4e", "parse-5f6a7b8c9d", "store-1c2d3e4f5a"}
         finally:
             w.close()

@@ -9,16 +9,16 @@ back as that cluster's history.
 
 Screenshot: test-artifacts/views-widget-cluster-picker.png (docs/img/monitor-cluster-picker.png).
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import shutil
 
-import pytest
-
-import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
+import playwright  # noqa: F401  (a test extra: a missing one fails the run)
+import pytest
 
 from dask_analytics_lab.api import close_readers
 from tests.browser_helpers import save, static_server
@@ -103,7 +103,10 @@ def monitor_page(browser, harness: str, widget):
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on(
+        "console",
+        lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+    )
 
     def kernel(call: dict) -> dict:
         """One round trip to the widget: the page's changes and messages in, its state out."""
@@ -113,7 +116,9 @@ def monitor_page(browser, harness: str, widget):
             widget._handle_custom_msg(call["msg"], [])
         widget.refresh()
         assert not widget.error, widget.error
-        state = {k: v for k, v in widget.get_state().items() if not k.startswith("_") and k != "layout"}
+        state = {
+            k: v for k, v in widget.get_state().items() if not k.startswith("_") and k != "layout"
+        }
         return json.loads(json.dumps(state))
 
     page.expose_function("kernel", kernel)
@@ -145,8 +150,13 @@ def test_picker_lists_clusters_and_switches_every_tab(page, scenario):
     monitor = page.locator(".dal-monitor")
     button = monitor.locator(".dal-pick-btn")
     # The live cluster's hostile name is the button's text, not markup.
-    page.wait_for_function("name => document.querySelector('.dal-pick-btn .dal-title')?.textContent === name", arg=HOSTILE)
-    page.wait_for_function("() => [...document.querySelectorAll('.dal-side .dal-comp-name')].some(e => e.textContent === 'ones → sum')")
+    page.wait_for_function(
+        "name => document.querySelector('.dal-pick-btn .dal-title')?.textContent === name",
+        arg=HOSTILE,
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.dal-side .dal-comp-name')].some(e => e.textContent === 'ones → sum')"
+    )
     assert monitor.locator(".dal-header .dal-badge").inner_text().strip() == "live"
     assert not monitor.locator(".dal-pick-back").is_visible()  # on the cluster it opened on
     _no_injected_html(page)
@@ -159,10 +169,21 @@ def test_picker_lists_clusters_and_switches_every_tab(page, scenario):
     assert button.get_attribute("aria-expanded") == "true"
     options = pop.locator(".dal-pick-opt[role=option]")
     page.wait_for_function("() => document.querySelectorAll('.dal-pick-opt').length === 3")
-    assert options.locator(".dal-pick-name").all_inner_texts() == [HOSTILE, "crashed-kernel", "etl-nightly"]
-    assert [b.strip() for b in options.locator(".dal-badge").all_inner_texts()] == ["live", "lost", "stopped"]
+    assert options.locator(".dal-pick-name").all_inner_texts() == [
+        HOSTILE,
+        "crashed-kernel",
+        "etl-nightly",
+    ]
+    assert [b.strip() for b in options.locator(".dal-badge").all_inner_texts()] == [
+        "live",
+        "lost",
+        "stopped",
+    ]
     assert [options.nth(i).get_attribute("data-cluster") for i in range(3)] == [
-        live, sc.lost["cluster_id"], sc.stopped["cluster_id"]]
+        live,
+        sc.lost["cluster_id"],
+        sc.stopped["cluster_id"],
+    ]
     assert options.nth(0).get_attribute("aria-selected") == "true"
     assert options.nth(0).locator(".dal-pick-home").inner_text() == "opened here"
     assert all("started " in t for t in options.locator(".dal-pick-meta").all_inner_texts())
@@ -177,8 +198,14 @@ def test_picker_lists_clusters_and_switches_every_tab(page, scenario):
     page.keyboard.press("Enter")
     pop.wait_for(state="hidden")
     assert page.evaluate("() => document.activeElement.classList.contains('dal-pick-btn')")
-    page.wait_for_function("() => [...document.querySelectorAll('.dal-side .dal-comp-name')].some(e => e.textContent === 'read_parquet → groupby-agg')")
-    assert sorted(_names(page)) == ["from_pandas → sum", "load → parse", "read_parquet → groupby-agg"]
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.dal-side .dal-comp-name')].some(e => e.textContent === 'read_parquet → groupby-agg')"
+    )
+    assert sorted(_names(page)) == [
+        "from_pandas → sum",
+        "load → parse",
+        "read_parquet → groupby-agg",
+    ]
     assert button.locator(".dal-title").inner_text() == "etl-nightly"
     assert monitor.locator(".dal-header .dal-badge").inner_text().strip() == "stopped"
     # Task groups: its newest computation's (load → parse), with its failure.
@@ -189,7 +216,9 @@ def test_picker_lists_clusters_and_switches_every_tab(page, scenario):
     monitor.locator("tr.dal-row[data-group='read_parquet-1a2b3c4d5e']").wait_for()
     # The cluster tab: that cluster, its peak size.
     monitor.locator(".dal-tab", has_text="Cluster").click()
-    page.wait_for_function("() => /PEAK WORKERS\\s+4/i.test(document.querySelector('.dal-cluster .dal-cards')?.innerText || '')")
+    page.wait_for_function(
+        "() => /PEAK WORKERS\\s+4/i.test(document.querySelector('.dal-cluster .dal-cards')?.innerText || '')"
+    )
     monitor.locator(".dal-tab", has_text="Task groups").click()
 
     # A click opens it again; typing filters; Enter takes the one match.
@@ -199,7 +228,9 @@ def test_picker_lists_clusters_and_switches_every_tab(page, scenario):
     page.wait_for_function("() => document.querySelectorAll('.dal-pick-opt').length === 1")
     assert pop.locator(".dal-pick-opt .dal-pick-name").inner_text() == "crashed-kernel"
     page.keyboard.press("Enter")
-    page.wait_for_function("() => [...document.querySelectorAll('.dal-side .dal-comp-name')].some(e => e.textContent === 'random_sample → fit')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.dal-side .dal-comp-name')].some(e => e.textContent === 'random_sample → fit')"
+    )
     assert _names(page) == ["random_sample → fit"]
     assert monitor.locator(".dal-header .dal-badge").inner_text().strip() == "lost"
 
@@ -207,8 +238,13 @@ def test_picker_lists_clusters_and_switches_every_tab(page, scenario):
     back = monitor.locator(".dal-pick-back")
     assert back.is_visible() and back.inner_text() == "↩ Back to the cluster it opened on"
     back.click()
-    page.wait_for_function("() => [...document.querySelectorAll('.dal-side .dal-comp-name')].map(e => e.textContent).join() === 'ones → sum'")
-    page.wait_for_function("name => document.querySelector('.dal-pick-btn .dal-title').textContent === name", arg=HOSTILE)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.dal-side .dal-comp-name')].map(e => e.textContent).join() === 'ones → sum'"
+    )
+    page.wait_for_function(
+        "name => document.querySelector('.dal-pick-btn .dal-title').textContent === name",
+        arg=HOSTILE,
+    )
     monitor.locator("tr.dal-row[data-group='ones-aaa']").wait_for()
     assert not back.is_visible()
     _no_injected_html(page)
@@ -230,7 +266,9 @@ def test_escape_and_a_click_elsewhere_close_the_picker(page):
     pop.wait_for(state="visible")
     monitor.locator(".dal-header .dal-where").click()  # beside the list, not under it
     pop.wait_for(state="hidden")
-    assert page.evaluate("() => window.model.get('cluster_id')") == page.evaluate("() => window.model.get('home').cluster_id")
+    assert page.evaluate("() => window.model.get('cluster_id')") == page.evaluate(
+        "() => window.model.get('home').cluster_id"
+    )
 
 
 def test_docs_figure_of_the_picker(browser, harness, tmp_path):
@@ -239,11 +277,15 @@ def test_docs_figure_of_the_picker(browser, harness, tmp_path):
 
     url = f"sqlite:///{tmp_path / 'analytics.db'}"
     build(url)
-    live = live_cluster(url, name="LocalCluster-ann", cluster_id="tcp://127.0.0.1:8786-ann", user="ann")
+    live = live_cluster(
+        url, name="LocalCluster-ann", cluster_id="tcp://127.0.0.1:8786-ann", user="ann"
+    )
     w = MonitorWidget(live, store=url, start=False, home_label="this notebook")
     try:
         with monitor_page(browser, harness, w) as page:
-            page.wait_for_function("() => document.querySelectorAll('.dal-taskgroups tr.dal-row').length === 2")
+            page.wait_for_function(
+                "() => document.querySelectorAll('.dal-taskgroups tr.dal-row').length === 2"
+            )
             page.locator(".dal-pick-btn").click()
             page.wait_for_function("() => document.querySelectorAll('.dal-pick-opt').length === 3")
             assert page.locator(".dal-pick-opt .dal-pick-home").inner_text() == "this notebook"

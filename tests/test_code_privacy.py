@@ -2,6 +2,7 @@
 server: another account's code by hash, code at rest in the database (snippets and
 reports, server and embedded store), reports that ignored the privacy switches, and
 the code key (not in argv, kept apart from the database, a lost key said plainly)."""
+
 from __future__ import annotations
 
 import gzip
@@ -22,9 +23,9 @@ import dask_analytics_lab as dal
 from dask_analytics_lab import codecrypt
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import list_performance_reports, performance_report
+from dask_analytics_lab.server.tokens import new_token, token_hash
 from dask_analytics_lab.store import open_store
 from dask_analytics_lab.store.team import TeamStore
-from dask_analytics_lab.server.tokens import new_token, token_hash
 
 from .cluster_helpers import recorded_cluster
 from .server_helpers import Cluster, ServerThread, free_port, request
@@ -68,18 +69,26 @@ def raw_dump(url: str) -> str:
 
 
 def report_body(secret: str) -> dict:
-    return {"html": f"<html><body><pre>df.sum()  # {secret}</pre></body></html>", "filename": "r.html",
-            "private": False,
-            "twin": {"summary": {"n_tasks": 1, "code": f"df.sum()  # {secret}"},
-                     "profile": {"count": 1, "description": {"line": f"x = '{secret}'"}, "children": {}},
-                     "task_groups": [], "task_stream": []}}
+    return {
+        "html": f"<html><body><pre>df.sum()  # {secret}</pre></body></html>",
+        "filename": "r.html",
+        "private": False,
+        "twin": {
+            "summary": {"n_tasks": 1, "code": f"df.sum()  # {secret}"},
+            "profile": {"count": 1, "description": {"line": f"x = '{secret}'"}, "children": {}},
+            "task_groups": [],
+            "task_stream": [],
+        },
+    }
 
 
 def add_token(url: str, account: str, user: str = "ann") -> str:
     store = open_store(url)
     try:
         token_id, token = new_token()
-        TeamStore(store).add_token(token_id=token_id, token_hash=token_hash(token), account=account, user=user)
+        TeamStore(store).add_token(
+            token_id=token_id, token_hash=token_hash(token), account=account, user=user
+        )
         return token
     finally:
         store.close()
@@ -92,18 +101,34 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"server-{self.port}.log"
-        self.cmd = [sys.executable, "-m", "dask_analytics_lab.server", "server", "--db", db,
-                    "--port", str(self.port), *args]
-        self.env = {**{k: v for k, v in os.environ.items() if k != codecrypt.CODE_KEY_ENV},
-                    "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "dask_analytics_lab.server",
+            "server",
+            "--db",
+            db,
+            "--port",
+            str(self.port),
+            *args,
+        ]
+        self.env = {
+            **{k: v for k, v in os.environ.items() if k != codecrypt.CODE_KEY_ENV},
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Server":
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log.open("w"), stderr=subprocess.STDOUT, env=self.env)
+    def start(self) -> Server:
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=self.log.open("w"), stderr=subprocess.STDOUT, env=self.env
+        )
         deadline = time.monotonic() + 60
         while "dask-analytics server at" not in self.output():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start ({self.proc.poll()}): {self.output()[-3000:]}")
+                raise RuntimeError(
+                    f"server did not start ({self.proc.poll()}): {self.output()[-3000:]}"
+                )
             time.sleep(0.1)
         return self
 
@@ -115,7 +140,7 @@ class Server:
             self.proc.terminate()
             self.proc.wait(20)
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -124,8 +149,11 @@ class Server:
 
 def user_dirs(tmp: Path) -> dict:
     """HOME and the XDG folders of a fresh user under tmp (platformdirs reads them)."""
-    return {"HOME": str(tmp / "home"), "XDG_CONFIG_HOME": str(tmp / "home" / ".config"),
-            "XDG_DATA_HOME": str(tmp / "home" / ".local" / "share")}
+    return {
+        "HOME": str(tmp / "home"),
+        "XDG_CONFIG_HOME": str(tmp / "home" / ".config"),
+        "XDG_DATA_HOME": str(tmp / "home" / ".local" / "share"),
+    }
 
 
 # --- item 2: another account's code, by hash ----------------------------------------
@@ -137,17 +165,29 @@ def test_a_hash_reads_no_other_accounts_code(store_url):
         a = Cluster(account="A")
         code = a.code(text=f"password = '{SECRET}'\nx.sum().compute()\n")
         target = code["data"]["hash"]
-        assert request(server.url + "/api/ingest", method="POST", token=token_a,
-                       body=[a.cluster(), code, a.computation("comp-a", code=[target])])[0] == 200
+        assert (
+            request(
+                server.url + "/api/ingest",
+                method="POST",
+                token=token_a,
+                body=[a.cluster(), code, a.computation("comp-a", code=[target])],
+            )[0]
+            == 200
+        )
         # A reads its own code.
         status, body, _ = request(server.url + "/api/computations/comp-a", token=token_a)
         assert status == 200 and SECRET in body["computation"]["code"][0]["text"]
 
         b = Cluster(account="B")
         unknown = "0" * 32
-        answers = [request(server.url + "/api/ingest", method="POST", token=token_b, body=batch)
-                   for batch in ([b.cluster()], [b.computation("probe", code=[target])],
-                                 [b.computation("control", code=[unknown])])]
+        answers = [
+            request(server.url + "/api/ingest", method="POST", token=token_b, body=batch)
+            for batch in (
+                [b.cluster()],
+                [b.computation("probe", code=[target])],
+                [b.computation("control", code=[unknown])],
+            )
+        ]
         assert [s for s, _, _ in answers] == [200, 200, 200]
         assert answers[1][1] == answers[2][1]  # ingest says the same for A's hash and for nobody's
 
@@ -160,8 +200,15 @@ def test_a_hash_reads_no_other_accounts_code(store_url):
         _, probe = read("probe")
         _, control = read("control")
         assert SECRET not in json.dumps(probe)
-        assert probe["code"] == [{"hash": target, "text": None, "filename": None, "lineno_frame": 12,
-                                  "lineno_relative": 3}]
+        assert probe["code"] == [
+            {
+                "hash": target,
+                "text": None,
+                "filename": None,
+                "lineno_frame": 12,
+                "lineno_relative": 3,
+            }
+        ]
         assert probe["code"][0] | {"hash": unknown} == control["code"][0]
         # No timing oracle: interleaved reads of both, medians alike.
         times = {"probe": [], "control": []}
@@ -171,7 +218,10 @@ def test_a_hash_reads_no_other_accounts_code(store_url):
         probe_t, control_t = statistics.median(times["probe"]), statistics.median(times["control"])
         # (Loose bounds: this machine is shared; the same query runs for both, and a
         # difference would have to come from the database finding A's row.)
-        assert abs(probe_t - control_t) < max(0.5 * max(probe_t, control_t), 0.01), (probe_t, control_t)
+        assert abs(probe_t - control_t) < max(0.5 * max(probe_t, control_t), 0.01), (
+            probe_t,
+            control_t,
+        )
         # B's export holds none of A's code either.
         status, body, _ = request(server.url + "/api/export", token=token_b)
         assert status == 200 and SECRET not in json.dumps(body)
@@ -186,12 +236,25 @@ def test_server_keeps_snippets_and_reports_encrypted_at_rest(store_url, tmp_path
     with Server(tmp_path, store_url, env=env) as server:
         c = Cluster(account="A")
         code = c.code(text=f"password = '{SECRET}'\n")
-        comp = c.computation("comp-a", code=[code["data"]["hash"]], code_line=f"password = '{SECRET}'")
-        assert request(server.url + "/api/ingest", method="POST", token=token,
-                       body=[c.cluster(), code, comp])[0] == 200
+        comp = c.computation(
+            "comp-a", code=[code["data"]["hash"]], code_line=f"password = '{SECRET}'"
+        )
+        assert (
+            request(
+                server.url + "/api/ingest",
+                method="POST",
+                token=token,
+                body=[c.cluster(), code, comp],
+            )[0]
+            == 200
+        )
         for private in (False, True):
-            status, body, _ = request(server.url + "/api/reports", method="POST", token=token,
-                                      body={**report_body(SECRET), "private": private})
+            status, body, _ = request(
+                server.url + "/api/reports",
+                method="POST",
+                token=token,
+                body={**report_body(SECRET), "private": private},
+            )
             assert status == 201
         url = body["report"]["url"]
 
@@ -206,7 +269,9 @@ def test_server_keeps_snippets_and_reports_encrypted_at_rest(store_url, tmp_path
         assert SECRET in row["code_line"]
         assert SECRET in request(url, token=token)[1]
         twin = request(url + ".json", token=token)[1]
-        assert SECRET in twin["summary"]["code"] and SECRET in twin["profile"]["description"]["line"]
+        assert (
+            SECRET in twin["summary"]["code"] and SECRET in twin["profile"]["description"]["line"]
+        )
         listed = request(server.url + "/api/reports", token=token)[1]["reports"]
         assert [SECRET in r["summary"]["code"] for r in listed] == [True, True]
 
@@ -225,7 +290,9 @@ def test_embedded_store_encrypts_code_with_a_configured_key(sqlite_url, tmp_path
     with dask.config.set({"analytics.code-key-file": str(key_file)}):
         with recorded_cluster(sqlite_url) as (client, info):
             with performance_report(filename=str(tmp_path / "r.html"), store=sqlite_url) as report:
-                da.ones(100, chunks=50).map_blocks(_spin_in_a_task).sum().compute()  # hunter2-7f3a9c
+                da.ones(100, chunks=50).map_blocks(
+                    _spin_in_a_task
+                ).sum().compute()  # hunter2-7f3a9c
             dal.flush(client)
             cluster_id = info["cluster_id"]
         assert report.url is not None
@@ -238,19 +305,29 @@ def test_embedded_store_encrypts_code_with_a_configured_key(sqlite_url, tmp_path
 
         # This process has the key: the API reads the code back.
         comps = dal.list_computations(cluster_id, store=sqlite_url)
-        texts = [c["text"] for comp in comps for c in dal.get_computation(comp["computation_id"], store=sqlite_url)["code"]]
+        texts = [
+            c["text"]
+            for comp in comps
+            for c in dal.get_computation(comp["computation_id"], store=sqlite_url)["code"]
+        ]
         assert any(SECRET in t for t in texts)
         [listed] = list_performance_reports(store=sqlite_url)
         assert SECRET in listed["summary"]["code"]
         # A server on the same store with the same key file serves the report.
-        with ServerThread({"store_url": sqlite_url, "code_key": key_file.read_text().strip()}) as server:
+        with ServerThread(
+            {"store_url": sqlite_url, "code_key": key_file.read_text().strip()}
+        ) as server:
             status, html, _ = request(server.url + "/reports/" + listed["id"])
             assert status == 200 and SECRET in html
 
     # Without the key the code is not readable, and the reader says why.
     with dask.config.set({"analytics.code-key-file": str(tmp_path / "other.key")}):
         codecrypt.load_or_create_key_file(tmp_path / "other.key")
-        code = [c for comp in comps for c in dal.get_computation(comp["computation_id"], store=sqlite_url)["code"]]
+        code = [
+            c
+            for comp in comps
+            for c in dal.get_computation(comp["computation_id"], store=sqlite_url)["code"]
+        ]
         assert code and all(c["text"] is None and "does not match" in c["code_error"] for c in code)
 
 
@@ -267,10 +344,13 @@ OFF = {"analytics.computation.code.transmit": False, "analytics.profile.transmit
 
 
 def test_reports_honour_the_privacy_switches(sqlite_url, tmp_path):
-    with ServerThread({"store_url": sqlite_url}) as server, \
-            dask.config.set({"analytics.reports.base-url": server.url}):
+    with (
+        ServerThread({"store_url": sqlite_url}) as server,
+        dask.config.set({"analytics.reports.base-url": server.url}),
+    ):
         # The cluster records with code and profile on, so the store has both ...
         with recorded_cluster(sqlite_url) as (client, info):
+
             def spin_marker_fn(x):
                 # The profile holds the source line it samples: this one's variable marks it.
                 end_of_profile_probe = time.perf_counter() + 0.4
@@ -284,8 +364,12 @@ def test_reports_honour_the_privacy_switches(sqlite_url, tmp_path):
                 client.gather(client.map(spin_marker_fn, range(4, 8), pure=False))
             # ... the user turns the switches off for reports.
             with dask.config.set(OFF):
-                with performance_report(filename=str(tmp_path / "off.html"), store=sqlite_url) as off:
-                    client.gather(client.map(spin_marker_fn, range(8, 16), pure=False))  # marker-calling-code
+                with performance_report(
+                    filename=str(tmp_path / "off.html"), store=sqlite_url
+                ) as off:
+                    client.gather(
+                        client.map(spin_marker_fn, range(8, 16), pure=False)
+                    )  # marker-calling-code
             dal.flush(client)
             time.sleep(0.5)
             dal.flush(client)
@@ -306,7 +390,9 @@ def test_reports_honour_the_privacy_switches(sqlite_url, tmp_path):
             assert status == 200 and ("end_of_profile_probe" in html) is private
 
         # The Share button, with the switches off: no code, no code line, no profile.
-        comp_id = max(dal.list_computations(cluster_id, store=sqlite_url), key=lambda c: c["start"])["computation_id"]
+        comp_id = max(
+            dal.list_computations(cluster_id, store=sqlite_url), key=lambda c: c["start"]
+        )["computation_id"]
         assert dal.get_computation(comp_id, store=sqlite_url)["code"]  # the store has code ...
         assert dal.get_profile(comp_id, store=sqlite_url)["count"] > 0  # ... and a profile
         from dask_analytics_lab.reports.share import share_computation
@@ -315,7 +401,9 @@ def test_reports_honour_the_privacy_switches(sqlite_url, tmp_path):
             shared = share_computation(comp_id, store=sqlite_url)
         status, twin, _ = request(shared["url"] + ".json")
         assert status == 200 and twin["summary"]["recorded"] == {"code": False, "profile": False}
-        assert twin["code"] == [] and twin["summary"]["code"] is None and twin["profile"]["count"] == 0
+        assert (
+            twin["code"] == [] and twin["summary"]["code"] is None and twin["profile"]["count"] == 0
+        )
         assert "code_line" not in twin["computations"][0]
         status, page, _ = request(shared["url"])
         assert status == 200
@@ -330,10 +418,24 @@ def test_reports_honour_the_privacy_switches(sqlite_url, tmp_path):
 # --- item 9: the code key -------------------------------------------------------------
 def test_code_key_on_the_command_line_is_refused(tmp_path):
     key = codecrypt.generate_key()
-    proc = subprocess.run([sys.executable, "-m", "dask_analytics_lab.server", "server", "--db",
-                           str(tmp_path / "a.db"), "--port", str(free_port()), "--code-key", key],
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **user_dirs(tmp_path)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dask_analytics_lab.server",
+            "server",
+            "--db",
+            str(tmp_path / "a.db"),
+            "--port",
+            str(free_port()),
+            "--code-key",
+            key,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **user_dirs(tmp_path)},
+    )
     assert proc.returncode != 0
     assert "--code-key is refused" in proc.stderr and "--code-key-file" in proc.stderr
     assert codecrypt.CODE_KEY_ENV in proc.stderr
@@ -342,8 +444,11 @@ def test_code_key_on_the_command_line_is_refused(tmp_path):
 
 def test_default_key_file_lives_apart_from_the_default_database(tmp_path):
     dirs = user_dirs(tmp_path)
-    with Server(tmp_path, str(tmp_path / "home" / ".local" / "share" / "dask-analytics" / "analytics.db"),
-                env=dirs) as server:
+    with Server(
+        tmp_path,
+        str(tmp_path / "home" / ".local" / "share" / "dask-analytics" / "analytics.db"),
+        env=dirs,
+    ) as server:
         assert request(server.url + "/api/whoami")[0] == 401  # up, tokens required
     key_file = Path(dirs["XDG_CONFIG_HOME"]) / "dask-analytics" / "code.key"
     assert key_file.exists() and key_file.stat().st_mode & 0o777 == 0o600
@@ -369,7 +474,9 @@ def test_key_from_the_environment_or_a_file_never_argv(tmp_path):
     key_file = tmp_path / "server.key"
     key_file.write_text(key + "\n")
     key_file.chmod(0o600)
-    with Server(tmp_path, db, env=user_dirs(tmp_path), args=["--code-key-file", str(key_file)]) as server:
+    with Server(
+        tmp_path, db, env=user_dirs(tmp_path), args=["--code-key-file", str(key_file)]
+    ) as server:
         status, body, _ = request(server.url + "/api/computations/comp-a", token=token)
         assert status == 200 and SECRET in body["computation"]["code"][0]["text"]
 
@@ -379,22 +486,35 @@ def test_a_lost_key_is_said_plainly_and_crashes_nothing(tmp_path):
     token = add_token(db, "A")
     c = Cluster(account="A")
     code = c.code(text=f"password = '{SECRET}'\n")
-    batch = [c.cluster(), code, c.computation("comp-a", code=[code["data"]["hash"]], code_line="x = 1")]
-    with Server(tmp_path, db, env={**user_dirs(tmp_path), codecrypt.CODE_KEY_ENV: codecrypt.generate_key()}) as server:
+    batch = [
+        c.cluster(),
+        code,
+        c.computation("comp-a", code=[code["data"]["hash"]], code_line="x = 1"),
+    ]
+    with Server(
+        tmp_path, db, env={**user_dirs(tmp_path), codecrypt.CODE_KEY_ENV: codecrypt.generate_key()}
+    ) as server:
         assert request(server.url + "/api/ingest", method="POST", token=token, body=batch)[0] == 200
-        status, body, _ = request(server.url + "/api/reports", method="POST", token=token, body=report_body(SECRET))
+        status, body, _ = request(
+            server.url + "/api/reports", method="POST", token=token, body=report_body(SECRET)
+        )
         assert status == 201
         report_id = body["report"]["id"]
 
     # The key is lost: the server starts with another one.
-    with Server(tmp_path, db, env={**user_dirs(tmp_path), codecrypt.CODE_KEY_ENV: codecrypt.generate_key()}) as server:
+    with Server(
+        tmp_path, db, env={**user_dirs(tmp_path), codecrypt.CODE_KEY_ENV: codecrypt.generate_key()}
+    ) as server:
         for _ in range(3):
             status, body, _ = request(server.url + "/api/computations/comp-a", token=token)
             assert status == 200
             [snippet] = body["computation"]["code"]
             assert snippet["text"] is None and snippet["filename"] == "/home/ann/nb.py"
             assert "does not match" in snippet["code_error"] and "key" in snippet["code_error"]
-            assert body["computation"]["code_line"] is None and "does not match" in body["computation"]["code_error"]
+            assert (
+                body["computation"]["code_line"] is None
+                and "does not match" in body["computation"]["code_error"]
+            )
         status, body, _ = request(server.url + "/api/export", token=token)
         assert status == 200 and body["export"]["code_snippets"][0]["text"] is None
         assert "does not match" in body["export"]["code_snippets"][0]["code_error"]

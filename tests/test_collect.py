@@ -1,4 +1,5 @@
 """End to end: a real LocalCluster records into a real store, and the API reads it back."""
+
 from __future__ import annotations
 
 import time
@@ -51,7 +52,9 @@ def test_cluster_and_computations_recorded(store_url, processes):
     assert all(c["state"] == "finished" for c in comps)
     assert comps[0]["start"] >= comps[1]["start"], "newest first"
     array_comp, frame_comp = comps
-    groups = {g["prefix"]: g for g in dal.list_task_groups(array_comp["computation_id"], store=store_url)}
+    groups = {
+        g["prefix"]: g for g in dal.list_task_groups(array_comp["computation_id"], store=store_url)
+    }
     assert {"sum-partial", "sum-aggregate"} <= set(groups), groups.keys()
     total = sum(g["n_tasks"] for g in groups.values())
     assert total == array_comp["n_tasks"] > 16
@@ -118,16 +121,21 @@ def test_a_message_the_store_would_refuse_is_dropped_alone(store_url):
     events = dal.list_events(cluster_id, topic="my-topic", store=store_url)
     assert sorted(e["msg"]["x"] for e in events) == [1, 2]
     assert dal.get_cluster(cluster_id, store=store_url)["name"]
-    assert [c for c in dal.list_computations(cluster_id, store=store_url) if c["state"] == "finished"]
+    assert [
+        c for c in dal.list_computations(cluster_id, store=store_url) if c["state"] == "finished"
+    ]
 
 
 def test_code_snippet_lands_on_its_computation(store_url):
     with recorded_cluster(store_url) as (client, info):
+
         def first_step():
             return da.arange(100, chunks=10).sum().compute()  # marker-first-step
 
         def second_step():
-            return db.from_sequence(range(100), npartitions=4).map(lambda x: x + 1).sum().compute()  # marker-second
+            return (
+                db.from_sequence(range(100), npartitions=4).map(lambda x: x + 1).sum().compute()
+            )  # marker-second
 
         first_step()
         second_step()
@@ -146,7 +154,9 @@ def test_privacy_switches(store_url):
     off = {"analytics.computation.code.transmit": False, "analytics.profile.transmit": False}
     with recorded_cluster(store_url, config=off) as (client, info):
         client.submit(sum, range(10)).result()
-        da.random.random((2000, 2000), chunks=500).dot(da.ones((2000, 10), chunks=500)).sum().compute()
+        da.random.random((2000, 2000), chunks=500).dot(
+            da.ones((2000, 10), chunks=500)
+        ).sum().compute()
         time.sleep(1.2)
         dal.flush(client)
         cluster_id = info["cluster_id"]
@@ -194,7 +204,9 @@ def test_register_twice_records_once(store_url):
         client.submit(sum, [1, 2]).result()
         dal.flush(client)
         cluster_id = info["cluster_id"]
-    assert len([c for c in dal.list_clusters(store=store_url) if c["cluster_id"] == cluster_id]) == 1
+    assert (
+        len([c for c in dal.list_clusters(store=store_url) if c["cluster_id"] == cluster_id]) == 1
+    )
     assert len(dal.list_computations(cluster_id, store=store_url)) == 1
 
 

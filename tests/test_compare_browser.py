@@ -9,6 +9,7 @@ for the README).
 Issue 18, item 6: the same line run at another size is compared with the first run, and
 both views say the inputs differ, in a neutral banner rather than a red "slower" one.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,9 @@ def runs(tmp_path_factory):
         job(client, 0.05)
         job(client, 0.2)
         assert dal.flush(client)["flushed"]
-    first, second = sorted(dal.list_computations(info["cluster_id"], store=url), key=lambda c: c["start"])
+    first, second = sorted(
+        dal.list_computations(info["cluster_id"], store=url), key=lambda c: c["start"]
+    )
     yield url, info["cluster_id"], first["computation_id"], second["computation_id"]
     close_readers()
 
@@ -64,7 +67,9 @@ def test_the_monitor_shows_the_second_run_against_the_first(runs, page, tmp_path
         table = monitor.locator(".dal-taskgroups table")
         headers = table.locator("thead th").all_inner_texts()
         assert "vs previous" in headers
-        spin = table.locator("tbody tr").filter(has=page.locator(".dal-group-name", has_text="spin"))
+        spin = table.locator("tbody tr").filter(
+            has=page.locator(".dal-group-name", has_text="spin")
+        )
         vs = spin.locator("td").nth(headers.index("vs previous")).inner_text()
         assert float(vs.rstrip("x")) > 2, vs
         assert spin.locator(".dal-vs.slower").count() == 1
@@ -87,13 +92,19 @@ def test_the_team_page_shows_the_second_run_against_the_first(runs, page):
     with ServerThread({"store_url": url, "token_required": False}) as server:
         page.goto(f"{server.url}/computations/{quote(second, safe='')}")
         page.wait_for_selector("h2:has-text('Task groups')")
-        assert re.match(r"\d+\.\dx slower than the previous run", page.inner_text(".dal-runs-banner"))
+        assert re.match(
+            r"\d+\.\dx slower than the previous run", page.inner_text(".dal-runs-banner")
+        )
         facts = page.inner_text("dl.facts")
         assert "Runs of this code" in facts and first[:12] in facts
         groups = page.locator("main table").first
         headers = groups.locator("thead th").all_inner_texts()
-        spin = groups.locator("tbody tr").filter(has=page.locator("td:first-child", has_text=re.compile(r"^spin")))
-        assert float(spin.locator("td").nth(headers.index("vs previous")).inner_text().rstrip("x")) > 2
+        spin = groups.locator("tbody tr").filter(
+            has=page.locator("td:first-child", has_text=re.compile(r"^spin"))
+        )
+        assert (
+            float(spin.locator("td").nth(headers.index("vs previous")).inner_text().rstrip("x")) > 2
+        )
         page.click(f"dl.facts a:has-text('{first[:12]}')")
         page.wait_for_selector("h2:has-text('Task groups')")
         assert page.locator(".dal-runs-banner").count() == 0
@@ -106,7 +117,9 @@ def sizes(tmp_path_factory):
         etl(3000)
         etl(6000)
         assert dal.flush(client)["flushed"]
-    small, large = sorted(dal.list_computations(info["cluster_id"], store=url), key=lambda c: c["start"])
+    small, large = sorted(
+        dal.list_computations(info["cluster_id"], store=url), key=lambda c: c["start"]
+    )
     sentence = dal.compare(large["computation_id"], store=url)["inputs_differ"]["sentence"]
     assert sentence.startswith("3 → 6 input tasks")
     yield url, info["cluster_id"], small["computation_id"], large["computation_id"], sentence
@@ -132,7 +145,9 @@ def test_both_views_say_a_run_at_another_size_had_other_inputs(sizes, page, tmp_
         banner.wait_for()
         assert banner.get_attribute("class").split() == ["dal-runs-banner", "inputs"]
         assert banner.locator(".dal-runs-inputs").inner_text() == sentence
-        assert "vs previous" in page.locator(".dal-monitor .dal-taskgroups thead th").all_inner_texts()
+        assert (
+            "vs previous" in page.locator(".dal-monitor .dal-taskgroups thead th").all_inner_texts()
+        )
 
     with ServerThread({"store_url": url, "token_required": False}) as server:
         page.goto(f"{server.url}/computations/{quote(large, safe='')}")

@@ -1,5 +1,6 @@
 """Config: bad values fail at register() naming key, value and what is allowed; the shipped
 defaults stand in for a missing `analytics` namespace; Coiled's names are aliases."""
+
 from __future__ import annotations
 
 import time
@@ -35,10 +36,18 @@ def test_invalid_values_are_named(key, value, words):
 
 
 def test_register_refuses_bad_config_before_touching_the_cluster():
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as client:
-        with dask.config.set({"analytics.interval": "never"}), pytest.raises(dal.ConfigError, match="analytics.interval"):
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        with (
+            dask.config.set({"analytics.interval": "never"}),
+            pytest.raises(dal.ConfigError, match="analytics.interval"),
+        ):
             dal.register(client)
-        assert "dask-analytics-lab" not in client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.plugins))
+        assert "dask-analytics-lab" not in client.run_on_scheduler(
+            lambda dask_scheduler: list(dask_scheduler.plugins)
+        )
 
 
 def test_store_paths_become_urls(tmp_path):
@@ -58,6 +67,7 @@ def test_environment_variables_reach_the_config(monkeypatch):
 
 
 # --- a config without the `analytics` namespace (issue 8, item 10) ------------------------
+
 
 @pytest.fixture
 def no_analytics_namespace():
@@ -101,20 +111,32 @@ def wait_for(cond, timeout=60.0, what="condition"):
         time.sleep(0.1)
 
 
-def test_scheduler_preload_records_without_the_namespace(no_analytics_namespace, tmp_path, monkeypatch):
+def test_scheduler_preload_records_without_the_namespace(
+    no_analytics_namespace, tmp_path, monkeypatch
+):
     # The default store lives under the user data directory: point that at tmp_path.
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     store = str(config.default_store_path())
     assert store.startswith(str(tmp_path))
     try:
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
-                          scheduler_kwargs={"preload": ["dask_analytics_lab"]}) as cluster, \
-                Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=1,
+                threads_per_worker=1,
+                processes=False,
+                dashboard_address=":0",
+                scheduler_kwargs={"preload": ["dask_analytics_lab"]},
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             assert "dask-analytics-lab" in cluster.scheduler.plugins
             assert client.submit(sum, [1, 2]).result() == 3
             assert dal.flush(client)["flushed"]
             cluster_id = cluster.scheduler.id
-        wait_for(lambda: dal.list_computations(cluster_id, store=store), what="the computation in the store")
+        wait_for(
+            lambda: dal.list_computations(cluster_id, store=store),
+            what="the computation in the store",
+        )
         (row,) = [c for c in dal.list_clusters(store=store) if c["cluster_id"] == cluster_id]
         assert row["stopped"] is not None
     finally:
@@ -123,12 +145,16 @@ def test_scheduler_preload_records_without_the_namespace(no_analytics_namespace,
 
 # --- Coiled's names (issue 8, item 11) ------------------------------------------------------
 
-@pytest.mark.parametrize("key, coiled_value, setting, expected", [
-    ("computation.code.transmit", False, "code_transmit", False),
-    ("profile.transmit", False, "profile_transmit", False),
-    ("events.allow", ["my-topic"], "events_allow", ["my-topic"]),
-    ("idle.timeout", "30 minutes", "idle_timeout", 1800.0),
-])
+
+@pytest.mark.parametrize(
+    "key, coiled_value, setting, expected",
+    [
+        ("computation.code.transmit", False, "code_transmit", False),
+        ("profile.transmit", False, "profile_transmit", False),
+        ("events.allow", ["my-topic"], "events_allow", ["my-topic"]),
+        ("idle.timeout", "30 minutes", "idle_timeout", 1800.0),
+    ],
+)
 def test_coiled_names_are_aliases(key, coiled_value, setting, expected):
     with dask.config.set({"coiled.analytics." + key: coiled_value}):
         assert config.resolve()[setting] == expected
@@ -137,16 +163,26 @@ def test_coiled_names_are_aliases(key, coiled_value, setting, expected):
 
 
 def test_explicit_analytics_value_wins_over_coiled():
-    with dask.config.set({"coiled.analytics.idle.timeout": "30 minutes", "analytics.idle.timeout": "1h",
-                          "coiled.analytics.events.allow": ["a"], "analytics.events.allow": ["b"]}):
+    with dask.config.set(
+        {
+            "coiled.analytics.idle.timeout": "30 minutes",
+            "analytics.idle.timeout": "1h",
+            "coiled.analytics.events.allow": ["a"],
+            "analytics.events.allow": ["b"],
+        }
+    ):
         settings = config.resolve()
     assert settings["idle_timeout"] == 3600.0 and settings["events_allow"] == ["b"]
 
 
 def test_value_equal_to_the_shipped_default_does_not_hide_the_alias():
-    with dask.config.set({"analytics.profile.transmit": True, "coiled.analytics.profile.transmit": False}):
+    with dask.config.set(
+        {"analytics.profile.transmit": True, "coiled.analytics.profile.transmit": False}
+    ):
         assert config.resolve()["profile_transmit"] is False
-    with dask.config.set({"analytics.profile.transmit": False, "coiled.analytics.profile.transmit": True}):
+    with dask.config.set(
+        {"analytics.profile.transmit": False, "coiled.analytics.profile.transmit": True}
+    ):
         assert config.resolve()["profile_transmit"] is False
 
 
@@ -161,11 +197,15 @@ def test_coiled_environment_variables(monkeypatch, no_analytics_namespace):
 
 
 def test_coiled_value_is_validated_under_its_key():
-    with dask.config.set({"coiled.analytics.idle.timeout": "whenever"}), \
-            pytest.raises(dal.ConfigError, match="analytics.idle.timeout"):
+    with (
+        dask.config.set({"coiled.analytics.idle.timeout": "whenever"}),
+        pytest.raises(dal.ConfigError, match="analytics.idle.timeout"),
+    ):
         config.resolve()
 
 
 def test_default_events_include_the_plugins_own_topics():
     allow = config.resolve()["events_allow"]
-    assert {"analytics-idle-shutdown", "analytics-worker-lost", "analytics-killed-worker"} <= set(allow)
+    assert {"analytics-idle-shutdown", "analytics-worker-lost", "analytics-killed-worker"} <= set(
+        allow
+    )

@@ -3,6 +3,7 @@ PostgreSQL + HAProxy + 3 replicas and HAProxy's configuration, checked against e
 other and against the server's real command-line options.  No container runtime is
 needed: the files are parsed, and haproxy (Debian's, as the replica tests use) checks
 its own configuration."""
+
 from __future__ import annotations
 
 import re
@@ -37,7 +38,11 @@ def compose() -> dict:
 
 
 def replicas(services: dict) -> dict:
-    return {name: s for name, s in services.items() if s.get("build", {}).get("dockerfile") == "deploy/Dockerfile"}
+    return {
+        name: s
+        for name, s in services.items()
+        if s.get("build", {}).get("dockerfile") == "deploy/Dockerfile"
+    }
 
 
 def options(argv: list[str]) -> dict[str, str]:
@@ -47,7 +52,7 @@ def options(argv: list[str]) -> dict[str, str]:
 
 def test_the_image_runs_the_server_as_a_user_on_the_exposed_port():
     steps = dockerfile()
-    final = steps[max(i for i, (word, _) in enumerate(steps) if word == "FROM"):]
+    final = steps[max(i for i, (word, _) in enumerate(steps) if word == "FROM") :]
     words = dict(final)
     assert words["FROM"].startswith("python:3.11")
     # The server's role and the PostgreSQL driver, installed in the image that runs.
@@ -55,7 +60,10 @@ def test_the_image_runs_the_server_as_a_user_on_the_exposed_port():
     assert words["USER"] not in ("root", "0")
     assert words["EXPOSE"] == PORT
     entry = yaml.safe_load(words["ENTRYPOINT"])  # a JSON list
-    assert entry[:2] == ["dask-analytics", "server"] and options(entry) == {"--host": "0.0.0.0", "--port": PORT}
+    assert entry[:2] == ["dask-analytics", "server"] and options(entry) == {
+        "--host": "0.0.0.0",
+        "--port": PORT,
+    }
     assert "/health" in words["HEALTHCHECK"] and "/ready" not in words["HEALTHCHECK"]
 
 
@@ -64,7 +72,10 @@ def test_compose_runs_postgres_haproxy_and_three_replicas_sharing_their_secrets(
     services = spec["services"]
     servers = replicas(services)
     assert sorted(servers) == ["server-1", "server-2", "server-3"]
-    assert services["postgres"]["image"].startswith("postgres:") and "healthcheck" in services["postgres"]
+    assert (
+        services["postgres"]["image"].startswith("postgres:")
+        and "healthcheck" in services["postgres"]
+    )
     commands = {name: s["command"] for name, s in servers.items()}
     assert len({tuple(c) for c in commands.values()}) == 1  # one configuration, three processes
     argv = next(iter(commands.values()))
@@ -77,12 +88,16 @@ def test_compose_runs_postgres_haproxy_and_three_replicas_sharing_their_secrets(
     assert opts["--session-secret-file"] == "/run/secrets/session_secret"
     assert opts["--code-key-file"] == "/run/secrets/code_key"
     # The replicas trust X-Forwarded-For from HAProxy's address only.
-    assert opts["--forwarded-allow-ips"] == services["haproxy"]["networks"]["backend"]["ipv4_address"]
+    assert (
+        opts["--forwarded-allow-ips"] == services["haproxy"]["networks"]["backend"]["ipv4_address"]
+    )
     # Every flag is one `dask-analytics server` really has.
     known = {opt for p in server_command.params if isinstance(p, click.Option) for opt in p.opts}
     entry = yaml.safe_load(dict(dockerfile())["ENTRYPOINT"])
     assert {a for a in entry + argv if a.startswith("--")} <= known
-    assert any(v.endswith(":/usr/local/etc/haproxy/haproxy.cfg:ro") for v in services["haproxy"]["volumes"])
+    assert any(
+        v.endswith(":/usr/local/etc/haproxy/haproxy.cfg:ro") for v in services["haproxy"]["volumes"]
+    )
 
 
 def test_haproxy_balances_the_compose_replicas_checking_ready():
@@ -101,6 +116,11 @@ def test_haproxy_balances_the_compose_replicas_checking_ready():
 def test_haproxy_accepts_the_configuration():
     binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
     if not Path(binary).exists():
-        pytest.fail("haproxy not found: run the README's test command (apt-get install -y haproxy)", pytrace=False)
-    r = subprocess.run([binary, "-c", "-f", str(DEPLOY / "haproxy.cfg")], capture_output=True, text=True)
+        pytest.fail(
+            "haproxy not found: run the README's test command (apt-get install -y haproxy)",
+            pytrace=False,
+        )
+    r = subprocess.run(
+        [binary, "-c", "-f", str(DEPLOY / "haproxy.cfg")], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr

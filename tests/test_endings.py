@@ -5,6 +5,7 @@ process) that ends the way users' programs end (no close, still holding futures,
 Client garbage-collected, SIGTERM, SIGKILL) and checks the stored record against what
 Dask itself reported before the end.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,20 +56,33 @@ def run_script(tmp_path: Path, body: str, store: str, processes: bool) -> dict:
     """Run PRELUDE + body as `python script.py STORE PROCESSES`; what it printed last."""
     script = tmp_path / "script.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           **{"DASK_" + k.upper().replace(".", "__").replace("-", "_"): v for k, v in FAST.items()}}
-    out = subprocess.run([sys.executable, str(script), store, "1" if processes else "0"], env=env,
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        **{"DASK_" + k.upper().replace(".", "__").replace("-", "_"): v for k, v in FAST.items()},
+    }
+    out = subprocess.run(
+        [sys.executable, str(script), store, "1" if processes else "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     # Nothing of ours may fail while the program ends.
-    assert "Plugin call failed" not in out.stderr and "dask-analytics" not in out.stderr, out.stderr[-3000:]
+    assert "Plugin call failed" not in out.stderr and "dask-analytics" not in out.stderr, (
+        out.stderr[-3000:]
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def stored(store: str) -> tuple[dict, list[dict], list[dict]]:
     """The one cluster of the store, its computations oldest first, its failures."""
     (cluster,) = dal.list_clusters(store=store)
-    comps = sorted(dal.list_computations(cluster["cluster_id"], store=store), key=lambda c: c["start"])
+    comps = sorted(
+        dal.list_computations(cluster["cluster_id"], store=store), key=lambda c: c["start"]
+    )
     return cluster, comps, dal.list_exceptions(cluster["cluster_id"], store=store, limit=None)
 
 
@@ -96,9 +110,13 @@ def test_script_that_never_closes_leaves_a_stopped_cluster(tmp_path, sqlite_url,
     assert cluster["status"] == "stopped" and cluster["stopped"] is not None
     assert cluster["stop_reason"] == "closed"
     assert [c["state"] for c in comps] == ["finished", "finished"]
-    assert_as_dask_said(comps[0], {"n_tasks": said["first"], "n_done": said["first"], "n_erred": 0, "n_not_run": 0})
-    assert_as_dask_said(comps[1], {"n_tasks": said["second"], "n_done": said["second"], "n_erred": 0,
-                                   "n_not_run": 0})
+    assert_as_dask_said(
+        comps[0], {"n_tasks": said["first"], "n_done": said["first"], "n_erred": 0, "n_not_run": 0}
+    )
+    assert_as_dask_said(
+        comps[1],
+        {"n_tasks": said["second"], "n_done": said["second"], "n_erred": 0, "n_not_run": 0},
+    )
     assert all(c["stop"] <= cluster["stopped"] for c in comps)
     assert failures == []
 
@@ -109,7 +127,9 @@ def test_the_same_script_twice_records_two_stopped_clusters(tmp_path, sqlite_url
     clusters = dal.list_clusters(store=sqlite_url)
     assert [c["status"] for c in clusters] == ["stopped", "stopped"]
     for c in clusters:
-        assert [x["state"] for x in dal.list_computations(c["cluster_id"], store=sqlite_url)] == ["finished"] * 2
+        assert [x["state"] for x in dal.list_computations(c["cluster_id"], store=sqlite_url)] == [
+            "finished"
+        ] * 2
 
 
 # --- a script that ends while it still holds futures, some failed -------------------
@@ -143,7 +163,9 @@ def test_script_that_ends_holding_futures_keeps_its_record(tmp_path, sqlite_url,
 
 def test_client_garbage_collected_without_close(tmp_path, sqlite_url):
     """`Client.__del__` closes the client and the cluster it made."""
-    said = run_script(tmp_path, """
+    said = run_script(
+        tmp_path,
+        """
         import gc
 
         def work():
@@ -155,7 +177,10 @@ def test_client_garbage_collected_without_close(tmp_path, sqlite_url):
             n = work()
             gc.collect()
             print(json.dumps({"n": n}))
-    """, sqlite_url, False)
+    """,
+        sqlite_url,
+        False,
+    )
     cluster, (comp,), _ = stored(sqlite_url)
     assert cluster["status"] == "stopped"
     assert_as_dask_said(comp, {"state": "finished", "n_tasks": said["n"], "n_done": said["n"]})
@@ -170,10 +195,14 @@ def test_a_client_disconnecting_leaves_its_computations_as_they_were(sqlite_url)
             said = [f.status for f in futures]
         dal.flush(client)
         (comp,) = dal.list_computations(info["cluster_id"], store=sqlite_url)
-        assert (comp["state"], comp["n_done"], comp["n_erred"]) == ("erred", said.count("finished"),
-                                                                    said.count("error"))
-        assert [f["exc_type"] for f in dal.list_exceptions(info["cluster_id"], store=sqlite_url)] == \
-            ["ZeroDivisionError"]
+        assert (comp["state"], comp["n_done"], comp["n_erred"]) == (
+            "erred",
+            said.count("finished"),
+            said.count("error"),
+        )
+        assert [
+            f["exc_type"] for f in dal.list_exceptions(info["cluster_id"], store=sqlite_url)
+        ] == ["ZeroDivisionError"]
 
 
 # --- a `dask scheduler` process ended by a signal -----------------------------------
@@ -203,13 +232,17 @@ def test_a_killed_scheduler_reads_lost_within_three_heartbeats(tmp_path, sqlite_
             cluster_id = dal.flush(client)["cluster_id"]
             # Idle now: only heartbeats keep it live.
             seen = dal.get_cluster(cluster_id, store=sqlite_url)["last_seen"]
-            wait_for(lambda: dal.get_cluster(cluster_id, store=sqlite_url)["last_seen"] > seen,
-                     what="a heartbeat of the idle scheduler")
+            wait_for(
+                lambda: dal.get_cluster(cluster_id, store=sqlite_url)["last_seen"] > seen,
+                what="a heartbeat of the idle scheduler",
+            )
             assert dal.get_cluster(cluster_id, store=sqlite_url)["status"] == "live"
             os.kill(sched.pid, signal.SIGKILL)
             sched.wait(timeout=30)
-    row = wait_for(lambda: (r := dal.get_cluster(cluster_id, store=sqlite_url))["status"] == "lost" and r,
-                   what="the killed scheduler's cluster to read lost")
+    row = wait_for(
+        lambda: (r := dal.get_cluster(cluster_id, store=sqlite_url))["status"] == "lost" and r,
+        what="the killed scheduler's cluster to read lost",
+    )
     assert row["ended"] == row["last_seen"] and row["stopped"] is None
     (comp,) = dal.list_computations(cluster_id, store=sqlite_url)
     assert comp["state"] == "finished"  # it had finished before the kill
@@ -229,21 +262,28 @@ def test_cancel_counts_running_tasks_as_cancelled_and_ends_the_wall_time(store_u
     import time
 
     # One task per thread at a time, so what the scheduler calls processing is running.
-    with recorded_cluster(store_url, n_workers=2, config={"distributed.scheduler.worker-saturation": 1.0}) \
-            as (client, info):
+    with recorded_cluster(
+        store_url, n_workers=2, config={"distributed.scheduler.worker-saturation": 1.0}
+    ) as (client, info):
         futures = client.map(nap, [0.01, 0.01, 30, 30, 30, 30], pure=False)
         wait(futures[:2])
         wait_for(lambda: sum(map(len, client.processing().values())) == 2, what="two tasks running")
         before = time.time()
         client.cancel(futures)
         after = time.time()
-        wait_for(lambda: not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)),
-                 what="the scheduler to forget the cancelled tasks")
+        wait_for(
+            lambda: not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)),
+            what="the scheduler to forget the cancelled tasks",
+        )
         dal.flush(client)
         (comp,) = dal.list_computations(info["cluster_id"], store=store_url)
     assert comp["state"] == "cancelled"
-    assert {k: comp[k] for k in ("n_tasks", "n_done", "n_cancelled", "n_not_run")} == \
-        {"n_tasks": 6, "n_done": 2, "n_cancelled": 2, "n_not_run": 2}
+    assert {k: comp[k] for k in ("n_tasks", "n_done", "n_cancelled", "n_not_run")} == {
+        "n_tasks": 6,
+        "n_done": 2,
+        "n_cancelled": 2,
+        "n_not_run": 2,
+    }
     assert before <= comp["stop"] <= after + 1.0  # the cancel, not the quick tasks' end
     (group,) = dal.get_computation(comp["computation_id"], store=store_url)["groups"]
     assert (group["n_cancelled"], group["n_not_run"]) == (2, 2)
@@ -257,14 +297,23 @@ def test_releasing_results_a_closed_worker_took_leaves_the_computation_finished(
         a = sorted(client.scheduler_info()["workers"])[0]
         futures = client.map(lambda i: i * 2, range(10), workers=[a], allow_other_workers=False)
         wait(futures)
-        client.run_on_scheduler(lambda dask_scheduler, addr: dask_scheduler.close_worker(addr), addr=a)
+        client.run_on_scheduler(
+            lambda dask_scheduler, addr: dask_scheduler.close_worker(addr), addr=a
+        )
         wait_for(lambda: a not in client.scheduler_info()["workers"], what="the worker to leave")
         del futures
-        wait_for(lambda: not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)),
-                 what="the scheduler to let go of the results")
+        wait_for(
+            lambda: not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)),
+            what="the scheduler to let go of the results",
+        )
         dal.flush(client)
         (comp,) = dal.list_computations(info["cluster_id"], store=sqlite_url)
-        assert (comp["state"], comp["n_done"], comp["n_cancelled"], comp["n_not_run"]) == ("finished", 10, 0, 0)
+        assert (comp["state"], comp["n_done"], comp["n_cancelled"], comp["n_not_run"]) == (
+            "finished",
+            10,
+            0,
+            0,
+        )
         assert dal.list_exceptions(info["cluster_id"], store=sqlite_url) == []
 
 

@@ -5,6 +5,7 @@ when the function was sent by value (`<dynamic-code>`).
 Real LocalClusters (threads and processes), a real script run as a subprocess and a real
 Jupyter kernel; the stored rows are checked against what the tasks raised.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,15 +35,18 @@ def _close_readers():
     close_readers()
 
 
-@pytest.mark.parametrize("text, pattern", [
-    ("KeyError('k12')", "KeyError('k…')"),
-    ("KeyError('k7')", "KeyError('k…')"),
-    ("ValueError('user42 has no account')", "ValueError('user… has no account')"),
-    ("RuntimeError('shard7 failed')", "RuntimeError('shard… failed')"),
-    ("KeyError('missing column col_3')", "KeyError('missing column col_…')"),
-    ("KeyError('key-a3f9c0d2e1b4')", "KeyError('key-…')"),
-    ("ValueError('bad value 3.5 below 1e-05')", "ValueError('bad value … below …')"),
-])
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        ("KeyError('k12')", "KeyError('k…')"),
+        ("KeyError('k7')", "KeyError('k…')"),
+        ("ValueError('user42 has no account')", "ValueError('user… has no account')"),
+        ("RuntimeError('shard7 failed')", "RuntimeError('shard… failed')"),
+        ("KeyError('missing column col_3')", "KeyError('missing column col_…')"),
+        ("KeyError('key-a3f9c0d2e1b4')", "KeyError('key-…')"),
+        ("ValueError('bad value 3.5 below 1e-05')", "ValueError('bad value … below …')"),
+    ],
+)
 def test_identifiers_with_digits_mask_as_one(text, pattern):
     assert mask(text) == pattern
 
@@ -62,14 +66,19 @@ def test_cap_is_per_type_and_line_and_the_overflow_says_what_it_holds():
     errors.record("c1", "load", "load-k", "KeyError('alpha')", line_b, 61.0)
     rows = errors.drain()
     assert sum(r["count"] for r in rows) == 52
-    at_a = [r for r in rows if r["exc_type"] == "KeyError" and r["location"] == "/x/job.py:7 in load"]
+    at_a = [
+        r for r in rows if r["exc_type"] == "KeyError" and r["location"] == "/x/job.py:7 in load"
+    ]
     kept = [r for r in at_a if not r["pattern"].startswith("(")]
     (overflow,) = [r for r in at_a if r["pattern"].startswith("(")]
     assert len(kept) == 3 and all(r["count"] == 10 for r in kept)
     assert overflow["pattern"] == "(2 other distinct messages, counted together)"
     assert overflow["count"] == 20
     assert sorted(overflow["examples"]) == ["KeyError('delta')", "KeyError('echo')"]
-    assert overflow["exception_text"] in overflow["examples"] and overflow["key"] in ("load-3", "load-4")
+    assert overflow["exception_text"] in overflow["examples"] and overflow["key"] in (
+        "load-3",
+        "load-4",
+    )
     # Another type on the same line and the same type on another line: rows of their own.
     (typeerror,) = [r for r in rows if r["exc_type"] == "TypeError"]
     assert typeerror["pattern"] == "TypeError('bad operand')" and typeerror["count"] == 1
@@ -88,17 +97,26 @@ def test_memory_bounds_never_hide_a_new_type_or_line():
     tb = '  File "/x/job.py", line {}, in load\n'.format
     for word in ("a", "b", "c", "d"):  # two rows, then the overflow row of line 1
         errors.record("c1", "g", "k", f"KeyError('{word}')", tb(1), 1.0)
-    errors.record("c1", "g", "k", "KeyError('first at line 2')", tb(2), 2.0)  # past max_rows: still a row
-    errors.record("c1", "g", "k", "KeyError('second at line 2')", tb(2), 2.0)  # to line 2's overflow
+    errors.record(
+        "c1", "g", "k", "KeyError('first at line 2')", tb(2), 2.0
+    )  # past max_rows: still a row
+    errors.record(
+        "c1", "g", "k", "KeyError('second at line 2')", tb(2), 2.0
+    )  # to line 2's overflow
     errors.record("c1", "g", "k", "ValueError('x')", tb(3), 3.0)  # a third place: the last resort
     rows = errors.drain()
     assert sum(r["count"] for r in rows) == 7
     line1 = [r for r in rows if r["location"] == "/x/job.py:1 in load"]
-    assert sorted(r["pattern"] for r in line1) == ["(2+ other distinct messages, counted together)",
-                                                   "KeyError('a')", "KeyError('b')"]
+    assert sorted(r["pattern"] for r in line1) == [
+        "(2+ other distinct messages, counted together)",
+        "KeyError('a')",
+        "KeyError('b')",
+    ]
     line2 = _by_pattern(r for r in rows if r["location"] == "/x/job.py:2 in load")
     assert line2["KeyError('first at line …')"]["count"] == 1
-    assert line2["(1+ other distinct message, counted together)"]["examples"] == ["KeyError('second at line 2')"]
+    assert line2["(1+ other distinct message, counted together)"]["examples"] == [
+        "KeyError('second at line 2')"
+    ]
     (last,) = [r for r in rows if r["exc_type"] == OVERFLOW_TYPE]
     assert last["examples"] == ["ValueError('x')"] and last["count"] == 1
     errors.forget({"c1"})
@@ -124,15 +142,18 @@ def test_failures_with_numbered_identifiers_are_one_kind_each(sqlite_url):
         cluster_id = info["cluster_id"]
     rows = dal.list_exceptions(cluster_id, limit=None, store=sqlite_url)
     by = {(r["exc_type"], r["pattern"]): r for r in rows}
-    assert set(by) == {("KeyError", "KeyError('k…')"), ("ValueError", "ValueError('user… has no account')"),
-                       ("RuntimeError", "RuntimeError('shard… failed')"),
-                       ("KeyError", "KeyError('missing column col_…')")}
+    assert set(by) == {
+        ("KeyError", "KeyError('k…')"),
+        ("ValueError", "ValueError('user… has no account')"),
+        ("RuntimeError", "RuntimeError('shard… failed')"),
+        ("KeyError", "KeyError('missing column col_…')"),
+    }
     assert all(r["count"] == 50 and len(r["examples"]) == 3 for r in rows)
     assert len({r["location"] for r in rows}) == 4
     assert all(r["location"].endswith("in raise_identifier") for r in rows)
 
 
-WORDS = ["".join(chr(ord("g") + (i // 5 ** k) % 5) for k in range(3)) for i in range(30)]
+WORDS = ["".join(chr(ord("g") + (i // 5**k) % 5) for k in range(3)) for i in range(30)]
 
 
 def fail_many_ways(i):
@@ -179,10 +200,19 @@ def test_new_type_or_line_after_the_cap_has_its_own_row(sqlite_url):
     assert set(late_rows) == {"TypeError", "KeyError"}
     assert late_rows["TypeError"]["count"] == 10 and late_rows["KeyError"]["count"] == 10
     assert late_rows["TypeError"]["pattern"] == "TypeError('unsupported operand')"
-    assert len({overflow["location"], late_rows["TypeError"]["location"], late_rows["KeyError"]["location"]}) == 3
+    assert (
+        len(
+            {
+                overflow["location"],
+                late_rows["TypeError"]["location"],
+                late_rows["KeyError"]["location"],
+            }
+        )
+        == 3
+    )
 
 
-SCRIPT = '''\
+SCRIPT = """\
 import sys
 
 import dask_analytics_lab as dal
@@ -206,7 +236,7 @@ if __name__ == "__main__":
         wait(client.map(boom, range(10)))
         dal.flush(client)
         print(info["cluster_id"])
-'''
+"""
 
 
 @pytest.fixture
@@ -229,24 +259,39 @@ def test_failure_in_a_script_function_shows_the_script_and_line(store_url, scrip
     text = SCRIPT.format(processes=processes)
     script = script_dir / "etl_job.py"
     script.write_text(text)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(script), store_url], capture_output=True, text=True, env=env,
-                          cwd=script_dir, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(script), store_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=script_dir,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     cluster_id = done.stdout.split()[-1]
     rows = {r["exc_type"]: r for r in dal.list_exceptions(cluster_id, store=store_url)}
     assert set(rows) == {"KeyError", "ValueError"}
-    raise_line, helper_line, call_line = (_line_of(text, 'raise ValueError'), _line_of(text, 'return {}[f"k{x}"]'),
-                                          _line_of(text, "return helper(x)"))
+    raise_line, helper_line, call_line = (
+        _line_of(text, "raise ValueError"),
+        _line_of(text, 'return {}[f"k{x}"]'),
+        _line_of(text, "return helper(x)"),
+    )
     odd, missing = rows["ValueError"], rows["KeyError"]
     assert odd["location"] == f"{script}:{raise_line} in boom"
-    assert odd["traceback_text"] == (f'  File "{script}", line {raise_line}, in boom\n'
-                                     f'    raise ValueError(f"odd input {{x}}")\n')
+    assert odd["traceback_text"] == (
+        f'  File "{script}", line {raise_line}, in boom\n    raise ValueError(f"odd input {{x}}")\n'
+    )
     assert missing["location"] == f"{script}:{helper_line} in helper"
-    assert missing["traceback_text"] == (f'  File "{script}", line {call_line}, in boom\n'
-                                         f'    return helper(x)\n'
-                                         f'  File "{script}", line {helper_line}, in helper\n'
-                                         f'    return {{}}[f"k{{x}}"]\n')
+    assert missing["traceback_text"] == (
+        f'  File "{script}", line {call_line}, in boom\n'
+        f"    return helper(x)\n"
+        f'  File "{script}", line {helper_line}, in helper\n'
+        f'    return {{}}[f"k{{x}}"]\n'
+    )
     # What Dask reported stays with the row.
     assert missing["recorded_location"] == f"<dynamic-code>:{helper_line} in helper"
     assert missing["recorded_traceback_text"].count('File "<dynamic-code>"') == 2
@@ -254,7 +299,12 @@ def test_failure_in_a_script_function_shows_the_script_and_line(store_url, scrip
 
 
 def _snippet(text: str, call_line: int, filename: str = "/home/ann/job.py", first: int = 1) -> dict:
-    return {"text": text, "filename": filename, "lineno_frame": call_line, "lineno_relative": call_line - first}
+    return {
+        "text": text,
+        "filename": filename,
+        "lineno_frame": call_line,
+        "lineno_relative": call_line - first,
+    }
 
 
 def test_a_frame_is_placed_only_where_the_snippet_leaves_no_doubt():
@@ -273,14 +323,23 @@ def test_a_frame_is_placed_only_where_the_snippet_leaves_no_doubt():
     snippets = Snippets([_snippet(cell, 5)])  # the computation made on line 5
     assert snippets.find("load", 3) == ("/home/ann/job.py", "return x[0]")
     assert snippets.find("load", 4) is None  # not a line of load
-    assert snippets.find("<lambda>", 6) == ("/home/ann/job.py", "lambda y: 1 / y, xs)")  # in the call
+    assert snippets.find("<lambda>", 6) == (
+        "/home/ann/job.py",
+        "lambda y: 1 / y, xs)",
+    )  # in the call
     assert snippets.find("later", 8) is None  # written after the call: an older definition ran
     assert snippets.find("other", 3) is None
     # A method's source (indented), starting at line 40 of its file.
     method = "    def run(self):\n        def step(x):\n            return x.y\n        client.map(step, [1])\n"
-    assert Snippets([_snippet(method, 43, first=40)]).find("step", 42) == ("/home/ann/job.py", "return x.y")
+    assert Snippets([_snippet(method, 43, first=40)]).find("step", 42) == (
+        "/home/ann/job.py",
+        "return x.y",
+    )
     # Two files that both could hold it: no guess.
-    assert Snippets([_snippet(cell, 5), _snippet(cell, 5, filename="/other.py")]).find("load", 3) is None
+    assert (
+        Snippets([_snippet(cell, 5), _snippet(cell, 5, filename="/other.py")]).find("load", 3)
+        is None
+    )
     # Text the reader could not open (sealed, or None) places nothing.
     assert Snippets([{**_snippet(cell, 5), "text": None}]).find("load", 3) is None
 
@@ -294,7 +353,7 @@ def _run_cell(kc, code: str) -> list[str]:
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
         if msg["msg_type"] == "error":
-            errors.append(f'{msg["content"]["ename"]}: {msg["content"]["evalue"]}')
+            errors.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             return errors
 
@@ -331,7 +390,10 @@ def test_failure_in_a_notebook_cell_shows_the_cell_and_line(sqlite_url):
     """A real Jupyter kernel: a function defined in the cell that computes is placed in
     that cell; one defined in a cell that sent no code stays as Dask reported it."""
     jupyter_client = pytest.importorskip("jupyter_client.manager")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     km, kc = jupyter_client.start_new_kernel(kernel_name="python3", env=env)
     try:
         assert _run_cell(kc, f"STORE = {sqlite_url!r}") == []
@@ -348,9 +410,15 @@ def test_failure_in_a_notebook_cell_shows_the_cell_and_line(sqlite_url):
     cell_file = snippet["filename"]
     assert "ipykernel_" in cell_file and snippet["text"] == CELLS[1]
     assert parse["location"] == f"{cell_file}:3 in parse"
-    assert parse["traceback_text"] == f'  File "{cell_file}", line 3, in parse\n    raise KeyError(f"col_{{x}}")\n'
+    assert (
+        parse["traceback_text"]
+        == f'  File "{cell_file}", line 3, in parse\n    raise KeyError(f"col_{{x}}")\n'
+    )
     assert parse["pattern"] == "KeyError('col_…')" and parse["count"] == 4
-    assert elsewhere["location"] == "<dynamic-code>:2 in elsewhere" and "recorded_location" not in elsewhere
+    assert (
+        elsewhere["location"] == "<dynamic-code>:2 in elsewhere"
+        and "recorded_location" not in elsewhere
+    )
 
 
 def test_a_report_that_may_not_hold_code_shows_frames_as_dask_reported(sqlite_url):
@@ -359,6 +427,7 @@ def test_a_report_that_may_not_hold_code_shows_frames_as_dask_reported(sqlite_ur
     from dask_analytics_lab.reports.render import computation_report
 
     with recorded_cluster(sqlite_url) as (client, info):
+
         def sent_by_value(x):  # a local function: cloudpickle sends it by value
             raise KeyError(f"k{x}")  # placed-source-marker
 
@@ -372,5 +441,7 @@ def test_a_report_that_may_not_hold_code_shows_frames_as_dask_reported(sqlite_ur
         off = computation_report(row["computation_id"], store=sqlite_url)
     assert [e["location"] for e in on[1]["exceptions"]] == [row["location"]]
     (dask_said,) = off[1]["exceptions"]
-    assert dask_said["location"] == row["recorded_location"] and dask_said["location"].startswith("<dynamic-code>:")
+    assert dask_said["location"] == row["recorded_location"] and dask_said["location"].startswith(
+        "<dynamic-code>:"
+    )
     assert "placed-source-marker" not in off[0] + json.dumps(off[1])

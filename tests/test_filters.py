@@ -1,6 +1,7 @@
 """Team questions: filters on clusters and computations (user, account, state, date
 range, text) and keyset pages through `before=`, on SQLite and PostgreSQL, through the
 public API; then the team server's list endpoints with the same parameters, attacked."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,13 +32,19 @@ def team(store_url):
     store = open_store(store_url)
     now = time.time()
     etl = _cluster("team-a", "ann", "etl-nightly", T0)
-    etl.msgs += [etl.computation("etl-1", start=T0 + 10, groups=[group("read_parquet-1"), group("groupby-2")]),
-                 etl.computation("etl-2", start=T0 + 20, state="erred"),
-                 etl.computation("etl-3", start=T0 + 30, groups=[group("read_parquet-3")]),
-                 etl.stop()]
+    etl.msgs += [
+        etl.computation(
+            "etl-1", start=T0 + 10, groups=[group("read_parquet-1"), group("groupby-2")]
+        ),
+        etl.computation("etl-2", start=T0 + 20, state="erred"),
+        etl.computation("etl-3", start=T0 + 30, groups=[group("read_parquet-3")]),
+        etl.stop(),
+    ]
     live = _cluster("team-a", "bob", "Bob's 100% scratch_pad", now - 100)
-    live.msgs += [live.computation("live-1", start=now - 50, state="running", label="train_model"),
-                  live.sample(at=now - 1)]
+    live.msgs += [
+        live.computation("live-1", start=now - 50, state="running", label="train_model"),
+        live.sample(at=now - 1),
+    ]
     lost = _cluster("team-b", "ann", "etl-weekly", T0 + 40 * DAY)
     lost.msgs += [lost.computation("lost-1", start=T0 + 40 * DAY + 5, state="running")]
     for c in (etl, live, lost):
@@ -67,12 +74,18 @@ def test_clusters_filter_by_user_account_state_dates_and_text(team):
     # dates: epoch seconds, datetimes (aware or naive = UTC), ISO strings, ages
     assert _ids(dal.list_clusters(since=T0 + 1, store=url)) == [live.id, lost.id]
     assert _ids(dal.list_clusters(until=T0 + 1, store=url)) == [etl.id]
-    t40 = dt.datetime.fromtimestamp(T0 + 40 * DAY, dt.timezone.utc)
-    assert _ids(dal.list_clusters(since=t40, until=t40 + dt.timedelta(seconds=1), store=url)) == [lost.id]
-    assert _ids(dal.list_clusters(since=t40.replace(tzinfo=None), until=t40.date() + dt.timedelta(days=1),
-                                  store=url)) == [lost.id]
-    assert _ids(dal.list_clusters(since=t40.strftime("%Y-%m-%dT%H:%M:%SZ"), until="2030-01-01",
-                                  store=url)) == [live.id, lost.id]
+    t40 = dt.datetime.fromtimestamp(T0 + 40 * DAY, dt.UTC)
+    assert _ids(dal.list_clusters(since=t40, until=t40 + dt.timedelta(seconds=1), store=url)) == [
+        lost.id
+    ]
+    assert _ids(
+        dal.list_clusters(
+            since=t40.replace(tzinfo=None), until=t40.date() + dt.timedelta(days=1), store=url
+        )
+    ) == [lost.id]
+    assert _ids(
+        dal.list_clusters(since=t40.strftime("%Y-%m-%dT%H:%M:%SZ"), until="2030-01-01", store=url)
+    ) == [live.id, lost.id]
     assert _ids(dal.list_clusters(since="1d", store=url)) == [live.id]
     # text: in the name, any case; LIKE's wildcards are plain characters
     assert _ids(dal.list_clusters(text="ETL", store=url)) == [lost.id, etl.id]
@@ -107,12 +120,25 @@ def test_computation_text_searches_code_lines_and_task_prefixes(store_url):
     label left out (a label names at most four)."""
     store = open_store(store_url)
     c = Cluster()
-    many = [group(f"{p}-1") for p in ("read_csv", "astype", "fillna", "assign", "dropna", "to_parquet")]
-    store.ingest([c.cluster(), c.code("cell", "df.groupby('k').v.mean().compute()\n"),
-                  c.computation("by-line", code=["cell"], code_line="df.groupby('k').v.mean().compute()",
-                                label="read_parquet → mean"),
-                  c.computation("by-prefix", groups=many, label="read_csv → astype → … → to_parquet"),
-                  c.computation("neither", label="ones → sum", code=["cell"], code_line="x.sum().compute()")])
+    many = [
+        group(f"{p}-1") for p in ("read_csv", "astype", "fillna", "assign", "dropna", "to_parquet")
+    ]
+    store.ingest(
+        [
+            c.cluster(),
+            c.code("cell", "df.groupby('k').v.mean().compute()\n"),
+            c.computation(
+                "by-line",
+                code=["cell"],
+                code_line="df.groupby('k').v.mean().compute()",
+                label="read_parquet → mean",
+            ),
+            c.computation("by-prefix", groups=many, label="read_csv → astype → … → to_parquet"),
+            c.computation(
+                "neither", label="ones → sum", code=["cell"], code_line="x.sum().compute()"
+            ),
+        ]
+    )
     store.close()
     try:
         ids = lambda text: _ids(dal.list_computations(text=text, store=store_url), "computation_id")  # noqa: E731
@@ -126,18 +152,21 @@ def test_computation_text_searches_code_lines_and_task_prefixes(store_url):
         api.close_readers()
 
 
-@pytest.mark.parametrize("kw, says", [
-    ({"since": "yesterday"}, "since must be seconds since the epoch"),
-    ({"until": float("nan")}, "until must be"),
-    ({"since": True}, "since must be"),
-    ({"since": [1]}, "since must be"),
-    ({"state": "dead"}, "state must be one of live, stopped, lost"),
-    ({"before": "not-a-cursor"}, "before must be the `cursor` of the last row"),
-    ({"before": "WzEsMl0"}, "before must be the `cursor`"),  # [1,2]: an id that is no text
-    ({"text": ""}, "text must be text of 1 to 200 characters"),
-    ({"user": "a\x00b"}, "user contains control characters"),
-    ({"limit": -1}, "limit must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        ({"since": "yesterday"}, "since must be seconds since the epoch"),
+        ({"until": float("nan")}, "until must be"),
+        ({"since": True}, "since must be"),
+        ({"since": [1]}, "since must be"),
+        ({"state": "dead"}, "state must be one of live, stopped, lost"),
+        ({"before": "not-a-cursor"}, "before must be the `cursor` of the last row"),
+        ({"before": "WzEsMl0"}, "before must be the `cursor`"),  # [1,2]: an id that is no text
+        ({"text": ""}, "text must be text of 1 to 200 characters"),
+        ({"user": "a\x00b"}, "user contains control characters"),
+        ({"limit": -1}, "limit must be a whole number"),
+    ],
+)
 def test_bad_values_say_what_to_pass(team, kw, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(")):
         dal.list_clusters(store=team["url"], **kw)
@@ -155,7 +184,9 @@ def test_pages_follow_the_cursor_to_the_end(store_url):
     msgs = [c.cluster(started=T0)]
     for i in range(23):
         # three at a time share a start: the page boundary falls inside a tie
-        msgs.append(c.computation(f"comp-{i:02d}", start=T0 + i // 3, label="sum" if i % 2 else "mean"))
+        msgs.append(
+            c.computation(f"comp-{i:02d}", start=T0 + i // 3, label="sum" if i % 2 else "mean")
+        )
     store.ingest(msgs)
     everything = _ids(store.list_computations(limit=None), "computation_id")
     assert len(everything) == 23
@@ -202,7 +233,9 @@ def _get(server, path: str, token: str | None, **params) -> tuple[int, dict]:
 
     from .server_helpers import request
 
-    status, body, _ = request(f"{server.url}/api{path}?{urllib.parse.urlencode(params)}", token=token)
+    status, body, _ = request(
+        f"{server.url}/api{path}?{urllib.parse.urlencode(params)}", token=token
+    )
     return status, body
 
 
@@ -224,8 +257,14 @@ def test_server_filters_stay_inside_the_tokens_account(team, server):
     assert ids(body, "computation_id") == ["lost-1"]
     status, body = _get(server, f"/clusters/{etl.id}/computations", a, text="read_parquet", limit=1)
     assert ids(body, "computation_id") == ["etl-3"]
-    status, body = _get(server, f"/clusters/{etl.id}/computations", a, text="read_parquet", limit=1,
-                        before=body["computations"][0]["cursor"])
+    status, body = _get(
+        server,
+        f"/clusters/{etl.id}/computations",
+        a,
+        text="read_parquet",
+        limit=1,
+        before=body["computations"][0]["cursor"],
+    )
     assert ids(body, "computation_id") == ["etl-1"]
     # pages through the public API and HttpReader
     import dask
@@ -236,7 +275,9 @@ def test_server_filters_stay_inside_the_tokens_account(team, server):
         assert _ids(page, "computation_id") == ["etl-3", "etl-2"]
         page = dal.list_computations(limit=2, user="ann", before=page[-1]["cursor"])
         assert _ids(page, "computation_id") == ["etl-1"]
-        assert _ids(dal.list_clusters(since=dt.datetime(2023, 11, 1), until="2023-12-01")) == [etl.id]
+        assert _ids(dal.list_clusters(since=dt.datetime(2023, 11, 1), until="2023-12-01")) == [
+            etl.id
+        ]
         with pytest.raises(PermissionError, match="cannot read account 'team-b'"):
             dal.list_clusters(account="team-b")
         with pytest.raises(ValueError, match="state must be one of"):
@@ -261,25 +302,28 @@ def test_server_account_filter_never_widens_and_no_login_reads_nothing(team, ser
     assert status == 200 and {r["account"] for r in body["clusters"]} == {"team-a"}
 
 
-@pytest.mark.parametrize("params, says", [
-    ({"since": "yesterday"}, "since must be seconds since the epoch"),
-    ({"until": "nan"}, "until must be"),
-    ({"until": "inf"}, "until must be"),
-    ({"since": "9" * 400}, "since must be"),
-    ({"since": "2026-13-45"}, "since must be"),
-    ({"state": "dead"}, "state must be one of"),
-    ({"state": "' OR 1=1 --"}, "state must be one of"),
-    ({"user": "x" * 201}, "user must be text of 1 to 200 characters"),
-    ({"user": ""}, "user must be text"),
-    ({"text": "a\x00b"}, "text contains control characters"),
-    ({"text": "\x1b[2J"}, "text contains control characters"),
-    ({"before": "%%%"}, "before must be the `cursor`"),
-    ({"before": "eyJhIjoxfQ"}, "before must be the `cursor`"),  # {"a":1}
-    ({"before": "WyJ4IiwieSJd"}, "before must be the `cursor`"),  # ["x","y"]
-    ({"before": "A" * 5000}, "before must be the `cursor`"),
-    ({"limit": "0"}, "limit must be a whole number"),
-    ({"sort": "start"}, "unknown query parameter"),
-])
+@pytest.mark.parametrize(
+    "params, says",
+    [
+        ({"since": "yesterday"}, "since must be seconds since the epoch"),
+        ({"until": "nan"}, "until must be"),
+        ({"until": "inf"}, "until must be"),
+        ({"since": "9" * 400}, "since must be"),
+        ({"since": "2026-13-45"}, "since must be"),
+        ({"state": "dead"}, "state must be one of"),
+        ({"state": "' OR 1=1 --"}, "state must be one of"),
+        ({"user": "x" * 201}, "user must be text of 1 to 200 characters"),
+        ({"user": ""}, "user must be text"),
+        ({"text": "a\x00b"}, "text contains control characters"),
+        ({"text": "\x1b[2J"}, "text contains control characters"),
+        ({"before": "%%%"}, "before must be the `cursor`"),
+        ({"before": "eyJhIjoxfQ"}, "before must be the `cursor`"),  # {"a":1}
+        ({"before": "WyJ4IiwieSJd"}, "before must be the `cursor`"),  # ["x","y"]
+        ({"before": "A" * 5000}, "before must be the `cursor`"),
+        ({"limit": "0"}, "limit must be a whole number"),
+        ({"sort": "start"}, "unknown query parameter"),
+    ],
+)
 def test_server_refuses_hostile_values_before_any_query(team, server, params, says, monkeypatch):
     token = server.token("team-a", "ann")
     called = []
@@ -317,20 +361,43 @@ def test_cli_filters_and_pages(team, capsys):
     code, out, err = _cli(capsys, "--store", url, "clusters", "--user", "ann", "--text", "ETL")
     assert code == 0, err
     assert [r["cluster"] for r in table(out)] == [short_id(lost.id), short_id(etl.id)]
-    code, out, _ = _cli(capsys, "--store", url, "clusters", "--state", "stopped", "--since", "2023-11-01",
-                        "--until", "2023-11-30")
+    code, out, _ = _cli(
+        capsys,
+        "--store",
+        url,
+        "clusters",
+        "--state",
+        "stopped",
+        "--since",
+        "2023-11-01",
+        "--until",
+        "2023-11-30",
+    )
     assert [r["cluster"] for r in table(out)] == [short_id(etl.id)]
     # a full page says how to get the next one
     code, out, err = _cli(capsys, "--store", url, "computations", "--user", "ann", "--limit", "2")
     assert [r["computation"] for r in table(out)] == ["lost-1", "etl-3"]
     cursor = err.split("older: --before ")[1].strip()
-    code, out, err = _cli(capsys, "--store", url, "computations", "--user", "ann", "--limit", "2",
-                          "--before", cursor)
+    code, out, err = _cli(
+        capsys, "--store", url, "computations", "--user", "ann", "--limit", "2", "--before", cursor
+    )
     assert [r["computation"] for r in table(out)] == ["etl-2", "etl-1"]
-    code, out, err = _cli(capsys, "--store", url, "computations", "--user", "ann", "--limit", "2",
-                          "--before", "x" + cursor)
+    code, out, err = _cli(
+        capsys,
+        "--store",
+        url,
+        "computations",
+        "--user",
+        "ann",
+        "--limit",
+        "2",
+        "--before",
+        "x" + cursor,
+    )
     assert code == 2 and "before must be the `cursor`" in err, err
-    code, out, err = _cli(capsys, "--store", url, "computations", "--cluster", etl.id, "--state", "erred")
+    code, out, err = _cli(
+        capsys, "--store", url, "computations", "--cluster", etl.id, "--state", "erred"
+    )
     assert [r["computation"] for r in table(out)] == ["etl-2"]
     code, out, err = _cli(capsys, "--store", url, "clusters", "--since", "last tuesday")
     assert code == 2 and "since must be seconds since the epoch" in err
@@ -341,10 +408,14 @@ def test_cli_filters_and_pages(team, capsys):
 def test_cli_costs(team, capsys):
     from .test_cli import table
 
-    code, out, err = _cli(capsys, "--store", team["url"], "costs", "--by", "month", "--account", "team-a")
+    code, out, err = _cli(
+        capsys, "--store", team["url"], "costs", "--by", "month", "--account", "team-a"
+    )
     assert code == 0, err
     assert [(r["month"], r["clusters"], r["computations"]) for r in table(out)] == [
-        (dt.datetime.fromtimestamp(team["now"], dt.timezone.utc).strftime("%Y-%m"), "1", "1"), ("2023-11", "1", "3")]
+        (dt.datetime.fromtimestamp(team["now"], dt.UTC).strftime("%Y-%m"), "1", "1"),
+        ("2023-11", "1", "3"),
+    ]
     code, out, err = _cli(capsys, "--store", team["url"], "costs", "--by", "week")
     assert code == 2 and "'week' is not one of 'user', 'day', 'month'" in err
 
@@ -362,26 +433,46 @@ def test_series_read_their_window_in_the_store_and_through_the_server(team, serv
     of a long-lived cluster reads its own stretch, not the newest rows)."""
     etl = team["etl"]
     store = open_store(team["url"])
-    store.ingest([etl.workers(2, at=T0 + t) for t in range(0, 1000, 10)]
-                 + [etl.msg("event", {"topic": "worker-joined", "time": T0 + t, "msg": {"worker": f"w{t}"}})
-                    for t in (5, 505, 905)])
+    store.ingest(
+        [etl.workers(2, at=T0 + t) for t in range(0, 1000, 10)]
+        + [
+            etl.msg("event", {"topic": "worker-joined", "time": T0 + t, "msg": {"worker": f"w{t}"}})
+            for t in (5, 505, 905)
+        ]
+    )
     store.close()
-    rows = dal.list_worker_samples(etl.id, since=T0 + 100, until=T0 + 200, limit=5, store=team["url"])
+    rows = dal.list_worker_samples(
+        etl.id, since=T0 + 100, until=T0 + 200, limit=5, store=team["url"]
+    )
     assert [r["time"] - T0 for r in rows] == [180, 190, 190, 200, 200]  # the newest 5 of the window
     rows = dal.list_worker_samples(etl.id, since=T0 + 100, until=T0 + 200, store=team["url"])
     assert {r["time"] - T0 for r in rows} == set(range(100, 201, 10)) and len(rows) == 22
-    events = dal.list_events(etl.id, topic="worker-joined", since=T0 + 500, until=T0 + 600, store=team["url"])
+    events = dal.list_events(
+        etl.id, topic="worker-joined", since=T0 + 500, until=T0 + 600, store=team["url"]
+    )
     assert [e["msg"]["worker"] for e in events] == ["w505"]
     a = server.token("team-a", "ann")
-    status, body = _get(server, f"/clusters/{etl.id}/workers", a, since=str(T0 + 100), until=str(T0 + 200))
+    status, body = _get(
+        server, f"/clusters/{etl.id}/workers", a, since=str(T0 + 100), until=str(T0 + 200)
+    )
     assert status == 200 and len(body["workers"]) == 22
-    status, body = _get(server, "/events", a, cluster_id=etl.id, topic="worker-joined", since=str(T0 + 900))
+    status, body = _get(
+        server, "/events", a, cluster_id=etl.id, topic="worker-joined", since=str(T0 + 900)
+    )
     assert status == 200 and [e["msg"]["worker"] for e in body["events"]] == ["w905"]
-    for path, params in ((f"/clusters/{etl.id}/workers", {"since": "soon"}), ("/events", {"until": "nan"}),
-                         ("/gpu", {"since": "30"})):
+    for path, params in (
+        (f"/clusters/{etl.id}/workers", {"since": "soon"}),
+        ("/events", {"until": "nan"}),
+        ("/gpu", {"since": "30"}),
+    ):
         status, body = _get(server, path, a, **params)
-        assert status == 400 and ("since" in body["error"] or "until" in body["error"]), (path, body)
+        assert status == 400 and ("since" in body["error"] or "until" in body["error"]), (
+            path,
+            body,
+        )
     status, body = _get(server, f"/clusters/{etl.id}/workers", None, since=str(T0))
     assert status == 401
-    status, body = _get(server, f"/clusters/{etl.id}/workers", server.token("team-b", "ann"), since=str(T0))
+    status, body = _get(
+        server, f"/clusters/{etl.id}/workers", server.token("team-b", "ann"), since=str(T0)
+    )
     assert status == 404  # another account's cluster: as unknown

@@ -1,7 +1,7 @@
 """The team page in Chromium: the clusters' filter bar, the "Older" button following the
 cursor, and the Costs page by user, day and month.  Screenshots in test-artifacts/."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 from playwright import sync_api as playwright
@@ -19,13 +19,26 @@ def site(tmp_path_factory):
     """Five stopped clusters of team-a (ann: 3, bob: 2) a day apart, one of team-b."""
     url = "sqlite:///" + str(tmp_path_factory.mktemp("filters-web") / "analytics.db")
     store = open_store(url)
-    for i, (account, user) in enumerate([("team-a", "ann"), ("team-a", "bob"), ("team-a", "ann"),
-                                          ("team-a", "bob"), ("team-a", "ann"), ("team-b", "ann")]):
+    for i, (account, user) in enumerate(
+        [
+            ("team-a", "ann"),
+            ("team-a", "bob"),
+            ("team-a", "ann"),
+            ("team-a", "bob"),
+            ("team-a", "ann"),
+            ("team-b", "ann"),
+        ]
+    ):
         started = T0 + i * DAY
         c = Cluster(f"cluster-{i}", account=account, t0=started)
-        store.ingest([c.cluster(name=f"{user}-job-{i}", user=user, started=started),
-                      c.sample(core_seconds=3600.0 * (i + 1), cost=0.05 * (i + 1)),
-                      c.computation(f"comp-{i}", start=started + 1), c.stop()])
+        store.ingest(
+            [
+                c.cluster(name=f"{user}-job-{i}", user=user, started=started),
+                c.sample(core_seconds=3600.0 * (i + 1), cost=0.05 * (i + 1)),
+                c.computation(f"comp-{i}", start=started + 1),
+                c.stop(),
+            ]
+        )
     store.close()
     with ServerThread({"store_url": url}) as server:
         yield server, server.token("team-a", "ann")
@@ -54,7 +67,9 @@ def test_filter_older_and_costs_in_chromium(site, browser):
     page.get_by_role("button", name="Older »").click()
     expect(page.locator("main table tbody tr td:first-child").first).to_have_text("ann-job-0")
     assert _names(page) == ["ann-job-0"]
-    expect(page.get_by_role("button", name="Older »")).to_have_count(0)  # a short page: nothing older
+    expect(page.get_by_role("button", name="Older »")).to_have_count(
+        0
+    )  # a short page: nothing older
     page.get_by_role("button", name="« Newest").click()
     expect(page.locator("main table tbody tr td:first-child").first).to_have_text("ann-job-4")
 
@@ -88,7 +103,9 @@ def test_filter_older_and_costs_in_chromium(site, browser):
     expect(page.locator("main table tbody tr")).to_have_count(2)
     rows = [r.split("\t") for r in page.locator("main table tbody tr").all_inner_texts()]
     assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
-        ("ann", "3", "3", "9.00", "$0.45"), ("bob", "2", "2", "6.00", "$0.30")]
+        ("ann", "3", "3", "9.00", "$0.45"),
+        ("bob", "2", "2", "6.00", "$0.30"),
+    ]
     page.get_by_role("tab", name="by day").click()
     expect(page.locator("main table tbody tr")).to_have_count(5)
     page.get_by_role("tab", name="by month").click()
@@ -112,7 +129,9 @@ def test_sidebar_filter_and_older_in_jupyterlab(tmp_path, browser):
     for i in range(35):
         c = Cluster(f"side-{i:02d}", account="team-a", t0=T0 + i * 60)
         user = "zoe" if i % 10 == 3 else "ann"
-        store.ingest([c.cluster(name=f"{user}-run-{i:02d}", user=user, started=T0 + i * 60), c.stop()])
+        store.ingest(
+            [c.cluster(name=f"{user}-run-{i:02d}", user=user, started=T0 + i * 60), c.stop()]
+        )
     store.close()
     with jupyter_lab(tmp_path / "lab", url) as lab:
         page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
@@ -128,7 +147,13 @@ def test_sidebar_filter_and_older_in_jupyterlab(tmp_path, browser):
         assert names.first.inner_text() == "ann-run-34"
         sidebar.get_by_role("button", name="Older »").click()
         expect(names).to_have_count(5)
-        assert names.all_inner_texts() == ["ann-run-04", "zoe-run-03", "ann-run-02", "ann-run-01", "ann-run-00"]
+        assert names.all_inner_texts() == [
+            "ann-run-04",
+            "zoe-run-03",
+            "ann-run-02",
+            "ann-run-01",
+            "ann-run-00",
+        ]
         sidebar.get_by_role("button", name="« Newest").click()
         expect(names).to_have_count(30)
         sidebar.get_by_label("User").fill("zoe")

@@ -5,6 +5,7 @@ a healthy twin that has none: the kind must be among the first two findings, its
 evidence must name the group or worker at fault, and the twin must get no finding.
 Scenarios that need the same kind of cluster share one (each is its own computation).
 """
+
 from __future__ import annotations
 
 import time
@@ -106,7 +107,10 @@ class Scenarios:
 
     def _known(self) -> set[str]:
         dal.flush(self.client)
-        return {c["computation_id"] for c in dal.list_computations(self.cluster_id, limit=1000, store=self.store)}
+        return {
+            c["computation_id"]
+            for c in dal.list_computations(self.cluster_id, limit=1000, store=self.store)
+        }
 
     def __call__(self, name: str, run) -> None:
         before = self._known()
@@ -118,6 +122,7 @@ class Scenarios:
         def new():
             ids = self._known() - before
             return ids if len(ids) == 1 else None
+
         (self.ids[name],) = wait_for(new, what=f"the computation of {name}")
 
 
@@ -128,15 +133,34 @@ def plain(tmp_path_factory):
     store = str(tmp_path_factory.mktemp("findings") / "plain.db")
     with recorded_cluster(store, config=SAMPLES) as (client, info):
         run = Scenarios(client, store, info["cluster_id"])
-        run("healthy", lambda: client.compute(delayed(total)([delayed(spin)(0.2, i) for i in range(8)])).result())
-        run("small-tasks", lambda: client.compute(delayed(total)([delayed(inc)(i) for i in range(1000)])).result())
-        run("straggler", lambda: client.compute(
-            delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])).result())
+        run(
+            "healthy",
+            lambda: client.compute(
+                delayed(total)([delayed(spin)(0.2, i) for i in range(8)])
+            ).result(),
+        )
+        run(
+            "small-tasks",
+            lambda: client.compute(delayed(total)([delayed(inc)(i) for i in range(1000)])).result(),
+        )
+        run(
+            "straggler",
+            lambda: client.compute(
+                delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])
+            ).result(),
+        )
         a, b = sorted(client.scheduler_info()["workers"])
-        run("imbalance", lambda: client.gather(client.map(spin, [0.4] * 8, range(8), workers=[a],
-                                                          allow_other_workers=False)))
+        run(
+            "imbalance",
+            lambda: client.gather(
+                client.map(spin, [0.4] * 8, range(8), workers=[a], allow_other_workers=False)
+            ),
+        )
         run("too-few-tasks", lambda: client.compute(delayed(spin)(3.0, 1)).result())
-        run("failures", lambda: client.compute(delayed(total)([delayed(fails)(i) for i in range(3)])).result())
+        run(
+            "failures",
+            lambda: client.compute(delayed(total)([delayed(fails)(i) for i in range(3)])).result(),
+        )
         run("before", lambda: job(client, 0.1))
         run("same-as-before", lambda: job(client, 0.1))
         run("slower-than-before", lambda: job(client, 0.8))
@@ -147,6 +171,7 @@ def plain(tmp_path_factory):
         def idle_recorded():
             dal.flush(client)  # a snapshot now: the cluster samples only on change otherwise
             return (dal.get_cluster(info["cluster_id"], store=store)["sample_time"] or 0) > stop + 4
+
         wait_for(idle_recorded, what="the cluster idle for 4 s", every=0.5)
     yield {"store": store, "ids": run.ids, "workers": (a, b)}
     close_readers()
@@ -157,17 +182,36 @@ def threads(tmp_path_factory):
     """One worker of 2 threads in this process, 200 MiB: Python's GIL, and spilling.
     The last computation is closed straight after: no idle cluster."""
     store = str(tmp_path_factory.mktemp("findings") / "threads.db")
-    memory = {"distributed.worker.memory.target": 0.5, "distributed.worker.memory.spill": False,
-              "distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False,
-              "distributed.worker.memory.spill-compression": False}
-    with recorded_cluster(store, n_workers=1, threads_per_worker=2, memory_limit="200 MiB",
-                          config={**SAMPLES, **memory}) as (client, info):
+    memory = {
+        "distributed.worker.memory.target": 0.5,
+        "distributed.worker.memory.spill": False,
+        "distributed.worker.memory.pause": False,
+        "distributed.worker.memory.terminate": False,
+        "distributed.worker.memory.spill-compression": False,
+    }
+    with recorded_cluster(
+        store,
+        n_workers=1,
+        threads_per_worker=2,
+        memory_limit="200 MiB",
+        config={**SAMPLES, **memory},
+    ) as (client, info):
         run = Scenarios(client, store, info["cluster_id"])
         run("gil-contention", lambda: client.gather(client.map(spin, [0.3] * 8, range(8))))
         run("waiting", lambda: client.gather(client.map(nap, [0.3] * 8, range(8))))
         # 512 MiB held at once by a worker whose target is 100 MiB; the twin holds 16 MiB.
-        run("spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 64) for i in range(8)])).result())
-        run("no-spilling", lambda: client.compute(delayed(count)([delayed(block)(i, 1) for i in range(16)])).result())
+        run(
+            "spilling",
+            lambda: client.compute(
+                delayed(count)([delayed(block)(i, 64) for i in range(8)])
+            ).result(),
+        )
+        run(
+            "no-spilling",
+            lambda: client.compute(
+                delayed(count)([delayed(block)(i, 1) for i in range(16)])
+            ).result(),
+        )
         (worker,) = client.scheduler_info()["workers"]
     yield {"store": store, "ids": run.ids, "worker": worker}
     close_readers()
@@ -178,25 +222,49 @@ def processes(tmp_path_factory):
     """Worker processes with nannies, 2 x 1 thread, 2 GiB each: data moved between
     workers, and a worker killed for its memory (the last scenario: its worker restarts)."""
     store = str(tmp_path_factory.mktemp("findings") / "processes.db")
-    memory = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
-              "distributed.worker.memory.pause": False, "distributed.comm.compression": False,
-              # The hog's task errs at its first killed worker instead of killing three.
-              "distributed.scheduler.allowed-failures": 0}
-    with recorded_cluster(store, processes=True, memory_limit="2 GiB", config={**SAMPLES, **memory}) as (client, info):
+    memory = {
+        "distributed.worker.memory.target": False,
+        "distributed.worker.memory.spill": False,
+        "distributed.worker.memory.pause": False,
+        "distributed.comm.compression": False,
+        # The hog's task errs at its first killed worker instead of killing three.
+        "distributed.scheduler.allowed-failures": 0,
+    }
+    with recorded_cluster(
+        store, processes=True, memory_limit="2 GiB", config={**SAMPLES, **memory}
+    ) as (client, info):
         client.wait_for_workers(2)
         run = Scenarios(client, store, info["cluster_id"])
         # One task needs what both workers made: half of it crosses between the processes.
         # A list of many Python objects is what Dask (de)serializes slowest: object by object.
-        run("serialization", lambda: client.compute(
-            delayed(count)([delayed(objects)(i, 40_000) for i in range(8)])).result())
-        run("transfer-bound", lambda: client.compute(delayed(count)([delayed(block)(i, 100) for i in range(8)])).result())
-        run("little-moved", lambda: client.compute(delayed(count)([delayed(block)(i, 1) for i in range(8)])).result())
+        run(
+            "serialization",
+            lambda: client.compute(
+                delayed(count)([delayed(objects)(i, 40_000) for i in range(8)])
+            ).result(),
+        )
+        run(
+            "transfer-bound",
+            lambda: client.compute(
+                delayed(count)([delayed(block)(i, 100) for i in range(8)])
+            ).result(),
+        )
+        run(
+            "little-moved",
+            lambda: client.compute(
+                delayed(count)([delayed(block)(i, 1) for i in range(8)])
+            ).result(),
+        )
         run("memory-kill", lambda: client.submit(hog, 1, 2600, pure=False).result())
 
         def killed():
             dal.flush(client)
-            return [e for e in dal.list_events(info["cluster_id"], topic="worker-left", store=store)
-                    if e["msg"].get("reason") == "memory"]
+            return [
+                e
+                for e in dal.list_events(info["cluster_id"], topic="worker-left", store=store)
+                if e["msg"].get("reason") == "memory"
+            ]
+
         (left,) = wait_for(killed, what="the memory kill recorded")
         client.wait_for_workers(2)
         run("after-the-kill", lambda: client.submit(inc, 1).result())
@@ -251,7 +319,11 @@ def test_a_straggler(plain):
 def test_imbalance(plain):
     a, b = plain["workers"]
     f = found_kind(plain["store"], plain["ids"]["imbalance"], "imbalance")
-    assert f["workers"] == [a, b] and f"{a} ran 8 tasks" in f["evidence"] and f"{b} ran 0" in f["evidence"], f
+    assert (
+        f["workers"] == [a, b]
+        and f"{a} ran 8 tasks" in f["evidence"]
+        and f"{b} ran 0" in f["evidence"]
+    ), f
 
 
 def test_too_few_tasks(plain):
@@ -261,19 +333,29 @@ def test_too_few_tasks(plain):
 
 def test_failures(plain):
     f = found_kind(plain["store"], plain["ids"]["failures"], "failures")
-    assert f["groups"] == ["fails"] and "ValueError" in f["title"] and "in group fails" in f["evidence"], f
+    assert (
+        f["groups"] == ["fails"]
+        and "ValueError" in f["title"]
+        and "in group fails" in f["evidence"]
+    ), f
 
 
 def test_slower_than_before_and_its_twin(plain):
     ids = plain["ids"]
     f = found_kind(plain["store"], ids["slower-than-before"], "slower-than-before")
-    assert f["groups"] == ["spin"] and ids["same-as-before"] in f["evidence"] and "spin: compute" in f["evidence"], f
+    assert (
+        f["groups"] == ["spin"]
+        and ids["same-as-before"] in f["evidence"]
+        and "spin: compute" in f["evidence"]
+    ), f
     healthy(plain["store"], ids["same-as-before"])
 
 
 def test_an_idle_cluster_and_its_twin(plain, threads):
     f = found_kind(plain["store"], plain["ids"]["idle-cluster"], "idle-cluster")
-    assert "after this one, its last" in f["evidence"] and "no idle timeout was set" in f["evidence"], f
+    assert (
+        "after this one, its last" in f["evidence"] and "no idle timeout was set" in f["evidence"]
+    ), f
     assert 'analytics.idle.timeout: "3.00 s"' in f["advice"]
     # Closed straight after its last computation.
     healthy(threads["store"], threads["ids"]["no-spilling"], FAST_MACHINE)
@@ -281,7 +363,11 @@ def test_an_idle_cluster_and_its_twin(plain, threads):
 
 def test_gil_contention_and_its_twin(threads):
     f = found_kind(threads["store"], threads["ids"]["gil-contention"], "gil-contention")
-    assert f["groups"] == ["spin"] and f["workers"] == [threads["worker"]] and "spin: threads waited" in f["evidence"]
+    assert (
+        f["groups"] == ["spin"]
+        and f["workers"] == [threads["worker"]]
+        and "spin: threads waited" in f["evidence"]
+    )
     # Threads that wait on sleep (I/O) wait too, but their worker's CPU is idle.
     healthy(threads["store"], threads["ids"]["waiting"])
 
@@ -296,7 +382,10 @@ def test_spilling_and_its_twin(threads):
 def test_the_command_line_explains(plain, capsys):
     assert cli(["--store", plain["store"], "explain", plain["ids"]["straggler"]]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("1. [straggler] a straggler in spin") and "evidence: a task of spin ran" in out
+    assert (
+        out.startswith("1. [straggler] a straggler in spin")
+        and "evidence: a task of spin ran" in out
+    )
     assert cli(["--store", plain["store"], "explain", plain["ids"]["healthy"], "--json"]) == 0
     assert capsys.readouterr().out.strip() == "[]"
     assert cli(["--store", plain["store"], "explain", "no-such-id"]) == 2
@@ -305,25 +394,42 @@ def test_the_command_line_explains(plain, capsys):
 
 def test_thresholds_are_validated_config():
     assert config.findings_settings()["min_impact"] == 1.0
-    for key, bad in (("min-impact", "soon"), ("min-share", 2), ("straggler-min-tasks", 0), ("gil-max-cpu", "x")):
+    for key, bad in (
+        ("min-impact", "soon"),
+        ("min-share", 2),
+        ("straggler-min-tasks", 0),
+        ("gil-max-cpu", "x"),
+    ):
         with pytest.raises(dal.ConfigError, match=rf"analytics\.findings\.{key}"):
             config.findings_settings({f"analytics.findings.{key}": bad})
 
 
 def test_transfer_bound_and_its_twin(processes):
-    f = found_kind(processes["store"], processes["ids"]["transfer-bound"], "transfer-bound", FAST_MACHINE)
-    assert f["groups"] == ["count"] and "count: " in f["evidence"] and "fetching inputs" in f["evidence"], f
+    f = found_kind(
+        processes["store"], processes["ids"]["transfer-bound"], "transfer-bound", FAST_MACHINE
+    )
+    assert (
+        f["groups"] == ["count"]
+        and "count: " in f["evidence"]
+        and "fetching inputs" in f["evidence"]
+    ), f
     healthy(processes["store"], processes["ids"]["little-moved"], FAST_MACHINE)
 
 
 def test_serialization(processes):
-    f = found_kind(processes["store"], processes["ids"]["serialization"], "serialization", FAST_MACHINE)
+    f = found_kind(
+        processes["store"], processes["ids"]["serialization"], "serialization", FAST_MACHINE
+    )
     assert "(de)serializing" in f["evidence"], f
 
 
 def test_a_worker_killed_for_its_memory_and_the_run_after(processes):
     f = found_kind(processes["store"], processes["ids"]["memory-kill"], "memory-kill")
-    assert f["groups"] == ["hog"] and processes["killed"] in f["workers"] and processes["killed"] in f["evidence"], f
+    assert (
+        f["groups"] == ["hog"]
+        and processes["killed"] in f["workers"]
+        and processes["killed"] in f["evidence"]
+    ), f
     healthy(processes["store"], processes["ids"]["after-the-kill"])
 
 
@@ -331,36 +437,78 @@ def test_a_worker_killed_for_its_memory_and_the_run_after(processes):
 def straggling(c: Cluster, comp_id: str) -> list[dict]:
     """A computation of 8 `load` tasks on 2 workers of 2 threads, one of them 50x the others."""
     t = c.t + 1
-    rows = [{"worker": f"tcp://10.0.0.{i % 2 + 1}:4000", "thread": 140000 + i % 4, "prefix": "load",
-             "task_group": "load-abc", "state": "memory", "start": t + (i // 4) * 0.1,
-             "stop": t + (i // 4) * 0.1 + (5.0 if i == 5 else 0.1)} for i in range(8)]
-    return [c.workers(2, at=t), c.computation(comp_id, start=t, stop=t + 5.1, groups=[
-                group("load-abc", n_tasks=8, compute=5.7, start=t, stop=t + 5.1)]),
-            c.tasks(comp_id, rows)]
+    rows = [
+        {
+            "worker": f"tcp://10.0.0.{i % 2 + 1}:4000",
+            "thread": 140000 + i % 4,
+            "prefix": "load",
+            "task_group": "load-abc",
+            "state": "memory",
+            "start": t + (i // 4) * 0.1,
+            "stop": t + (i // 4) * 0.1 + (5.0 if i == 5 else 0.1),
+        }
+        for i in range(8)
+    ]
+    return [
+        c.workers(2, at=t),
+        c.computation(
+            comp_id,
+            start=t,
+            stop=t + 5.1,
+            groups=[group("load-abc", n_tasks=8, compute=5.7, start=t, stop=t + 5.1)],
+        ),
+        c.tasks(comp_id, rows),
+    ]
 
 
 def test_findings_from_stored_messages_are_scoped_by_account(store_url):
     acme, rival = Cluster(account="acme"), Cluster(account="rival")
     with open_store(store_url) as store:
-        store.ingest([acme.cluster(), *straggling(acme, "slow-1"), rival.cluster(), *straggling(rival, "rival-1")])
+        store.ingest(
+            [
+                acme.cluster(),
+                *straggling(acme, "slow-1"),
+                rival.cluster(),
+                *straggling(rival, "rival-1"),
+            ]
+        )
         (f,) = explain(store, "slow-1", account="acme")
-        assert f["kind"] == "straggler" and f["groups"] == ["load-abc"] and f["workers"] == ["tcp://10.0.0.2:4000"]
-        assert "ran 5.00 s on tcp://10.0.0.2:4000, 50x its group's median of 100.00 ms" in f["evidence"], f
+        assert (
+            f["kind"] == "straggler"
+            and f["groups"] == ["load-abc"]
+            and f["workers"] == ["tcp://10.0.0.2:4000"]
+        )
+        assert (
+            "ran 5.00 s on tcp://10.0.0.2:4000, 50x its group's median of 100.00 ms"
+            in f["evidence"]
+        ), f
         # It started at 0.1 s; with the median it would have ended at 0.2 s, as the others
         # did: the remaining 4.9 s are the straggler's.
         assert f["impact"] == pytest.approx(4.9, abs=0.01)
         with pytest.raises(NotFound, match="unknown computation id 'rival-1'"):
             explain(store, "rival-1", account="acme")
         # A stricter threshold hides it.
-        assert explain(store, "slow-1", settings=config.findings_settings(
-            {"analytics.findings.min-impact": "10s"})) == []
+        assert (
+            explain(
+                store,
+                "slow-1",
+                settings=config.findings_settings({"analytics.findings.min-impact": "10s"}),
+            )
+            == []
+        )
 
 
 def test_findings_over_the_team_server_are_scoped_to_the_token(tmp_path):
     with ServerThread({"store_url": f"sqlite:///{tmp_path / 'team.db'}"}) as server:
         acme, rival = Cluster(account="acme"), Cluster(account="rival")
-        server.ctx.store.ingest([acme.cluster(), *straggling(acme, "slow-1"), rival.cluster(),
-                                 *straggling(rival, "rival-1")])
+        server.ctx.store.ingest(
+            [
+                acme.cluster(),
+                *straggling(acme, "slow-1"),
+                rival.cluster(),
+                *straggling(rival, "rival-1"),
+            ]
+        )
         ann, eve = server.token("acme"), server.token("rival", user="eve")
         try:
             with dask.config.set({"analytics.token": ann}):

@@ -10,6 +10,7 @@ page (js/team/app.ts) of a `dask-analytics server` on it.
 The screenshot is test-artifacts/findings-monitor.png (docs/img/ holds a copy for the
 README).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,9 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports.render import computation_report
 from tests.browser_helpers import WIDGET_HARNESS, jupyter_lab, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
-from tests.test_report_links import offline_page
 from tests.server_helpers import ServerThread
 from tests.test_findings import Scenarios, spin, total
+from tests.test_report_links import offline_page
 
 VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
 
@@ -37,9 +38,18 @@ def straggled(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('findings') / 'analytics.db'}"
     with recorded_cluster(url) as (client, info):
         run = Scenarios(client, url, info["cluster_id"])
-        run("straggler", lambda: client.compute(
-            delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])).result())
-        run("healthy", lambda: client.compute(delayed(total)([delayed(spin)(0.2, i) for i in range(8)])).result())
+        run(
+            "straggler",
+            lambda: client.compute(
+                delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])
+            ).result(),
+        )
+        run(
+            "healthy",
+            lambda: client.compute(
+                delayed(total)([delayed(spin)(0.2, i) for i in range(8)])
+            ).result(),
+        )
     yield url, info["cluster_id"], run.ids
     close_readers()
 
@@ -55,7 +65,9 @@ def test_the_monitor_shows_why_it_was_slow(straggled, page, tmp_path):
     shutil.copy(STATIC / "style.css", tmp_path / "style.css")
     (tmp_path / "index.html").write_text(WIDGET_HARNESS)
     (tmp_path / "straggler.json").write_text(json.dumps(state))
-    (tmp_path / "healthy.json").write_text(json.dumps(widget_state(url, cluster_id, ids["healthy"])))
+    (tmp_path / "healthy.json").write_text(
+        json.dumps(widget_state(url, cluster_id, ids["healthy"]))
+    )
     with static_server(tmp_path) as base:
         page.goto(f"{base}/index.html")
         page.wait_for_function("() => window.harnessReady === true")
@@ -63,7 +75,10 @@ def test_the_monitor_shows_why_it_was_slow(straggled, page, tmp_path):
         monitor = page.locator(".dal-monitor")
         top = monitor.locator(".dal-taskgroups .dal-top-finding")
         top.wait_for()
-        assert top.inner_text().startswith("straggler") and "a straggler in spin held up the end" in top.inner_text()
+        assert (
+            top.inner_text().startswith("straggler")
+            and "a straggler in spin held up the end" in top.inner_text()
+        )
         assert monitor.locator(".dal-tab[data-tab='findings']").inner_text() == "Findings1"
 
         top.click()  # opens the Findings tab
@@ -129,12 +144,17 @@ def test_the_lab_panel_shows_why_it_was_slow(straggled, browser, tmp_path):
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(lab.url("lab"))
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand('dask-analytics:open')",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.commands.hasCommand('dask-analytics:open')",
+            timeout=60_000,
+        )
 
         def open_panel(computation_id: str) -> None:
-            page.evaluate("([c, k]) => window.jupyterapp.commands.execute('dask-analytics:open', "
-                          "{clusterId: c, computationId: k})", [cluster_id, computation_id])
+            page.evaluate(
+                "([c, k]) => window.jupyterapp.commands.execute('dask-analytics:open', "
+                "{clusterId: c, computationId: k})",
+                [cluster_id, computation_id],
+            )
 
         open_panel(ids["straggler"])
         panel = page.locator(".dal-lab-panel")
@@ -153,7 +173,10 @@ def test_the_lab_panel_shows_why_it_was_slow(straggled, browser, tmp_path):
         pane = panel.locator(".dal-pane[data-pane='findings']")
         panel.locator(".dal-tab[data-tab='findings']").click()
         pane.get_by_text("No findings").wait_for(timeout=30_000)
-        assert panel.locator(".dal-finding").count() == 0 and panel.locator(".dal-top-finding").count() == 0
+        assert (
+            panel.locator(".dal-finding").count() == 0
+            and panel.locator(".dal-top-finding").count() == 0
+        )
         assert errors == []
 
 

@@ -1,6 +1,7 @@
-""""Hide Dask internals" on a NumPy-bound profile (issue 23, item 6): a real
+""" "Hide Dask internals" on a NumPy-bound profile (issue 23, item 6): a real
 LocalCluster's profile of a matrix product, folded by js/widgets/flamegraph.ts
 foldInternals (bundled by esbuild, run in node), keeps the frames that did the work."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import dask.array as da
-import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
@@ -23,15 +23,32 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def fold(tmp_path: Path, tree: dict) -> dict:
     bundle = tmp_path / "flamegraph.mjs"
-    subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), str(ROOT / "js" / "widgets" / "flamegraph.ts"),
-                    "--bundle", "--format=esm", f"--outfile={bundle}", "--log-level=error"], check=True, timeout=120)
+    subprocess.run(
+        [
+            str(ROOT / "node_modules" / ".bin" / "esbuild"),
+            str(ROOT / "js" / "widgets" / "flamegraph.ts"),
+            "--bundle",
+            "--format=esm",
+            f"--outfile={bundle}",
+            "--log-level=error",
+        ],
+        check=True,
+        timeout=120,
+    )
     (tmp_path / "tree.json").write_text(json.dumps(tree))
-    script = (f"import {{ foldInternals }} from {json.dumps(bundle.as_uri())};"
-              "import { readFileSync } from 'node:fs';"
-              f"const tree = JSON.parse(readFileSync({json.dumps(str(tmp_path / 'tree.json'))}, 'utf8'));"
-              "console.log(JSON.stringify(foldInternals(tree)))")
-    out = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, check=True,
-                         timeout=60)
+    script = (
+        f"import {{ foldInternals }} from {json.dumps(bundle.as_uri())};"
+        "import { readFileSync } from 'node:fs';"
+        f"const tree = JSON.parse(readFileSync({json.dumps(str(tmp_path / 'tree.json'))}, 'utf8'));"
+        "console.log(JSON.stringify(foldInternals(tree)))"
+    )
+    out = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return json.loads(out.stdout)
 
 
@@ -61,7 +78,9 @@ def test_hiding_dask_internals_keeps_a_numpy_bound_profile(tmp_path):
     # Not emptied (before the fix: nothing kept): the frames kept carry most samples.  Not
     # all: samples that never left Dask's own machinery (its metrics meter, idle threads)
     # fold away, ~10% of them in a fresh clone's run (89% kept there).
-    assert kept and sum(c["count"] for c in folded["children"].values()) >= 0.5 * tree["count"], folded
+    assert kept and sum(c["count"] for c in folded["children"].values()) >= 0.5 * tree["count"], (
+        folded
+    )
     assert folded["count"] == tree["count"]
     # What did the work is named: the matrix product and the random numbers (NumPy's C
     # code, called straight from dask.array: their innermost Python frames stay).

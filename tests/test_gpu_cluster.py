@@ -8,6 +8,7 @@ One cluster, four workers:
   C  library present, kernel driver not loaded
   D  no NVML library at all
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import pynvml  # noqa: F401,E402  (a test extra: a missing one fails the run)
 import pytest
 from distributed import Client, LocalCluster, worker_client
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -25,7 +27,6 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from dask_analytics_lab import messages
 from dask_analytics_lab.gpu import Monitor, NoGPUWarning
 
-import pynvml  # noqa: F401,E402  (a test extra: a missing one fails the run)
 sys.path.insert(0, str(Path(__file__).parent))
 import fake_nvml  # noqa: E402
 
@@ -54,13 +55,26 @@ class Recorder(SchedulerPlugin):
 
 def start_worker(address: str, env: dict, log: Path) -> subprocess.Popen:
     """A real worker process with an environment of its own (LD_LIBRARY_PATH is read at exec)."""
-    env = {k: v for k, v in env.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")} | \
-        {k: v for k, v in env.items() if k in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG") and v}
+    env = {k: v for k, v in env.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")} | {
+        k: v for k, v in env.items() if k in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG") and v
+    }
     return subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-         "--no-nanny", "--no-dashboard", "--memory-limit", "0"],
-        env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nthreads",
+            "1",
+            "--no-nanny",
+            "--no-dashboard",
+            "--memory-limit",
+            "0",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
 
 
 def gpu_child(i):
@@ -95,30 +109,58 @@ def procs():
 def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
     lib = fake_nvml.build()
     gone = tmp_path / "gpu-eeee-gone"
-    conf_a = fake_nvml.write_config(tmp_path / "a.conf", [
-        fake_nvml.device("GPU-aaaa-0000", name="Fake A100", total="40G", used=["1G", "2G", "3G"],
-                         util=[10, 50, 90], power=[250, 300], temp=[60], step_ms=60),
-        fake_nvml.device("GPU-bbbb-1111", total="16G", used="4G", unsupported="power,temperature"),
-        fake_nvml.device("GPU-cccc-2222", total="80G", used="8G", mig=1),
-        fake_nvml.mig(2, "MIG-dddd-3333", name="Fake A100 MIG 1g.10gb", total="10G", used="1G"),
-        fake_nvml.device("GPU-eeee-4444", total="16G", used="2G", lost_flag=str(gone)),
-    ])
-    conf_b = fake_nvml.write_config(tmp_path / "b.conf", [fake_nvml.device("GPU-ffff-5555", total="24G", used="5G")])
+    conf_a = fake_nvml.write_config(
+        tmp_path / "a.conf",
+        [
+            fake_nvml.device(
+                "GPU-aaaa-0000",
+                name="Fake A100",
+                total="40G",
+                used=["1G", "2G", "3G"],
+                util=[10, 50, 90],
+                power=[250, 300],
+                temp=[60],
+                step_ms=60,
+            ),
+            fake_nvml.device(
+                "GPU-bbbb-1111", total="16G", used="4G", unsupported="power,temperature"
+            ),
+            fake_nvml.device("GPU-cccc-2222", total="80G", used="8G", mig=1),
+            fake_nvml.mig(2, "MIG-dddd-3333", name="Fake A100 MIG 1g.10gb", total="10G", used="1G"),
+            fake_nvml.device("GPU-eeee-4444", total="16G", used="2G", lost_flag=str(gone)),
+        ],
+    )
+    conf_b = fake_nvml.write_config(
+        tmp_path / "b.conf", [fake_nvml.device("GPU-ffff-5555", total="24G", used="5G")]
+    )
     conf_c = fake_nvml.write_config(tmp_path / "c.conf", ["init_error 9"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     for k, v in fake_nvml.env(conf_a, lib).items():
         monkeypatch.setenv(k, v)  # worker A's process inherits these at spawn
     base = dict(os.environ)
 
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         recorder = Recorder()
         cluster.scheduler.add_plugin(recorder)
         (a,) = client.scheduler_info()["workers"]
-        procs.append(start_worker(cluster.scheduler_address, base | fake_nvml.env(conf_c, lib), tmp_path / "c.log"))
+        procs.append(
+            start_worker(
+                cluster.scheduler_address, base | fake_nvml.env(conf_c, lib), tmp_path / "c.log"
+            )
+        )
         if not REAL_NVML:  # on a GPU machine a worker with no library cannot be made this way
-            procs.append(start_worker(cluster.scheduler_address,
-                                      base | {"LD_LIBRARY_PATH": "", "FAKE_NVML_CONFIG": ""}, tmp_path / "d.log"))
+            procs.append(
+                start_worker(
+                    cluster.scheduler_address,
+                    base | {"LD_LIBRARY_PATH": "", "FAKE_NVML_CONFIG": ""},
+                    tmp_path / "d.log",
+                )
+            )
         client.wait_for_workers(1 + len(procs), timeout=60)
         no_gpu_workers = set(client.scheduler_info()["workers"]) - {a}
 
@@ -126,11 +168,19 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
         with pytest.warns(NoGPUWarning) as warned:
             gpus = monitor.attach(["total-mem", "mem-util", "compute-util", "power"])
         assert set(gpus) == {a}
-        assert [g["uuid"] for g in gpus[a]] == ["GPU-aaaa-0000", "GPU-bbbb-1111", "GPU-cccc-2222",
-                                                "MIG-dddd-3333", "GPU-eeee-4444"]
+        assert [g["uuid"] for g in gpus[a]] == [
+            "GPU-aaaa-0000",
+            "GPU-bbbb-1111",
+            "GPU-cccc-2222",
+            "MIG-dddd-3333",
+            "GPU-eeee-4444",
+        ]
         assert [g["mig"] for g in gpus[a]] == [False, False, False, True, False]
         text = str(warned[0].message)
-        assert f"No NVIDIA GPU/driver found on {len(no_gpu_workers)} of {len(no_gpu_workers) + 1} workers" in text
+        assert (
+            f"No NVIDIA GPU/driver found on {len(no_gpu_workers)} of {len(no_gpu_workers) + 1} workers"
+            in text
+        )
         assert set(monitor.no_gpu) == no_gpu_workers
         assert all(w in text for w in no_gpu_workers)
         assert "kernel driver is not loaded" in text
@@ -152,15 +202,24 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
         assert client.gather([first, second]) == [0.7, 0.3]
 
         # B joins while the monitor runs and starts sampling by itself.
-        procs.append(start_worker(cluster.scheduler_address, base | fake_nvml.env(conf_b, lib), tmp_path / "b.log"))
+        procs.append(
+            start_worker(
+                cluster.scheduler_address, base | fake_nvml.env(conf_b, lib), tmp_path / "b.log"
+            )
+        )
         client.wait_for_workers(2 + len(no_gpu_workers), timeout=60)
         (b,) = set(client.scheduler_info()["workers"]) - no_gpu_workers - {a}
-        wait_for(lambda: len(run.rows.get(b, ())) >= 3, what="samples from the worker that joined late")
+        wait_for(
+            lambda: len(run.rows.get(b, ())) >= 3, what="samples from the worker that joined late"
+        )
 
         # GPU-eeee falls off the bus: A drops it and goes on with the others.
         gone.touch()
         t_gone = time.time()
-        wait_for(lambda: sum(1 for r in run.rows[a] if r[1] > t_gone + 0.3) >= 8, what="samples after the loss")
+        wait_for(
+            lambda: sum(1 for r in run.rows[a] if r[1] > t_gone + 0.3) >= 8,
+            what="samples after the loss",
+        )
 
         # A second client, connected later, finds the monitor on the cluster and stops it.
         with Client(cluster.scheduler_address) as client2:
@@ -184,10 +243,25 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
         for p in paths:
             with p.open() as f:
                 reader = csv.DictReader(f)
-                assert reader.fieldnames == ["timestamp", "job", "dag", "host", "gpu_index", "gpu_uuid", "gpu_name",
-                                             "total-mem", "mem-util", "compute-util", "power", "task_groups"]
+                assert reader.fieldnames == [
+                    "timestamp",
+                    "job",
+                    "dag",
+                    "host",
+                    "gpu_index",
+                    "gpu_uuid",
+                    "gpu_name",
+                    "total-mem",
+                    "mem-util",
+                    "compute-util",
+                    "power",
+                    "task_groups",
+                ]
                 rows[p.stem] = list(reader)
-        by_worker = {w: rows[next(k for k in rows if k.endswith(w.rsplit(":", 1)[1]))] for w in [a, b, *no_gpu_workers]}
+        by_worker = {
+            w: rows[next(k for k in rows if k.endswith(w.rsplit(":", 1)[1]))]
+            for w in [a, b, *no_gpu_workers]
+        }
         for w in no_gpu_workers:
             assert by_worker[w] == []  # header only: nothing sampled, nothing broke
         ra = by_worker[a]
@@ -203,7 +277,9 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
         assert {r["power"] for r in gpu("GPU-bbbb-1111")} == {""}  # NotSupported -> empty
         assert {r["mem-util"] for r in gpu("GPU-bbbb-1111")} == {"25.0"}
         mig = gpu("MIG-dddd-3333")
-        assert mig and {(r["gpu_index"], r["compute-util"], r["total-mem"]) for r in mig} == {("2", "", str(GiB))}
+        assert mig and {(r["gpu_index"], r["compute-util"], r["total-mem"]) for r in mig} == {
+            ("2", "", str(GiB))
+        }
         assert {r["host"] for r in ra} == {summary["hosts"][a]}
         lost = [float(r["timestamp"]) for r in gpu("GPU-eeee-4444")]
         assert lost and max(lost) < t_gone - summary["started"] + 0.2
@@ -235,15 +311,29 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
 
         # --- what went to the store: the gpu_samples contract ----------------------------
         assert {m["kind"] for m in recorder.messages} == {"gpu_samples"}
-        shipped = [(m["data"]["worker"], m["data"]["host"], s) for m in recorder.messages for s in m["data"]["samples"]]
+        shipped = [
+            (m["data"]["worker"], m["data"]["host"], s)
+            for m in recorder.messages
+            for s in m["data"]["samples"]
+        ]
         assert all(host and s["gpu_uuid"] for _w, host, s in shipped)  # keyed by host + uuid
         assert {m["data"]["monitor_id"] for m in recorder.messages} == {monitor_id}
         assert {s["gpu_uuid"] for w, _h, s in shipped if w == a} == {
-            "GPU-aaaa-0000", "GPU-bbbb-1111", "GPU-cccc-2222", "MIG-dddd-3333", "GPU-eeee-4444"}
+            "GPU-aaaa-0000",
+            "GPU-bbbb-1111",
+            "GPU-cccc-2222",
+            "MIG-dddd-3333",
+            "GPU-eeee-4444",
+        }
 
         # Distributed's own heartbeat GPU metrics read the same fake GPU 0.
-        wait_for(lambda: cluster.scheduler.workers[a].metrics.get("gpu_memory_used") in (GiB, 2 * GiB, 3 * GiB),
-                 what="heartbeat gpu metrics")
+        wait_for(
+            lambda: (
+                cluster.scheduler.workers[a].metrics.get("gpu_memory_used")
+                in (GiB, 2 * GiB, 3 * GiB)
+            ),
+            what="heartbeat gpu metrics",
+        )
 
         # And the cluster goes on as before.
         assert client.submit(lambda x: x + 1, 1).result() == 2
@@ -253,8 +343,12 @@ def test_no_library_anywhere(tmp_path, monkeypatch):
     if REAL_NVML:
         pytest.skip("this machine has a real libnvidia-ml: 'no library' cannot be arranged")
     monkeypatch.delenv("FAKE_NVML_CONFIG", raising=False)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         monitor = Monitor(client, interval="20ms")
         with pytest.warns(NoGPUWarning, match="No NVIDIA GPU/driver found on any of the 1 workers"):
             assert monitor.attach() == {}

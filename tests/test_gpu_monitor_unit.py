@@ -1,4 +1,5 @@
 """gpu_monitor: job/dag tracking and sample ingest on the scheduler, with fake scheduler objects."""
+
 from __future__ import annotations
 
 import logging
@@ -62,6 +63,7 @@ def test_a_monitor_registered_mid_computation_does_not_invent_dag_indexes():
 def test_the_monitor_reads_the_recorders_job_tracker():
     """With the recorder registered (it counts every graph from the scheduler's start),
     the monitor uses its tracker and counts nothing itself."""
+
     class Recorder:
         jobs = JobTracker()
 
@@ -91,7 +93,9 @@ def test_small_graph_reusing_a_live_group_gets_the_new_dag():
     sched, jobs = FakeScheduler(), JobTracker()
     jobs.active = True
     c = submit(sched, jobs, "inc", tasks=["inc-5f2a3b1c0d9e8f7a6b5c4d3e2f1a0b9c"])
-    submit(sched, jobs, tasks=["inc-0d9e8f7a6b5c4d3e2f1a0b9c5f2a3b1c"])  # client.submit(inc, ...) again: no new group
+    submit(
+        sched, jobs, tasks=["inc-0d9e8f7a6b5c4d3e2f1a0b9c5f2a3b1c"]
+    )  # client.submit(inc, ...) again: no new group
     assert jobs.lookup(sched, ["inc"]) == (str(c.id), 1)
 
 
@@ -131,8 +135,17 @@ def test_dags_are_counted_while_inactive_and_groups_seeded_at_start():
 
 
 def test_validate_metrics():
-    assert validate_metrics(None) == ["total-mem", "mem-util", "compute-util", "power", "temperature"]
-    assert validate_metrics(["compute-util", "total-mem", "compute-util"]) == ["compute-util", "total-mem"]
+    assert validate_metrics(None) == [
+        "total-mem",
+        "mem-util",
+        "compute-util",
+        "power",
+        "temperature",
+    ]
+    assert validate_metrics(["compute-util", "total-mem", "compute-util"]) == [
+        "compute-util",
+        "total-mem",
+    ]
     assert validate_metrics("power") == ["power"]
     with pytest.raises(ValueError, match=r"unknown GPU metric\(s\) \['gpu-mem'\]; choose from"):
         validate_metrics(["total-mem", "gpu-mem"])
@@ -161,10 +174,27 @@ def make_plugin():
 
 
 def batch(t0, n, uuids=("GPU-a", "GPU-b"), groups=("matmul",), used=lambda i: i):
-    return [{"time": t0 + i * 0.1, "task_groups": list(groups),
-             "gpus": [{"gpu_uuid": u, "gpu_index": k, "gpu_name": "Fake", "mem_used": used(i) * (k + 1),
-                       "mem_total": 1000, "mem_util": None, "compute_util": 50.0, "power_w": None,
-                       "temperature_c": None} for k, u in enumerate(uuids)]} for i in range(n)]
+    return [
+        {
+            "time": t0 + i * 0.1,
+            "task_groups": list(groups),
+            "gpus": [
+                {
+                    "gpu_uuid": u,
+                    "gpu_index": k,
+                    "gpu_name": "Fake",
+                    "mem_used": used(i) * (k + 1),
+                    "mem_total": 1000,
+                    "mem_util": None,
+                    "compute_util": 50.0,
+                    "power_w": None,
+                    "temperature_c": None,
+                }
+                for k, u in enumerate(uuids)
+            ],
+        }
+        for i in range(n)
+    ]
 
 
 def test_ingest_tags_rows_emits_the_contract_and_tracks_peaks():
@@ -176,19 +206,41 @@ def test_ingest_tags_rows_emits_the_contract_and_tracks_peaks():
     plugin.jobs.active = True
     comp = submit(plugin.scheduler, plugin.jobs, "matmul")
 
-    plugin._on_samples(worker="tcp://w1:1", monitor_id=run.id, host="node1", samples=batch(run.started, 3))
-    plugin._on_samples(worker="tcp://w1:1", monitor_id=run.id, host="node1",
-                       samples=batch(run.started + 1, 2, used=lambda i: 7 - i))
+    plugin._on_samples(
+        worker="tcp://w1:1", monitor_id=run.id, host="node1", samples=batch(run.started, 3)
+    )
+    plugin._on_samples(
+        worker="tcp://w1:1",
+        monitor_id=run.id,
+        host="node1",
+        samples=batch(run.started + 1, 2, used=lambda i: 7 - i),
+    )
     assert run.batches == {"tcp://w1:1": 2} and run.n_rows == 10
 
     assert len(recorder.messages) == 2
     msg = recorder.messages[0]
     assert msg["kind"] == "gpu_samples"
     data = msg["data"]
-    assert data["worker"] == "tcp://w1:1" and data["host"] == "node1" and data["monitor_id"] == run.id
+    assert (
+        data["worker"] == "tcp://w1:1" and data["host"] == "node1" and data["monitor_id"] == run.id
+    )
     row = data["samples"][1]
-    assert set(row) == {"timestamp", "time", "gpu_uuid", "gpu_index", "gpu_name", "mem_used", "mem_total",
-                        "mem_util", "compute_util", "power_w", "temperature_c", "job", "dag", "task_groups"}
+    assert set(row) == {
+        "timestamp",
+        "time",
+        "gpu_uuid",
+        "gpu_index",
+        "gpu_name",
+        "mem_used",
+        "mem_total",
+        "mem_util",
+        "compute_util",
+        "power_w",
+        "temperature_c",
+        "job",
+        "dag",
+        "task_groups",
+    }
     assert row["gpu_uuid"] == "GPU-b" and row["job"] == comp.id and row["dag"] == "0"
     assert row["task_groups"] == ["matmul"] and row["timestamp"] == pytest.approx(0.0)
 
@@ -215,7 +267,9 @@ def test_rows_kept_on_the_scheduler_are_bounded_fairly():
     plugin.runs[run.id] = run
     for i in range(20):
         for w in ("w1", "w2"):
-            plugin._on_samples(worker=w, monitor_id=run.id, host="h", samples=batch(run.started + i, 5))
+            plugin._on_samples(
+                worker=w, monitor_id=run.id, host="h", samples=batch(run.started + i, 5)
+            )
     assert run.n_rows == 400
     assert run.kept <= 100 and run.dropped_rows == 400 - run.kept
     assert abs(len(run.rows["w1"]) - len(run.rows["w2"])) <= 10

@@ -1,5 +1,6 @@
 """gpu_nvml: device discovery and reading, with pynvml's functions patched, and the
 real pynvml ctypes path against the compiled fake libnvidia-ml.so.1 in a subprocess."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import pynvml  # a test extra: a missing one fails the run
+import pytest
 
 from dask_analytics_lab.collect import gpu_nvml  # noqa: E402
 
@@ -24,8 +24,21 @@ def err(code: int) -> Exception:
 
 
 class Dev:
-    def __init__(self, uuid, index=None, name="Fake", total=100, used=10, util=5, power=1500, temp=40,
-                 mig_mode=0, migs=(), parent=None, fail=None):
+    def __init__(
+        self,
+        uuid,
+        index=None,
+        name="Fake",
+        total=100,
+        used=10,
+        util=5,
+        power=1500,
+        temp=40,
+        mig_mode=0,
+        migs=(),
+        parent=None,
+        fail=None,
+    ):
         self.uuid, self.index, self.name = uuid, index, name
         self.total, self.used, self.util, self.power, self.temp = total, used, util, power, temp
         self.mig_mode, self.migs, self.parent = mig_mode, list(migs), parent
@@ -134,17 +147,20 @@ class FakeNVML:
 
 
 # --- CUDA_VISIBLE_DEVICES ---------------------------------------------------------
-@pytest.mark.parametrize("value, expected", [
-    (None, None),
-    ("", []),
-    ("0,1", [0, 1]),
-    (" 1 , 0 ", [1, 0]),
-    ("GPU-abc,2", ["GPU-abc", 2]),
-    ("MIG-abc", ["MIG-abc"]),
-    ("0,nonsense,1", [0]),  # CUDA stops at the first invalid entry
-    ("-1", []),
-    ("1,-1,0", [1]),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, None),
+        ("", []),
+        ("0,1", [0, 1]),
+        (" 1 , 0 ", [1, 0]),
+        ("GPU-abc,2", ["GPU-abc", 2]),
+        ("MIG-abc", ["MIG-abc"]),
+        ("0,nonsense,1", [0]),  # CUDA stops at the first invalid entry
+        ("-1", []),
+        ("1,-1,0", [1]),
+    ],
+)
 def test_parse_visible(value, expected):
     assert gpu_nvml.parse_visible(value) == expected
 
@@ -173,8 +189,17 @@ def test_read_fields_and_units(monkeypatch):
     FakeNVML(monkeypatch, [Dev("GPU-0", total=200, used=50, util=70, power=123456, temp=61)])
     with gpu_nvml.GPUReader(None) as reader:
         (row,) = reader.read()
-    assert row == {"gpu_uuid": "GPU-0", "gpu_index": 0, "gpu_name": "Fake", "mem_used": 50, "mem_total": 200,
-                   "mem_util": 25.0, "compute_util": 70.0, "power_w": 123.456, "temperature_c": 61.0}
+    assert row == {
+        "gpu_uuid": "GPU-0",
+        "gpu_index": 0,
+        "gpu_name": "Fake",
+        "mem_used": 50,
+        "mem_total": 200,
+        "mem_util": 25.0,
+        "compute_util": 70.0,
+        "power_w": 123.456,
+        "temperature_c": 61.0,
+    }
 
 
 def test_only_attached_metrics_are_read(monkeypatch):
@@ -188,8 +213,13 @@ def test_only_attached_metrics_are_read(monkeypatch):
 
 
 def test_not_supported_getter_is_none_and_not_asked_again(monkeypatch):
-    gpu = Dev("GPU-0", fail={"power": pynvml.NVML_ERROR_NOT_SUPPORTED,
-                             "temperature": pynvml.NVML_ERROR_NO_PERMISSION})
+    gpu = Dev(
+        "GPU-0",
+        fail={
+            "power": pynvml.NVML_ERROR_NOT_SUPPORTED,
+            "temperature": pynvml.NVML_ERROR_NO_PERMISSION,
+        },
+    )
     FakeNVML(monkeypatch, [gpu])
     with gpu_nvml.GPUReader(None) as reader:
         rows = [reader.read()[0] for _ in range(3)]
@@ -206,8 +236,18 @@ def test_every_getter_not_supported(monkeypatch):
         dev = reader.devices[0]
     assert dev.name is None and dev.mem_total is None
     assert row["gpu_uuid"] == "GPU-0"
-    assert all(row[k] is None for k in ("mem_used", "mem_total", "mem_util", "compute_util", "power_w",
-                                        "temperature_c", "gpu_name"))
+    assert all(
+        row[k] is None
+        for k in (
+            "mem_used",
+            "mem_total",
+            "mem_util",
+            "compute_util",
+            "power_w",
+            "temperature_c",
+            "gpu_name",
+        )
+    )
 
 
 def test_transient_error_is_none_this_time_only(monkeypatch):
@@ -233,11 +273,14 @@ def test_vanishing_device_is_dropped_with_a_log_line(monkeypatch, caplog, code):
     assert len(lines) == 1 and "GPU-b" in lines[0]
 
 
-@pytest.mark.parametrize("code, text", [
-    ("NVML_ERROR_LIBRARY_NOT_FOUND", "libnvidia-ml.so.1 is not installed"),
-    ("NVML_ERROR_DRIVER_NOT_LOADED", "kernel driver is not loaded"),
-    ("NVML_ERROR_UNKNOWN", "NVML could not start"),
-])
+@pytest.mark.parametrize(
+    "code, text",
+    [
+        ("NVML_ERROR_LIBRARY_NOT_FOUND", "libnvidia-ml.so.1 is not installed"),
+        ("NVML_ERROR_DRIVER_NOT_LOADED", "kernel driver is not loaded"),
+        ("NVML_ERROR_UNKNOWN", "NVML could not start"),
+    ],
+)
 def test_no_library_or_driver(monkeypatch, code, text):
     FakeNVML(monkeypatch, [], init_error=getattr(pynvml, code))
     result = gpu_nvml.probe()
@@ -248,15 +291,19 @@ def test_no_library_or_driver(monkeypatch, code, text):
 def test_driver_without_gpus(monkeypatch):
     nvml = FakeNVML(monkeypatch, [])
     result = gpu_nvml.probe(None)
-    assert result == {"ok": False,
-                      "error": "no NVIDIA GPU/driver found: the driver is loaded but reports no usable GPU"}
+    assert result == {
+        "ok": False,
+        "error": "no NVIDIA GPU/driver found: the driver is loaded but reports no usable GPU",
+    }
     assert nvml.refs == 0  # the failed open shut NVML down again
 
 
 def test_no_pynvml_module(monkeypatch):
     monkeypatch.setattr(gpu_nvml, "pynvml", None)
     result = gpu_nvml.probe()
-    assert result["ok"] is False and "nvidia-ml-py" in result["error"] and "[gpu]" in result["error"]
+    assert (
+        result["ok"] is False and "nvidia-ml-py" in result["error"] and "[gpu]" in result["error"]
+    )
 
 
 def test_reader_close_balances_init(monkeypatch):
@@ -295,20 +342,38 @@ print(json.dumps(out))
 
 def test_real_pynvml_against_fake_library(tmp_path):
     gone = tmp_path / "gone"
-    conf = fake_nvml.write_config(tmp_path / "nvml.conf", [
-        fake_nvml.device("GPU-aaaa-1111", name="Fake A100", total="40G", used=["1G", "2G", "3G"],
-                         util=[10, 50, 90], power=[250], temp=[60], step_ms=40),
-        fake_nvml.device("GPU-bbbb-2222", total="16G", used="4G", unsupported="power,temperature"),
-        fake_nvml.device("GPU-cccc-3333", total="80G", used="8G", mig=1),
-        fake_nvml.mig(2, "MIG-dddd-4444", name="Fake MIG 1g.10gb", total="10G", used="1G"),
-        fake_nvml.device("GPU-eeee-5555", total="16G", used="2G", lost_flag=str(gone)),
-    ])
+    conf = fake_nvml.write_config(
+        tmp_path / "nvml.conf",
+        [
+            fake_nvml.device(
+                "GPU-aaaa-1111",
+                name="Fake A100",
+                total="40G",
+                used=["1G", "2G", "3G"],
+                util=[10, 50, 90],
+                power=[250],
+                temp=[60],
+                step_ms=40,
+            ),
+            fake_nvml.device(
+                "GPU-bbbb-2222", total="16G", used="4G", unsupported="power,temperature"
+            ),
+            fake_nvml.device("GPU-cccc-3333", total="80G", used="8G", mig=1),
+            fake_nvml.mig(2, "MIG-dddd-4444", name="Fake MIG 1g.10gb", total="10G", used="1G"),
+            fake_nvml.device("GPU-eeee-5555", total="16G", used="2G", lost_flag=str(gone)),
+        ],
+    )
     env = dict(os.environ, **fake_nvml.env(conf))
     env.pop("CUDA_VISIBLE_DEVICES", None)
     variants = [None, "", "1", "2", "2,0", "GPU-bbbb", "MIG-dddd-4444", "0,9,1", "-1"]
     n = 20
-    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(variants), str(n), str(gone)],
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(variants), str(n), str(gone)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     every = ["GPU-aaaa-1111", "GPU-bbbb-2222", "GPU-cccc-3333", "MIG-dddd-4444", "GPU-eeee-5555"]
@@ -326,15 +391,22 @@ def test_real_pynvml_against_fake_library(tmp_path):
     a = [by_uuid(s, "GPU-aaaa-1111") for s in series]
     assert {r["compute_util"] for r in a} == {10.0, 50.0, 90.0}  # the utilisation series went by
     assert {r["mem_used"] for r in a} == {1 << 30, 2 << 30, 3 << 30}
-    assert all(r["mem_total"] == 40 << 30 and r["power_w"] == 250.0 and r["temperature_c"] == 60.0 for r in a)
+    assert all(
+        r["mem_total"] == 40 << 30 and r["power_w"] == 250.0 and r["temperature_c"] == 60.0
+        for r in a
+    )
     b = by_uuid(series[0], "GPU-bbbb-2222")
     assert b["power_w"] is None and b["temperature_c"] is None and b["mem_util"] == 25.0
     mig = by_uuid(series[0], "MIG-dddd-4444")
-    assert mig["gpu_index"] == 2 and mig["gpu_name"] == "Fake MIG 1g.10gb" and mig["mem_used"] == 1 << 30
+    assert (
+        mig["gpu_index"] == 2
+        and mig["gpu_name"] == "Fake MIG 1g.10gb"
+        and mig["mem_used"] == 1 << 30
+    )
     assert mig["compute_util"] is None and mig["power_w"] is None
     assert by_uuid(series[0], "GPU-cccc-3333")["compute_util"] is None  # MIG parent: no utilisation
     # GPU-eeee answered until its flag appeared, then was dropped; the rest went on.
     present = [by_uuid(s, "GPU-eeee-5555") is not None for s in series]
-    assert present[: n // 2] == [True] * (n // 2) and not any(present[n // 2 + 1:])
+    assert present[: n // 2] == [True] * (n // 2) and not any(present[n // 2 + 1 :])
     assert all(len([g for g in s if g["gpu_uuid"] != "GPU-eeee-5555"]) == 4 for s in series)
     assert "GPU-eeee-5555" in proc.stderr and "vanished" in proc.stderr

@@ -1,4 +1,5 @@
 """gpu_sampler: the worker-side sampling thread and plugin, with a fake worker and reader."""
+
 from __future__ import annotations
 
 import asyncio
@@ -51,13 +52,18 @@ class FakeWorker:
 
 class FakeReader:
     def __init__(self, uuids=("GPU-0", "GPU-1")):
-        self.devices = [gpu_nvml.GPUDevice(uuid=u, index=i, name="Fake", mem_total=100) for i, u in enumerate(uuids)]
+        self.devices = [
+            gpu_nvml.GPUDevice(uuid=u, index=i, name="Fake", mem_total=100)
+            for i, u in enumerate(uuids)
+        ]
         self.closed = False
         self.reads = 0
 
     def read(self, metrics):
         self.reads += 1
-        return [{"gpu_uuid": d.uuid, "gpu_index": d.index, "mem_used": self.reads} for d in self.devices]
+        return [
+            {"gpu_uuid": d.uuid, "gpu_index": d.index, "mem_used": self.reads} for d in self.devices
+        ]
 
     def describe(self):
         return [d.describe() for d in self.devices]
@@ -75,13 +81,23 @@ def wait_for(cond, timeout=5.0):
 
 
 def make_run(worker, reader=None, **kw):
-    kw = {"monitor_id": "m1", "interval": 0.01, "metrics": ["total-mem"], "flush_interval": 0.05, **kw}
+    kw = {
+        "monitor_id": "m1",
+        "interval": 0.01,
+        "metrics": ["total-mem"],
+        "flush_interval": 0.05,
+        **kw,
+    }
     return SamplingRun(worker, reader or FakeReader(), **kw)
 
 
 def test_samples_carry_executing_groups_and_flush_into_the_batched_stream():
     worker = FakeWorker()
-    worker.state.executing = {TS(("matmul-abc123", 0)), TS(("matmul-abc123", 1)), TS("inc-5f2a3b1c")}
+    worker.state.executing = {
+        TS(("matmul-abc123", 0)),
+        TS(("matmul-abc123", 1)),
+        TS("inc-5f2a3b1c"),
+    }
     worker.state.long_running = {TS("parent-9e8d")}
     run = make_run(worker)
     run.start()
@@ -89,10 +105,14 @@ def test_samples_carry_executing_groups_and_flush_into_the_batched_stream():
     assert worker.loop.run_pending() == 1  # one pending flush at a time, however many samples
     assert len(worker.sent) == 1
     msg = worker.sent[0]
-    assert msg["op"] == STREAM_OP and msg["monitor_id"] == "m1" and msg["batch"] == 1 and msg["host"]
+    assert (
+        msg["op"] == STREAM_OP and msg["monitor_id"] == "m1" and msg["batch"] == 1 and msg["host"]
+    )
     sample = msg["samples"][0]
     assert sample["task_groups"] == ["inc", "matmul-abc123", "parent"]
-    assert sample["keys"] == sorted(["('matmul-abc123', 0)", "('matmul-abc123', 1)", "inc-5f2a3b1c", "parent-9e8d"])
+    assert sample["keys"] == sorted(
+        ["('matmul-abc123', 0)", "('matmul-abc123', 1)", "inc-5f2a3b1c", "parent-9e8d"]
+    )
     assert [g["gpu_uuid"] for g in sample["gpus"]] == ["GPU-0", "GPU-1"]
     assert sample["time"] == pytest.approx(time.time(), abs=5)
 
@@ -185,10 +205,14 @@ def test_plugin_handlers(monkeypatch):
         plugin.setup(worker)
         await plugin._join_task  # no run settings: stays idle, no error
         assert plugin.run is None
-        assert {"analytics_gpu_probe", "analytics_gpu_start", "analytics_gpu_stop"} <= set(worker.handlers)
+        assert {"analytics_gpu_probe", "analytics_gpu_start", "analytics_gpu_stop"} <= set(
+            worker.handlers
+        )
 
         monkeypatch.setattr(gpu_nvml, "GPUReader", open_reader)
-        reply = await worker.handlers["analytics_gpu_start"](monitor_id="m1", interval=0.01, metrics=["total-mem"])
+        reply = await worker.handlers["analytics_gpu_start"](
+            monitor_id="m1", interval=0.01, metrics=["total-mem"]
+        )
         assert reply["ok"] and [d["uuid"] for d in reply["devices"]] == ["GPU-0", "GPU-1"]
         again = await worker.handlers["analytics_gpu_start"](monitor_id="m1", interval=0.01)
         assert again["ok"] and len(readers) == 1  # same run: not restarted
@@ -218,8 +242,9 @@ def test_plugin_with_run_settings_samples_as_it_is_set_up(monkeypatch):
     async def main():
         worker = FakeWorker()
         worker.scheduler = SimpleNamespace()
-        plugin = GPUSamplerPlugin({"monitor_id": "m7", "interval": 0.01, "metrics": ["total-mem"],
-                                   "flush_interval": 0.05})
+        plugin = GPUSamplerPlugin(
+            {"monitor_id": "m7", "interval": 0.01, "metrics": ["total-mem"], "flush_interval": 0.05}
+        )
         plugin.setup(worker)
         await plugin._join_task
         assert plugin.run is not None and plugin.run.monitor_id == "m7"

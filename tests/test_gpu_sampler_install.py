@@ -4,12 +4,14 @@ through the scheduler's worker-plugin registry), and comes off when it stops.
 
 Real worker processes, the real pynvml path, the compiled fake libnvidia-ml.so.1.
 """
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 import dask
+import pynvml  # noqa: F401,E402  (a test extra: a missing one fails the run)
 import pytest
 from distributed import Client, LocalCluster
 
@@ -21,12 +23,10 @@ from dask_analytics_lab.gpu import Monitor
 from .cluster_helpers import FAST
 from .waiting import wait_for
 
-import pynvml  # noqa: F401,E402  (a test extra: a missing one fails the run)
 sys.path.insert(0, str(Path(__file__).parent))
 import fake_nvml  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
-
 
 
 def plugins_on_workers(client: Client) -> dict[str, list[str]]:
@@ -39,14 +39,20 @@ def with_sampler(client: Client) -> set[str]:
 
 def test_sampler_is_on_the_workers_only_while_a_monitor_runs(tmp_path, monkeypatch):
     lib = fake_nvml.build()
-    conf = fake_nvml.write_config(tmp_path / "gpu.conf", [fake_nvml.device("GPU-aaaa-0000", total="16G", used="1G")])
+    conf = fake_nvml.write_config(
+        tmp_path / "gpu.conf", [fake_nvml.device("GPU-aaaa-0000", total="16G", used="1G")]
+    )
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     for k, v in fake_nvml.env(conf, lib).items():
         monkeypatch.setenv(k, v)  # worker processes inherit these at spawn
     store = "sqlite:///" + str(tmp_path / "analytics.db")
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-                Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             with dask.config.set(FAST):
                 dal.register(client, store=store)
             scheduler = cluster.scheduler
@@ -86,10 +92,14 @@ def test_sampler_is_on_the_workers_only_while_a_monitor_runs(tmp_path, monkeypat
             # A second run installs it again, with its own settings.
             second = monitor.start()
             assert second != monitor_id and with_sampler(client) == set(scheduler.workers)
-            wait_for(lambda: all(len(scheduler.plugins["dask-analytics-lab-gpu"].active.rows.get(w, ())) >= 2
-                                 for w in scheduler.workers), what="samples from every worker in the second run")
+            wait_for(
+                lambda: all(
+                    len(scheduler.plugins["dask-analytics-lab-gpu"].active.rows.get(w, ())) >= 2
+                    for w in scheduler.workers
+                ),
+                what="samples from every worker in the second run",
+            )
             monitor.stop()
             assert with_sampler(client) == set()
     finally:
         close_readers()
-

@@ -1,14 +1,13 @@
 """%load_ext dask_analytics, the server extension's routes, and the widgets over a real
 cluster's records (no browser: tests/test_browser.py drives the real front end)."""
+
 from __future__ import annotations
 
 import json
 
+import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 import dask
 import pytest
-
-import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
-
 from distributed import Client, LocalCluster  # noqa: E402
 
 import dask_analytics_lab as dal  # noqa: E402
@@ -42,8 +41,12 @@ def _work(client: Client) -> None:
 
 
 def test_load_ext_records_current_and_later_clients(store, shell, capsys):
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster) as first:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as first,
+    ):
         shell.run_line_magic("load_ext", "dask_analytics")
         out = capsys.readouterr().out
         assert "recording into sqlite:///" in out and "cluster" in out
@@ -51,8 +54,12 @@ def test_load_ext_records_current_and_later_clients(store, shell, capsys):
         # nframes is on, so computations from now on carry their code.
         assert dask.config.get("distributed.diagnostics.computations.nframes") >= 1
     # A Client made after %load_ext registers by itself, before its first computation.
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster) as later:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as later,
+    ):
         info = dal.status(later)
         assert info["cluster_id"] == later.scheduler_info()["id"]
         assert "recording" in capsys.readouterr().out
@@ -142,7 +149,9 @@ def test_server_extension_routes_are_behind_jupyter_login(store):
     assert all(p.startswith("/user/x/dask-analytics") for p in patterns)
     for pattern, cls in patterns.items():
         assert issubclass(cls, JupyterHandler) and cls.__mro__[1] is JupyterRules, pattern
-        assert cls.check_xsrf_cookie is JupyterRules.check_xsrf_cookie, pattern  # Jupyter's, not a no-op
+        assert cls.check_xsrf_cookie is JupyterRules.check_xsrf_cookie, (
+            pattern
+        )  # Jupyter's, not a no-op
         assert cls.set_default_headers is JupyterRules.set_default_headers, pattern
     assert issubclass(patterns["/user/x/dask-analytics/api/clusters$"], APIHandler)
     assert issubclass(patterns["/user/x/dask-analytics/lab/share$"], APIHandler)
@@ -153,7 +162,9 @@ def test_server_extension_routes_are_behind_jupyter_login(store):
         handler = patterns["/user/x/dask-analytics/" + path]
         assert issubclass(handler, APIHandler) and issubclass(handler, Computations), path
     report = patterns["/user/x/dask-analytics/reports/([^/]+)$"]
-    assert not getattr(report.get, "__allow_unauthenticated", False), "a report link needs the Jupyter login too"
+    assert not getattr(report.get, "__allow_unauthenticated", False), (
+        "a report link needs the Jupyter login too"
+    )
     # The analytics server's own token login has no place behind Jupyter's.
     assert not any(p.endswith(("/login$", "/logout$")) for p in patterns)
 
@@ -173,7 +184,9 @@ def test_load_ext_on_bad_config_names_the_key(shell):
 def test_jupyter_config_enables_the_server_extension():
     from pathlib import Path
 
-    cfg = json.loads((Path(__file__).parent.parent / "jupyter-config" / "dask_analytics_lab.json").read_text())
+    cfg = json.loads(
+        (Path(__file__).parent.parent / "jupyter-config" / "dask_analytics_lab.json").read_text()
+    )
     assert cfg["ServerApp"]["jpserver_extensions"] == {"dask_analytics_lab.lab": True}
     from dask_analytics_lab.lab import _jupyter_server_extension_points
 

@@ -17,6 +17,7 @@ URL like JupyterHub's and a store holding recorded clusters, computations and a 
 - Jupyter's headers (its Content-Security-Policy, X-Content-Type-Options and a header
   configured in ServerApp.tornado_settings) are on every answer, refusals included.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,9 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -51,7 +53,11 @@ PREFIX = BASE + "dask-analytics"
 CUSTOM_HEADER = ("X-Dal-Jupyter-Header", "kept")  # ServerApp.tornado_settings["headers"]
 FORGED = "2|deadbeef|0123456789abcdef0123456789abcdef|1700000000"  # a made-up _xsrf value
 EVIL = "http://evil.example"
-POST_BODY_ROUTES = ("/lab/share", "/api/reports", "/api/ingest")  # routes whose POST writes to the store
+POST_BODY_ROUTES = (
+    "/lab/share",
+    "/api/reports",
+    "/api/ingest",
+)  # routes whose POST writes to the store
 
 
 # --- a real Jupyter server --------------------------------------------------------------------
@@ -76,8 +82,14 @@ class Jupyter:
         self.port, self.token, self.log, self.db = port, token, log, db
         self.origin = f"http://127.0.0.1:{port}"
 
-    def request(self, method: str, path: str, headers: dict | None = None, body: bytes | None = None,
-                timeout: float = 60) -> tuple[int, http.client.HTTPMessage, bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        headers: dict | None = None,
+        body: bytes | None = None,
+        timeout: float = 60,
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             conn.request(method, path, body=body, headers=headers or {})
@@ -93,17 +105,35 @@ def jupyter_server(tmp: Path, store_url: str, db: Path) -> Iterator[Jupyter]:
         (tmp / d).mkdir(parents=True, exist_ok=True)
     name, value = CUSTOM_HEADER
     (tmp / "config" / "jupyter_server_config.json").write_text(
-        json.dumps({"ServerApp": {"tornado_settings": {"headers": {name: value}}}}))
+        json.dumps({"ServerApp": {"tornado_settings": {"headers": {name: value}}}})
+    )
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
-           "JUPYTER_DATA_DIR": str(tmp / "data"), "DASK_ANALYTICS__STORE": store_url, "PYTHONUNBUFFERED": "1",
-           # The server imports this module's authorizer.
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                          os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "jupyter", "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.base_url={BASE}",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp / 'root'}",
-           f"--ServerApp.authorizer_class={__name__}.DenyAnalyticsOnHeader"]
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+        "JUPYTER_DATA_DIR": str(tmp / "data"),
+        "DASK_ANALYTICS__STORE": store_url,
+        "PYTHONUNBUFFERED": "1",
+        # The server imports this module's authorizer.
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "server",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.base_url={BASE}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={tmp / 'root'}",
+        f"--ServerApp.authorizer_class={__name__}.DenyAnalyticsOnHeader",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # CI containers run as root
         cmd.append("--allow-root")
     log = tmp / "jupyter.log"
@@ -111,8 +141,13 @@ def jupyter_server(tmp: Path, store_url: str, db: Path) -> Iterator[Jupyter]:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
     server = Jupyter(port, token, log, db)
     try:
-        wait_until_serving(proc, lambda: server.request("GET", f"{BASE}api/status?token={token}", timeout=2)[0] == 200,
-                           log, timeout=90, what="jupyter server")
+        wait_until_serving(
+            proc,
+            lambda: server.request("GET", f"{BASE}api/status?token={token}", timeout=2)[0] == 200,
+            log,
+            timeout=90,
+            what="jupyter server",
+        )
         assert "dask-analytics: serving" in log.read_text(), log.read_text()[-3000:]
         yield server
     finally:
@@ -147,8 +182,11 @@ def world(tmp_path_factory) -> Iterator[tuple[Jupyter, Any, dict]]:
     url = config.validate_store(f"sqlite:///{db}")
     scenario = build(url)  # recorded clusters (stopped, lost), computations, failures
     report = share_computation(scenario.stopped["groupby"], store=url)
-    ids = {"cluster": scenario.stopped["cluster_id"], "computation": scenario.stopped["groupby"],
-           "report": report["id"]}
+    ids = {
+        "cluster": scenario.stopped["cluster_id"],
+        "computation": scenario.stopped["groupby"],
+        "report": report["id"],
+    }
     with jupyter_server(tmp, url, db) as server:
         yield server, url, ids
 
@@ -178,7 +216,9 @@ def request_path(spec: Any, specs: list, ids: dict) -> str:
             sample = sorted(p.name for p in folder.iterdir() if p.is_file())[0]
         path = path.replace("([^/]+)", urllib.parse.quote(sample, safe="")).replace("(.*)", sample)
     path = path.replace(".*", "no-such-page")
-    assert not re.search(r"[\\()\[\]*+?^$|]", path), f"a route pattern this test cannot fill in: {pattern}"
+    assert not re.search(r"[\\()\[\]*+?^$|]", path), (
+        f"a route pattern this test cannot fill in: {pattern}"
+    )
     first = next(s for s in specs if s.regex.match(path))
     assert first is spec, f"{path} reaches {first.regex.pattern}, not {pattern}"
     if path == PREFIX + "/lab/computations":
@@ -190,21 +230,36 @@ def methods(spec: Any) -> list[str]:
     from tornado.web import RequestHandler
 
     cls = spec.handler_class
-    return [m for m in cls.SUPPORTED_METHODS if getattr(cls, m.lower()) is not RequestHandler._unimplemented_method]
+    return [
+        m
+        for m in cls.SUPPORTED_METHODS
+        if getattr(cls, m.lower()) is not RequestHandler._unimplemented_method
+    ]
 
 
 def post_body(path: str, ids: dict) -> tuple[bytes, dict]:
     """A body that would write to the store if the request were let in."""
     if path.endswith("/lab/share"):
-        return json.dumps({"computation_id": ids["computation"]}).encode(), {"Content-Type": "application/json"}
+        return json.dumps({"computation_id": ids["computation"]}).encode(), {
+            "Content-Type": "application/json"
+        }
     if path.endswith("/api/reports"):
-        body = {"html": "<p>from the test</p>", "twin": {"summary": {}}, "filename": "t.html", "private": False}
+        body = {
+            "html": "<p>from the test</p>",
+            "twin": {"summary": {}},
+            "filename": "t.html",
+            "private": False,
+        }
         return json.dumps(body).encode(), {"Content-Type": "application/json"}
     if path.endswith("/api/ingest"):
         cid = f"tcp://10.0.0.9:8786-{secrets.token_hex(4)}"
-        msg = make(cid, 0, "event", time.time(), {"topic": "test", "time": time.time(), "msg": "written"})
-        return gzip.compress(json.dumps([msg]).encode()), {"Content-Type": "application/json",
-                                                           "Content-Encoding": "gzip"}
+        msg = make(
+            cid, 0, "event", time.time(), {"topic": "test", "time": time.time(), "msg": "written"}
+        )
+        return gzip.compress(json.dumps([msg]).encode()), {
+            "Content-Type": "application/json",
+            "Content-Encoding": "gzip",
+        }
     return json.dumps({"x": 1}).encode(), {"Content-Type": "application/json"}
 
 
@@ -213,14 +268,18 @@ def post_body(path: str, ids: dict) -> tuple[bytes, dict]:
 def jupyter_csp(world) -> set[str]:
     """The policies Jupyter itself sends: on an API answer and on a page."""
     server, _, _ = world
-    _, api, _ = server.request("GET", f"{BASE}api/status", {"Authorization": f"token {server.token}"})
+    _, api, _ = server.request(
+        "GET", f"{BASE}api/status", {"Authorization": f"token {server.token}"}
+    )
     _, page, _ = server.request("GET", f"{BASE}login")
     policies = {api["Content-Security-Policy"], page["Content-Security-Policy"]}
     assert all("report-uri " + BASE + "api/security/csp-report" in p for p in policies), policies
     return policies
 
 
-def assert_jupyter_headers(headers: http.client.HTTPMessage, jupyter_csp: set[str], what: str) -> None:
+def assert_jupyter_headers(
+    headers: http.client.HTTPMessage, jupyter_csp: set[str], what: str
+) -> None:
     csp = headers.get_all("Content-Security-Policy") or []
     assert set(csp) & jupyter_csp, f"{what}: Jupyter's Content-Security-Policy is missing: {csp}"
     name, value = CUSTOM_HEADER
@@ -245,8 +304,12 @@ def browser(world) -> dict:
     xsrf = cookies_of(headers)["_xsrf"]
     form = re.search(rb'name="_xsrf" value="([^"]+)"', page).group(1).decode()
     body = urllib.parse.urlencode({"password": server.token, "_xsrf": form}).encode()
-    status, headers, _ = server.request("POST", f"{BASE}login?next={BASE}lab", {
-        "Cookie": f"_xsrf={xsrf}", "Content-Type": "application/x-www-form-urlencoded"}, body)
+    status, headers, _ = server.request(
+        "POST",
+        f"{BASE}login?next={BASE}lab",
+        {"Cookie": f"_xsrf={xsrf}", "Content-Type": "application/x-www-form-urlencoded"},
+        body,
+    )
     assert status == 302, status
     login = {k: v for k, v in cookies_of(headers).items() if k.startswith("username-")}
     assert login, headers
@@ -259,14 +322,24 @@ def test_every_route_is_mounted_behind_jupyters_rules(routes):
     from jupyter_server.serverapp import ServerWebApplication
 
     paths = {s.regex.pattern for s in routes}
-    for needed in ("/lab/share$", "/lab/computations$", "/lab-info$", "/api/clusters$", "/api/ingest$",
-                   "/api/reports$", "/reports/([^/]+)$"):
+    for needed in (
+        "/lab/share$",
+        "/lab/computations$",
+        "/lab-info$",
+        "/api/clusters$",
+        "/api/ingest$",
+        "/api/reports$",
+        "/reports/([^/]+)$",
+    ):
         assert PREFIX + needed in paths, needed
     for spec in routes:
         assert issubclass(spec.handler_class, JupyterHandler), spec.regex.pattern
         # Jupyter's own audit (ServerApp.allow_unauthenticated_access = False) finds every
         # method decorated: none is left to "allow by default".
-        assert ServerWebApplication._check_handler_auth(None, spec.regex.pattern, spec.handler_class) == []
+        assert (
+            ServerWebApplication._check_handler_auth(None, spec.regex.pattern, spec.handler_class)
+            == []
+        )
 
 
 def test_anonymous_requests_are_refused_on_every_route(world, routes, jupyter_csp):
@@ -275,14 +348,19 @@ def test_anonymous_requests_are_refused_on_every_route(world, routes, jupyter_cs
     for spec in routes:
         path = request_path(spec, routes, ids)
         for method in sorted({"GET", "POST", *methods(spec)}):
-            body, headers = (post_body(path, ids) if method in ("POST", "PUT", "PATCH") else (None, {}))
+            body, headers = (
+                post_body(path, ids) if method in ("POST", "PUT", "PATCH") else (None, {})
+            )
             if method == "POST":  # as the outside tester sent it: a made-up XSRF pair
                 headers = {**headers, "Cookie": f"_xsrf={FORGED}", "X-XSRFToken": FORGED}
             status, answer, text = server.request(method, path, headers, body)
             what = f"anonymous {method} {path}"
             if status == 302:
                 assert method in ("GET", "HEAD"), what
-                assert answer["Location"].startswith(f"{BASE}login?next="), (what, answer["Location"])
+                assert answer["Location"].startswith(f"{BASE}login?next="), (
+                    what,
+                    answer["Location"],
+                )
             else:
                 assert status == 403, (what, status, text[:300])
             assert_jupyter_headers(answer, jupyter_csp, what)
@@ -300,9 +378,13 @@ def test_a_strangers_post_is_refused_from_its_headers(world, routes):
         assert spec.handler_class._stream_request_body, spec.regex.pattern
         path = request_path(spec, routes, ids)
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
-            s.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-                       f"Content-Type: application/json\r\nContent-Length: {8 * 2**20}\r\n"
-                       f"Cookie: _xsrf={FORGED}\r\nX-XSRFToken: {FORGED}\r\n\r\n").encode())
+            s.sendall(
+                (
+                    f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {8 * 2**20}\r\n"
+                    f"Cookie: _xsrf={FORGED}\r\nX-XSRFToken: {FORGED}\r\n\r\n"
+                ).encode()
+            )
             head = s.recv(200).decode("latin-1")
         assert head.startswith("HTTP/1.1 403"), (path, head)
 
@@ -313,10 +395,19 @@ def test_a_logged_in_browsers_write_needs_jupyters_xsrf(world, routes, browser, 
     cases = {
         "no XSRF token": {"Cookie": login},
         "a mismatched pair": {"Cookie": f"{login}; _xsrf={browser['xsrf']}", "X-XSRFToken": FORGED},
-        "a made-up pair from another site": {"Cookie": f"{login}; _xsrf={FORGED}", "X-XSRFToken": FORGED,
-                                             "Origin": EVIL},
-        "a made-up pair from nowhere": {"Cookie": f"{login}; _xsrf={FORGED}", "X-XSRFToken": FORGED},
-        "a made-up pair as a form field": {"Cookie": f"{login}; _xsrf={FORGED}", "Referer": EVIL + "/page"},
+        "a made-up pair from another site": {
+            "Cookie": f"{login}; _xsrf={FORGED}",
+            "X-XSRFToken": FORGED,
+            "Origin": EVIL,
+        },
+        "a made-up pair from nowhere": {
+            "Cookie": f"{login}; _xsrf={FORGED}",
+            "X-XSRFToken": FORGED,
+        },
+        "a made-up pair as a form field": {
+            "Cookie": f"{login}; _xsrf={FORGED}",
+            "Referer": EVIL + "/page",
+        },
     }
     before = fingerprint(server.db)
     for spec in routes:
@@ -324,14 +415,22 @@ def test_a_logged_in_browsers_write_needs_jupyters_xsrf(world, routes, browser, 
         for case, headers in cases.items():
             body, content = post_body(path, ids)
             if case.endswith("form field"):
-                body = urllib.parse.urlencode({"_xsrf": FORGED, "computation_id": ids["computation"]}).encode()
+                body = urllib.parse.urlencode(
+                    {"_xsrf": FORGED, "computation_id": ids["computation"]}
+                ).encode()
                 content = {"Content-Type": "application/x-www-form-urlencoded"}
             status, answer, text = server.request("POST", path, {**content, **headers}, body)
             what = f"logged-in POST {path} with {case}"
             # 404: Jupyter's origin check ("Blocking Cross Origin API request") answers so.
-            assert status in ((403, 404) if "Origin" in headers else (403,)), (what, status, text[:300])
+            assert status in ((403, 404) if "Origin" in headers else (403,)), (
+                what,
+                status,
+                text[:300],
+            )
             assert_jupyter_headers(answer, jupyter_csp, what)
-    assert fingerprint(server.db) == before, "a write without Jupyter's XSRF token reached the store"
+    assert fingerprint(server.db) == before, (
+        "a write without Jupyter's XSRF token reached the store"
+    )
 
 
 def test_with_the_login_every_route_works_as_before(world, routes, browser, jupyter_csp):
@@ -352,28 +451,43 @@ def test_with_the_login_every_route_works_as_before(world, routes, browser, jupy
         assert_jupyter_headers(answer, jupyter_csp, what)
     # What the sidebar reads.
     q = urllib.parse.quote(ids["cluster"], safe="")
-    status, _, text = server.request("GET", f"{PREFIX}/lab/computations?cluster_id={q}&limit=50", cookie)
+    status, _, text = server.request(
+        "GET", f"{PREFIX}/lab/computations?cluster_id={q}&limit=50", cookie
+    )
     sidebar = json.loads(text)["computations"]
     assert status == 200 and ids["computation"] in {c["computation_id"] for c in sidebar}
     # ... is the team server's computations query, labels and code lines as stored.
-    status, _, text = server.request("GET", f"{PREFIX}/api/computations?cluster_id={q}&limit=50", cookie)
+    status, _, text = server.request(
+        "GET", f"{PREFIX}/api/computations?cluster_id={q}&limit=50", cookie
+    )
     assert status == 200 and json.loads(text)["computations"] == sidebar
-    assert {c["label"] for c in sidebar} >= {"read_parquet → groupby-agg"} and all(c["code_line"] for c in sidebar)
+    assert {c["label"] for c in sidebar} >= {"read_parquet → groupby-agg"} and all(
+        c["code_line"] for c in sidebar
+    )
     status, _, text = server.request("GET", f"{PREFIX}/api/clusters", cookie)
-    assert status == 200 and ids["cluster"] in {c["cluster_id"] for c in json.loads(text)["clusters"]}
+    assert status == 200 and ids["cluster"] in {
+        c["cluster_id"] for c in json.loads(text)["clusters"]
+    }
     status, _, text = server.request("GET", f"{PREFIX}/lab-info", cookie)
     assert status == 200 and json.loads(text)["mounted"] is True
     # A report keeps its own sandboxing policy beside Jupyter's.
     status, answer, _ = server.request("GET", f"{PREFIX}/reports/{ids['report']}", cookie)
     policies = answer.get_all("Content-Security-Policy")
-    assert status == 200 and any(p.startswith("sandbox") for p in policies) and set(policies) & jupyter_csp
+    assert (
+        status == 200
+        and any(p.startswith("sandbox") for p in policies)
+        and set(policies) & jupyter_csp
+    )
 
 
 def test_with_the_login_and_jupyters_xsrf_writes_work(world, browser, jupyter_csp):
     """As the sidebar's Share button sends it: login cookie, the _xsrf Jupyter set, its Origin."""
     server, _, ids = world
-    headers = {"Cookie": f"{browser['login']}; _xsrf={browser['xsrf']}", "X-XSRFToken": browser["xsrf"],
-               "Origin": server.origin}
+    headers = {
+        "Cookie": f"{browser['login']}; _xsrf={browser['xsrf']}",
+        "X-XSRFToken": browser["xsrf"],
+        "Origin": server.origin,
+    }
     for route, expected in (("/lab/share", 201), ("/api/reports", 201), ("/api/ingest", 200)):
         before = fingerprint(server.db)
         body, content = post_body(PREFIX + route, ids)
@@ -383,11 +497,17 @@ def test_with_the_login_and_jupyters_xsrf_writes_work(world, browser, jupyter_cs
         assert fingerprint(server.db) != before, f"{route} stored nothing"
     # The report Share makes opens in the same session.
     n = report_count(server.db)
-    status, _, text = server.request("POST", f"{PREFIX}/lab/share", {**headers, "Content-Type": "application/json"},
-                                     json.dumps({"computation_id": ids["computation"]}).encode())
+    status, _, text = server.request(
+        "POST",
+        f"{PREFIX}/lab/share",
+        {**headers, "Content-Type": "application/json"},
+        json.dumps({"computation_id": ids["computation"]}).encode(),
+    )
     link = json.loads(text)["report"]
     assert status == 201 and report_count(server.db) == n + 1 and link["local"] is True
-    status, _, page = server.request("GET", f"{PREFIX}/reports/{link['id']}", {"Cookie": browser["login"]})
+    status, _, page = server.request(
+        "GET", f"{PREFIX}/reports/{link['id']}", {"Cookie": browser["login"]}
+    )
     assert status == 200 and b"Dask performance report" in page
     # ... and needs the Jupyter login like everything else.
     status, answer, _ = server.request("GET", f"{PREFIX}/reports/{link['id']}")
@@ -399,13 +519,18 @@ def test_with_the_token_in_the_request_routes_work_as_in_jupyter(world, jupyter_
     page of another site can attach it); it reads and shares like the sidebar."""
     server, _, ids = world
     auth = {"Authorization": f"token {server.token}"}
-    status, answer, text = server.request("GET", f"{PREFIX}/api/computations/"
-                                                 f"{urllib.parse.quote(ids['computation'], safe='')}", auth)
+    status, answer, text = server.request(
+        "GET", f"{PREFIX}/api/computations/{urllib.parse.quote(ids['computation'], safe='')}", auth
+    )
     assert status == 200 and json.loads(text)["computation"]["computation_id"] == ids["computation"]
     assert_jupyter_headers(answer, jupyter_csp, "token GET")
     n = report_count(server.db)
-    status, answer, text = server.request("POST", f"{PREFIX}/lab/share", {**auth, "Content-Type": "application/json"},
-                                          json.dumps({"computation_id": ids["computation"]}).encode())
+    status, answer, text = server.request(
+        "POST",
+        f"{PREFIX}/lab/share",
+        {**auth, "Content-Type": "application/json"},
+        json.dumps({"computation_id": ids["computation"]}).encode(),
+    )
     assert status == 201 and report_count(server.db) == n + 1, text[:300]
     # A wrong token is anonymous.
     status, _, _ = server.request("GET", f"{PREFIX}/api/clusters", {"Authorization": "token wrong"})
@@ -419,7 +544,10 @@ def test_each_method_is_wrapped_in_authenticated_and_authorized(routes):
         for m in methods(spec):
             fn = getattr(spec.handler_class, m.lower())
             assert fn.__code__.co_qualname.startswith("authenticated"), (spec.regex.pattern, m)
-            assert fn.__wrapped__.__code__.co_qualname.startswith("authorized"), (spec.regex.pattern, m)
+            assert fn.__wrapped__.__code__.co_qualname.startswith("authorized"), (
+                spec.regex.pattern,
+                m,
+            )
             assert getattr(fn, "__allow_unauthenticated", False) is False
     assert AUTH_RESOURCE == "dask_analytics"
 
@@ -430,8 +558,12 @@ def test_jupyters_authorizer_is_asked_before_any_work(world, routes, browser):
     requests that carry DENY_HEADER)."""
     server, _, ids = world
     before = fingerprint(server.db)
-    headers = {"Cookie": f"{browser['login']}; _xsrf={browser['xsrf']}", "X-XSRFToken": browser["xsrf"],
-               "Origin": server.origin, DENY_HEADER: "1"}
+    headers = {
+        "Cookie": f"{browser['login']}; _xsrf={browser['xsrf']}",
+        "X-XSRFToken": browser["xsrf"],
+        "Origin": server.origin,
+        DENY_HEADER: "1",
+    }
     for spec in routes:
         path = request_path(spec, routes, ids)
         for method in sorted({"GET", "POST", *methods(spec)}):
@@ -450,5 +582,7 @@ def test_another_host_name_is_refused_as_jupyter_refuses_it(world, routes, brows
     for spec in routes:
         path = request_path(spec, routes, ids)
         for cookie in ({}, {"Cookie": browser["login"]}):
-            status, _, text = server.request("GET", path, {"Host": f"rebound.example:{server.port}", **cookie})
+            status, _, text = server.request(
+                "GET", path, {"Host": f"rebound.example:{server.port}", **cookie}
+            )
             assert status == 403, (path, status, text[:200])

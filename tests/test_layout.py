@@ -7,6 +7,7 @@ the API.
 And what a scheduler or worker loads, in a fresh interpreter: the package's modules
 that importing the plugin, unpickling it, the `--preload` and the GPU sampler load are
 exactly those allowed, and no front end, migration or notebook library comes with them."""
+
 from __future__ import annotations
 
 import ast
@@ -16,8 +17,8 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -59,10 +60,14 @@ def import_graph(package: Path) -> dict[str, set[str]]:
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
-                    base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+                    base = ".".join(
+                        here[: len(here) - node.level + 1] + ([node.module] if node.module else [])
+                    )
                 else:
                     base = node.module or ""
-                targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names)
+                targets.update(
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
+                )
         arrows = set()
         for target in targets:
             if target not in mods or target == name:
@@ -126,9 +131,17 @@ def under(name: str, *parts: str) -> bool:
     return any(name == f"{ROOT}.{p}" or name.startswith(f"{ROOT}.{p}.") for p in parts)
 
 
-def arrows(graph: dict[str, set[str]], source: tuple[str, ...], bad: Callable[[str], bool]) -> list[str]:
+def arrows(
+    graph: dict[str, set[str]], source: tuple[str, ...], bad: Callable[[str], bool]
+) -> list[str]:
     """The arrows "a -> b" from modules under `source` to modules `bad` picks."""
-    return sorted(f"{a} -> {b}" for a, targets in graph.items() if under(a, *source) for b in targets if bad(b))
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        if under(a, *source)
+        for b in targets
+        if bad(b)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -196,10 +209,31 @@ def test_reports_import_neither_server_handlers_nor_the_api(graph):
 # --- what a scheduler and a worker load --------------------------------------------
 # Each list is every module of the package that path loads (ROOT's own __init__ is ""):
 # a module that a change makes load eagerly fails the test, named with its importer.
-COLLECTOR = {"", "collect", "collect.accounting", "collect.buffer", "collect.cluster", "collect.computations", "collect.errors", "collect.gpu_jobs", "collect.lost",
-             "collect.metrics", "collect.offloop", "collect.plugin", "collect.profile_window",
-             "collect.profiles", "collect.run_spans", "collect.shipper", "collect.sinks",
-             "collect.task_stream", "collect.workers", "messages", "remote", "store_errors", "urls"}
+COLLECTOR = {
+    "",
+    "collect",
+    "collect.accounting",
+    "collect.buffer",
+    "collect.cluster",
+    "collect.computations",
+    "collect.errors",
+    "collect.gpu_jobs",
+    "collect.lost",
+    "collect.metrics",
+    "collect.offloop",
+    "collect.plugin",
+    "collect.profile_window",
+    "collect.profiles",
+    "collect.run_spans",
+    "collect.shipper",
+    "collect.sinks",
+    "collect.task_stream",
+    "collect.workers",
+    "messages",
+    "remote",
+    "store_errors",
+    "urls",
+}
 GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sampler"}
 # register() and dask_setup add the recorder alone; the first Monitor sends the GPU
 # monitor's scheduler side (a scheduler plugin is a call on every transition).
@@ -217,8 +251,19 @@ ALLOWED = {
 # Never loaded by any of these paths: migrations (Alembic, Mako), highlighting, SQL (the
 # embedded store loads it when the plugin opens one, not at import), our HTTP server's
 # handlers, the widgets and notebook libraries, Bokeh.
-FORBIDDEN = ("alembic", "mako", "pygments", "sqlalchemy", f"{ROOT}.server", f"{ROOT}.widgets",
-             "anywidget", "ipywidgets", "IPython", "jupyter", "bokeh")
+FORBIDDEN = (
+    "alembic",
+    "mako",
+    "pygments",
+    "sqlalchemy",
+    f"{ROOT}.server",
+    f"{ROOT}.widgets",
+    "anywidget",
+    "ipywidgets",
+    "IPython",
+    "jupyter",
+    "bokeh",
+)
 
 # Runs in a fresh interpreter that has what the process has before our code runs
 # (distributed; for the preload, a Scheduler too).  An import hook notes each module's
@@ -293,39 +338,65 @@ def pickled_plugins(tmp_path_factory) -> Path:
     from dask_analytics_lab.collect.plugin import AnalyticsPlugin
 
     path = tmp_path_factory.mktemp("plugins") / "plugins.pickle"
-    path.write_bytes(pickle.dumps([dumps(AnalyticsPlugin(config.resolve())), dumps(GPUMonitorPlugin()),
-                                   dumps(GPUSamplerPlugin({"interval": 0.1}))]))
+    path.write_bytes(
+        pickle.dumps(
+            [
+                dumps(AnalyticsPlugin(config.resolve())),
+                dumps(GPUMonitorPlugin()),
+                dumps(GPUSamplerPlugin({"interval": 0.1})),
+            ]
+        )
+    )
     return path
 
 
 def loads_in_a_fresh_process(path: str, blobs: Path, tmp_path: Path) -> dict:
-    env = {**os.environ, "DASK_TEMPORARY_DIRECTORY": str(tmp_path),
-           "DASK_ANALYTICS__STORE": "sqlite:///" + str(tmp_path / "analytics.db")}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, path, str(blobs)], capture_output=True, text=True,
-                         timeout=120, env=env)
+    env = {
+        **os.environ,
+        "DASK_TEMPORARY_DIRECTORY": str(tmp_path),
+        "DASK_ANALYTICS__STORE": "sqlite:///" + str(tmp_path / "analytics.db"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, path, str(blobs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def local(name: str) -> str:
-    return "" if name == ROOT else name[len(ROOT) + 1:]
+    return "" if name == ROOT else name[len(ROOT) + 1 :]
 
 
 @pytest.mark.parametrize("path", sorted(ALLOWED))
-def test_a_scheduler_and_a_worker_load_only_what_the_collector_needs(path, pickled_plugins, tmp_path, capsys):
+def test_a_scheduler_and_a_worker_load_only_what_the_collector_needs(
+    path, pickled_plugins, tmp_path, capsys
+):
     result = loads_in_a_fresh_process(path, pickled_plugins, tmp_path)
     loaded = result["loaded"]
     ours = {local(m): by for m, by in loaded.items() if m == ROOT or m.startswith(ROOT + ".")}
     with capsys.disabled():
-        print(f"\n{path}: {len(ours)} of the package's modules, {len(loaded)} modules in all, "
-              f"{result['gc_objects']:,} GC-tracked objects added")
-    unexpected = [f"{ROOT}.{m}".rstrip(".") + f" (imported by {ours[m]})" for m in sorted(ours) if m not in ALLOWED[path]]
+        print(
+            f"\n{path}: {len(ours)} of the package's modules, {len(loaded)} modules in all, "
+            f"{result['gc_objects']:,} GC-tracked objects added"
+        )
+    unexpected = [
+        f"{ROOT}.{m}".rstrip(".") + f" (imported by {ours[m]})"
+        for m in sorted(ours)
+        if m not in ALLOWED[path]
+    ]
     assert not unexpected, f"{path} now loads modules off its allow-list: " + ", ".join(unexpected)
     stale = sorted(f"{ROOT}.{m}".rstrip(".") for m in ALLOWED[path] - set(ours))
     assert not stale, f"{path} no longer loads these: take them off its allow-list: {stale}"
-    forbidden = [f"{m} (imported by {by})" for m, by in sorted(loaded.items())
-                 if m.split(".")[0].startswith("jupyter")
-                 or any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
+    forbidden = [
+        f"{m} (imported by {by})"
+        for m, by in sorted(loaded.items())
+        if m.split(".")[0].startswith("jupyter")
+        or any(m == f or m.startswith(f + ".") for f in FORBIDDEN)
+    ]
     assert not forbidden, f"{path} loads what a scheduler must not: " + ", ".join(forbidden)
 
 
@@ -341,12 +412,20 @@ def test_the_lazy_root_gives_every_public_name_and_only_those():
         assert star[name] is getattr(dask_analytics, name)
     assert dask_analytics_lab.register is importlib.import_module(f"{ROOT}.api").register
     assert dask_analytics_lab.load_ipython_extension is dask_analytics.load_ipython_extension
-    assert dask_analytics_lab.config is importlib.import_module(f"{ROOT}.config")  # a module, as before
+    assert dask_analytics_lab.config is importlib.import_module(
+        f"{ROOT}.config"
+    )  # a module, as before
     # dir() lists the public names (and dunders), not helpers nor whichever submodules loaded.
     hooks = {"load_ipython_extension", "unload_ipython_extension"}
-    assert {n for n in dir(dask_analytics_lab) if not n.startswith("__")} == {*dask_analytics_lab.__all__, *hooks}
-    assert {n for n in dir(dask_analytics) if not n.startswith("__")} == \
-        {*dask_analytics_lab.__all__, *hooks, "_jupyter_server_extension_points"}
+    assert {n for n in dir(dask_analytics_lab) if not n.startswith("__")} == {
+        *dask_analytics_lab.__all__,
+        *hooks,
+    }
+    assert {n for n in dir(dask_analytics) if not n.startswith("__")} == {
+        *dask_analytics_lab.__all__,
+        *hooks,
+        "_jupyter_server_extension_points",
+    }
     for module in (dask_analytics_lab, dask_analytics):
         with pytest.raises(AttributeError, match="no_such_name"):
             module.no_such_name  # noqa: B018

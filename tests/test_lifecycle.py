@@ -1,8 +1,8 @@
 """A cluster's life: started by a preload, cancelled work, idle shutdown, read after restart,
 a scheduler killed without closing (lost)."""
+
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -56,7 +56,10 @@ def test_idle_timeout_closes_scheduler_and_says_so(store_url):
             assert cluster.scheduler.idle_timeout == 1.0
             client.submit(sum, [1]).result()
             deadline = time.time() + 20
-            while cluster.scheduler.status.name not in ("closed", "closing") and time.time() < deadline:
+            while (
+                cluster.scheduler.status.name not in ("closed", "closing")
+                and time.time() < deadline
+            ):
                 time.sleep(0.2)
             assert cluster.scheduler.status.name in ("closed", "closing")
         finally:
@@ -82,7 +85,9 @@ def test_another_process_reads_the_same_file_after_restart(tmp_path):
         f"cs = dal.list_computations({info['cluster_id']!r}, store={url!r});"
         "print(len(cs), cs[0]['state'])"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "finished"]
 
@@ -108,7 +113,9 @@ def test_a_killed_scheduler_reads_lost(tmp_path, monkeypatch, capsys):
     with preloaded_scheduler(tmp_path, url) as (sched, scheduler_file):
         with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
             client.wait_for_workers(1, timeout=60)
-            _running = client.submit(slow, 1, pure=False)  # held: still running when the scheduler dies
+            _running = client.submit(
+                slow, 1, pure=False
+            )  # held: still running when the scheduler dies
             deadline = time.time() + 30
             while not any(client.processing().values()):  # running on the worker now
                 assert time.time() < deadline, "the task never started"
@@ -136,6 +143,9 @@ def test_a_killed_scheduler_reads_lost(tmp_path, monkeypatch, capsys):
     assert dal.get_computation(comp["computation_id"], store=url)["state"] == "lost"
     assert cli.main(["--store", url, "clusters"]) == 0
     # Lists print ids shortened as git does.
-    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.split() and len(x.split()[0]) >= 18
-               and cluster_id.startswith(x.split()[0])]
+    (line,) = [
+        x
+        for x in capsys.readouterr().out.splitlines()
+        if x.split() and len(x.split()[0]) >= 18 and cluster_id.startswith(x.split()[0])
+    ]
     assert " lost " in line

@@ -1,4 +1,5 @@
 """The message contract itself (messages.py), apart from any store."""
+
 from __future__ import annotations
 
 import subprocess
@@ -33,6 +34,10 @@ def test_first_checks_on_many_threads_at_once():
     """A fresh server's body threads all check their first batches at once: msgspec
     must not be left to build the contract's types on several threads (it crashed)."""
     for _ in range(3):  # without the fix most runs crash, not all
-        run = subprocess.run([sys.executable, "-c", FIRST_CHECKS_AT_ONCE], capture_output=True, text=True,
-                             timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-c", FIRST_CHECKS_AT_ONCE],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert run.returncode == 0, run.stderr[-2000:]

@@ -8,6 +8,7 @@ notebook monitor, the team page and a shared report.
 
 Screenshot: test-artifacts/time-tab.png (docs/img/time-tab.png).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -57,23 +58,35 @@ def combine(parts: list) -> int:
     return sum(parts)
 
 
-
-def _seconds(metrics: list[dict], prefix: str | None, activity: str, context: str = "execute") -> float:
-    return sum(r["value"] for r in metrics if r["prefix"] == prefix and r["activity"] == activity
-               and r["context"] == context and r["unit"] == "seconds")
+def _seconds(
+    metrics: list[dict], prefix: str | None, activity: str, context: str = "execute"
+) -> float:
+    return sum(
+        r["value"]
+        for r in metrics
+        if r["prefix"] == prefix
+        and r["activity"] == activity
+        and r["context"] == context
+        and r["unit"] == "seconds"
+    )
 
 
 def _execute_seconds(metrics: list[dict], prefix: str) -> float:
-    return sum(r["value"] for r in metrics if r["prefix"] == prefix and r["context"] == "execute"
-               and r["unit"] == "seconds")
+    return sum(
+        r["value"]
+        for r in metrics
+        if r["prefix"] == prefix and r["context"] == "execute" and r["unit"] == "seconds"
+    )
 
 
 def _metrics_when(client, store: str, comp_id: str, cond, what: str) -> list[dict]:
     """The computation's metrics once `cond` holds (they come with the workers' heartbeats)."""
+
     def ready():
         dal.flush(client)
         metrics = dal.get_computation(comp_id, store=store)["metrics"]
         return metrics if cond(metrics) else None
+
     return wait_for(ready, what=what)
 
 
@@ -82,6 +95,7 @@ def _newest(client, store: str, cluster_id: str, n: int) -> dict:
         dal.flush(client)
         comps = dal.list_computations(cluster_id, store=store)
         return comps[0] if len(comps) >= n and comps[0]["state"] == "finished" else None
+
     return wait_for(ready, what=f"computation {n} finished")
 
 
@@ -105,19 +119,33 @@ def recorded(tmp_path_factory):
         first = _newest(client, store, cid, 1)["computation_id"]
         # Everything the first one ran has reached the scheduler before the next starts.
         out["first"] = _metrics_when(
-            client, store, first,
-            lambda m: _all_in(4, SPIN)(_seconds(m, "cpu_work", "thread-cpu"))
-            and _all_in(4, NAP)(_execute_seconds(m, "nap_work")), "the first computation's metrics")
+            client,
+            store,
+            first,
+            lambda m: (
+                _all_in(4, SPIN)(_seconds(m, "cpu_work", "thread-cpu"))
+                and _all_in(4, NAP)(_execute_seconds(m, "nap_work"))
+            ),
+            "the first computation's metrics",
+        )
         assert sum(client.compute([delayed(other_work)(i) for i in range(3)], sync=True)) == 3
         second = _newest(client, store, cid, 2)["computation_id"]
-        out["second"] = _metrics_when(client, store, second,
-                                      lambda m: _all_in(3, NAP)(_execute_seconds(m, "other_work")),
-                                      "the second computation's metrics")
+        out["second"] = _metrics_when(
+            client,
+            store,
+            second,
+            lambda m: _all_in(3, NAP)(_execute_seconds(m, "other_work")),
+            "the second computation's metrics",
+        )
         assert sum(client.compute([delayed(nap_work)(i) for i in range(2)], sync=True)) == 1
         third = _newest(client, store, cid, 3)["computation_id"]
-        out["third"] = _metrics_when(client, store, third,
-                                     lambda m: _all_in(2, NAP)(_execute_seconds(m, "nap_work")),
-                                     "the re-run's metrics")
+        out["third"] = _metrics_when(
+            client,
+            store,
+            third,
+            lambda m: _all_in(2, NAP)(_execute_seconds(m, "nap_work")),
+            "the re-run's metrics",
+        )
         # Nothing more arrives for the first two: read them again after the last one.
         out["first_after"] = dal.get_computation(first, store=store)["metrics"]
         out["second_after"] = dal.get_computation(second, store=store)["metrics"]
@@ -155,9 +183,12 @@ def test_a_rerun_of_a_prefix_is_the_reruns(recorded):
     assert {r["prefix"] for r in third if r["context"] == "execute"} == {"nap_work"}
     # Two tasks' worth, not the first run's four added on.
     assert _execute_seconds(third, "nap_work") < 3.5 * NAP
-    assert _execute_seconds(recorded["first_after"], "nap_work") == _execute_seconds(recorded["first"], "nap_work")
-    assert _execute_seconds(recorded["second_after"], "other_work") == \
-        _execute_seconds(recorded["second"], "other_work")
+    assert _execute_seconds(recorded["first_after"], "nap_work") == _execute_seconds(
+        recorded["first"], "nap_work"
+    )
+    assert _execute_seconds(recorded["second_after"], "other_work") == _execute_seconds(
+        recorded["second"], "other_work"
+    )
 
 
 def test_list_computations_keeps_its_totals_and_status_counts_rows(recorded):
@@ -172,7 +203,10 @@ def test_metrics_transmit_off_sends_none(tmp_path):
     assert resolve()["metrics_transmit"] is True
     store = str(tmp_path / "analytics.db")
     try:
-        with recorded_cluster(store, config={"analytics.metrics.transmit": False}) as (client, info):
+        with recorded_cluster(store, config={"analytics.metrics.transmit": False}) as (
+            client,
+            info,
+        ):
             assert sum(client.compute([delayed(nap_work)(i) for i in range(2)], sync=True)) == 1
             comp = _newest(client, store, info["cluster_id"], 1)
             status = dal.flush(client)
@@ -195,7 +229,10 @@ def test_the_widget_reads_metrics_that_land_after_the_stop(tmp_path):
     store = open_store(url)
     c = Cluster(t0=time.time() - 5)
     store.ingest([c.cluster(), c.computation("a", stop=time.time())])
-    w, view = MonitorWidget(c.id, store=url, start=False), TimeBreakdown("a", store=url, start=False)
+    w, view = (
+        MonitorWidget(c.id, store=url, start=False),
+        TimeBreakdown("a", store=url, start=False),
+    )
     try:
         for x in (w, view):
             x.refresh()
@@ -204,7 +241,10 @@ def test_the_widget_reads_metrics_that_land_after_the_stop(tmp_path):
         store.ingest([c.metrics("a")])
         for x in (w, view):
             x.refresh()
-            assert {(m["prefix"], m["activity"]) for m in x.metrics} >= {("ones", "thread-cpu"), ("sleepy", "thread-noncpu")}
+            assert {(m["prefix"], m["activity"]) for m in x.metrics} >= {
+                ("ones", "thread-cpu"),
+                ("sleepy", "thread-noncpu"),
+            }
             assert "metrics" not in x.computation
     finally:
         w.close()
@@ -228,15 +268,21 @@ def spin(i: int, seconds: float) -> float:
 
 
 def _execute(metrics: list[dict]) -> dict:
-    return {(r["prefix"], r["activity"], r["unit"]): r["value"] for r in metrics if r["context"] == "execute"}
+    return {
+        (r["prefix"], r["activity"], r["unit"]): r["value"]
+        for r in metrics
+        if r["context"] == "execute"
+    }
 
 
 def _runs_recorded(client, store: str, cluster_id: str, n: int) -> list[str]:
     """The ids of the cluster's `n` computations, oldest first, once all are finished."""
+
     def ready():
         dal.flush(client)
         comps = dal.list_computations(cluster_id, store=store)
         return comps if len(comps) >= n and all(c["state"] == "finished" for c in comps) else None
+
     comps = wait_for(ready, what=f"{n} finished computations")
     assert len(comps) == n, comps
     return [c["computation_id"] for c in reversed(comps)]
@@ -245,13 +291,22 @@ def _runs_recorded(client, store: str, cluster_id: str, n: int) -> list[str]:
 def _dask_span_execute(dask_scheduler, span_ids: list[str]) -> list[dict]:
     """Dask's own figures for each span (the whole tree, as its dashboard sums them)."""
     ext = dask_scheduler.extensions["spans"]
-    return [{(k[1], k[2], k[3]): v for k, v in ext.spans[sid].cumulative_worker_metrics.items()
-             if k[0] == "execute" and k[1] != "N/A"} for sid in span_ids]
+    return [
+        {
+            (k[1], k[2], k[3]): v
+            for k, v in ext.spans[sid].cumulative_worker_metrics.items()
+            if k[0] == "execute" and k[1] != "N/A"
+        }
+        for sid in span_ids
+    ]
 
 
 def _same(ours: dict, dask: dict) -> bool:
-    return bool(dask) and ours.keys() == dask.keys() and \
-        all(ours[k] == pytest.approx(v, rel=1e-9, abs=1e-12) for k, v in dask.items())
+    return (
+        bool(dask)
+        and ours.keys() == dask.keys()
+        and all(ours[k] == pytest.approx(v, rel=1e-9, abs=1e-12) for k, v in dask.items())
+    )
 
 
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
@@ -272,7 +327,11 @@ def test_back_to_back_runs_are_each_exactly_what_dask_measured_for_them(tmp_path
                 # keep the runs apart too (a re-run into a live group is the next test).
                 name = f"spin-{tokenize(n, seconds, processes)}"
                 with span(f"run-{n}") as span_id:
-                    client.gather(client.map(spin, range(n), seconds=seconds, key=[(name, i) for i in range(n)]))
+                    client.gather(
+                        client.map(
+                            spin, range(n), seconds=seconds, key=[(name, i) for i in range(n)]
+                        )
+                    )
                 span_ids.append(span_id)
             comp_ids = _runs_recorded(client, store, info["cluster_id"], len(RUNS))
 
@@ -282,7 +341,9 @@ def test_back_to_back_runs_are_each_exactly_what_dask_measured_for_them(tmp_path
                 ours = [_execute(dal.get_computation(c, store=store)["metrics"]) for c in comp_ids]
                 return (ours, dask) if all(map(_same, ours, dask)) else None
 
-            ours, dask = wait_for(exact, timeout=30, what="each run's metrics equal to Dask's span metrics")
+            ours, dask = wait_for(
+                exact, timeout=30, what="each run's metrics equal to Dask's span metrics"
+            )
             for (n, seconds), run in zip(RUNS, ours):
                 assert {p for p, _, _ in run} == {"spin"}, run
                 assert run["spin", "thread-cpu", "seconds"] >= n * seconds, run
@@ -298,14 +359,22 @@ def _dask_view(dask_scheduler) -> dict:
     """What Dask's dashboard reads of spans: roots, names and tags, and their sums."""
     ext = dask_scheduler.extensions["spans"]
     merged = ext.merge_all().cumulative_worker_metrics
-    return {"roots": [type(s).__name__ for s in ext.root_spans], "tags": sorted(ext.spans_search_by_tag),
-            "named": sum(len(v) for v in ext.spans_search_by_name.values()),
-            "spin": merged.get(("execute", "spin", "thread-cpu", "seconds"), 0.0),
-            "cluster": dask_scheduler.cumulative_worker_metrics.get(("execute", "spin", "thread-cpu", "seconds"), 0.0)}
+    return {
+        "roots": [type(s).__name__ for s in ext.root_spans],
+        "tags": sorted(ext.spans_search_by_tag),
+        "named": sum(len(v) for v in ext.spans_search_by_name.values()),
+        "spin": merged.get(("execute", "spin", "thread-cpu", "seconds"), 0.0),
+        "cluster": dask_scheduler.cumulative_worker_metrics.get(
+            ("execute", "spin", "thread-cpu", "seconds"), 0.0
+        ),
+    }
 
 
-@pytest.mark.parametrize("processes, shared", [(False, "group"), (True, "group"), (False, "span")],
-                         ids=["live-group-threads", "live-group-processes", "user-span-threads"])
+@pytest.mark.parametrize(
+    "processes, shared",
+    [(False, "group"), (True, "group"), (False, "span")],
+    ids=["live-group-threads", "live-group-processes", "user-span-threads"],
+)
 def test_runs_that_share_a_span_are_each_their_own(tmp_path, processes, shared):
     """Two ways runs share one of Dask's spans: `futs = client.map(spin, ...)` three times
     with the old futures still held as the next run is submitted (Dask adds each run to
@@ -322,7 +391,11 @@ def test_runs_that_share_a_span_are_each_their_own(tmp_path, processes, shared):
             with span("sweep") if shared == "span" else contextlib.nullcontext():
                 futs = None
                 for n, seconds in RUNS:
-                    keys = [(f"spin-{tokenize(n, seconds)}", i) for i in range(n)] if shared == "span" else None
+                    keys = (
+                        [(f"spin-{tokenize(n, seconds)}", i) for i in range(n)]
+                        if shared == "span"
+                        else None
+                    )
                     futs = client.map(spin, range(n), seconds=seconds, key=keys)
                     spent.append(sum(client.gather(futs)))
             if shared == "group":  # the case under test: one TaskGroup took all three runs
@@ -332,8 +405,12 @@ def test_runs_that_share_a_span_are_each_their_own(tmp_path, processes, shared):
             def settled():
                 dal.flush(client)
                 view = client.run_on_scheduler(_dask_view)
-                ours = [_execute(dal.get_computation(c, store=store)["metrics"]).get(("spin", "thread-cpu", "seconds"), 0.0)
-                        for c in comp_ids]
+                ours = [
+                    _execute(dal.get_computation(c, store=store)["metrics"]).get(
+                        ("spin", "thread-cpu", "seconds"), 0.0
+                    )
+                    for c in comp_ids
+                ]
                 done = view["cluster"] > 0 and sum(ours) == pytest.approx(view["cluster"], rel=1e-9)
                 return (ours, view) if done else None
 
@@ -352,16 +429,40 @@ def test_runs_that_share_a_span_are_each_their_own(tmp_path, processes, shared):
 
 # --- the recorder alone: what the scheduler's keys look like ------------------------
 
+
 def test_keys_are_split_whatever_their_shape():
-    assert split_key(("execute", "read_parquet", "thread-cpu", "seconds")) == \
-        ("read_parquet", "execute", "thread-cpu", "seconds")
-    assert split_key(("gather-dep", "network", "seconds")) == (None, "gather-dep", "network", "seconds")
-    assert split_key(("memory-monitor", "evict", "disk-write", "seconds")) == \
-        (None, "memory-monitor", "evict/disk-write", "seconds")
-    assert split_key(("execute", "f", ("custom", 1), "count")) == ("f", "execute", "('custom', 1)", "count")
+    assert split_key(("execute", "read_parquet", "thread-cpu", "seconds")) == (
+        "read_parquet",
+        "execute",
+        "thread-cpu",
+        "seconds",
+    )
+    assert split_key(("gather-dep", "network", "seconds")) == (
+        None,
+        "gather-dep",
+        "network",
+        "seconds",
+    )
+    assert split_key(("memory-monitor", "evict", "disk-write", "seconds")) == (
+        None,
+        "memory-monitor",
+        "evict/disk-write",
+        "seconds",
+    )
+    assert split_key(("execute", "f", ("custom", 1), "count")) == (
+        "f",
+        "execute",
+        "('custom', 1)",
+        "count",
+    )
     assert split_key("latency") is None and split_key(("a", "b")) is None
     # What the messages' contract refuses is made fit or left out, never sent to fail.
-    assert split_key(("execute", "f\x00", "a\udc80", "seconds")) == ("f", "execute", "a?", "seconds")
+    assert split_key(("execute", "f\x00", "a\udc80", "seconds")) == (
+        "f",
+        "execute",
+        "a?",
+        "seconds",
+    )
     assert split_key(("gather-dep", "", "seconds")) is None
     assert split_key(("execute", "x" * 500, "thread-cpu", "seconds"))[0] == "x" * 200
 
@@ -384,10 +485,17 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
 
     sent = []
     before = ("execute", "f", "thread-cpu", "seconds")
-    scheduler = SimpleNamespace(tasks={}, computations=deque(maxlen=3), total_nthreads_history=[(0.0, 2)],
-                                _task_to_msg=lambda ts: {"key": "k", "span_id": ts.group.span_id},
-                                cumulative_worker_metrics={("gather-dep", "network", "seconds"): 5.0,
-                                                           before: 5.0, "latency": 0.1})
+    scheduler = SimpleNamespace(
+        tasks={},
+        computations=deque(maxlen=3),
+        total_nthreads_history=[(0.0, 2)],
+        _task_to_msg=lambda ts: {"key": "k", "span_id": ts.group.span_id},
+        cumulative_worker_metrics={
+            ("gather-dep", "network", "seconds"): 5.0,
+            before: 5.0,
+            "latency": 0.1,
+        },
+    )
     ext = SpansSchedulerExtension(scheduler)
     old = ext._ensure_default_span()  # ran before recording started
     scheduler.extensions = {"spans": ext}
@@ -407,7 +515,11 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
         ext.heartbeat(None, {("execute", tg.span_id, prefix, "thread-cpu", "seconds"): value})
 
     def rows() -> dict:
-        out = {(d["computation_id"], r["prefix"], r["activity"]): r["value"] for d in sent for r in d["rows"]}
+        out = {
+            (d["computation_id"], r["prefix"], r["activity"]): r["value"]
+            for d in sent
+            for r in d["rows"]
+        }
         sent.clear()
         return out
 
@@ -456,6 +568,7 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
 
 # --- the Time tab, in Chromium, once the cluster is gone ----------------------------------
 
+
 def _bars(time_view) -> dict:
     """{prefix: {category: width %}} of the drawn bars, and each row's verdict."""
     rows = time_view.locator(".dal-time-row")
@@ -469,8 +582,13 @@ def _bars(time_view) -> dict:
 def _check_first(bars: dict) -> None:
     assert bars["cpu_work"]["parts"]["cpu"] > 5 * bars["nap_work"]["parts"].get("cpu", 0), bars
     assert bars["nap_work"]["dominant"] == "wait" and bars["nap_work"]["parts"]["wait"] > 90, bars
-    assert re.match(r"nap_work: [\d.]+ s in all; .*Waiting \(I/O, GIL\) [\d.]+ s", bars["nap_work"]["label"]), bars
-    assert list(bars)[:2] == ["cpu_work", "nap_work"] or list(bars)[:2] == ["nap_work", "cpu_work"], bars
+    assert re.match(
+        r"nap_work: [\d.]+ s in all; .*Waiting \(I/O, GIL\) [\d.]+ s", bars["nap_work"]["label"]
+    ), bars
+    assert list(bars)[:2] == ["cpu_work", "nap_work"] or list(bars)[:2] == [
+        "nap_work",
+        "cpu_work",
+    ], bars
 
 
 def test_the_time_tab_draws_each_groups_bar_in_the_monitor(recorded, page, tmp_path):

@@ -2,6 +2,7 @@
 own output-area CSS: the Cluster tab's key/value lists, and the "vs previous" column in
 a notebook-wide output.  The widget's state is what its kernel-side feed reads from a
 real store (browser_helpers.widget_state); the built monitor.js draws it."""
+
 from __future__ import annotations
 
 import json
@@ -41,13 +42,41 @@ def jupyterlab_output_css() -> str:
 def _runs(c: Cluster, comp: str, start: float, scale: float) -> dict:
     """One run of LINE: a long group that moved with `scale`, and tiny groups whose
     figures are noise (a few ms, one of them 4x the other run's)."""
-    groups = [group("read_parquet-1a2b3c4d5e", n_tasks=40, compute=20.0 * scale, start=start, stop=start + 30 * scale),
-              group("tiny_getitem-0f9e8d7c6b", n_tasks=2, compute=0.004 if scale > 1 else 0.001,
-                    start=start, stop=start + 0.01),
-              group("groupby_agg_chunk-6f7a8b9c0d", n_tasks=4, n_erred=1, n_not_run=1, disk_read=0.25,
-                    compute=0.5, start=start, stop=start + 2)]
-    return c.computation(comp, groups=groups, start=start, stop=start + 30 * scale, label="read_parquet → groupby",
-                         code_line=LINE, fingerprint=fingerprint(LINE, ["read_parquet", "groupby"]))
+    groups = [
+        group(
+            "read_parquet-1a2b3c4d5e",
+            n_tasks=40,
+            compute=20.0 * scale,
+            start=start,
+            stop=start + 30 * scale,
+        ),
+        group(
+            "tiny_getitem-0f9e8d7c6b",
+            n_tasks=2,
+            compute=0.004 if scale > 1 else 0.001,
+            start=start,
+            stop=start + 0.01,
+        ),
+        group(
+            "groupby_agg_chunk-6f7a8b9c0d",
+            n_tasks=4,
+            n_erred=1,
+            n_not_run=1,
+            disk_read=0.25,
+            compute=0.5,
+            start=start,
+            stop=start + 2,
+        ),
+    ]
+    return c.computation(
+        comp,
+        groups=groups,
+        start=start,
+        stop=start + 30 * scale,
+        label="read_parquet → groupby",
+        code_line=LINE,
+        fingerprint=fingerprint(LINE, ["read_parquet", "groupby"]),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +87,14 @@ def harness(tmp_path_factory):
     url = f"sqlite:///{root / 'analytics.db'}"
     c = Cluster(t0=0)
     with open_store(url) as store:
-        store.ingest([c.cluster(), c.sample(), _runs(c, "first-run", 100.0, 1.0), _runs(c, "second-run", 200.0, 4.0)])
+        store.ingest(
+            [
+                c.cluster(),
+                c.sample(),
+                _runs(c, "first-run", 100.0, 1.0),
+                _runs(c, "second-run", 200.0, 4.0),
+            ]
+        )
     state = widget_state(url, c.id, "second-run")
     close_readers()
     assert state["runs"]["baseline_id"] == "first-run"
@@ -67,10 +103,14 @@ def harness(tmp_path_factory):
     (root / "jupyterlab.css").write_text(jupyterlab_output_css())
     # The monitor inside an output area as JupyterLab nests it, JupyterLab's rules loaded;
     # 860 px: a notebook's output area in a 1280 px window with the file browser open.
-    html = WIDGET_HARNESS.replace('<link rel="stylesheet" href="./style.css">',
-                                  '<link rel="stylesheet" href="./jupyterlab.css"><link rel="stylesheet" href="./style.css">')
-    html = html.replace('<div id="app" style="max-width:1360px"></div>',
-                        '<div class="jp-OutputArea-output" style="width:860px"><div id="app"></div></div>')
+    html = WIDGET_HARNESS.replace(
+        '<link rel="stylesheet" href="./style.css">',
+        '<link rel="stylesheet" href="./jupyterlab.css"><link rel="stylesheet" href="./style.css">',
+    )
+    html = html.replace(
+        '<div id="app" style="max-width:1360px"></div>',
+        '<div class="jp-OutputArea-output" style="width:860px"><div id="app"></div></div>',
+    )
     (root / "index.html").write_text(html)
     (root / "second.json").write_text(json.dumps(state))
     with static_server(root) as base:
@@ -132,4 +172,7 @@ def test_vs_previous_ignores_tiny_groups_and_keeps_wall_in_view(harness, page):
                 monitorRight: t.closest('.dal-monitor').getBoundingClientRect().right};
     }""")
     monitor.screenshot(path=save("notebook-edges-vs-previous.png"))
-    assert pane["scroll"] <= 0 and pane["wallRight"] <= min(pane["boxRight"], pane["monitorRight"]) + 0.5, pane
+    assert (
+        pane["scroll"] <= 0
+        and pane["wallRight"] <= min(pane["boxRight"], pane["monitorRight"]) + 0.5
+    ), pane

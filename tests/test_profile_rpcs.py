@@ -6,6 +6,7 @@ by the collector's own counter alone: a fetch is one RPC per worker whatever the
 number of prefixes, each prefix's profile still holds only its own frames, and runs
 back to back still count each of Dask's samples once.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,7 +37,9 @@ def _work(x: int, seconds: float = 0.08) -> int:
 def _named(name: str) -> Any:
     """_work under its own name, so that its frames (and its tasks' prefix) are its own;
     a module attribute, so that process workers unpickle it by reference."""
-    fn = types.FunctionType(_work.__code__.replace(co_name=name), globals(), name, _work.__defaults__)
+    fn = types.FunctionType(
+        _work.__code__.replace(co_name=name), globals(), name, _work.__defaults__
+    )
     fn.__qualname__ = name
     globals()[name] = fn
     return fn
@@ -133,14 +136,21 @@ def test_a_fetch_is_one_rpc_per_worker_at_30_prefixes(tmp_path):
     fetches = flushed["profiles_fetched"]
     assert fetches >= 1
     # Every run call a worker got is a fetch, and each fetch asked each worker once.
-    assert _per_worker(calls, "run") == _per_worker(calls, "run", "prefix_trees") \
+    assert (
+        _per_worker(calls, "run")
+        == _per_worker(calls, "run", "prefix_trees")
         == {w.address: fetches for w in workers}
+    )
     assert flushed["profile_rpcs"] == 3 * fetches
     (comp,) = _comps(info["cluster_id"], store)
-    trees = {name: dal.get_profile(comp["computation_id"], prefix=name, store=store) for name in sorted(NAMES)}
+    trees = {
+        name: dal.get_profile(comp["computation_id"], prefix=name, store=store)
+        for name in sorted(NAMES)
+    }
     # Every sample Dask took, each in its own prefix's profile, beside none of the others' frames.
-    assert {name: tree["count"] for name, tree in trees.items()} \
-        == {name: sum(c[name] for c in dask_counts) for name in trees}
+    assert {name: tree["count"] for name, tree in trees.items()} == {
+        name: sum(c[name] for c in dask_counts) for name in trees
+    }
     assert sum(tree["count"] for tree in trees.values())
     for name, tree in trees.items():
         assert frames(tree) & NAMES == ({name} if tree["count"] else set()), name
@@ -153,7 +163,10 @@ def test_no_live_fetch_while_a_computation_is_younger_than_a_cycle(tmp_path, mon
     store = str(tmp_path / "analytics.db")
     with recorded_cluster(store) as (client, info):
         workers = _in_process(client)
-        assert client.compute([dask.delayed(WORK[0])(i, 0.1) for i in range(2)], sync=True) == [0, 1]
+        assert client.compute([dask.delayed(WORK[0])(i, 0.1) for i in range(2)], sync=True) == [
+            0,
+            1,
+        ]
         flushed = dal.flush(client, timeout=60)
         windows = {w.address: [a for addr, a in _WINDOWS if addr == w.address] for w in workers}
     (comp,) = _comps(info["cluster_id"], store)
@@ -182,7 +195,9 @@ def test_back_to_back_runs_on_process_workers_count_each_sample_once(tmp_path):
         calls = client.run(_calls)
         dask_counts = client.run(_dask_counts, prefixes)
     assert _per_worker(calls, "profile") == dict.fromkeys(calls, 0)
-    assert _per_worker(calls, "run", "prefix_trees") == dict.fromkeys(calls, flushed["profiles_fetched"])
+    assert _per_worker(calls, "run", "prefix_trees") == dict.fromkeys(
+        calls, flushed["profiles_fetched"]
+    )
     assert flushed["profile_rpcs"] == 2 * flushed["profiles_fetched"]
 
     comps = _comps(info["cluster_id"], store)
@@ -220,15 +235,24 @@ def test_a_worker_that_blocks_run_is_asked_a_prefix_at_a_time(tmp_path):
     assert flushed["profile_rpcs"] == 2 * (1 + 3 * fetches)
     (comp,) = _comps(info["cluster_id"], store)
     for fn in WORK[:3]:
-        assert frames(dal.get_profile(comp["computation_id"], prefix=fn.__name__, store=store)) & NAMES \
-            == {fn.__name__}
+        assert frames(
+            dal.get_profile(comp["computation_id"], prefix=fn.__name__, store=store)
+        ) & NAMES == {fn.__name__}
 
 
 def _tree(name: str, count: int) -> dict:
-    leaf = {"count": count, "children": {}, "identifier": name,
-            "description": {"filename": "f.py", "name": name, "line_number": 1, "line": ""}}
-    return {"count": count, "children": {name: leaf}, "identifier": "root",
-            "description": {"filename": "", "name": "", "line_number": 0, "line": ""}}
+    leaf = {
+        "count": count,
+        "children": {},
+        "identifier": name,
+        "description": {"filename": "f.py", "name": name, "line_number": 1, "line": ""},
+    }
+    return {
+        "count": count,
+        "children": {name: leaf},
+        "identifier": "root",
+        "description": {"filename": "", "name": "", "line_number": 0, "line": ""},
+    }
 
 
 def test_prefix_trees_takes_each_prefixs_window_and_only_reads():
@@ -240,12 +264,22 @@ def test_prefix_trees_takes_each_prefixs_window_and_only_reads():
     from dask_analytics_lab.collect.profile_window import prefix_trees
 
     worker = types.SimpleNamespace(
-        profile_keys_history=deque([(10.0, {"a": _tree("a", 1)}), (11.0, {"a": _tree("a", 2), "b": _tree("b", 4)}),
-                                    (12.0, {"b": _tree("b", 8)}), (13.0, {"a": _tree("a", 16)})]),
-        profile_keys=defaultdict(profile.create, {"a": _tree("a", 32)}), scheduler_delay=0.0)
+        profile_keys_history=deque(
+            [
+                (10.0, {"a": _tree("a", 1)}),
+                (11.0, {"a": _tree("a", 2), "b": _tree("b", 4)}),
+                (12.0, {"b": _tree("b", 8)}),
+                (13.0, {"a": _tree("a", 16)}),
+            ]
+        ),
+        profile_keys=defaultdict(profile.create, {"a": _tree("a", 32)}),
+        scheduler_delay=0.0,
+    )
     # a from 10.5: the chunks ending at 11 and 12 (12 holds 11.5); b's from 11.
-    assert {p: t["count"] for p, t in prefix_trees({"a": 10.5, "b": 10.5, "c": 0.0}, 11.5, worker).items()} \
-        == {"a": 2, "b": 12}
+    assert {
+        p: t["count"]
+        for p, t in prefix_trees({"a": 10.5, "b": 10.5, "c": 0.0}, 11.5, worker).items()
+    } == {"a": 2, "b": 12}
     assert prefix_trees({"b": 11.5}, 11.5, worker)["b"]["count"] == 8
     # No chunk has ended since `stop`: the cycle in progress too.
     assert prefix_trees({"a": 12.5}, 13.5, worker)["a"]["count"] == 48

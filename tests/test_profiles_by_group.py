@@ -4,6 +4,7 @@ Real LocalCluster, real worker profiles: one computation with two CPU-bound grou
 each group's profile holds its own function and none of the other's.  A computation
 that runs for a while has a profile before it ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,13 +48,14 @@ def frames(tree: dict) -> set[str]:
     return out
 
 
-
 @pytest.fixture(scope="module")
 def two_groups(tmp_path_factory):
     """One computation with two CPU-bound groups, alpha_work and beta_work."""
     store = str(tmp_path_factory.mktemp("profiles") / "analytics.db")
     with recorded_cluster(store) as (client, info):
-        parts = [delayed(alpha_work)(i) for i in range(4)] + [delayed(beta_work)(i) for i in range(4)]
+        parts = [delayed(alpha_work)(i) for i in range(4)] + [
+            delayed(beta_work)(i) for i in range(4)
+        ]
         assert sum(client.compute(parts, sync=True)) == 12
         assert dal.flush(client, timeout=30)["flushed"]
     (comp,) = dal.list_computations(info["cluster_id"], store=store)
@@ -96,7 +98,10 @@ def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_p
     from dask_analytics_lab.widgets._base import STATIC
 
     if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)", pytrace=False)
+        pytest.fail(
+            f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)",
+            pytrace=False,
+        )
     store, cluster_id, cid = two_groups
     state = {**widget_state(store, cluster_id, cid), "tab": "profile"}
     alpha = json.loads(json.dumps(dal.get_profile(cid, prefix="alpha_work", store=store)))
@@ -113,10 +118,16 @@ def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_p
         canvas = flame.locator("canvas")
         canvas.wait_for(state="visible")
         picker = flame.locator("select.dal-prefix-picker")
-        assert picker.locator("option").all_inner_texts() == ["All task groups", "alpha_work", "beta_work"]
+        assert picker.locator("option").all_inner_texts() == [
+            "All task groups",
+            "alpha_work",
+            "beta_work",
+        ]
         picker.select_option("alpha_work")
         assert page.evaluate("() => window.model.get('profile_prefix')") == "alpha_work"
-        page.evaluate("tree => window.model.set('profile', tree)", alpha)  # what the kernel sends back
+        page.evaluate(
+            "tree => window.model.set('profile', tree)", alpha
+        )  # what the kernel sends back
 
         def first_below_root() -> str:
             """The frame drawn leftmost on the row under the root (hovered: its tooltip)."""

@@ -3,6 +3,7 @@ cut-off, with every row hanging off them, on SQLite and PostgreSQL, while other
 clusters keep recording.  Issue 18, item 9: a dry run counts exactly what the prune
 then deletes, table by table, also from the command line; a cluster still recording
 survives however long ago it started."""
+
 from __future__ import annotations
 
 import threading
@@ -27,9 +28,17 @@ def full_cluster(c: Cluster, comp: str, code: list[str], *, stop: bool = True) -
     """One cluster with a row in every table that hangs off a cluster."""
     msgs = [c.cluster(started=c.t), c.sample()]
     msgs += [c.code(h) for h in code]
-    msgs += [c.computation(comp, code=code, groups=[group("ones-1"), group("sum-2")]),
-             c.exception(comp, "ones-1"), c.event(), c.profile(comp, tree("f", "g")), c.profile(None, tree("h")),
-             c.metrics(comp), c.workers(2), c.tasks(comp), c.gpu(1)]
+    msgs += [
+        c.computation(comp, code=code, groups=[group("ones-1"), group("sum-2")]),
+        c.exception(comp, "ones-1"),
+        c.event(),
+        c.profile(comp, tree("f", "g")),
+        c.profile(None, tree("h")),
+        c.metrics(comp),
+        c.workers(2),
+        c.tasks(comp),
+        c.gpu(1),
+    ]
     if stop:
         msgs.append(c.stop())
     return msgs
@@ -41,27 +50,45 @@ def scenario(store) -> dict[str, str]:
     lost = Cluster("lost", t0=NOW - 95 * DAY)  # never stopped, silent for 95 days
     recent = Cluster("recent", t0=NOW - 10 * DAY)  # shares snippet h-shared with `old`
     long_job = Cluster("long-job", t0=NOW - 100 * DAY)  # started before the cut-off, stopped after
-    live = Cluster("live", account="team-b", t0=NOW - 200 * DAY)  # started 200 days ago, still recording
+    live = Cluster(
+        "live", account="team-b", t0=NOW - 200 * DAY
+    )  # started 200 days ago, still recording
     msgs = full_cluster(old, "c-old", ["h-shared", "h-old"])
     msgs += full_cluster(lost, "c-lost", ["h-lost"], stop=False)
     msgs += full_cluster(recent, "c-recent", ["h-shared"])
-    msgs += full_cluster(long_job, "c-long", ["h-long"], stop=False) + [long_job.stop(stopped=NOW - DAY)]
+    msgs += full_cluster(long_job, "c-long", ["h-long"], stop=False) + [
+        long_job.stop(stopped=NOW - DAY)
+    ]
     msgs += full_cluster(live, "c-live", ["h-old"], stop=False) + [live.sample(at=NOW - 5)]
     store.ingest(msgs)
     # Another account's messages for the old cluster, dropped by a team server and
     # remembered (store/team_schema.dropped_messages): they go with the cluster.
     TeamStore(store).remember_dropped("team-x", [(old.id, 7)], now=NOW - 100 * DAY)
-    return {"old": old.id, "lost": lost.id, "recent": recent.id, "long": long_job.id, "live": live.id}
+    return {
+        "old": old.id,
+        "lost": lost.id,
+        "recent": recent.id,
+        "long": long_job.id,
+        "live": live.id,
+    }
 
 
 def kept_part(export: dict, keep: set[str]) -> dict:
-    return {name: [r for r in rows if r.get("cluster_id", None) in keep]
-            for name, rows in export.items() if name != "code_snippets"}
+    return {
+        name: [r for r in rows if r.get("cluster_id", None) in keep]
+        for name, rows in export.items()
+        if name != "code_snippets"
+    }
 
 
 def snippets(store) -> set[tuple[str, str]]:
     with store.reading() as conn:
-        return {tuple(r) for r in conn.execute(sa.select(schema.code_snippets.c.account, schema.code_snippets.c.hash))}
+        return {
+            tuple(r)
+            for r in conn.execute(
+                sa.select(schema.code_snippets.c.account, schema.code_snippets.c.hash)
+            )
+        }
 
 
 def ingested_ids(store) -> set[str]:
@@ -89,8 +116,9 @@ def test_prune_removes_exactly_what_ended_before_the_cutoff(store_url, batch, ma
         assert {c["cluster_id"] for c in after["clusters"]} == keep
         # Every row of the kept clusters is as it was, and nothing of the old ones is left.
         assert kept_part(after, keep) == kept_part(before, keep)
-        assert sum(len(rows) for name, rows in after.items() if name != "code_snippets") == \
-            sum(len(rows) for rows in kept_part(before, keep).values())
+        assert sum(len(rows) for name, rows in after.items() if name != "code_snippets") == sum(
+            len(rows) for rows in kept_part(before, keep).values()
+        )
         for name, rows in kept_part(before, {ids["old"], ids["lost"]}).items():
             assert done[name] == len(rows), name
         assert ingested_ids(store) == keep
@@ -109,10 +137,17 @@ def test_prune_removes_exactly_what_ended_before_the_cutoff(store_url, batch, ma
 def rows_of(store, cluster_ids: set[str]) -> dict[str, int]:
     """Rows per table that the clusters own, and every snippet of the store."""
     with store.reading() as conn:
-        counts = {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)
-                                       .where(t.c.cluster_id.in_(sorted(cluster_ids)))).scalar_one()
-                  for t in (schema.clusters, *CHILD_TABLES)}
-        counts["code_snippets"] = conn.execute(sa.select(sa.func.count()).select_from(schema.code_snippets)).scalar_one()
+        counts = {
+            t.name: conn.execute(
+                sa.select(sa.func.count())
+                .select_from(t)
+                .where(t.c.cluster_id.in_(sorted(cluster_ids)))
+            ).scalar_one()
+            for t in (schema.clusters, *CHILD_TABLES)
+        }
+        counts["code_snippets"] = conn.execute(
+            sa.select(sa.func.count()).select_from(schema.code_snippets)
+        ).scalar_one()
     return counts
 
 
@@ -123,7 +158,9 @@ def test_a_dry_run_counts_exactly_what_the_prune_then_deletes(store_url):
         ids = scenario(store)
         old = {ids["old"], ids["lost"]}
         owned = rows_of(store, old)
-        assert all(owned[t.name] for t in CHILD_TABLES), owned  # every table a cluster owns has rows here
+        assert all(owned[t.name] for t in CHILD_TABLES), (
+            owned
+        )  # every table a cluster owns has rows here
         for gone, snippets_gone in ((old, 2), ({"died"}, 1)):
             if gone == {"died"}:
                 died = Cluster("died", t0=NOW - 100 * DAY)
@@ -131,14 +168,20 @@ def test_a_dry_run_counts_exactly_what_the_prune_then_deletes(store_url):
             before = rows_of(store, gone)
             everything = rows_of(store, set(ids.values()) | gone)
             dry = prune(store, 90 * DAY, now=NOW, dry_run=True)
-            assert rows_of(store, set(ids.values()) | gone) == everything  # a dry run deletes nothing
+            assert (
+                rows_of(store, set(ids.values()) | gone) == everything
+            )  # a dry run deletes nothing
             done = prune(store, 90 * DAY, now=NOW, batch=1, max_rows=3, pause=0)
             del dry["seconds"], done["seconds"]
             assert done == dry
             assert {k: v for k, v in dry.items() if k != "code_snippets"} == {
-                k: v for k, v in before.items() if k != "code_snippets"}
-            assert dry["code_snippets"] == before["code_snippets"] - rows_of(store, set())["code_snippets"] \
+                k: v for k, v in before.items() if k != "code_snippets"
+            }
+            assert (
+                dry["code_snippets"]
+                == before["code_snippets"] - rows_of(store, set())["code_snippets"]
                 == snippets_gone
+            )
             assert not any(n for name, n in rows_of(store, gone).items() if name != "code_snippets")
         assert ("default", "h-died") not in snippets(store)
 
@@ -161,33 +204,53 @@ def test_the_cli_dry_run_then_prune_as_of_deletes_exactly_what_it_counted(sqlite
         ids = scenario(store)
     with recorded_cluster(sqlite_url) as (client, info):
         assert client.submit(sum, [1, 2]).result() == 3
-        wait_for(lambda: len(dal_computations(sqlite_url, info["cluster_id"])) == 1, what="its first computation")
-        with open_store(sqlite_url) as store, store.transaction() as conn:  # as if it had started 100 days ago
-            conn.execute(sa.update(schema.clusters).where(schema.clusters.c.cluster_id == info["cluster_id"])
-                         .values(started=NOW - 100 * DAY))
+        wait_for(
+            lambda: len(dal_computations(sqlite_url, info["cluster_id"])) == 1,
+            what="its first computation",
+        )
+        with (
+            open_store(sqlite_url) as store,
+            store.transaction() as conn,
+        ):  # as if it had started 100 days ago
+            conn.execute(
+                sa.update(schema.clusters)
+                .where(schema.clusters.c.cluster_id == info["cluster_id"])
+                .values(started=NOW - 100 * DAY)
+            )
 
         assert cli.main(["prune", "--older-than", "90d", "--dry-run", "--store", sqlite_url]) == 0
         out = capsys.readouterr().out
         counted = table(out)
-        as_of = re.search(r"to delete exactly these: dask-analytics prune --older-than 90d --as-of (\S+) ", out)[1]
+        as_of = re.search(
+            r"to delete exactly these: dask-analytics prune --older-than 90d --as-of (\S+) ", out
+        )[1]
         cutoff = datetime.fromisoformat(as_of).timestamp() - 90 * DAY
         # Ended half a second after the dry run's cut-off; wait until a fresh cut-off passes it.
         edge = Cluster("edge", t0=cutoff - 10)
         with open_store(sqlite_url) as store:
             store.ingest([edge.cluster(started=edge.t), edge.stop(stopped=cutoff + 0.5)])
-        wait_for(lambda: time.time() - 90 * DAY > cutoff + 1, what="the clock to move past the edge")
+        wait_for(
+            lambda: time.time() - 90 * DAY > cutoff + 1, what="the clock to move past the edge"
+        )
 
-        assert cli.main(["prune", "--older-than", "90d", "--as-of", as_of, "--store", sqlite_url]) == 0
+        assert (
+            cli.main(["prune", "--older-than", "90d", "--as-of", as_of, "--store", sqlite_url]) == 0
+        )
         out = capsys.readouterr().out
         assert table(out) == counted and counted["clusters"] == 2
         assert all(counted[t.name] for t in CHILD_TABLES), counted
-        assert counted["code_snippets"] == 0  # the real cluster's account records now: its snippets wait
+        assert (
+            counted["code_snippets"] == 0
+        )  # the real cluster's account records now: its snippets wait
         with open_store(sqlite_url) as store:
             left = {r["cluster_id"] for r in store.list_clusters(limit=None)}
         assert left == {ids["recent"], ids["long"], ids["live"], "edge", info["cluster_id"]}
         # The real cluster goes on recording into the store it was pruned in.
         assert client.submit(sum, [3, 4]).result() == 7
-        wait_for(lambda: len(dal_computations(sqlite_url, info["cluster_id"])) == 2, what="its next computation")
+        wait_for(
+            lambda: len(dal_computations(sqlite_url, info["cluster_id"])) == 2,
+            what="its next computation",
+        )
     # Counted from now, the edge cluster has ended before the cut-off too.
     assert cli.main(["prune", "--older-than", "90d", "--store", sqlite_url]) == 0
     assert "deleted 1 clusters" in capsys.readouterr().out
@@ -204,8 +267,13 @@ def dal_computations(url: str, cluster_id: str) -> list[dict]:
             return []
 
 
-@pytest.mark.parametrize("args,says", [(["--as-of", "yesterday"], "expected a time such as"),
-                                       (["--as-of", "2999-01-01T00:00:00Z"], "is in the future")])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--as-of", "yesterday"], "expected a time such as"),
+        (["--as-of", "2999-01-01T00:00:00Z"], "is in the future"),
+    ],
+)
 def test_cli_prune_as_of_refuses(args, says, capsys, sqlite_url):
     from dask_analytics_lab import cli
 
@@ -240,8 +308,16 @@ def test_snippets_of_an_account_that_records_wait(sqlite_url):
         assert ("default", "h1") in snippets(store)  # c-live refers to it
 
 
-@pytest.mark.parametrize("value,seconds", [("90d", 90 * DAY), ("90 days", 90 * DAY), ("12h", 12 * 3600.0),
-                                           (30, 30 * DAY), ("2w", 14 * DAY)])
+@pytest.mark.parametrize(
+    "value,seconds",
+    [
+        ("90d", 90 * DAY),
+        ("90 days", 90 * DAY),
+        ("12h", 12 * 3600.0),
+        (30, 30 * DAY),
+        ("2w", 14 * DAY),
+    ],
+)
 def test_parse_age(value, seconds):
     assert parse_age(value) == seconds
 
@@ -273,8 +349,14 @@ def test_prune_while_a_cluster_records(store_url):
                 i = 0
                 while not stop.is_set() or i < 20:
                     i += 1
-                    writer.ingest([live.sample(at=time.time(), n_workers=i), live.event("tick", {"i": i}),
-                                   live.computation(f"c-live-{i}", code=[f"h{i % 5}"]), live.code(f"h{i % 5}")])
+                    writer.ingest(
+                        [
+                            live.sample(at=time.time(), n_workers=i),
+                            live.event("tick", {"i": i}),
+                            live.computation(f"c-live-{i}", code=[f"h{i % 5}"]),
+                            live.code(f"h{i % 5}"),
+                        ]
+                    )
                     sent.append(i)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
@@ -316,14 +398,22 @@ def test_cli_prune(sqlite_url, capsys):
     assert cli.main(["--store", sqlite_url, "prune", "--older-than", "90 days"]) == 0
     assert "deleted 2 clusters" in capsys.readouterr().out
     with open_store(sqlite_url) as store:
-        assert {r["cluster_id"] for r in store.list_clusters(limit=None)} == {ids["recent"], ids["long"], ids["live"]}
+        assert {r["cluster_id"] for r in store.list_clusters(limit=None)} == {
+            ids["recent"],
+            ids["long"],
+            ids["live"],
+        }
 
 
-@pytest.mark.parametrize("args,says", [(["--older-than", "soon"], "--older-than must be a positive duration"),
-                                       (["--older-than", "-3d"], "--older-than must be a positive duration"),
-                                       ([], "Missing option '--older-than'"),
-                                       (["--older-than", "9d", "--store", "https://analytics.example.com"],
-                                        "is a team server")])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--older-than", "soon"], "--older-than must be a positive duration"),
+        (["--older-than", "-3d"], "--older-than must be a positive duration"),
+        ([], "Missing option '--older-than'"),
+        (["--older-than", "9d", "--store", "https://analytics.example.com"], "is a team server"),
+    ],
+)
 def test_cli_prune_refuses(args, says, capsys, sqlite_url):
     from dask_analytics_lab import cli
 
@@ -344,8 +434,13 @@ def test_retention_setting():
     with dask.config.set({"analytics.retention": 30}):
         assert config.resolve()["retention"] == 30 * DAY
     for bad in ("forever", "-1d", 0, True):
-        with dask.config.set({"analytics.retention": bad}), \
-                pytest.raises(config.ConfigError, match=r"analytics.retention = .* is not valid; expected a duration"):
+        with (
+            dask.config.set({"analytics.retention": bad}),
+            pytest.raises(
+                config.ConfigError,
+                match=r"analytics.retention = .* is not valid; expected a duration",
+            ),
+        ):
             config.resolve()
 
 

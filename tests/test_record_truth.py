@@ -4,6 +4,7 @@ Each test is one thing a user does (a re-run after a failure, two computations b
 back, a task that kills its worker ...) and asserts what the store says against what
 Dask did.
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,13 +69,32 @@ def test_clean_rerun_after_a_failed_run_is_finished(sqlite_url, hold):
         cluster_id = info["cluster_id"]
 
     failed, clean, clean_again = _comps(cluster_id, sqlite_url)
-    assert (failed["state"], failed["n_tasks"], failed["n_erred"], failed["n_done"]) == ("erred", 10, 5, 5)
-    assert (clean["state"], clean["n_tasks"], clean["n_erred"], clean["n_done"]) == ("finished", 20, 0, 20)
-    assert (clean_again["state"], clean_again["n_tasks"], clean_again["n_done"]) == ("finished", 3, 3)
+    assert (failed["state"], failed["n_tasks"], failed["n_erred"], failed["n_done"]) == (
+        "erred",
+        10,
+        5,
+        5,
+    )
+    assert (clean["state"], clean["n_tasks"], clean["n_erred"], clean["n_done"]) == (
+        "finished",
+        20,
+        0,
+        20,
+    )
+    assert (clean_again["state"], clean_again["n_tasks"], clean_again["n_done"]) == (
+        "finished",
+        3,
+        3,
+    )
     (row,) = dal.list_exceptions(cluster_id, store=sqlite_url)
     assert row["computation_id"] == failed["computation_id"] and row["count"] == 5
     (group,) = dal.list_task_groups(clean["computation_id"], store=sqlite_url)
-    assert (group["n_tasks"], group["n_done"], group["n_erred"], group["n_not_run"]) == (20, 20, 0, 0)
+    assert (group["n_tasks"], group["n_done"], group["n_erred"], group["n_not_run"]) == (
+        20,
+        20,
+        0,
+        0,
+    )
 
 
 def test_clean_rerun_after_a_cancelled_run_is_finished(sqlite_url):
@@ -143,7 +163,9 @@ def test_back_to_back_profiles_hold_only_their_own_work(sqlite_url):
         dal.flush(client)
         cluster_id = info["cluster_id"]
     alpha, beta, alpha_again = _comps(cluster_id, sqlite_url)
-    trees = [dal.get_profile(c["computation_id"], store=sqlite_url) for c in (alpha, beta, alpha_again)]
+    trees = [
+        dal.get_profile(c["computation_id"], store=sqlite_url) for c in (alpha, beta, alpha_again)
+    ]
     assert all(t["count"] > 0 for t in trees)
     names = [set(_functions(t)) for t in trees]
     assert "alpha_work" in names[0] and "beta_work" not in names[0]
@@ -171,7 +193,9 @@ def test_each_computation_keeps_its_own_code_line(sqlite_url):
     code2 = dal.get_computation(second["computation_id"], store=sqlite_url)["code"]
     assert [c["hash"] for c in code1] == [c["hash"] for c in code2]
     assert code2[0]["lineno_frame"] == code1[0]["lineno_frame"] + 1
-    snippets = [s for s in dal.export(store=sqlite_url)["code_snippets"] if s["hash"] == code1[0]["hash"]]
+    snippets = [
+        s for s in dal.export(store=sqlite_url)["code_snippets"] if s["hash"] == code1[0]["hash"]
+    ]
     assert len(snippets) == 1
 
 
@@ -188,7 +212,9 @@ def test_fast_failure_has_a_real_stop_and_honest_counts(sqlite_url):
     (comp,) = _comps(cluster_id, sqlite_url)
     assert comp["state"] == "erred"
     assert comp["start"] <= comp["stop"] <= time.time() and comp["stop"] - comp["start"] < 60
-    groups = {g["prefix"]: g for g in dal.list_task_groups(comp["computation_id"], store=sqlite_url)}
+    groups = {
+        g["prefix"]: g for g in dal.list_task_groups(comp["computation_id"], store=sqlite_url)
+    }
     f, i = groups["flaky"], groups["inc"]
     assert (f["n_tasks"], f["n_done"], f["n_erred"], f["n_not_run"]) == (3, 1, 2, 0)
     assert (i["n_tasks"], i["n_done"], i["n_erred"], i["n_not_run"]) == (3, 1, 0, 2)
@@ -196,7 +222,7 @@ def test_fast_failure_has_a_real_stop_and_honest_counts(sqlite_url):
     assert (comp["n_tasks"], comp["n_done"], comp["n_erred"], comp["n_not_run"]) == (6, 2, 2, 2)
 
 
-WORDS = ["".join(chr(ord("g") + (i // 5 ** k) % 5) for k in range(3)) for i in range(30)]
+WORDS = ["".join(chr(ord("g") + (i // 5**k) % 5) for k in range(3)) for i in range(30)]
 
 
 def many_kinds(i):
@@ -218,12 +244,20 @@ def test_failures_grouped_and_bounded_with_exact_counts(sqlite_url):
         cluster_id = info["cluster_id"]
     numbered_comp, kinds_comp = _comps(cluster_id, sqlite_url)
     (row,) = dal.list_exceptions(computation_id=numbered_comp["computation_id"], store=sqlite_url)
-    assert row["count"] == 2000 and row["pattern"] == "KeyError('key-…')" and len(row["examples"]) == 3
-    rows = dal.list_exceptions(computation_id=kinds_comp["computation_id"], limit=None, store=sqlite_url)
+    assert (
+        row["count"] == 2000 and row["pattern"] == "KeyError('key-…')" and len(row["examples"]) == 3
+    )
+    rows = dal.list_exceptions(
+        computation_id=kinds_comp["computation_id"], limit=None, store=sqlite_url
+    )
     assert len(rows) == 21 and sum(r["count"] for r in rows) == 300
-    (overflow,) = [r for r in rows if r["pattern"] == "(10 other distinct messages, counted together)"]
+    (overflow,) = [
+        r for r in rows if r["pattern"] == "(10 other distinct messages, counted together)"
+    ]
     assert overflow["count"] == 300 - 20 * 10
-    assert overflow["exc_type"] == "KeyError" and {r["location"] for r in rows} == {overflow["location"]}
+    assert overflow["exc_type"] == "KeyError" and {r["location"] for r in rows} == {
+        overflow["location"]
+    }
 
 
 def die(x):
@@ -235,8 +269,12 @@ def test_task_that_kills_its_workers_is_recorded(sqlite_url):
     events, with the workers involved."""
     config = {**FAST, "distributed.scheduler.allowed-failures": 1}
     with dask.config.set(config):
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-                Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             info = dal.register(client, store=sqlite_url)
             future = client.submit(die, 1)
             with pytest.raises(Exception, match="KilledWorker|died"):
@@ -251,7 +289,9 @@ def test_task_that_kills_its_workers_is_recorded(sqlite_url):
     assert len(killed["workers"]) == 2 and killed["example_key"].startswith("die-")
     assert rows["WorkerDied"]["count"] == 2 and len(rows["WorkerDied"]["workers"]) == 2
     topics = [e["topic"] for e in dal.list_events(cluster_id, store=sqlite_url)]
-    assert topics.count("analytics-worker-lost") == 2 and topics.count("analytics-killed-worker") == 1
+    assert (
+        topics.count("analytics-worker-lost") == 2 and topics.count("analytics-killed-worker") == 1
+    )
 
 
 def test_computation_rows_say_what_they_ran(sqlite_url):
@@ -301,20 +341,32 @@ def test_ticks_cut_short_still_record_what_dask_did(sqlite_url, monkeypatch):
     with recorded_cluster(sqlite_url) as (client, info):
         first = client.map(inc, range(n), key=[f"g{i}x-{tag}a" for i in range(n)])
         wait(first)
-        second = client.map(inc, range(n), key=[f"g{i}x-{tag}b" for i in range(n)])  # first still held
+        second = client.map(
+            inc, range(n), key=[f"g{i}x-{tag}b" for i in range(n)]
+        )  # first still held
         wait(second)
         cluster_id = info["cluster_id"]
 
         def recorded():
             comps = _comps(cluster_id, sqlite_url)
-            return len(comps) == 2 and all((c["state"], c["n_tasks"], c["n_done"]) == ("finished", n, n)
-                                           for c in comps) and comps
+            return (
+                len(comps) == 2
+                and all(
+                    (c["state"], c["n_tasks"], c["n_done"]) == ("finished", n, n) for c in comps
+                )
+                and comps
+            )
 
         runs = wait_for(recorded, what="both runs recorded in full")
         for comp in runs:
             groups = dal.list_task_groups(comp["computation_id"], store=sqlite_url)
             assert len(groups) == n
-            assert all((g["n_tasks"], g["n_done"], g["n_erred"], g["n_not_run"]) == (1, 1, 0, 0) for g in groups)
+            assert all(
+                (g["n_tasks"], g["n_done"], g["n_erred"], g["n_not_run"]) == (1, 1, 0, 0)
+                for g in groups
+            )
             assert comp["compute"] == pytest.approx(sum(g["compute"] for g in groups))
-            wait_for(lambda: len(dal.list_task_stream(comp["computation_id"], store=sqlite_url)) == n,
-                     what="one task-stream row per task")
+            wait_for(
+                lambda: len(dal.list_task_stream(comp["computation_id"], store=sqlite_url)) == n,
+                what="one task-stream row per task",
+            )

@@ -5,6 +5,7 @@ replaced without an error; the shipper's backoff is jittered and bounded.
 A small TCP proxy in front of the server counts the connections clients open and can
 cut them, as a server's idle timeout or restart does.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -19,8 +20,8 @@ from dask_analytics_lab.collect.shipper import retry_delay
 from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import StoreUnavailable
 
-from .test_server_load import make_tokens
 from .server_helpers import Cluster, ServerProcess, free_port
+from .test_server_load import make_tokens
 
 
 class CountingProxy:
@@ -208,11 +209,17 @@ def test_the_reader_posts_nothing_to_where_a_redirect_points():
     """A report upload carries the token: redirected, it stops with the same error as the
     plugin's sink, and nothing goes to the other server."""
     seen: list = []
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("R", (_Redirects,), {"seen": seen}))
+    srv = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), type("R", (_Redirects,), {"seen": seen})
+    )
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        reader = HttpReader(f"http://127.0.0.1:{srv.server_address[1]}", token="dal_0123456789ab_" + "t" * 43)
-        with pytest.raises(StoreUnavailable, match="redirects to http://127.0.0.1:9/elsewhere.*analytics.store"):
+        reader = HttpReader(
+            f"http://127.0.0.1:{srv.server_address[1]}", token="dal_0123456789ab_" + "t" * 43
+        )
+        with pytest.raises(
+            StoreUnavailable, match="redirects to http://127.0.0.1:9/elsewhere.*analytics.store"
+        ):
             reader.upload_report({"html": "<p>hi</p>"})
         assert [m for m, _ in seen] == ["POST"]
     finally:
@@ -222,9 +229,13 @@ def test_the_reader_posts_nothing_to_where_a_redirect_points():
 def test_retry_delays_double_within_bounds_and_are_jittered():
     low, high = 0.2, 30.0
     for failures in range(1, 80):
-        ceiling = min(high, low * 2 ** failures)
+        ceiling = min(high, low * 2**failures)
         draws = [retry_delay(failures, low, high) for _ in range(200)]
-        assert all(max(low, ceiling / 2) <= d <= ceiling for d in draws), (failures, min(draws), max(draws))
+        assert all(max(low, ceiling / 2) <= d <= ceiling for d in draws), (
+            failures,
+            min(draws),
+            max(draws),
+        )
         assert len(set(draws)) > 150, failures  # spread out, not one value per step
     assert max(retry_delay(1, low, high) for _ in range(100)) <= 2 * low
     assert min(retry_delay(30, low, high) for _ in range(100)) >= high / 2

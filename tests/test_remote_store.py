@@ -6,6 +6,7 @@ The scheduler that "runs elsewhere" is a real `dask scheduler` process in its ow
 namespace (unshare -m), with an empty tmpfs mounted over the store's folder: the same
 path, another file system, as on another machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ pytestmark = pytest.mark.timeout(120)
 
 def _can_unshare() -> bool:
     try:
-        return subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
-                              capture_output=True, timeout=10).returncode == 0
+        return (
+            subprocess.run(
+                ["unshare", "-m", "--propagation", "private", "true"],
+                capture_output=True,
+                timeout=10,
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -44,17 +51,38 @@ def scheduler_process(tmp_path):
     def start(hide: Path | None = None, cwd: Path | None = None) -> str:
         """A `dask scheduler` subprocess; with `hide`, it sees an empty folder there."""
         sched_file = tmp_path / f"scheduler-{len(started)}.json"
-        cmd = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-               "--no-dashboard", "--scheduler-file", str(sched_file)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(sched_file),
+        ]
         if hide is not None:
-            cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                   'mount -t tmpfs dask-analytics-test "$0" && exec "$@"', str(hide), *cmd]
+            cmd = [
+                "unshare",
+                "-m",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                'mount -t tmpfs dask-analytics-test "$0" && exec "$@"',
+                str(hide),
+                *cmd,
+            ]
         log = (tmp_path / f"scheduler-{len(started)}.log").open("w")
         started.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=cwd))
         deadline = time.monotonic() + 60
         while not sched_file.exists() or not sched_file.read_text().strip():
             if started[-1].poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("the scheduler did not start: " + Path(log.name).read_text()[-2000:])
+                raise AssertionError(
+                    "the scheduler did not start: " + Path(log.name).read_text()[-2000:]
+                )
             time.sleep(0.1)
         return json.loads(sched_file.read_text())["address"]
 
@@ -70,8 +98,10 @@ def scheduler_process(tmp_path):
 
 def test_scheduler_that_cannot_see_the_sqlite_file_is_refused(tmp_path, scheduler_process):
     if not _can_unshare():
-        pytest.skip("this machine does not allow mount namespaces (unshare -m): a scheduler with "
-                    "another view of the disk cannot be made here")
+        pytest.skip(
+            "this machine does not allow mount namespaces (unshare -m): a scheduler with "
+            "another view of the disk cannot be made here"
+        )
     folder = tmp_path / "store"
     folder.mkdir()
     store = folder / "analytics.db"
@@ -82,7 +112,9 @@ def test_scheduler_that_cannot_see_the_sqlite_file_is_refused(tmp_path, schedule
         text = str(err.value)
         assert address in text and str(store) in text
         assert "dask-analytics server" in text and "analytics.store" in text
-        assert "dask-analytics-lab" not in client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.plugins))
+        assert "dask-analytics-lab" not in client.run_on_scheduler(
+            lambda dask_scheduler: list(dask_scheduler.plugins)
+        )
     assert not list(folder.glob(".dask-analytics-probe-*"))  # the probe is cleaned up
 
 
@@ -95,7 +127,9 @@ def test_scheduler_process_on_the_same_disk_records(tmp_path, scheduler_process)
     assert not list(store.parent.glob(".dask-analytics-probe-*"))
 
 
-def test_relative_store_path_from_another_working_directory_is_refused(tmp_path, scheduler_process, monkeypatch):
+def test_relative_store_path_from_another_working_directory_is_refused(
+    tmp_path, scheduler_process, monkeypatch
+):
     # The scheduler resolves a relative path against its own working directory: another
     # file than the one this client reads.
     elsewhere = tmp_path / "elsewhere"

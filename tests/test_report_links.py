@@ -14,6 +14,7 @@ Each link is opened in Chromium with every request not to 127.0.0.1 (or a file) 
 and Bokeh's plots must be drawn: canvases with pixels on them.  The control: the same
 report made with BokehJS from the CDN (distributed's default) draws nothing there.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,11 @@ from distributed import Client, LocalCluster
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.reports import list_performance_reports, performance_report, share_computation
+from dask_analytics_lab.reports import (
+    list_performance_reports,
+    performance_report,
+    share_computation,
+)
 from dask_analytics_lab.reports.publish import SHARE_HINT
 
 from .browser_helpers import chromium, jupyter_lab
@@ -81,9 +86,17 @@ def run_script(tmp_path: Path, env: dict, mode: str | None = None) -> str:
     `env` over this process's environment, a None value removing a variable."""
     script = tmp_path / "script.py"
     script.write_text(SCRIPT.format(mode=f", mode={mode!r}" if mode else ""))
-    full = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **env}.items() if v is not None}
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=full, capture_output=True, text=True,
-                          timeout=300)
+    full = {
+        k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **env}.items() if v is not None
+    }
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -116,11 +129,15 @@ def offline_page(browser, **context_args):
 
 def assert_plots_drawn(page, url: str) -> None:
     page.goto(url)
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents[0].roots().length > 0",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents[0].roots().length > 0",
+        timeout=30_000,
+    )
     page.wait_for_function(DRAWN_CANVASES, timeout=30_000)
-    text = page.evaluate("Array.from(document.querySelectorAll('*')).map(e => e.shadowRoot ? "
-                         "e.shadowRoot.textContent : '').join(' ') + document.body.textContent")
+    text = page.evaluate(
+        "Array.from(document.querySelectorAll('*')).map(e => e.shadowRoot ? "
+        "e.shadowRoot.textContent : '').join(' ') + document.body.textContent"
+    )
     assert "Dask Performance Report" in text
 
 
@@ -132,8 +149,11 @@ def _fresh_readers():
 
 def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(tmp_path):
     # The default store (a SQLite file under the user's data folder), no server anywhere.
-    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "DASK_ANALYTICS__STORE": None,
-           "DASK_ANALYTICS__REPORTS__BASE_URL": None}
+    env = {
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "DASK_ANALYTICS__STORE": None,
+        "DASK_ANALYTICS__REPORTS__BASE_URL": None,
+    }
     out = run_script(tmp_path, env)
     link = printed_link(out)
     assert link == (tmp_path / "dask-report.html").as_uri(), out
@@ -165,18 +185,33 @@ def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(t
         [stored] = list_performance_reports(store=cdn_store)
         # (Uploaded HTML is served on the server's report origin only.)
         with report_server(cdn_store) as server:
-            assert_plots_drawn(offline_page(browser), on_report_origin(server, f"{server.url}/reports/{stored['id']}"))
-            status, body, _ = request(server.url + "/api/reports", method="POST", token=server.token("team-a"),
-                                      body={"html": (cdn / "dask-report.html").read_text(), "twin": {"summary": {}},
-                                            "filename": "dask-report.html", "private": False})
+            assert_plots_drawn(
+                offline_page(browser),
+                on_report_origin(server, f"{server.url}/reports/{stored['id']}"),
+            )
+            status, body, _ = request(
+                server.url + "/api/reports",
+                method="POST",
+                token=server.token("team-a"),
+                body={
+                    "html": (cdn / "dask-report.html").read_text(),
+                    "twin": {"summary": {}},
+                    "filename": "dask-report.html",
+                    "private": False,
+                },
+            )
             assert status == 201, body
-            assert_plots_drawn(offline_page(browser), on_report_origin(server, body["report"]["url"]))
+            assert_plots_drawn(
+                offline_page(browser), on_report_origin(server, body["report"]["url"])
+            )
 
 
 def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_url):
     with report_server(sqlite_url) as server:
-        out = run_script(tmp_path, {"DASK_ANALYTICS__STORE": server.url,
-                                    "DASK_ANALYTICS__TOKEN": server.token("team-a")})
+        out = run_script(
+            tmp_path,
+            {"DASK_ANALYTICS__STORE": server.url, "DASK_ANALYTICS__TOKEN": server.token("team-a")},
+        )
         link = printed_link(out)
         assert link.startswith(server.url + "/reports/"), out
         assert SHARE_HINT not in out and f"LISTED {link}" in out
@@ -210,8 +245,12 @@ def run_in_kernel(lab, code: str) -> str:
     """Start a kernel in `lab` through its REST API and run `code` there; its stdout."""
     from jupyter_client import BlockingKernelClient
 
-    req = urllib.request.Request(lab.url("api/kernels"), data=b"{}", method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        lab.url("api/kernels"),
+        data=b"{}",
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=60) as r:
         kernel_id = json.load(r)["id"]
     connection_file = Path(lab.env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"
@@ -226,9 +265,16 @@ def run_in_kernel(lab, code: str) -> str:
     try:
         kc.wait_for_ready(timeout=120)
         reply = kc.execute_interactive(
-            code, timeout=300,
-            output_hook=lambda msg: out.append(msg["content"]["text"]) if msg["msg_type"] == "stream" else
-            out.append(json.dumps(msg["content"])) if msg["msg_type"] == "error" else None)
+            code,
+            timeout=300,
+            output_hook=lambda msg: (
+                out.append(msg["content"]["text"])
+                if msg["msg_type"] == "stream"
+                else out.append(json.dumps(msg["content"]))
+                if msg["msg_type"] == "error"
+                else None
+            ),
+        )
     finally:
         kc.stop_channels()
     assert reply["content"]["status"] == "ok", "".join(out)
@@ -262,8 +308,10 @@ def test_a_shared_computation_report_renders_offline(sqlite_url):
         assert da.ones((400, 400), chunks=100).sum().compute() == 160_000
         dal.flush(client)
     [comp] = dal.list_computations(info["cluster_id"], store=sqlite_url)
-    with ServerThread({"store_url": sqlite_url}) as server, \
-            dask.config.set({"analytics.reports.base-url": server.url}):
+    with (
+        ServerThread({"store_url": sqlite_url}) as server,
+        dask.config.set({"analytics.reports.base-url": server.url}),
+    ):
         row = share_computation(comp["computation_id"], store=sqlite_url)
         assert row["url"] == f"{server.url}/reports/{row['id']}"
         with chromium() as browser:
@@ -277,8 +325,13 @@ def test_a_shared_computation_report_renders_offline(sqlite_url):
 def test_no_link_for_a_file_a_browser_cannot_show(sqlite_url, tmp_path, capsys):
     """A compressed report (distributed writes .gz when asked) has no file:// link that
     would show it: the location is printed instead, with how to get a link."""
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster), dask.config.set({"analytics.reports.base-url": None}):
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster),
+        dask.config.set({"analytics.reports.base-url": None}),
+    ):
         with performance_report(filename=str(tmp_path / "r.html.gz"), store=sqlite_url) as report:
             da.ones(10, chunks=5).sum().compute()
     out = capsys.readouterr().out

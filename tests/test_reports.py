@@ -1,5 +1,6 @@
 """Performance reports: distributed's HTML kept where asked, stored with a JSON twin, a
 link printed; public by link or private to the account; embedded store and server."""
+
 from __future__ import annotations
 
 import dask
@@ -15,8 +16,12 @@ from .server_helpers import ServerThread, request
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -31,9 +36,17 @@ def _work() -> None:
 
 
 def test_report_in_the_embedded_store_served_by_the_server(client, sqlite_url, tmp_path, capsys):
-    with ServerThread({"store_url": sqlite_url}) as server, \
-            dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url,
-                             "analytics.account": "team-a", "analytics.user": "ann"}):
+    with (
+        ServerThread({"store_url": sqlite_url}) as server,
+        dask.config.set(
+            {
+                "analytics.store": sqlite_url,
+                "analytics.reports.base-url": server.url,
+                "analytics.account": "team-a",
+                "analytics.user": "ann",
+            }
+        ),
+    ):
         path = tmp_path / "dask-report.html"
         with performance_report(filename=str(path)) as report:
             _work()
@@ -43,7 +56,11 @@ def test_report_in_the_embedded_store_served_by_the_server(client, sqlite_url, t
 
         [listed] = list_performance_reports()
         assert listed["url"] == report.url and listed["private"] is False
-        assert listed["filename"] == str(path) and listed["account"] == "team-a" and listed["user"] == "ann"
+        assert (
+            listed["filename"] == str(path)
+            and listed["account"] == "team-a"
+            and listed["user"] == "ann"
+        )
 
         status, html, headers = request(report.url)  # public by link: no token
         # The server's own page, from the twin: the uploaded HTML never runs on its origin.
@@ -55,7 +72,9 @@ def test_report_in_the_embedded_store_served_by_the_server(client, sqlite_url, t
         assert sum(g["n_tasks"] for g in twin["task_groups"]) == twin["summary"]["n_tasks"]
         assert "sum-aggregate" in {g["prefix"] for g in twin["task_groups"]}
         assert {t["action"] for t in twin["task_stream"]} >= {"compute"}
-        assert twin["summary"]["n_workers"] == 2 and twin["summary"]["time_per_action"]["compute"] > 0
+        assert (
+            twin["summary"]["n_workers"] == 2 and twin["summary"]["time_per_action"]["compute"] > 0
+        )
         assert isinstance(twin["profile"]["count"], int)
         assert "_work()" in twin["summary"]["code"]
 
@@ -78,14 +97,18 @@ def test_report_uploaded_to_a_server(client, sqlite_url, tmp_path, capsys):
             assert [r["url"] for r in list_performance_reports()] == [report.url]
             # A token of one account cannot file reports under another: the file stays, a warning says why.
             with pytest.warns(UserWarning, match="could not be stored.*cannot upload"):
-                with performance_report(filename=str(tmp_path / "b.html"), account="team-b") as refused:
+                with performance_report(
+                    filename=str(tmp_path / "b.html"), account="team-b"
+                ) as refused:
                     _work()
             assert refused.url is None and (tmp_path / "b.html").exists()
         assert request(report.url, token=token_a)[0] == 200
         assert request(report.url, token=token_b)[0] == 404
         assert request(report.url)[0] == 401
         status, twin, _ = request(report.url + ".json", token=token_a)
-        assert status == 200 and twin["report"]["user"] == "ann" and twin["report"]["private"] is True
+        assert (
+            status == 200 and twin["report"]["user"] == "ann" and twin["report"]["private"] is True
+        )
         with dask.config.set({"analytics.store": server.url, "analytics.token": token_b}):
             assert list_performance_reports() == []
 
@@ -94,11 +117,13 @@ def test_publish_says_which_argument_is_wrong(sqlite_url):
     from dask_analytics_lab.reports import publish
 
     twin = {"summary": {}}
-    for kwargs, problem in (({"html": ""}, "html must be the report's HTML"),
-                            ({"twin": []}, "twin must be a JSON object"),
-                            ({"private": "yes"}, "private must be true or false"),
-                            ({"account": 7}, "account must be a string"),
-                            ({"filename": "x" * 1001}, "filename must be a string of at most 1000")):
+    for kwargs, problem in (
+        ({"html": ""}, "html must be the report's HTML"),
+        ({"twin": []}, "twin must be a JSON object"),
+        ({"private": "yes"}, "private must be true or false"),
+        ({"account": 7}, "account must be a string"),
+        ({"filename": "x" * 1001}, "filename must be a string of at most 1000"),
+    ):
         args = {"html": "<p>r</p>", "twin": twin, "filename": "r.html", **kwargs}
         with pytest.raises(ValueError, match=problem):
             publish(args.pop("html"), args.pop("twin"), store=sqlite_url, **args)

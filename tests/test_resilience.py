@@ -1,4 +1,5 @@
 """The store goes away and comes back: the scheduler never notices, nothing within the buffer is lost."""
+
 from __future__ import annotations
 
 import logging
@@ -66,10 +67,15 @@ def test_full_buffer_drops_oldest_and_says_so(tmp_path, caplog):
         ctx = recorded_cluster(url, config=config)
         client, info = ctx.__enter__()
     try:
-        client.run_on_scheduler(lambda dask_scheduler: [dask_scheduler.log_event("fill", i) for i in range(50)])
+        client.run_on_scheduler(
+            lambda dask_scheduler: [dask_scheduler.log_event("fill", i) for i in range(50)]
+        )
         status = dal.status(client)
         assert status["pending"] == 20 and status["dropped"] >= 30
-        assert any("buffer is full (analytics.buffer.max-messages = 20)" in r.getMessage() for r in caplog.records)
+        assert any(
+            "buffer is full (analytics.buffer.max-messages = 20)" in r.getMessage()
+            for r in caplog.records
+        )
         blocker.unlink()
         blocker.mkdir()
         # Until the writer has drained the full buffer, each snapshot it queues pushes
@@ -113,8 +119,10 @@ def test_a_full_buffer_on_a_real_cluster_gives_up_samples_not_the_record(tmp_pat
         futures = client.map(lambda i: 1 / (i % 10), range(50))
         wait(futures)
         said = [f.status for f in futures]
-        status = wait_for(lambda: (s := dal.status(client))["dropped_by_kind"].get("worker_samples") and s,
-                          what="the buffer to fill with worker samples")
+        status = wait_for(
+            lambda: (s := dal.status(client))["dropped_by_kind"].get("worker_samples") and s,
+            what="the buffer to fill with worker samples",
+        )
         assert status["buffer_max_bytes"] == 128 * 1024 and status["buffer_bytes"] <= 128 * 1024
         assert set(status["dropped_by_kind"]) <= {"worker_samples", "cluster_sample"}, status
         assert status["dropped"] == sum(status["dropped_by_kind"].values())
@@ -129,8 +137,14 @@ def test_a_full_buffer_on_a_real_cluster_gives_up_samples_not_the_record(tmp_pat
         ctx.__exit__(None, None, None)
     assert set(final["dropped_by_kind"]) <= {"worker_samples", "cluster_sample"}, final
     (comp,) = dal.list_computations(info["cluster_id"], store=url)
-    assert (comp["state"], comp["n_tasks"], comp["n_done"], comp["n_erred"]) == \
-        ("erred", 50, said.count("finished"), said.count("error"))
+    assert (comp["state"], comp["n_tasks"], comp["n_done"], comp["n_erred"]) == (
+        "erred",
+        50,
+        said.count("finished"),
+        said.count("error"),
+    )
     (failure,) = dal.list_exceptions(info["cluster_id"], store=url)
     assert (failure["exc_type"], failure["count"]) == ("ZeroDivisionError", said.count("error"))
-    assert dal.get_cluster(info["cluster_id"], store=url)["dropped_messages"] == final["dropped"] > 0
+    assert (
+        dal.get_cluster(info["cluster_id"], store=url)["dropped_messages"] == final["dropped"] > 0
+    )

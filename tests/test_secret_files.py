@@ -1,11 +1,11 @@
 """The secret files server replicas share (the login session secret, the code key),
 made on first start: replicas started together, all finding the file missing, must
 all end up with the one secret, never a half-written (empty) file."""
+
 from __future__ import annotations
 
 import threading
 from types import SimpleNamespace
-
 
 from dask_analytics_lab import codecrypt
 from dask_analytics_lab.server.cli import _session_secret
@@ -36,7 +36,11 @@ def _together(make) -> list[list]:
 
 
 def test_replicas_starting_together_share_one_session_secret(tmp_path):
-    for got in _together(lambda r: _session_secret(SimpleNamespace(session_secret_file=str(tmp_path / f"{r}.secret")))):
+    for got in _together(
+        lambda r: _session_secret(
+            SimpleNamespace(session_secret_file=str(tmp_path / f"{r}.secret"))
+        )
+    ):
         assert all(isinstance(g, bytes) and len(g) >= 32 for g in got), got
         assert len(set(got)) == 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing left aside
@@ -47,5 +51,3 @@ def test_replicas_starting_together_share_one_code_key(tmp_path):
         assert all(isinstance(g, list) and len(g) == 1 for g in got), got
         assert len({tuple(g) for g in got}) == 1
     assert oct((tmp_path / "0.key").stat().st_mode & 0o777) == "0o600"
-
-

@@ -1,5 +1,6 @@
 """The server end to end: ingest over HTTP, the read API behind the public functions,
 code encrypted at rest, idempotency, TLS with a CA bundle, the token command."""
+
 from __future__ import annotations
 
 import contextlib
@@ -10,10 +11,10 @@ import dask
 import pytest
 
 import dask_analytics_lab as dal
-from dask_analytics_lab import api
-from dask_analytics_lab import cli
+from dask_analytics_lab import api, cli
 from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import NotFound
+from dask_analytics_lab.store_errors import StoreUnavailable
 
 from .cluster_helpers import recorded_cluster
 from .server_helpers import ServerThread, full_cluster, request
@@ -64,8 +65,12 @@ def test_ingest_then_the_public_api_reads_through_the_server(server):
     assert "secret code" not in direct["code"][0]["text"]
     via_http = HttpReader(server.url, token=token).get_computation(comp_id)
     code = ("code", "code_line")  # the line that made it is user code too: sealed at rest
-    assert direct["code_line"].startswith("fernet:") and via_http["code_line"] == "x.sum().compute()"
-    assert {k: v for k, v in via_http.items() if k not in code} == {k: v for k, v in direct.items() if k not in code}
+    assert (
+        direct["code_line"].startswith("fernet:") and via_http["code_line"] == "x.sum().compute()"
+    )
+    assert {k: v for k, v in via_http.items() if k not in code} == {
+        k: v for k, v in direct.items() if k not in code
+    }
 
 
 def test_forged_code_hash_and_bad_batches_are_refused(server):
@@ -73,31 +78,47 @@ def test_forged_code_hash_and_bad_batches_are_refused(server):
     c, msgs = full_cluster("team-a")
     forged = c.code(text="print('mine')")
     forged["data"]["hash"] = msgs[2]["data"]["hash"]  # try to replace another snippet
-    status, body, _ = request(server.url + "/api/ingest", method="POST", token=token, body=msgs + [forged])
+    status, body, _ = request(
+        server.url + "/api/ingest", method="POST", token=token, body=msgs + [forged]
+    )
     assert status == 422 and "code hash does not match" in body["error"]
     assert server.ctx.store.list_clusters() == []  # the whole batch was refused
 
 
 def _self_signed(tmp_path):
+    import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
     certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
     certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
+    keyfile.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return str(certfile), str(keyfile)
 
 
@@ -114,7 +135,7 @@ def test_tls_with_a_ca_bundle(sqlite_url, tmp_path):
         reader = HttpReader(server.url, token=token, ca_file=certfile)
         assert reader.list_clusters()[0]["cluster_id"] == c.id
         # Plain http to the TLS port gets nowhere.
-        with pytest.raises(Exception):
+        with pytest.raises(StoreUnavailable):
             HttpReader(server.url.replace("https", "http"), token=token).list_clusters()
 
         # A real cluster's plugin, configured on the client: store, token, CA bundle.
@@ -129,13 +150,22 @@ def test_tls_with_a_ca_bundle(sqlite_url, tmp_path):
 def test_token_command_prints_a_working_token(sqlite_url):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert cli.main(["token", "create", "--account", "team-b", "--user", "bob", "--db", sqlite_url]) == 0
+        assert (
+            cli.main(
+                ["token", "create", "--account", "team-b", "--user", "bob", "--db", sqlite_url]
+            )
+            == 0
+        )
     token = out.getvalue().strip()
     assert token.startswith("dal_")
     with ServerThread({"store_url": sqlite_url}) as server:
         status, body, _ = request(server.url + "/api/whoami", token=token)
-        assert status == 200 and body["whoami"] == {"account": "team-b", "user": "bob", "via": "token",
-                                                    "token_required": True}
+        assert status == 200 and body["whoami"] == {
+            "account": "team-b",
+            "user": "bob",
+            "via": "token",
+            "token_required": True,
+        }
         # Only the hash is kept.
         assert token not in str(server.ctx.team.list_tokens())
         token_id = server.ctx.team.list_tokens()[0]["token_id"]
@@ -169,7 +199,11 @@ def test_with_a_token_the_token_says_who_ran_it(server):
     """On a JupyterHub every client says it is `jovyan`: through the server the token's
     user and account are stored, and what the client said is kept beside them."""
     token = server.token("team-a", user="ann")
-    config = {"analytics.token": token, "analytics.user": "jovyan", "analytics.account": "someone-else"}
+    config = {
+        "analytics.token": token,
+        "analytics.user": "jovyan",
+        "analytics.account": "someone-else",
+    }
     with recorded_cluster(server.url, config=config) as (client, info):
         assert client.submit(sum, [1, 2]).result() == 3
         assert dal.flush(client, timeout=20)["flushed"]
@@ -192,18 +226,27 @@ def test_the_query_api_passes_the_lifecycle_and_labels_through(server):
     token = server.token("team-a")
     c, msgs = full_cluster("team-a")
     running = c.computation("still-running", state="running", label="ones → sum")
-    assert HttpSink(server.url, token=token).write(msgs + [running, c.sample(n_workers=0, n_threads=0),
-                                                           c.stop()]) == len(msgs) + 3
+    assert (
+        HttpSink(server.url, token=token).write(
+            msgs + [running, c.sample(n_workers=0, n_threads=0), c.stop()]
+        )
+        == len(msgs) + 3
+    )
     reader = HttpReader(server.url, token=token)
     (cluster,) = reader.list_clusters()
     direct = server.ctx.store.get_cluster(c.id)
-    assert cluster == reader.get_cluster(c.id) == direct  # a stopped cluster's row does not move with time
+    assert (
+        cluster == reader.get_cluster(c.id) == direct
+    )  # a stopped cluster's row does not move with time
     assert (cluster["status"], cluster["ended"]) == ("stopped", direct["stopped"])
     assert cluster["duration"] == direct["stopped"] - direct["started"]
     assert (cluster["n_workers"], cluster["peak_workers"], cluster["peak_threads"]) == (0, 2, 4)
     assert cluster["peak_memory"] == 2**34
     comps = {r["computation_id"]: r for r in reader.list_computations(cluster_id=c.id)}
-    assert (comps["still-running"]["state"], comps["still-running"]["stop"]) == ("lost", direct["stopped"])
+    assert (comps["still-running"]["state"], comps["still-running"]["stop"]) == (
+        "lost",
+        direct["stopped"],
+    )
     assert comps["still-running"]["label"] == "ones → sum"
     comp = reader.get_computation(f"comp-{c.id}")
     assert comp["code_line"] == "x.sum().compute()" and comp["label"] == "sum → ones"

@@ -1,5 +1,6 @@
 """Account isolation: account A never reads or writes B's clusters or private reports,
 through every endpoint, with a token, with a login cookie, and with no token at all."""
+
 from __future__ import annotations
 
 import urllib.error
@@ -12,24 +13,41 @@ from dask_analytics_lab.remote import HttpSink
 
 from .server_helpers import ServerThread, browser, form_xsrf, full_cluster, log_in, request
 
-REPORT = {"html": "<html><body>report</body></html>", "filename": "r.html",
-          "twin": {"summary": {"n_tasks": 1}, "task_groups": [], "task_stream": [], "profile": {}}}
+REPORT = {
+    "html": "<html><body>report</body></html>",
+    "filename": "r.html",
+    "twin": {"summary": {"n_tasks": 1}, "task_groups": [], "task_stream": [], "profile": {}},
+}
 
 
 def _reads(cid: str, comp: str) -> list[str]:
     """Every GET of the API that names a cluster or computation of someone else."""
     q = urllib.parse.quote
     return [
-        f"/api/clusters/{q(cid)}", f"/api/clusters/{q(cid)}/computations", f"/api/clusters/{q(cid)}/samples",
-        f"/api/clusters/{q(cid)}/profile", f"/api/computations/{q(comp)}", f"/api/computations/{q(comp)}/groups",
-        f"/api/computations/{q(comp)}/profile", f"/api/computations?cluster_id={q(cid)}",
-        f"/api/exceptions?cluster_id={q(cid)}", f"/api/exceptions?computation_id={q(comp)}",
-        f"/api/events?cluster_id={q(cid)}", f"/api/gpu?cluster_id={q(cid)}",
+        f"/api/clusters/{q(cid)}",
+        f"/api/clusters/{q(cid)}/computations",
+        f"/api/clusters/{q(cid)}/samples",
+        f"/api/clusters/{q(cid)}/profile",
+        f"/api/computations/{q(comp)}",
+        f"/api/computations/{q(comp)}/groups",
+        f"/api/computations/{q(comp)}/profile",
+        f"/api/computations?cluster_id={q(cid)}",
+        f"/api/exceptions?cluster_id={q(cid)}",
+        f"/api/exceptions?computation_id={q(comp)}",
+        f"/api/events?cluster_id={q(cid)}",
+        f"/api/gpu?cluster_id={q(cid)}",
     ]
 
 
-LISTS = ["/api/clusters", "/api/computations", "/api/exceptions", "/api/events", "/api/gpu", "/api/export",
-         "/api/reports"]
+LISTS = [
+    "/api/clusters",
+    "/api/computations",
+    "/api/exceptions",
+    "/api/events",
+    "/api/gpu",
+    "/api/export",
+    "/api/reports",
+]
 
 
 @pytest.fixture
@@ -45,8 +63,12 @@ def two_accounts(store_url):
         reports = {}
         for account in "AB":
             for private in (False, True):
-                status, body, _ = request(server.url + "/api/reports", method="POST", token=tokens[account],
-                                          body={**REPORT, "private": private, "title": f"{account}-{private}"})
+                status, body, _ = request(
+                    server.url + "/api/reports",
+                    method="POST",
+                    token=tokens[account],
+                    body={**REPORT, "private": private, "title": f"{account}-{private}"},
+                )
                 assert status == 201, body
                 reports[account, private] = body["report"]["id"]
         yield server, tokens, clusters, reports
@@ -65,6 +87,7 @@ def _owned_ids(body) -> set:
         elif isinstance(v, list):
             for x in v:
                 walk(x)
+
     walk(body)
     return found
 
@@ -104,7 +127,9 @@ def test_no_token_or_a_bad_one_reads_nothing(two_accounts):
     for token in (None, bad):
         status, body, _ = request(server.url + "/api/ingest", method="POST", token=token, body=msgs)
         assert status == 401
-        assert request(server.url + "/api/reports", method="POST", token=token, body=REPORT)[0] == 401
+        assert (
+            request(server.url + "/api/reports", method="POST", token=token, body=REPORT)[0] == 401
+        )
     assert c.id not in _owned_ids(server.ctx.store.export())
 
 
@@ -118,21 +143,42 @@ def test_a_token_cannot_write_into_another_accounts_cluster_or_account(two_accou
     c.id = b  # messages for B's cluster, sent with A's token
     fresh, _ = full_cluster("A")  # the same batches for an id nobody has used
     fresh._seq, c._seq = iter(range(100)), iter(range(100))
-    foreign = request(server.url + "/api/ingest", method="POST", token=tokens["A"],
-                      body=[c.cluster(name="hijacked"), c.sample(n_workers=99)])
+    foreign = request(
+        server.url + "/api/ingest",
+        method="POST",
+        token=tokens["A"],
+        body=[c.cluster(name="hijacked"), c.sample(n_workers=99)],
+    )
     assert server.ctx.store.export() == before
-    unknown = request(server.url + "/api/ingest", method="POST", token=tokens["A"],
-                      body=[fresh.cluster(name="hijacked"), fresh.sample(n_workers=99)])
+    unknown = request(
+        server.url + "/api/ingest",
+        method="POST",
+        token=tokens["A"],
+        body=[fresh.cluster(name="hijacked"), fresh.sample(n_workers=99)],
+    )
     assert foreign[:2] == unknown[:2] == (200, {"stored": 2, "received": 2})
     # A bad message is refused with the same words wherever it points.
     bad = {"n_workers": "many"}
-    answers = [request(server.url + "/api/ingest", method="POST", token=tokens["A"],
-                       body=[m.cluster(name="x"), m.sample(**bad)])[:2] for m in (c, fresh)]
+    answers = [
+        request(
+            server.url + "/api/ingest",
+            method="POST",
+            token=tokens["A"],
+            body=[m.cluster(name="x"), m.sample(**bad)],
+        )[:2]
+        for m in (c, fresh)
+    ]
     assert answers[0][0] == answers[1][0] == 422
-    assert answers[0][1]["error"].replace(b, "ID") == answers[1][1]["error"].replace(fresh.id, "ID"), answers
+    assert answers[0][1]["error"].replace(b, "ID") == answers[1][1]["error"].replace(
+        fresh.id, "ID"
+    ), answers
     assert server.ctx.store.get_cluster(b)["name"] == "cluster-of-B"
-    status, body, _ = request(server.url + "/api/reports", method="POST", token=tokens["A"],
-                              body={**REPORT, "account": "B"})
+    status, body, _ = request(
+        server.url + "/api/reports",
+        method="POST",
+        token=tokens["A"],
+        body={**REPORT, "account": "B"},
+    )
     assert status == 403
     assert len(server.ctx.team.list_reports(account="B")) == 2
 
@@ -171,12 +217,18 @@ def test_login_cookie_reads_but_never_writes(two_accounts):
         opener.open(f"{server.url}/reports/{reports['B', True]}")
     assert e.value.code == 404
     c, msgs = full_cluster("A")
-    req = urllib.request.Request(server.url + "/api/reports", method="POST", data=b"{}",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        server.url + "/api/reports",
+        method="POST",
+        data=b"{}",
+        headers={"Content-Type": "application/json"},
+    )
     with pytest.raises(urllib.error.HTTPError) as e:
         opener.open(req)
     assert e.value.code == 401
-    bad = urllib.parse.urlencode({"token": "dal_nope", "_xsrf": form_xsrf(opener, server.url + "/login")}).encode()
+    bad = urllib.parse.urlencode(
+        {"token": "dal_nope", "_xsrf": form_xsrf(opener, server.url + "/login")}
+    ).encode()
     with pytest.raises(urllib.error.HTTPError) as e:
         opener.open(server.url + "/login", data=bad)
     assert e.value.code == 401
@@ -186,7 +238,11 @@ def test_without_required_tokens_a_token_still_confines(store_url):
     """token_required=False (a trusted host such as Jupyter): no token reads all accounts,
     but a token still sees only its own, and local_auth can refuse."""
     allowed = {"yes": True}
-    settings = {"store_url": store_url, "token_required": False, "local_auth": lambda handler: allowed["yes"]}
+    settings = {
+        "store_url": store_url,
+        "token_required": False,
+        "local_auth": lambda handler: allowed["yes"],
+    }
     with ServerThread(settings) as server:
         token_a = server.token("A")
         ids = {}

@@ -4,6 +4,7 @@ scheduler keeps answering promptly and nothing raises into it.
 
 The issue's outage is a minute: `DAL_OUTAGE_SECONDS=60`; the suite uses a few seconds.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,8 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.collect.plugin import PLUGIN_NAME
 
 from .cluster_helpers import recorded_cluster
-from .test_server_load import make_tokens
 from .server_helpers import ServerProcess, free_port
+from .test_server_load import make_tokens
 
 OUTAGE = float(os.environ.get("DAL_OUTAGE_SECONDS", "4"))
 
@@ -84,10 +85,15 @@ def test_server_killed_and_restarted_while_a_cluster_works(sqlite_url):
             flushed = dal.flush(client, timeout=30)
             assert flushed["flushed"], flushed
             assert flushed["dropped"] == 0 and flushed["rejected"] == 0
-            ran = client.run_on_scheduler(lambda dask_scheduler: {str(c.id) for c in dask_scheduler.computations})
+            ran = client.run_on_scheduler(
+                lambda dask_scheduler: {str(c.id) for c in dask_scheduler.computations}
+            )
         # The cluster closed with the server up: its last messages arrived too.
         server.kill()
-        stored = {c["computation_id"] for c in dal.list_computations(info["cluster_id"], limit=1000, store=sqlite_url)}
+        stored = {
+            c["computation_id"]
+            for c in dal.list_computations(info["cluster_id"], limit=1000, store=sqlite_url)
+        }
         assert ran <= stored and len(stored) >= 2 * i  # every computation that ran, none lost
         samples = dal.list_cluster_samples(info["cluster_id"], store=sqlite_url)
         sampled = [s for s in samples if outage_start < s["time"] < outage_start + OUTAGE]
@@ -101,18 +107,23 @@ def test_server_killed_and_restarted_while_a_cluster_works(sqlite_url):
             logging.getLogger(name).removeHandler(errors)
         close_readers()
     assert not errors.records, [r.getMessage() for r in errors.records]
-    print(f"\noutage {OUTAGE:.0f} s: {status['pending']} messages held, {len(stored)} computations and "
-          f"{len(sampled)} outage samples delivered after the restart, none dropped; scheduler round trip "
-          f"median {statistics.median(before) * 1000:.1f} ms before, {statistics.median(during) * 1000:.1f} ms "
-          f"during (max {max(during) * 1000:.0f} ms)")
+    print(
+        f"\noutage {OUTAGE:.0f} s: {status['pending']} messages held, {len(stored)} computations and "
+        f"{len(sampled)} outage samples delivered after the restart, none dropped; scheduler round trip "
+        f"median {statistics.median(before) * 1000:.1f} ms before, {statistics.median(during) * 1000:.1f} ms "
+        f"during (max {max(during) * 1000:.0f} ms)"
+    )
 
 
 def test_a_refused_message_held_through_an_outage_is_counted_once(sqlite_url):
     """A message the contract refuses, put while the server is down, is checked once: the
     retries during the outage neither count it again nor hold back the good ones."""
     token = make_tokens(sqlite_url, 1)[0]
-    config = {"analytics.token": token, "analytics.retry.max-delay": "200ms",
-              "analytics.events.allow": ["my-topic"]}
+    config = {
+        "analytics.token": token,
+        "analytics.retry.max-delay": "200ms",
+        "analytics.events.allow": ["my-topic"],
+    }
     server = ServerProcess(sqlite_url, free_port())
     try:
         server.start()
@@ -130,7 +141,9 @@ def test_a_refused_message_held_through_an_outage_is_counted_once(sqlite_url):
             assert dal.status(client)["failing_since"], "the writer never met the outage"
             server.start()
             flushed = dal.flush(client, timeout=30)
-            assert flushed["flushed"] and flushed["rejected"] == 1 and flushed["dropped"] == 0, flushed
+            assert flushed["flushed"] and flushed["rejected"] == 1 and flushed["dropped"] == 0, (
+                flushed
+            )
             cluster_id = info["cluster_id"]
         events = dal.list_events(cluster_id, topic="my-topic", store=sqlite_url)
         assert sorted(e["msg"]["x"] for e in events) == [1, 2]

@@ -4,6 +4,7 @@ and re-sending batches as a real plugin does; afterwards every message is stored
 The issue asks for a minute: `DAL_LOAD_SECONDS=60` (benchmarks/server_load.py runs that);
 the suite runs a few seconds per backend.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,11 +13,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.messages import MessageError
-from dask_analytics_lab.store.team import TeamStore
+from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.server.tokens import new_token, token_hash
 from dask_analytics_lab.store import open_store
+from dask_analytics_lab.store.team import TeamStore
 
 from .server_helpers import Cluster, ServerProcess, free_port, group, tree
 
@@ -69,13 +70,22 @@ def simulate_cluster(url: str, token: str, until: float, seed: int) -> Sent:
             elif roll < 0.7:
                 n_comp += 1
                 comp = f"{c.id}-comp-{n_comp}"
-                groups = [group(f"g{k}-{n_comp}", n_tasks=rng.randint(1, 1000)) for k in range(rng.randint(1, 8))]
+                groups = [
+                    group(f"g{k}-{n_comp}", n_tasks=rng.randint(1, 1000))
+                    for k in range(rng.randint(1, 8))
+                ]
                 batch.append(c.computation(comp, state="running", groups=groups))
                 batch.append(c.computation(comp, state="finished", groups=groups[:1]))
                 out.computations.add(comp)
             elif roll < 0.8:
-                batch.append(c.exception(f"{c.id}-comp-{max(n_comp, 1)}", "g0", h=f"e{rng.randint(0, 3)}",
-                                         count=rng.randint(1, 100)))
+                batch.append(
+                    c.exception(
+                        f"{c.id}-comp-{max(n_comp, 1)}",
+                        "g0",
+                        h=f"e{rng.randint(0, 3)}",
+                        count=rng.randint(1, 100),
+                    )
+                )
             elif roll < 0.95:
                 batch.append(c.event(topic="load", msg={"i": rng.randint(0, 10**6)}))
                 out.events += 1
@@ -118,7 +128,9 @@ def make_tokens(store_url: str, n: int) -> list[str]:
     tokens = []
     for i in range(n):
         token_id, token = new_token()
-        team.add_token(token_id=token_id, token_hash=token_hash(token), account="load", user=f"user{i}")
+        team.add_token(
+            token_id=token_id, token_hash=token_hash(token), account="load", user=f"user{i}"
+        )
         tokens.append(token)
     store.close()
     return tokens
@@ -134,7 +146,10 @@ def check_stored_once(store_url: str, results: list[Sent]) -> None:
         # ... and the rows are there, none twice.
         for r in results:
             assert len(store.list_cluster_samples(r.cluster_id, limit=None)) == r.samples
-            assert len(store.list_events(cluster_id=r.cluster_id, topic="load", limit=None)) == r.events
+            assert (
+                len(store.list_events(cluster_id=r.cluster_id, topic="load", limit=None))
+                == r.events
+            )
             comps = store.list_computations(cluster_id=r.cluster_id, limit=None)
             assert {c["computation_id"] for c in comps} == r.computations
             assert all(c["state"] == "finished" for c in comps)
@@ -150,5 +165,7 @@ def test_twenty_clusters_post_at_once(store_url):
         results, wall = run_load(f"http://127.0.0.1:{port}", tokens, SECONDS)
     check_stored_once(store_url, results)
     total = sum(r.distinct for r in results)
-    print(f"\n{store_url.split(':')[0]}: {total} messages from {CLUSTERS} clusters in {wall:.1f} s "
-          f"= {total / wall:.0f} messages/s")
+    print(
+        f"\n{store_url.split(':')[0]}: {total} messages from {CLUSTERS} clusters in {wall:.1f} s "
+        f"= {total / wall:.0f} messages/s"
+    )

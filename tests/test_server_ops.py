@@ -1,5 +1,6 @@
 """The team server as a service: GET /health, GET /metrics (Prometheus) and retention,
 on a real server; /metrics attacked as test_server_security.py attacks the API."""
+
 from __future__ import annotations
 
 import re
@@ -75,11 +76,20 @@ def test_health_lives_and_ready_says_503_while_postgres_is_down():
             assert request(server.url + "/health")[0] == 200
             status, body, headers = request(server.url + "/ready")
             assert status == 503 and headers["Retry-After"] == "1"
-            assert body == {"status": "unavailable", "reason": "the database cannot be reached", "version": __version__}
-            assert "127.0.0.1" not in str(body) and "postgres" not in str(body)  # never the driver's words
+            assert body == {
+                "status": "unavailable",
+                "reason": "the database cannot be reached",
+                "version": __version__,
+            }
+            assert "127.0.0.1" not in str(body) and "postgres" not in str(
+                body
+            )  # never the driver's words
             pg.resume()
-            wait_for(lambda: request(server.url + "/ready")[0] == 200, timeout=60,
-                     what="the server to see PostgreSQL come back")
+            wait_for(
+                lambda: request(server.url + "/ready")[0] == 200,
+                timeout=60,
+                what="the server to see PostgreSQL come back",
+            )
     finally:
         pg.stop()
 
@@ -95,8 +105,10 @@ def test_ready_says_503_while_the_schema_is_behind_or_ahead(store_url):
         previous = _revisions()[head()]
         command.downgrade(alembic_config(url=store_url), previous)  # an older release's schema
         status, body, _ = request(server.url + "/ready")
-        assert status == 503 and body["reason"] == (f"the database schema is at revision {previous}, behind this "
-                                                    f"release's {head()}: a starting replica migrates it")
+        assert status == 503 and body["reason"] == (
+            f"the database schema is at revision {previous}, behind this "
+            f"release's {head()}: a starting replica migrates it"
+        )
         assert request(server.url + "/health")[0] == 200
         command.upgrade(alembic_config(url=store_url), "head")
         assert request(server.url + "/ready")[0] == 200
@@ -105,8 +117,10 @@ def test_ready_says_503_while_the_schema_is_behind_or_ahead(store_url):
             with engine.begin() as conn:  # what a newer release's migration leaves
                 conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
             status, body, _ = request(server.url + "/ready")
-            assert status == 503 and body["reason"] == (f"the database schema is at revision 9999, newer than this "
-                                                        f"release's {head()}: upgrade this replica")
+            assert status == 503 and body["reason"] == (
+                f"the database schema is at revision 9999, newer than this "
+                f"release's {head()}: upgrade this replica"
+            )
         finally:
             engine.dispose()
 
@@ -117,17 +131,32 @@ def test_metrics_count_ingest_refusals_latency_rows_and_live_clusters(server):
     c.t = time.time()  # heard from just now: live
     msgs.append(c.sample())
     assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
-    assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200  # a retry
-    assert request(server.url + "/api/ingest", method="POST", token=token, body=[{"kind": "nope"}])[0] == 422
+    assert (
+        request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
+    )  # a retry
+    assert (
+        request(server.url + "/api/ingest", method="POST", token=token, body=[{"kind": "nope"}])[0]
+        == 422
+    )
     assert request(server.url + "/api/ingest", method="POST", token="dal_x_y", body=msgs)[0] == 401
-    assert request(server.url + "/api/ingest", method="POST", token=token, raw=b"[]",
-                   headers={"Content-Type": "text/plain"})[0] == 415
+    assert (
+        request(
+            server.url + "/api/ingest",
+            method="POST",
+            token=token,
+            raw=b"[]",
+            headers={"Content-Type": "text/plain"},
+        )[0]
+        == 415
+    )
     assert request(server.url + "/api/clusters", token=token)[0] == 200
 
     status, text, headers = scrape(server)
     assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
     assert value(text, "dask_analytics_ingest_batches_total") == 2
-    assert value(text, "dask_analytics_ingest_messages_total", '{result="received"}') == 2 * len(msgs)
+    assert value(text, "dask_analytics_ingest_messages_total", '{result="received"}') == 2 * len(
+        msgs
+    )
     assert value(text, "dask_analytics_ingest_messages_total", '{result="stored"}') == len(msgs)
     for reason in ("invalid", "unauthorized", "unsupported_media_type"):
         assert value(text, "dask_analytics_ingest_refused_total", f'{{reason="{reason}"}}') == 1
@@ -137,11 +166,14 @@ def test_metrics_count_ingest_refusals_latency_rows_and_live_clusters(server):
     assert value(text, "dask_analytics_table_rows", '{table="clusters"}') == 1
     assert value(text, "dask_analytics_table_rows", '{table="computations"}') == 1
     assert value(text, "dask_analytics_clusters_live") == 1
-    assert value(text, "dask_analytics_build_info", f'{{version="{__version__}",store="sqlite"}}') == 1
+    assert (
+        value(text, "dask_analytics_build_info", f'{{version="{__version__}",store="sqlite"}}') == 1
+    )
     # Every sample line is `name{labels} number` (what Prometheus parses).
     for line in text.splitlines():
-        assert line.startswith("# ") or re.fullmatch(r'[a-z_]+(\{[a-z_]+="[^"\n]*"(,[a-z_]+="[^"\n]*")*\})? \S+',
-                                                       line), line
+        assert line.startswith("# ") or re.fullmatch(
+            r'[a-z_]+(\{[a-z_]+="[^"\n]*"(,[a-z_]+="[^"\n]*")*\})? \S+', line
+        ), line
 
 
 def test_metrics_time_requests_by_route_template_and_status_class(server):
@@ -157,36 +189,65 @@ def test_metrics_time_requests_by_route_template_and_status_class(server):
     status, text, _ = scrape(server)
     assert status == 200
     counts = samples(text, "dask_analytics_request_seconds_count")
-    assert counts == {(("route", "/api/ingest"), ("status", "2xx")): 1,
-                      (("route", "/api/clusters"), ("status", "2xx")): 1,
-                      (("route", "/api/clusters/{id}"), ("status", "2xx")): 1,
-                      (("route", "/api/clusters/{id}"), ("status", "4xx")): 1,
-                      (("route", "/api/clusters"), ("status", "4xx")): 1,
-                      (("route", "/health"), ("status", "2xx")): 1}
-    assert value(text, "dask_analytics_request_seconds_bucket", '{route="/api/ingest",status="2xx",le="+Inf"}') == 1
-    assert value(text, "dask_analytics_request_seconds_sum", '{route="/api/ingest",status="2xx"}') > 0
+    assert counts == {
+        (("route", "/api/ingest"), ("status", "2xx")): 1,
+        (("route", "/api/clusters"), ("status", "2xx")): 1,
+        (("route", "/api/clusters/{id}"), ("status", "2xx")): 1,
+        (("route", "/api/clusters/{id}"), ("status", "4xx")): 1,
+        (("route", "/api/clusters"), ("status", "4xx")): 1,
+        (("route", "/health"), ("status", "2xx")): 1,
+    }
+    assert (
+        value(
+            text,
+            "dask_analytics_request_seconds_bucket",
+            '{route="/api/ingest",status="2xx",le="+Inf"}',
+        )
+        == 1
+    )
+    assert (
+        value(text, "dask_analytics_request_seconds_sum", '{route="/api/ingest",status="2xx"}') > 0
+    )
     # The ingest's write, timed apart from its request; the reads' store calls too.
     assert value(text, "dask_analytics_store_seconds_count", '{op="ingest"}') == 1
-    assert 0 < value(text, "dask_analytics_store_seconds_sum", '{op="ingest"}') <= value(
-        text, "dask_analytics_request_seconds_sum", '{route="/api/ingest",status="2xx"}')
+    assert (
+        0
+        < value(text, "dask_analytics_store_seconds_sum", '{op="ingest"}')
+        <= value(text, "dask_analytics_request_seconds_sum", '{route="/api/ingest",status="2xx"}')
+    )
     assert value(text, "dask_analytics_store_seconds_count", '{op="read"}') >= 2
     # The scrape itself is counted once it has been answered: the next page shows it.
-    assert samples(scrape(server)[1], "dask_analytics_request_seconds_count")[
-        (("route", "/metrics"), ("status", "2xx"))] == 1
+    assert (
+        samples(scrape(server)[1], "dask_analytics_request_seconds_count")[
+            (("route", "/metrics"), ("status", "2xx"))
+        ]
+        == 1
+    )
 
 
 def test_hostile_paths_add_no_label_values(server):
     token = server.token("A")
-    hostile = ["/api/clusters/%3Cscript%3E", "/api/clusters/" + "x" * 150, "/api/clusters/a/b/c/d",
-               "/no/such/page", "/%2e%2e/%2e%2e/etc/passwd", "/api/" + "y" * 2000, "/metrics/extra",
-               '/api/computations/%22%7D%20evil%3D%221']
+    hostile = [
+        "/api/clusters/%3Cscript%3E",
+        "/api/clusters/" + "x" * 150,
+        "/api/clusters/a/b/c/d",
+        "/no/such/page",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/api/" + "y" * 2000,
+        "/metrics/extra",
+        "/api/computations/%22%7D%20evil%3D%221",
+    ]
     for i, path in enumerate(hostile * 3):
         assert request(server.url + path + f"?n={i}", token=token)[0] >= 400
     status, text, _ = scrape(server)
     assert status == 200
-    routes = {dict(labels)["route"] for labels in samples(text, "dask_analytics_request_seconds_count")}
+    routes = {
+        dict(labels)["route"] for labels in samples(text, "dask_analytics_request_seconds_count")
+    }
     assert routes == {"/api/clusters/{id}", "/api/computations/{id}", "other"}
-    assert "script" not in text and "passwd" not in text and "xxxx" not in text and "evil" not in text
+    assert (
+        "script" not in text and "passwd" not in text and "xxxx" not in text and "evil" not in text
+    )
     total = sum(samples(text, "dask_analytics_request_seconds_count").values())
     assert total == 3 * len(hostile)
 
@@ -198,7 +259,10 @@ def test_metrics_want_the_operators_token_and_nothing_else(server):
     assert scrape(server, token=b)[0] == 401  # another account's token as a bearer
     assert scrape(server, token=METRICS_TOKEN[:-1])[0] == 401  # almost right
     assert scrape(server, token=METRICS_TOKEN + "x")[0] == 401
-    assert request(server.url + "/metrics", headers={"Authorization": f"Basic {METRICS_TOKEN}"})[0] == 401
+    assert (
+        request(server.url + "/metrics", headers={"Authorization": f"Basic {METRICS_TOKEN}"})[0]
+        == 401
+    )
     # A logged-in browser's session cookie does not open it either.
     opener, _ = browser()
     log_in(opener, server.url, a).close()
@@ -212,12 +276,25 @@ def test_metrics_want_the_operators_token_and_nothing_else(server):
         opener.open(server.url + "/metrics", data=data)
     assert getattr(e.value, "code", None) in (403, 405)
     for method in ("POST", "PUT", "DELETE"):
-        assert request(server.url + "/metrics", method=method, raw=b"x",
-                       headers={"Authorization": f"Bearer {METRICS_TOKEN}"})[0] == 405
+        assert (
+            request(
+                server.url + "/metrics",
+                method=method,
+                raw=b"x",
+                headers={"Authorization": f"Bearer {METRICS_TOKEN}"},
+            )[0]
+            == 405
+        )
     # Hostile query parameters change nothing: the same page, no echo.
-    evil = "?account=B&limit=-1&format=json&name=%3Cscript%3E&table=clusters%00&" + "x=" + "y" * 5000
+    evil = (
+        "?account=B&limit=-1&format=json&name=%3Cscript%3E&table=clusters%00&" + "x=" + "y" * 5000
+    )
     status, text, headers = scrape(server, query=evil)
-    assert status == 200 and headers["Content-Type"].startswith("text/plain") and "<script>" not in text
+    assert (
+        status == 200
+        and headers["Content-Type"].startswith("text/plain")
+        and "<script>" not in text
+    )
     assert "dask_analytics_table_rows" in text
 
 
@@ -254,8 +331,12 @@ def test_the_server_prunes_and_counts_it(sqlite_url):
     from .factories import Cluster
     from .test_prune import full_cluster as every_kind
 
-    with ServerThread({"store_url": sqlite_url, "metrics_token": METRICS_TOKEN, "retention": 90 * DAY}) as server:
-        server.ctx.store.ingest(every_kind(Cluster("old", t0=time.time() - 100 * DAY), "c-old", ["h1"]))
+    with ServerThread(
+        {"store_url": sqlite_url, "metrics_token": METRICS_TOKEN, "retention": 90 * DAY}
+    ) as server:
+        server.ctx.store.ingest(
+            every_kind(Cluster("old", t0=time.time() - 100 * DAY), "c-old", ["h1"])
+        )
         token = server.token("A")
         c, msgs = full_cluster("A")
         job = start_retention(server.ctx, delay=0)
@@ -265,7 +346,9 @@ def test_the_server_prunes_and_counts_it(sqlite_url):
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             # The server keeps taking batches meanwhile and after.
-            assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
+            assert (
+                request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
+            )
         finally:
             job.stop()
         assert job.last["clusters"] == 1
@@ -279,7 +362,21 @@ def test_server_command_refuses_a_bad_retention(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "dask_analytics_lab.server", "server", "--db", str(tmp_path / "a.db"),
-                        "--retention", "forever", "--session-secret-file", str(tmp_path / "s")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dask_analytics_lab.server",
+            "server",
+            "--db",
+            str(tmp_path / "a.db"),
+            "--retention",
+            "forever",
+            "--session-secret-file",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "--retention must be a positive duration" in r.stderr

@@ -13,6 +13,7 @@ Why the loop-lag probe and not "answers within 1 s": durations depend on the mac
 stall itself, which the server counts and /metrics shows (dask_analytics_loop_stalls_total).
 benchmarks/server_stall.py measures the stall and RSS in seconds and MiB.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -25,15 +26,22 @@ import urllib.parse
 import urllib.request
 
 import psutil
-import pytest
 import sqlalchemy as sa
 
 from dask_analytics_lab import codecrypt
 from dask_analytics_lab.server import base as base_module
 from dask_analytics_lab.store import queries
 
-from .server_helpers import (CODE_KEY, Cluster, ServerProcess, ServerThread, free_port, on_report_origin,
-                             report_server, request)
+from .server_helpers import (
+    CODE_KEY,
+    Cluster,
+    ServerProcess,
+    ServerThread,
+    free_port,
+    on_report_origin,
+    report_server,
+    request,
+)
 from .test_code_privacy import add_token
 from .waiting import wait_for
 
@@ -47,10 +55,22 @@ def report_html(size: int) -> str:
 
 
 def upload(url: str, token: str, html: str, private: bool = False) -> dict:
-    status, body, _ = request(url + "/api/reports", method="POST", token=token,
-                              body={"html": html, "twin": {"summary": {"n_tasks": 1}, "task_groups": [],
-                                                           "task_stream": [], "profile": {}},
-                                    "filename": "r.html", "private": private})
+    status, body, _ = request(
+        url + "/api/reports",
+        method="POST",
+        token=token,
+        body={
+            "html": html,
+            "twin": {
+                "summary": {"n_tasks": 1},
+                "task_groups": [],
+                "task_stream": [],
+                "profile": {},
+            },
+            "filename": "r.html",
+            "private": private,
+        },
+    )
     assert status == 201, body
     return body["report"]
 
@@ -87,8 +107,16 @@ def test_a_flood_of_report_reads_neither_stalls_the_server_nor_grows_it(store_ur
     a, b = add_token(store_url, "A"), add_token(store_url, "B")
     port = free_port()
     # Uploaded report HTML is served on the report origin only (another name of the server).
-    with ServerProcess(store_url, port, ["--metrics-token-file", str(tmp_path / "metrics.token"),
-                                         "--report-url", f"http://localhost:{port}"]) as server:
+    with ServerProcess(
+        store_url,
+        port,
+        [
+            "--metrics-token-file",
+            str(tmp_path / "metrics.token"),
+            "--report-url",
+            f"http://localhost:{port}",
+        ],
+    ) as server:
         report = upload(server.url, a, report_html(4 * MiB))
         report["url"] = report["url"].replace(server.url, f"http://localhost:{port}", 1)
         proc = psutil.Process(server.proc.pid)
@@ -108,7 +136,9 @@ def test_a_flood_of_report_reads_neither_stalls_the_server_nor_grows_it(store_ur
         def reader(i: int) -> None:
             try:
                 for _ in range(3):
-                    results.append(read_all(report["url"], gzip_ok=i % 4 != 0))  # some clients take no gzip
+                    results.append(
+                        read_all(report["url"], gzip_ok=i % 4 != 0)
+                    )  # some clients take no gzip
             except Exception as e:  # noqa: BLE001  (reported by the assertion below)
                 results.append(e)
 
@@ -118,14 +148,21 @@ def test_a_flood_of_report_reads_neither_stalls_the_server_nor_grows_it(store_ur
         for t in readers:
             t.start()
         # Another account is answered while the flood is on.
-        answered = wait_for(lambda: request(server.url + "/api/whoami", token=b)[0] == 200 and
-                            any(t.is_alive() for t in readers), what="another account's answer during the flood")
+        answered = wait_for(
+            lambda: (
+                request(server.url + "/api/whoami", token=b)[0] == 200
+                and any(t.is_alive() for t in readers)
+            ),
+            what="another account's answer during the flood",
+        )
         for t in readers:
             t.join(300)
         done.set()
         sampler.join(5)
         assert answered
-        assert len(results) == 3 * READERS and all(isinstance(n, int) and n > 2 * MiB for n in results), results
+        assert len(results) == 3 * READERS and all(
+            isinstance(n, int) and n > 2 * MiB for n in results
+        ), results
         assert metric(server.url, metrics_token, "dask_analytics_loop_stalls_total") == 0
         assert peak[0] - before < 256 * MiB, f"RSS grew {(peak[0] - before) / MiB:.0f} MiB"
 
@@ -133,11 +170,19 @@ def test_a_flood_of_report_reads_neither_stalls_the_server_nor_grows_it(store_ur
 def test_heavy_work_runs_off_the_loop_and_stored_gzip_is_sent_as_stored(sqlite_url, monkeypatch):
     threads: list[str] = []
     open_bytes = codecrypt.CodeCipher.open_bytes
-    monkeypatch.setattr(codecrypt.CodeCipher, "open_bytes",
-                        lambda self, blob: threads.append(threading.current_thread().name) or open_bytes(self, blob))
+    monkeypatch.setattr(
+        codecrypt.CodeCipher,
+        "open_bytes",
+        lambda self, blob: (
+            threads.append(threading.current_thread().name) or open_bytes(self, blob)
+        ),
+    )
     real_dumps = base_module.dumps
-    monkeypatch.setattr(base_module, "dumps",
-                        lambda value: threads.append(threading.current_thread().name) or real_dumps(value))
+    monkeypatch.setattr(
+        base_module,
+        "dumps",
+        lambda value: threads.append(threading.current_thread().name) or real_dumps(value),
+    )
     with report_server(sqlite_url) as server:
         token = server.token("A")
         html = report_html(MiB)
@@ -157,7 +202,9 @@ def test_heavy_work_runs_off_the_loop_and_stored_gzip_is_sent_as_stored(sqlite_u
         assert status == 200
         on = list(threads)
         row = server.ctx.team.get_report(report["id"], content="html")
-        assert raw == open_bytes(codecrypt.CodeCipher(CODE_KEY), row["html_gz"])  # as stored, not gzip'd again
+        assert raw == open_bytes(
+            codecrypt.CodeCipher(CODE_KEY), row["html_gz"]
+        )  # as stored, not gzip'd again
     assert on and all(name.startswith("dal-server") for name in on), on
 
 
@@ -167,10 +214,21 @@ def test_answers_are_bounded_in_bytes_and_page_on(store_url):
     with ServerThread({"store_url": store_url, "max_answer_bytes": most}) as server:
         token = server.token("A")
         c = Cluster(account="A")
-        rows = [{"worker": f"tcp://10.0.0.{i % 7}:4000", "thread": 1, "prefix": "ones", "task_group": "ones-abc",
-                 "state": "memory", "start": c.t + i * 0.001, "stop": c.t + i * 0.001 + 0.0005}
-                for i in range(5000)]
-        msgs = [c.cluster(), c.computation("comp-1")] + [c.tasks("comp-1", rows[i:i + 1000]) for i in range(0, 5000, 1000)]
+        rows = [
+            {
+                "worker": f"tcp://10.0.0.{i % 7}:4000",
+                "thread": 1,
+                "prefix": "ones",
+                "task_group": "ones-abc",
+                "state": "memory",
+                "start": c.t + i * 0.001,
+                "stop": c.t + i * 0.001 + 0.0005,
+            }
+            for i in range(5000)
+        ]
+        msgs = [c.cluster(), c.computation("comp-1")] + [
+            c.tasks("comp-1", rows[i : i + 1000]) for i in range(0, 5000, 1000)
+        ]
         assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
         url, seen, pages = server.url + "/api/computations/comp-1/tasks?limit=1000000", [], 0
         while url:
@@ -186,13 +244,17 @@ def test_answers_are_bounded_in_bytes_and_page_on(store_url):
             if nxt:
                 assert "max_answer_bytes" in nxt["why"]
         assert pages > 2
-        assert [(t["start"], t["worker"]) for t in seen] == [(r["start"], r["worker"]) for r in rows]
+        assert [(t["start"], t["worker"]) for t in seen] == [
+            (r["start"], r["worker"]) for r in rows
+        ]
 
 
 def test_export_is_streamed_in_pages(store_url, monkeypatch):
     from dask_analytics_lab.server import query as query_module
 
-    monkeypatch.setattr(query_module, "EXPORT_PAGE", 7, raising=False)  # many pages (no such knob before)
+    monkeypatch.setattr(
+        query_module, "EXPORT_PAGE", 7, raising=False
+    )  # many pages (no such knob before)
     with ServerThread({"store_url": store_url}) as server:
         token = server.token("A")
         c = Cluster(account="A")
@@ -201,10 +263,21 @@ def test_export_is_streamed_in_pages(store_url, monkeypatch):
         msgs += [c.event(msg={"i": i}) for i in range(30)]
         assert request(server.url + "/api/ingest", method="POST", token=token, body=msgs)[0] == 200
         other = server.token("B")
-        assert request(server.url + "/api/ingest", method="POST", token=other,
-                       body=[Cluster(account="B").cluster()])[0] == 200
+        assert (
+            request(
+                server.url + "/api/ingest",
+                method="POST",
+                token=other,
+                body=[Cluster(account="B").cluster()],
+            )[0]
+            == 200
+        )
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        conn.request("GET", "/api/export", headers={"Authorization": f"token {token}", "Accept-Encoding": "gzip"})
+        conn.request(
+            "GET",
+            "/api/export",
+            headers={"Authorization": f"token {token}", "Accept-Encoding": "gzip"},
+        )
         r = conn.getresponse()
         raw = r.read()
         conn.close()
@@ -218,30 +291,62 @@ def test_export_is_streamed_in_pages(store_url, monkeypatch):
 
 
 def test_account_quotas_refuse_with_413_and_507(store_url):
-    with ServerThread({"store_url": store_url, "quota_report_bytes": 400_000, "quota_event_bytes": 50_000}) as server:
+    with ServerThread(
+        {"store_url": store_url, "quota_report_bytes": 400_000, "quota_event_bytes": 50_000}
+    ) as server:
         a, b = server.token("A"), server.token("B")
-        status, body, _ = request(server.url + "/api/reports", method="POST", token=a,
-                                  body={"html": report_html(MiB), "twin": {"summary": {}}, "filename": "r.html",
-                                        "private": False})
+        status, body, _ = request(
+            server.url + "/api/reports",
+            method="POST",
+            token=a,
+            body={
+                "html": report_html(MiB),
+                "twin": {"summary": {}},
+                "filename": "r.html",
+                "private": False,
+            },
+        )
         assert status == 413 and "reports quota of 400,000 bytes" in body["error"]
         assert "--report-quota-bytes" in body["error"]
         upload(server.url, a, report_html(250_000))
         upload(server.url, a, report_html(250_000))
-        status, body, _ = request(server.url + "/api/reports", method="POST", token=a,
-                                  body={"html": report_html(250_000), "twin": {"summary": {}}, "filename": "r.html",
-                                        "private": False})
+        status, body, _ = request(
+            server.url + "/api/reports",
+            method="POST",
+            token=a,
+            body={
+                "html": report_html(250_000),
+                "twin": {"summary": {}},
+                "filename": "r.html",
+                "private": False,
+            },
+        )
         assert status == 507, body
-        assert "account 'A' has used" in body["error"] and "400,000-byte reports quota" in body["error"]
+        assert (
+            "account 'A' has used" in body["error"]
+            and "400,000-byte reports quota" in body["error"]
+        )
         assert "quota_report_bytes" in body["error"]
         upload(server.url, b, report_html(250_000))  # another account's quota is its own
 
         c = Cluster(account="A")
-        assert request(server.url + "/api/ingest", method="POST", token=a, body=[c.cluster()])[0] == 200
+        assert (
+            request(server.url + "/api/ingest", method="POST", token=a, body=[c.cluster()])[0]
+            == 200
+        )
         batch = [c.event(msg={"text": "x" * 1000}) for _ in range(30)]
         assert request(server.url + "/api/ingest", method="POST", token=a, body=batch)[0] == 200
-        status, body, _ = request(server.url + "/api/ingest", method="POST", token=a,
-                                  body=[c.event(msg={"text": "x" * 1000}) for _ in range(30)])
-        assert status == 507 and "events quota" in body["error"] and "--event-quota-bytes" in body["error"]
+        status, body, _ = request(
+            server.url + "/api/ingest",
+            method="POST",
+            token=a,
+            body=[c.event(msg={"text": "x" * 1000}) for _ in range(30)],
+        )
+        assert (
+            status == 507
+            and "events quota" in body["error"]
+            and "--event-quota-bytes" in body["error"]
+        )
         events = request(server.url + "/api/events?limit=1000", token=a)[1]["events"]
         assert len(events) == 30  # the refused batch left nothing
 
@@ -254,8 +359,12 @@ def test_a_read_past_the_time_limit_is_cancelled_with_503(store_url, monkeypatch
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_sleep(20)"))
         else:  # seconds of SQLite work, unless cancelled
-            conn.execute(sa.text("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 50000000) "
-                                 "SELECT count(*) FROM n")).scalar()
+            conn.execute(
+                sa.text(
+                    "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 50000000) "
+                    "SELECT count(*) FROM n"
+                )
+            ).scalar()
         return real(conn, **kw)
 
     with ServerThread({"store_url": store_url, "query_timeout": 0.5}) as server:

@@ -10,6 +10,7 @@
 - a refused batch leaves nothing behind (not even its cluster id's claim).
 Tests wait for conditions; none asserts how long anything took.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -22,21 +23,31 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from tornado.web import create_signed_value
 
 from dask_analytics_lab import cli
-from dask_analytics_lab.server import body as body_module
 from dask_analytics_lab.remote import HttpReader, HttpSink
+from dask_analytics_lab.server import body as body_module
 from dask_analytics_lab.store import open_store
 from dask_analytics_lab.store.team import TeamStore
 from dask_analytics_lab.store.team_schema import cluster_owners
 
-from .server_helpers import (Cluster, ServerProcess, ServerThread, browser, form_xsrf, free_port,
-                                  full_cluster, log_in, request)
+from .server_helpers import (
+    Cluster,
+    ServerProcess,
+    ServerThread,
+    browser,
+    form_xsrf,
+    free_port,
+    full_cluster,
+    log_in,
+    request,
+)
 
 MiB = 2**20
 
@@ -91,7 +102,7 @@ def closed_by_server(s: socket.socket) -> bool:
             chunk = s.recv(65536)
             if not chunk:
                 return True
-    except socket.timeout:
+    except TimeoutError:
         return False
     except (ConnectionResetError, BrokenPipeError):
         return True
@@ -113,7 +124,11 @@ def server(sqlite_url):
 def test_a_strangers_upload_is_refused_from_its_headers(server, path, token):
     """64 MiB announced, `Expect: 100-continue`: 401 comes back at once, the server never
     says "continue", reserves nothing and closes the connection; not a byte was sent."""
-    headers = {"Content-Type": "application/json", "Content-Length": 64 * MiB, "Expect": "100-continue"}
+    headers = {
+        "Content-Type": "application/json",
+        "Content-Length": 64 * MiB,
+        "Expect": "100-continue",
+    }
     if token:
         headers["Authorization"] = f"token {token}"
     s = open_request(server.port, path, headers)
@@ -126,7 +141,11 @@ def test_a_strangers_upload_is_refused_from_its_headers(server, path, token):
 
 def test_a_stranger_cannot_trickle_a_body_either(server):
     """Chunked (no Content-Length), no token: refused before the first chunk."""
-    s = open_request(server.port, "/api/ingest", {"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    s = open_request(
+        server.port,
+        "/api/ingest",
+        {"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+    )
     status, _, body = read_answer(s)
     assert status == 401
     s.close()
@@ -136,9 +155,15 @@ def test_limits_are_checked_from_the_headers(server):
     token = server.token("A")
     auth = {"Authorization": f"token {token}"}
     for headers, want in [
-        ({"Content-Type": "application/json", "Content-Length": 17 * MiB}, 413),  # over max_body_bytes
+        (
+            {"Content-Type": "application/json", "Content-Length": 17 * MiB},
+            413,
+        ),  # over max_body_bytes
         ({"Content-Type": "text/plain", "Content-Length": 100}, 415),
-        ({"Content-Type": "application/json", "Content-Encoding": "br", "Content-Length": 100}, 415),
+        (
+            {"Content-Type": "application/json", "Content-Encoding": "br", "Content-Length": 100},
+            415,
+        ),
     ]:
         s = open_request(server.port, "/api/ingest", {**auth, **headers})
         status, _, body = read_answer(s)  # no body sent at all
@@ -150,9 +175,17 @@ def test_limits_are_checked_from_the_headers(server):
 def test_a_gzip_bomb_is_refused_while_it_arrives(server):
     token = server.token("A")
     bomb = gzip.compress(b"[" + b" " * (512 * MiB) + b"]", 9)  # ~0.5 MiB inflating to 512 MiB
-    s = open_request(server.port, "/api/ingest", {"Authorization": f"token {token}", "Content-Type": "application/json",
-                                                  "Content-Encoding": "gzip", "Content-Length": len(bomb)})
-    s.sendall(bomb[:64 * 1024])  # an eighth of it: the answer comes before the rest is sent
+    s = open_request(
+        server.port,
+        "/api/ingest",
+        {
+            "Authorization": f"token {token}",
+            "Content-Type": "application/json",
+            "Content-Encoding": "gzip",
+            "Content-Length": len(bomb),
+        },
+    )
+    s.sendall(bomb[: 64 * 1024])  # an eighth of it: the answer comes before the rest is sent
     status, _, body = read_answer(s)
     assert status == 413 and "gzip bomb" in body["error"]
     wait_for(lambda: closed_by_server(s), "the server to close the connection")
@@ -165,9 +198,13 @@ def test_decompressed_size_is_capped(sqlite_url):
         c = Cluster(account="A")
         body = json.dumps([c.cluster(name=f"n{i}") for i in range(8000)]).encode()  # ~2.6 MiB, ~30x
         assert len(body) > 2 * MiB
-        status, answer, _ = request(server.url + "/api/ingest", method="POST", token=server.token("A"),
-                                    raw=gzip.compress(body), headers={"Content-Type": "application/json",
-                                                                     "Content-Encoding": "gzip"})
+        status, answer, _ = request(
+            server.url + "/api/ingest",
+            method="POST",
+            token=server.token("A"),
+            raw=gzip.compress(body),
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
         assert status == 413 and "once decompressed" in answer["error"]
         assert server.ctx.store.list_clusters() == []
 
@@ -175,8 +212,15 @@ def test_decompressed_size_is_capped(sqlite_url):
 def test_a_stalled_body_is_cut_off(sqlite_url):
     with ServerThread({"store_url": sqlite_url, "body_idle_timeout": 1}) as server:
         token = server.token("A")
-        s = open_request(server.port, "/api/ingest", {"Authorization": f"token {token}",
-                                                      "Content-Type": "application/json", "Content-Length": 100_000})
+        s = open_request(
+            server.port,
+            "/api/ingest",
+            {
+                "Authorization": f"token {token}",
+                "Content-Type": "application/json",
+                "Content-Length": 100_000,
+            },
+        )
         s.sendall(b"[" + b" " * 1000)
         wait_for(lambda: closed_by_server(s), "the server to close the stalled connection")
         s.close()
@@ -190,15 +234,28 @@ def test_what_parsing_would_cost_is_bounded(sqlite_url, monkeypatch):
     refused before it is parsed (413); a smaller one is parsed and stored."""
     parsed = []
     real = body_module.parse_json
-    monkeypatch.setattr(body_module, "parse_json", lambda raw, **kw: parsed.append(len(raw)) or real(raw, **kw))
-    settings = {"store_url": sqlite_url, "body_memory": 20 * MiB, "max_json_bytes": 4 * MiB,
-                "max_report_bytes": 4 * MiB}
+    monkeypatch.setattr(
+        body_module, "parse_json", lambda raw, **kw: parsed.append(len(raw)) or real(raw, **kw)
+    )
+    settings = {
+        "store_url": sqlite_url,
+        "body_memory": 20 * MiB,
+        "max_json_bytes": 4 * MiB,
+        "max_report_bytes": 4 * MiB,
+    }
     with ServerThread(settings) as server:
         token = server.token("A")
         c = Cluster(account="A")
-        dense = json.dumps([c.cluster(), c.event(msg=[{}] * 300_000)]).encode()  # 0.9 MiB of tiny objects
-        status, answer, _ = request(server.url + "/api/ingest", method="POST", token=token, raw=dense,
-                                    headers={"Content-Type": "application/json"})
+        dense = json.dumps(
+            [c.cluster(), c.event(msg=[{}] * 300_000)]
+        ).encode()  # 0.9 MiB of tiny objects
+        status, answer, _ = request(
+            server.url + "/api/ingest",
+            method="POST",
+            token=token,
+            raw=dense,
+            headers={"Content-Type": "application/json"},
+        )
         assert status == 413 and "MiB of memory" in answer["error"], answer
         assert parsed == [] and server.ctx.store.list_clusters() == []
         c2, msgs = full_cluster("A")
@@ -210,8 +267,14 @@ def test_what_parsing_would_cost_is_bounded(sqlite_url, monkeypatch):
 def test_a_request_waits_for_memory_then_gets_503(sqlite_url):
     """Another body holds the memory for received bodies: the next waits, unread, then
     gets 503 with Retry-After (the plugin retries those)."""
-    settings = {"store_url": sqlite_url, "body_memory": 5 * MiB, "max_json_bytes": MiB, "max_report_bytes": MiB,
-                "body_queue_timeout": 0.5, "body_idle_timeout": 30}
+    settings = {
+        "store_url": sqlite_url,
+        "body_memory": 5 * MiB,
+        "max_json_bytes": MiB,
+        "max_report_bytes": MiB,
+        "body_queue_timeout": 0.5,
+        "body_idle_timeout": 30,
+    }
     with ServerThread(settings) as server:
         token = server.token("A")
         auth = {"Authorization": f"token {token}", "Content-Type": "application/json"}
@@ -229,15 +292,23 @@ def test_a_request_waits_for_memory_then_gets_503(sqlite_url):
 def test_parsing_and_storing_run_off_the_event_loop(server, monkeypatch):
     threads = []
     real = body_module.parse_json
-    monkeypatch.setattr(body_module, "parse_json",
-                        lambda raw, **kw: threads.append(threading.current_thread().name) or real(raw, **kw))
+    monkeypatch.setattr(
+        body_module,
+        "parse_json",
+        lambda raw, **kw: threads.append(threading.current_thread().name) or real(raw, **kw),
+    )
     store_ingest = server.ctx.store.ingest
-    monkeypatch.setattr(server.ctx.store, "ingest",
-                        lambda batch: threads.append(threading.current_thread().name) or store_ingest(batch))
+    monkeypatch.setattr(
+        server.ctx.store,
+        "ingest",
+        lambda batch: threads.append(threading.current_thread().name) or store_ingest(batch),
+    )
     token = server.token("A")
     c, msgs = full_cluster("A")
     assert HttpSink(server.url, token=token).write(msgs) == len(msgs)
-    assert len(threads) == 2 and all(name.startswith("dal-server-body") for name in threads), threads
+    assert len(threads) == 2 and all(name.startswith("dal-server-body") for name in threads), (
+        threads
+    )
 
 
 # --- item 6: DNS rebinding ---------------------------------------------------------------
@@ -246,27 +317,56 @@ def test_without_tokens_another_host_name_is_refused(sqlite_url):
         c, msgs = full_cluster("A")
         assert HttpSink(server.url).write(msgs) == len(msgs)
         port = server.port
-        for path in ["/api/clusters", "/api/export", f"/api/clusters/{c.id}", "/", "/login", "/nothing-here"]:
-            status, body, _ = request(server.url + path, headers={"Host": f"rebound.example:{port}"})
+        for path in [
+            "/api/clusters",
+            "/api/export",
+            f"/api/clusters/{c.id}",
+            "/",
+            "/login",
+            "/nothing-here",
+        ]:
+            status, body, _ = request(
+                server.url + path, headers={"Host": f"rebound.example:{port}"}
+            )
             assert status == 403 and "does not answer to the host name" in str(body), (path, status)
             assert c.id not in str(body)
             for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "localhost"):
-                assert request(server.url + path, headers={"Host": host})[0] in (200, 404), (path, host)
+                assert request(server.url + path, headers={"Host": host})[0] in (200, 404), (
+                    path,
+                    host,
+                )
         before = server.ctx.store.export()
         c2, msgs2 = full_cluster("B")
-        status, _, _ = request(server.url + "/api/ingest", method="POST", body=msgs2,
-                               headers={"Host": "rebound.example"})
+        status, _, _ = request(
+            server.url + "/api/ingest",
+            method="POST",
+            body=msgs2,
+            headers={"Host": "rebound.example"},
+        )
         assert status == 403 and server.ctx.store.export() == before
 
 
 def test_with_tokens_the_host_is_not_checked_unless_asked(sqlite_url):
     with ServerThread({"store_url": sqlite_url}) as server:
         token = server.token("A")
-        assert request(server.url + "/api/clusters", token=token, headers={"Host": "analytics.example"})[0] == 200
+        assert (
+            request(
+                server.url + "/api/clusters", token=token, headers={"Host": "analytics.example"}
+            )[0]
+            == 200
+        )
     with ServerThread({"store_url": sqlite_url, "allowed_hosts": ["analytics.example"]}) as server:
         token = server.token("A")
-        assert request(server.url + "/api/clusters", token=token, headers={"Host": "analytics.example"})[0] == 200
-        assert request(server.url + "/api/clusters", token=token, headers={"Host": "other.example"})[0] == 403
+        assert (
+            request(
+                server.url + "/api/clusters", token=token, headers={"Host": "analytics.example"}
+            )[0]
+            == 200
+        )
+        assert (
+            request(server.url + "/api/clusters", token=token, headers={"Host": "other.example"})[0]
+            == 403
+        )
 
 
 def test_the_server_command_checks_hosts(tmp_path):
@@ -306,7 +406,9 @@ def test_the_login_cookie_is_a_signed_session(server):
     assert with_cookie(session.value) == 200
     assert with_cookie(session.value[:-3] + "AAA") == 401  # tampered
     assert with_cookie(token_id) == 401  # unsigned
-    forged = create_signed_value(b"another server's secret, 32 bytes", "dal_session", token_id).decode()
+    forged = create_signed_value(
+        b"another server's secret, 32 bytes", "dal_session", token_id
+    ).decode()
     assert with_cookie(forged) == 401
     assert with_cookie(token, name="dal_token") == 401  # the old raw-token cookie means nothing now
     # Revoking the token ends its sessions (once the server's 30 s lookup cache lets go).
@@ -320,7 +422,9 @@ def test_a_session_ends_when_its_token_expires(server):
     opener, jar = browser()
     log_in(opener, server.url, token).close()
     (session,) = [c for c in jar if c.name == "dal_session"]
-    assert session.expires is not None and session.expires <= time.time() + 3600 + 5  # not the usual 30 days
+    assert (
+        session.expires is not None and session.expires <= time.time() + 3600 + 5
+    )  # not the usual 30 days
     with server.ctx.store.transaction() as conn:
         conn.execute(sa.text("UPDATE tokens SET expires = :t"), {"t": time.time() - 1})
     server.ctx._tokens.clear()
@@ -344,7 +448,10 @@ def test_login_and_logout_refuse_other_sites_forms(server):
     no_xsrf = urllib.parse.urlencode({"token": token}).encode()
     for data, headers in [
         (no_xsrf, {}),  # no form token
-        (urllib.parse.urlencode({"token": token, "_xsrf": "2|00|11|22"}).encode(), {}),  # a wrong one
+        (
+            urllib.parse.urlencode({"token": token, "_xsrf": "2|00|11|22"}).encode(),
+            {},
+        ),  # a wrong one
         (form, {"Origin": "http://attacker.example"}),
         (form, {"Origin": "null"}),  # a sandboxed report page
         (form, {"Sec-Fetch-Site": "cross-site", "Origin": "http://attacker.example"}),
@@ -362,7 +469,9 @@ def test_login_and_logout_refuse_other_sites_forms(server):
         assert post("/logout", b"", headers)[0] == 403
     assert whoami(opener, server.url) == 200
     # ... and this site's own logout does.
-    assert post("/logout", b"", {"Origin": server.url})[0] == 200  # the login page, after the redirect
+    assert (
+        post("/logout", b"", {"Origin": server.url})[0] == 200
+    )  # the login page, after the redirect
     assert whoami(opener, server.url) == 401
 
 
@@ -396,8 +505,13 @@ def test_failed_authentication_is_logged_and_throttled(server, caplog):
 def test_tokens_expire(server):
     expired = server.token("A", expires=time.time() - 1)
     status, body, _ = request(server.url + "/api/clusters", token=expired)
-    assert status == 401 and "expired on" in body["error"] and expired.split("_")[1] in body["error"]
-    assert request(server.url + "/api/clusters", token=server.token("A", expires=time.time() + 60))[0] == 200
+    assert (
+        status == 401 and "expired on" in body["error"] and expired.split("_")[1] in body["error"]
+    )
+    assert (
+        request(server.url + "/api/clusters", token=server.token("A", expires=time.time() + 60))[0]
+        == 200
+    )
     opener, _ = browser()
     with pytest.raises(urllib.error.HTTPError) as e:
         log_in(opener, server.url, expired)
@@ -405,14 +519,48 @@ def test_tokens_expire(server):
 
 
 def test_token_create_expires_and_list_shows_use(sqlite_url, capsys):
-    assert cli.main(["token", "create", "--account", "A", "--user", "ann", "--expires", "30d", "--db", sqlite_url]) == 0
+    assert (
+        cli.main(
+            [
+                "token",
+                "create",
+                "--account",
+                "A",
+                "--user",
+                "ann",
+                "--expires",
+                "30d",
+                "--db",
+                sqlite_url,
+            ]
+        )
+        == 0
+    )
     token = capsys.readouterr().out.strip()
     rows = TeamStore(open_store(sqlite_url)).list_tokens()
     assert len(rows) == 1 and abs(rows[0]["expires"] - (time.time() + 30 * 86400)) < 120
     assert rows[0]["last_used"] is None
-    assert cli.main(["token", "create", "--account", "A", "--user", "ann", "--expires", "soon", "--db", sqlite_url]) == 2
+    assert (
+        cli.main(
+            [
+                "token",
+                "create",
+                "--account",
+                "A",
+                "--user",
+                "ann",
+                "--expires",
+                "soon",
+                "--db",
+                sqlite_url,
+            ]
+        )
+        == 2
+    )
     assert "--expires takes a duration such as 30d" in capsys.readouterr().err
-    assert len(TeamStore(open_store(sqlite_url)).list_tokens()) == 1  # refused before anything was made
+    assert (
+        len(TeamStore(open_store(sqlite_url)).list_tokens()) == 1
+    )  # refused before anything was made
     with ServerThread({"store_url": sqlite_url}) as server:
         assert request(server.url + "/api/clusters", token=token)[0] == 200
         wait_for(lambda: server.ctx.team.list_tokens()[0]["last_used"], "last_used to be written")
@@ -422,7 +570,11 @@ def test_token_create_expires_and_list_shows_use(sqlite_url, capsys):
     header, rule, row = out.splitlines()[:3]
     assert "expires" in header and "last used" in header and "state" in header
     expires = time.strftime("%Y-%m-%d", time.localtime(rows[0]["expires"]))
-    assert expires in row and row.count(time.strftime("%Y-%m-%d")) == 2 and row.rstrip().endswith("active")
+    assert (
+        expires in row
+        and row.count(time.strftime("%Y-%m-%d")) == 2
+        and row.rstrip().endswith("active")
+    )
 
 
 def test_last_used_is_written_at_most_once_a_minute(server, monkeypatch):
@@ -446,14 +598,18 @@ class Recorder(http.server.BaseHTTPRequestHandler):
     redirect: dict  # path -> where
 
     def do_GET(self) -> None:  # noqa: N802
-        self.seen.append((self.server.server_address[1], self.path, self.headers.get("Authorization")))
+        self.seen.append(
+            (self.server.server_address[1], self.path, self.headers.get("Authorization"))
+        )
         where = self.redirect.get(self.path.split("?")[0])
         if where:
             self.send_response(302)
             self.send_header("Location", where)
             self.end_headers()
             return
-        body = json.dumps({"clusters": [{"cluster_id": "from-" + str(self.server.server_address[1])}]}).encode()
+        body = json.dumps(
+            {"clusters": [{"cluster_id": "from-" + str(self.server.server_address[1])}]}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -476,18 +632,25 @@ def test_the_reader_keeps_its_token_to_the_servers_origin():
     p1, p2 = first.server_address[1], other.server_address[1]
     try:
         reader = HttpReader(f"http://127.0.0.1:{p1}", token="dal_0123456789ab_" + "t" * 43)
-        for target in (f"http://127.0.0.1:{p2}/api/final", f"http://localhost:{p2}/api/final",
-                       f"http://localhost:{p1}/api/final"):  # another port, another name
+        for target in (
+            f"http://127.0.0.1:{p2}/api/final",
+            f"http://localhost:{p2}/api/final",
+            f"http://localhost:{p1}/api/final",
+        ):  # another port, another name
             seen.clear()
             h1.redirect = {"/api/clusters": target}
             rows = reader.list_clusters()
             assert rows and rows[0]["cluster_id"].startswith("from-")
-            assert len(seen) == 2 and seen[0][2] and seen[1][1] == "/api/final" and seen[1][2] is None, seen
+            assert (
+                len(seen) == 2 and seen[0][2] and seen[1][1] == "/api/final" and seen[1][2] is None
+            ), seen
         # A redirect within the same origin keeps it.
         seen.clear()
         h1.redirect = {"/api/clusters": f"http://127.0.0.1:{p1}/api/moved"}
         reader.list_clusters()
-        assert [a for _, _, a in seen] == [reader.client.token and f"token {reader.client.token}"] * 2
+        assert [a for _, _, a in seen] == [
+            reader.client.token and f"token {reader.client.token}"
+        ] * 2
     finally:
         first.shutdown()
         other.shutdown()
@@ -500,18 +663,26 @@ def test_the_plugins_sink_follows_no_redirect_with_its_token():
 
     class Redirects(Recorder):
         def do_POST(self) -> None:  # noqa: N802
-            self.seen.append((self.server.server_address[1], self.path, self.headers.get("Authorization")))
+            self.seen.append(
+                (self.server.server_address[1], self.path, self.headers.get("Authorization"))
+            )
             self.send_response(307)
             self.send_header("Location", f"http://127.0.0.1:{other.server_address[1]}/api/ingest")
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("O", (Recorder,), {"seen": seen, "redirect": {}}))
-    first = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("F", (Redirects,), {"seen": seen, "redirect": {}}))
+    other = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), type("O", (Recorder,), {"seen": seen, "redirect": {}})
+    )
+    first = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), type("F", (Redirects,), {"seen": seen, "redirect": {}})
+    )
     for srv in (first, other):
         threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        sink = HttpSink(f"http://127.0.0.1:{first.server_address[1]}", token="dal_0123456789ab_" + "t" * 43)
+        sink = HttpSink(
+            f"http://127.0.0.1:{first.server_address[1]}", token="dal_0123456789ab_" + "t" * 43
+        )
         with pytest.raises(ConnectionError, match="redirects.*analytics.store"):
             sink.write([{"kind": "event"}])
         assert [port for port, _, _ in seen] == [first.server_address[1]]
@@ -525,20 +696,29 @@ def owners(url: str) -> dict:
     store = open_store(url)
     try:
         with store.reading() as conn:
-            return dict(conn.execute(sa.select(cluster_owners.c.cluster_id, cluster_owners.c.account)).all())
+            return dict(
+                conn.execute(sa.select(cluster_owners.c.cluster_id, cluster_owners.c.account)).all()
+            )
     finally:
         store.close()
 
 
-@pytest.mark.parametrize("bad", [
-    {"started": 1e300}, {"started": -5.0}, {"started": 8e9}, {"price_per_core_hour": 1e300},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"started": 1e300},
+        {"started": -5.0},
+        {"started": 8e9},
+        {"price_per_core_hour": 1e300},
+    ],
+)
 def test_out_of_range_values_are_refused_and_leave_nothing(store_url, bad):
     with ServerThread({"store_url": store_url}) as server:
         a, b = server.token("A"), server.token("B")
         c = Cluster(account="A")
-        status, body, _ = request(server.url + "/api/ingest", method="POST", token=a,
-                                  body=[c.cluster(**bad), c.sample()])
+        status, body, _ = request(
+            server.url + "/api/ingest", method="POST", token=a, body=[c.cluster(**bad), c.sample()]
+        )
         field = next(iter(bad))
         assert status == 422 and f"data.{field}" in body["error"], body
         assert c.id not in owners(store_url) and server.ctx.store.list_clusters() == []
@@ -559,8 +739,10 @@ def test_logout_ends_the_session_on_every_server(store_url):
     """A copy of the session cookie taken before logout (F14) reads nothing after it, on
     this server and on another process of the same database."""
     secret = b"one secret for both replicas, 32b"
-    with ServerThread({"store_url": store_url, "session_secret": secret}) as one, \
-            ServerThread({"store_url": store_url, "session_secret": secret}) as two:
+    with (
+        ServerThread({"store_url": store_url, "session_secret": secret}) as one,
+        ServerThread({"store_url": store_url, "session_secret": secret}) as two,
+    ):
         token = one.token("A")
         opener, jar = browser()
         log_in(opener, one.url, token).close()
@@ -568,7 +750,9 @@ def test_logout_ends_the_session_on_every_server(store_url):
         copied = {"Cookie": f"dal_session={cookie.value}"}
         for server in (one, two):
             assert request(server.url + "/api/whoami", headers=copied)[0] == 200
-        req = urllib.request.Request(one.url + "/logout", data=b"", headers={"Origin": one.url}, method="POST")
+        req = urllib.request.Request(
+            one.url + "/logout", data=b"", headers={"Origin": one.url}, method="POST"
+        )
         opener.open(req).close()
         for server in (one, two):
             status, body, _ = request(server.url + "/api/whoami", headers=copied)
@@ -579,8 +763,16 @@ def test_logout_ends_the_session_on_every_server(store_url):
         assert whoami(opener, one.url) == 200
 
 
-@pytest.mark.parametrize("target", ["/%0d%0aSet-Cookie:%20dal_session=x", "/%0aLocation:%20http://evil.example",
-                                    "/x%00y", "/%1b[2J", "/%c2%85x"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/%0d%0aSet-Cookie:%20dal_session=x",
+        "/%0aLocation:%20http://evil.example",
+        "/x%00y",
+        "/%1b[2J",
+        "/%c2%85x",
+    ],
+)
 def test_next_with_control_characters_is_a_bad_request(server, target):
     """F17: CR/LF (or any control character) in next= is 400, not 500, and logs no one in."""
     token = server.token("A")
@@ -609,14 +801,20 @@ def test_a_repeated_batch_for_another_accounts_id_answers_as_an_unknown_ids(stor
         for name, c in (("foreign", foreign), ("unknown", unknown)):
             c._seq = iter(range(1000, 2000))
             batches = [[c.sample(), c.event()], [c.cluster(name="x"), c.sample(n_workers=3)]]
-            answers[name] = [request(server.url + "/api/ingest", method="POST", token=a, body=batch)[:2]
-                             for batch in batches for _ in range(2)]
+            answers[name] = [
+                request(server.url + "/api/ingest", method="POST", token=a, body=batch)[:2]
+                for batch in batches
+                for _ in range(2)
+            ]
         assert answers["foreign"] == answers["unknown"], answers
         assert [body["stored"] for _, body in answers["unknown"]] == [2, 0, 2, 0]
         export = server.ctx.store.export()
-        assert [r for r in export["clusters"] if r["cluster_id"] == owned.id] == \
-               [r for r in before["clusters"] if r["cluster_id"] == owned.id]
-        assert export["events"] == [e for e in export["events"] if e["cluster_id"] != owned.id or e in before["events"]]
+        assert [r for r in export["clusters"] if r["cluster_id"] == owned.id] == [
+            r for r in before["clusters"] if r["cluster_id"] == owned.id
+        ]
+        assert export["events"] == [
+            e for e in export["events"] if e["cluster_id"] != owned.id or e in before["events"]
+        ]
 
 
 # --- issue 20, item 4: the throttle never refuses a credential that works -------------------
@@ -630,15 +828,26 @@ def test_a_bad_token_flood_does_not_lock_out_good_credentials_from_the_same_addr
         flood = "dal_0123456789ab_" + "f" * 43
         for _ in range(12):
             request(server.url + "/api/ingest", method="POST", token=flood, body=[])
-            request(server.url + "/metrics", headers={"Authorization": "Bearer wrong-metrics-token-0000"})
+            request(
+                server.url + "/metrics",
+                headers={"Authorization": "Bearer wrong-metrics-token-0000"},
+            )
         assert request(server.url + "/api/ingest", method="POST", token=flood, body=[])[0] == 429
-        assert request(server.url + "/metrics", headers={"Authorization": "Bearer wrong-metrics-token-0000"})[0] == 429
+        assert (
+            request(
+                server.url + "/metrics",
+                headers={"Authorization": "Bearer wrong-metrics-token-0000"},
+            )[0]
+            == 429
+        )
         c, msgs = full_cluster("A")
         assert HttpSink(server.url, token=ingest_token).write(msgs) == len(msgs)
         opener, jar = browser()
         log_in(opener, server.url, user_token).close()
         assert [c for c in jar if c.name == "dal_session"] and whoami(opener, server.url) == 200
-        status, text, _ = request(server.url + "/metrics", headers={"Authorization": f"Bearer {metrics_token}"})
+        status, text, _ = request(
+            server.url + "/metrics", headers={"Authorization": f"Bearer {metrics_token}"}
+        )
         assert status == 200 and "dask_analytics" in text
         # The flooding token is still refused, on every route, before it is looked up.
         calls = []
@@ -653,19 +862,33 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(sqlite_url):
     bad = "dal_0123456789ab_" + "b" * 43
 
     def flood(server, headers, n=11):
-        return [request(server.url + "/api/clusters", token=bad, headers=headers)[0] for _ in range(n)]
+        return [
+            request(server.url + "/api/clusters", token=bad, headers=headers)[0] for _ in range(n)
+        ]
 
     # 127.0.0.1 is not a trusted proxy here: the forged header is ignored, every request
     # counts for 127.0.0.1 whatever address it claims.
     with ServerThread({"store_url": sqlite_url, "forwarded_allow_ips": ["10.0.0.0/8"]}) as server:
-        answers = [request(server.url + "/api/clusters", token=bad,
-                           headers={"X-Forwarded-For": f"203.0.113.{i}"})[0] for i in range(11)]
+        answers = [
+            request(
+                server.url + "/api/clusters",
+                token=bad,
+                headers={"X-Forwarded-For": f"203.0.113.{i}"},
+            )[0]
+            for i in range(11)
+        ]
         assert answers == [401] * 10 + [429]
     # Behind a trusted proxy (this test's client plays it), the client's address is the
     # right-most entry that is not a trusted proxy; entries to its left are the client's word.
-    with ServerThread({"store_url": sqlite_url, "forwarded_allow_ips": "127.0.0.1, 10.0.0.0/8"}) as server:
-        assert flood(server, {"X-Forwarded-For": "198.51.100.7, 203.0.113.5, 10.1.2.3"}) == [401] * 10 + [429]
+    with ServerThread(
+        {"store_url": sqlite_url, "forwarded_allow_ips": "127.0.0.1, 10.0.0.0/8"}
+    ) as server:
+        assert flood(server, {"X-Forwarded-For": "198.51.100.7, 203.0.113.5, 10.1.2.3"}) == [
+            401
+        ] * 10 + [429]
         assert flood(server, {"X-Forwarded-For": "203.0.113.5"}, 1) == [429]  # the same client
         assert flood(server, {"X-Forwarded-For": "203.0.113.6"}, 1) == [401]  # another client
-        assert flood(server, {"X-Forwarded-For": "203.0.113.5, 203.0.113.6"}, 1) == [401]  # forged left part
+        assert flood(server, {"X-Forwarded-For": "203.0.113.5, 203.0.113.6"}, 1) == [
+            401
+        ]  # forged left part
         assert flood(server, {}, 1) == [401]  # the proxy's own address

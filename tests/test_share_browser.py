@@ -11,6 +11,7 @@
   labels are drawn at least 10 px tall.  Screenshots: test-artifacts/share-*.png.
 (The Share button end to end, in JupyterLab with a team server: test_share_lab.py.)
 """
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,10 @@ import shutil
 import time
 from datetime import datetime
 
-import dask.array as da
-import pytest
-
-import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
+import dask.array as da
+import playwright  # noqa: F401  (a test extra: a missing one fails the run)
+import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
@@ -103,7 +103,10 @@ def test_a_report_reads_as_of_when_it_was_made(browser, live_report, tmp_path):
     assert not re.search(r"\b\d+d \d+h\b", text), text  # nothing counted to the viewer's clock
     assert "no contact" not in monitor.inner_text()
     assert monitor.locator(".dal-cluster .dal-badge").first.inner_text().strip() == "live then"
-    assert "live when the report was made" in monitor.locator(".dal-cluster .dal-kv").first.inner_text()
+    assert (
+        "live when the report was made"
+        in monitor.locator(".dal-cluster .dal-kv").first.inner_text()
+    )
     assert page.blocked == [] and page.errors == []  # type: ignore[attr-defined]
     page.screenshot(path=save("share-report-frozen.png"))
 
@@ -118,12 +121,19 @@ def test_a_report_formats_durations_as_minutes_and_seconds(browser, live_report,
     item = page.locator(".dal-monitor .dal-comp.selected")
     totals = page.locator(".dal-monitor .dal-taskgroups .dal-totals")
     totals.wait_for()
-    assert "4m 00s" in item.inner_text() and re.search(r"wall\s+4m 00s", totals.inner_text()), totals.inner_text()
+    assert "4m 00s" in item.inner_text() and re.search(r"wall\s+4m 00s", totals.inner_text()), (
+        totals.inner_text()
+    )
     assert "60s" not in page.locator(".dal-monitor").inner_text()
 
 
 # --- layout ----------------------------------------------------------------------------
-LONG_LINE = "  File \"/home/ann/project/" + "very_long_module_name/" * 12 + "etl.py\", line 42, in parse  # " + "x" * 200
+LONG_LINE = (
+    '  File "/home/ann/project/'
+    + "very_long_module_name/" * 12
+    + 'etl.py", line 42, in parse  # '
+    + "x" * 200
+)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +147,9 @@ def harness(tmp_path_factory):
     root.mkdir()
     shutil.copy(STATIC / "monitor.js", root / "monitor.js")
     shutil.copy(STATIC / "style.css", root / "style.css")
-    (root / "index.html").write_text(WIDGET_HARNESS.replace("max-width:1360px", "max-width:var(--w)"))
+    (root / "index.html").write_text(
+        WIDGET_HARNESS.replace("max-width:1360px", "max-width:var(--w)")
+    )
     state = widget_state(url, sc.stopped["cluster_id"], sc.stopped["parse"])
     for e in state["exceptions"]:
         e["traceback_text"] = (e.get("traceback_text") or "") + LONG_LINE + "\n"
@@ -148,18 +160,26 @@ def harness(tmp_path_factory):
 
 
 def _box(locator) -> dict:
-    return locator.evaluate("e => { const r = e.getBoundingClientRect(); "
-                            "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, height: r.height}; }")
+    return locator.evaluate(
+        "e => { const r = e.getBoundingClientRect(); "
+        "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, height: r.height}; }"
+    )
 
 
 def _overlap(a: dict, b: dict) -> bool:
-    return a["left"] < b["right"] - 0.5 and b["left"] < a["right"] - 0.5 and a["top"] < b["bottom"] - 0.5 \
+    return (
+        a["left"] < b["right"] - 0.5
+        and b["left"] < a["right"] - 0.5
+        and a["top"] < b["bottom"] - 0.5
         and b["top"] < a["bottom"] - 0.5
+    )
 
 
 @pytest.mark.parametrize("width", [800, 1360])
 def test_layout_at_a_narrow_and_a_wide_notebook(browser, harness, width):
-    context = browser.new_context(viewport={"width": width + 32, "height": 1000}, device_scale_factor=1)
+    context = browser.new_context(
+        viewport={"width": width + 32, "height": 1000}, device_scale_factor=1
+    )
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -181,9 +201,15 @@ def test_layout_at_a_narrow_and_a_wide_notebook(browser, harness, width):
         tabs, toggle = monitor.locator(".dal-tabs"), monitor.locator(".dal-share-toggle")
         for i in range(monitor.locator(".dal-tab").count()):
             assert not _overlap(_box(monitor.locator(".dal-tab").nth(i)), _box(toggle)), i
-        assert _box(toggle)["bottom"] <= _box(tabs)["bottom"] + 0.5 and _box(toggle)["right"] <= _box(tabs)["right"]
+        assert (
+            _box(toggle)["bottom"] <= _box(tabs)["bottom"] + 0.5
+            and _box(toggle)["right"] <= _box(tabs)["right"]
+        )
         panel = monitor.locator(".dal-share-panel")
-        assert _box(panel)["top"] >= _box(tabs)["bottom"] - 0.5 and _box(panel)["right"] <= _box(monitor)["right"] + 0.5
+        assert (
+            _box(panel)["top"] >= _box(tabs)["bottom"] - 0.5
+            and _box(panel)["right"] <= _box(monitor)["right"] + 0.5
+        )
         assert _box(monitor.locator(".dal-share-link"))["right"] <= _box(panel)["right"]
 
         # A traceback with a long line, opened in its group's row: the table stays in its pane.
@@ -203,10 +229,13 @@ def test_layout_at_a_narrow_and_a_wide_notebook(browser, harness, width):
         # The cluster's charts: axis labels a person can read.
         monitor.locator(".dal-tab", has_text="Cluster").click()
         monitor.locator(".dal-chart svg text.axis").first.wait_for()
-        page.wait_for_function("() => [...document.querySelectorAll('.dal-chart svg')].every(s => "
-                               "s.getAttribute('viewBox') === `0 0 ${Math.round(s.clientWidth)} ${Math.round(s.clientHeight)}`)")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.dal-chart svg')].every(s => "
+            "s.getAttribute('viewBox') === `0 0 ${Math.round(s.clientWidth)} ${Math.round(s.clientHeight)}`)"
+        )
         heights = monitor.locator(".dal-chart svg text.axis").evaluate_all(
-            "ts => ts.map(t => t.getBoundingClientRect().height)")
+            "ts => ts.map(t => t.getBoundingClientRect().height)"
+        )
         assert heights and min(heights) >= 10, heights
         monitor.screenshot(path=save(f"share-layout-{width}-cluster.png"))
         assert errors == []

@@ -13,14 +13,14 @@ user's machine) opens what they were sent, with every request to the outside blo
   the server configured for the Jupyter server.
 Screenshots: test-artifacts/share-lab-*.png.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
+import playwright  # noqa: F401  (a test extra: a missing one fails the run)
+import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
@@ -57,17 +57,24 @@ def _notebook(path: Path, sources: list[str]) -> None:
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in sources]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, path)
 
 
 def run_cell(page, index: int) -> None:
     """Run one cell of the open notebook and wait until it has run."""
-    page.evaluate("""async (i) => {
+    page.evaluate(
+        """async (i) => {
         const nb = window.jupyterapp.shell.currentWidget.content;
         nb.activeCellIndex = i;
         await window.jupyterapp.commands.execute('notebook:run-cell');
-    }""", index)
+    }""",
+        index,
+    )
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
 
 
@@ -97,11 +104,18 @@ def share(panel, *, private: bool = False) -> str:
     box = panel.locator(".dal-share-private")
     if box.is_checked() != private:
         box.click()
-    old = panel.locator(".dal-share-url").get_attribute("href") if panel.locator(".dal-share-url").count() else None
+    old = (
+        panel.locator(".dal-share-url").get_attribute("href")
+        if panel.locator(".dal-share-url").count()
+        else None
+    )
     panel.locator(".dal-share-create").click()
     panel.page.wait_for_function(
         "([el, old]) => { const a = el.querySelector('.dal-share-url'); const b = el.querySelector('.dal-share-msg.bad');"
-        " return (a && a.href !== old) || b; }", arg=[panel.element_handle(), old], timeout=60_000)
+        " return (a && a.href !== old) || b; }",
+        arg=[panel.element_handle(), old],
+        timeout=60_000,
+    )
     bad = panel.locator(".dal-share-msg.bad")
     assert not bad.count(), bad.inner_text()
     return panel.locator(".dal-share-url").get_attribute("href")
@@ -111,9 +125,17 @@ def test_share_reaches_a_teammate_with_and_without_a_team_server(tmp_path):
     team_db = "sqlite:///" + str(tmp_path / "team.db")
     store = "sqlite:///" + str(tmp_path / "analytics.db")
     with ServerThread({"store_url": team_db}) as team:
-        ann, bob, eve = team.token("team-a", "ann"), team.token("team-a", "bob"), team.token("team-b", "eve")
-        env = {"PYTHONPATH": str(ROOT), "DASK_ANALYTICS__INTERVAL": "500ms",
-               "DASK_ANALYTICS__REPORTS__SERVER": team.url, "DASK_ANALYTICS__TOKEN": ann}
+        ann, bob, eve = (
+            team.token("team-a", "ann"),
+            team.token("team-a", "bob"),
+            team.token("team-b", "eve"),
+        )
+        env = {
+            "PYTHONPATH": str(ROOT),
+            "DASK_ANALYTICS__INTERVAL": "500ms",
+            "DASK_ANALYTICS__REPORTS__SERVER": team.url,
+            "DASK_ANALYTICS__TOKEN": ann,
+        }
         with jupyter_lab(tmp_path / "lab", store, env) as lab, chromium() as browser:
             _notebook(lab.root / "share.ipynb", cells(team.url, ann))
             context = browser.new_context(viewport={"width": 1280, "height": 1000})
@@ -122,11 +144,15 @@ def test_share_reaches_a_teammate_with_and_without_a_team_server(tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(lab.url("lab/tree/share.ipynb"))
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000)
+            page.wait_for_function(
+                "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000
+            )
             page.wait_for_timeout(1500)
             if page.locator(".jp-Dialog .jp-mod-accept").count():
                 page.locator(".jp-Dialog .jp-mod-accept").click()
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+            page.wait_for_selector(
+                ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
+            )
             for i in range(3):
                 run_cell(page, i)
             widget = page.locator(".jp-Notebook .dal-monitor").first
@@ -135,11 +161,16 @@ def test_share_reaches_a_teammate_with_and_without_a_team_server(tmp_path):
             # 1. No team server: this Jupyter's link, and the panel says who opens it.
             link = share(widget)
             assert link.startswith(f"{lab.base}/dask-analytics/reports/"), link
-            assert "Only people who can log in to this Jupyter server" in widget.locator(".dal-share-msg").inner_text()
+            assert (
+                "Only people who can log in to this Jupyter server"
+                in widget.locator(".dal-share-msg").inner_text()
+            )
             widget.screenshot(path=save("share-lab-no-server.png"))
             other = teammate(browser)
             other.goto(link)
-            assert "/login" in other.url and not other.locator(".dal-monitor").count()  # not their machine
+            assert (
+                "/login" in other.url and not other.locator(".dal-monitor").count()
+            )  # not their machine
             # ... so they get the file: Download HTML.
             with page.expect_download(timeout=60_000) as download:
                 widget.locator(".dal-share-download").click()
@@ -165,15 +196,21 @@ def test_share_reaches_a_teammate_with_and_without_a_team_server(tmp_path):
             widget.locator(".dal-share-create").click()
             bad = widget.locator(".dal-share-msg.bad")
             bad.wait_for(timeout=60_000)
-            assert "refused analytics.token" in bad.inner_text() and "dask-analytics token create" in bad.inner_text()
+            assert (
+                "refused analytics.token" in bad.inner_text()
+                and "dask-analytics token create" in bad.inner_text()
+            )
             widget.screenshot(path=save("share-lab-refused.png"))
 
             # 4. The Lab panel: the Jupyter server's extension uploads to its team server.
             [cluster] = [c for c in dal.list_clusters(store=store) if c.get("status") == "live"]
             comp = dal.list_computations(cluster["cluster_id"], store=store)[0]
             close_readers()
-            page.evaluate("([c, k]) => window.jupyterapp.commands.execute('dask-analytics:open', "
-                          "{clusterId: c, computationId: k})", [cluster["cluster_id"], comp["computation_id"]])
+            page.evaluate(
+                "([c, k]) => window.jupyterapp.commands.execute('dask-analytics:open', "
+                "{clusterId: c, computationId: k})",
+                [cluster["cluster_id"], comp["computation_id"]],
+            )
             panel = page.locator(".dal-lab-panel")
             panel.locator("tr.dal-row").first.wait_for(timeout=60_000)
             link = share(panel, private=True)

@@ -9,6 +9,7 @@ no token, a server that is down, no team server at all) comes back as a message 
 says what to do, in share_computation and in the widget's `share` trait.  Download HTML
 is the same page as one file.  (The browser half: tests/test_share_browser.py.)
 """
+
 from __future__ import annotations
 
 import dask
@@ -18,7 +19,12 @@ import pytest
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import list_performance_reports
-from dask_analytics_lab.reports.share import NO_TEAM_SERVER, ShareError, report_file, share_computation
+from dask_analytics_lab.reports.share import (
+    NO_TEAM_SERVER,
+    ShareError,
+    report_file,
+    share_computation,
+)
 
 from .browser_helpers import free_port
 from .cluster_helpers import recorded_cluster
@@ -44,14 +50,23 @@ def team(tmp_path_factory):
     """A team server on its own database, and tokens: ann and bob of team-a, eve of team-b."""
     db = "sqlite:///" + str(tmp_path_factory.mktemp("team") / "team.db")
     with ServerThread({"store_url": db}) as server:
-        server.ann, server.bob, server.eve = (server.token("team-a", "ann"), server.token("team-a", "bob"),
-                                              server.token("team-b", "eve"))
+        server.ann, server.bob, server.eve = (
+            server.token("team-a", "ann"),
+            server.token("team-a", "bob"),
+            server.token("team-b", "eve"),
+        )
         yield server
 
 
 def configured(server_url: str | None, token: str | None):
-    return dask.config.set({"analytics.reports.server": server_url, "analytics.token": token,
-                            "analytics.account": "team-a", "analytics.user": "ann"})
+    return dask.config.set(
+        {
+            "analytics.reports.server": server_url,
+            "analytics.token": token,
+            "analytics.account": "team-a",
+            "analytics.user": "ann",
+        }
+    )
 
 
 def test_share_uploads_to_the_team_server_and_a_teammate_opens_it(computation, team):
@@ -59,7 +74,12 @@ def test_share_uploads_to_the_team_server_and_a_teammate_opens_it(computation, t
     with configured(team.url, team.ann):
         row = share_computation(cid, store=store, private=True)
     assert row["url"] == f"{team.url}/reports/{row['id']}"
-    assert row["server"] == team.url and row["private"] is True and row["local"] is False and row["hint"] is None
+    assert (
+        row["server"] == team.url
+        and row["private"] is True
+        and row["local"] is False
+        and row["hint"] is None
+    )
     # Private: bob (team-a) opens it; eve (team-b) learns nothing; nobody without a token.
     status, page, _ = request(row["url"], token=team.bob)
     assert status == 200 and "Dask performance report" in page and cid in page
@@ -109,7 +129,10 @@ def test_without_a_team_server_the_link_says_who_opens_it(computation):
 
 def test_a_team_server_that_is_not_a_url_is_named(computation):
     store, cid = computation
-    with configured("/tmp/not-a-server.db", "x"), pytest.raises(ShareError, match="analytics.reports.server"):
+    with (
+        configured("/tmp/not-a-server.db", "x"),
+        pytest.raises(ShareError, match="analytics.reports.server"),
+    ):
         share_computation(cid, store=store)
 
 
@@ -117,8 +140,12 @@ def test_download_is_the_report_page_as_one_file(computation):
     store, cid = computation
     filename, page = report_file(cid, store=store)
     assert filename.startswith("dask-report-") and filename.endswith(".html")
-    assert page.startswith("<!doctype html>") and "DaskAnalyticsReport.render" in page and cid in page
-    assert "<script src=" not in page and "<link " not in page  # nothing to fetch: it opens anywhere
+    assert (
+        page.startswith("<!doctype html>") and "DaskAnalyticsReport.render" in page and cid in page
+    )
+    assert (
+        "<script src=" not in page and "<link " not in page
+    )  # nothing to fetch: it opens anywhere
 
 
 def test_the_widget_shares_privately_and_reports_errors(computation, team):
@@ -127,7 +154,9 @@ def test_the_widget_shares_privately_and_reports_errors(computation, team):
     store, cid = computation
     w = ShareButton(cid, store=store)
     sent: list[tuple[dict, list]] = []
-    w.send = lambda content, buffers=None: sent.append((content, buffers or []))  # the comm, in a kernel
+    w.send = lambda content, buffers=None: sent.append(
+        (content, buffers or [])
+    )  # the comm, in a kernel
     try:
         with configured(team.url, team.ann):
             w.share_report(private=True, wait=True)
@@ -136,7 +165,9 @@ def test_the_widget_shares_privately_and_reports_errors(computation, team):
         assert request(w.share["url"], token=team.bob)[0] == 200
         with configured(team.url, "dal_0123456789abcdef_wrong"):
             w.share_report(wait=True)
-        assert w.share["state"] == "error" and "refused analytics.token" in w.share["message"], w.share
+        assert w.share["state"] == "error" and "refused analytics.token" in w.share["message"], (
+            w.share
+        )
         assert "dask-analytics token create" in w.share["message"]
 
         w.download_report(wait=True)

@@ -6,13 +6,14 @@ The outages here are driven through a real Shipper with a sink that refuses writ
 what the plugin's own samplers make for 200 workers over 10 minutes of cluster time:
 no test waits out an outage.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Iterator
 
 import dask
 import pytest
@@ -91,7 +92,9 @@ class _Worker:
         self.host = f"10.0.{i // 250}.{i % 250 + 1}"
         self.nthreads = 4
         self.memory_limit = 16 * 2**30
-        self.memory = SimpleNamespace(managed=2**30, unmanaged=2**28, spilled=0, process=2**30 + 2**28)
+        self.memory = SimpleNamespace(
+            managed=2**30, unmanaged=2**28, spilled=0, process=2**30 + 2**28
+        )
         self.metrics = {"cpu": 87.5}
         self.processing: set = set()
 
@@ -113,7 +116,9 @@ def cluster_time(shipper: Shipper, n_workers: int, minutes: float) -> Iterator[d
         for w in workers.values():
             w.memory.unmanaged = 2**28 + step % 64 * 2**20
             w.memory.process = w.memory.managed + w.memory.unmanaged
-        yield c.msg("cluster_sample", cluster_sampler.sample(scheduler, now, shipper.dropped), time=now)
+        yield c.msg(
+            "cluster_sample", cluster_sampler.sample(scheduler, now, shipper.dropped), time=now
+        )
         sample = worker_sampler.sample(workers, now)
         if sample is not None:
             yield c.msg("worker_samples", sample, time=now)
@@ -124,8 +129,18 @@ def cluster_time(shipper: Shipper, n_workers: int, minutes: float) -> Iterator[d
             yield c.computation(cid, state="running", groups=groups, start=now)
         elif second == 20:
             yield c.computation(cid, state="finished", groups=groups, start=now - 20, stop=now)
-            rows = [{"worker": address, "thread": 1, "prefix": "ones", "task_group": f"ones-{k}-0",
-                     "state": "memory", "start": now - 1, "stop": now - 0.5} for address in list(workers)[:100]]
+            rows = [
+                {
+                    "worker": address,
+                    "thread": 1,
+                    "prefix": "ones",
+                    "task_group": f"ones-{k}-0",
+                    "state": "memory",
+                    "start": now - 1,
+                    "stop": now - 0.5,
+                }
+                for address in list(workers)[:100]
+            ]
             yield c.tasks(cid, rows)
             if k % 2:
                 yield c.exception(cid, f"ones-{k}-0", h=f"e{k}", count=3)
@@ -166,7 +181,7 @@ def test_a_ten_minute_outage_of_200_workers_stays_under_the_bound():
     for k in ("worker_samples", "cluster_sample"):
         kept = [m.seq for m in sink.written if kind(m) == k]
         of_kind = [m["seq"] for m in fed if m["kind"] == k]
-        assert kept and kept == of_kind[len(of_kind) - len(kept):], k
+        assert kept and kept == of_kind[len(of_kind) - len(kept) :], k
     # The last cluster sample written carries the count of what went.
     last_sample = [m for m in sink.written if kind(m) == "cluster_sample"][-1]
     assert 0 < last_sample.data.dropped_messages <= shipper.dropped
@@ -226,7 +241,7 @@ def test_samples_go_first_then_details_then_the_oldest_record(caplog):
     for k in ("worker_samples", "task_stream", "computation"):
         kept = [m.seq for m in sink.written if kind(m) == k]
         of_kind = [m["seq"] for m in fed if m["kind"] == k]
-        assert kept == of_kind[len(of_kind) - len(kept):], k
+        assert kept == of_kind[len(of_kind) - len(kept) :], k
     warnings = [r.getMessage() for r in caplog.records if "buffer is full" in r.getMessage()]
     assert len(warnings) == 3, warnings
     assert "samples first" in warnings[0] and "analytics.buffer.max-bytes" in warnings[0]
@@ -283,9 +298,16 @@ def test_free_form_messages_are_measured_on_the_writer_thread():
         big = c.event("mine", {"values": list(range(100_000))})
         assert estimate("event", big["data"])[0] < 100_000  # the first figure
         shipper.put(big)
-        wait_for(lambda: shipper.buffered_bytes > measure(big), what="the writer to measure the event")
-        shipper.put(c.event("mine", {"values": list(range(500_000))}))  # ~18 MB: over the bound alone
-        wait_for(lambda: shipper.drop_counts() == {"event": 1}, what="the writer to drop the oversized event")
+        wait_for(
+            lambda: shipper.buffered_bytes > measure(big), what="the writer to measure the event"
+        )
+        shipper.put(
+            c.event("mine", {"values": list(range(500_000))})
+        )  # ~18 MB: over the bound alone
+        wait_for(
+            lambda: shipper.drop_counts() == {"event": 1},
+            what="the writer to drop the oversized event",
+        )
         assert shipper.pending == 2 and shipper.buffered_bytes <= 4 << 20
     finally:
         shipper.close(timeout=0.1)
@@ -298,8 +320,13 @@ def test_size_estimates_follow_real_messages(sqlite_url):
     from distributed import wait
 
     seen: list[dict] = []
-    with recorded_cluster(sqlite_url, config={"analytics.workers.interval": "100ms",
-                                              "analytics.events.allow": ["mine", "worker-joined"]}) as (client, _):
+    with recorded_cluster(
+        sqlite_url,
+        config={
+            "analytics.workers.interval": "100ms",
+            "analytics.events.allow": ["mine", "worker-joined"],
+        },
+    ) as (client, _):
         shipper = client.cluster.scheduler.plugins[PLUGIN_NAME]._shipper
         put = shipper.put
 
@@ -322,7 +349,14 @@ def test_size_estimates_follow_real_messages(sqlite_url):
             # up to ~2x under the per-row figure, which is set for rows that share nothing.
             # Over is safe (the buffer drops early); under would break the bound.
             assert 0.8 <= size / measure(message) <= 2.0, (message["kind"], size, measure(message))
-    assert {"worker_samples", "cluster_sample", "computation", "task_stream", "metrics", "exception"} <= kinds
+    assert {
+        "worker_samples",
+        "cluster_sample",
+        "computation",
+        "task_stream",
+        "metrics",
+        "exception",
+    } <= kinds
 
 
 def test_max_bytes_setting():
@@ -332,7 +366,10 @@ def test_max_bytes_setting():
     with dask.config.set({"analytics.buffer.max-bytes": 10_000_000}):
         assert config.resolve()["buffer_max_bytes"] == 10_000_000
     for bad in ("lots", "MB", "", -1, 0, True, None, [64]):
-        with dask.config.set({"analytics.buffer.max-bytes": bad}), pytest.raises(dal.ConfigError) as err:
+        with (
+            dask.config.set({"analytics.buffer.max-bytes": bad}),
+            pytest.raises(dal.ConfigError) as err,
+        ):
             config.resolve()
         text = str(err.value)
         assert "analytics.buffer.max-bytes" in text and "a positive size such as '64 MiB'" in text

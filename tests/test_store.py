@@ -2,6 +2,7 @@
 
 Each test runs on SQLite and on a real PostgreSQL (the `store_url` fixture).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -22,21 +23,41 @@ def test_every_kind_round_trips(store):
     c = Cluster(account="acme")
     t = tree("main", "compute", "spin", count=5)
     msgs = [
-        c.cluster(), c.sample(), c.code("h1", "df.groupby('k').v.sum().compute()"),
-        c.computation("comp-1", code=["h1", "h-never-sent"],
-                      groups=[group("ones"), group("sum-aggregate", dependencies=["ones"])]),
-        c.exception("comp-1", "ones", count=7), c.event(msg={"nested": [1, {"a": None}]}),
-        c.profile("comp-1", t), c.profile(None, tree("idle", count=2)), c.gpu(n=3),
-        c.metrics("comp-1"), c.workers(2), c.tasks("comp-1"), c.stop(),
+        c.cluster(),
+        c.sample(),
+        c.code("h1", "df.groupby('k').v.sum().compute()"),
+        c.computation(
+            "comp-1",
+            code=["h1", "h-never-sent"],
+            groups=[group("ones"), group("sum-aggregate", dependencies=["ones"])],
+        ),
+        c.exception("comp-1", "ones", count=7),
+        c.event(msg={"nested": [1, {"a": None}]}),
+        c.profile("comp-1", t),
+        c.profile(None, tree("idle", count=2)),
+        c.gpu(n=3),
+        c.metrics("comp-1"),
+        c.workers(2),
+        c.tasks("comp-1"),
+        c.stop(),
     ]
     assert store.ingest(msgs) == len(msgs)
 
     cl = store.get_cluster(c.id)
-    assert (cl["name"], cl["user"], cl["account"], cl["address"]) == ("LocalCluster-1", "ann", "acme", "tcp://127.0.0.1:8786")
+    assert (cl["name"], cl["user"], cl["account"], cl["address"]) == (
+        "LocalCluster-1",
+        "ann",
+        "acme",
+        "tcp://127.0.0.1:8786",
+    )
     assert cl["versions"]["distributed"] == "2026.8.0" and cl["platform"]["os"] == "Linux"
     assert cl["settings"]["events_allow"] == ["worker-fail-hard"]
-    assert cl["n_workers"] == 2 and cl["memory_total"] == 2**34 and cl["cost"] == pytest.approx(0.0003)
-    assert cl["stopped"] is not None and cl["stop_reason"] == "closed" and cl["idle_shutdown"] is False
+    assert (
+        cl["n_workers"] == 2 and cl["memory_total"] == 2**34 and cl["cost"] == pytest.approx(0.0003)
+    )
+    assert (
+        cl["stopped"] is not None and cl["stop_reason"] == "closed" and cl["idle_shutdown"] is False
+    )
     assert cl["last_seen"] == msgs[-1]["time"] and cl["first_seen"] == msgs[0]["time"]
     assert store.list_clusters() == [cl]
 
@@ -51,8 +72,13 @@ def test_every_kind_round_trips(store):
     by_name = {g["name"]: g for g in full["groups"]}
     assert by_name["sum-aggregate"]["dependencies"] == ["ones"]
     assert by_name["ones"]["states"] == {"memory": 4} and by_name["ones"]["nbytes"] == 32000
-    assert full["code"][0] == {"hash": "h1", "text": "df.groupby('k').v.sum().compute()",
-                               "filename": "/home/ann/nb.py", "lineno_frame": 12, "lineno_relative": 3}
+    assert full["code"][0] == {
+        "hash": "h1",
+        "text": "df.groupby('k').v.sum().compute()",
+        "filename": "/home/ann/nb.py",
+        "lineno_frame": 12,
+        "lineno_relative": 3,
+    }
     assert full["code"][1]["hash"] == "h-never-sent" and full["code"][1]["text"] is None
     assert store.list_task_groups("comp-1") == full["groups"]
 
@@ -70,14 +96,21 @@ def test_every_kind_round_trips(store):
 
     gpu = store.list_gpu_metrics(cluster_id=c.id)
     assert len(gpu) == 6 and [r["time"] for r in gpu] == sorted(r["time"] for r in gpu)
-    assert {(r["host"], r["gpu_uuid"]) for r in gpu} == {("gpu-host-1", "GPU-0"), ("gpu-host-1", "GPU-1")}
+    assert {(r["host"], r["gpu_uuid"]) for r in gpu} == {
+        ("gpu-host-1", "GPU-0"),
+        ("gpu-host-1", "GPU-1"),
+    }
     assert gpu[0]["task_groups"] == ["train-step"] and gpu[0]["mem_total"] == 80 * 2**30
     assert len(store.list_gpu_metrics(monitor_id="m1", worker="tcp://10.0.0.5:4000")) == 6
     assert store.list_gpu_metrics(monitor_id="other") == []
 
     metrics = {(m["prefix"], m["context"], m["activity"]): m["value"] for m in full["metrics"]}
-    assert metrics == {("ones", "execute", "thread-cpu"): 4.0, ("ones", "execute", "thread-noncpu"): 0.1,
-                       ("sleepy", "execute", "thread-noncpu"): 3.0, (None, "gather-dep", "network"): 0.2}
+    assert metrics == {
+        ("ones", "execute", "thread-cpu"): 4.0,
+        ("ones", "execute", "thread-noncpu"): 0.1,
+        ("sleepy", "execute", "thread-noncpu"): 3.0,
+        (None, "gather-dep", "network"): 0.2,
+    }
     workers = store.list_worker_samples(c.id)
     assert [w["worker"] for w in workers] == ["tcp://10.0.0.1:4000", "tcp://10.0.0.2:4000"]
     assert workers[1]["managed"] == 2 * 2**30 and workers[1]["cpu"] == 95.0
@@ -87,22 +120,66 @@ def test_every_kind_round_trips(store):
     assert [r["start"] for r in stream] == sorted(r["start"] for r in stream)
 
     exported = store.export()
-    assert set(exported) == {"clusters", "cluster_samples", "computations", "task_groups", "code_snippets",
-                             "exceptions", "events", "profiles", "gpu_samples", "computation_metrics",
-                             "worker_samples", "task_stream"}
+    assert set(exported) == {
+        "clusters",
+        "cluster_samples",
+        "computations",
+        "task_groups",
+        "code_snippets",
+        "exceptions",
+        "events",
+        "profiles",
+        "gpu_samples",
+        "computation_metrics",
+        "worker_samples",
+        "task_stream",
+    }
     assert {k: len(v) for k, v in exported.items()} == {
-        "clusters": 1, "cluster_samples": 1, "computations": 1, "task_groups": 2, "code_snippets": 1,
-        "exceptions": 1, "events": 1, "profiles": 2, "gpu_samples": 6, "computation_metrics": 4,
-        "worker_samples": 2, "task_stream": 4}
+        "clusters": 1,
+        "cluster_samples": 1,
+        "computations": 1,
+        "task_groups": 2,
+        "code_snippets": 1,
+        "exceptions": 1,
+        "events": 1,
+        "profiles": 2,
+        "gpu_samples": 6,
+        "computation_metrics": 4,
+        "worker_samples": 2,
+        "task_stream": 4,
+    }
     assert {p["computation_id"] for p in exported["profiles"]} == {"comp-1", None}
 
 
 def test_a_computation_has_a_profile_per_task_prefix(store):
     c = Cluster()
-    store.ingest([c.cluster(), c.computation("a"),
-                  c.msg("profile", {"computation_id": "a", "prefix": "ones", "tree": tree("ones_fn", count=3), "count": 3}),
-                  c.msg("profile", {"computation_id": "a", "prefix": "sum", "tree": tree("sum_fn", count=2), "count": 2})])
-    assert set(store.get_profile(computation_id="a", prefix="ones")["children"]) == {"ones_fn;file.py;0"}
+    store.ingest(
+        [
+            c.cluster(),
+            c.computation("a"),
+            c.msg(
+                "profile",
+                {
+                    "computation_id": "a",
+                    "prefix": "ones",
+                    "tree": tree("ones_fn", count=3),
+                    "count": 3,
+                },
+            ),
+            c.msg(
+                "profile",
+                {
+                    "computation_id": "a",
+                    "prefix": "sum",
+                    "tree": tree("sum_fn", count=2),
+                    "count": 2,
+                },
+            ),
+        ]
+    )
+    assert set(store.get_profile(computation_id="a", prefix="ones")["children"]) == {
+        "ones_fn;file.py;0"
+    }
     assert store.get_profile(computation_id="a", prefix="sum")["count"] == 2
     both = store.get_profile(computation_id="a")
     assert both["count"] == 5 and set(both["children"]) == {"ones_fn;file.py;0", "sum_fn;file.py;0"}
@@ -113,8 +190,17 @@ def test_a_computation_has_a_profile_per_task_prefix(store):
 def test_a_binned_task_stream_replaces_the_tasks_kept_before(store):
     c = Cluster()
     t = c.t
-    bins = [{"worker": "tcp://10.0.0.1:4000", "prefix": "ones", "start": t, "stop": t + 1, "n_tasks": 900,
-             "busy": 0.9, "binned": True}]
+    bins = [
+        {
+            "worker": "tcp://10.0.0.1:4000",
+            "prefix": "ones",
+            "start": t,
+            "stop": t + 1,
+            "n_tasks": 900,
+            "busy": 0.9,
+            "binned": True,
+        }
+    ]
     store.ingest([c.cluster(), c.computation("a"), c.tasks("a"), c.tasks("a"), c.tasks("b")])
     assert len(store.list_task_stream("a")) == 8
     # In one batch: the tasks before the replace go, the ones after it stay.
@@ -127,7 +213,9 @@ def test_rows_are_json_able(store):
     import json
 
     c = Cluster()
-    store.ingest([c.cluster(), c.computation("a"), c.exception(None, None), c.profile(None, tree("f"))])
+    store.ingest(
+        [c.cluster(), c.computation("a"), c.exception(None, None), c.profile(None, tree("f"))]
+    )
     json.dumps(store.export(), allow_nan=False)
     json.dumps(store.get_computation("a"), allow_nan=False)
 
@@ -168,7 +256,9 @@ def test_stub_cluster_then_cluster_message_fills_it(store):
 
 def test_later_messages_replace_and_older_ones_do_not(store):
     c = Cluster()
-    running = c.computation("comp", state="running", groups=[group("ones", n_tasks=16, states={"processing": 16})])
+    running = c.computation(
+        "comp", state="running", groups=[group("ones", n_tasks=16, states={"processing": 16})]
+    )
     finished = c.computation("comp", state="finished", groups=[group("ones", n_tasks=16)])
     more = c.computation("comp", state="finished", groups=[group("sum", n_tasks=1)])
     exc1 = c.exception("comp", "ones", count=1)
@@ -191,9 +281,16 @@ def test_later_messages_replace_and_older_ones_do_not(store):
 
 def test_one_batch_with_several_versions_keeps_the_latest(store):
     c = Cluster()
-    msgs = [c.computation("comp", state="running"), c.computation("comp", state="finished"),
-            c.profile("comp", tree("a", count=1)), c.profile("comp", tree("b", count=2)),
-            c.sample(n_workers=1), c.sample(n_workers=3), c.code("h", "one"), c.code("h", "one")]
+    msgs = [
+        c.computation("comp", state="running"),
+        c.computation("comp", state="finished"),
+        c.profile("comp", tree("a", count=1)),
+        c.profile("comp", tree("b", count=2)),
+        c.sample(n_workers=1),
+        c.sample(n_workers=3),
+        c.code("h", "one"),
+        c.code("h", "one"),
+    ]
     assert store.ingest(msgs) == len(msgs)
     assert store.get_computation("comp")["state"] == "finished"
     assert store.get_profile(computation_id="comp")["count"] == 2
@@ -203,7 +300,9 @@ def test_one_batch_with_several_versions_keeps_the_latest(store):
 def test_code_snippet_stored_once_across_computations(store):
     c = Cluster()
     cell = "\n".join(f"line {i}" for i in range(2000))
-    msgs = [c.code("cell-hash", cell)] + [c.computation(f"comp-{i}", code=["cell-hash"]) for i in range(5)]
+    msgs = [c.code("cell-hash", cell)] + [
+        c.computation(f"comp-{i}", code=["cell-hash"]) for i in range(5)
+    ]
     msgs.append(c.code("cell-hash", cell))
     store.ingest(msgs)
     assert len(store.export()["code_snippets"]) == 1
@@ -214,8 +313,13 @@ def test_code_is_scoped_by_account(store):
     """Another account that names a snippet's hash in its own computation learns nothing:
     the hash is no oracle for code it did not send."""
     ann, eve = Cluster(account="acme"), Cluster(account="evil")
-    store.ingest([ann.cluster(), ann.code("secret-hash", "password = 'hunter2'"),
-                  ann.computation("ann-comp", code=["secret-hash"])])
+    store.ingest(
+        [
+            ann.cluster(),
+            ann.code("secret-hash", "password = 'hunter2'"),
+            ann.computation("ann-comp", code=["secret-hash"]),
+        ]
+    )
     store.ingest([eve.cluster(), eve.computation("eve-comp", code=["secret-hash"])])
     assert store.get_computation("ann-comp")["code"][0]["text"] == "password = 'hunter2'"
     (probe,) = store.get_computation("eve-comp")["code"]
@@ -238,18 +342,29 @@ def test_upgrade_gives_each_account_its_own_copy_of_the_code_it_used(store_url):
 
     ann, bob = Cluster(account="acme"), Cluster(account="beta")
     with open_store(store_url) as st:
-        st.ingest([ann.cluster(), bob.cluster(), ann.computation("a", code=["h1"]),
-                   bob.computation("b", code=["h1", "h2"])])
+        st.ingest(
+            [
+                ann.cluster(),
+                bob.cluster(),
+                ann.computation("a", code=["h1"]),
+                bob.computation("b", code=["h1", "h2"]),
+            ]
+        )
     engine = make_engine(store_url)
     with engine.begin() as conn:
         command.downgrade(alembic_config(conn), "0003")
-        conn.exec_driver_sql("INSERT INTO code_snippets (hash, text) VALUES ('h1', 'one'), ('h2', 'two')")
+        conn.exec_driver_sql(
+            "INSERT INTO code_snippets (hash, text) VALUES ('h1', 'one'), ('h2', 'two')"
+        )
     engine.dispose()
     with open_store(store_url) as st:
         assert [c["text"] for c in st.get_computation("a")["code"]] == ["one"]
         assert [c["text"] for c in st.get_computation("b")["code"]] == ["one", "two"]
         assert sorted((r["account"], r["hash"]) for r in st.export()["code_snippets"]) == [
-            ("acme", "h1"), ("beta", "h1"), ("beta", "h2")]
+            ("acme", "h1"),
+            ("beta", "h1"),
+            ("beta", "h2"),
+        ]
 
 
 def test_orders_and_limits(store):
@@ -283,8 +398,18 @@ def test_events_by_topic(store):
 def test_account_filtering(store):
     a, b = Cluster(account="team-a"), Cluster(account="team-b")
     for c, comp in ((a, "comp-a"), (b, "comp-b")):
-        store.ingest([c.cluster(), c.sample(), c.code(f"h-{comp}"), c.computation(comp, code=[f"h-{comp}"]),
-                      c.exception(comp, "ones"), c.event(), c.profile(comp, tree("f")), c.gpu()])
+        store.ingest(
+            [
+                c.cluster(),
+                c.sample(),
+                c.code(f"h-{comp}"),
+                c.computation(comp, code=[f"h-{comp}"]),
+                c.exception(comp, "ones"),
+                c.event(),
+                c.profile(comp, tree("f")),
+                c.gpu(),
+            ]
+        )
 
     def ids(rows, key="cluster_id"):
         return {r[key] for r in rows}
@@ -297,7 +422,12 @@ def test_account_filtering(store):
     assert ids(store.list_gpu_metrics(account="team-b")) == {b.id}
     assert store.list_clusters(account="nobody") == []
     exported = store.export(account="team-a")
-    assert all(r["cluster_id"] == a.id for t, rows in exported.items() if t != "code_snippets" for r in rows)
+    assert all(
+        r["cluster_id"] == a.id
+        for t, rows in exported.items()
+        if t != "code_snippets"
+        for r in rows
+    )
     assert [s["hash"] for s in exported["code_snippets"]] == ["h-comp-a"]
 
     # an id of another account is NotFound, exactly like an unknown one
@@ -336,7 +466,9 @@ def test_computation_id_of_another_cluster_is_not_overwritten(store):
 
 
 def test_not_found_messages(store):
-    with pytest.raises(NotFound, match=r"^unknown cluster id 'nope'; dask-analytics clusters lists the known ones$"):
+    with pytest.raises(
+        NotFound, match=r"^unknown cluster id 'nope'; dask-analytics clusters lists the known ones$"
+    ):
         store.get_cluster("nope")
     with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
         store.list_computations(cluster_id="nope")
@@ -350,7 +482,10 @@ def test_not_found_messages(store):
         store.get_profile(cluster_id="nope")
     with pytest.raises(NotFound, match="unknown cluster id 'nope'"):
         store.list_gpu_metrics(cluster_id="nope")
-    with pytest.raises(NotFound, match=r"^unknown computation id 'x'; dask-analytics computations lists the known ones$"):
+    with pytest.raises(
+        NotFound,
+        match=r"^unknown computation id 'x'; dask-analytics computations lists the known ones$",
+    ):
         store.get_computation("x")
     with pytest.raises(NotFound, match="unknown computation id 'x'"):
         store.list_task_groups("x")
@@ -362,8 +497,12 @@ def test_not_found_messages(store):
 def test_empty_profile(store):
     c = Cluster()
     store.ingest([c.cluster(), c.computation("comp")])
-    empty = {"count": 0, "identifier": "root", "children": {},
-             "description": {"filename": "", "name": "", "line_number": 0, "line": ""}}
+    empty = {
+        "count": 0,
+        "identifier": "root",
+        "children": {},
+        "description": {"filename": "", "name": "", "line_number": 0, "line": ""},
+    }
     assert store.get_profile(computation_id="comp") == empty
     assert store.get_profile(cluster_id=c.id) == empty
     with pytest.raises(TypeError):
@@ -372,7 +511,11 @@ def test_empty_profile(store):
 
 def test_empty_store_reads(store):
     assert store.list_clusters() == [] and store.list_computations() == []
-    assert store.list_exceptions() == [] and store.list_events() == [] and store.list_gpu_metrics() == []
+    assert (
+        store.list_exceptions() == []
+        and store.list_events() == []
+        and store.list_gpu_metrics() == []
+    )
     assert all(rows == [] for rows in store.export().values())
 
 
@@ -395,22 +538,45 @@ def test_lost_after_n_silent_heartbeats():
     life = queries.lifecycle
     assert HEARTBEAT * LOST_AFTER_HEARTBEATS == 15.0
     assert life(None, T0 + 100, T0, T0 + 115, HEARTBEAT)["status"] == "live"
-    assert life(None, T0 + 100, T0, T0 + 115.5, HEARTBEAT) == {"status": "lost", "ended": T0 + 100, "duration": 100}
+    assert life(None, T0 + 100, T0, T0 + 115.5, HEARTBEAT) == {
+        "status": "lost",
+        "ended": T0 + 100,
+        "duration": 100,
+    }
     # ... and one recorded before heartbeats (a sample at least every 30 s) after 90 s.
     assert LOST_AFTER == 90.0
-    assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER) == {"status": "live", "ended": None,
-                                                                 "duration": 100 + LOST_AFTER}
-    assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER + 0.5) == {"status": "lost", "ended": T0 + 100,
-                                                                       "duration": 100}
-    assert life(T0 + 50, T0 + 60, T0, T0 + 10**6) == {"status": "stopped", "ended": T0 + 50, "duration": 50}
+    assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER) == {
+        "status": "live",
+        "ended": None,
+        "duration": 100 + LOST_AFTER,
+    }
+    assert life(None, T0 + 100, T0, T0 + 100 + LOST_AFTER + 0.5) == {
+        "status": "lost",
+        "ended": T0 + 100,
+        "duration": 100,
+    }
+    assert life(T0 + 50, T0 + 60, T0, T0 + 10**6) == {
+        "status": "stopped",
+        "ended": T0 + 50,
+        "duration": 50,
+    }
     # a clock behind the scheduler's never makes a negative duration
     assert life(None, T0 + 5, T0, T0 - 5)["duration"] == 0.0
 
 
 def test_live_stopped_and_lost_clusters(store):
     live, lost, stopped = Cluster(), Cluster(), Cluster()
-    store.ingest([live.cluster(), live.sample(), lost.cluster(), lost.sample(),
-                  stopped.cluster(), stopped.sample(), stopped.stop()])
+    store.ingest(
+        [
+            live.cluster(),
+            live.sample(),
+            lost.cluster(),
+            lost.sample(),
+            stopped.cluster(),
+            stopped.sample(),
+            stopped.stop(),
+        ]
+    )
     seen = {c.id: store.get_cluster(c.id)["last_seen"] for c in (live, lost, stopped)}
     # `live` sends another heartbeat much later; `lost` never again
     later = T0 + 600
@@ -431,7 +597,9 @@ def test_live_stopped_and_lost_clusters(store):
 
     # the same cluster at different times: live while it heartbeats, lost after N silent ones
     assert read(store, "get_cluster", lost.id, now=seen[lost.id] + LOST_AFTER)["status"] == "live"
-    assert read(store, "get_cluster", lost.id, now=seen[lost.id] + LOST_AFTER + 1)["status"] == "lost"
+    assert (
+        read(store, "get_cluster", lost.id, now=seen[lost.id] + LOST_AFTER + 1)["status"] == "lost"
+    )
     # ... and a lost cluster that speaks again is live again
     store.ingest([lost.sample(at=now)])
     assert read(store, "get_cluster", lost.id, now=now + 1)["status"] == "live"
@@ -441,16 +609,28 @@ def test_a_cluster_that_promised_heartbeats_is_lost_after_three_silent_ones(stor
     """A scheduler of this release says it sends a heartbeat every HEARTBEAT seconds: three
     silent ones and it is lost, in Python and in the SQL state filter alike."""
     beating, legacy = Cluster(), Cluster()
-    store.ingest([beating.cluster(heartbeat=HEARTBEAT), beating.sample(at=T0 + 10),
-                  legacy.cluster(), legacy.sample(at=T0 + 10)])
+    store.ingest(
+        [
+            beating.cluster(heartbeat=HEARTBEAT),
+            beating.sample(at=T0 + 10),
+            legacy.cluster(),
+            legacy.sample(at=T0 + 10),
+        ]
+    )
     quiet = T0 + 10 + HEARTBEAT * LOST_AFTER_HEARTBEATS
-    for now, beating_state, legacy_state in [(quiet, "live", "live"), (quiet + 1, "lost", "live"),
-                                             (T0 + 10 + LOST_AFTER + 1, "lost", "lost")]:
+    for now, beating_state, legacy_state in [
+        (quiet, "live", "live"),
+        (quiet + 1, "lost", "live"),
+        (T0 + 10 + LOST_AFTER + 1, "lost", "lost"),
+    ]:
         assert read(store, "get_cluster", beating.id, now=now)["status"] == beating_state
         assert read(store, "get_cluster", legacy.id, now=now)["status"] == legacy_state
         for state in ("live", "lost"):
             ids = {r["cluster_id"] for r in read(store, "list_clusters", state=state, now=now)}
-            assert (beating.id in ids, legacy.id in ids) == (beating_state == state, legacy_state == state)
+            assert (beating.id in ids, legacy.id in ids) == (
+                beating_state == state,
+                legacy_state == state,
+            )
 
 
 def test_the_store_and_its_readers_use_the_rule(store, monkeypatch):
@@ -458,19 +638,31 @@ def test_the_store_and_its_readers_use_the_rule(store, monkeypatch):
     c = Cluster()
     store.ingest([c.cluster(), c.sample()])
     last = store.get_cluster(c.id)["last_seen"]
-    monkeypatch.setattr(queries, "time", type("Clock", (), {"time": staticmethod(lambda: last + 1)}))
+    monkeypatch.setattr(
+        queries, "time", type("Clock", (), {"time": staticmethod(lambda: last + 1)})
+    )
     assert store.get_cluster(c.id)["status"] == "live"
     assert store.list_clusters()[0]["status"] == "live"
-    monkeypatch.setattr(queries, "time", type("Clock", (), {"time": staticmethod(lambda: last + 1000)}))
+    monkeypatch.setattr(
+        queries, "time", type("Clock", (), {"time": staticmethod(lambda: last + 1000)})
+    )
     assert store.get_cluster(c.id)["status"] == "lost"
 
 
 def test_running_computations_of_an_ended_cluster_read_lost(store):
     live, lost, stopped = Cluster(), Cluster(), Cluster()
-    store.ingest([live.cluster(), live.computation("live-run", state="running"),
-                  lost.cluster(), lost.computation("lost-run", state="running"),
-                  lost.computation("lost-done", state="finished"),
-                  stopped.cluster(), stopped.computation("stopped-run", state="running"), stopped.stop()])
+    store.ingest(
+        [
+            live.cluster(),
+            live.computation("live-run", state="running"),
+            lost.cluster(),
+            lost.computation("lost-run", state="running"),
+            lost.computation("lost-done", state="finished"),
+            stopped.cluster(),
+            stopped.computation("stopped-run", state="running"),
+            stopped.stop(),
+        ]
+    )
     last_live = store.get_cluster(live.id)["last_seen"]
     store.ingest([live.sample(at=last_live + 500)])
     now = last_live + 500 + LOST_AFTER / 2
@@ -487,7 +679,9 @@ def test_running_computations_of_an_ended_cluster_read_lost(store):
         assert (full["state"], full["stop"]) == (row["state"], row["stop"])
     # by cluster, and limit-first: a page of one still reads right
     (one,) = read(store, "list_computations", cluster_id=lost.id, limit=1, now=now)
-    assert one["state"] in ("lost", "finished") and (one["state"] == "lost") == (one["computation_id"] == "lost-run")
+    assert one["state"] in ("lost", "finished") and (one["state"] == "lost") == (
+        one["computation_id"] == "lost-run"
+    )
     (page,) = read(store, "list_computations", cluster_id=stopped.id, limit=1, now=now)
     assert page["state"] == "lost"
     # before the cluster went quiet, the same computation was running
@@ -496,10 +690,16 @@ def test_running_computations_of_an_ended_cluster_read_lost(store):
 
 def test_peaks_survive_a_stop(store):
     c = Cluster()
-    store.ingest([c.cluster(), c.sample(n_workers=1, n_threads=2, memory_total=2**30),
-                  c.sample(n_workers=4, n_threads=8, memory_total=2**32),
-                  c.sample(n_workers=2, n_threads=4, memory_total=2**31),
-                  c.sample(n_workers=0, n_threads=0, memory_total=0, memory_used=0), c.stop()])
+    store.ingest(
+        [
+            c.cluster(),
+            c.sample(n_workers=1, n_threads=2, memory_total=2**30),
+            c.sample(n_workers=4, n_threads=8, memory_total=2**32),
+            c.sample(n_workers=2, n_threads=4, memory_total=2**31),
+            c.sample(n_workers=0, n_threads=0, memory_total=0, memory_used=0),
+            c.stop(),
+        ]
+    )
     row = store.get_cluster(c.id)
     assert row["status"] == "stopped"
     assert (row["n_workers"], row["n_threads"], row["memory_total"]) == (0, 0, 0)
@@ -512,14 +712,26 @@ def test_each_computation_reads_its_own_code_line(store):
     says which line made it."""
     c = Cluster()
     cell = "import dask.array as da\nx = da.ones(10)\nx.sum().compute()\nx.mean().compute()\n"
-    store.ingest([
-        c.code("cell", cell),  # its own lineno_* are the first sender's: 12 / 3
-        c.computation("first", code=["cell"], frames=[{"hash": "cell", "lineno_frame": 3, "lineno_relative": 3}],
-                      code_line="x.sum().compute()", label="ones → sum"),
-        c.computation("second", code=["cell"], frames=[{"hash": "cell", "lineno_frame": 4, "lineno_relative": 4}],
-                      code_line="x.mean().compute()", label="ones → mean"),
-        c.computation("old", code=["cell"], frames=None, code_line=None, label=None),
-    ])
+    store.ingest(
+        [
+            c.code("cell", cell),  # its own lineno_* are the first sender's: 12 / 3
+            c.computation(
+                "first",
+                code=["cell"],
+                frames=[{"hash": "cell", "lineno_frame": 3, "lineno_relative": 3}],
+                code_line="x.sum().compute()",
+                label="ones → sum",
+            ),
+            c.computation(
+                "second",
+                code=["cell"],
+                frames=[{"hash": "cell", "lineno_frame": 4, "lineno_relative": 4}],
+                code_line="x.mean().compute()",
+                label="ones → mean",
+            ),
+            c.computation("old", code=["cell"], frames=None, code_line=None, label=None),
+        ]
+    )
     assert len(store.export()["code_snippets"]) == 1
     first, second, old = (store.get_computation(x) for x in ("first", "second", "old"))
     assert [(s["lineno_frame"], s["lineno_relative"]) for s in first["code"]] == [(3, 3)]
@@ -530,7 +742,10 @@ def test_each_computation_reads_its_own_code_line(store):
     # recorded before code_frames: the snippet's own line numbers
     assert [(s["lineno_frame"], s["lineno_relative"]) for s in old["code"]] == [(12, 3)]
     rows = {r["computation_id"]: r for r in store.list_computations()}
-    assert (rows["second"]["label"], rows["second"]["code_line"]) == ("ones → mean", "x.mean().compute()")
+    assert (rows["second"]["label"], rows["second"]["code_line"]) == (
+        "ones → mean",
+        "x.mean().compute()",
+    )
     assert rows["old"]["label"] is None
 
 
@@ -538,22 +753,52 @@ def test_one_snippet_for_several_frames(store):
     """With nframes > 1 one snippet may hold two frames of one computation (a function
     calling itself): each entry of "code" gets its own frame, in order."""
     c = Cluster()
-    store.ingest([c.code("f", "def f(n):\n    return f(n - 1)\n"), c.computation(
-        "rec", code=["f", "f"], frames=[{"hash": "f", "lineno_frame": 2, "lineno_relative": 2},
-                                        {"hash": "f", "lineno_frame": 1, "lineno_relative": 1}])])
+    store.ingest(
+        [
+            c.code("f", "def f(n):\n    return f(n - 1)\n"),
+            c.computation(
+                "rec",
+                code=["f", "f"],
+                frames=[
+                    {"hash": "f", "lineno_frame": 2, "lineno_relative": 2},
+                    {"hash": "f", "lineno_frame": 1, "lineno_relative": 1},
+                ],
+            ),
+        ]
+    )
     assert [s["lineno_frame"] for s in store.get_computation("rec")["code"]] == [2, 1]
 
 
 def test_counts_and_failures_read_back(store):
     c = Cluster()
-    store.ingest([c.cluster(), c.computation("bad", state="erred", groups=[
-        group("load", n_tasks=10, n_erred=3), group("sum", n_tasks=1, n_not_run=1)]),
-        c.exception("bad", "load", count=3, examples=["KeyError('k-1')", "KeyError('k-2')"],
-                    exc_type="KeyError", pattern="KeyError(<str>)")])
+    store.ingest(
+        [
+            c.cluster(),
+            c.computation(
+                "bad",
+                state="erred",
+                groups=[group("load", n_tasks=10, n_erred=3), group("sum", n_tasks=1, n_not_run=1)],
+            ),
+            c.exception(
+                "bad",
+                "load",
+                count=3,
+                examples=["KeyError('k-1')", "KeyError('k-2')"],
+                exc_type="KeyError",
+                pattern="KeyError(<str>)",
+            ),
+        ]
+    )
     (row,) = store.list_computations()
     assert (row["n_tasks"], row["n_done"], row["n_erred"], row["n_not_run"]) == (11, 7, 3, 1)
     groups = {g["name"]: g for g in store.get_computation("bad")["groups"]}
-    assert (groups["load"]["n_done"], groups["load"]["n_erred"], groups["sum"]["n_not_run"]) == (7, 3, 1)
+    assert (groups["load"]["n_done"], groups["load"]["n_erred"], groups["sum"]["n_not_run"]) == (
+        7,
+        3,
+        1,
+    )
     (exc,) = store.list_exceptions(computation_id="bad")
     assert (exc["exc_type"], exc["pattern"], exc["count"]) == ("KeyError", "KeyError(<str>)", 3)
-    assert exc["examples"] == ["KeyError('k-1')", "KeyError('k-2')"] and exc["workers"] == ["tcp://127.0.0.1:4001"]
+    assert exc["examples"] == ["KeyError('k-1')", "KeyError('k-2')"] and exc["workers"] == [
+        "tcp://127.0.0.1:4001"
+    ]

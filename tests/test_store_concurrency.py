@@ -3,6 +3,7 @@
 SQLite only takes several writer processes with BEGIN IMMEDIATE (engine.py); these
 tests fail with "database is locked" without it.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -26,8 +27,12 @@ def own_messages(worker: int) -> list[dict]:
     c = Cluster(cluster_id=f"own-{worker}", t0=1000.0 * worker)
     msgs = [c.cluster()]
     for i in range(40):
-        msgs += [c.computation(f"own-{worker}-{i}", groups=[group("a"), group("b"), group("c")]),
-                 c.event("t", {"i": i}), c.sample(n_workers=i), c.exception(f"own-{worker}-{i}", "a")]
+        msgs += [
+            c.computation(f"own-{worker}-{i}", groups=[group("a"), group("b"), group("c")]),
+            c.event("t", {"i": i}),
+            c.sample(n_workers=i),
+            c.exception(f"own-{worker}-{i}", "a"),
+        ]
         if i % 4 == 0:  # where the time went: 4 metric rows, 2 worker samples, 4 task rows
             msgs += [c.metrics(f"own-{worker}-{i}"), c.workers(2), c.tasks(f"own-{worker}-{i}")]
     return msgs
@@ -38,15 +43,18 @@ def shared_messages() -> list[dict]:
     c = Cluster(cluster_id="shared", t0=5000.0)
     msgs = [c.cluster()]
     for i in range(30):
-        msgs += [c.computation(f"shared-{i}", groups=[group("x"), group("y")]), c.event("s", {"i": i}),
-                 c.code(f"h{i % 3}")]
+        msgs += [
+            c.computation(f"shared-{i}", groups=[group("x"), group("y")]),
+            c.event("s", {"i": i}),
+            c.code(f"h{i % 3}"),
+        ]
         if i % 3 == 0:
             msgs += [c.metrics(f"shared-{i}"), c.workers(1), c.tasks(f"shared-{i}")]
     return msgs
 
 
 def batches(msgs: list[dict], size: int, seed: int) -> list[list[dict]]:
-    out = [msgs[i:i + size] for i in range(0, len(msgs), size)]
+    out = [msgs[i : i + size] for i in range(0, len(msgs), size)]
     random.Random(seed).shuffle(out)
     return out
 
@@ -84,7 +92,10 @@ def _writer(url: str, worker: int, barrier, results) -> None:
 @pytest.mark.timeout(240)
 def test_writer_processes_store_every_message_once(store_url):
     barrier, results = SPAWN.Barrier(N_WRITERS), SPAWN.Queue()
-    procs = [SPAWN.Process(target=_writer, args=(store_url, w, barrier, results)) for w in range(N_WRITERS)]
+    procs = [
+        SPAWN.Process(target=_writer, args=(store_url, w, barrier, results))
+        for w in range(N_WRITERS)
+    ]
     for p in procs:
         p.start()
     got = [results.get(timeout=200) for _ in procs]
@@ -98,11 +109,17 @@ def test_writer_processes_store_every_message_once(store_url):
     with open_store(store_url) as store:
         counts = {t: len(rows) for t, rows in store.export().items()}
         assert counts == {
-            "clusters": N_WRITERS + 1, "cluster_samples": N_WRITERS * 40,
-            "computations": N_WRITERS * 40 + 30, "task_groups": N_WRITERS * 120 + 60,
-            "code_snippets": 3, "exceptions": N_WRITERS * 40, "events": N_WRITERS * 40 + 30,
-            "profiles": 0, "gpu_samples": 0,
-            "computation_metrics": N_WRITERS * 40 + 40, "worker_samples": N_WRITERS * 20 + 10,
+            "clusters": N_WRITERS + 1,
+            "cluster_samples": N_WRITERS * 40,
+            "computations": N_WRITERS * 40 + 30,
+            "task_groups": N_WRITERS * 120 + 60,
+            "code_snippets": 3,
+            "exceptions": N_WRITERS * 40,
+            "events": N_WRITERS * 40 + 30,
+            "profiles": 0,
+            "gpu_samples": 0,
+            "computation_metrics": N_WRITERS * 40 + 40,
+            "worker_samples": N_WRITERS * 20 + 10,
             "task_stream": N_WRITERS * 40 + 40,
         }
         assert store.get_cluster("shared")["name"] == "LocalCluster-1"
@@ -141,7 +158,9 @@ def test_reader_process_while_writing(store_url):
         time.sleep(1.5)  # let the reader start reading
         for i in range(150):
             # groups come with their computation, in one transaction: never seen apart
-            store.ingest([c.computation(f"comp-{i}", groups=[group("a"), group("b"), group("c")]), c.event()])
+            store.ingest(
+                [c.computation(f"comp-{i}", groups=[group("a"), group("b"), group("c")]), c.event()]
+            )
         time.sleep(0.3)
         stop.set()
         reads, seen, problems = results.get(timeout=60)
@@ -156,7 +175,9 @@ def test_same_batch_concurrently_is_stored_once(store_url):
     try:
         for round_ in range(5):
             batch = [c.cluster()] if round_ == 0 else []
-            batch += [c.computation(f"comp-{round_}-{i}") for i in range(10)] + [c.event() for _ in range(10)]
+            batch += [c.computation(f"comp-{round_}-{i}") for i in range(10)] + [
+                c.event() for _ in range(10)
+            ]
             counts: list[int] = []
             start = threading.Barrier(len(stores))
 

@@ -3,6 +3,7 @@ and their number stays the same for the scheduler's life (distributed's
 test_file_descriptors_dont_leak counts a scheduler's descriptors around a worker that
 comes and goes).  The scheduler runs in this process, so /proc/self/fd is its table.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,9 @@ from dask_analytics_lab.collect.sinks import open_sink
 from .cluster_helpers import FAST
 from .waiting import wait_for
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)")
+pytestmark = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)"
+)
 
 
 def open_files(folder: Path) -> Counter:
@@ -43,9 +46,10 @@ def n_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-
 def cluster_message(seq: int) -> dict:
-    return messages.make("fd-test", seq, "event", time.time(), {"topic": "t", "time": time.time(), "msg": seq})
+    return messages.make(
+        "fd-test", seq, "event", time.time(), {"topic": "t", "time": time.time(), "msg": seq}
+    )
 
 
 def test_shipper_opens_the_store_before_anything_is_written(tmp_path):
@@ -54,7 +58,11 @@ def test_shipper_opens_the_store_before_anything_is_written(tmp_path):
     try:
         opened = open_files(tmp_path)
         # The database and its WAL files, once each: one connection, open already.
-        assert sorted(p.rsplit("/", 1)[1] for p in opened) == ["analytics.db", "analytics.db-shm", "analytics.db-wal"]
+        assert sorted(p.rsplit("/", 1)[1] for p in opened) == [
+            "analytics.db",
+            "analytics.db-shm",
+            "analytics.db-wal",
+        ]
         assert set(opened.values()) == {1}
         for i in range(1, 2001):  # several batches
             shipper.put(cluster_message(i))
@@ -94,8 +102,12 @@ def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path)
     store = str(folder / "analytics.db")
     try:
         with dask.config.set(FAST):
-            with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0") as cluster, \
-                    Client(cluster) as client:
+            with (
+                LocalCluster(
+                    n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0"
+                ) as cluster,
+                Client(cluster) as client,
+            ):
                 info = dal.register(client, store=store)
                 # The plugin's writer has its connection open already (register() also
                 # opened a reader here); from now on nothing opens more on the store.
@@ -109,7 +121,9 @@ def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path)
                     client.wait_for_workers(2, timeout=60)
                     assert client.submit(slow_inc, i, pure=False).result() == i + 1
                     cluster.scale(1)
-                    wait_for(lambda: len(cluster.scheduler.workers) == 1, what="the worker to leave")
+                    wait_for(
+                        lambda: len(cluster.scheduler.workers) == 1, what="the worker to leave"
+                    )
 
                 def settled_fds() -> int:
                     # distributed keeps idle comms pooled (scheduler, client and nannies,
@@ -117,7 +131,11 @@ def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path)
                     # that what is counted is what is held, not what the pool happened
                     # to keep.
                     async def collect() -> None:
-                        for pool in [cluster.scheduler.rpc, client.rpc, *(n.rpc for n in cluster.workers.values())]:
+                        for pool in [
+                            cluster.scheduler.rpc,
+                            client.rpc,
+                            *(n.rpc for n in cluster.workers.values()),
+                        ]:
                             pool.collect()
 
                     client.sync(collect)
@@ -134,7 +152,10 @@ def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path)
 
                 assert open_files(folder) == store_files
                 # Everything else a worker brought (comms) goes with it.
-                wait_for(lambda: settled_fds() <= before, what=f"descriptors back to {before} (now {n_fds()})")
+                wait_for(
+                    lambda: settled_fds() <= before,
+                    what=f"descriptors back to {before} (now {n_fds()})",
+                )
         comps = dal.list_computations(info["cluster_id"], store=store)
         assert len(comps) >= 4
     finally:

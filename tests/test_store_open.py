@@ -1,4 +1,5 @@
 """Opening a store: persistence, schema migrations, and clear errors when it can't be used."""
+
 from __future__ import annotations
 
 import os
@@ -6,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-
 from pathlib import Path
 
 import pytest
@@ -20,8 +20,8 @@ from dask_analytics_lab.store.engine import make_engine
 from dask_analytics_lab.store.migrate import alembic_config, head
 from dask_analytics_lab.store.team_schema import metadata  # every table: core and team
 
-from .postgres_server import PostgresServer, free_port
 from .factories import Cluster
+from .postgres_server import PostgresServer, free_port
 
 
 def alembic_version(url: str) -> list[str]:
@@ -52,10 +52,14 @@ def test_head_is_alembics_and_an_open_at_head_never_imports_alembic(tmp_path):
     open_store(url).close()  # made (and migrated) here
     # Another process opens it at head: Alembic, Mako and Pygments stay out of it (a
     # scheduler's garbage collector would walk their ~21,000 objects for its whole life).
-    probe = ("import sys; from dask_analytics_lab.store import open_store; "
-             f"open_store({url!r}).close(); "
-             "print(sorted(m for m in ('alembic', 'mako', 'pygments') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    probe = (
+        "import sys; from dask_analytics_lab.store import open_store; "
+        f"open_store({url!r}).close(); "
+        "print(sorted(m for m in ('alembic', 'mako', 'pygments') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]", out
 
 
@@ -64,10 +68,14 @@ def test_migrations_make_exactly_schema_py(store_url):
     engine = make_engine(store_url)
     try:
         with engine.connect() as conn:
-            diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+            diff = compare_metadata(
+                MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+            )
     finally:
         engine.dispose()
-    assert diff == [], "schema.py and migrations/versions disagree; add a migration:\n" + "\n".join(map(str, diff))
+    assert diff == [], "schema.py and migrations/versions disagree; add a migration:\n" + "\n".join(
+        map(str, diff)
+    )
 
 
 def test_constraints_are_named(store_url):
@@ -76,7 +84,10 @@ def test_constraints_are_named(store_url):
     try:
         insp = sa.inspect(engine)
         for table in metadata.tables:
-            assert insp.get_pk_constraint(table)["name"] == f"pk_{table}" or engine.dialect.name == "sqlite"
+            assert (
+                insp.get_pk_constraint(table)["name"] == f"pk_{table}"
+                or engine.dialect.name == "sqlite"
+            )
             for fk in insp.get_foreign_keys(table):
                 assert fk["name"] and fk["name"].startswith("fk_"), (table, fk)
             for ix in insp.get_indexes(table):
@@ -106,7 +117,10 @@ def test_store_from_a_newer_release_is_refused_clearly(store_url):
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
     engine.dispose()
-    with pytest.raises(StoreUnavailable, match="schema revision '9999'.*newer release.*pip install -U dask-analytics-lab"):
+    with pytest.raises(
+        StoreUnavailable,
+        match="schema revision '9999'.*newer release.*pip install -U dask-analytics-lab",
+    ):
         open_store(store_url)
 
 
@@ -141,13 +155,18 @@ def test_in_memory_sqlite():
 
 
 def test_not_a_store_url():
-    for url in ("http://analytics.example.com", "mysql://u@h/db", "postgresql://u:secret@h:notaport/db"):
+    for url in (
+        "http://analytics.example.com",
+        "mysql://u@h/db",
+        "postgresql://u:secret@h:notaport/db",
+    ):
         with pytest.raises(ValueError) as info:
             open_store(url)
         assert "secret" not in str(info.value)
 
 
 # --- unreachable ---------------------------------------------------------------------
+
 
 def test_sqlite_directory_cannot_be_made(tmp_path):
     blocker = tmp_path / "a-file"
@@ -162,7 +181,9 @@ def test_sqlite_directory_cannot_be_made(tmp_path):
 
 def test_sqlite_path_is_a_directory(tmp_path):
     (tmp_path / "store.db").mkdir()
-    with pytest.raises(StoreUnavailable, match=r"store\.db: unable to open database file\. Check that"):
+    with pytest.raises(
+        StoreUnavailable, match=r"store\.db: unable to open database file\. Check that"
+    ):
         open_store(tmp_path / "store.db")
 
 

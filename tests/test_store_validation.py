@@ -4,6 +4,7 @@ Property-based (hypothesis): garbage never stores anything and never raises anyt
 but MessageError, on SQLite and on PostgreSQL (which refuses more: NUL characters,
 lone surrogates, oversized index keys).
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,8 +19,11 @@ from dask_analytics_lab.store import open_store
 
 from .factories import Cluster, group, tree
 
-HYPOTHESIS = settings(max_examples=120, deadline=None,
-                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+HYPOTHESIS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture
@@ -36,9 +40,17 @@ def stored(store) -> dict:
 def templates() -> list[dict]:
     """One valid message of every kind, with every field filled in."""
     c = Cluster(cluster_id="tmpl")
-    return [c.cluster(), c.sample(), c.stop(), c.computation("comp", code=["h"], groups=[group("ones")]),
-            c.code("h"), c.exception("comp", "ones"), c.event(msg={"k": [1, "x"]}),
-            c.profile("comp", tree("f", "g")), c.gpu(n=1)]
+    return [
+        c.cluster(),
+        c.sample(),
+        c.stop(),
+        c.computation("comp", code=["h"], groups=[group("ones")]),
+        c.code("h"),
+        c.exception("comp", "ones"),
+        c.event(msg={"k": [1, "x"]}),
+        c.profile("comp", tree("f", "g")),
+        c.gpu(n=1),
+    ]
 
 
 def with_field(msg: dict, path: tuple, value) -> dict:
@@ -93,7 +105,12 @@ FIELDS = {
     ("computation", ("data", "stop")): BAD_TIME,
     ("exception", ("data", "last_time")): BAD_TIME,
     ("gpu_samples", ("data", "samples", 0, "time")): BAD_TIME,
-    ("computation", ("data", "groups", 0, "states")): [[], {"memory": 1.5}, {"memory": "1"}, {"x" * 2000: 1}],
+    ("computation", ("data", "groups", 0, "states")): [
+        [],
+        {"memory": 1.5},
+        {"memory": "1"},
+        {"x" * 2000: 1},
+    ],
     ("computation", ("data", "groups", 0, "dependencies")): ["ones", [1], [None], {}],
     ("code", ("data", "hash")): BAD_KEY + BAD_REQUIRED,
     ("code", ("data", "text")): BAD_TEXT + BAD_REQUIRED,
@@ -104,13 +121,29 @@ FIELDS = {
     ("exception", ("data", "computation_id")): BAD_KEY,
     ("exception", ("data", "group")): BAD_KEY,
     ("event", ("data", "topic")): BAD_KEY + BAD_REQUIRED,
-    ("event", ("data", "msg")): [math.nan, {"a": math.inf}, deep(150), "\ud800", {"s": {1}}, object()],
+    ("event", ("data", "msg")): [
+        math.nan,
+        {"a": math.inf},
+        deep(150),
+        "\ud800",
+        {"s": {1}},
+        object(),
+    ],
     ("event", ("data", "time")): BAD_TIME,
-    ("profile", ("data", "tree")): [None, [], {}, {"count": 1}, tree("f") | {"identifier": "top"},
-                                    tree("f") | {"children": []}, tree("f") | {"count": -1}],
+    ("profile", ("data", "tree")): [
+        None,
+        [],
+        {},
+        {"count": 1},
+        tree("f") | {"identifier": "top"},
+        tree("f") | {"children": []},
+        tree("f") | {"count": -1},
+    ],
     ("profile", ("data", "tree", "children", "f;file.py;0", "identifier")): ["other", 1],
     ("profile", ("data", "tree", "children", "f;file.py;0", "description")): [None, [], "x"],
-    ("profile", ("data", "tree", "children", "f;file.py;0", "description", "line_number")): BAD_INT[:-1],
+    ("profile", ("data", "tree", "children", "f;file.py;0", "description", "line_number")): BAD_INT[
+        :-1
+    ],
     ("gpu_samples", ("data", "samples")): BAD_REQUIRED + ["x", [1], {}],
     ("gpu_samples", ("data", "samples", 0, "mem_used")): BAD_INT,
     ("gpu_samples", ("data", "samples", 0, "mem_util")): BAD_NUMBER,
@@ -120,7 +153,11 @@ FIELDS = {
 }
 
 BAD_ENVELOPES = [
-    None, 1, "msg", [], {},
+    None,
+    1,
+    "msg",
+    [],
+    {},
     {"v": 1, "cluster_id": "c", "seq": 0, "kind": "event", "time": 1.0},  # no data
     make("c", 0, "event", 1.0, {"topic": "t"}) | {"v": 2},
     make("c", -1, "event", 1.0, {"topic": "t"}),
@@ -140,7 +177,9 @@ BAD_ENVELOPES = [
 ]
 
 
-@pytest.mark.parametrize("kind,path", list(FIELDS), ids=lambda x: x if isinstance(x, str) else ".".join(map(str, x[1:])))
+@pytest.mark.parametrize(
+    "kind,path", list(FIELDS), ids=lambda x: x if isinstance(x, str) else ".".join(map(str, x[1:]))
+)
 def test_bad_field_is_refused_with_its_name(store, kind, path):
     (template,) = [m for m in templates() if m["kind"] == kind]
     field = ".".join(str(p) for p in path[1:])
@@ -156,7 +195,9 @@ def test_bad_field_is_refused_with_its_name(store, kind, path):
         assert stored(store) == {}, bad
 
 
-@pytest.mark.parametrize("bad", BAD_ENVELOPES, ids=[f"envelope{i}" for i in range(len(BAD_ENVELOPES))])
+@pytest.mark.parametrize(
+    "bad", BAD_ENVELOPES, ids=[f"envelope{i}" for i in range(len(BAD_ENVELOPES))]
+)
 def test_bad_envelope_is_refused(store, bad):
     with pytest.raises(MessageError, match="message 1 of the batch"):
         store.ingest(templates()[:1] + [bad])
@@ -165,12 +206,17 @@ def test_bad_envelope_is_refused(store, bad):
 
 def test_out_of_range_errors_say_what_is_allowed(store):
     (cluster,) = [m for m in templates() if m["kind"] == "cluster"]
-    with pytest.raises(MessageError, match=r"data.started must be a time in seconds since the epoch from 1970 to "
-                                           r"2200 \(0 to 7258118400\), got 1e\+300"):
+    with pytest.raises(
+        MessageError,
+        match=r"data.started must be a time in seconds since the epoch from 1970 to "
+        r"2200 \(0 to 7258118400\), got 1e\+300",
+    ):
         store.ingest([with_field(cluster, ("data", "started"), 1e300)])
     with pytest.raises(MessageError, match="data.cost must be a number from -1e\\+15 to 1e\\+15"):
         store.ingest([with_field(templates()[1], ("data", "cost"), 1e300)])
-    with pytest.raises(MessageError, match="time must be seconds since the epoch from 1970 to 2200"):
+    with pytest.raises(
+        MessageError, match="time must be seconds since the epoch from 1970 to 2200"
+    ):
         store.ingest([cluster | {"time": 1e300}])
     assert stored(store) == {}
 
@@ -228,13 +274,20 @@ def test_deep_profile_tree_is_cut_not_refused(store):
 # --- property-based ---------------------------------------------------------------
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(st.characters(exclude_categories=()), max_size=30),
     st.sampled_from(["", "\x00", "\ud800", "x" * 3000, "é" * 700, "root", "running", "finished"]),
 )
-json_values = st.recursive(json_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=20)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 KINDS = sorted({m["kind"] for m in templates()})
 FIELD_NAMES = sorted({k for m in templates() for k in m["data"]})
 
@@ -247,9 +300,19 @@ def data_dicts(draw):
 
 
 envelopes = st.builds(
-    lambda cid, seq, kind, t, data: {"v": 1, "cluster_id": cid, "seq": seq, "kind": kind, "time": t, "data": data},
-    st.one_of(st.sampled_from(["c1", "c2"]), st.text(max_size=5)), st.integers(min_value=-2, max_value=2**63),
-    st.sampled_from(KINDS), st.one_of(st.floats(), st.integers()), data_dicts(),
+    lambda cid, seq, kind, t, data: {
+        "v": 1,
+        "cluster_id": cid,
+        "seq": seq,
+        "kind": kind,
+        "time": t,
+        "data": data,
+    },
+    st.one_of(st.sampled_from(["c1", "c2"]), st.text(max_size=5)),
+    st.integers(min_value=-2, max_value=2**63),
+    st.sampled_from(KINDS),
+    st.one_of(st.floats(), st.integers()),
+    data_dicts(),
 )
 
 
@@ -268,7 +331,11 @@ mutations = st.sampled_from([(k, p, bad) for (k, p), bads in FIELDS.items() for 
 
 
 @HYPOTHESIS
-@given(mutation=mutations, position=st.integers(min_value=0, max_value=9), first_seq=st.integers(0, 10**6))
+@given(
+    mutation=mutations,
+    position=st.integers(min_value=0, max_value=9),
+    first_seq=st.integers(0, 10**6),
+)
 def test_one_bad_message_stores_nothing_of_its_batch(store, mutation, position, first_seq):
     kind, path, bad = mutation
     (template,) = [m for m in templates() if m["kind"] == kind]

@@ -1,6 +1,7 @@
 """Each computation's task stream (collect/task_stream.py): rows per task on a real
 LocalCluster, only its own tasks per computation, bins past the limit that still add up
 to every task and its compute time, and bounded memory."""
+
 from __future__ import annotations
 
 import random
@@ -38,7 +39,6 @@ def busy(x, seconds=0.002):
 def _comps(cluster_id, store):
     """Computations oldest first."""
     return dal.list_computations(cluster_id, store=store)[::-1]
-
 
 
 def _done_comps(client, info, store, n):
@@ -130,9 +130,18 @@ def test_past_the_limit_the_stream_is_binned_and_adds_up(sqlite_url):
 # --- the recorder alone ---------------------------------------------------------------
 def _task(rec, cid, i, *, worker=None, start=None, length=0.01):
     start = 1.7e9 + i * 0.001 if start is None else start
-    rec.record(cid, worker or f"tcp://w{i % 4}", 140000 + i % 2, f"p{i % 3}", f"p{i % 3}-abc", "memory",
-               [{"action": "transfer", "start": start - 0.5, "stop": start},
-                {"action": "compute", "start": start, "stop": start + length}])
+    rec.record(
+        cid,
+        worker or f"tcp://w{i % 4}",
+        140000 + i % 2,
+        f"p{i % 3}",
+        f"p{i % 3}-abc",
+        "memory",
+        [
+            {"action": "transfer", "start": start - 0.5, "stop": start},
+            {"action": "compute", "start": start, "stop": start + length},
+        ],
+    )
 
 
 def test_the_recorder_keeps_rows_then_bins_and_stays_bounded():
@@ -195,7 +204,11 @@ def test_bins_split_a_task_across_bins_and_double_when_too_many():
     b = Bins(1000, width=1.0)
     b.add("w", "p", 10.5, 12.25)
     rows = b.rows()
-    assert [(r["start"], r["n_tasks"], r["busy"]) for r in rows] == [(10.0, 1, 0.5), (11.0, 0, 1.0), (12.0, 0, 0.25)]
+    assert [(r["start"], r["n_tasks"], r["busy"]) for r in rows] == [
+        (10.0, 1, 0.5),
+        (11.0, 0, 1.0),
+        (12.0, 0, 0.25),
+    ]
     b = Bins(10, width=1.0)
     for i in range(100):
         b.add("w", "p", i + 0.1, i + 0.6)
@@ -210,7 +223,10 @@ def test_bins_split_a_task_across_bins_and_double_when_too_many():
 
 def test_bin_rows_rebins_stored_rows_raw_or_binned():
     rng = random.Random(1)
-    raw = [{"start": 1.7e9 + rng.random() * 60, "worker": f"w{i % 3}", "prefix": "p", "n_tasks": 1} for i in range(5000)]
+    raw = [
+        {"start": 1.7e9 + rng.random() * 60, "worker": f"w{i % 3}", "prefix": "p", "n_tasks": 1}
+        for i in range(5000)
+    ]
     for r in raw:
         r["stop"] = r["start"] + 0.05
     once = bin_rows(raw, 100)
@@ -221,14 +237,19 @@ def test_bin_rows_rebins_stored_rows_raw_or_binned():
     assert len(twice) <= 20
 
 
-@pytest.mark.parametrize("key, value", [("max-tasks", 0), ("max-bins", "many"), ("transmit", "perhaps")])
+@pytest.mark.parametrize(
+    "key, value", [("max-tasks", 0), ("max-bins", "many"), ("transmit", "perhaps")]
+)
 def test_task_stream_settings_are_validated(key, value):
     with pytest.raises(ConfigError, match=f"analytics.task-stream.{key}"):
         resolve({f"analytics.task-stream.{key}": value})
 
 
 def test_task_stream_off_records_nothing(sqlite_url):
-    with recorded_cluster(sqlite_url, config={"analytics.task-stream.transmit": False}) as (client, info):
+    with recorded_cluster(sqlite_url, config={"analytics.task-stream.transmit": False}) as (
+        client,
+        info,
+    ):
         wait(client.map(inc, range(10)))
         (comp,) = _done_comps(client, info, sqlite_url, 1)
         assert dal.list_task_stream(comp["computation_id"], store=sqlite_url) == []

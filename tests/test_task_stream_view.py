@@ -6,6 +6,7 @@ from bins.  The report also carries the cluster's GPU samples of the computation
 
 Screenshot: test-artifacts/task-stream.png.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,7 +55,6 @@ def _table(state) -> list[dict]:
     return list(browser_table(state, "stream", "id").values())
 
 
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """One cluster, two computations: slow_inc (rows, watched live by a monitor widget)
@@ -73,11 +73,23 @@ def recorded(tmp_path_factory):
 
             def seen_running():
                 w.refresh()
-                return (w.computation.get("state") == "running" and 0 < len(_table(w)) < N_SLOW
-                        and json.loads(json.dumps({k: v for k, v in w.get_state().items()
-                                                   if not k.startswith("_") and k != "layout"})))
+                return (
+                    w.computation.get("state") == "running"
+                    and 0 < len(_table(w)) < N_SLOW
+                    and json.loads(
+                        json.dumps(
+                            {
+                                k: v
+                                for k, v in w.get_state().items()
+                                if not k.startswith("_") and k != "layout"
+                            }
+                        )
+                    )
+                )
 
-            out["live_state"] = wait_for(seen_running, what="a running computation's first tasks in the widget")
+            out["live_state"] = wait_for(
+                seen_running, what="a running computation's first tasks in the widget"
+            )
             wait(futures)
 
             def all_in():
@@ -96,7 +108,11 @@ def recorded(tmp_path_factory):
             if len(comps) < 2 or comps[0]["state"] == "running":
                 return None
             rows = dal.list_task_stream(comps[0]["computation_id"], store=url)
-            return comps[0]["computation_id"] if rows and sum(r["n_tasks"] for r in rows) == N_BINNED else None
+            return (
+                comps[0]["computation_id"]
+                if rows and sum(r["n_tasks"] for r in rows) == N_BINNED
+                else None
+            )
 
         out["binned"] = wait_for(binned, what="the binned computation's stream")
         futures = client.map(nap_a, range(4)) + client.map(nap_b, range(4))
@@ -105,7 +121,11 @@ def recorded(tmp_path_factory):
         def newest_done():
             dal.flush(client)
             c = dal.list_computations(cid, store=url)[0]
-            return c["computation_id"] if c["computation_id"] != out["binned"] and c["state"] != "running" else None
+            return (
+                c["computation_id"]
+                if c["computation_id"] != out["binned"] and c["state"] != "running"
+                else None
+            )
 
         out["two"] = wait_for(newest_done, what="the two-prefix computation")
     yield out
@@ -117,8 +137,21 @@ def test_the_widget_receives_the_stream_while_it_runs_and_all_of_it_after(record
     assert live["computation"]["state"] == "running"
     assert 0 < len(_table(live)) < N_SLOW
     row = _table(live)[0]
-    assert set(row) == {"id", "start", "stop", "worker", "thread", "prefix", "state", "n_tasks", "busy", "binned"}
-    assert row["prefix"] == "slow_inc" and row["stop"] - row["start"] >= 0.2 and "//" in row["worker"]
+    assert set(row) == {
+        "id",
+        "start",
+        "stop",
+        "worker",
+        "thread",
+        "prefix",
+        "state",
+        "n_tasks",
+        "busy",
+        "binned",
+    }
+    assert (
+        row["prefix"] == "slow_inc" and row["stop"] - row["start"] >= 0.2 and "//" in row["worker"]
+    )
     after = _table(widget_state(recorded["store"], recorded["cluster_id"], recorded["slow"]))
     assert len(after) == N_SLOW and {r["prefix"] for r in after} == {"slow_inc"}
     assert len({r["worker"] for r in after}) == 2
@@ -131,10 +164,14 @@ def test_a_report_carries_the_task_stream_and_the_windows_gpu_samples(recorded):
     assert len(twin["task_stream"]) == N_SLOW and twin["gpu"] == []  # no GPU on this machine
     assert html.count('"prefix":"slow_inc"') >= N_SLOW  # in the page's state, not only the twin
     _, twin, _ = computation_report(recorded["binned"], store=recorded["store"])
-    assert all(r["binned"] for r in twin["task_stream"]) and sum(r["n_tasks"] for r in twin["task_stream"]) == N_BINNED
+    assert (
+        all(r["binned"] for r in twin["task_stream"])
+        and sum(r["n_tasks"] for r in twin["task_stream"]) == N_BINNED
+    )
 
 
 # --- in Chromium ---------------------------------------------------------------------
+
 
 def _drawn(view) -> dict:
     """The canvas's label and how many of its pixels are painted."""
@@ -189,7 +226,9 @@ def test_the_monitor_draws_the_stream_live_and_after_the_cluster_is_gone(recorde
         assert monitor.locator(".dal-tab.active").inner_text() == "Task stream"
         live = _drawn(pane)
         n_live = len(_table(recorded["live_state"]))
-        assert live["label"].startswith(f"Task stream: {n_live} tasks on ") and live["painted"] > 200, live
+        assert (
+            live["label"].startswith(f"Task stream: {n_live} tasks on ") and live["painted"] > 200
+        ), live
 
         page.evaluate("() => window.show('after')")
         done = _drawn(pane)
@@ -202,13 +241,18 @@ def test_the_monitor_draws_the_stream_live_and_after_the_cluster_is_gone(recorde
 
         page.evaluate("() => window.show('binned')")
         drawn = _drawn(pane)
-        assert drawn["label"].startswith(f"Task stream: {N_BINNED} tasks on ") and "binned in" in drawn["label"], drawn
+        assert (
+            drawn["label"].startswith(f"Task stream: {N_BINNED} tasks on ")
+            and "binned in" in drawn["label"]
+        ), drawn
         assert drawn["painted"] > 100, drawn
         assert "tasks started here" in _hover_first_bar(page, pane)
 
         # Recorded without a task stream: it says why, rather than drawing nothing.
-        page.evaluate("() => { window.model.set('stream_patch', {v: 0, rows: [], removed: []}); "
-                      "window.model.set('stream_base', {v: 0, rows: []}); }")
+        page.evaluate(
+            "() => { window.model.set('stream_patch', {v: 0, rows: [], removed: []}); "
+            "window.model.set('stream_base', {v: 0, rows: []}); }"
+        )
         pane.locator(".dal-empty", has_text="No task stream recorded").wait_for()
 
 
@@ -227,16 +271,23 @@ def test_the_team_page_and_a_shared_report_draw_it(recorded, page, tmp_path):
     page.goto((tmp_path / "report.html").as_uri())
     page.locator(".dal-tab", has_text="Task stream").click()
     drawn = _drawn(page.locator("[data-pane=stream]"))
-    assert drawn["label"].startswith(f"Task stream: {N_SLOW} tasks on 2 workers") and drawn["painted"] > 200, drawn
+    assert (
+        drawn["label"].startswith(f"Task stream: {N_SLOW} tasks on 2 workers")
+        and drawn["painted"] > 200
+    ), drawn
 
 
-def test_a_reports_flamegraph_picker_shows_each_groups_own_profile_offline(recorded, page, tmp_path):
+def test_a_reports_flamegraph_picker_shows_each_groups_own_profile_offline(
+    recorded, page, tmp_path
+):
     from dask_analytics_lab.reports.render import computation_report
 
     two, store = recorded["two"], recorded["store"]
     for prefix in ("nap_a", "nap_b"):
-        wait_for(lambda: dal.get_profile(computation_id=two, prefix=prefix, store=store).get("count"),
-                  what=f"{prefix}'s profile")
+        wait_for(
+            lambda: dal.get_profile(computation_id=two, prefix=prefix, store=store).get("count"),
+            what=f"{prefix}'s profile",
+        )
     html, twin, _ = computation_report(two, store=store)
     assert sorted(twin["profiles"]) == ["nap_a", "nap_b"]
     whole, b = twin["profile"]["count"], twin["profiles"]["nap_b"]["count"]

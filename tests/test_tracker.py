@@ -4,6 +4,7 @@ Fast unit tests of the collector's model; test_record_truth.py runs the same seq
 on a real cluster.  The stand-ins carry only what the tracker reads, and the counts are
 moved the way the plugin's transition hook moves them.
 """
+
 from __future__ import annotations
 
 import sys
@@ -25,8 +26,21 @@ class Prefix:
 @dataclass(eq=False)
 class Group:
     name: str
-    states: dict = field(default_factory=lambda: dict.fromkeys(
-        ("released", "waiting", "queued", "processing", "no-worker", "memory", "erred", "forgotten"), 0))
+    states: dict = field(
+        default_factory=lambda: dict.fromkeys(
+            (
+                "released",
+                "waiting",
+                "queued",
+                "processing",
+                "no-worker",
+                "memory",
+                "erred",
+                "forgotten",
+            ),
+            0,
+        )
+    )
     all_durations: dict = field(default_factory=dict)
     nbytes_total: int = 0
     start: float = 0.0
@@ -58,15 +72,18 @@ class Sim:
 
     def __init__(self):
         self.messages: list[tuple[str, dict]] = []
-        self.tracker = ComputationTracker(lambda kind, data: self.messages.append((kind, data)),
-                                          code_transmit=True)
+        self.tracker = ComputationTracker(
+            lambda kind, data: self.messages.append((kind, data)), code_transmit=True
+        )
         self.tasks: dict[str, Task] = {}
         self.task_groups: dict[str, Group] = {}
         self.computations: list[Computation] = []
         self.t = 1000.0
         self._n = 0
 
-    def submit(self, name: str, n: int, *, new_computation: bool, deps: tuple = (), code=()) -> list[Task]:
+    def submit(
+        self, name: str, n: int, *, new_computation: bool, deps: tuple = (), code=()
+    ) -> list[Task]:
         if new_computation or not self.computations:
             self.computations.append(Computation(self.t))
         comp = self.computations[-1]
@@ -331,7 +348,9 @@ def test_a_rerun_into_live_groups_costs_the_same_per_group_at_any_size():
         names = [f"g{i}" for i in range(n)]
         sim.run(sim.submit_groups(names, new_computation=True))
         sim.settle()
-        claim = lines_run(lambda: sim.submit_groups(names, new_computation=True))  # the first results held
+        claim = lines_run(
+            lambda: sim.submit_groups(names, new_computation=True)
+        )  # the first results held
         tick = lines_run(sim.settle)
         per_group[n] = (claim / n, tick / n)
         assert figures(sim.last(0)) == ("finished", n, n, 0, 0)

@@ -11,6 +11,7 @@ never ran, a failure raised by 500 tasks, and computations named by what they ra
 
 Screenshots land in test-artifacts/views-*.png.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,9 @@ import re
 import shutil
 from urllib.parse import quote
 
-import pytest
-
-import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
+import playwright  # noqa: F401  (a test extra: a missing one fails the run)
+import pytest
 
 from dask_analytics_lab.api import close_readers
 from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
@@ -30,6 +30,7 @@ from tests.views_data import KEYERROR_EXAMPLES, build
 VIEWPORT = {"width": 1400, "height": 900}  # the `page` fixture's (conftest.py)
 
 pytestmark = pytest.mark.timeout(180)
+
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
@@ -85,7 +86,9 @@ def test_widget_stopped_cluster_shows_its_end_and_peak_size(harness, page):
     cards = monitor.locator(".dal-cluster .dal-cards")
     cards.wait_for()
     cards_text = cards.inner_text()
-    assert re.search(r"PEAK WORKERS\s+4", cards_text, re.I) and re.search(r"RAN FOR\s+1h 00m", cards_text, re.I), cards_text
+    assert re.search(r"PEAK WORKERS\s+4", cards_text, re.I) and re.search(
+        r"RAN FOR\s+1h 00m", cards_text, re.I
+    ), cards_text
     monitor.screenshot(path=save("views-widget-stopped-cluster.png"))
 
 
@@ -134,12 +137,19 @@ def test_widget_draws_erred_and_never_ran_tasks_as_such(harness, page):
     legend = monitor.locator(".dal-taskgroups .dal-legend").inner_text()
     assert "finished" in legend and "erred" in legend and "never ran" in legend, legend
     totals = monitor.locator(".dal-taskgroups .dal-totals").inner_text()
-    assert re.search(r"1400 / 2100\s+finished", totals) and re.search(r"500\s+erred", totals) \
-        and re.search(r"200\s+never ran", totals), totals
+    assert (
+        re.search(r"1400 / 2100\s+finished", totals)
+        and re.search(r"500\s+erred", totals)
+        and re.search(r"200\s+never ran", totals)
+    ), totals
     # The computation's own duration uses its stop (12.5 s), and its list entry says the same.
     assert re.search(r"wall\s+12\.5 s", totals), totals
     item = monitor.locator(".dal-comp.selected")
-    assert "12.5 s" in item.inner_text() and "500 erred" in item.inner_text() and "200 never ran" in item.inner_text()
+    assert (
+        "12.5 s" in item.inner_text()
+        and "500 erred" in item.inner_text()
+        and "200 never ran" in item.inner_text()
+    )
     assert set(_widths(item.locator(".dal-mini"))) >= {"done", "erred", "not-run"}
     page.wait_for_timeout(500)  # bar width transitions
     monitor.screenshot(path=save("views-widget-taskgroups-counts.png"))
@@ -181,7 +191,9 @@ def test_widget_lists_computations_by_label_and_code_line(harness, page):
     assert len(texts) == 3, texts
     groupby = next(t for t in texts if "read_parquet → groupby-agg" in t)
     assert 'df.groupby("k").x.mean().compute()' in groupby
-    assert any("load → parse" in t and "client.gather(client.map(parse, records))" in t for t in texts), texts
+    assert any(
+        "load → parse" in t and "client.gather(client.map(parse, records))" in t for t in texts
+    ), texts
     assert not any(re.search(r"computation comp-", t) for t in texts), texts
 
 
@@ -190,7 +202,11 @@ def test_keyboard_reaches_computations_tabs_and_flamegraph_frames(harness, page)
     monitor = _show(page, base, "stopped")
     items = monitor.locator(".dal-side .dal-comp")
     items.first.wait_for()
-    assert monitor.locator(".dal-side [role=listbox] .dal-comp[role=option]").count() == items.count() == 3
+    assert (
+        monitor.locator(".dal-side [role=listbox] .dal-comp[role=option]").count()
+        == items.count()
+        == 3
+    )
     # The list is one stop in the tab order: Tab from the "follow" box lands on the chosen row.
     chosen = page.evaluate("() => window.model.get('computation_id')")
     monitor.locator(".dal-follow input").focus()
@@ -204,8 +220,11 @@ def test_keyboard_reaches_computations_tabs_and_flamegraph_frames(harness, page)
     assert target != chosen and target in ids
     page.keyboard.press("Enter")
     page.wait_for_function("id => window.model.get('computation_id') === id", arg=target)
-    page.wait_for_function("id => document.activeElement.dataset.computation === id"
-                           " && document.activeElement.getAttribute('aria-selected') === 'true'", arg=target)
+    page.wait_for_function(
+        "id => document.activeElement.dataset.computation === id"
+        " && document.activeElement.getAttribute('aria-selected') === 'true'",
+        arg=target,
+    )
     focus_ring = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
     assert focus_ring == "solid", focus_ring
 
@@ -223,17 +242,30 @@ def test_keyboard_reaches_computations_tabs_and_flamegraph_frames(harness, page)
 
     # The flamegraph: Tab reaches it; arrows walk the frames, Enter zooms, Escape zooms out.
     frame = lambda name, count, children=(), f="work.py": {  # noqa: E731
-        "count": count, "identifier": name, "description": {"name": name, "filename": f, "line_number": 3},
-        "children": {c["identifier"]: c for c in children}}
-    tree = {"count": 10, "identifier": "root", "description": {}, "children": {
-        "f": frame("f", 6, [frame("g", 6)]), "h": frame("h", 4)}}
+        "count": count,
+        "identifier": name,
+        "description": {"name": name, "filename": f, "line_number": 3},
+        "children": {c["identifier"]: c for c in children},
+    }
+    tree = {
+        "count": 10,
+        "identifier": "root",
+        "description": {},
+        "children": {"f": frame("f", 6, [frame("g", 6)]), "h": frame("h", 4)},
+    }
     page.evaluate("tree => window.model.set('profile', tree)", tree)
     canvas = monitor.locator(".dal-flame canvas")
     canvas.wait_for(state="visible")
     canvas.focus()
     reset = monitor.locator(".dal-flame button", has_text="Reset zoom")
-    for key, name in (("ArrowDown", "all"), ("ArrowDown", "f"), ("ArrowRight", "h"), ("ArrowLeft", "f"),
-                      ("ArrowDown", "g"), ("ArrowUp", "f")):
+    for key, name in (
+        ("ArrowDown", "all"),
+        ("ArrowDown", "f"),
+        ("ArrowRight", "h"),
+        ("ArrowLeft", "f"),
+        ("ArrowDown", "g"),
+        ("ArrowUp", "f"),
+    ):
         page.keyboard.press(key)
         assert canvas.get_attribute("data-frame") == name, (key, name)
     assert canvas.get_attribute("aria-label").startswith("f: 6 samples")
@@ -241,10 +273,16 @@ def test_keyboard_reaches_computations_tabs_and_flamegraph_frames(harness, page)
     assert reset.is_enabled() and monitor.locator(".dal-crumbs a").all_inner_texts() == ["all", "f"]
     # A refreshed profile (it grows while a computation runs) keeps the zoom while the
     # frame is still there, and falls back to the whole profile when it is not.
-    grown = {**tree, "count": 20, "children": {"f": frame("f", 16, [frame("g", 16)]), "h": frame("h", 4)}}
+    grown = {
+        **tree,
+        "count": 20,
+        "children": {"f": frame("f", 16, [frame("g", 16)]), "h": frame("h", 4)},
+    }
     page.evaluate("tree => window.model.set('profile', tree)", grown)
     assert reset.is_enabled() and monitor.locator(".dal-crumbs a").all_inner_texts() == ["all", "f"]
-    page.evaluate("tree => window.model.set('profile', tree)", {**tree, "children": {"h": frame("h", 10)}})
+    page.evaluate(
+        "tree => window.model.set('profile', tree)", {**tree, "children": {"h": frame("h", 10)}}
+    )
     assert reset.is_disabled() and monitor.locator(".dal-crumbs a").all_inner_texts() == ["all"]
     page.evaluate("tree => window.model.set('profile', tree)", tree)
     canvas.focus()
@@ -270,13 +308,17 @@ def test_team_page_clusters_stopped_and_lost(site, page):
     base, sc = site
     page.goto(base + "/")
     page.wait_for_selector("main table tbody tr")
-    rows = {r.locator("td").first.inner_text(): r for r in page.locator("main table tbody tr").all()}
+    rows = {
+        r.locator("td").first.inner_text(): r for r in page.locator("main table tbody tr").all()
+    }
     stopped, lost = rows["etl-nightly"], rows["crashed-kernel"]
     headers = page.locator("main table thead th").all_inner_texts()
     cell = lambda row, name: row.locator("td").nth(headers.index(name)).inner_text().strip()  # noqa: E731
     assert cell(stopped, "State") == "stopped"
     assert cell(stopped, "Workers").startswith("4") and "peak" in cell(stopped, "Workers")
-    assert cell(stopped, "Threads").startswith("16") and cell(stopped, "Memory").startswith("64.0 GiB")
+    assert cell(stopped, "Threads").startswith("16") and cell(stopped, "Memory").startswith(
+        "64.0 GiB"
+    )
     assert cell(stopped, "Duration") == "1h 00m" and cell(stopped, "Ended")
     assert cell(lost, "State") == "lost"
     assert cell(lost, "Duration") == "1h 00m"  # to when it was last seen, not to now
@@ -287,11 +329,15 @@ def test_team_page_clusters_stopped_and_lost(site, page):
     page.wait_for_selector("h2:has-text('Computations')")
     facts = page.inner_text("dl.facts")
     assert re.search(r"Peak workers\s+4", facts) and re.search(r"Peak threads\s+16", facts), facts
-    assert re.search(r"Peak memory\s+64\.0 GiB", facts) and re.search(r"Ended\s+\d{4}-", facts), facts
+    assert re.search(r"Peak memory\s+64\.0 GiB", facts) and re.search(r"Ended\s+\d{4}-", facts), (
+        facts
+    )
     assert page.locator("h1 .state").inner_text() == "stopped"
     # Computations by label and code line.
     comps = page.locator("main table").first.inner_text()
-    assert "read_parquet → groupby-agg" in comps and 'df.groupby("k").x.mean().compute()' in comps, comps
+    assert (
+        "read_parquet → groupby-agg" in comps and 'df.groupby("k").x.mean().compute()' in comps
+    ), comps
     page.screenshot(path=save("views-web-cluster-stopped.png"), full_page=True)
 
     page.goto(f"{base}/clusters/{quote(sc.lost['cluster_id'], safe='')}")
@@ -310,9 +356,12 @@ def test_team_page_computation_counts_and_failures(site, page):
     assert "client.gather(client.map(parse, records))" in page.inner_text("pre.code-line")
     groups = page.locator("main table").first
     headers = groups.locator("thead th").all_inner_texts()
-    parse = groups.locator("tbody tr").filter(has=page.locator("td:first-child", has_text=re.compile(r"^parse-5f6a7b8c9d$")))
+    parse = groups.locator("tbody tr").filter(
+        has=page.locator("td:first-child", has_text=re.compile(r"^parse-5f6a7b8c9d$"))
+    )
     widths = parse.locator(".bar").evaluate(
-        "b => Object.fromEntries([...b.children].map(s => [s.className.replace('seg ', ''), parseFloat(s.style.width)]))")
+        "b => Object.fromEntries([...b.children].map(s => [s.className.replace('seg ', ''), parseFloat(s.style.width)]))"
+    )
     assert widths == pytest.approx({"done": 40.0, "erred": 50.0, "not-run": 10.0}), widths
     cell = lambda name: parse.locator("td").nth(headers.index(name)).inner_text().strip()  # noqa: E731
     assert (cell("Finished"), cell("Erred"), cell("Never ran")) == ("400 / 1,000", "500", "100")
@@ -323,7 +372,9 @@ def test_team_page_computation_counts_and_failures(site, page):
     fails = page.locator(".failures details.dal-fail")
     assert fails.count() == 1
     summary = fails.first.locator("summary").first.inner_text()
-    assert "× 500" in summary and "KeyError('key-…')" in summary and "etl.py:42 in parse" in summary, summary
+    assert (
+        "× 500" in summary and "KeyError('key-…')" in summary and "etl.py:42 in parse" in summary
+    ), summary
     fails.first.locator("summary").first.click()
     assert fails.first.locator(".dal-fail-examples li").all_inner_texts() == KEYERROR_EXAMPLES
     assert not fails.first.locator(".dal-tb pre").is_visible()

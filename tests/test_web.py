@@ -2,6 +2,7 @@
 real LocalCluster recorded: login, clusters over time, a cluster's computations, a
 computation's task groups, code, exceptions with tracebacks, the flamegraph, reports.
 Screenshots land in test-artifacts/.  Stored text is shown as text, never as markup."""
+
 from __future__ import annotations
 
 import time
@@ -16,7 +17,6 @@ from dask_analytics_lab.remote import HttpSink
 
 from .cluster_helpers import recorded_cluster
 from .server_helpers import ARTIFACTS, ServerThread, full_cluster, request
-
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -49,8 +49,11 @@ def _shout() -> None:
 def site(tmp_path_factory):
     """A server over a store a real cluster recorded into; yields (server, token)."""
     url = "sqlite:///" + str(tmp_path_factory.mktemp("web") / "analytics.db")
-    config = {"analytics.account": "team-a", "analytics.user": "ann",
-              "analytics.events.allow": ["team-notes", "worker-fail-hard"]}
+    config = {
+        "analytics.account": "team-a",
+        "analytics.user": "ann",
+        "analytics.events.allow": ["team-notes", "worker-fail-hard"],
+    }
     with recorded_cluster(url, config=config) as (client, info):
         assert sum(client.gather(client.map(_busy, range(16)))) == 136
         assert da.ones((400, 400), chunks=100).sum().compute() == 160_000
@@ -64,9 +67,17 @@ def site(tmp_path_factory):
         _, hostile = full_cluster("team-a", name=HOSTILE, user=HOSTILE)
         assert HttpSink(server.url, token=token).write(hostile)
         for private in (False, True):
-            status, _, _ = request(server.url + "/api/reports", method="POST", token=token, body={
-                "html": "<html><body><h1>A shared report</h1></body></html>", "filename": f"report-{private}.html",
-                "private": private, "twin": {"summary": {"duration": 1.5, "n_tasks": 22}}})
+            status, _, _ = request(
+                server.url + "/api/reports",
+                method="POST",
+                token=token,
+                body={
+                    "html": "<html><body><h1>A shared report</h1></body></html>",
+                    "filename": f"report-{private}.html",
+                    "private": private,
+                    "twin": {"summary": {"duration": 1.5, "n_tasks": 22}},
+                },
+            )
             assert status == 201
         yield server, token, info["cluster_id"]
 
@@ -74,8 +85,14 @@ def site(tmp_path_factory):
 def _watch(page) -> list[str]:
     """Collect console errors (CSP violations included) and any dialog (an injected alert)."""
     problems: list[tuple[str, str]] = []
-    page.on("console", lambda m: problems.append((f"console {m.type}: {m.text}", m.location.get("url")))
-            if m.type == "error" else None)
+    page.on(
+        "console",
+        lambda m: (
+            problems.append((f"console {m.type}: {m.text}", m.location.get("url")))
+            if m.type == "error"
+            else None
+        ),
+    )
     page.on("pageerror", lambda e: problems.append((f"page error: {e}", page.url)))
     page.on("dialog", lambda d: (problems.append((f"dialog: {d.message}", page.url)), d.dismiss()))
     return problems
@@ -110,15 +127,25 @@ def test_team_view_in_chromium(site, browser):
     text = page.inner_text("main")
     assert "team-a" in text and "ZeroDivisionError" in text and "hello from a task" in text
     # The computations table (the Workers section above it has a table of its own).
-    computations = page.locator("main table", has=page.locator("th", has_text="Never ran")).locator("tbody tr")
+    computations = page.locator("main table", has=page.locator("th", has_text="Never ran")).locator(
+        "tbody tr"
+    )
     assert computations.count() >= 4
     assert page.locator("main .state.erred").count() >= 1
     page.screenshot(path=str(ARTIFACTS / "web-cluster.png"), full_page=True)
 
     # The computation that ran _busy: task groups, its code (decrypted), its flamegraph.
-    comps = request(f"{server.url}/api/clusters/{cluster_id}/computations", token=token)[1]["computations"]
-    busy = next(c for c in comps if request(f"{server.url}/api/computations/{c['computation_id']}", token=token)[1]
-                ["computation"]["groups"][0]["prefix"] == "busy")
+    comps = request(f"{server.url}/api/clusters/{cluster_id}/computations", token=token)[1][
+        "computations"
+    ]
+    busy = next(
+        c
+        for c in comps
+        if request(f"{server.url}/api/computations/{c['computation_id']}", token=token)[1][
+            "computation"
+        ]["groups"][0]["prefix"]
+        == "busy"
+    )
     page.click(f"a[href$='/computations/{busy['computation_id']}']")
     page.wait_for_selector("h2:has-text('Task groups')")
     assert "busy" in page.inner_text("main table")
@@ -130,7 +157,9 @@ def test_team_view_in_chromium(site, browser):
     assert page.eval_on_selector(".dal-flame-bar", "el => getComputedStyle(el).display") == "flex"
     page.fill(".flame input[type=search]", "_spin")
     # _spin is the innermost frame, where Dask's tree leaves a count of 0: it still shows.
-    assert "of samples match" in page.inner_text(".flame") and "0.0% of samples" not in page.inner_text(".flame")
+    assert "of samples match" in page.inner_text(
+        ".flame"
+    ) and "0.0% of samples" not in page.inner_text(".flame")
     box = canvas.bounding_box()
     canvas.click(position={"x": box["width"] / 2, "y": 30})
     page.wait_for_selector(".flame button:has-text('Reset zoom'):not([disabled])")
@@ -152,7 +181,9 @@ def test_team_view_in_chromium(site, browser):
     page.click("nav a:has-text('Reports')")
     page.wait_for_selector("main table")
     assert page.locator("main table tbody tr").count() == 2
-    assert "anyone with the link" in page.inner_text("main") and "private" in page.inner_text("main")
+    assert "anyone with the link" in page.inner_text("main") and "private" in page.inner_text(
+        "main"
+    )
     page.screenshot(path=str(ARTIFACTS / "web-reports.png"), full_page=True)
     links = page.locator("main table tbody tr td:first-child a")
     urls = {links.nth(i).inner_text(): links.nth(i).get_attribute("href") for i in range(2)}

@@ -1,21 +1,21 @@
 """Widget models without a browser: what the kernel sends, and how little of it per tick."""
+
 from __future__ import annotations
 
 import json
 import types
 
+import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
 import pytest
 
-import anywidget  # noqa: F401,E402  (a test extra: a missing one fails the run)
-
 from dask_analytics_lab import display  # noqa: E402
-from dask_analytics_lab.widgets import _feed  # noqa: E402
 from dask_analytics_lab.display import downsample  # noqa: E402
+from dask_analytics_lab.widgets import _feed  # noqa: E402
 from dask_analytics_lab.widgets._sync import KeyedTable  # noqa: E402
 from dask_analytics_lab.widgets.monitor_widget import MonitorWidget  # noqa: E402
+from dask_analytics_lab.widgets.views import Flamegraph, TaskGroups  # noqa: E402
 
 from .browser_helpers import browser_table  # noqa: E402
-from dask_analytics_lab.widgets.views import Flamegraph, TaskGroups  # noqa: E402
 
 
 # --- the table protocol --------------------------------------------------------------
@@ -85,7 +85,11 @@ def test_label_of_names_final_groups():
 
 
 def test_clean_makes_browser_json():
-    assert display.clean({"a": float("nan"), "b": [1.5, float("inf")], "c": "x"}) == {"a": None, "b": [1.5, None], "c": "x"}
+    assert display.clean({"a": float("nan"), "b": [1.5, float("inf")], "c": "x"}) == {
+        "a": None,
+        "b": [1.5, None],
+        "c": "x",
+    }
 
 
 # --- feeds against a simulated store -------------------------------------------------
@@ -104,11 +108,28 @@ class FakeStore:
         for i in range(self.N_GROUPS):
             # Two groups move per step, in dependency order; the rest stay put.
             done = min(self.TASKS, max(0, (2 * self.step - i) * self.TASKS // 2))
-            states = {"memory": done, "waiting": self.TASKS - done} if done < self.TASKS else {"released": self.TASKS}
-            out.append({"name": f"g{i:02d}-abc", "prefix": f"g{i:02d}", "states": states, "n_tasks": self.TASKS,
-                        "compute": done * 0.01, "transfer": 0.0, "disk_read": 0.0, "disk_write": 0.0,
-                        "nbytes": done * 8000, "start": 100.0 + i, "stop": None,
-                        "dependencies": [f"g{i - 1:02d}-abc"] if i else [], "updated": 1.0})
+            states = (
+                {"memory": done, "waiting": self.TASKS - done}
+                if done < self.TASKS
+                else {"released": self.TASKS}
+            )
+            out.append(
+                {
+                    "name": f"g{i:02d}-abc",
+                    "prefix": f"g{i:02d}",
+                    "states": states,
+                    "n_tasks": self.TASKS,
+                    "compute": done * 0.01,
+                    "transfer": 0.0,
+                    "disk_read": 0.0,
+                    "disk_write": 0.0,
+                    "nbytes": done * 8000,
+                    "start": 100.0 + i,
+                    "stop": None,
+                    "dependencies": [f"g{i - 1:02d}-abc"] if i else [],
+                    "updated": 1.0,
+                }
+            )
         return out
 
     def running(self):
@@ -122,26 +143,57 @@ class FakeStore:
 
         def get_cluster(cluster_id, store=None):
             record("get_cluster")
-            return {"cluster_id": cluster_id, "name": "fake", "started": 100.0, "stopped": None, "n_workers": 2,
-                    "sample_time": 100.0 + fs.step, "last_seen": 1e12}
+            return {
+                "cluster_id": cluster_id,
+                "name": "fake",
+                "started": 100.0,
+                "stopped": None,
+                "n_workers": 2,
+                "sample_time": 100.0 + fs.step,
+                "last_seen": 1e12,
+            }
 
         def list_cluster_samples(cluster_id, limit=10_000, store=None):
             record(f"list_cluster_samples:{limit}")
-            return [{"time": 100.0 + s, "n_workers": 2} for s in range(max(0, fs.step + 1 - limit), fs.step + 1)]
+            return [
+                {"time": 100.0 + s, "n_workers": 2}
+                for s in range(max(0, fs.step + 1 - limit), fs.step + 1)
+            ]
 
         def list_computations(cluster_id=None, limit=100, store=None):
             record("list_computations")
-            return [{"computation_id": "c1", "cluster_id": "k1", "start": 100.0, "stop": None,
-                     "state": "running" if fs.running() else "finished", "n_tasks": 50_000,
-                     "updated": float(fs.step)}]
+            return [
+                {
+                    "computation_id": "c1",
+                    "cluster_id": "k1",
+                    "start": 100.0,
+                    "stop": None,
+                    "state": "running" if fs.running() else "finished",
+                    "n_tasks": 50_000,
+                    "updated": float(fs.step),
+                }
+            ]
 
         def get_computation(computation_id, store=None):
             record("get_computation")
-            return {"computation_id": computation_id, "cluster_id": "k1", "start": 100.0,
-                    "state": "running" if fs.running() else "finished", "n_erred": 0,
-                    "updated": float(fs.step), "groups": fs.groups(),
-                    "code": [{"hash": "h", "text": "x.sum().compute()", "filename": "cell.py",
-                              "lineno_frame": 1, "lineno_relative": 0}]}
+            return {
+                "computation_id": computation_id,
+                "cluster_id": "k1",
+                "start": 100.0,
+                "state": "running" if fs.running() else "finished",
+                "n_erred": 0,
+                "updated": float(fs.step),
+                "groups": fs.groups(),
+                "code": [
+                    {
+                        "hash": "h",
+                        "text": "x.sum().compute()",
+                        "filename": "cell.py",
+                        "lineno_frame": 1,
+                        "lineno_relative": 0,
+                    }
+                ],
+            }
 
         def list_exceptions(**kwargs):
             record("list_exceptions")
@@ -153,8 +205,14 @@ class FakeStore:
 
         def run_summary(computation_id, store=None):
             record("run_summary")
-            return {"computation_id": computation_id, "baseline_id": None, "wall": None, "findings": [],
-                    "groups": {}, "runs": []}
+            return {
+                "computation_id": computation_id,
+                "baseline_id": None,
+                "wall": None,
+                "findings": [],
+                "groups": {},
+                "runs": [],
+            }
 
         def list_gpu_metrics(cluster_id=None, store=None, **kwargs):
             record("list_gpu_metrics")
@@ -162,15 +220,39 @@ class FakeStore:
 
         def list_worker_samples(cluster_id, worker=None, since=None, limit=100_000, store=None):
             record(f"list_worker_samples:{since}")
-            return [{"id": 2 * s + i, "worker": f"tcp://w{i}", "time": 100.0 + s, "managed": 1000 * s,
-                     "unmanaged": 5000, "spilled": 0, "memory_limit": 10**9, "processing": 1}
-                    for s in range(fs.step + 1) for i in range(2) if since is None or 100.0 + s >= since]
+            return [
+                {
+                    "id": 2 * s + i,
+                    "worker": f"tcp://w{i}",
+                    "time": 100.0 + s,
+                    "managed": 1000 * s,
+                    "unmanaged": 5000,
+                    "spilled": 0,
+                    "memory_limit": 10**9,
+                    "processing": 1,
+                }
+                for s in range(fs.step + 1)
+                for i in range(2)
+                if since is None or 100.0 + s >= since
+            ]
 
         def list_task_stream(computation_id, limit=100_000, store=None):
             record("list_task_stream")
-            return [{"id": i, "start": 100.0 + i, "stop": 100.5 + i, "worker": f"tcp://w{i % 2}", "thread": 1,
-                     "prefix": "g00", "state": "memory", "n_tasks": 1, "busy": None, "binned": False}
-                    for i in range(20)]  # what ran before: unchanged rows are not resent
+            return [
+                {
+                    "id": i,
+                    "start": 100.0 + i,
+                    "stop": 100.5 + i,
+                    "worker": f"tcp://w{i % 2}",
+                    "thread": 1,
+                    "prefix": "g00",
+                    "state": "memory",
+                    "n_tasks": 1,
+                    "busy": None,
+                    "binned": False,
+                }
+                for i in range(20)
+            ]  # what ran before: unchanged rows are not resent
 
         def list_events(cluster_id=None, topic=None, limit=1000, store=None):
             record(f"list_events:{topic}")
@@ -182,7 +264,9 @@ class FakeStore:
         def where(store=None):
             return "sqlite:///fake.db"
 
-        return types.SimpleNamespace(**{k: v for k, v in locals().items() if callable(v) and k not in ("record", "fs")})
+        return types.SimpleNamespace(
+            **{k: v for k, v in locals().items() if callable(v) and k not in ("record", "fs")}
+        )
 
 
 class Recorder:
@@ -229,7 +313,9 @@ def test_live_50k_task_view_sends_small_updates(fake_store):
         msgs = rec.take()
         assert len(msgs) == 1
         msg = msgs[0]
-        assert "code" not in msg and "computations_base" not in msg, "unchanged rows must not be resent"
+        assert "code" not in msg and "computations_base" not in msg, (
+            "unchanged rows must not be resent"
+        )
         rebases += "groups_base" in msg
         sizes.append(len(json.dumps(msg)))
     full = len(json.dumps(first[0]))
@@ -242,7 +328,9 @@ def test_live_50k_task_view_sends_small_updates(fake_store):
     assert rec.take() == []
     # The browser's view equals the store's current truth.
     view = browser_table(w, "groups", "name")
-    assert {k: v["states"] for k, v in view.items()} == {g["name"]: g["states"] for g in fake_store.groups()}
+    assert {k: v["states"] for k, v in view.items()} == {
+        g["name"]: g["states"] for g in fake_store.groups()
+    }
     w.close()
 
 
@@ -269,7 +357,9 @@ def test_workers_are_read_from_the_newest_sample_on_and_all_stay_shown(fake_stor
         w.refresh()
     reads = [c for c in fake_store.calls if c.startswith("list_worker_samples")]
     assert reads[0] == "list_worker_samples:None" and len(reads) == 2, reads
-    assert reads[1] == f"list_worker_samples:{100.0 + 1}"  # from the newest sample the first read saw
+    assert (
+        reads[1] == f"list_worker_samples:{100.0 + 1}"
+    )  # from the newest sample the first read saw
     shown = browser_table(w, "workers", "id")
     assert {r["time"] for r in shown.values()} == {100.0 + s for s in range(fake_store.step + 1)}
     w.close()
@@ -303,7 +393,16 @@ def test_taskgroups_view_alone(fake_store):
 def test_widgets_point_at_built_bundles():
     from dask_analytics_lab.widgets._base import STATIC
 
-    for name in ("monitor", "taskgroups", "flamegraph", "code", "cluster", "gpu", "share", "report-page"):
+    for name in (
+        "monitor",
+        "taskgroups",
+        "flamegraph",
+        "code",
+        "cluster",
+        "gpu",
+        "share",
+        "report-page",
+    ):
         path = STATIC / f"{name}.js"
         assert path.exists(), f"{path} missing: pip install -e . builds it (npm run build)"
     assert "export" in (STATIC / "monitor.js").read_text()
@@ -318,11 +417,20 @@ def test_the_stylesheet_ships_once():
 
     sheet = STATIC / "style.css"
     assert ".dal-tab" in sheet.read_text()
-    for cls in (MonitorWidget, views.TaskGroups, views.Flamegraph, views.CodeSnippets, views.ClusterSummary,
-                views.GpuMetrics, views.ShareButton):
+    for cls in (
+        MonitorWidget,
+        views.TaskGroups,
+        views.Flamegraph,
+        views.CodeSnippets,
+        views.ClusterSummary,
+        views.GpuMetrics,
+        views.ShareButton,
+    ):
         assert str(cls._css) == sheet.read_text(), cls
     for bundle in STATIC.glob("*.js"):
-        assert "--dal-fg2:" not in bundle.read_text(), f"{bundle.name} carries a copy of the stylesheet"
+        assert "--dal-fg2:" not in bundle.read_text(), (
+            f"{bundle.name} carries a copy of the stylesheet"
+        )
 
 
 # --- issue 8: the feed shows what the store says -----------------------------------------
@@ -343,10 +451,16 @@ def test_feed_takes_liveness_from_the_store_status(fake_store, monkeypatch):
         w.refresh()
     assert w.cluster["status"] == "lost"
     assert w._feed.live is False
-    monkeypatch.setattr(fake, "get_cluster", lambda cid, store=None: dict(lost_cluster(cid), status="live", ended=None))
+    monkeypatch.setattr(
+        fake,
+        "get_cluster",
+        lambda cid, store=None: dict(lost_cluster(cid), status="live", ended=None),
+    )
     w.refresh()
     assert w._feed.live is True
-    assert _feed.is_live({"stopped": None}) and not _feed.is_live({"stopped": 5.0})  # readers before `status`
+    assert _feed.is_live({"stopped": None}) and not _feed.is_live(
+        {"stopped": 5.0}
+    )  # readers before `status`
     w.close()
 
 
@@ -355,14 +469,20 @@ def test_feed_lists_computations_by_their_stored_label(fake_store, monkeypatch):
     real_list = fake.list_computations
 
     def labelled(cluster_id=None, limit=100, store=None):
-        return [dict(r, label="random_sample → sum", code_line="x.sum().compute()") for r in real_list(cluster_id, limit, store)]
+        return [
+            dict(r, label="random_sample → sum", code_line="x.sum().compute()")
+            for r in real_list(cluster_id, limit, store)
+        ]
 
     monkeypatch.setattr(fake, "list_computations", labelled)
     fake_store.step = 100
     w = MonitorWidget("k1", start=False)
     w.refresh()
     rows = browser_table(w, "computations", "computation_id")
-    assert rows["c1"]["label"] == "random_sample → sum" and rows["c1"]["code_line"] == "x.sum().compute()"
+    assert (
+        rows["c1"]["label"] == "random_sample → sum"
+        and rows["c1"]["code_line"] == "x.sum().compute()"
+    )
     w.close()
 
 
@@ -402,7 +522,9 @@ def test_widget_polls_only_while_a_view_is_on_screen(fake_store):
         stopped = w._feed.ticks
         pulse = clock._feed.ticks
         _wait_until(lambda: clock._feed.ticks >= pulse + 3, "the ticker ran on")
-        assert w._feed.ticks <= stopped + 1, "a widget with no view on screen kept polling"  # +1: a tick in flight
+        assert w._feed.ticks <= stopped + 1, (
+            "a widget with no view on screen kept polling"
+        )  # +1: a tick in flight
         idle = w._feed.ticks
 
         _view(w, "c", True)  # a view returns: polling resumes at once

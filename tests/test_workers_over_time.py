@@ -8,6 +8,7 @@ the team page and a shared report).
 
 Screenshots: test-artifacts/workers-{live,gone,team,report}.png.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,6 @@ from .waiting import wait_for
 VIEWPORT = {"width": 1200, "height": 900}  # the `page` fixture's (conftest.py)
 
 HELD = 64 * 2**20  # bytes a task's result holds in a worker's memory
-
 
 
 def hold() -> bytes:
@@ -77,12 +77,14 @@ def sampled(tmp_path_factory):
             dal.flush(client)
             rows = dal.list_worker_samples(cid, worker=holder, store=store)
             return [r for r in rows if (r["managed"] or 0) >= HELD]
+
         out["holding"] = wait_for(holding, what="a sample with the held bytes managed")
         busy = client.map(nap, range(6))
 
         def processing():
             rows = dal.list_worker_samples(cid, store=store)
             return [r for r in rows if (r["processing"] or 0) > 0]
+
         out["busy"] = wait_for(processing, what="a sample with tasks processing")
         client.gather(busy)
         del held
@@ -95,6 +97,7 @@ def sampled(tmp_path_factory):
         def left():
             dal.flush(client)
             return _events(store, cid, "worker-left")
+
         out["left"] = wait_for(left, what="the retired worker's departure")
     yield out
     close_readers()
@@ -123,7 +126,9 @@ def test_managed_memory_grows_while_data_is_held(sampled):
     held = sampled["holding"][0]
     assert held["worker"] == sampled["holder"]
     assert held["managed"] >= HELD
-    before = [r for r in sampled["rows"] if r["worker"] == sampled["holder"] and r["time"] < held["time"]]
+    before = [
+        r for r in sampled["rows"] if r["worker"] == sampled["holder"] and r["time"] < held["time"]
+    ]
     assert before and min(r["managed"] for r in before) < HELD
 
 
@@ -148,7 +153,9 @@ def test_interval_is_validated_with_a_clear_error():
     assert resolve()["workers_transmit"] is True
     assert resolve({"analytics.workers.interval": "250ms"})["workers_interval"] == 0.25
     for bad in ("soon", "0s", -1):
-        with pytest.raises(ConfigError, match=r"analytics\.workers\.interval = .* positive duration"):
+        with pytest.raises(
+            ConfigError, match=r"analytics\.workers\.interval = .* positive duration"
+        ):
             resolve({"analytics.workers.interval": bad})
     with pytest.raises(ConfigError, match=r"analytics\.workers\.transmit"):
         resolve({"analytics.workers.transmit": "maybe"})
@@ -158,8 +165,11 @@ def test_interval_is_validated_with_a_clear_error():
 
 def test_transmit_off_records_no_worker(tmp_path):
     store = str(tmp_path / "analytics.db")
-    with recorded_cluster(store, n_workers=1, config={"analytics.workers.transmit": False,
-                                                      "analytics.workers.interval": "100ms"}) as (client, info):
+    with recorded_cluster(
+        store,
+        n_workers=1,
+        config={"analytics.workers.transmit": False, "analytics.workers.interval": "100ms"},
+    ) as (client, info):
         assert client.submit(nap, 1).result() == 1
         status = dal.flush(client)
         cid = info["cluster_id"]
@@ -175,12 +185,19 @@ def lifecycle(tmp_path_factory):
     killed by its nanny for going over its memory limit; then the cluster closes."""
     store = str(tmp_path_factory.mktemp("lifecycle") / "analytics.db")
     out: dict = {"store": store}
-    config = {**FAST, "analytics.workers.interval": "500ms",
-              # The hog's task errs at its first killed worker instead of killing three.
-              "distributed.scheduler.allowed-failures": 0}
+    config = {
+        **FAST,
+        "analytics.workers.interval": "500ms",
+        # The hog's task errs at its first killed worker instead of killing three.
+        "distributed.scheduler.allowed-failures": 0,
+    }
     with dask.config.set(config):
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="500MB",
-                          dashboard_address=":0") as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, memory_limit="500MB", dashboard_address=":0"
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             client.wait_for_workers(2)
             out["cluster_id"] = cid = dal.register(client, store=store)["cluster_id"]
             first = set(client.scheduler_info()["workers"])
@@ -192,18 +209,24 @@ def lifecycle(tmp_path_factory):
             out["killed"] = kept
             pid = client.run(os.getpid, workers=[kept])[kept]
             os.kill(pid, signal.SIGKILL)
-            wait_for(lambda: set(client.scheduler_info()["workers"]) - {kept}, what="the nanny's restart")
+            wait_for(
+                lambda: set(client.scheduler_info()["workers"]) - {kept}, what="the nanny's restart"
+            )
             (restarted,) = client.scheduler_info()["workers"]
             out["hogged"] = restarted
             with pytest.raises(Exception, match="KilledWorker|died"):
                 client.submit(hog, 1, pure=False).result()
-            wait_for(lambda: set(client.scheduler_info()["workers"]) - {restarted}, what="the restart after the hog")
+            wait_for(
+                lambda: set(client.scheduler_info()["workers"]) - {restarted},
+                what="the restart after the hog",
+            )
             (out["last"],) = client.scheduler_info()["workers"]
 
             def recorded():
                 dal.flush(client)
                 left = _events(store, cid, "worker-left")
                 return left if len(left) >= 3 else None
+
             wait_for(recorded, what="three worker-left events")
             out["samples"] = dal.list_worker_samples(cid, store=store)
             # What the notebook's monitor holds while the cluster still runs.
@@ -255,6 +278,7 @@ def test_restarted_workers_joined_and_the_last_one_left_with_the_cluster(lifecyc
 
 # --- the Workers section, in Chromium, live and once the cluster is gone ---------------
 
+
 def _drawn(view, lifecycle) -> dict:
     """What the Workers section drew: the memory chart's areas, its marks, the alert."""
     view.locator(".dal-workers-memory svg path").first.wait_for(state="attached")
@@ -274,7 +298,9 @@ def _drawn(view, lifecycle) -> dict:
     assert any("killed by its nanny for its memory" in t for t in drawn["died"]), drawn
     assert hogged in drawn["label"], drawn
     memory = [a for a in drawn["alerts"] if hogged in a]
-    assert memory and "killed by its nanny for its memory" in memory[0] and "during hog" in memory[0], drawn
+    assert (
+        memory and "killed by its nanny for its memory" in memory[0] and "during hog" in memory[0]
+    ), drawn
     assert drawn["rows"] >= 4, drawn  # both first workers, the restarted one and the last
     return drawn
 
@@ -308,7 +334,9 @@ def test_the_workers_section_draws_in_the_monitor_live_and_after(lifecycle, page
         # Another worker from the table: its own chart, the same time axis.
         page.locator(f".dal-workers-table tr[data-worker='{lifecycle['killed']}']").click()
         assert page.locator(".dal-workers-pick").input_value() == lifecycle["killed"]
-        page.locator(".dal-workers-memory .dal-mark-died title", has_text="died").first.wait_for(state="attached")
+        page.locator(".dal-workers-memory .dal-mark-died title", has_text="died").first.wait_for(
+            state="attached"
+        )
 
 
 def test_the_workers_section_of_the_team_page_and_a_shared_report(lifecycle, page, tmp_path):
@@ -325,7 +353,9 @@ def test_the_workers_section_of_the_team_page_and_a_shared_report(lifecycle, pag
     (comp,) = dal.list_computations(cid, store=lifecycle["store"])
     html, twin, _ = computation_report(comp["computation_id"], store=url)
     assert {r["worker"] for r in twin["worker_samples"]} >= {lifecycle["hogged"]}
-    assert any(e["msg"]["reason"] == "memory" for e in twin["worker_events"] if e["topic"] == "worker-left")
+    assert any(
+        e["msg"]["reason"] == "memory" for e in twin["worker_events"] if e["topic"] == "worker-left"
+    )
     (tmp_path / "report.html").write_text(html)
     page.goto((tmp_path / "report.html").as_uri())
     page.locator(".dal-tab", has_text="Cluster").click()
@@ -337,7 +367,8 @@ def _memory_points(page) -> int:
     """Points on the shown worker's managed-memory line (its first stroked path)."""
     return page.locator(".dal-workers-memory svg").evaluate(
         """svg => { const line = [...svg.querySelectorAll("path")].find(p => p.getAttribute("fill") === "none");
-                    return line ? (line.getAttribute("d").match(/[ML]/g) || []).length : 0; }""")
+                    return line ? (line.getAttribute("d").match(/[ML]/g) || []).length : 0; }"""
+    )
 
 
 def test_the_workers_section_draws_while_the_cluster_runs(page, tmp_path):
@@ -352,34 +383,55 @@ def test_the_workers_section_draws_while_the_cluster_runs(page, tmp_path):
         cid = info["cluster_id"]
         held = client.submit(hold)
         held.result()
-        wait_for(lambda: dal.flush(client) and len({r["time"] for r in dal.list_worker_samples(cid, store=store)}) >= 3,
-                  what="three samples")
+        wait_for(
+            lambda: (
+                dal.flush(client)
+                and len({r["time"] for r in dal.list_worker_samples(cid, store=store)}) >= 3
+            ),
+            what="three samples",
+        )
         w = MonitorWidget(cid, store=url, start=False)
         try:
             for _ in range(3):
                 w.refresh()
-            first = json.loads(json.dumps({k: v for k, v in w.get_state().items() if not k.startswith("_")}))
+            first = json.loads(
+                json.dumps({k: v for k, v in w.get_state().items() if not k.startswith("_")})
+            )
             assert first["cluster"]["status"] == "live" and first["workers_base"]["rows"]
             _show_widget(page, tmp_path, first, "first")
             with static_server(tmp_path) as base:
                 page.goto(f"{base}/index.html")
                 page.wait_for_function("() => window.harnessReady === true")
                 page.evaluate("() => window.show('first')")
-                page.locator("[data-pane=cluster] .dal-workers-memory svg path").first.wait_for(state="attached")
+                page.locator("[data-pane=cluster] .dal-workers-memory svg path").first.wait_for(
+                    state="attached"
+                )
                 before = _memory_points(page)
                 assert before >= 1
                 seen = len(first["workers_base"]["rows"])
-                wait_for(lambda: dal.flush(client) and len(dal.list_worker_samples(cid, store=store)) >= seen + 10,
-                          what="newer samples")
+                wait_for(
+                    lambda: (
+                        dal.flush(client)
+                        and len(dal.list_worker_samples(cid, store=store)) >= seen + 10
+                    ),
+                    what="newer samples",
+                )
                 for _ in range(5):  # the feed reads workers every few ticks
                     w.refresh()
-                state = json.loads(json.dumps({k: w.get_state()[k] for k in ("workers_base", "workers_patch")}))
-                page.evaluate("s => { window.model.set('workers_base', s.workers_base); "
-                              "window.model.set('workers_patch', s.workers_patch); }", state)
+                state = json.loads(
+                    json.dumps({k: w.get_state()[k] for k in ("workers_base", "workers_patch")})
+                )
+                page.evaluate(
+                    "s => { window.model.set('workers_base', s.workers_base); "
+                    "window.model.set('workers_patch', s.workers_patch); }",
+                    state,
+                )
                 page.wait_for_function(
                     """n => { const svg = document.querySelector(".dal-workers-memory svg");
                               const line = [...svg.querySelectorAll("path")].find(p => p.getAttribute("fill") === "none");
-                              return line && (line.getAttribute("d").match(/[ML]/g) || []).length > n; }""", arg=before)
+                              return line && (line.getAttribute("d").match(/[ML]/g) || []).length > n; }""",
+                    arg=before,
+                )
         finally:
             w.close()
         with ServerThread({"store_url": url, "token_required": False}) as server:
@@ -395,6 +447,7 @@ def test_the_workers_section_draws_while_the_cluster_runs(page, tmp_path):
 
 
 # --- the lifecycle's bookkeeping, alone ------------------------------------------------
+
 
 def _worker(name: str) -> SimpleNamespace:
     return SimpleNamespace(name=name, host="127.0.0.1", nthreads=1, memory_limit=10**9)
@@ -416,7 +469,10 @@ def test_workers_still_there_when_the_scheduler_closes_leave_closed_with_it():
     life.flush(120.0, force=True)
     left = {msg["worker"]: msg for topic, msg in events if topic == LEFT_TOPIC}
     assert set(left) == {"tcp://a:1", "tcp://b:1"}
-    assert left["tcp://b:1"]["reason"] == "closed" and left["tcp://b:1"]["stimulus_id"] == "scheduler-close"
+    assert (
+        left["tcp://b:1"]["reason"] == "closed"
+        and left["tcp://b:1"]["stimulus_id"] == "scheduler-close"
+    )
     assert left["tcp://a:1"]["reason"] == "died"  # no closing status, no memory kill
     life.scheduler_closing(121.0)  # nothing left to close: no second departure
     life.flush(121.0, force=True)
@@ -425,7 +481,9 @@ def test_workers_still_there_when_the_scheduler_closes_leave_closed_with_it():
 
 def test_an_address_reused_by_a_new_worker_starts_clean():
     life, events = _lifecycle_alone()
-    life.memory_killed({"worker": "tcp://a:1", "rss": 5 * 10**8}, 100.0)  # late: its worker long gone
+    life.memory_killed(
+        {"worker": "tcp://a:1", "rss": 5 * 10**8}, 100.0
+    )  # late: its worker long gone
     life.status_changed("tcp://a:1", {"status": "closing"})
     life.joined("tcp://a:1", _worker("new"), 200.0)  # a fixed --worker-port, a new process
     life.left("tcp://a:1", "handle-worker-cleanup-2", 300.0)
@@ -446,12 +504,24 @@ def test_a_memory_kill_whose_removal_never_came_is_forgotten_in_time_not_in_bulk
     assert msg["reason"] == "memory", msg  # kept, though 150 were held
     life.left("tcp://old:1", "y", 520.0)
     life.flush(520.0, force=True)
-    assert [m for topic, m in events if topic == LEFT_TOPIC][-1]["reason"] == "died"  # expired after its TTL
+    assert [m for topic, m in events if topic == LEFT_TOPIC][-1][
+        "reason"
+    ] == "died"  # expired after its TTL
 
 
 def test_thinned_samples_keep_each_stretchs_memory_cpu_and_tasks_peaks():
-    rows = [{"worker": "w", "time": float(t), "managed": 0, "unmanaged": 10, "spilled": 0, "cpu": 5.0, "processing": 1}
-            for t in range(1000)]
+    rows = [
+        {
+            "worker": "w",
+            "time": float(t),
+            "managed": 0,
+            "unmanaged": 10,
+            "spilled": 0,
+            "cpu": 5.0,
+            "processing": 1,
+        }
+        for t in range(1000)
+    ]
     rows[10].update(unmanaged=900)  # the memory peak
     rows[20].update(cpu=390.0)  # the CPU peak, in the same stretch
     rows[30].update(processing=64)

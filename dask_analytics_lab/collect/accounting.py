@@ -32,12 +32,14 @@ noise is several points), so the cost is accounted where it is spent:
 `longest_call` is the longest single timed callback on the loop (a sampled transition
 call, update_graph, a tick, an event, a profile-fetch step).
 """
+
 from __future__ import annotations
 
 import gc
 import threading
 import time
-from typing import Any, Awaitable, Generator, TypeVar
+from collections.abc import Awaitable, Generator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -137,7 +139,9 @@ class CostMeter:
         over the plugins, positional and keyword arguments), measured here on a no-op."""
 
         class _Noop:
-            def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+            def transition(
+                self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any
+            ) -> None:
                 return None
 
         clock = float("inf")
@@ -168,16 +172,24 @@ class CostMeter:
 
     # --- reading -------------------------------------------------------------------
     def hooks_seconds(self) -> float:
-        per_call = max(0.0, self._sampled_seconds / self._sampled_calls - self.clock - self.recall) \
-            if self._sampled_calls else 0.0
-        return self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins)) + self._hooks_gc()
+        per_call = (
+            max(0.0, self._sampled_seconds / self._sampled_calls - self.clock - self.recall)
+            if self._sampled_calls
+            else 0.0
+        )
+        return (
+            self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins))
+            + self._hooks_gc()
+        )
 
     def _hooks_gc(self) -> float:
         # The collections that started in timed hook calls stand for those of all calls.
         watched = self._sampled_calls + self.outliers
         return self._gc_inside["hooks"] * (self.transition_calls / watched) if watched else 0.0
 
-    def report(self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None) -> dict:
+    def report(
+        self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None
+    ) -> dict:
         """Must run on the loop's thread (it reads that thread's CPU clock).  `extra`: loop
         CPU counted elsewhere, by part; `threads`: CPU of work done in shared threads."""
         parts = dict(self.seconds)
@@ -187,8 +199,14 @@ class CostMeter:
             parts[name] = parts.get(name, 0.0) + seconds
         loop_cpu = time.thread_time() - self._loop_cpu0
         total = sum(parts.values())
-        threads = {**(threads or {}), **{t.name: _thread_cpu(t.ident) for t in threading.enumerate()
-                                         if t.name.startswith(THREAD_PREFIX)}}
+        threads = {
+            **(threads or {}),
+            **{
+                t.name: _thread_cpu(t.ident)
+                for t in threading.enumerate()
+                if t.name.startswith(THREAD_PREFIX)
+            },
+        }
         wall = max(time.time() - self._started, 1e-9)
         return {
             "parts": parts,
@@ -196,7 +214,9 @@ class CostMeter:
             "loop_cpu_seconds": loop_cpu,
             "share": total / loop_cpu if loop_cpu > 0 else 0.0,
             "transition_calls": self.transition_calls,
-            "transition_us": 1e6 * (self.hooks_seconds() / self.transition_calls) if self.transition_calls else 0.0,
+            "transition_us": 1e6 * (self.hooks_seconds() / self.transition_calls)
+            if self.transition_calls
+            else 0.0,
             "longest_call_ms": 1e3 * self.longest_call,
             "longest_part": self.longest_part,
             "gc_seconds": gc_seconds,
@@ -238,4 +258,3 @@ class _Metered:
                 send, throw = (yield yielded), None
             except BaseException as e:  # noqa: BLE001 (handed on to the coroutine, as await does)
                 send, throw = None, e
-

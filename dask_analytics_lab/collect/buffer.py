@@ -28,18 +28,25 @@ tree, an event's msg, the cluster's versions) has no O(1) size: those start at a
 provisional figure and the writer thread measures them (`measure`), off the event loop.
 Not thread-safe: the shipper holds its lock around every call.
 """
+
 from __future__ import annotations
 
 import heapq
 import sys
 from collections import deque
+from collections.abc import Iterator
 from itertools import islice
-from typing import Any, Iterator
+from typing import Any
 
 SAMPLES, DETAILS, RECORD = 0, 1, 2
 TIER_OF = {
-    "worker_samples": SAMPLES, "cluster_sample": SAMPLES, "gpu_samples": SAMPLES, "heartbeat": SAMPLES,
-    "profile": DETAILS, "metrics": DETAILS, "task_stream": DETAILS,
+    "worker_samples": SAMPLES,
+    "cluster_sample": SAMPLES,
+    "gpu_samples": SAMPLES,
+    "heartbeat": SAMPLES,
+    "profile": DETAILS,
+    "metrics": DETAILS,
+    "task_stream": DETAILS,
 }
 
 # Bytes: the envelope (its dict, cluster id, numbers, the data dict) and the entry.
@@ -82,7 +89,9 @@ def estimate(kind: str, data: Any) -> tuple[int, bool]:
         base, per_row, field = rows
         listed = data.get(field)
         n = len(listed) if listed.__class__ is list else 0
-        extra = _text(data.get("label")) + _text(data.get("code_line")) if kind == "computation" else 0
+        extra = (
+            _text(data.get("label")) + _text(data.get("code_line")) if kind == "computation" else 0
+        )
         return ENVELOPE + base + per_row * n + extra, True
     texts = _TEXTS.get(kind)
     if texts is not None:
@@ -117,7 +126,13 @@ class Entry:
     __slots__ = ("number", "kind", "tier", "size", "message", "queued")
 
     def __init__(self, number: int, kind: str, tier: int, size: int, message: dict | None):
-        self.number, self.kind, self.tier, self.size, self.message = number, kind, tier, size, message
+        self.number, self.kind, self.tier, self.size, self.message = (
+            number,
+            kind,
+            tier,
+            size,
+            message,
+        )
         self.queued = True
 
 

@@ -1,4 +1,5 @@
 """Cluster-wide figures over time: workers, threads, memory, worker-seconds, cost, idle."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,7 +19,9 @@ class ClusterSampler:
         self.core_seconds = 0.0
         self.last_activity: float | None = None
 
-    def sample(self, scheduler: Any, now: float, dropped: int, *, force: bool = False) -> dict | None:
+    def sample(
+        self, scheduler: Any, now: float, dropped: int, *, force: bool = False
+    ) -> dict | None:
         """O(workers).  None when nothing changed and no heartbeat is due."""
         workers = scheduler.workers.values()
         n_workers = len(workers)

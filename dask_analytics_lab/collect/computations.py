@@ -15,13 +15,15 @@ before it.  Two things keep the record true:
 
 Work here is O(groups of the computations that changed), never O(tasks).
 """
+
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..messages import code_hash, fingerprint
 
@@ -34,8 +36,16 @@ Emit = Callable[[str, dict], None]
 class GroupCounts:
     """What happened to one TaskGroup object's tasks, counted as it happened."""
 
-    __slots__ = ("done", "raised", "cancelled", "cancelled_running", "cancelled_at", "lost_waiting", "first",
-                 "last")
+    __slots__ = (
+        "done",
+        "raised",
+        "cancelled",
+        "cancelled_running",
+        "cancelled_at",
+        "lost_waiting",
+        "first",
+        "last",
+    )
 
     def __init__(self) -> None:
         self.done = 0  # reached memory
@@ -57,13 +67,31 @@ def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> tuple:
         # What TaskGroup.all_durations returns, without the dict it builds at each call
         # (a re-run claims every live group in one update_graph).
         get = us.get
-        return (sum(tg.states.values()) - new_tasks, counts.done + counts.lost_waiting, counts.raised,
-                counts.cancelled, counts.cancelled_running, get("compute", 0) / 1e6, get("transfer", 0) / 1e6,
-                get("disk-read", 0) / 1e6, get("disk-write", 0) / 1e6, tg.nbytes_total)
+        return (
+            sum(tg.states.values()) - new_tasks,
+            counts.done + counts.lost_waiting,
+            counts.raised,
+            counts.cancelled,
+            counts.cancelled_running,
+            get("compute", 0) / 1e6,
+            get("transfer", 0) / 1e6,
+            get("disk-read", 0) / 1e6,
+            get("disk-write", 0) / 1e6,
+            tg.nbytes_total,
+        )
     d = tg.all_durations
-    return (sum(tg.states.values()) - new_tasks, counts.done + counts.lost_waiting, counts.raised, counts.cancelled,
-            counts.cancelled_running, d.get("compute", 0.0), d.get("transfer", 0.0), d.get("disk-read", 0.0),
-            d.get("disk-write", 0.0), tg.nbytes_total)
+    return (
+        sum(tg.states.values()) - new_tasks,
+        counts.done + counts.lost_waiting,
+        counts.raised,
+        counts.cancelled,
+        counts.cancelled_running,
+        d.get("compute", 0.0),
+        d.get("transfer", 0.0),
+        d.get("disk-read", 0.0),
+        d.get("disk-write", 0.0),
+        tg.nbytes_total,
+    )
 
 
 _ZERO = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0)
@@ -111,7 +139,9 @@ class _Tracked:
     claims: list[_Claim] = field(default_factory=list)
     claim_of: dict = field(default_factory=dict)  # TaskGroup -> its claim here
     listed: int = 0  # claims of groups that the Computation lists (comp.groups)
-    names: dict[str, _Row] = field(default_factory=dict)  # by group name, in the order first summarised
+    names: dict[str, _Row] = field(
+        default_factory=dict
+    )  # by group name, in the order first summarised
     prefixes: dict[str, None] = field(default_factory=dict)
     sorted_prefixes: list[str] | None = None
     # Claims whose group moved since they were last summarised (marked by the hook).
@@ -265,8 +295,17 @@ class ComputationTracker:
                 old = previous.claim_of.get(tg)
                 if old is not None and old.closed is None:
                     # Its final figures as of now; the summary is built when next looked at.
-                    old.closed = (base, dict(tg.states), counts.lost_waiting, counts.first, counts.last,
-                                  counts.cancelled_at, tg.start, tg.stop, tuple(tg.dependencies))
+                    old.closed = (
+                        base,
+                        dict(tg.states),
+                        counts.lost_waiting,
+                        counts.first,
+                        counts.last,
+                        counts.cancelled_at,
+                        tg.start,
+                        tg.stop,
+                        tuple(tg.dependencies),
+                    )
                     previous.dirty.add(old)
                 # Timing is the new owner's own from here.
                 counts.first = counts.last = 0.0
@@ -291,8 +330,15 @@ class ComputationTracker:
                 record.sorted_prefixes = None
 
     # --- the periodic poll ----------------------------------------------------------
-    def poll(self, computations: Iterable[Any], task_groups: dict, *, changed: bool,
-             now: float | None = None, deadline: float | None = None) -> list[tuple]:
+    def poll(
+        self,
+        computations: Iterable[Any],
+        task_groups: dict,
+        *,
+        changed: bool,
+        now: float | None = None,
+        deadline: float | None = None,
+    ) -> list[tuple]:
         """Emit what changed; return (id, start, stop, prefixes) of computations that just
         ended.  `changed`: whether any transition happened since the last poll;
         `task_groups`: the scheduler's live groups (a group it dropped cannot change);
@@ -307,12 +353,18 @@ class ComputationTracker:
             cid = str(comp.id)
             live.add(cid)
             record = self._tracked.get(cid)
-            if record is not None and record.seen_groups == len(comp.groups) \
-                    and len(comp.code) == record.code_seen:
+            if (
+                record is not None
+                and record.seen_groups == len(comp.groups)
+                and len(comp.code) == record.code_seen
+            ):
                 if not (record.dirty or record.changed):
                     continue
-                if not record.changed and record.state not in ("", "running") \
-                        and not self._live_moved(record, task_groups):
+                if (
+                    not record.changed
+                    and record.state not in ("", "running")
+                    and not self._live_moved(record, task_groups)
+                ):
                     continue  # only groups that can no longer change moved: wait for a live one
             if not comp.groups and (record is None or not record.claims):
                 continue
@@ -329,8 +381,11 @@ class ComputationTracker:
         gone = self._tracked.keys() - live
         for cid in gone:
             record = self._tracked.pop(cid)
-            if record.changed or record.dirty and (record.state in ("", "running")
-                                                   or self._live_moved(record, task_groups)):
+            if (
+                record.changed
+                or record.dirty
+                and (record.state in ("", "running") or self._live_moved(record, task_groups))
+            ):
                 # Dask let go of it while a deadline held its last message back: send it.
                 self._update(record, None, now, None)
             self._drop(record)
@@ -367,13 +422,18 @@ class ComputationTracker:
     def _prune_counts(self, task_groups: dict) -> None:
         """Counts of groups no computation claims and the scheduler dropped (scattered
         data, say) can never be read: let them go, so a long-lived cluster stays bounded."""
-        for tg in [tg for tg in self.counts if tg not in self._owner and task_groups.get(tg.name) is not tg]:
+        for tg in [
+            tg for tg in self.counts if tg not in self._owner and task_groups.get(tg.name) is not tg
+        ]:
             del self.counts[tg]
 
     def running(self) -> list[tuple[str, float, list[str]]]:
         """(id, start, prefixes) of the computations running now, newest first."""
-        return [(r.cid, r.start, r.sorted_prefix_names())
-                for r in reversed(self._tracked.values()) if r.state == "running" and r.claims]
+        return [
+            (r.cid, r.start, r.sorted_prefix_names())
+            for r in reversed(self._tracked.values())
+            if r.state == "running" and r.claims
+        ]
 
     def forget_gone(self) -> set[str]:
         """Ids dropped by the last polls (for the error counter); emptied on read."""
@@ -415,18 +475,46 @@ class ComputationTracker:
             return claim.frozen
         tg = claim.tg
         if claim.closed is not None:
-            cur, states, lost_waiting, first, last, cancelled_at, tg_start, tg_stop, deps = claim.closed
-            claim.frozen = _figures(tg, claim.base, cur, states, lost_waiting, first, last, cancelled_at,
-                                    tg_start, tg_stop, deps, final=True)
+            cur, states, lost_waiting, first, last, cancelled_at, tg_start, tg_stop, deps = (
+                claim.closed
+            )
+            claim.frozen = _figures(
+                tg,
+                claim.base,
+                cur,
+                states,
+                lost_waiting,
+                first,
+                last,
+                cancelled_at,
+                tg_start,
+                tg_stop,
+                deps,
+                final=True,
+            )
             claim.closed = _CLOSED  # built: the capture can go
             return claim.frozen
         counts = self.counts.get(tg)
         if counts is None:
             counts = self.counts[tg] = GroupCounts()
-        return _figures(tg, claim.base, _cumulative(tg, counts), tg.states, counts.lost_waiting, counts.first,
-                        counts.last, counts.cancelled_at, tg.start, tg.stop, tg.dependencies, final=final)
+        return _figures(
+            tg,
+            claim.base,
+            _cumulative(tg, counts),
+            tg.states,
+            counts.lost_waiting,
+            counts.first,
+            counts.last,
+            counts.cancelled_at,
+            tg.start,
+            tg.stop,
+            tg.dependencies,
+            final=final,
+        )
 
-    def _update(self, record: _Tracked, comp: Any, now: float, deadline: float | None) -> bool | None:
+    def _update(
+        self, record: _Tracked, comp: Any, now: float, deadline: float | None
+    ) -> bool | None:
         """Summarise the claims that moved and emit a message if anything changed: True
         when the computation just ended, None when `deadline` came first (nothing is sent
         then; the next call goes on)."""
@@ -443,7 +531,12 @@ class ComputationTracker:
             final = record.final
             for i, claim in enumerate(todo):
                 # Some work at every call, whatever came before it: a backlog always shrinks.
-                if deadline is not None and i and not i % _CLOCK_EVERY and time.perf_counter() > deadline:
+                if (
+                    deadline is not None
+                    and i
+                    and not i % _CLOCK_EVERY
+                    and time.perf_counter() > deadline
+                ):
                     record.dirty.update(todo[i:])
                     return None
                 signature = _signature(claim, counts.get(claim.tg))
@@ -483,8 +576,11 @@ class ComputationTracker:
         name = claim.tg.name
         row = record.names[name]
         claims = row.claims
-        summary, pending, cancelled = claim.summary if len(claims) == 1 else \
-            _combine([c.summary for c in claims if c.summary is not None])
+        summary, pending, cancelled = (
+            claim.summary
+            if len(claims) == 1
+            else _combine([c.summary for c in claims if c.summary is not None])
+        )
         totals = record.totals
         old = row.summary
         if old is not None:
@@ -516,8 +612,11 @@ class ComputationTracker:
         was_running = record.state in ("", "running")
         # Ended by a close or a restart with work left undone.  One whose last tasks ended
         # before the last tick could say so is finished, not cancelled.
-        cut_short = (record.final and record.state == "running"
-                     and totals["n_done"] + totals["n_erred"] < totals["n_tasks"])
+        cut_short = (
+            record.final
+            and record.state == "running"
+            and totals["n_done"] + totals["n_erred"] < totals["n_tasks"]
+        )
         if running:
             state = "running"
         elif totals["n_erred"]:
@@ -550,25 +649,30 @@ class ComputationTracker:
             "nbytes": totals["nbytes"],
         }
         state_changed = state != record.state
-        if not (changed_groups or new_code or state_changed or message_totals != record.sent_totals):
+        if not (
+            changed_groups or new_code or state_changed or message_totals != record.sent_totals
+        ):
             return False
         record.state = state
         record.sent_totals = message_totals
         names = record.names
-        self._emit("computation", {
-            "id": record.cid,
-            "start": record.start,
-            "stop": record.stop,
-            "state": state,
-            "label": record.label,
-            "code": list(record.code),
-            "code_frames": list(record.frames),
-            "code_line": record.code_line,
-            "fingerprint": record.fingerprint,
-            "totals": message_totals,
-            # Rows are never changed once made (a new summary is a new dict): sent as they are.
-            "groups": [names[name].summary for name in changed_groups],
-        })
+        self._emit(
+            "computation",
+            {
+                "id": record.cid,
+                "start": record.start,
+                "stop": record.stop,
+                "state": state,
+                "label": record.label,
+                "code": list(record.code),
+                "code_frames": list(record.frames),
+                "code_line": record.code_line,
+                "fingerprint": record.fingerprint,
+                "totals": message_totals,
+                # Rows are never changed once made (a new summary is a new dict): sent as they are.
+                "groups": [names[name].summary for name in changed_groups],
+            },
+        )
         return state_changed and was_running and state != "running"
 
     def _take_code(self, comp: Any, record: _Tracked) -> bool:
@@ -579,8 +683,11 @@ class ComputationTracker:
         for frames in blocks:
             for source in frames:
                 digest = code_hash(source.filename, source.code)
-                frame = {"hash": digest, "lineno_frame": source.lineno_frame,
-                         "lineno_relative": source.lineno_relative}
+                frame = {
+                    "hash": digest,
+                    "lineno_frame": source.lineno_frame,
+                    "lineno_relative": source.lineno_relative,
+                }
                 if frame in record.frames:
                     continue
                 record.frames.append(frame)
@@ -592,25 +699,41 @@ class ComputationTracker:
                     if len(self._code_sent) >= 10_000:
                         self._code_sent.clear()  # re-sending a snippet is harmless: stored once by hash
                     self._code_sent.add(digest)
-                    self._emit("code", {
-                        "hash": digest,
-                        "text": source.code,
-                        "filename": source.filename,
-                        "lineno_frame": source.lineno_frame,
-                        "lineno_relative": source.lineno_relative,
-                    })
+                    self._emit(
+                        "code",
+                        {
+                            "hash": digest,
+                            "text": source.code,
+                            "filename": source.filename,
+                            "lineno_frame": source.lineno_frame,
+                            "lineno_relative": source.lineno_relative,
+                        },
+                    )
         return True
 
 
 _CLOSED = ()  # a closed claim whose final summary is built
 
 
-def _figures(tg: Any, base: tuple, cur: tuple, states: dict, lost_waiting: int, first: float, last: float,
-             cancelled_at: float, tg_start: float | None, tg_stop: float | None, deps: Iterable[Any], *,
-             final: bool) -> tuple:
+def _figures(
+    tg: Any,
+    base: tuple,
+    cur: tuple,
+    states: dict,
+    lost_waiting: int,
+    first: float,
+    last: float,
+    cancelled_at: float,
+    tg_start: float | None,
+    tg_stop: float | None,
+    deps: Iterable[Any],
+    *,
+    final: bool,
+) -> tuple:
     """(group row, pending, cancelled): a claim's figures from the group's as given."""
     total, done, raised, cancelled, cancelled_running, compute, transfer, dread, dwrite, nbytes = (
-        a - b for a, b in zip(cur, base))
+        a - b for a, b in zip(cur, base)
+    )
     pending = 0 if final else max(0, sum(states.get(s, 0) for s in NOT_DONE) - lost_waiting)
     n_erred = max(raised, 0)
     n_done = max(0, min(done, total - n_erred - pending))
@@ -620,37 +743,57 @@ def _figures(tg: Any, base: tuple, cur: tuple, states: dict, lost_waiting: int, 
     stop = (None if shared else tg_stop) or last or None
     if cancelled and cancelled_at > (stop or 0.0):
         stop = cancelled_at  # its work ended at the cancel, not at its last task
-    return {
-        "name": tg.name,
-        "prefix": tg.prefix.name,
-        "states": {state: n for state, n in states.items() if n},
-        "n_tasks": total,
-        "n_done": n_done,
-        "n_erred": n_erred,
-        "n_not_run": max(0, total - n_done - n_erred - n_cancelled - pending),
-        "n_cancelled": n_cancelled,
-        "compute": float(compute),
-        "transfer": float(transfer),
-        "disk_read": float(dread),
-        "disk_write": float(dwrite),
-        "nbytes": int(nbytes),
-        "start": start,
-        "stop": stop,
-        "dependencies": sorted(dep.name for dep in deps),
-    }, pending, cancelled
+    return (
+        {
+            "name": tg.name,
+            "prefix": tg.prefix.name,
+            "states": {state: n for state, n in states.items() if n},
+            "n_tasks": total,
+            "n_done": n_done,
+            "n_erred": n_erred,
+            "n_not_run": max(0, total - n_done - n_erred - n_cancelled - pending),
+            "n_cancelled": n_cancelled,
+            "compute": float(compute),
+            "transfer": float(transfer),
+            "disk_read": float(dread),
+            "disk_write": float(dwrite),
+            "nbytes": int(nbytes),
+            "start": start,
+            "stop": stop,
+            "dependencies": sorted(dep.name for dep in deps),
+        },
+        pending,
+        cancelled,
+    )
 
 
 def _signature(claim: _Claim, counts: GroupCounts | None) -> tuple:
     # Cheap to build and compare; changes whenever the claim's summary would
     # (cancelled_running and cancelled_at only move with cancelled).
     tg = claim.tg
-    return (claim.closed is not None, tuple(tg.states.values()), tg.nbytes_total, tg.duration,
-            tg.stop, counts and (counts.done, counts.raised, counts.cancelled, counts.lost_waiting))
+    return (
+        claim.closed is not None,
+        tuple(tg.states.values()),
+        tg.nbytes_total,
+        tg.duration,
+        tg.stop,
+        counts and (counts.done, counts.raised, counts.cancelled, counts.lost_waiting),
+    )
 
 
 # Figures of a row that several TaskGroup objects of one name add up to.
-_SUMMED = ("n_tasks", "n_done", "n_erred", "n_not_run", "n_cancelled", "compute", "transfer", "disk_read",
-           "disk_write", "nbytes")
+_SUMMED = (
+    "n_tasks",
+    "n_done",
+    "n_erred",
+    "n_not_run",
+    "n_cancelled",
+    "compute",
+    "transfer",
+    "disk_read",
+    "disk_write",
+    "nbytes",
+)
 
 
 def _combine(summaries: list[tuple]) -> tuple:
@@ -693,20 +836,27 @@ def _label(claims: list[_Claim]) -> str:
         stack = [tg]
         while stack:
             g = stack[-1]
-            deps = [d for d in g.dependencies if d in groups and d not in depth and d not in visiting]
+            deps = [
+                d for d in g.dependencies if d in groups and d not in depth and d not in visiting
+            ]
             if deps:
                 visiting.update(deps)
                 stack.extend(deps)
                 continue
             stack.pop()
-            depth[g] = 1 + max((depth.get(d, -1) for d in g.dependencies if d in groups and d is not g),
-                               default=-1)
+            depth[g] = 1 + max(
+                (depth.get(d, -1) for d in g.dependencies if d in groups and d is not g), default=-1
+            )
         return depth[tg]
 
     # A root is at level 0 without the walk (the walk gives it the same); `i` keeps
     # the order of equal keys as sorted() with a key function does.
-    ordered = sorted([(level(g) if g.dependencies else 0, g.start or 0.0, g.name, i, g)
-                      for i, g in enumerate(groups)])
+    ordered = sorted(
+        [
+            (level(g) if g.dependencies else 0, g.start or 0.0, g.name, i, g)
+            for i, g in enumerate(groups)
+        ]
+    )
     prefixes = list(dict.fromkeys(t[4].prefix.name for t in ordered))
     if len(prefixes) > 4:
         prefixes = prefixes[:2] + ["…", prefixes[-1]]

@@ -1,5 +1,6 @@
 """What a cluster runs on: package versions and platform, read once at start, through
 distributed's own report (what `client.get_versions()` shows)."""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +8,12 @@ import platform
 import socket
 import sys
 
-from distributed.versions import get_package_info, get_system_info, optional_packages, required_packages
+from distributed.versions import (
+    get_package_info,
+    get_system_info,
+    optional_packages,
+    required_packages,
+)
 
 
 def versions() -> dict[str, str]:

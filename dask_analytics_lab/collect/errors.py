@@ -12,11 +12,13 @@ some of them.
 `record` runs inside the scheduler's transition hook, so it is O(1) in the number of
 rows: no scan, no eviction.
 """
+
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 # Longest message text we mask and keep: the regex is linear, keep its input bounded.
 MAX_TEXT = 2000
@@ -33,9 +35,11 @@ _FRAME = re.compile(r'File "([^"]*)", line (\d+), in (.*)')
 # hashes (`key-a3f9c0…`), and numbers, also inside identifiers (`k12`, `user42`,
 # `shard7`, `col_3`), so each of those families is one kind.  Letters stay: they say
 # what failed.
-_LITERAL = re.compile(r"(?=[0-9a-f])(?:0x[0-9a-fA-F]+"  # the lookahead: most positions fail at once
-                      r"|(?<![A-Za-z0-9])(?:\d+(?:\.\d+)?[eE][-+]?\d+|[0-9a-f]*\d[0-9a-f]*(?:\.\d+)?)(?![A-Za-z0-9])"
-                      r"|\d+(?:\.\d+)?)")
+_LITERAL = re.compile(
+    r"(?=[0-9a-f])(?:0x[0-9a-fA-F]+"  # the lookahead: most positions fail at once
+    r"|(?<![A-Za-z0-9])(?:\d+(?:\.\d+)?[eE][-+]?\d+|[0-9a-f]*\d[0-9a-f]*(?:\.\d+)?)(?![A-Za-z0-9])"
+    r"|\d+(?:\.\d+)?)"
+)
 
 
 def exception_type(exception_text: str) -> str:
@@ -86,8 +90,14 @@ class _Place:
 
 
 class ErrorCounter:
-    def __init__(self, *, kinds_per_place: int = 20, max_rows: int = 10_000, max_places: int = 10_000,
-                 max_folded: int = 100_000):
+    def __init__(
+        self,
+        *,
+        kinds_per_place: int = 20,
+        max_rows: int = 10_000,
+        max_places: int = 10_000,
+        max_folded: int = 100_000,
+    ):
         """`kinds_per_place` rows of distinct messages per (type, frame) of a task group;
         `max_rows` such rows in all, past which a new message of a known (type, frame)
         is counted in its overflow row (the first message of a new one still gets its
@@ -105,9 +115,20 @@ class ErrorCounter:
         self._message_rows = 0  # rows of one masked message (not overflow rows)
         self._folded_left = max_folded
 
-    def record(self, computation_id: str, group: str, key: Any, exception_text: str,
-               traceback_text: str | None, t: float, *, exc_type: str | None = None,
-               location: str | None = None, workers: Iterable[str] = (), count: int = 1) -> None:
+    def record(
+        self,
+        computation_id: str,
+        group: str,
+        key: Any,
+        exception_text: str,
+        traceback_text: str | None,
+        t: float,
+        *,
+        exc_type: str | None = None,
+        location: str | None = None,
+        workers: Iterable[str] = (),
+        count: int = 1,
+    ) -> None:
         """Count `count` failures.  O(1) in the number of rows; runs in the transition hook."""
         text = exception_text[:MAX_TEXT]
         exc_type = exc_type or exception_type(text)
@@ -127,12 +148,18 @@ class ErrorCounter:
                 place = self._places.get(place_key)
                 if place is None:
                     place = self._new_place(place_key)
-                row_key, row = self._overflow_row(place, fields, OVERFLOW_TYPE, "", "kind of failure")
-                example = self._fold(place, row, hash((exc_type, location, pattern)), "kind of failure")
+                row_key, row = self._overflow_row(
+                    place, fields, OVERFLOW_TYPE, "", "kind of failure"
+                )
+                example = self._fold(
+                    place, row, hash((exc_type, location, pattern)), "kind of failure"
+                )
             else:
                 if place is None:
                     place = self._new_place(place_key)
-                if place.kinds < self._kinds_per_place and (place.kinds == 0 or self._message_rows < self._max_rows):
+                if place.kinds < self._kinds_per_place and (
+                    place.kinds == 0 or self._message_rows < self._max_rows
+                ):
                     place.kinds += 1
                     self._message_rows += 1
                     row = self._rows[row_key] = _row(fields, digest, exc_type, location, pattern)
@@ -149,13 +176,16 @@ class ErrorCounter:
                 row["workers"].append(w)
         self._dirty.add(row_key)
 
-    def _overflow_row(self, place: _Place, fields: tuple, exc_type: str, location: str,
-                      what: str) -> tuple[tuple[str, str, str], dict]:
+    def _overflow_row(
+        self, place: _Place, fields: tuple, exc_type: str, location: str, what: str
+    ) -> tuple[tuple[str, str, str], dict]:
         computation_id, group = fields[0], fields[1]
         if place.overflow is None:
             digest = fingerprint(exc_type, location, _OVERFLOW_MARK)
             place.overflow = (computation_id, group, digest)
-            self._rows[place.overflow] = _row(fields, digest, exc_type, location, overflow_pattern(0, what=what))
+            self._rows[place.overflow] = _row(
+                fields, digest, exc_type, location, overflow_pattern(0, what=what)
+            )
             self._row_keys.setdefault(computation_id, []).append(place.overflow)
         return place.overflow, self._rows[place.overflow]
 
@@ -177,13 +207,21 @@ class ErrorCounter:
             # No memory left to tell messages apart: this one is new, later ones may not be.
             new = not place.at_least
             place.at_least = True
-        row["pattern"] = overflow_pattern(len(place.folded) + place.at_least, at_least=place.at_least, what=what)
+        row["pattern"] = overflow_pattern(
+            len(place.folded) + place.at_least, at_least=place.at_least, what=what
+        )
         return new
 
     def drain(self) -> list[dict]:
         """Rows changed since the last drain (copies: they go to another thread)."""
-        out = [{**self._rows[k], "examples": list(self._rows[k]["examples"]),
-                "workers": list(self._rows[k]["workers"])} for k in self._dirty]
+        out = [
+            {
+                **self._rows[k],
+                "examples": list(self._rows[k]["examples"]),
+                "workers": list(self._rows[k]["workers"]),
+            }
+            for k in self._dirty
+        ]
         self._dirty.clear()
         return out
 
@@ -213,9 +251,18 @@ class ErrorCounter:
 def _row(fields: tuple, digest: str, exc_type: str, location: str, pattern: str) -> dict:
     computation_id, group, key, text, traceback_text, t = fields
     return {
-        "computation_id": computation_id, "group": group, "hash": digest,
-        "exc_type": exc_type, "location": location, "pattern": pattern,
-        "examples": [], "workers": [], "exception_text": text,
-        "traceback_text": traceback_text, "key": key, "count": 0,
-        "first_time": t, "last_time": t,
+        "computation_id": computation_id,
+        "group": group,
+        "hash": digest,
+        "exc_type": exc_type,
+        "location": location,
+        "pattern": pattern,
+        "examples": [],
+        "workers": [],
+        "exception_text": text,
+        "traceback_text": traceback_text,
+        "key": key,
+        "count": 0,
+        "first_time": t,
+        "last_time": t,
     }

@@ -7,6 +7,7 @@ tracker (a plugin of its own would cost Dask a call of its transition hook for e
 transition of every task).  A monitor on a scheduler without the recorder counts from
 its own registration: the dag of a computation already running then is unknown (None).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -90,7 +91,9 @@ class JobTracker:
         if len(self._groups) > 100_000:
             self._groups.popitem(last=False)
 
-    def lookup(self, scheduler: Any, groups: list[str], keys: list[str] = ()) -> tuple[str | None, int | None]:
+    def lookup(
+        self, scheduler: Any, groups: list[str], keys: list[str] = ()
+    ) -> tuple[str | None, int | None]:
         best: tuple[str | None, int | None] = (None, None)
         for k in keys:  # exact, where the task came in a small graph
             found = self._keys.get(k)

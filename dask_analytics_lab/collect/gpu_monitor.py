@@ -17,6 +17,7 @@ dag: the index of the graph submission within that computation, from the
      where it cannot be known (groups submitted before the monitor started; a
      worker running nothing).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,8 @@ from distributed.protocol.pickle import dumps
 
 from . import gpu_nvml
 from .gpu_jobs import JobTracker
-from .gpu_sampler import STREAM_OP, GPUSamplerPlugin, probe_gpus
 from .gpu_sampler import PLUGIN_NAME as WORKER_PLUGIN_NAME
+from .gpu_sampler import STREAM_OP, GPUSamplerPlugin, probe_gpus
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
 
@@ -45,8 +46,22 @@ DEFAULT_KEEP_ROWS = 200_000
 # Stopped runs kept for reading back (to_csv / peak_memory from another client).
 KEEP_RUNS = 4
 # Row layout kept on the scheduler (tuples: a third of the memory of dicts).
-ROW_FIELDS = ("timestamp", "time", "gpu_uuid", "gpu_index", "gpu_name", "mem_used", "mem_total",
-              "mem_util", "compute_util", "power_w", "temperature_c", "job", "dag", "task_groups")
+ROW_FIELDS = (
+    "timestamp",
+    "time",
+    "gpu_uuid",
+    "gpu_index",
+    "gpu_name",
+    "mem_used",
+    "mem_total",
+    "mem_util",
+    "compute_util",
+    "power_w",
+    "temperature_c",
+    "job",
+    "dag",
+    "task_groups",
+)
 
 
 class MonitorRun:
@@ -86,11 +101,20 @@ class MonitorRun:
 
     def info(self) -> dict:
         return {
-            "monitor_id": self.id, "metrics": self.metrics, "interval": self.interval,
-            "started": self.started, "stopped": self.stopped, "running": self.stopped is None,
-            "client": self.client, "n_rows": self.n_rows, "kept_rows": self.kept,
-            "dropped_rows": self.dropped_rows, "worker_dropped_samples": dict(self.worker_dropped),
-            "workers": self.workers, "hosts": self.hosts, "sampler_cpu": self.sampler_cpu,
+            "monitor_id": self.id,
+            "metrics": self.metrics,
+            "interval": self.interval,
+            "started": self.started,
+            "stopped": self.stopped,
+            "running": self.stopped is None,
+            "client": self.client,
+            "n_rows": self.n_rows,
+            "kept_rows": self.kept,
+            "dropped_rows": self.dropped_rows,
+            "worker_dropped_samples": dict(self.worker_dropped),
+            "workers": self.workers,
+            "hosts": self.hosts,
+            "sampler_cpu": self.sampler_cpu,
         }
 
 
@@ -115,14 +139,16 @@ class GPUMonitorPlugin(SchedulerPlugin):
         self.runs: OrderedDict[str, MonitorRun] = OrderedDict()
         self._lock = asyncio.Lock()  # start/stop one at a time, from any number of clients
         scheduler.stream_handlers[STREAM_OP] = self._on_samples
-        scheduler.handlers.update({
-            "analytics_gpu_attach": self.attach,
-            "analytics_gpu_start": self.start_monitor,
-            "analytics_gpu_stop": self.stop_monitor,
-            "analytics_gpu_info": self.info,
-            "analytics_gpu_rows": self.get_rows,
-            "analytics_gpu_peaks": self.get_peaks,
-        })
+        scheduler.handlers.update(
+            {
+                "analytics_gpu_attach": self.attach,
+                "analytics_gpu_start": self.start_monitor,
+                "analytics_gpu_stop": self.stop_monitor,
+                "analytics_gpu_info": self.info,
+                "analytics_gpu_rows": self.get_rows,
+                "analytics_gpu_peaks": self.get_peaks,
+            }
+        )
         # Nothing goes to the workers here: registering analytics must leave them as
         # they are (issue 14).  start_monitor installs the sampler, stop_monitor removes it.
 
@@ -155,9 +181,15 @@ class GPUMonitorPlugin(SchedulerPlugin):
         replies = await self._probe(timeout)
         return {"metrics": metrics, "workers": replies}
 
-    async def start_monitor(self, metrics: list[str] | None = None, interval: float = 0.1,
-                            keep_rows: int = DEFAULT_KEEP_ROWS, client: str | None = None,
-                            flush_interval: float = 1.0, timeout: float = 30) -> dict:
+    async def start_monitor(
+        self,
+        metrics: list[str] | None = None,
+        interval: float = 0.1,
+        keep_rows: int = DEFAULT_KEEP_ROWS,
+        client: str | None = None,
+        flush_interval: float = 1.0,
+        timeout: float = 30,
+    ) -> dict:
         try:
             metrics = validate_metrics(metrics)
         except ValueError as e:
@@ -167,10 +199,15 @@ class GPUMonitorPlugin(SchedulerPlugin):
         async with self._lock:
             if self.active is not None:
                 a = self.active
-                return {"error": (
-                    f"a GPU monitor is already running on this cluster (id {a.id}, started "
-                    f"{time.strftime('%H:%M:%S', time.localtime(a.started))}); stop it first: Monitor(client).stop()")}
-            run = MonitorRun(metrics=metrics, interval=float(interval), keep_rows=int(keep_rows), client=client)
+                return {
+                    "error": (
+                        f"a GPU monitor is already running on this cluster (id {a.id}, started "
+                        f"{time.strftime('%H:%M:%S', time.localtime(a.started))}); stop it first: Monitor(client).stop()"
+                    )
+                }
+            run = MonitorRun(
+                metrics=metrics, interval=float(interval), keep_rows=int(keep_rows), client=client
+            )
             self.jobs.seed(self.scheduler)
             self.jobs.active = True
             self.active = run
@@ -191,20 +228,32 @@ class GPUMonitorPlugin(SchedulerPlugin):
                 return None
             # Out of the registry first, so no worker joining from now on samples.
             self.scheduler.worker_plugins.pop(WORKER_PLUGIN_NAME, None)
-            replies = await self._broadcast({"op": "analytics_gpu_stop", "monitor_id": run.id}, timeout)
+            replies = await self._broadcast(
+                {"op": "analytics_gpu_stop", "monitor_id": run.id}, timeout
+            )
             # Batches already on the stream arrive on another connection than the
             # replies: wait (briefly) until each worker's count is in, so the rows are
             # complete when stop() returns.
-            expected = {w: r["batches_sent"] for w, r in replies.items() if isinstance(r, dict) and "batches_sent" in r}
+            expected = {
+                w: r["batches_sent"]
+                for w, r in replies.items()
+                if isinstance(r, dict) and "batches_sent" in r
+            }
             deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and any(run.batches.get(w, 0) < n for w, n in expected.items()):
+            while time.monotonic() < deadline and any(
+                run.batches.get(w, 0) < n for w, n in expected.items()
+            ):
                 await asyncio.sleep(0.02)
             for worker, reply in replies.items():
                 if isinstance(reply, dict) and "samples" in reply:
-                    self._ingest(run, worker, reply.get("host"), reply["samples"], reply.get("dropped", 0))
-                    run.sampler_cpu[worker] = {"cpu_seconds": reply.get("cpu_seconds"),
-                                               "samples": reply.get("samples_taken"),
-                                               "interval": reply.get("interval")}
+                    self._ingest(
+                        run, worker, reply.get("host"), reply["samples"], reply.get("dropped", 0)
+                    )
+                    run.sampler_cpu[worker] = {
+                        "cpu_seconds": reply.get("cpu_seconds"),
+                        "samples": reply.get("samples_taken"),
+                        "interval": reply.get("interval"),
+                    }
             run.stopped = time.time()
             self.active = None
             self.jobs.active = False
@@ -225,8 +274,11 @@ class GPUMonitorPlugin(SchedulerPlugin):
         run = self._run(monitor_id)
         if run is None:
             return None
-        return {"info": run.info(), "fields": list(ROW_FIELDS),
-                "rows": {w: list(rows) for w, rows in run.rows.items()}}
+        return {
+            "info": run.info(),
+            "fields": list(ROW_FIELDS),
+            "rows": {w: list(rows) for w, rows in run.rows.items()},
+        }
 
     def get_peaks(self, monitor_id: str | None = None) -> dict | None:
         run = self._run(monitor_id)
@@ -245,8 +297,15 @@ class GPUMonitorPlugin(SchedulerPlugin):
         plugins to each worker as it joins)."""
         try:
             # idempotent=False: replaces a sampler left by an earlier run (its settings).
-            await asyncio.wait_for(self.scheduler.register_worker_plugin(
-                None, dumps(GPUSamplerPlugin(settings)), name=WORKER_PLUGIN_NAME, idempotent=False), timeout)
+            await asyncio.wait_for(
+                self.scheduler.register_worker_plugin(
+                    None,
+                    dumps(GPUSamplerPlugin(settings)),
+                    name=WORKER_PLUGIN_NAME,
+                    idempotent=False,
+                ),
+                timeout,
+            )
         except Exception:
             # The start broadcast then names each worker that lacks it.
             logger.exception("dask-analytics: could not install the GPU sampler on every worker")
@@ -257,8 +316,14 @@ class GPUMonitorPlugin(SchedulerPlugin):
         if not workers:
             return
         try:
-            await asyncio.wait_for(self.scheduler.broadcast(
-                msg={"op": "plugin-remove", "name": WORKER_PLUGIN_NAME}, workers=workers, on_error="ignore"), timeout)
+            await asyncio.wait_for(
+                self.scheduler.broadcast(
+                    msg={"op": "plugin-remove", "name": WORKER_PLUGIN_NAME},
+                    workers=workers,
+                    on_error="ignore",
+                ),
+                timeout,
+            )
         except Exception as e:
             logger.info("dask-analytics: could not take the GPU sampler off every worker: %r", e)
 
@@ -270,22 +335,28 @@ class GPUMonitorPlugin(SchedulerPlugin):
             return {}
         try:
             return await asyncio.wait_for(
-                self.scheduler.broadcast(msg=msg, workers=workers, on_error="return"), timeout)
-        except asyncio.TimeoutError:
+                self.scheduler.broadcast(msg=msg, workers=workers, on_error="return"), timeout
+            )
+        except TimeoutError:
             return {w: TimeoutError(f"no answer within {timeout}s") for w in workers}
 
     async def _probe(self, timeout: float) -> dict:
         """Each worker's GPUs, looked at by running `probe_gpus` out of band (as
         client.run does): attach installs nothing on the workers."""
         out = {}
-        for w, reply in (await self._ask_every_worker({"op": "run", "function": dumps(probe_gpus)}, timeout)).items():
+        for w, reply in (
+            await self._ask_every_worker({"op": "run", "function": dumps(probe_gpus)}, timeout)
+        ).items():
             if isinstance(reply, dict) and reply.get("status") == "OK":
                 result = reply.get("result")
                 if isinstance(result, Serialized):  # the scheduler's comms do not deserialize
                     result = deserialize(result.header, result.frames)
                 reply = result
             elif isinstance(reply, dict) and reply.get("status") == "error":
-                reply = {"ok": False, "error": f"the GPU probe failed there: {reply.get('text') or reply.get('exception')}"}
+                reply = {
+                    "ok": False,
+                    "error": f"the GPU probe failed there: {reply.get('text') or reply.get('exception')}",
+                }
             elif isinstance(reply, Exception):
                 reply = {"ok": False, "error": f"{type(reply).__name__}: {reply}"}
             if not isinstance(reply, dict):
@@ -299,7 +370,10 @@ class GPUMonitorPlugin(SchedulerPlugin):
         for w, reply in (await self._ask_every_worker(msg, timeout)).items():
             if reply is None and msg["op"] != "analytics_gpu_stop":
                 # A worker without the handler answers None (and logs "No handler").
-                reply = {"ok": False, "error": "the dask-analytics-lab GPU sampler is not installed on this worker"}
+                reply = {
+                    "ok": False,
+                    "error": "the dask-analytics-lab GPU sampler is not installed on this worker",
+                }
             elif isinstance(reply, Exception):
                 reply = {"ok": False, "error": f"{type(reply).__name__}: {reply}"}
             out[w] = self._with_heartbeat(w, reply)
@@ -315,8 +389,15 @@ class GPUMonitorPlugin(SchedulerPlugin):
         return reply
 
     # --- samples from the workers (batched stream; event loop) -----------------------------
-    def _on_samples(self, worker: str, monitor_id: str | None = None, host: str | None = None,
-                    samples: list | None = None, dropped: int = 0, **_: Any) -> None:
+    def _on_samples(
+        self,
+        worker: str,
+        monitor_id: str | None = None,
+        host: str | None = None,
+        samples: list | None = None,
+        dropped: int = 0,
+        **_: Any,
+    ) -> None:
         try:
             run = self.runs.get(monitor_id)  # a late batch of a stopped run still counts
             if run is None:
@@ -326,7 +407,9 @@ class GPUMonitorPlugin(SchedulerPlugin):
         except Exception:
             logger.exception("dask-analytics: bad GPU sample batch from %s", worker)
 
-    def _ingest(self, run: MonitorRun, worker: str, host: str | None, samples: list, dropped: int) -> None:
+    def _ingest(
+        self, run: MonitorRun, worker: str, host: str | None, samples: list, dropped: int
+    ) -> None:
         if dropped:
             run.worker_dropped[worker] = dropped
         if host:
@@ -370,7 +453,10 @@ class GPUMonitorPlugin(SchedulerPlugin):
             run.trim()
         analytics = self.scheduler.plugins.get(ANALYTICS_PLUGIN)
         if analytics is not None and out:
-            analytics.emit("gpu_samples", {"worker": worker, "host": host, "monitor_id": run.id, "samples": out})
+            analytics.emit(
+                "gpu_samples",
+                {"worker": worker, "host": host, "monitor_id": run.id, "samples": out},
+            )
 
     @staticmethod
     def _peak(run: MonitorRun, worker: str, row: dict) -> None:
@@ -378,8 +464,12 @@ class GPUMonitorPlugin(SchedulerPlugin):
         key = (worker, row["gpu_uuid"])
         p = run.peaks.get(key)
         if p is None:
-            p = run.peaks[key] = {"index": row["gpu_index"], "name": row["gpu_name"], "peak": None,
-                                  "mem_total": row["mem_total"]}
+            p = run.peaks[key] = {
+                "index": row["gpu_index"],
+                "name": row["gpu_name"],
+                "peak": None,
+                "mem_total": row["mem_total"],
+            }
         if used is not None and (p["peak"] is None or used > p["peak"]):
             p["peak"] = used
 
@@ -401,8 +491,11 @@ def heartbeat_gpu(scheduler: Any, worker: str) -> dict | None:
         return dict(legacy)
     if m.get("gpu_memory_used") is None and m.get("gpu_utilization") is None:
         return None
-    return {"utilization": m.get("gpu_utilization"), "memory-used": m.get("gpu_memory_used"),
-            "memory-total": m.get("gpu-memory-total")}
+    return {
+        "utilization": m.get("gpu_utilization"),
+        "memory-used": m.get("gpu_memory_used"),
+        "memory-total": m.get("gpu-memory-total"),
+    }
 
 
 def validate_metrics(metrics: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -413,6 +506,8 @@ def validate_metrics(metrics: list[str] | tuple[str, ...] | None) -> list[str]:
         metrics = [metrics]
     bad = [m for m in metrics if m not in gpu_nvml.METRICS]
     if bad:
-        raise ValueError(f"unknown GPU metric(s) {bad}; choose from {list(gpu_nvml.METRICS)} "
-                         "(job, dag and timestamp are always recorded)")
+        raise ValueError(
+            f"unknown GPU metric(s) {bad}; choose from {list(gpu_nvml.METRICS)} "
+            "(job, dag and timestamp are always recorded)"
+        )
     return list(dict.fromkeys(metrics))

@@ -13,12 +13,14 @@ Everything here is blocking C calls: run it on a thread, never on an event loop
 - No pynvml, no library, no driver, no device: `NVMLUnavailable` whose message
   starts "no NVIDIA GPU/driver found" and says why.
 """
+
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 try:
     import pynvml
@@ -77,8 +79,13 @@ class GPUDevice:
     unsupported: set = field(default_factory=set, repr=False, compare=False)
 
     def describe(self) -> dict:
-        return {"uuid": self.uuid, "index": self.index, "name": self.name,
-                "mem_total": self.mem_total, "mig": self.mig}
+        return {
+            "uuid": self.uuid,
+            "index": self.index,
+            "name": self.name,
+            "mem_total": self.mem_total,
+            "mig": self.mig,
+        }
 
 
 def parse_visible(value: str | None) -> list[int | str] | None:
@@ -100,8 +107,11 @@ def parse_visible(value: str | None) -> list[int | str] | None:
             out.append(item)
         else:
             if item != "-1":
-                logger.warning("CUDA_VISIBLE_DEVICES entry %r is not an index or GPU-/MIG- UUID; "
-                               "like CUDA, ignoring it and the entries after it", item)
+                logger.warning(
+                    "CUDA_VISIBLE_DEVICES entry %r is not an index or GPU-/MIG- UUID; "
+                    "like CUDA, ignoring it and the entries after it",
+                    item,
+                )
             break
     return out
 
@@ -109,8 +119,10 @@ def parse_visible(value: str | None) -> list[int | str] | None:
 def _init() -> None:
     """nvmlInit, with the failure turned into a message a user can act on."""
     if pynvml is None:
-        raise NVMLUnavailable(f"{NO_GPU}: the nvidia-ml-py package (module pynvml) is not installed "
-                              "in this worker's environment; pip install 'dask-analytics-lab[gpu]'")
+        raise NVMLUnavailable(
+            f"{NO_GPU}: the nvidia-ml-py package (module pynvml) is not installed "
+            "in this worker's environment; pip install 'dask-analytics-lab[gpu]'"
+        )
     try:
         pynvml.nvmlInit()  # reference-counted by NVML: safe next to distributed's own init
     except pynvml.NVMLError as e:
@@ -155,9 +167,13 @@ class GPUReader:
         if not self.devices:
             self.close()
             if visible is not None and parse_visible(visible) == []:
-                raise NVMLUnavailable(f"{NO_GPU}: CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from this worker")
-            raise NVMLUnavailable(f"{NO_GPU}: the driver is loaded but reports no usable GPU"
-                                  + (f" for CUDA_VISIBLE_DEVICES={visible!r}" if visible else ""))
+                raise NVMLUnavailable(
+                    f"{NO_GPU}: CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from this worker"
+                )
+            raise NVMLUnavailable(
+                f"{NO_GPU}: the driver is loaded but reports no usable GPU"
+                + (f" for CUDA_VISIBLE_DEVICES={visible!r}" if visible else "")
+            )
 
     @staticmethod
     def _driver_version() -> str | None:
@@ -171,7 +187,7 @@ class GPUReader:
             self._open = False
             _shutdown()
 
-    def __enter__(self) -> "GPUReader":
+    def __enter__(self) -> GPUReader:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -196,8 +212,13 @@ class GPUReader:
                 lost.append((dev, e.reason))
         for dev, reason in lost:
             self.devices.remove(dev)
-            logger.warning("GPU %s (index %s, %s) vanished (%s); no longer sampled",
-                           dev.uuid, dev.index, dev.name, reason)
+            logger.warning(
+                "GPU %s (index %s, %s) vanished (%s); no longer sampled",
+                dev.uuid,
+                dev.index,
+                dev.name,
+                reason,
+            )
         return out
 
     def _read_one(self, dev: GPUDevice, wanted: set) -> dict:
@@ -206,11 +227,24 @@ class GPUReader:
         if mem is not None:
             used, total = int(mem.used), int(mem.total)
             dev.mem_total = total
-        util = self._get(dev, "utilization", pynvml.nvmlDeviceGetUtilizationRates) \
-            if "compute-util" in wanted else None
-        power = self._get(dev, "power", pynvml.nvmlDeviceGetPowerUsage) if "power" in wanted else None
-        temp = self._get(dev, "temperature", pynvml.nvmlDeviceGetTemperature,
-                         _code("NVML_TEMPERATURE_GPU", 0)) if "temperature" in wanted else None
+        util = (
+            self._get(dev, "utilization", pynvml.nvmlDeviceGetUtilizationRates)
+            if "compute-util" in wanted
+            else None
+        )
+        power = (
+            self._get(dev, "power", pynvml.nvmlDeviceGetPowerUsage) if "power" in wanted else None
+        )
+        temp = (
+            self._get(
+                dev,
+                "temperature",
+                pynvml.nvmlDeviceGetTemperature,
+                _code("NVML_TEMPERATURE_GPU", 0),
+            )
+            if "temperature" in wanted
+            else None
+        )
         return {
             "gpu_uuid": dev.uuid,
             "gpu_index": dev.index,
@@ -256,7 +290,10 @@ def probe(visible: str | None | object = ...) -> dict:
     except NVMLUnavailable as e:
         return {"ok": False, "error": str(e)}
     except Exception as e:  # never let a strange driver break attach()
-        return {"ok": False, "error": f"{NO_GPU}: NVML failed unexpectedly ({type(e).__name__}: {e})"}
+        return {
+            "ok": False,
+            "error": f"{NO_GPU}: NVML failed unexpectedly ({type(e).__name__}: {e})",
+        }
 
 
 # --- discovery ---------------------------------------------------------------
@@ -274,8 +311,11 @@ def discover(visible: list[int | str] | None) -> list[GPUDevice]:
             devices = _resolve(item)
         except pynvml.NVMLError as e:
             # CUDA stops at the first device it cannot use; so do we.
-            logger.warning("GPU %r from CUDA_VISIBLE_DEVICES cannot be used (%s); ignoring it and later entries",
-                           item, e)
+            logger.warning(
+                "GPU %r from CUDA_VISIBLE_DEVICES cannot be used (%s); ignoring it and later entries",
+                item,
+                e,
+            )
             break
         if not devices:  # _resolve said why
             break
@@ -309,8 +349,11 @@ def _resolve(item: int | str) -> list[GPUDevice]:
         elif item.startswith("MIG-"):
             matches.extend([m] for m in _migs_of(gpu, i) if m.uuid.startswith(item))
     if len(matches) != 1:
-        logger.warning("CUDA_VISIBLE_DEVICES entry %r matches %s; like CUDA, ignoring it and later entries",
-                       item, "several devices" if matches else "no device")
+        logger.warning(
+            "CUDA_VISIBLE_DEVICES entry %r matches %s; like CUDA, ignoring it and later entries",
+            item,
+            "several devices" if matches else "no device",
+        )
         return []
     return matches[0]
 
@@ -329,8 +372,13 @@ def _physical(handle: Any, index: int | None) -> GPUDevice:
             index = pynvml.nvmlDeviceGetIndex(handle)
         except pynvml.NVMLError:
             index = None
-    dev = GPUDevice(uuid=_text(pynvml.nvmlDeviceGetUUID(handle)), index=index, name=None,
-                    mem_total=None, handle=handle)
+    dev = GPUDevice(
+        uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+        index=index,
+        name=None,
+        mem_total=None,
+        handle=handle,
+    )
     _fill_static(dev)
     return dev
 
@@ -375,10 +423,18 @@ def _migs_of(handle: Any, index: int | None) -> list[GPUDevice]:
 def _mig_device(handle: Any, parent_index: int | None = None) -> GPUDevice:
     if parent_index is None:
         try:
-            parent_index = pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle))
+            parent_index = pynvml.nvmlDeviceGetIndex(
+                pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
+            )
         except pynvml.NVMLError:
             parent_index = None
-    dev = GPUDevice(uuid=_text(pynvml.nvmlDeviceGetUUID(handle)), index=parent_index, name=None,
-                    mem_total=None, mig=True, handle=handle)
+    dev = GPUDevice(
+        uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+        index=parent_index,
+        name=None,
+        mem_total=None,
+        mig=True,
+        handle=handle,
+    )
     _fill_static(dev)
     return dev

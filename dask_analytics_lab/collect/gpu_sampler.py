@@ -18,6 +18,7 @@ The scheduler talks to it through three worker RPC handlers:
   analytics_gpu_stop   -> stop; returns the last, unsent batch and the count of
                           batches sent, so the scheduler can wait for all of them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,8 +50,16 @@ MAX_KEYS = 32
 class SamplingRun:
     """One monitor run on one worker: the thread, its buffer and its counters."""
 
-    def __init__(self, worker: Any, reader: gpu_nvml.GPUReader, *, monitor_id: str, interval: float,
-                 metrics: list[str], flush_interval: float):
+    def __init__(
+        self,
+        worker: Any,
+        reader: gpu_nvml.GPUReader,
+        *,
+        monitor_id: str,
+        interval: float,
+        metrics: list[str],
+        flush_interval: float,
+    ):
         self.worker = worker
         self.reader = reader
         self.monitor_id = monitor_id
@@ -69,7 +78,9 @@ class SamplingRun:
         self.batches_sent = 0
         self.samples_taken = 0
         self.cpu_seconds = 0.0  # the sampler thread's own CPU time (benchmarks/gpu_check.py)
-        self.thread = threading.Thread(target=self._run, name=f"dask-analytics-gpu-{monitor_id[:8]}", daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, name=f"dask-analytics-gpu-{monitor_id[:8]}", daemon=True
+        )
 
     def start(self) -> None:
         self.thread.start()
@@ -88,7 +99,9 @@ class SamplingRun:
                     self._request_flush()
                 self.cpu_seconds = time.thread_time() - cpu0
                 if not self.reader.devices:
-                    logger.warning("every GPU of worker %s vanished; GPU sampling stops", self.worker.address)
+                    logger.warning(
+                        "every GPU of worker %s vanished; GPU sampling stops", self.worker.address
+                    )
                     break
                 next_at += self.interval
                 if next_at < now:  # fell behind (suspended VM, slow driver): skip, don't burst
@@ -167,14 +180,16 @@ class SamplingRun:
         if not batch:
             return
         self.batches_sent += 1
-        self.worker.batched_send({
-            "op": STREAM_OP,
-            "monitor_id": self.monitor_id,
-            "host": self.host,
-            "batch": self.batches_sent,
-            "samples": batch,
-            "dropped": self.dropped,
-        })
+        self.worker.batched_send(
+            {
+                "op": STREAM_OP,
+                "monitor_id": self.monitor_id,
+                "host": self.host,
+                "batch": self.batches_sent,
+                "samples": batch,
+                "dropped": self.dropped,
+            }
+        )
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -247,13 +262,22 @@ class GPUSamplerPlugin(WorkerPlugin):
     async def probe(self) -> dict:
         return await probe_gpus()
 
-    async def start_sampling(self, monitor_id: str, interval: float = 0.1,
-                             metrics: list[str] | None = None, flush_interval: float = 1.0,
-                             **_: Any) -> dict:
+    async def start_sampling(
+        self,
+        monitor_id: str,
+        interval: float = 0.1,
+        metrics: list[str] | None = None,
+        flush_interval: float = 1.0,
+        **_: Any,
+    ) -> dict:
         async with self._starting:
             if self.run is not None:
                 if self.run.monitor_id == monitor_id:
-                    return {"ok": True, "devices": self.run.reader.describe(), "host": self.run.host}
+                    return {
+                        "ok": True,
+                        "devices": self.run.reader.describe(),
+                        "host": self.run.host,
+                    }
                 await self.stop_sampling()
             try:
                 # nvmlInit can take seconds without persistence mode: off the event loop.
@@ -261,14 +285,26 @@ class GPUSamplerPlugin(WorkerPlugin):
             except gpu_nvml.NVMLUnavailable as e:
                 return {"ok": False, "error": str(e), "host": socket.gethostname()}
             except Exception as e:
-                return {"ok": False, "host": socket.gethostname(),
-                        "error": f"{gpu_nvml.NO_GPU}: NVML failed unexpectedly ({type(e).__name__}: {e})"}
-            self.run = SamplingRun(self.worker, reader, monitor_id=monitor_id, interval=float(interval),
-                                   metrics=list(metrics or gpu_nvml.DEFAULT_METRICS),
-                                   flush_interval=float(flush_interval))
+                return {
+                    "ok": False,
+                    "host": socket.gethostname(),
+                    "error": f"{gpu_nvml.NO_GPU}: NVML failed unexpectedly ({type(e).__name__}: {e})",
+                }
+            self.run = SamplingRun(
+                self.worker,
+                reader,
+                monitor_id=monitor_id,
+                interval=float(interval),
+                metrics=list(metrics or gpu_nvml.DEFAULT_METRICS),
+                flush_interval=float(flush_interval),
+            )
             self.run.start()
-            logger.info("GPU sampling started on %s every %.3fs: %s", self.worker.address, interval,
-                        ", ".join(d.uuid for d in reader.devices))
+            logger.info(
+                "GPU sampling started on %s every %.3fs: %s",
+                self.worker.address,
+                interval,
+                ", ".join(d.uuid for d in reader.devices),
+            )
             return {"ok": True, "devices": reader.describe(), "host": self.run.host}
 
     async def stop_sampling(self, monitor_id: str | None = None, **_: Any) -> dict | None:

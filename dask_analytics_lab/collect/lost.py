@@ -14,6 +14,7 @@ of its computation, until Dask has computed it again (`GroupCounts.lost_waiting`
 
 Runs in the scheduler's hooks: a departure is O(its keys), a transition O(1).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ from typing import Any
 WORKER_DIED = "WorkerDied"
 LOST_DATA = "LostData"
 TEXTS = {
-    WORKER_DIED: ("WorkerDied: the worker died while running this task; Dask ran it again elsewhere, "
-                  "or gave up on it (KilledWorker)"),
+    WORKER_DIED: (
+        "WorkerDied: the worker died while running this task; Dask ran it again elsewhere, "
+        "or gave up on it (KilledWorker)"
+    ),
     LOST_DATA: "LostData: the only copy of this result was on a worker that died; Dask computed it again",
 }
 MAX_KEYS = 10_000  # keys remembered; a departure past this loses only the bookkeeping
@@ -61,8 +64,15 @@ class LostTasks:
         """A remove-worker event of a worker that left without being retired."""
         processing = msg.get("processing-tasks") or ()
         lost = msg.get("lost-computed-tasks") or ()
-        departure = Departure(str(msg.get("worker", "")), now, len(processing), len(lost),
-                              msg.get("stimulus_id"), closing, {})
+        departure = Departure(
+            str(msg.get("worker", "")),
+            now,
+            len(processing),
+            len(lost),
+            msg.get("stimulus_id"),
+            closing,
+            {},
+        )
         for kind, keys in ((WORKER_DIED, processing), (LOST_DATA, lost)):
             for key in keys:
                 entry = self.keys.get(key)

@@ -38,12 +38,14 @@ added since the last tick); per task, the O(1) check in run_spans.
 Nothing here raises into the scheduler: the plugin guards each call, and the heartbeat
 and transition paths guard themselves.
 """
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from itertools import islice
-from typing import Any, Callable
+from typing import Any
 
 from distributed.spans import CONTEXTS_WITH_SPAN_ID
 
@@ -109,8 +111,10 @@ class MetricsRecorder:
         ext = scheduler.extensions.get("spans")
         self.spans = RunSpans(scheduler, ext) if ext is not None else None
         if self.spans is None:
-            logger.warning("dask-analytics: the scheduler has no spans extension; task metrics "
-                           "(execute, p2p) are not recorded per computation")
+            logger.warning(
+                "dask-analytics: the scheduler has no spans extension; task metrics "
+                "(execute, p2p) are not recorded per computation"
+            )
             self.waiting: Callable[[Any], None] = lambda ts: None
         else:
             # The transition hook calls this for every task that goes to waiting.
@@ -193,7 +197,12 @@ class MetricsRecorder:
             keys.reverse()
             items = ((k, cumulative[k]) for k in keys)
         for key, value in items:
-            if key.__class__ is tuple and key and key[0] not in CONTEXTS_WITH_SPAN_ID and key not in plain:
+            if (
+                key.__class__ is tuple
+                and key
+                and key[0] not in CONTEXTS_WITH_SPAN_ID
+                and key not in plain
+            ):
                 plain[key] = value if baseline else 0
         self._keys = n
 
@@ -232,11 +241,18 @@ class MetricsRecorder:
         self.behind = False
 
     def _send_rows(self, cid: str, totals: dict, keys: set) -> None:
-        rows = [{"prefix": prefix, "context": context, "activity": activity, "unit": unit,
-                 "value": float(totals[(prefix, context, activity, unit)])}
-                for prefix, context, activity, unit in sorted(keys, key=lambda k: (k[0] or "", k[1:]))]
+        rows = [
+            {
+                "prefix": prefix,
+                "context": context,
+                "activity": activity,
+                "unit": unit,
+                "value": float(totals[(prefix, context, activity, unit)]),
+            }
+            for prefix, context, activity, unit in sorted(keys, key=lambda k: (k[0] or "", k[1:]))
+        ]
         for i in range(0, len(rows), CHUNK):
-            self._emit("metrics", {"computation_id": cid, "rows": rows[i:i + CHUNK]})
+            self._emit("metrics", {"computation_id": cid, "rows": rows[i : i + CHUNK]})
         self.sent += len(rows)
 
     def _forget(self, live: set[str]) -> None:

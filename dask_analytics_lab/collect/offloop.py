@@ -5,10 +5,12 @@ closes a LocalCluster, so `asyncio.to_thread` then raises "cannot schedule new f
 after shutdown".  Work that must still happen then (writing the last rows) runs inline:
 the loop is closing anyway, and losing the record is worse than a blocked last step.
 """
+
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

@@ -5,6 +5,7 @@ Everything here runs on the scheduler's event loop, so each step is O(task
 groups + workers) and nothing blocks: writing happens on the shipper's thread,
 profiles arrive by RPC.  No hook may raise into the scheduler.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,8 @@ import logging
 import random
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import dask.config
 from dask.utils import format_time, parse_timedelta
@@ -52,9 +54,22 @@ WORKER_LOST_TOPIC = "analytics-worker-lost"
 KILLED_WORKER_TOPIC = "analytics-killed-worker"
 # Topics Dask itself publishes on every cluster: not worth a line in the log when they
 # are not recorded (worker addresses and client ids are Dask's too).
-_DASK_TOPICS = frozenset({"all", "scheduler", "stealing", "worker-get-client", "p2p",
-                          "invalid-worker-transition", "invalid-task-states", "worker-fail-hard",
-                          "lost-data", "task-erred", "spans", "memory"})
+_DASK_TOPICS = frozenset(
+    {
+        "all",
+        "scheduler",
+        "stealing",
+        "worker-get-client",
+        "p2p",
+        "invalid-worker-transition",
+        "invalid-task-states",
+        "worker-fail-hard",
+        "lost-data",
+        "task-erred",
+        "spans",
+        "memory",
+    }
+)
 
 
 def _jsonable(value: Any, depth: int = 0) -> Any:
@@ -121,14 +136,25 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._counts = self._computations.counts  # and moves their counts (both changed in place)
         self._tasks = scheduler.tasks  # emptied in place by Dask, never replaced
         # Each computation's task stream (None: analytics.task-stream.transmit off).
-        self._stream = TaskStreamRecorder(self.emit, max_tasks=s.get("task_stream_max_tasks", 10_000),
-                                          max_bins=s.get("task_stream_max_bins", 2_000)) \
-            if s.get("task_stream_transmit", True) else None
+        self._stream = (
+            TaskStreamRecorder(
+                self.emit,
+                max_tasks=s.get("task_stream_max_tasks", 10_000),
+                max_bins=s.get("task_stream_max_bins", 2_000),
+            )
+            if s.get("task_stream_transmit", True)
+            else None
+        )
         # Each computation's share of Dask's fine performance metrics (None: analytics.metrics.transmit off).
-        self._metrics = MetricsRecorder(self.emit, scheduler) \
-            if s.get("metrics_transmit", True) else None
+        self._metrics = (
+            MetricsRecorder(self.emit, scheduler) if s.get("metrics_transmit", True) else None
+        )
         # Each worker over time, and its joining and leaving (None: analytics.workers.transmit off).
-        self._workers = WorkerSampler(s.get("workers_interval", 5.0)) if s.get("workers_transmit", True) else None
+        self._workers = (
+            WorkerSampler(s.get("workers_interval", 5.0))
+            if s.get("workers_transmit", True)
+            else None
+        )
         # Always there: which workers were closing tells a loss from a failure; its
         # worker-joined/-left events are recorded only with the workers' samples.
         self._lifecycle = WorkerLifecycle(self._event if self._workers is not None else _no_event)
@@ -147,7 +173,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._random = random.Random()
         self._next_sample = self._counter0 + self._gap()
         self._ticks = 0
-        self._again = False  # a tick is due in the next turn of the loop (the last one ran out of time)
+        self._again = (
+            False  # a tick is due in the next turn of the loop (the last one ran out of time)
+        )
         if s["idle_timeout"] is not None:
             # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
             # shorter one set in distributed's config still wins.
@@ -158,7 +186,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         # constant from here): a thread's wait, not the event loop's.
         self._shipper = await asyncio.to_thread(
             Shipper,
-            lambda: open_sink(url, token=s.get("token"), ca_file=s.get("ca_file"), retention=s.get("retention")),
+            lambda: open_sink(
+                url, token=s.get("token"), ca_file=s.get("ca_file"), retention=s.get("retention")
+            ),
             max_messages=s["buffer_max_messages"],
             max_bytes=s.get("buffer_max_bytes", DEFAULT_MAX_BYTES),
             min_delay=s["retry_min_delay"],
@@ -167,33 +197,41 @@ class AnalyticsPlugin(SchedulerPlugin):
             alive=_loop_running(asyncio.get_running_loop()),
             heartbeat=lambda: messages.make(self.cluster_id, 0, "heartbeat", time.time(), {}),
         )
-        cycle = parse_timedelta(dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms")
-        self._profiles = ProfileFetcher(scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1,
-                                        meter=self._meter)
+        cycle = parse_timedelta(
+            dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms"
+        )
+        self._profiles = ProfileFetcher(
+            scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1, meter=self._meter
+        )
         self._live_profiles_at = 0.0
         self._ready = True
 
         from .environment import platform_info, versions
 
         # importlib.metadata reads files: keep it off the event loop.
-        found_versions, found_platform = await asyncio.to_thread(lambda: (versions(), platform_info()))
-        self.emit("cluster", {
-            "name": s.get("name") or self.cluster_id,
-            "address": scheduler.address,
-            "user": s["user"],
-            "account": s["account"],
-            "started": scheduler.time_started,
-            "price_per_core_hour": s["price_per_core_hour"],
-            "heartbeat": messages.HEARTBEAT,
-            "versions": found_versions,
-            "platform": found_platform,
-            "settings": {
-                "interval": s["interval"],
-                "code_transmit": s["code_transmit"],
-                "profile_transmit": s["profile_transmit"],
-                "events_allow": sorted(self._allow),
+        found_versions, found_platform = await asyncio.to_thread(
+            lambda: (versions(), platform_info())
+        )
+        self.emit(
+            "cluster",
+            {
+                "name": s.get("name") or self.cluster_id,
+                "address": scheduler.address,
+                "user": s["user"],
+                "account": s["account"],
+                "started": scheduler.time_started,
+                "price_per_core_hour": s["price_per_core_hour"],
+                "heartbeat": messages.HEARTBEAT,
+                "versions": found_versions,
+                "platform": found_platform,
+                "settings": {
+                    "interval": s["interval"],
+                    "code_transmit": s["code_transmit"],
+                    "profile_transmit": s["profile_transmit"],
+                    "events_allow": sorted(self._allow),
+                },
             },
-        })
+        )
         self._lifecycle.present(scheduler.workers, time.time())
         scheduler.handlers["analytics_flush"] = self._handle_flush
         scheduler.handlers["analytics_info"] = self._handle_info
@@ -225,11 +263,14 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._tick(force=True)
         self._computations.closing(now)
         idle = self._closed_for_idleness()
-        self.emit("cluster_stop", {
-            "stopped": now,
-            "reason": "idle-timeout" if idle else "closed",
-            "idle_shutdown": idle,
-        })
+        self.emit(
+            "cluster_stop",
+            {
+                "stopped": now,
+                "reason": "idle-timeout" if idle else "closed",
+                "idle_shutdown": idle,
+            },
+        )
 
     # --- the one way anything becomes a message --------------------------------
     def emit(self, kind: str, data: dict) -> None:
@@ -241,7 +282,9 @@ class AnalyticsPlugin(SchedulerPlugin):
             logger.exception("dask-analytics: could not queue a %s message", kind)
 
     # --- scheduler hooks: O(1) each ----------------------------------------------
-    def update_graph(self, scheduler: Any, *, keys: Any = (), tasks: Any = (), **kwargs: Any) -> None:
+    def update_graph(
+        self, scheduler: Any, *, keys: Any = (), tasks: Any = (), **kwargs: Any
+    ) -> None:
         # Before any of the new tasks moves: the moment a group's baseline is exact.
         if not self._ready:
             return
@@ -255,8 +298,15 @@ class AnalyticsPlugin(SchedulerPlugin):
         finally:
             self._meter.leave(token)
 
-    def transition(self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str | None = None,
-                   **kwargs: Any) -> None:
+    def transition(
+        self,
+        key: Any,
+        start: str,
+        finish: str,
+        *args: Any,
+        stimulus_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         # Dask calls this for every transition of every task: no layer in between, and
         # nothing counted here (the scheduler counts transitions).  One transition in
         # SAMPLE_EVERY, at random gaps of Dask's count (a regular graph's transitions
@@ -312,7 +362,11 @@ class AnalyticsPlugin(SchedulerPlugin):
             elif finish == "erred":
                 counts.last = time.time()
                 self._erred(key, tg, counts, kwargs)
-            elif start in NOT_DONE and stimulus_id is not None and stimulus_id.startswith(_CANCEL_STIMULI):
+            elif (
+                start in NOT_DONE
+                and stimulus_id is not None
+                and stimulus_id.startswith(_CANCEL_STIMULI)
+            ):
                 if self._lost.keys and self._lost.let_go(key):
                     # A lost result nobody wants any more (a program ending lets go of what
                     # it held after its workers closed): it was done, no work was cancelled.
@@ -330,15 +384,24 @@ class AnalyticsPlugin(SchedulerPlugin):
                 if startstops:
                     owner = self._computations.owner_id(tg, self.scheduler.computations)
                     if owner:
-                        self._stream.record(owner, kwargs.get("worker"), kwargs.get("thread"), tg.prefix.name,
-                                            tg.name, finish, startstops)
+                        self._stream.record(
+                            owner,
+                            kwargs.get("worker"),
+                            kwargs.get("thread"),
+                            tg.prefix.name,
+                            tg.name,
+                            finish,
+                            startstops,
+                        )
         except Exception:
             logger.exception("dask-analytics: transition hook failed for %r", key)
 
     def _gap(self) -> int:
         return self._random.randint(1, 2 * SAMPLE_EVERY - 1)  # SAMPLE_EVERY on average
 
-    def _timed(self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict) -> None:
+    def _timed(
+        self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict
+    ) -> None:
         meter = self._meter
         self._timing = True
         meter.begin_sample()
@@ -354,7 +417,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         if text is not None:
             counts.raised += 1
             owner = self._computations.owner_id(tg, self.scheduler.computations)
-            self._errors.record(owner, tg.name, key, text, kwargs.get("traceback_text"), counts.last)
+            self._errors.record(
+                owner, tg.name, key, text, kwargs.get("traceback_text"), counts.last
+            )
         elif kwargs.get("cause") == key and "exception" in kwargs:
             # The task's workers kept dying under it: distributed gives up with KilledWorker
             # and passes no text.
@@ -367,12 +432,25 @@ class AnalyticsPlugin(SchedulerPlugin):
             workers = self._suspects.pop(key, [])
             if kwargs.get("worker") and kwargs["worker"] not in workers:
                 workers.append(kwargs["worker"])
-            text = (f"KilledWorker: attempted to run task {key!r} on {len(workers)} different workers, "
-                    f"but all those workers died while running it")
-            self._errors.record(owner, tg.name, key, text, None, counts.last,
-                                exc_type="KilledWorker", location="", workers=workers)
-            self._event(KILLED_WORKER_TOPIC, {"key": str(key), "group": tg.name, "computation_id": owner,
-                                              "workers": workers})
+            text = (
+                f"KilledWorker: attempted to run task {key!r} on {len(workers)} different workers, "
+                f"but all those workers died while running it"
+            )
+            self._errors.record(
+                owner,
+                tg.name,
+                key,
+                text,
+                None,
+                counts.last,
+                exc_type="KilledWorker",
+                location="",
+                workers=workers,
+            )
+            self._event(
+                KILLED_WORKER_TOPIC,
+                {"key": str(key), "group": tg.name, "computation_id": owner, "workers": workers},
+            )
         # else: a dependent of a failed task, which never ran: the summary counts it so
 
     def _rerun(self, key: Any, tg: Any, lost: Any) -> None:
@@ -382,15 +460,31 @@ class AnalyticsPlugin(SchedulerPlugin):
         if departure.closing:
             return
         owner = self._computations.owner_id(tg, self.scheduler.computations)
-        self._errors.record(owner, tg.name, key, LOST_TEXTS[lost.kind], None, time.time(),
-                            exc_type=lost.kind, location="", workers=[departure.worker])
+        self._errors.record(
+            owner,
+            tg.name,
+            key,
+            LOST_TEXTS[lost.kind],
+            None,
+            time.time(),
+            exc_type=lost.kind,
+            location="",
+            workers=[departure.worker],
+        )
         departure.groups[tg.name] = departure.groups.get(tg.name, 0) + 1
         if not departure.announced:
             departure.announced = True
-            self._event(WORKER_LOST_TOPIC, {
-                "worker": departure.worker, "processing": departure.processing, "lost": departure.lost,
-                "groups": dict(departure.groups), "stimulus_id": departure.stimulus_id,
-            }, when=departure.time)
+            self._event(
+                WORKER_LOST_TOPIC,
+                {
+                    "worker": departure.worker,
+                    "processing": departure.processing,
+                    "lost": departure.lost,
+                    "groups": dict(departure.groups),
+                    "stimulus_id": departure.stimulus_id,
+                },
+                when=departure.time,
+            )
 
     def restart(self, scheduler: Any) -> None:
         """`client.restart()`: every task is forgotten; finish the record and start afresh."""
@@ -422,7 +516,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         finally:
             self._meter.leave(token)
 
-    def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str | None = None, **kwargs: Any) -> None:
+    def remove_worker(
+        self, scheduler: Any, worker: str, *, stimulus_id: str | None = None, **kwargs: Any
+    ) -> None:
         if not self._ready:
             return
         token = self._meter.enter("events")
@@ -466,7 +562,10 @@ class AnalyticsPlugin(SchedulerPlugin):
             logger.warning(
                 "dask-analytics: events on topic %r are not recorded; to record them add it to "
                 "analytics.events.allow (e.g. dask.config.set({'analytics.events.allow': [..., %r]}) "
-                "before register())", topic, topic)
+                "before register())",
+                topic,
+                topic,
+            )
 
     def _worker_removed(self, msg: dict) -> None:
         """A worker left without being asked to while it ran or held tasks.  Nothing is a
@@ -479,7 +578,9 @@ class AnalyticsPlugin(SchedulerPlugin):
         # still held results) is remembered too: a result it took that is then let go of
         # was done, not cancelled.
         expected = bool(msg.get("expected"))
-        self._lost.departed(msg, time.time(), closing=expected or self._lifecycle.is_closing(worker))
+        self._lost.departed(
+            msg, time.time(), closing=expected or self._lifecycle.is_closing(worker)
+        )
         if expected:
             return
         gave_up, self._gave_up = self._gave_up, []
@@ -499,7 +600,11 @@ class AnalyticsPlugin(SchedulerPlugin):
         token = self._meter.enter("ticks")
         try:
             now = time.time()
-            sample = None if again else self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
+            sample = (
+                None
+                if again
+                else self._sampler.sample(self.scheduler, now, self._shipper.dropped, force=force)
+            )
             if sample is not None:
                 self.emit("cluster_sample", sample)
             counter = self.scheduler.transition_counter
@@ -508,7 +613,10 @@ class AnalyticsPlugin(SchedulerPlugin):
             # Each part stops at the deadline (after some work) and goes on at the next tick.
             deadline = None if force else time.perf_counter() + TICK_SLICE
             ended = self._computations.poll(
-                self.scheduler.computations, self.scheduler.task_groups, changed=changed, now=now,
+                self.scheduler.computations,
+                self.scheduler.task_groups,
+                changed=changed,
+                now=now,
                 deadline=deadline,
             )
             for row in self._errors.drain():
@@ -520,15 +628,21 @@ class AnalyticsPlugin(SchedulerPlugin):
             if self._stream is not None:
                 computations = self.scheduler.computations
                 self._stream.forget(gone)
-                self._stream.tick(str(computations[-1].id) if computations else None, now, force=force,
-                                  deadline=deadline)
+                self._stream.tick(
+                    str(computations[-1].id) if computations else None,
+                    now,
+                    force=force,
+                    deadline=deadline,
+                )
             if self._workers is not None:
                 workers = self._workers.sample(self.scheduler.workers, now, force=force)
                 if workers is not None:
                     self.emit("worker_samples", workers)
             self._lifecycle.flush(now, force=force)
             if self._metrics is not None:
-                self._metrics.tick(self.scheduler.cumulative_worker_metrics, self.scheduler.computations, deadline)
+                self._metrics.tick(
+                    self.scheduler.cumulative_worker_metrics, self.scheduler.computations, deadline
+                )
             if self.settings["profile_transmit"]:
                 for computation_id, start, stop, prefixes in ended:
                     self._profiles.put(computation_id, start, stop, prefixes)
@@ -543,8 +657,11 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._meter.leave(token)
             self._ticks += 1
         try:
-            behind = self._computations.behind or (self._stream is not None and self._stream.behind) \
+            behind = (
+                self._computations.behind
+                or (self._stream is not None and self._stream.behind)
                 or (self._metrics is not None and self._metrics.behind)
+            )
             if behind and not self._again:
                 # The rest of the summaries in a later turn of the loop, not after `interval`.
                 asyncio.get_running_loop().call_soon(self._tick_again)
@@ -564,7 +681,10 @@ class AnalyticsPlugin(SchedulerPlugin):
         timeout, idle_since = scheduler.idle_timeout, scheduler.idle_since
         if not timeout or idle_since is None or time.time() < idle_since + timeout:
             return False
-        logger.warning("dask-analytics: scheduler closing after %s idle (its idle timeout)", format_time(timeout))
+        logger.warning(
+            "dask-analytics: scheduler closing after %s idle (its idle timeout)",
+            format_time(timeout),
+        )
         self._event(IDLE_TOPIC, {"idle_since": idle_since, "timeout": timeout})
         return True
 
@@ -607,8 +727,14 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     def _cost(self) -> dict:
         self._meter.transition_calls = self.scheduler.transition_counter - self._counter0
-        self._meter.other_plugins = sum(1 for p in self.scheduler.plugins.values()
-                                        if p is not self and type(p).__module__.startswith("dask_analytics_lab"))
+        self._meter.other_plugins = sum(
+            1
+            for p in self.scheduler.plugins.values()
+            if p is not self and type(p).__module__.startswith("dask_analytics_lab")
+        )
         return self._meter.report(
-                extra={"metrics": self._metrics.heartbeat_seconds} if self._metrics is not None else None,
-                threads={"profile-merge": self._profiles.merge_seconds})
+            extra={"metrics": self._metrics.heartbeat_seconds}
+            if self._metrics is not None
+            else None,
+            threads={"profile-merge": self._profiles.merge_seconds},
+        )

@@ -11,6 +11,7 @@ does O(prefixes + chunks in the window x prefixes in a chunk) work besides mergi
 trees it returns (what Dask's handler does too).  Only the standard library and
 `distributed` are imported here.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -25,7 +26,9 @@ def _end(chunk: tuple[float, dict]) -> float:
     return chunk[0]
 
 
-def prefix_trees(starts: dict[str, float], stop: float | None, dask_worker: Any = None) -> dict[str, dict]:
+def prefix_trees(
+    starts: dict[str, float], stop: float | None, dask_worker: Any = None
+) -> dict[str, dict]:
     """{prefix: tree} from this worker's per-prefix profile chunks (each stamped with the
     time its cycle ended, in the scheduler's clock): those that end at or after the
     prefix's start, up to and including the first that ends at or after `stop` (it holds
@@ -42,9 +45,15 @@ def prefix_trees(starts: dict[str, float], stop: float | None, dask_worker: Any 
     lo = min(firsts.values(), default=last)
     for i, (_, trees) in enumerate(islice(history, lo, last), lo):
         if len(trees) <= len(firsts):
-            pairs = ((prefix, tree) for prefix, tree in trees.items() if firsts.get(prefix, last) <= i)
+            pairs = (
+                (prefix, tree) for prefix, tree in trees.items() if firsts.get(prefix, last) <= i
+            )
         else:
-            pairs = ((prefix, trees[prefix]) for prefix, first in firsts.items() if first <= i and prefix in trees)
+            pairs = (
+                (prefix, trees[prefix])
+                for prefix, first in firsts.items()
+                if first <= i and prefix in trees
+            )
         for prefix, tree in pairs:
             found.setdefault(prefix, []).append(tree)
     if after >= n:
@@ -56,4 +65,8 @@ def prefix_trees(starts: dict[str, float], stop: float | None, dask_worker: Any 
             if tree is not None and start < now:
                 found.setdefault(prefix, []).append(tree)
     # merge() makes new trees: the cycle in progress keeps changing after this returns.
-    return {prefix: merged for prefix, trees in found.items() if (merged := profile.merge(*trees))["count"]}
+    return {
+        prefix: merged
+        for prefix, trees in found.items()
+        if (merged := profile.merge(*trees))["count"]
+    }

@@ -26,14 +26,16 @@ One fetch runs at a time, at most one starts per tick, the queue is bounded and 
 computation queued twice is fetched once (a final fetch is never replaced by a live
 one).  Merging and subtracting trees runs in a thread, off the event loop.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from distributed import profile
 from distributed.protocol.pickle import dumps
@@ -81,8 +83,16 @@ class _Chain:
 class ProfileFetcher:
     """Queue computations as they end; `tick()` lets the next fetch start."""
 
-    def __init__(self, scheduler: Any, emit: Callable[[str, dict], None], *, timeout: float,
-                 cycle: float, max_queue: int = 100, meter: CostMeter | None = None):
+    def __init__(
+        self,
+        scheduler: Any,
+        emit: Callable[[str, dict], None],
+        *,
+        timeout: float,
+        cycle: float,
+        max_queue: int = 100,
+        meter: CostMeter | None = None,
+    ):
         self._scheduler = scheduler
         # Each step of a fetch on the event loop is charged to "profiles" (the RPCs' own
         # comm reads run in distributed's tasks and are not seen).
@@ -104,8 +114,15 @@ class ProfileFetcher:
         self._by_prefix: set[str] = set()  # workers that cannot run prefix_trees
         self._task = asyncio.create_task(self._run())
 
-    def put(self, computation_id: str, start: float, stop: float, prefixes: list[str], *,
-            live: bool = False) -> None:
+    def put(
+        self,
+        computation_id: str,
+        start: float,
+        stop: float,
+        prefixes: list[str],
+        *,
+        live: bool = False,
+    ) -> None:
         """Fetch this computation's profile: live, its window so far; else its final one."""
         if live and stop - start < self._cycle:
             return  # nothing new yet: its samples are in the workers' cycle in progress
@@ -117,7 +134,9 @@ class ProfileFetcher:
         elif len(self._queue) >= self._max_queue:
             self._queue.popitem(last=False)
             self.dropped += 1
-            logger.info("dask-analytics: profile queue full; dropped the oldest computation's profile")
+            logger.info(
+                "dask-analytics: profile queue full; dropped the oldest computation's profile"
+            )
         self._queue[computation_id] = (start, stop, prefixes, live)
         self._idle.clear()
 
@@ -131,7 +150,7 @@ class ProfileFetcher:
             self._go.set()
             try:
                 await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - time.time()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return
 
     def close(self) -> None:
@@ -153,26 +172,41 @@ class ProfileFetcher:
                 wait = stop + self._cycle - time.time()
                 if wait > 0 and not live:
                     await asyncio.sleep(wait)
-                await metered(self._fetch(computation_id, start, stop, prefixes, live), self._meter, "profiles")
+                await metered(
+                    self._fetch(computation_id, start, stop, prefixes, live),
+                    self._meter,
+                    "profiles",
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as e:
                 logger.info("dask-analytics: no profile for computation %s: %r", computation_id, e)
 
-    async def _fetch(self, computation_id: str, start: float, stop: float, prefixes: list[str],
-                     live: bool = False) -> None:
+    async def _fetch(
+        self,
+        computation_id: str,
+        start: float,
+        stop: float,
+        prefixes: list[str],
+        live: bool = False,
+    ) -> None:
         now = time.time()
         windows = {}
         for prefix in prefixes:
             chain = self._chains.get(prefix)
             if live:
                 windows[prefix] = (start, None)
-            elif chain is not None and start - chain.stop < 2 * self._cycle and now - chain.start < MAX_CHAIN:
+            elif (
+                chain is not None
+                and start - chain.stop < 2 * self._cycle
+                and now - chain.start < MAX_CHAIN
+            ):
                 windows[prefix] = (chain.start, chain)
             else:
                 windows[prefix] = (start, None)
-        replies = await asyncio.wait_for(self._ask_workers({p: w for p, (w, _) in windows.items()}, stop),
-                                         self._timeout)
+        replies = await asyncio.wait_for(
+            self._ask_workers({p: w for p, (w, _) in windows.items()}, stop), self._timeout
+        )
         trees = await asyncio.to_thread(self._combine, windows, replies, stop, live)
         self.fetched += 1
         # Chains that can no longer continue hold memory for nothing.
@@ -180,15 +214,24 @@ class ProfileFetcher:
             del self._chains[prefix]
         for prefix, tree in trees.items():
             if tree.get("count"):
-                self._emit("profile", {"computation_id": computation_id, "prefix": prefix, "tree": tree,
-                                       "count": tree["count"]})
+                self._emit(
+                    "profile",
+                    {
+                        "computation_id": computation_id,
+                        "prefix": prefix,
+                        "tree": tree,
+                        "count": tree["count"],
+                    },
+                )
 
     async def _ask_workers(self, starts: dict[str, float], stop: float) -> list[Any]:
         """Each worker's {prefix: tree} for the windows (maybe still serialised)."""
         workers = list(self._scheduler.workers)
         args = dumps((starts, stop))
-        replies = await asyncio.gather(*(metered(self._ask(w, starts, stop, args), self._meter, "profiles")
-                                         for w in workers), return_exceptions=True)
+        replies = await asyncio.gather(
+            *(metered(self._ask(w, starts, stop, args), self._meter, "profiles") for w in workers),
+            return_exceptions=True,
+        )
         answers = [r for r in replies if not isinstance(r, BaseException)]
         if workers and not answers:
             # The chains stay as they were: a window fetched later starts afresh.
@@ -199,26 +242,40 @@ class ProfileFetcher:
         if worker not in self._by_prefix:
             self.rpcs += 1
             try:
-                reply = await self._scheduler.rpc(worker).run(function=self._function, args=args, wait=True)
-            except (OSError, asyncio.TimeoutError):
+                reply = await self._scheduler.rpc(worker).run(
+                    function=self._function, args=args, wait=True
+                )
+            except (TimeoutError, OSError):
                 raise  # a worker on its way out: it gives no samples this time
-            except Exception as e:  # the worker refused: `run` blocked, or this package missing there
+            except (
+                Exception
+            ) as e:  # the worker refused: `run` blocked, or this package missing there
                 reply = {"status": "error", "exception_text": str(e)}
             if reply.get("status") == "OK":
                 return reply["result"]
             if len(self._by_prefix) >= 10_000:
                 self._by_prefix.clear()  # workers that left; the rest are asked again
             self._by_prefix.add(worker)
-            logger.warning("dask-analytics: worker %s cannot run %s.prefix_trees (%s); its profiles are "
-                           "fetched one task prefix at a time (one RPC each)", worker, prefix_trees.__module__,
-                           reply.get("exception_text"))
+            logger.warning(
+                "dask-analytics: worker %s cannot run %s.prefix_trees (%s); its profiles are "
+                "fetched one task prefix at a time (one RPC each)",
+                worker,
+                prefix_trees.__module__,
+                reply.get("exception_text"),
+            )
         # Dask's own handler: one prefix a call.
         self.rpcs += len(starts)
-        trees = await asyncio.gather(*(self._scheduler.rpc(worker).profile(key=prefix, start=start, stop=stop)
-                                       for prefix, start in starts.items()))
+        trees = await asyncio.gather(
+            *(
+                self._scheduler.rpc(worker).profile(key=prefix, start=start, stop=stop)
+                for prefix, start in starts.items()
+            )
+        )
         return dict(zip(starts, trees))
 
-    def _combine(self, windows: dict, replies: list[Any], stop: float, live: bool) -> dict[str, dict]:
+    def _combine(
+        self, windows: dict, replies: list[Any], stop: float, live: bool
+    ) -> dict[str, dict]:
         cpu = time.thread_time()
         per_prefix: dict[str, list[dict]] = {}
         for reply in replies:

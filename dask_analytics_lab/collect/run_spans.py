@@ -32,12 +32,14 @@ exists only once every task of the one before finished, so no task of the earlie
 computation can leave with the new id.  The hook's work is O(1): one identity test
 while the group and the computation stay the same, a dict lookup when they change.
 """
+
 from __future__ import annotations
 
 import logging
 import uuid
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -45,7 +47,7 @@ logger = logging.getLogger("dask_analytics_lab")
 Sink = Callable[[dict], None]
 
 
-def tap(scheduler: Any, ext: Any, spans: "RunSpans", sink: Sink, owner: Any) -> None:
+def tap(scheduler: Any, ext: Any, spans: RunSpans, sink: Sink, owner: Any) -> None:
     """Send each task with its computation's span id, and give every heartbeat's
     span-keyed metrics to `sink` before Dask takes them (with each run id turned back
     into its span).  Both wrappers hold `owner` weakly: once it is gone, only Dask's
@@ -135,8 +137,10 @@ class RunSpans:
         except Exception:
             self.failed += 1
             self._group = None
-            logger.exception("dask-analytics: could not give a computation its own span id for %r",
-                             getattr(ts, "key", ts))
+            logger.exception(
+                "dask-analytics: could not give a computation its own span id for %r",
+                getattr(ts, "key", ts),
+            )
 
     def _send_as_run(self, tg: Any, sid: str) -> None:
         run = self._runs.get((self._cid, sid))

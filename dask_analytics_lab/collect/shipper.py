@@ -14,13 +14,14 @@ the same for its life (distributed's tests count a scheduler's descriptors
 before and after a worker comes and goes).  Only the writer thread touches the
 sink, and it closes it on its way out: a sink is never closed under a write.
 """
+
 from __future__ import annotations
 
 import logging
 import random
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from dask.utils import format_bytes
 
@@ -105,7 +106,9 @@ class Shipper:
         # is checked (and a refused message counted) once, not on every attempt.
         self._typed: dict[int, Envelope | None] = {}
         self._opened = threading.Event()  # the first attempt to open the sink is over
-        self._thread = threading.Thread(target=self._run, name="dask-analytics-shipper", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="dask-analytics-shipper", daemon=True
+        )
         self._thread.start()
         self._opened.wait(OPEN_WAIT)
 
@@ -170,7 +173,10 @@ class Shipper:
         if not flushed and len(self._buffer):
             logger.warning(
                 "dask-analytics: %d messages could not be written to %s before shutdown; "
-                "%d were dropped earlier", len(self._buffer), self._describe, self.dropped,
+                "%d were dropped earlier",
+                len(self._buffer),
+                self._describe,
+                self.dropped,
             )
 
     # --- dropping (the caller holds the lock) -----------------------------------------
@@ -199,20 +205,39 @@ class Shipper:
         self._warned.add(why)
         buffer = self._buffer
         if why == "too-large":
-            logger.warning("dask-analytics: dropped a %s message larger than the whole buffer (%s = %s). "
-                           "Raise %s to keep such messages", kind, key, format_bytes(buffer.max_bytes), key)
+            logger.warning(
+                "dask-analytics: dropped a %s message larger than the whole buffer (%s = %s). "
+                "Raise %s to keep such messages",
+                kind,
+                key,
+                format_bytes(buffer.max_bytes),
+                key,
+            )
             return
-        full = f"{key} = {format_bytes(buffer.max_bytes) if key == BYTES_KEY else buffer.max_messages}"
+        full = (
+            f"{key} = {format_bytes(buffer.max_bytes) if key == BYTES_KEY else buffer.max_messages}"
+        )
         if why == SAMPLES:
-            what = ("the oldest samples first (worker_samples, cluster_sample, gpu_samples, heartbeat), "
-                    "computations and failures last")
+            what = (
+                "the oldest samples first (worker_samples, cluster_sample, gpu_samples, heartbeat), "
+                "computations and failures last"
+            )
         elif why == DETAILS:
             what = "the oldest profiles, metrics and task streams, as no samples are left to drop"
         else:
-            what = ("the oldest computations, failures, events and code, as nothing else is left to drop: "
-                    "the cluster's record will miss them")
-        logger.warning("dask-analytics: the buffer is full (%s) while %s is unreachable or slow; dropping %s "
-                       "(now a %s message). Raise %s to keep more", full, self._describe, what, kind, key)
+            what = (
+                "the oldest computations, failures, events and code, as nothing else is left to drop: "
+                "the cluster's record will miss them"
+            )
+        logger.warning(
+            "dask-analytics: the buffer is full (%s) while %s is unreachable or slow; dropping %s "
+            "(now a %s message). Raise %s to keep more",
+            full,
+            self._describe,
+            what,
+            kind,
+            key,
+        )
 
     # --- the writer thread ---------------------------------------------------
     def _run(self) -> None:
@@ -251,7 +276,9 @@ class Shipper:
                 if self._closing:
                     return
                 # The messages themselves: a drop meanwhile lets go of its entry's message.
-                entries = [(e.number, e.message) for e in self._buffer.head(BATCH, self._batch_bytes)]
+                entries = [
+                    (e.number, e.message) for e in self._buffer.head(BATCH, self._batch_bytes)
+                ]
                 last = self._in_flight = entries[-1][0]
                 self._busy = True
             batch = self._checked(entries)
@@ -262,7 +289,9 @@ class Shipper:
                     self.stored += self._sink.write(batch)
             except MessageError as e:
                 # Retrying a batch the store cannot read would wedge the queue.
-                logger.error("dask-analytics: %s rejected %d messages: %s", self._describe, len(batch), e)
+                logger.error(
+                    "dask-analytics: %s rejected %d messages: %s", self._describe, len(batch), e
+                )
                 self.rejected += len(batch)
                 self._done(last)
             except Exception as e:
@@ -289,8 +318,13 @@ class Shipper:
             lost = {k: n - self._dropped_before.get(k, 0) for k, n in self.dropped_by_kind.items()}
             lost = {k: n for k, n in lost.items() if n}
             self._dropped_before = dict(self.dropped_by_kind)
-        logger.warning("dask-analytics: %s is reachable again after %.0f s; %d messages were dropped meanwhile%s",
-                       self._describe, time.time() - since, sum(lost.values()), f" ({lost})" if lost else "")
+        logger.warning(
+            "dask-analytics: %s is reachable again after %.0f s; %d messages were dropped meanwhile%s",
+            self._describe,
+            time.time() - since,
+            sum(lost.values()),
+            f" ({lost})" if lost else "",
+        )
 
     def _back_off(self, delay: float) -> None:
         """Wait `delay` seconds before the next attempt, measuring what put asks meanwhile;
@@ -314,7 +348,7 @@ class Shipper:
             todo = [(entry, entry.message) for entry in unsized if entry.queued]
             unsized.clear()
         sizes = []
-        for entry, message in todo:
+        for _, message in todo:
             try:
                 sizes.append(measure(message))
             except Exception:  # the provisional figure stays
@@ -361,7 +395,11 @@ class Shipper:
             self.failing_since = time.time()
             logger.warning(
                 "dask-analytics: cannot write to %s (%s: %s); keeping up to %s of messages (%s) and retrying",
-                self._describe, type(error).__name__, error, format_bytes(self._buffer.max_bytes), BYTES_KEY,
+                self._describe,
+                type(error).__name__,
+                error,
+                format_bytes(self._buffer.max_bytes),
+                BYTES_KEY,
             )
         self._close_sink()
 

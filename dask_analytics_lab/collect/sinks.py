@@ -1,4 +1,5 @@
 """Where the shipper writes: straight into a store, or to an analytics server over HTTP."""
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -27,7 +28,9 @@ class StoreSink:
         if retention:
             from ..store.retention import DAY, Retention, first_delay
 
-            self.retention = Retention(lambda: open_store(url), retention, every=DAY, delay=first_delay()).start()
+            self.retention = Retention(
+                lambda: open_store(url), retention, every=DAY, delay=first_delay()
+            ).start()
 
     def write(self, messages: list[Envelope]) -> int:
         return self.store.ingest(messages)
@@ -38,8 +41,9 @@ class StoreSink:
         self.store.close()
 
 
-def open_sink(url: str, token: str | None = None, ca_file: str | None = None,
-              retention: float | None = None) -> Sink:
+def open_sink(
+    url: str, token: str | None = None, ca_file: str | None = None, retention: float | None = None
+) -> Sink:
     """retention: analytics.retention in seconds, applied by a store sink; a server
     applies its own."""
     if url.startswith(("http://", "https://")):

@@ -23,16 +23,18 @@ Bounded, whatever the computation's size:
 
 Nothing here raises into the scheduler: the plugin guards each call.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 Emit = Callable[[str, dict], None]
 
-FIRST_WIDTH = 2.0 ** -7  # seconds (~8 ms): fine enough for a short computation
-MAX_WIDTH = 2.0 ** 20  # about 12 days: past that no doubling is needed
+FIRST_WIDTH = 2.0**-7  # seconds (~8 ms): fine enough for a short computation
+MAX_WIDTH = 2.0**20  # about 12 days: past that no doubling is needed
 CHUNK = 5000  # rows per message
 LATE_ROWS = 1000  # rows a sealed, binned computation still takes
 MAX_PENDING = 100_000  # tasks held between ticks before they are folded in at once
@@ -55,8 +57,15 @@ class Bins:
     def __len__(self) -> int:
         return len(self.cells)
 
-    def add(self, worker: Any, prefix: Any, start: float, stop: float, n: int = 1,
-            busy: float | None = None) -> None:
+    def add(
+        self,
+        worker: Any,
+        prefix: Any,
+        start: float,
+        stop: float,
+        n: int = 1,
+        busy: float | None = None,
+    ) -> None:
         """`n` tasks that started at `start` (counted in that bin) and `busy` seconds of
         execution spread evenly over [start, stop) (default: all of it)."""
         span = stop - start
@@ -119,9 +128,18 @@ class Bins:
     def rows(self) -> list[dict]:
         """The bins as task_stream rows (binned), by start."""
         w = self.width
-        out = [{"start": i * w, "stop": (i + 1) * w, "worker": worker, "prefix": prefix,
-                "n_tasks": n, "busy": busy, "binned": True}
-               for (worker, prefix, i), (n, busy) in self.cells.items()]
+        out = [
+            {
+                "start": i * w,
+                "stop": (i + 1) * w,
+                "worker": worker,
+                "prefix": prefix,
+                "n_tasks": n,
+                "busy": busy,
+                "binned": True,
+            }
+            for (worker, prefix, i), (n, busy) in self.cells.items()
+        ]
         out.sort(key=lambda r: r["start"])
         return out
 
@@ -133,8 +151,14 @@ def bin_rows(rows: Iterable[dict], max_bins: int, width: float = FIRST_WIDTH) ->
     for r in rows:
         start, stop = r["start"], r["stop"]
         busy, n = r.get("busy"), r.get("n_tasks")
-        bins.add(r.get("worker"), r.get("prefix"), start, stop, 1 if n is None else int(n),
-                 (stop - start) if busy is None else busy)
+        bins.add(
+            r.get("worker"),
+            r.get("prefix"),
+            start,
+            stop,
+            1 if n is None else int(n),
+            (stop - start) if busy is None else busy,
+        )
     return bins.rows()
 
 
@@ -163,8 +187,14 @@ def _name(value: Any) -> str | None:
 class TaskStreamRecorder:
     """Per computation, the task stream: rows while few, bins past `max_tasks`."""
 
-    def __init__(self, emit: Emit, *, max_tasks: int = 10_000, max_bins: int = 2_000,
-                 replace_every: float = 5.0):
+    def __init__(
+        self,
+        emit: Emit,
+        *,
+        max_tasks: int = 10_000,
+        max_bins: int = 2_000,
+        replace_every: float = 5.0,
+    ):
         self._emit = emit
         self.max_tasks = max(0, int(max_tasks))
         self.max_bins = max(1, int(max_bins))
@@ -179,17 +209,29 @@ class TaskStreamRecorder:
         self.dropped = 0  # tasks of a sealed computation past LATE_ROWS
 
     # --- the hook's half: O(1) ----------------------------------------------------
-    def record(self, cid: str, worker: Any, thread: Any, prefix: str, group: str, state: str,
-               startstops: Any) -> None:
+    def record(
+        self,
+        cid: str,
+        worker: Any,
+        thread: Any,
+        prefix: str,
+        group: str,
+        state: str,
+        startstops: Any,
+    ) -> None:
         """A task finished (state "memory") or raised ("erred"); its compute interval(s)."""
         for ss in startstops:
             if ss.get("action") == "compute":
-                self._pending.append((cid, worker, thread, prefix, group, state, ss["start"], ss["stop"]))
+                self._pending.append(
+                    (cid, worker, thread, prefix, group, state, ss["start"], ss["stop"])
+                )
         if len(self._pending) > MAX_PENDING:
             self._fold(None)  # amortised: once per MAX_PENDING tasks
 
     # --- the tick's half: O(tasks since the last tick) ------------------------------
-    def tick(self, newest: str | None, now: float, *, force: bool = False, deadline: float | None = None) -> None:
+    def tick(
+        self, newest: str | None, now: float, *, force: bool = False, deadline: float | None = None
+    ) -> None:
         """Fold in what came, send new rows and changed bins; seal every computation
         but `newest` (Dask's newest Computation: the only one that still grows).
         `deadline` (time.perf_counter()): fold no more after it and set `behind`; the
@@ -233,11 +275,19 @@ class TaskStreamRecorder:
                 if not self._pending:
                     return True
                 self._folding, self._pending, self._at = self._pending, [], 0
-            end = len(self._folding) if deadline is None else min(len(self._folding), self._at + FOLD_CHUNK)
+            end = (
+                len(self._folding)
+                if deadline is None
+                else min(len(self._folding), self._at + FOLD_CHUNK)
+            )
             self._at = self._fold_part(self._folding, self._at, end, deadline)
             if self._at >= len(self._folding):
                 self._folding, self._at = [], 0
-            if deadline is not None and time.perf_counter() > deadline and (self._folding or self._pending):
+            if (
+                deadline is not None
+                and time.perf_counter() > deadline
+                and (self._folding or self._pending)
+            ):
                 return False
 
     def _fold_part(self, pending: list[tuple], begin: int, end: int, deadline: float | None) -> int:
@@ -296,12 +346,20 @@ class TaskStreamRecorder:
         if stream.raw:
             raw, stream.raw = stream.raw, []
             for i in range(0, len(raw), CHUNK):
-                self._emit("task_stream", {"computation_id": stream.cid, "rows": raw[i:i + CHUNK]})
-        if stream.dirty and stream.bins is not None and (force or now - stream.sent_at >= self.replace_every):
+                self._emit(
+                    "task_stream", {"computation_id": stream.cid, "rows": raw[i : i + CHUNK]}
+                )
+        if (
+            stream.dirty
+            and stream.bins is not None
+            and (force or now - stream.sent_at >= self.replace_every)
+        ):
             rows = stream.bins.rows()
             for i in range(0, max(len(rows), 1), CHUNK):
-                self._emit("task_stream", {"computation_id": stream.cid, "rows": rows[i:i + CHUNK],
-                                           "replace": i == 0})
+                self._emit(
+                    "task_stream",
+                    {"computation_id": stream.cid, "rows": rows[i : i + CHUNK], "replace": i == 0},
+                )
             stream.dirty = False
             stream.sent_at = now
 
@@ -311,9 +369,17 @@ class TaskStreamRecorder:
         stream.bins = None
 
 
-def _row(worker: Any, thread: Any, prefix: Any, group: Any, state: str, start: float, stop: float) -> dict:
-    row = {"start": start, "stop": stop, "worker": worker, "prefix": prefix,
-           "task_group": _name(group), "state": state}
+def _row(
+    worker: Any, thread: Any, prefix: Any, group: Any, state: str, start: float, stop: float
+) -> dict:
+    row = {
+        "start": start,
+        "stop": stop,
+        "worker": worker,
+        "prefix": prefix,
+        "task_group": _name(group),
+        "state": state,
+    }
     if isinstance(thread, int):
         row["thread"] = thread
     return row

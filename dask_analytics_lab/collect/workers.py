@@ -3,9 +3,11 @@ when it joined and left (and why).
 
 Runs on the scheduler's event loop: a sample is O(workers), a lifecycle hook O(1).
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 JOINED_TOPIC = "worker-joined"
 LEFT_TOPIC = "worker-left"
@@ -55,26 +57,32 @@ class WorkerSampler:
         rows = []
         for address, ws in workers.items():
             memory = ws.memory
-            rows.append({
-                "worker": str(address),
-                "time": now,
-                "name": _text(ws.name),
-                "host": _text(ws.host),
-                "nthreads": _count(ws.nthreads),
-                "memory_limit": _count(ws.memory_limit),
-                "managed": _count(memory.managed),
-                "unmanaged": _count(memory.unmanaged),
-                "spilled": _count(memory.spilled),
-                "cpu": _cpu(ws.metrics),
-                "processing": len(ws.processing),
-            })
+            rows.append(
+                {
+                    "worker": str(address),
+                    "time": now,
+                    "name": _text(ws.name),
+                    "host": _text(ws.host),
+                    "nthreads": _count(ws.nthreads),
+                    "memory_limit": _count(ws.memory_limit),
+                    "managed": _count(memory.managed),
+                    "unmanaged": _count(memory.unmanaged),
+                    "spilled": _count(memory.spilled),
+                    "cpu": _cpu(ws.metrics),
+                    "processing": len(ws.processing),
+                }
+            )
         self.sent += 1
         return {"samples": rows}
 
 
 def _cpu(metrics: Any) -> float | None:
     value = metrics.get("cpu") if isinstance(metrics, dict) else None
-    return float(value) if isinstance(value, (int, float)) and value == value and abs(value) < 1e6 else None
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and value == value and abs(value) < 1e6
+        else None
+    )
 
 
 class WorkerLifecycle:
@@ -106,11 +114,20 @@ class WorkerLifecycle:
         self._memory.pop(address, None)
         self._removal.pop(address, None)
         self._closing.discard(address)
-        info = {"worker": str(address), "name": _text(ws.name), "host": _text(ws.host),
-                "nthreads": _count(ws.nthreads), "memory_limit": _count(ws.memory_limit)}
+        info = {
+            "worker": str(address),
+            "name": _text(ws.name),
+            "host": _text(ws.host),
+            "nthreads": _count(ws.nthreads),
+            "memory_limit": _count(ws.memory_limit),
+        }
         if len(self._known) < _MAX_TRACKED:
             self._known[str(address)] = info
-        self._event(JOINED_TOPIC, {**info, "time": now, **({"already_running": True} if already else {})}, now)
+        self._event(
+            JOINED_TOPIC,
+            {**info, "time": now, **({"already_running": True} if already else {})},
+            now,
+        )
 
     def status_changed(self, address: str, msg: dict) -> None:
         """The worker's own status changes (Dask logs them on the worker's topic)."""
@@ -141,7 +158,9 @@ class WorkerLifecycle:
         if isinstance(address, str) and len(self._removal) < _MAX_TRACKED:
             self._removal[address] = msg
 
-    def left(self, address: str, stimulus_id: str | None, now: float, *, closed: bool = False) -> None:
+    def left(
+        self, address: str, stimulus_id: str | None, now: float, *, closed: bool = False
+    ) -> None:
         info = self._known.pop(address, None) or {"worker": address}
         removal = self._removal.pop(address, {})
         memory = self._memory.pop(address, None)
@@ -156,11 +175,14 @@ class WorkerLifecycle:
         else:
             reason = "died"
         self._leaving[address] = {
-            **info, "time": now, "reason": reason,
+            **info,
+            "time": now,
+            "reason": reason,
             "stimulus_id": stimulus_id or removal.get("stimulus_id"),
             "expected": bool(removal.get("expected")),
             "processing": len(removal.get("processing-tasks") or ()),
-            "lost": len(removal.get("lost-computed-tasks") or ()) + len(removal.get("lost-scattered-tasks") or ()),
+            "lost": len(removal.get("lost-computed-tasks") or ())
+            + len(removal.get("lost-scattered-tasks") or ()),
             **({"rss": _count(memory.get("rss"))} if memory is not None else {}),
         }
 
@@ -173,7 +195,9 @@ class WorkerLifecycle:
     def flush(self, now: float, *, force: bool = False) -> None:
         """Record the departures whose grace has passed (all of them with force)."""
         if self._memory:
-            for address in [a for a, m in self._memory.items() if now - m["_seen"] > MEMORY_KILL_TTL]:
+            for address in [
+                a for a, m in self._memory.items() if now - m["_seen"] > MEMORY_KILL_TTL
+            ]:
                 del self._memory[address]
         if not self._leaving:
             return
@@ -183,4 +207,3 @@ class WorkerLifecycle:
                 msg["died"] = msg["reason"] in ("memory", "died")
                 msg["why"] = REASONS[msg["reason"]]
                 self._event(LEFT_TOPIC, msg, msg["time"])
-

@@ -14,6 +14,7 @@ Modules: record (the reads), tasks (how work was cut and spread), time_spent (fi
 metrics: GIL, transfers, serialization), memory (spilling, kills), history (failures,
 earlier runs, idle cluster).
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,12 +26,35 @@ from .record import read
 
 logger = logging.getLogger("dask_analytics_lab")
 
-KINDS = ("small-tasks", "straggler", "imbalance", "spilling", "memory-kill", "gil-contention", "transfer-bound",
-         "serialization", "too-few-tasks", "failures", "slower-than-before", "idle-cluster")
+KINDS = (
+    "small-tasks",
+    "straggler",
+    "imbalance",
+    "spilling",
+    "memory-kill",
+    "gil-contention",
+    "transfer-bound",
+    "serialization",
+    "too-few-tasks",
+    "failures",
+    "slower-than-before",
+    "idle-cluster",
+)
 
-RULES = (tasks.small_tasks, tasks.straggler, tasks.imbalance, memory.spilling, memory.memory_kill,
-         time_spent.gil_contention, time_spent.transfer_bound, time_spent.serialization, tasks.too_few_tasks,
-         history.failures, history.slower_than_before, history.idle_cluster)
+RULES = (
+    tasks.small_tasks,
+    tasks.straggler,
+    tasks.imbalance,
+    memory.spilling,
+    memory.memory_kill,
+    time_spent.gil_contention,
+    time_spent.transfer_bound,
+    time_spent.serialization,
+    tasks.too_few_tasks,
+    history.failures,
+    history.slower_than_before,
+    history.idle_cluster,
+)
 
 # Their cost is not a share of the wall time: an erred computation is never healthy, and
 # an idle cluster costs beside it.
@@ -45,8 +69,9 @@ def _shown(f: dict, wall: float, comp: dict, st: dict) -> bool:
     return f["kind"] in _NOT_BY_SHARE or f["impact"] >= st["min_share"] * wall
 
 
-def explain(reader: Any, computation_id: str, *, account: str | None = None,
-            settings: dict | None = None) -> list[dict]:
+def explain(
+    reader: Any, computation_id: str, *, account: str | None = None, settings: dict | None = None
+) -> list[dict]:
     """The findings of one computation, most costly first.
 
     reader: a Store (or anything with its read methods); account: the caller's scope
@@ -65,8 +90,12 @@ def explain(reader: Any, computation_id: str, *, account: str | None = None,
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             # A record with a figure missing (an older release, a cut-short stream) loses
             # that one rule, not the others.
-            logger.warning("dask-analytics: finding rule %s failed on %s", rule.__name__, computation_id,
-                           exc_info=True)
+            logger.warning(
+                "dask-analytics: finding rule %s failed on %s",
+                rule.__name__,
+                computation_id,
+                exc_info=True,
+            )
             continue
         out += [f for f in found if _shown(f, rec.wall, rec.comp, st)]
     out.sort(key=lambda f: -f["impact"])

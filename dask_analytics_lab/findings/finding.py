@@ -1,5 +1,6 @@
 """A finding: what went wrong, the recorded figures it rests on, what to change, and what
 it cost (seconds of wall time, an estimate whose sum the evidence spells out)."""
+
 from __future__ import annotations
 
 from dask.utils import format_bytes, format_time
@@ -7,11 +8,25 @@ from dask.utils import format_bytes, format_time
 __all__ = ["finding", "format_bytes", "format_time", "secs", "short"]
 
 
-def finding(kind: str, title: str, evidence: str, advice: str, impact: float, *,
-            groups: list[str] | None = None, workers: list[str] | None = None) -> dict:
-    return {"kind": kind, "title": title, "evidence": evidence, "advice": advice,
-            "impact": round(max(0.0, float(impact)), 3), "groups": list(groups or []),
-            "workers": list(workers or [])}
+def finding(
+    kind: str,
+    title: str,
+    evidence: str,
+    advice: str,
+    impact: float,
+    *,
+    groups: list[str] | None = None,
+    workers: list[str] | None = None,
+) -> dict:
+    return {
+        "kind": kind,
+        "title": title,
+        "evidence": evidence,
+        "advice": advice,
+        "impact": round(max(0.0, float(impact)), 3),
+        "groups": list(groups or []),
+        "workers": list(workers or []),
+    }
 
 
 def secs(x: float) -> str:

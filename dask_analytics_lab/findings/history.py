@@ -3,6 +3,7 @@ cluster's idle time after.
 
 failures, slower-than-before and idle-cluster.
 """
+
 from __future__ import annotations
 
 from .finding import finding, secs, short
@@ -21,35 +22,58 @@ def failures(rec: Record) -> list[dict]:
     mean task time (the attempts that were thrown away)."""
     killed = {e["msg"].get("worker") for e in memory_kills(rec)}
     # memory-kill tells of KilledWorker, and of the tasks a worker killed for memory took with it.
-    rows = [x for x in rec.exceptions if x.get("exc_type") != "KilledWorker" and not (
-        x.get("exc_type") in ("WorkerDied", "LostData") and set(x.get("workers") or ()) <= killed and killed)]
+    rows = [
+        x
+        for x in rec.exceptions
+        if x.get("exc_type") != "KilledWorker"
+        and not (
+            x.get("exc_type") in ("WorkerDied", "LostData")
+            and set(x.get("workers") or ()) <= killed
+            and killed
+        )
+    ]
     if not rows:
         return []
     rows.sort(key=lambda x: -x["count"])
     total = sum(x["count"] for x in rows)
     groups = list(dict.fromkeys(x["task_group"] for x in rows if x.get("task_group")))
-    workers = list(dict.fromkeys(w for x in rows for w in x.get("workers") or [] if isinstance(w, str)))
+    workers = list(
+        dict.fromkeys(w for x in rows for w in x.get("workers") or [] if isinstance(w, str))
+    )
     top = rows[0]
     what = top.get("exc_type") or "an exception"
     erred = rec.comp["state"] == "erred"
     if erred:
         impact, how = rec.wall, "the whole wall time: the computation erred"
     else:
-        mean = {g["name"]: (g.get("compute") or 0.0) / max(1, g.get("n_done") or g.get("n_tasks") or 1)
-                for g in rec.groups}
+        mean = {
+            g["name"]: (g.get("compute") or 0.0) / max(1, g.get("n_done") or g.get("n_tasks") or 1)
+            for g in rec.groups
+        }
         impact = sum(x["count"] * mean.get(x.get("task_group"), 0.0) for x in rows)
         how = "each failure's count x its group's mean task time"
-    evidence = (f"{total:,} failure(s): {top['count']:,} x {what} in group {top.get('task_group') or '(unknown)'}"
-                + (f" ({top['pattern']})" if top.get("pattern") else "")
-                + (f", raised at {top['location']}" if top.get("location") else "")
-                + (f"; {len(rows) - 1} other kind(s)" if len(rows) > 1 else "")
-                + (f"; on {short(workers)}" if workers else "")
-                + ("" if erred else "; the computation still finished: Dask ran them again, hiding them")
-                + f" (exceptions). Impact: {how}")
-    advice = ("Read the traceback (dask analytics exceptions --computation ID --traceback) and fix the cause"
-              + ("" if erred else "; a failure that retries hide still costs the attempts and may fail next time"))
-    title = (f"{top.get('task_group') or 'a task'} failed" if erred else f"{total:,} hidden failure(s) in "
-             f"{top.get('task_group') or 'a task group'}") + f": {top.get('exc_type') or 'an exception'}"
+    evidence = (
+        f"{total:,} failure(s): {top['count']:,} x {what} in group {top.get('task_group') or '(unknown)'}"
+        + (f" ({top['pattern']})" if top.get("pattern") else "")
+        + (f", raised at {top['location']}" if top.get("location") else "")
+        + (f"; {len(rows) - 1} other kind(s)" if len(rows) > 1 else "")
+        + (f"; on {short(workers)}" if workers else "")
+        + ("" if erred else "; the computation still finished: Dask ran them again, hiding them")
+        + f" (exceptions). Impact: {how}"
+    )
+    advice = (
+        "Read the traceback (dask analytics exceptions --computation ID --traceback) and fix the cause"
+        + (
+            ""
+            if erred
+            else "; a failure that retries hide still costs the attempts and may fail next time"
+        )
+    )
+    title = (
+        f"{top.get('task_group') or 'a task'} failed"
+        if erred
+        else f"{total:,} hidden failure(s) in {top.get('task_group') or 'a task group'}"
+    ) + f": {top.get('exc_type') or 'an exception'}"
     return [finding("failures", title, evidence, advice, impact, groups=groups, workers=workers)]
 
 
@@ -68,17 +92,32 @@ def slower_than_before(rec: Record) -> list[dict]:
         return []
     moved = [g for g in c["groups"] if g.get("before") and g.get("after")]
     g = moved[0] if moved else None
-    evidence = (f"wall time {secs(wall['before'])} → {secs(wall['after'])} ({wall['ratio']:.1f}x) against run "
-                f"{c['baseline_id']} of the same code on the same inputs (compare)"
-                + (f"; {g['prefix']}: compute {secs(g['before']['compute'])} → {secs(g['after']['compute'])}"
-                   + (f" ({g['ratio']:.1f}x)" if g.get("ratio") else "") if g else "")
-                + ". Impact: wall time now less before")
-    advice = ((f"Look at what changed in {g['prefix']}: its code, its libraries, or the cluster it ran on; " if g
-               else "Look at what changed: the code, its libraries, or the cluster; ")
-              + f"dask analytics compare {rec.comp['computation_id']} shows every group")
-    return [finding("slower-than-before", f"{wall['ratio']:.1f}x slower than before"
-                    + (f", most in {g['prefix']}" if g else ""), evidence, advice, wall["after"] - wall["before"],
-                    groups=[g["prefix"]] if g else [])]
+    evidence = (
+        f"wall time {secs(wall['before'])} → {secs(wall['after'])} ({wall['ratio']:.1f}x) against run "
+        f"{c['baseline_id']} of the same code on the same inputs (compare)"
+        + (
+            f"; {g['prefix']}: compute {secs(g['before']['compute'])} → {secs(g['after']['compute'])}"
+            + (f" ({g['ratio']:.1f}x)" if g.get("ratio") else "")
+            if g
+            else ""
+        )
+        + ". Impact: wall time now less before"
+    )
+    advice = (
+        f"Look at what changed in {g['prefix']}: its code, its libraries, or the cluster it ran on; "
+        if g
+        else "Look at what changed: the code, its libraries, or the cluster; "
+    ) + f"dask analytics compare {rec.comp['computation_id']} shows every group"
+    return [
+        finding(
+            "slower-than-before",
+            f"{wall['ratio']:.1f}x slower than before" + (f", most in {g['prefix']}" if g else ""),
+            evidence,
+            advice,
+            wall["after"] - wall["before"],
+            groups=[g["prefix"]] if g else [],
+        )
+    ]
 
 
 def idle_cluster(rec: Record) -> list[dict]:
@@ -97,15 +136,32 @@ def idle_cluster(rec: Record) -> list[dict]:
     core_hours = idle * threads / 3600
     price = rec.cluster.get("price_per_core_hour")
     own = (rec.cluster.get("settings") or {}).get("idle_timeout")
-    how = ("it stopped" if rec.cluster.get("status") == "stopped" else
-           "it was lost" if rec.cluster.get("status") == "lost" else "its last sample; it is still up")
-    evidence = (f"the cluster ran no computation for {secs(idle)} after this one, its last, until {how}, "
-                f"{threads} threads: {core_hours:.2f} core-hours"
-                + (f", ~{core_hours * price:.2f} at {price:g} per core-hour" if price else "")
-                + (f"; its idle timeout was {secs(own)}" if own else "; no idle timeout was set")
-                + ". Impact: the idle time (cluster time, beside the wall time)")
+    how = (
+        "it stopped"
+        if rec.cluster.get("status") == "stopped"
+        else "it was lost"
+        if rec.cluster.get("status") == "lost"
+        else "its last sample; it is still up"
+    )
+    evidence = (
+        f"the cluster ran no computation for {secs(idle)} after this one, its last, until {how}, "
+        f"{threads} threads: {core_hours:.2f} core-hours"
+        + (f", ~{core_hours * price:.2f} at {price:g} per core-hour" if price else "")
+        + (f"; its idle timeout was {secs(own)}" if own else "; no idle timeout was set")
+        + ". Impact: the idle time (cluster time, beside the wall time)"
+    )
     suggest = secs(rec.settings["idle_min"])
-    advice = (f"Close clusters when done (client.close(); cluster.close()), or let them close themselves: "
-              f"analytics.idle.timeout: \"{suggest}\" (or distributed.scheduler.idle-timeout)")
-    return [finding("idle-cluster", f"the cluster sat idle {secs(idle)} after this computation", evidence, advice,
-                    idle, workers=[])]
+    advice = (
+        f"Close clusters when done (client.close(); cluster.close()), or let them close themselves: "
+        f'analytics.idle.timeout: "{suggest}" (or distributed.scheduler.idle-timeout)'
+    )
+    return [
+        finding(
+            "idle-cluster",
+            f"the cluster sat idle {secs(idle)} after this computation",
+            evidence,
+            advice,
+            idle,
+            workers=[],
+        )
+    ]

@@ -2,6 +2,7 @@
 
 spilling and memory-kill.
 """
+
 from __future__ import annotations
 
 from .finding import finding, format_bytes, secs, short
@@ -26,17 +27,37 @@ def spilling(rec: Record) -> list[dict]:
             spilled[s["worker"]] = max(spilled.get(s["worker"], 0), int(s["spilled"]))
     workers = sorted(spilled, key=lambda w: -spilled[w])
     n = max(1, len(workers))
-    prefixes = sorted({p for p in (*wrote, *read) if p}, key=lambda p: -(wrote.get(p, 0) + read.get(p, 0)))
-    evidence = (f"{secs(sum(wrote.values()))} writing {format_bytes(nbytes)} to disk and {secs(sum(read.values()))} "
-                f"reading {format_bytes(back)} back (fine metrics disk-write / disk-read"
-                + (f", most under {short(prefixes)}" if prefixes else "") + ")"
-                + (f"; {short([f'{w} held up to {format_bytes(spilled[w])} spilled' for w in workers])} (worker "
-                   "samples)" if workers else "")
-                + f". Impact: the disk time over the {n} worker(s) that spilled")
-    advice = ("Give workers more memory (fewer, larger workers, or a larger memory_limit), use smaller chunks so "
-              "less is held at once, persist less, or drop intermediate results sooner")
-    return [finding("spilling", f"workers spilled {format_bytes(nbytes)} to disk", evidence, advice, seconds / n,
-                    groups=prefixes, workers=workers)]
+    prefixes = sorted(
+        {p for p in (*wrote, *read) if p}, key=lambda p: -(wrote.get(p, 0) + read.get(p, 0))
+    )
+    evidence = (
+        f"{secs(sum(wrote.values()))} writing {format_bytes(nbytes)} to disk and {secs(sum(read.values()))} "
+        f"reading {format_bytes(back)} back (fine metrics disk-write / disk-read"
+        + (f", most under {short(prefixes)}" if prefixes else "")
+        + ")"
+        + (
+            f"; {short([f'{w} held up to {format_bytes(spilled[w])} spilled' for w in workers])} (worker "
+            "samples)"
+            if workers
+            else ""
+        )
+        + f". Impact: the disk time over the {n} worker(s) that spilled"
+    )
+    advice = (
+        "Give workers more memory (fewer, larger workers, or a larger memory_limit), use smaller chunks so "
+        "less is held at once, persist less, or drop intermediate results sooner"
+    )
+    return [
+        finding(
+            "spilling",
+            f"workers spilled {format_bytes(nbytes)} to disk",
+            evidence,
+            advice,
+            seconds / n,
+            groups=prefixes,
+            workers=workers,
+        )
+    ]
 
 
 # A kill that ends a computation (KilledWorker) is timed a moment after the computation's
@@ -46,9 +67,17 @@ KILL_SLACK = 1.0
 
 def memory_kills(rec: Record) -> list[dict]:
     """worker-left events of workers their nanny killed for memory during the computation."""
-    return sorted((e for e in rec.events if e["topic"] == "worker-left" and isinstance(e.get("msg"), dict)
-                   and e["msg"].get("reason") == "memory" and rec.start <= e["time"] <= rec.stop + KILL_SLACK),
-                  key=lambda e: e["time"])
+    return sorted(
+        (
+            e
+            for e in rec.events
+            if e["topic"] == "worker-left"
+            and isinstance(e.get("msg"), dict)
+            and e["msg"].get("reason") == "memory"
+            and rec.start <= e["time"] <= rec.stop + KILL_SLACK
+        ),
+        key=lambda e: e["time"],
+    )
 
 
 def memory_kill(rec: Record) -> list[dict]:
@@ -60,8 +89,13 @@ def memory_kill(rec: Record) -> list[dict]:
     was lost); else, per kill, the time since the computation started or the previous
     kill: the work in flight that each kill threw away."""
     kills = memory_kills(rec)
-    killed_tasks = [e for e in rec.events if e["topic"] == "analytics-killed-worker" and isinstance(e.get("msg"), dict)
-                    and e["msg"].get("computation_id") == rec.comp["computation_id"]]
+    killed_tasks = [
+        e
+        for e in rec.events
+        if e["topic"] == "analytics-killed-worker"
+        and isinstance(e.get("msg"), dict)
+        and e["msg"].get("computation_id") == rec.comp["computation_id"]
+    ]
     killed_rows = [x for x in rec.exceptions if x.get("exc_type") == "KilledWorker"]
     if not kills and not killed_tasks and not killed_rows:
         return []
@@ -71,8 +105,12 @@ def memory_kill(rec: Record) -> list[dict]:
     for x in killed_rows:
         workers += [w for w in x.get("workers") or [] if isinstance(w, str)]
     workers = list(dict.fromkeys(workers))
-    groups = list(dict.fromkeys([e["msg"].get("group") for e in killed_tasks if e["msg"].get("group")]
-                                + [x["task_group"] for x in killed_rows if x.get("task_group")]))
+    groups = list(
+        dict.fromkeys(
+            [e["msg"].get("group") for e in killed_tasks if e["msg"].get("group")]
+            + [x["task_group"] for x in killed_rows if x.get("task_group")]
+        )
+    )
     if rec.comp["state"] == "erred" and (killed_tasks or killed_rows):
         lost, how = rec.wall, "the whole wall time: the computation erred with KilledWorker"
     else:
@@ -82,13 +120,19 @@ def memory_kill(rec: Record) -> list[dict]:
             prev = max(prev, e["time"])
         how = "per kill, the time since the start or the previous kill (work in flight, lost)"
     rss = [e["msg"].get("rss") for e in kills if e["msg"].get("rss")]
-    evidence = (f"{len(kills)} worker(s) killed by their nanny for memory ({short(workers)}; worker-left events"
-                + (f", at up to {format_bytes(max(rss))} RSS" if rss else "") + ")"
-                + (f"; Dask gave up on {short(groups)} as KilledWorker" if groups else "")
-                + f". Impact: {how}")
-    advice = ("Give workers more memory (a larger memory_limit, fewer workers per machine), or make each task "
-              "need less: smaller chunks/partitions, and no task that builds a result larger than a worker's "
-              "memory")
-    title = (f"{len(kills)} worker(s) killed for memory" if kills else "tasks failed as KilledWorker") + \
-        (f" running {groups[0]}" if groups else "")
+    evidence = (
+        f"{len(kills)} worker(s) killed by their nanny for memory ({short(workers)}; worker-left events"
+        + (f", at up to {format_bytes(max(rss))} RSS" if rss else "")
+        + ")"
+        + (f"; Dask gave up on {short(groups)} as KilledWorker" if groups else "")
+        + f". Impact: {how}"
+    )
+    advice = (
+        "Give workers more memory (a larger memory_limit, fewer workers per machine), or make each task "
+        "need less: smaller chunks/partitions, and no task that builds a result larger than a worker's "
+        "memory"
+    )
+    title = (
+        f"{len(kills)} worker(s) killed for memory" if kills else "tasks failed as KilledWorker"
+    ) + (f" running {groups[0]}" if groups else "")
     return [finding("memory-kill", title, evidence, advice, lost, groups=groups, workers=workers)]

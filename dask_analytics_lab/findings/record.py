@@ -3,6 +3,7 @@
 SQL of its own.  Everything a rule needs is read here once, bounded, so explaining a
 computation of 100,000 tasks stays a handful of reads (its task stream is then binned).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -92,37 +93,55 @@ class Record:
                 if r.get("binned"):
                     out = {}
                     break
-                out.setdefault(r.get("task_group") or r.get("prefix") or "", []).append((r["stop"] - r["start"], r))
+                out.setdefault(r.get("task_group") or r.get("prefix") or "", []).append(
+                    (r["stop"] - r["start"], r)
+                )
             self.memo["durations"] = out
         return self.memo["durations"]
 
     def medians(self) -> dict[str, float]:
         if "medians" not in self.memo:
-            self.memo["medians"] = {g: statistics.median(d for d, _ in rows) for g, rows in self.durations().items()}
+            self.memo["medians"] = {
+                g: statistics.median(d for d, _ in rows) for g, rows in self.durations().items()
+            }
         return self.memo["medians"]
 
-    def metric(self, activity: str, *, unit: str = "seconds", context: str | None = None) -> dict[str | None, float]:
+    def metric(
+        self, activity: str, *, unit: str = "seconds", context: str | None = None
+    ) -> dict[str | None, float]:
         """A fine performance metric summed by prefix (None: not tied to a task)."""
         out: dict[str | None, float] = {}
         for m in self.metrics:
-            if m["activity"] == activity and m["unit"] == unit and (context is None or m["context"] == context):
+            if (
+                m["activity"] == activity
+                and m["unit"] == unit
+                and (context is None or m["context"] == context)
+            ):
                 out[m["prefix"]] = out.get(m["prefix"], 0.0) + float(m["value"] or 0.0)
         return out
 
 
-def _samples(reader: Any, cluster_id: str, start: float, stop: float, cluster: dict,
-             account: str | None) -> list[dict]:
+def _samples(
+    reader: Any, cluster_id: str, start: float, stop: float, cluster: dict, account: str | None
+) -> list[dict]:
     """The workers' samples during [start, stop]: all of them for a computation of up
     to 10 sample intervals, else those of SAMPLE_MOMENTS evenly spread moments (one
     interval's worth each)."""
     interval = (cluster.get("settings") or {}).get("workers_interval") or 5.0
     if stop - start <= 10 * interval:
-        return reader.list_worker_samples(cluster_id, account=account, since=start, until=stop, limit=SAMPLE_LIMIT)
+        return reader.list_worker_samples(
+            cluster_id, account=account, since=start, until=stop, limit=SAMPLE_LIMIT
+        )
     out: list[dict] = []
     for k in range(SAMPLE_MOMENTS):
         at = start + (stop - start - interval) * k / (SAMPLE_MOMENTS - 1)
-        out += reader.list_worker_samples(cluster_id, account=account, since=at, until=at + interval,
-                                          limit=SAMPLE_LIMIT // SAMPLE_MOMENTS)
+        out += reader.list_worker_samples(
+            cluster_id,
+            account=account,
+            since=at,
+            until=at + interval,
+            limit=SAMPLE_LIMIT // SAMPLE_MOMENTS,
+        )
     return out
 
 
@@ -136,14 +155,33 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
     stream = reader.list_task_stream(computation_id, account=account, limit=STREAM_LIMIT)
     samples = _samples(reader, comp["cluster_id"], start, stop, cluster, account)
     exceptions = reader.list_exceptions(computation_id=computation_id, account=account, limit=100)
-    events = reader.list_events(cluster_id=comp["cluster_id"], account=account, since=start,
-                                until=stop + EVENT_SLACK, limit=1000)
+    events = reader.list_events(
+        cluster_id=comp["cluster_id"],
+        account=account,
+        since=start,
+        until=stop + EVENT_SLACK,
+        limit=1000,
+    )
     try:
         compared = reader.compare(computation_id, account=account)
     except NotFound:  # recorded without a fingerprint: no earlier run to name
         compared = None
     # Two: is there any computation after this one on its cluster?
-    later = [c for c in reader.list_computations(cluster_id=comp["cluster_id"], account=account, since=start,
-                                                 limit=2) if c["computation_id"] != computation_id]
-    return Record(comp=comp, cluster=cluster, stream=stream, samples=samples, exceptions=exceptions,
-                  events=events, compare=compared, later=later, settings=settings)
+    later = [
+        c
+        for c in reader.list_computations(
+            cluster_id=comp["cluster_id"], account=account, since=start, limit=2
+        )
+        if c["computation_id"] != computation_id
+    ]
+    return Record(
+        comp=comp,
+        cluster=cluster,
+        stream=stream,
+        samples=samples,
+        exceptions=exceptions,
+        events=events,
+        compare=compared,
+        later=later,
+        settings=settings,
+    )

@@ -3,6 +3,7 @@
 small-tasks, straggler, too-few-tasks and imbalance.  Each counts only what it explains:
 a straggler's tail is not also counted as imbalance or as too few tasks.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,19 +37,30 @@ def small_tasks(rec: Record) -> list[dict]:
     hits.sort(key=lambda h: -h[0])
     lost, g, typical = hits[0]
     aim = max(2 * threads, math.ceil((g.get("compute") or 0.0) / st["target_task"]))
-    evidence = (f"group {g['name']}: {g['n_tasks']:,} tasks, median {secs(typical)} each, below the "
-                f"~{secs(st['task_overhead'])} the scheduler spends per task; they took "
-                f"{secs(g['stop'] - g['start'])} of wall time for {secs(g.get('compute') or 0.0)} of compute on "
-                f"{threads} threads. Impact: that wall time less compute/threads, at most tasks x "
-                f"{secs(st['task_overhead'])}")
+    evidence = (
+        f"group {g['name']}: {g['n_tasks']:,} tasks, median {secs(typical)} each, below the "
+        f"~{secs(st['task_overhead'])} the scheduler spends per task; they took "
+        f"{secs(g['stop'] - g['start'])} of wall time for {secs(g.get('compute') or 0.0)} of compute on "
+        f"{threads} threads. Impact: that wall time less compute/threads, at most tasks x "
+        f"{secs(st['task_overhead'])}"
+    )
     if len(hits) > 1:
         evidence += f"; also {short([h[1]['name'] for h in hits[1:]])}"
-    advice = (f"Make fewer, larger tasks: about {aim:,} tasks of ~{secs(st['target_task'])} or more for "
-              f"{g['name']} (larger chunks / partitions, e.g. repartition(npartitions={aim}) or bigger array "
-              "chunks), or batch the work inside each task")
-    return [finding("small-tasks", f"{g['n_tasks']:,} tiny tasks in {g['name']}: scheduling overhead dominates",
-                    evidence, advice, min(sum(h[0] for h in hits), rec.wall),
-                    groups=[h[1]["name"] for h in hits])]
+    advice = (
+        f"Make fewer, larger tasks: about {aim:,} tasks of ~{secs(st['target_task'])} or more for "
+        f"{g['name']} (larger chunks / partitions, e.g. repartition(npartitions={aim}) or bigger array "
+        "chunks), or batch the work inside each task"
+    )
+    return [
+        finding(
+            "small-tasks",
+            f"{g['n_tasks']:,} tiny tasks in {g['name']}: scheduling overhead dominates",
+            evidence,
+            advice,
+            min(sum(h[0] for h in hits), rec.wall),
+            groups=[h[1]["name"] for h in hits],
+        )
+    ]
 
 
 def stragglers(rec: Record) -> dict[int, float]:
@@ -87,19 +99,38 @@ def straggler(rec: Record) -> list[dict]:
     group = worst.get("task_group") or worst.get("prefix")
     med = rec.medians()[group]
     t0 = worst["start"] + med
-    left = sum(max(0.0, r["stop"] - max(r["start"], t0)) for r in rows if id(r) not in slow and r["start"] < end)
+    left = sum(
+        max(0.0, r["stop"] - max(r["start"], t0))
+        for r in rows
+        if id(r) not in slow and r["start"] < end
+    )
     would = t0 + left / rec.threads
     lost = max(0.0, end - would)
-    n_slow = sum(1 for r in rows if id(r) in slow and (r.get("task_group") or r.get("prefix")) == group)
+    n_slow = sum(
+        1 for r in rows if id(r) in slow and (r.get("task_group") or r.get("prefix")) == group
+    )
     d = worst["stop"] - worst["start"]
-    evidence = (f"a task of {group} ran {secs(d)} on {worst['worker']}, {d / med:.0f}x its group's median of "
-                f"{secs(med)} ({len(rec.durations()[group])} tasks, {n_slow} this slow; task stream); "
-                f"had it taken the median, the other tasks' remaining {secs(left)} of work over {rec.threads} threads would "
-                f"have been done {secs(lost)} before it ended. Impact: that difference")
-    advice = ("Find what makes those tasks long: a skewed partition (repartition, or split on a better key), "
-              "a bigger input file or chunk, or a slow worker; smaller, even tasks let the others share the tail")
-    return [finding("straggler", f"a straggler in {group} held up the end by {secs(lost)}", evidence, advice, lost,
-                    groups=[group], workers=[worst["worker"]])]
+    evidence = (
+        f"a task of {group} ran {secs(d)} on {worst['worker']}, {d / med:.0f}x its group's median of "
+        f"{secs(med)} ({len(rec.durations()[group])} tasks, {n_slow} this slow; task stream); "
+        f"had it taken the median, the other tasks' remaining {secs(left)} of work over {rec.threads} threads would "
+        f"have been done {secs(lost)} before it ended. Impact: that difference"
+    )
+    advice = (
+        "Find what makes those tasks long: a skewed partition (repartition, or split on a better key), "
+        "a bigger input file or chunk, or a slow worker; smaller, even tasks let the others share the tail"
+    )
+    return [
+        finding(
+            "straggler",
+            f"a straggler in {group} held up the end by {secs(lost)}",
+            evidence,
+            advice,
+            lost,
+            groups=[group],
+            workers=[worst["worker"]],
+        )
+    ]
 
 
 def _low_stretches(rec: Record, threads: int) -> tuple[float, float, dict[str, float]]:
@@ -155,14 +186,28 @@ def too_few_tasks(rec: Record) -> list[dict]:
     main = max(by_group, key=by_group.get)
     if n_tasks.get(main, 0) >= threads:
         return []  # enough tasks to fill the threads: spreading, not the graph, is to blame
-    narrow = sorted((g for g in by_group if n_tasks.get(g, 0) < threads), key=lambda g: -by_group[g])
-    evidence = (f"for {secs(low_time)} of the {secs(rec.wall)} wall time ({low_time / rec.wall:.0%}) fewer tasks "
-                f"ran than the {threads} threads (task stream); group {main} has {n_tasks.get(main, 0)} task(s). "
-                f"Impact: the idle thread-time then over {threads} threads")
-    advice = (f"Cut {main} into at least {2 * threads} tasks (more partitions or smaller chunks), or run it on a "
-              f"smaller cluster: {threads} threads waited on {n_tasks.get(main, 0)} task(s)")
-    return [finding("too-few-tasks", f"too few tasks to use the {threads} threads", evidence, advice, idle,
-                    groups=narrow)]
+    narrow = sorted(
+        (g for g in by_group if n_tasks.get(g, 0) < threads), key=lambda g: -by_group[g]
+    )
+    evidence = (
+        f"for {secs(low_time)} of the {secs(rec.wall)} wall time ({low_time / rec.wall:.0%}) fewer tasks "
+        f"ran than the {threads} threads (task stream); group {main} has {n_tasks.get(main, 0)} task(s). "
+        f"Impact: the idle thread-time then over {threads} threads"
+    )
+    advice = (
+        f"Cut {main} into at least {2 * threads} tasks (more partitions or smaller chunks), or run it on a "
+        f"smaller cluster: {threads} threads waited on {n_tasks.get(main, 0)} task(s)"
+    )
+    return [
+        finding(
+            "too-few-tasks",
+            f"too few tasks to use the {threads} threads",
+            evidence,
+            advice,
+            idle,
+            groups=narrow,
+        )
+    ]
 
 
 def imbalance(rec: Record) -> list[dict]:
@@ -182,7 +227,11 @@ def imbalance(rec: Record) -> list[dict]:
         w = r.get("worker")
         if w not in busy:
             continue
-        b = (r.get("busy") or 0.0) if r.get("binned") else r["stop"] - r["start"] - slow.get(id(r), 0.0)
+        b = (
+            (r.get("busy") or 0.0)
+            if r.get("binned")
+            else r["stop"] - r["start"] - slow.get(id(r), 0.0)
+        )
         busy[w] += b
         tasks[w] += r.get("n_tasks") or 1
         g = r.get("task_group") or r.get("prefix") or ""
@@ -196,13 +245,26 @@ def imbalance(rec: Record) -> list[dict]:
     if per_thread < rec.settings["imbalance_ratio"] * even or tasks[top] <= wthreads[top]:
         return []
     idle = sorted((w for w in busy if busy[w] / wthreads[w] < even), key=lambda w: busy[w])
-    evidence = (f"{top} ran {tasks[top]:,} tasks, busy {secs(busy[top])} on {wthreads[top]} thread(s), while "
-                + "; ".join(f"{w} ran {tasks[w]:,} ({secs(busy[w])})" for w in idle[:3])
-                + f" (task stream); an even share is {secs(even)} per thread. Impact: the busiest worker's busy "
-                "time per thread less the even share")
-    advice = ("Let Dask spread the work: drop workers=/resources= restrictions that pin it to few workers, "
-              "scatter inputs with broadcast=True or to several workers, and keep work stealing on "
-              "(distributed.scheduler.work-stealing)")
+    evidence = (
+        f"{top} ran {tasks[top]:,} tasks, busy {secs(busy[top])} on {wthreads[top]} thread(s), while "
+        + "; ".join(f"{w} ran {tasks[w]:,} ({secs(busy[w])})" for w in idle[:3])
+        + f" (task stream); an even share is {secs(even)} per thread. Impact: the busiest worker's busy "
+        "time per thread less the even share"
+    )
+    advice = (
+        "Let Dask spread the work: drop workers=/resources= restrictions that pin it to few workers, "
+        "scatter inputs with broadcast=True or to several workers, and keep work stealing on "
+        "(distributed.scheduler.work-stealing)"
+    )
     top_groups = sorted(groups, key=lambda g: -groups[g])[:3]
-    return [finding("imbalance", f"work piled up on {top} while other workers sat idle", evidence, advice,
-                    per_thread - even, groups=top_groups, workers=[top, *idle])]
+    return [
+        finding(
+            "imbalance",
+            f"work piled up on {top} while other workers sat idle",
+            evidence,
+            advice,
+            per_thread - even,
+            groups=top_groups,
+            workers=[top, *idle],
+        )
+    ]

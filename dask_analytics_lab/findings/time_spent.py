@@ -3,6 +3,7 @@ the task groups' transfer time, and the workers' CPU.
 
 gil-contention, transfer-bound and serialization.
 """
+
 from __future__ import annotations
 
 from .finding import finding, secs
@@ -43,22 +44,38 @@ def gil_contention(rec: Record) -> list[dict]:
             continue
         wall = spans[prefix][1] - spans[prefix][0]
         cpu = 100 * ran / wall / len(multi) if wall > 0 else 0.0
-        if waited / (waited + ran) >= st["gil_wait_share"] and st["gil_min_cpu"] <= cpu <= st["gil_max_cpu"]:
+        if (
+            waited / (waited + ran) >= st["gil_wait_share"]
+            and st["gil_min_cpu"] <= cpu <= st["gil_max_cpu"]
+        ):
             hits.append((waited, ran, prefix, cpu, wall))
     if not hits:
         return []
     hits.sort(reverse=True)
     waited, ran, prefix, cpu, wall = hits[0]
     n = max(wthreads[w] for w in multi)
-    evidence = (f"{prefix}: threads waited {secs(waited)} and ran {secs(ran)} on the CPU "
-                f"({waited / (waited + ran):.0%} waiting; execute thread-noncpu vs thread-cpu), {cpu:.0f}% of one "
-                f"core per worker over its {secs(wall)} (thread-cpu over its groups' wall time), on workers of {n} "
-                f"threads: one core, what one GIL lets through. Impact: the waiting over {rec.threads} threads")
-    advice = (f"Run pure-Python work in processes: workers with one thread each (LocalCluster(processes=True, "
-              f"threads_per_worker=1), `dask worker --nworkers {n} --nthreads 1`), or use libraries that release "
-              "the GIL (NumPy, pandas)")
-    return [finding("gil-contention", f"{prefix}: threads took turns holding the GIL", evidence, advice,
-                    sum(h[0] for h in hits) / rec.threads, groups=[h[2] for h in hits], workers=multi)]
+    evidence = (
+        f"{prefix}: threads waited {secs(waited)} and ran {secs(ran)} on the CPU "
+        f"({waited / (waited + ran):.0%} waiting; execute thread-noncpu vs thread-cpu), {cpu:.0f}% of one "
+        f"core per worker over its {secs(wall)} (thread-cpu over its groups' wall time), on workers of {n} "
+        f"threads: one core, what one GIL lets through. Impact: the waiting over {rec.threads} threads"
+    )
+    advice = (
+        f"Run pure-Python work in processes: workers with one thread each (LocalCluster(processes=True, "
+        f"threads_per_worker=1), `dask worker --nworkers {n} --nthreads 1`), or use libraries that release "
+        "the GIL (NumPy, pandas)"
+    )
+    return [
+        finding(
+            "gil-contention",
+            f"{prefix}: threads took turns holding the GIL",
+            evidence,
+            advice,
+            sum(h[0] for h in hits) / rec.threads,
+            groups=[h[2] for h in hits],
+            workers=multi,
+        )
+    ]
 
 
 def transfer_bound(rec: Record) -> list[dict]:
@@ -70,26 +87,43 @@ def transfer_bound(rec: Record) -> list[dict]:
     cluster's threads without one), at most the wall time: a task waits for its inputs
     on its own thread."""
     share = rec.settings["transfer_share"]
-    hits = [g for g in rec.groups if (g.get("transfer") or 0.0) > 0
-            and g["transfer"] / (g["transfer"] + (g.get("compute") or 0.0)) >= share]
+    hits = [
+        g
+        for g in rec.groups
+        if (g.get("transfer") or 0.0) > 0
+        and g["transfer"] / (g["transfer"] + (g.get("compute") or 0.0)) >= share
+    ]
     if not hits:
         return []
     hits.sort(key=lambda g: -g["transfer"])
     g = hits[0]
     names = {h["name"] for h in hits}
-    ran_on = {(r.get("worker"), r.get("thread")) for r in rec.stream if r.get("task_group") in names}
+    ran_on = {
+        (r.get("worker"), r.get("thread")) for r in rec.stream if r.get("task_group") in names
+    }
     threads = len(ran_on) or rec.threads
     network = sum(rec.metric("network").values())
-    evidence = (f"{g['name']}: {secs(g['transfer'])} fetching inputs against {secs(g.get('compute') or 0.0)} of "
-                f"compute ({g['transfer'] / (g['transfer'] + (g.get('compute') or 0.0)):.0%} transfer; task groups)"
-                + (f"; workers spent {secs(network)} on the network (fine metrics)" if network else "")
-                + f". Impact: the transfer time over the {threads} thread(s) that ran them")
-    advice = ("Move less data between workers: reduce before combining (e.g. aggregate per partition first), "
-              "keep the data with the work (persist inputs where they are used, avoid shuffles of wide data), "
-              "or give workers more memory and fewer, larger workers")
-    return [finding("transfer-bound", f"{g['name']} waited on data transfers", evidence, advice,
-                    min(sum(h["transfer"] for h in hits) / threads, rec.wall),
-                    groups=[h["name"] for h in hits])]
+    evidence = (
+        f"{g['name']}: {secs(g['transfer'])} fetching inputs against {secs(g.get('compute') or 0.0)} of "
+        f"compute ({g['transfer'] / (g['transfer'] + (g.get('compute') or 0.0)):.0%} transfer; task groups)"
+        + (f"; workers spent {secs(network)} on the network (fine metrics)" if network else "")
+        + f". Impact: the transfer time over the {threads} thread(s) that ran them"
+    )
+    advice = (
+        "Move less data between workers: reduce before combining (e.g. aggregate per partition first), "
+        "keep the data with the work (persist inputs where they are used, avoid shuffles of wide data), "
+        "or give workers more memory and fewer, larger workers"
+    )
+    return [
+        finding(
+            "transfer-bound",
+            f"{g['name']} waited on data transfers",
+            evidence,
+            advice,
+            min(sum(h["transfer"] for h in hits) / threads, rec.wall),
+            groups=[h["name"] for h in hits],
+        )
+    ]
 
 
 def serialization(rec: Record) -> list[dict]:
@@ -103,17 +137,27 @@ def serialization(rec: Record) -> list[dict]:
         for prefix, v in rec.metric(activity).items():
             spent[prefix] = spent.get(prefix, 0.0) + v
     total = sum(spent.values())
-    ran = sum(rec.metric("thread-cpu", context="execute").values()) + \
-        sum(rec.metric("thread-noncpu", context="execute").values())
+    ran = sum(rec.metric("thread-cpu", context="execute").values()) + sum(
+        rec.metric("thread-noncpu", context="execute").values()
+    )
     if total <= 0 or total / (total + ran) < rec.settings["serialization_share"]:
         return []
     named = sorted((p for p in spent if p), key=lambda p: -spent[p])
-    by = "; ".join(f"{p or 'not tied to a task'}: {secs(v)}" for p, v in sorted(spent.items(), key=lambda x: -x[1])[:3])
+    by = "; ".join(
+        f"{p or 'not tied to a task'}: {secs(v)}"
+        for p, v in sorted(spent.items(), key=lambda x: -x[1])[:3]
+    )
     workers = max(1, len(rec.worker_threads()))
-    evidence = (f"{secs(total)} (de)serializing and (de)compressing data ({by}; fine metrics) against {secs(ran)} "
-                f"running tasks ({total / (total + ran):.0%}). Impact: that time over the {workers} worker(s)")
-    advice = ("Send less, or cheaper, data: return NumPy/pandas objects rather than Python lists and dicts of "
-              "objects, avoid large closures and objects in the graph (load data inside tasks), and try "
-              "distributed.comm.compression: false on a fast network")
-    title = f"(de)serialization took {total / (total + ran):.0%} of the time" + (f", most in {named[0]}" if named else "")
+    evidence = (
+        f"{secs(total)} (de)serializing and (de)compressing data ({by}; fine metrics) against {secs(ran)} "
+        f"running tasks ({total / (total + ran):.0%}). Impact: that time over the {workers} worker(s)"
+    )
+    advice = (
+        "Send less, or cheaper, data: return NumPy/pandas objects rather than Python lists and dicts of "
+        "objects, avoid large closures and objects in the graph (load data inside tasks), and try "
+        "distributed.comm.compression: false on a fast network"
+    )
+    title = f"(de)serialization took {total / (total + ran):.0%} of the time" + (
+        f", most in {named[0]}" if named else ""
+    )
     return [finding("serialization", title, evidence, advice, total / workers, groups=named[:3])]

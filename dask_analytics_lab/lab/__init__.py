@@ -6,6 +6,7 @@
   package): serves the analytics store's JSON API, team pages and report links under
   {base_url}dask-analytics/, for the sidebar and the widgets; see serverext.py.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -5,6 +5,7 @@ made later in this kernel, and say where it records.
     %dask_analytics            # where it records, and what each cluster's plugin did
     %dask_analytics monitor    # show the live monitor widget
 """
+
 from __future__ import annotations
 
 import sys
@@ -63,8 +64,11 @@ def load(ipython: Any) -> None:
     for client in _running_clients():
         found = True
         register_and_say(client)
-    _say(("every Client" if not found else "every other Client") + " you create in this kernel is recorded too; "
-         "see it live with: from dask_analytics_lab import monitor; monitor()")
+    _say(
+        ("every Client" if not found else "every other Client")
+        + " you create in this kernel is recorded too; "
+        "see it live with: from dask_analytics_lab import monitor; monitor()"
+    )
     if ipython is not None:
         ipython.register_magic_function(_magic, magic_kind="line", magic_name="dask_analytics")
 
@@ -72,7 +76,9 @@ def load(ipython: Any) -> None:
 def unload(ipython: Any) -> None:
     preloads = [p for p in dask.config.get("distributed.client.preload", []) or [] if p != PRELOAD]
     dask.config.set({"distributed.client.preload": preloads})
-    _say("new Clients are no longer recorded (clusters registered so far keep recording until they close)")
+    _say(
+        "new Clients are no longer recorded (clusters registered so far keep recording until they close)"
+    )
 
 
 def _magic(line: str) -> Any:
@@ -88,10 +94,14 @@ def _magic(line: str) -> Any:
         for client in _running_clients():
             try:
                 info = api.status(client)
-                _say(f"cluster {info['cluster_id']}: {info['stored']} messages stored, {info['pending']} pending, "
-                     f"{info['dropped']} dropped")
+                _say(
+                    f"cluster {info['cluster_id']}: {info['stored']} messages stored, {info['pending']} pending, "
+                    f"{info['dropped']} dropped"
+                )
             except Exception:
-                _say(f"the cluster at {client.scheduler.address} is not recorded (run %load_ext dask_analytics again)")
+                _say(
+                    f"the cluster at {client.scheduler.address} is not recorded (run %load_ext dask_analytics again)"
+                )
         return None
     _say(f"unknown command {command!r}; use %dask_analytics [status|monitor]")
     return None

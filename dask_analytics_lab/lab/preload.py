@@ -1,6 +1,7 @@
 """A Dask *client* preload: `%load_ext dask_analytics` lists this module in
 `distributed.client.preload`, so every Client made later in the kernel registers
 analytics as it connects, before it runs anything."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,8 +22,10 @@ async def dask_setup(client: Any) -> None:
     except ValueError:
         pass
     if getattr(client, "_asynchronous", False):  # made with Client(asynchronous=True)
-        logger.warning("dask-analytics: an asynchronous Client is not registered automatically; "
-                       "call `await client.register_plugin(...)` via dask_analytics_lab.register in a thread")
+        logger.warning(
+            "dask-analytics: an asynchronous Client is not registered automatically; "
+            "call `await client.register_plugin(...)` via dask_analytics_lab.register in a thread"
+        )
         return
     from .magics import register_and_say
 

@@ -29,13 +29,15 @@ Anonymous readers of a shared report need the Jupyter login too: a link into a
 Jupyter server is for the people who can log in to it (a team shares reports through
 `dask-analytics server`).
 """
+
 from __future__ import annotations
 
 import asyncio
 import functools
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tornado import web
 from tornado.httputil import parse_body_arguments
@@ -84,8 +86,11 @@ class JupyterRules:
 
         action = HTTP_METHOD_TO_AUTH_ACTION.get((self.request.method or "").upper())
         if action is None or not await ensure_async(
-                self.authorizer.is_authorized(self, self.current_user, action, self.auth_resource)):
-            raise HTTPError(403, f"not authorized to {action or self.request.method} {self.auth_resource}")
+            self.authorizer.is_authorized(self, self.current_user, action, self.auth_resource)
+        ):
+            raise HTTPError(
+                403, f"not authorized to {action or self.request.method} {self.auth_resource}"
+            )
 
     def check_xsrf_cookie(self) -> None:
         from jupyter_server.base.handlers import JupyterHandler
@@ -102,8 +107,11 @@ class JupyterRules:
         # A browser's write (its login cookie) says where it comes from: Jupyter's XSRF
         # check judged the Origin; without one, the Referer must be this host.
         if self.request.headers.get("Origin") is None and not self.check_referer():
-            raise HTTPError(403, "a write from a logged-in browser must come from this server's own pages "
-                                 "(no Origin, and no Referer on this host)")
+            raise HTTPError(
+                403,
+                "a write from a logged-in browser must come from this server's own pages "
+                "(no Origin, and no Referer on this host)",
+            )
 
     def set_default_headers(self) -> None:
         super().set_default_headers()  # the handler's own
@@ -163,8 +171,13 @@ class BodyAfterLogin(RequestHandler):
             body, self._body = bytes(self._body), None
             self.request.body = body
             if body:
-                parse_body_arguments(self.request.headers.get("Content-Type", ""), body, self.request.body_arguments,
-                                     self.request.files, self.request.headers)
+                parse_body_arguments(
+                    self.request.headers.get("Content-Type", ""),
+                    body,
+                    self.request.body_arguments,
+                    self.request.files,
+                    self.request.headers,
+                )
                 for k, v in self.request.body_arguments.items():
                     self.request.arguments.setdefault(k, []).extend(v)
 
@@ -181,8 +194,12 @@ def _with_body(method: Callable) -> Callable:
 def _protected(method: Callable, buffered: bool) -> Callable:
     from jupyter_server.auth.decorator import authorized
 
-    wrapped = web.authenticated(authorized(resource=AUTH_RESOURCE)(_with_body(method) if buffered else method))
-    setattr(wrapped, "__allow_unauthenticated", False)  # (copied by functools.wraps from an allow-listed one)
+    wrapped = web.authenticated(
+        authorized(resource=AUTH_RESOURCE)(_with_body(method) if buffered else method)
+    )
+    setattr(
+        wrapped, "__allow_unauthenticated", False
+    )  # (copied by functools.wraps from an allow-listed one)
     return wrapped
 
 
@@ -242,7 +259,11 @@ def _share_body(body: bytes | None) -> dict:
         private = body.get("private", False)
     except (ValueError, KeyError, TypeError, AttributeError):
         raise ValueError from None
-    if not isinstance(computation_id, str) or not 0 < len(computation_id) <= 200 or not isinstance(private, bool):
+    if (
+        not isinstance(computation_id, str)
+        or not 0 < len(computation_id) <= 200
+        or not isinstance(private, bool)
+    ):
         raise ValueError
     return {"computation_id": computation_id, "private": private}
 
@@ -261,7 +282,12 @@ class ShareHandler(_LabHandler):
 
     def _bad_body(self) -> None:
         self.set_status(400)
-        self.finish({"error": 'the body must be {"computation_id": "<id>", "private": true|false}', "status": 400})
+        self.finish(
+            {
+                "error": 'the body must be {"computation_id": "<id>", "private": true|false}',
+                "status": 400,
+            }
+        )
 
     async def post(self) -> None:
         from ..reports.share import share_computation
@@ -271,10 +297,16 @@ class ShareHandler(_LabHandler):
         except ValueError:
             return self._bad_body()
         try:
-            row = await asyncio.to_thread(share_computation, args["computation_id"], store=self.store_url,
-                                          private=args["private"])
+            row = await asyncio.to_thread(
+                share_computation,
+                args["computation_id"],
+                store=self.store_url,
+                private=args["private"],
+            )
         except Exception as e:
-            logger.warning("dask-analytics: share report of %s failed: %s", args["computation_id"], e)
+            logger.warning(
+                "dask-analytics: share report of %s failed: %s", args["computation_id"], e
+            )
             self.set_status(502)
             self.finish({"error": str(e), "status": 502})
             return
@@ -294,7 +326,9 @@ class ReportFileHandler(ShareHandler):
         except ValueError:
             return self._bad_body()
         try:
-            filename, page = await asyncio.to_thread(report_file, args["computation_id"], store=self.store_url)
+            filename, page = await asyncio.to_thread(
+                report_file, args["computation_id"], store=self.store_url
+            )
         except Exception as e:
             self.set_status(502)
             self.finish({"error": str(e), "status": 502})
@@ -319,20 +353,35 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
         (url_path_join(prefix, "lab-info"), LabInfo, {"info": info}),
     ]
     specs = [URLSpec(path, jupyter_handler(cls, api=True), kwargs) for path, cls, kwargs in lab]
-    served = routes(prefix, {"store_url": store_url, "token_required": False, "local_auth": _logged_in})
+    served = routes(
+        prefix, {"store_url": store_url, "token_required": False, "local_auth": _logged_in}
+    )
     # The sidebar's list (lab/computations?cluster_id=&limit=) is the team server's own
     # computations query, labels and code lines as stored, at the path the sidebar reads.
-    computations = next(s for s in served if s.regex.pattern == url_path_join(prefix, "api", "computations") + "$")
-    specs.append(URLSpec(url_path_join(prefix, "lab", "computations"),
-                         jupyter_handler(computations.handler_class, api=True), computations.kwargs))
+    computations = next(
+        s for s in served if s.regex.pattern == url_path_join(prefix, "api", "computations") + "$"
+    )
+    specs.append(
+        URLSpec(
+            url_path_join(prefix, "lab", "computations"),
+            jupyter_handler(computations.handler_class, api=True),
+            computations.kwargs,
+        )
+    )
     for spec in served:
         if spec.regex.pattern in (f"{prefix}/login$", f"{prefix}/logout$"):
             # The analytics server's own token login: Jupyter's login is the one here
             # (the pages show "all accounts" and no log-out button).
             continue
         api = spec.regex.pattern.startswith(url_path_join(prefix, "api") + "/")
-        specs.append(URLSpec(spec.regex.pattern, jupyter_handler(spec.handler_class, api=api), spec.kwargs,
-                             spec.name))
+        specs.append(
+            URLSpec(
+                spec.regex.pattern,
+                jupyter_handler(spec.handler_class, api=api),
+                spec.kwargs,
+                spec.name,
+            )
+        )
     return specs
 
 
@@ -352,7 +401,9 @@ def load(serverapp: Any) -> None:
         return
     if store_url.startswith(("http://", "https://")):
         # Kernels record to a team server; its own pages and links serve the team.
-        serverapp.log.info("dask-analytics: analytics.store is the team server %s; open it there", _mask(store_url))
+        serverapp.log.info(
+            "dask-analytics: analytics.store is the team server %s; open it there", _mask(store_url)
+        )
         return
     base_url = serverapp.web_app.settings.get("base_url", "/")
     serverapp.web_app.add_handlers(".*$", make_routes(base_url, store_url))

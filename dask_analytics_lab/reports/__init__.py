@@ -36,6 +36,7 @@ Modules: record (the context manager), render (a stored computation as a report)
 reader sees of it and who may read it), privacy (the switches).  The server, the Jupyter
 extension and the API import this package; it imports neither of them.
 """
+
 from __future__ import annotations
 
 from .privacy import privacy_switches
@@ -43,4 +44,10 @@ from .publish import list_performance_reports, publish
 from .record import performance_report
 from .share import share_computation
 
-__all__ = ["list_performance_reports", "performance_report", "privacy_switches", "publish", "share_computation"]
+__all__ = [
+    "list_performance_reports",
+    "performance_report",
+    "privacy_switches",
+    "publish",
+    "share_computation",
+]

@@ -16,6 +16,7 @@ Anything else (a plain script, a console kernel, a server behind a password only
 unix socket or JupyterHub's proxy, a different store) is None: no link is better than a
 dead one.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,7 +52,11 @@ def _running_servers() -> list[dict]:
         from jupyter_server.serverapp import list_running_servers
     except ImportError:
         return []
-    servers = [s for s in list_running_servers() if str(s.get("url", "")).startswith(("http://", "https://"))]
+    servers = [
+        s
+        for s in list_running_servers()
+        if str(s.get("url", "")).startswith(("http://", "https://"))
+    ]
     parent = os.getppid()
     return sorted(servers, key=lambda s: s.get("pid") != parent)
 
@@ -88,7 +93,11 @@ def report_base(store_url: str) -> str | None:
         client = ServerClient(server["url"], token=server["token"], timeout=TIMEOUT)
         try:
             if _runs_kernel(client, kernel_id):
-                return server["url"].rstrip("/") + "/" + EXTENSION_PATH if _serves(client, store_url) else None
+                return (
+                    server["url"].rstrip("/") + "/" + EXTENSION_PATH
+                    if _serves(client, store_url)
+                    else None
+                )
         finally:
             client.close()
     return None

@@ -7,6 +7,7 @@ could not reach the CDN anyway.  So every report is stored with the CDN's script
 replaced by the installed bokeh's own files, inline: a plain Dask report uploaded to the
 server, or one made with mode="cdn", opens as one made inline does.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,7 +17,9 @@ import re
 # the component is "bokeh-widgets".
 CDN_SCRIPT = re.compile(
     r"""<script\b[^>]*?\bsrc=["']https?://cdn\.bokeh\.org/bokeh/[a-z]+/(bokeh(?:-[a-z]+)*?)-\d[^"'/]*?\.js["']"""
-    r"""[^>]*>\s*</script\s*>""", re.IGNORECASE)
+    r"""[^>]*>\s*</script\s*>""",
+    re.IGNORECASE,
+)
 
 
 @functools.cache

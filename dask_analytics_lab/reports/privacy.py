@@ -1,5 +1,6 @@
 """What a report may hold: the plugin's own privacy switches (Coiled's aliases included),
 read in the process that makes the report."""
+
 from __future__ import annotations
 
 from .. import config
@@ -12,8 +13,10 @@ NO_CODE = f"(not recorded: {CODE_SWITCH} is false)"
 def privacy_switches() -> dict[str, bool]:
     """{"code": ..., "profile": ...}: whether this process's config lets reports hold the
     calling code and a profile."""
-    return {"code": config._bool(CODE_SWITCH, config.get(CODE_SWITCH)),
-            "profile": config._bool(PROFILE_SWITCH, config.get(PROFILE_SWITCH))}
+    return {
+        "code": config._bool(CODE_SWITCH, config.get(CODE_SWITCH)),
+        "profile": config._bool(PROFILE_SWITCH, config.get(PROFILE_SWITCH)),
+    }
 
 
 def recorded_switches(cluster: dict) -> dict[str, bool]:
@@ -21,5 +24,7 @@ def recorded_switches(cluster: dict) -> dict[str, bool]:
     process's switch on and the cluster not to have recorded with it off."""
     settings = cluster.get("settings") if isinstance(cluster.get("settings"), dict) else {}
     mine = privacy_switches()
-    return {"code": mine["code"] and settings.get("code_transmit") is not False,
-            "profile": mine["profile"] and settings.get("profile_transmit") is not False}
+    return {
+        "code": mine["code"] and settings.get("code_transmit") is not False,
+        "profile": mine["profile"] and settings.get("profile_transmit") is not False,
+    }

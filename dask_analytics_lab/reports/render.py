@@ -12,6 +12,7 @@ It honours the privacy switches of both this process's config and the cluster's
 recorded settings: with code off it holds no snippet and no code line, with the
 profile off no profile (an empty tree); `summary.recorded` says which were kept.
 """
+
 from __future__ import annotations
 
 import html
@@ -65,20 +66,33 @@ def _script_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def report_page(title: str, subtitle: str, state: dict, *, nonce: str | None = None,
-                links: list[tuple[str, str]] = ()) -> str:
+def report_page(
+    title: str,
+    subtitle: str,
+    state: dict,
+    *,
+    nonce: str | None = None,
+    links: list[tuple[str, str]] = (),
+) -> str:
     """One self-contained report page: the views' bundle over `state`.  Every recorded
     string reaches the page as escaped text or inside the JSON state (which the views
     put in the DOM as text); `nonce` marks the page's own two scripts for a policy
     that runs no other; `links` are (text, URL) shown under the title."""
     script = REPORT_SCRIPT.read_text()
     css = (REPORT_SCRIPT.parent / "style.css").read_text()
-    shown = "".join(f' <a class="dal-report-link" href="{html.escape(url, quote=True)}">{html.escape(text)}</a>'
-                    for text, url in links)
-    return PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), state=_script_json(state),
-                       css=css, script=script.replace("</script", "<\\/script"),
-                       nonce=f' nonce="{html.escape(nonce, quote=True)}"' if nonce else "",
-                       links=f'<div class="sub">{shown}</div>' if shown else "")
+    shown = "".join(
+        f' <a class="dal-report-link" href="{html.escape(url, quote=True)}">{html.escape(text)}</a>'
+        for text, url in links
+    )
+    return PAGE.format(
+        title=html.escape(title),
+        subtitle=html.escape(subtitle),
+        state=_script_json(state),
+        css=css,
+        script=script.replace("</script", "<\\/script"),
+        nonce=f' nonce="{html.escape(nonce, quote=True)}"' if nonce else "",
+        links=f'<div class="sub">{shown}</div>' if shown else "",
+    )
 
 
 def computation_duration(row: dict, now: float) -> float | None:
@@ -118,7 +132,9 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     metrics = detail.pop("metrics", None) or []
     cluster = clean(reader.get_cluster(detail["cluster_id"]))
     recorded = recorded_switches(cluster)
-    code = [c for c in (detail.pop("code", None) or []) if c.get("text")] if recorded["code"] else []
+    code = (
+        [c for c in (detail.pop("code", None) or []) if c.get("text")] if recorded["code"] else []
+    )
     if not recorded["code"]:
         for field in CODE_FIELDS:
             detail.pop(field, None)
@@ -126,33 +142,62 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
     if not recorded["code"]:
         # A frame placed from a snippet carries its source line: code the report may not hold.
         exceptions = [as_recorded(e) for e in exceptions]
-    profile = (reader.get_profile(computation_id=computation_id) if recorded["profile"]
-               else dask_profile.create())
-    samples = [s for s in clean(reader.list_cluster_samples(detail["cluster_id"], limit=10_000))
-               if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5]
+    profile = (
+        reader.get_profile(computation_id=computation_id)
+        if recorded["profile"]
+        else dask_profile.create()
+    )
+    samples = [
+        s
+        for s in clean(reader.list_cluster_samples(detail["cluster_id"], limit=10_000))
+        if detail["start"] - 5 <= s["time"] <= (detail.get("stop") or now) + 5
+    ]
     # The flamegraph's group picker works offline: each prefix's profile travels with it.
-    prefixes = sorted({g.get("prefix") or g["name"] for g in groups})[:MAX_PREFIX_PROFILES] if recorded["profile"] else []
+    prefixes = (
+        sorted({g.get("prefix") or g["name"] for g in groups})[:MAX_PREFIX_PROFILES]
+        if recorded["profile"]
+        else []
+    )
     by_prefix = {p: reader.get_profile(computation_id=computation_id, prefix=p) for p in prefixes}
     by_prefix = {p: tree for p, tree in by_prefix.items() if tree.get("count")}
     stream = stream_rows(reader.list_task_stream(computation_id, limit=STREAM_ROWS))
     # The cluster's series are cut to the computation's window in the store: a report of
     # an early computation of a long-lived cluster reads its own stretch, not the newest.
     cid, end = detail["cluster_id"], detail.get("stop") or now
-    gpu = clean(gpu_series(reader.list_gpu_metrics(cluster_id=cid, limit=GPU_ROWS, since=detail["start"] - 5,
-                                                   until=end + 5), GPU_POINTS))
+    gpu = clean(
+        gpu_series(
+            reader.list_gpu_metrics(
+                cluster_id=cid, limit=GPU_ROWS, since=detail["start"] - 5, until=end + 5
+            ),
+            GPU_POINTS,
+        )
+    )
     # Each worker around the computation (the Cluster tab's Workers): a margin either side
     # shows the memory it started from and what became of the workers after.
     lo, hi = detail["start"] - WORKERS_MARGIN, end + WORKERS_MARGIN
-    workers = worker_peaks(clean(reader.list_worker_samples(cid, limit=WORKER_ROWS, since=lo, until=hi)),
-                           MAX_WORKER_POINTS)
-    worker_events = sorted((e for topic in WORKER_TOPICS
-                            for e in clean(reader.list_events(cluster_id=cid, topic=topic, limit=5000, since=lo, until=hi))),
-                           key=lambda e: e["time"])
+    workers = worker_peaks(
+        clean(reader.list_worker_samples(cid, limit=WORKER_ROWS, since=lo, until=hi)),
+        MAX_WORKER_POINTS,
+    )
+    worker_events = sorted(
+        (
+            e
+            for topic in WORKER_TOPICS
+            for e in clean(
+                reader.list_events(cluster_id=cid, topic=topic, limit=5000, since=lo, until=hi)
+            )
+        ),
+        key=lambda e: e["time"],
+    )
     label = detail.get("label") or label_of(groups) or computation_id
     row = dict(detail, label=label)
     # Made now, as the monitor makes them once a computation ends: a running one's record
     # is partial, so its report has none (the Findings tab then says it was still running).
-    found = None if detail.get("state") in (None, "running") else clean(explain_from(reader, computation_id))
+    found = (
+        None
+        if detail.get("state") in (None, "running")
+        else clean(explain_from(reader, computation_id))
+    )
     state = {
         "title": cluster.get("name") or cluster["cluster_id"],
         "where": "",
@@ -182,16 +227,26 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
         state["findings"] = {"computation_id": computation_id, "findings": found}
     duration = computation_duration(detail, now)
     title = f"{label} — Dask performance report"
-    subtitle = (f"{cluster.get('name') or cluster['cluster_id']} · {detail.get('state')} · "
-                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(detail['start']))} · {'?' if duration is None else f'{duration:.1f}'} s · "
-                f"{detail.get('n_tasks') or 0} tasks")
+    subtitle = (
+        f"{cluster.get('name') or cluster['cluster_id']} · {detail.get('state')} · "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(detail['start']))} · {'?' if duration is None else f'{duration:.1f}'} s · "
+        f"{detail.get('n_tasks') or 0} tasks"
+    )
     page = report_page(title, subtitle, state)
     twin = {
         "summary": {
-            "computation_id": computation_id, "cluster_id": detail["cluster_id"], "label": label,
-            "start": detail["start"], "stop": detail.get("stop"), "duration": duration,
-            "state": detail.get("state"), "n_tasks": detail.get("n_tasks"), "n_erred": detail.get("n_erred"),
-            "compute": detail.get("compute"), "transfer": detail.get("transfer"), "nbytes": detail.get("nbytes"),
+            "computation_id": computation_id,
+            "cluster_id": detail["cluster_id"],
+            "label": label,
+            "start": detail["start"],
+            "stop": detail.get("stop"),
+            "duration": duration,
+            "state": detail.get("state"),
+            "n_tasks": detail.get("n_tasks"),
+            "n_erred": detail.get("n_erred"),
+            "compute": detail.get("compute"),
+            "transfer": detail.get("transfer"),
+            "nbytes": detail.get("nbytes"),
             "code": code[0]["text"] if code else None,
             "recorded": recorded,
         },

@@ -7,6 +7,7 @@ rest a report's HTML, its twin and the code in its summary are encrypted with th
 key (codecrypt): the server's, or for an embedded store the writer's
 `analytics.code-key-file` / $DASK_ANALYTICS_CODE_KEY when one is set.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -17,7 +18,6 @@ from typing import Any, Protocol
 from ..codecrypt import CodeCipher, local_cipher, reading_cipher
 from ..display import dumps
 from .offline import inline_bokeh
-
 
 MAX_FILENAME = 1000
 FIELDS = ("html", "twin", "filename", "private", "title", "cluster_id", "account", "user")
@@ -78,14 +78,30 @@ def check_report(body: Any) -> dict:
     private = body.get("private", False)
     if not isinstance(private, bool):
         raise BadReport("private must be true or false")
-    return {"html": html, "twin": twin, "private": private,
-            "filename": _optional_str(body, "filename", MAX_FILENAME) or "dask-report.html",
-            "title": _optional_str(body, "title", MAX_FILENAME), "cluster_id": _optional_str(body, "cluster_id"),
-            "account": _optional_str(body, "account"), "user": _optional_str(body, "user")}
+    return {
+        "html": html,
+        "twin": twin,
+        "private": private,
+        "filename": _optional_str(body, "filename", MAX_FILENAME) or "dask-report.html",
+        "title": _optional_str(body, "title", MAX_FILENAME),
+        "cluster_id": _optional_str(body, "cluster_id"),
+        "account": _optional_str(body, "account"),
+        "user": _optional_str(body, "user"),
+    }
 
 
-def make_row(*, html: str, twin: dict, filename: str, private: bool, title: str | None, cluster_id: str | None,
-             account: str | None, user: str | None, cipher: CodeCipher | None = None) -> dict:
+def make_row(
+    *,
+    html: str,
+    twin: dict,
+    filename: str,
+    private: bool,
+    title: str | None,
+    cluster_id: str | None,
+    account: str | None,
+    user: str | None,
+    cipher: CodeCipher | None = None,
+) -> dict:
     """The row to store for one report (check_report's fields): the HTML with BokehJS
     inline (offline.py), blobs gzip'd, then with the code in its summary, encrypted with
     writing_cipher(cipher) when it has a key."""
@@ -114,8 +130,21 @@ def public_row(row: dict, base: str | None = None, cipher: CodeCipher | None = N
     """What a reader sees of a report row: no blobs, the code in its summary readable
     (None and a `code_error` when the key at hand does not open it), and its links
     under `base` (without one, the caller adds the links: publish.py)."""
-    out = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created",
-                                   "cluster_id", "size", "summary")}
+    out = {
+        k: row.get(k)
+        for k in (
+            "id",
+            "account",
+            "user",
+            "filename",
+            "title",
+            "private",
+            "created",
+            "cluster_id",
+            "size",
+            "summary",
+        )
+    }
     summary = out.get("summary")
     if isinstance(summary, dict) and "code" in summary:
         code, error = opening_cipher(cipher).open(summary["code"])

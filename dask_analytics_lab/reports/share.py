@@ -9,6 +9,7 @@ private).  Without one it stays in the embedded store and its link is this Jupyt
 server's, which only people who log in to it open: the row's "hint" says how to reach
 teammates.  Whatever goes wrong is a ShareError whose message says what to do.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -20,9 +21,11 @@ from .publish import publish, team_server
 from .render import computation_report
 
 # Shown under a link that only this machine's Jupyter server opens.
-NO_TEAM_SERVER = ("Only people who can log in to this Jupyter server open this link. To share with your team, "
-                  "set analytics.reports.server to your `dask-analytics server` URL and analytics.token to a "
-                  "token of yours, or use Download HTML and send the file.")
+NO_TEAM_SERVER = (
+    "Only people who can log in to this Jupyter server open this link. To share with your team, "
+    "set analytics.reports.server to your `dask-analytics server` URL and analytics.token to a "
+    "token of yours, or use Download HTML and send the file."
+)
 
 
 class ShareError(RuntimeError):
@@ -32,8 +35,10 @@ class ShareError(RuntimeError):
 def _token_advice() -> str:
     account = config.get("analytics.account") or "default"
     user = config.get("analytics.user") or getpass.getuser()
-    return (f"create one on the server with `dask-analytics token create --account {account} --user {user}` "
-            "and set analytics.token (or DASK_ANALYTICS__TOKEN) to it")
+    return (
+        f"create one on the server with `dask-analytics token create --account {account} --user {user}` "
+        "and set analytics.token (or DASK_ANALYTICS__TOKEN) to it"
+    )
 
 
 def _reason(error: Exception, server: str) -> str:
@@ -49,13 +54,19 @@ def _explain(error: Exception, server: str | None) -> ShareError:
         return error
     if server and isinstance(error, PermissionError):
         if not config.get("analytics.token"):
-            return ShareError(f"The team server {server} needs a token and analytics.token is not set: "
-                              f"{_token_advice()}.")
-        return ShareError(f"The team server {server} refused analytics.token ({_reason(error, server)}): "
-                          f"{_token_advice()}.")
+            return ShareError(
+                f"The team server {server} needs a token and analytics.token is not set: "
+                f"{_token_advice()}."
+            )
+        return ShareError(
+            f"The team server {server} refused analytics.token ({_reason(error, server)}): "
+            f"{_token_advice()}."
+        )
     if server and isinstance(error, StoreUnavailable):
-        return ShareError(f"The team server {server} is not answering ({error}). Start it (`dask-analytics server`) "
-                          "or correct analytics.reports.server; Download HTML works without it.")
+        return ShareError(
+            f"The team server {server} is not answering ({error}). Start it (`dask-analytics server`) "
+            "or correct analytics.reports.server; Download HTML works without it."
+        )
     if isinstance(error, NotFound):
         return ShareError(f"This computation is not in the store ({error}); choose another one.")
     if isinstance(error, config.ConfigError):
@@ -64,11 +75,16 @@ def _explain(error: Exception, server: str | None) -> ShareError:
 
 
 def _filename(label: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:60].strip("-") or "computation"
+    safe = (
+        "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:60].strip("-")
+        or "computation"
+    )
     return f"dask-report-{safe}.html"
 
 
-def share_computation(computation_id: str, *, store: str | None = None, private: bool = False) -> dict:
+def share_computation(
+    computation_id: str, *, store: str | None = None, private: bool = False
+) -> dict:
     """Store a report of one computation (read from `store`) where reports go; its row
     with "url", "id", "private", "server" (the team server's URL, or None), "local"
     (True when only this Jupyter server's extension serves the link) and "hint" (how
@@ -77,14 +93,25 @@ def share_computation(computation_id: str, *, store: str | None = None, private:
     try:
         server = team_server(store)
         page, twin, meta = computation_report(computation_id, store=store)
-        row = publish(page, twin, filename=_filename(meta["label"]), private=private, title=meta["title"],
-                      store=store)
+        row = publish(
+            page,
+            twin,
+            filename=_filename(meta["label"]),
+            private=private,
+            title=meta["title"],
+            store=store,
+        )
     except Exception as e:
         raise _explain(e, server) from e
     # A server on the same embedded store (analytics.reports.base-url) links for the team too.
     elsewhere = server or config.get("analytics.reports.base-url")
-    return dict(row, private=bool(row.get("private", private)), server=server, local=not elsewhere,
-                hint=None if elsewhere else NO_TEAM_SERVER)
+    return dict(
+        row,
+        private=bool(row.get("private", private)),
+        server=server,
+        local=not elsewhere,
+        hint=None if elsewhere else NO_TEAM_SERVER,
+    )
 
 
 def report_file(computation_id: str, *, store: str | None = None) -> tuple[str, str]:

@@ -7,6 +7,7 @@ summary, task groups, task stream, profile of what ran inside the block).  Both 
 the state the report page's views take (render.report_page); only what the twin holds
 is shown (a performance report's twin has no worker samples, so no such charts).
 """
+
 from __future__ import annotations
 
 import time
@@ -31,14 +32,23 @@ def _share_state(twin: dict, snapshot: float) -> dict:
     label = summary.get("label") or detail.get("label") or summary.get("computation_id") or ""
     profiles = _dict(twin.get("profiles"))
     return {
-        "cluster": _dict(twin.get("cluster")), "computation": detail,
+        "cluster": _dict(twin.get("cluster")),
+        "computation": detail,
         "computation_id": summary.get("computation_id") or detail.get("computation_id"),
         "computations": [dict(detail, label=label)],
-        "groups": [{k: v for k, v in g.items() if k != "computation_id"} for g in _rows(twin.get("task_groups"))],
-        "stream": _rows(twin.get("task_stream")), "label": label, "profiles": profiles,
-        "exceptions": _rows(twin.get("exceptions")), "code": _rows(twin.get("code")),
-        "metrics": _rows(twin.get("metrics")), "gpu": _rows(twin.get("gpu")),
-        "workers": _rows(twin.get("worker_samples")), "worker_events": _rows(twin.get("worker_events")),
+        "groups": [
+            {k: v for k, v in g.items() if k != "computation_id"}
+            for g in _rows(twin.get("task_groups"))
+        ],
+        "stream": _rows(twin.get("task_stream")),
+        "label": label,
+        "profiles": profiles,
+        "exceptions": _rows(twin.get("exceptions")),
+        "code": _rows(twin.get("code")),
+        "metrics": _rows(twin.get("metrics")),
+        "gpu": _rows(twin.get("gpu")),
+        "workers": _rows(twin.get("worker_samples")),
+        "worker_events": _rows(twin.get("worker_events")),
     }
 
 
@@ -48,23 +58,52 @@ def _performance_report_state(twin: dict, title: str) -> dict:
     groups = _rows(twin.get("task_groups"))
     spent = _dict(summary.get("time_per_action"))
     erred = sum(g.get("n_erred") or 0 for g in groups)
-    block = {"computation_id": "report", "label": title, "start": summary.get("start"),
-             "stop": summary.get("stop"), "state": "erred" if erred else "finished",
-             "n_tasks": summary.get("n_tasks"), "n_erred": erred, "compute": spent.get("compute"),
-             "transfer": spent.get("transfer")}
+    block = {
+        "computation_id": "report",
+        "label": title,
+        "start": summary.get("start"),
+        "stop": summary.get("stop"),
+        "state": "erred" if erred else "finished",
+        "n_tasks": summary.get("n_tasks"),
+        "n_erred": erred,
+        "compute": spent.get("compute"),
+        "transfer": spent.get("transfer"),
+    }
     # Only compute intervals, as the collector records them (collect/task_stream.py).
-    stream = [{"id": i, "start": r.get("start"), "stop": r.get("stop"), "worker": r.get("worker"),
-               "thread": r.get("thread"), "prefix": key_split(r.get("key") or ""),
-               "state": "erred" if r.get("status") == "error" else "memory", "n_tasks": 1, "busy": None,
-               "binned": False}
-              for i, r in enumerate(_rows(twin.get("task_stream"))) if r.get("action") == "compute"]
+    stream = [
+        {
+            "id": i,
+            "start": r.get("start"),
+            "stop": r.get("stop"),
+            "worker": r.get("worker"),
+            "thread": r.get("thread"),
+            "prefix": key_split(r.get("key") or ""),
+            "state": "erred" if r.get("status") == "error" else "memory",
+            "n_tasks": 1,
+            "busy": None,
+            "binned": False,
+        }
+        for i, r in enumerate(_rows(twin.get("task_stream")))
+        if r.get("action") == "compute"
+    ]
     code = summary.get("code")
     return {
-        "cluster": {"name": title}, "computation": block, "computation_id": "report", "computations": [block],
-        "groups": [{k: v for k, v in g.items() if k != "computation_id"} for g in groups], "stream": stream,
-        "label": title, "profiles": {}, "exceptions": [], "metrics": [], "gpu": [], "workers": [],
+        "cluster": {"name": title},
+        "computation": block,
+        "computation_id": "report",
+        "computations": [block],
+        "groups": [{k: v for k, v in g.items() if k != "computation_id"} for g in groups],
+        "stream": stream,
+        "label": title,
+        "profiles": {},
+        "exceptions": [],
+        "metrics": [],
+        "gpu": [],
+        "workers": [],
         "worker_events": [],
-        "code": [{"hash": "report", "text": code, "filename": "", "lineno_frame": None}] if isinstance(code, str) else [],
+        "code": [{"hash": "report", "text": code, "filename": "", "lineno_frame": None}]
+        if isinstance(code, str)
+        else [],
     }
 
 
@@ -76,20 +115,35 @@ def twin_state(twin: dict, meta: dict) -> dict:
     parts = _share_state(twin, snapshot) if share else _performance_report_state(twin, title)
     profile = _dict(twin.get("profile"))
     return {
-        "title": title, "where": "", "snapshot_time": snapshot, "cluster": parts["cluster"],
-        "computation_id": parts["computation_id"], "follow": False, "tab": "groups",
-        "computation": parts["computation"], "exceptions": parts["exceptions"], "code": parts["code"],
-        "metrics": parts["metrics"], "stream_base": {"v": 0, "rows": parts["stream"]}, "profile": profile,
-        "profile_title": parts["label"], "profiles": parts["profiles"], "profile_prefixes": sorted(parts["profiles"]),
-        "profile_prefix": "", "computations_base": {"v": 0, "rows": parts["computations"]},
-        "groups_base": {"v": 0, "rows": parts["groups"]}, "samples_base": {"v": 0, "rows": []},
-        "gpu_base": {"v": 0, "rows": parts["gpu"]}, "workers_base": {"v": 0, "rows": parts["workers"]},
+        "title": title,
+        "where": "",
+        "snapshot_time": snapshot,
+        "cluster": parts["cluster"],
+        "computation_id": parts["computation_id"],
+        "follow": False,
+        "tab": "groups",
+        "computation": parts["computation"],
+        "exceptions": parts["exceptions"],
+        "code": parts["code"],
+        "metrics": parts["metrics"],
+        "stream_base": {"v": 0, "rows": parts["stream"]},
+        "profile": profile,
+        "profile_title": parts["label"],
+        "profiles": parts["profiles"],
+        "profile_prefixes": sorted(parts["profiles"]),
+        "profile_prefix": "",
+        "computations_base": {"v": 0, "rows": parts["computations"]},
+        "groups_base": {"v": 0, "rows": parts["groups"]},
+        "samples_base": {"v": 0, "rows": []},
+        "gpu_base": {"v": 0, "rows": parts["gpu"]},
+        "workers_base": {"v": 0, "rows": parts["workers"]},
         "worker_events": parts["worker_events"],
     }
 
 
-def twin_report_page(twin: dict, meta: dict, *, nonce: str | None = None,
-                     links: list[tuple[str, str]] = ()) -> str:
+def twin_report_page(
+    twin: dict, meta: dict, *, nonce: str | None = None, links: list[tuple[str, str]] = ()
+) -> str:
     """The whole page of a stored report, from its twin (see the module's doc)."""
     state = twin_state(twin, meta)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state["snapshot_time"]))

@@ -1,4 +1,5 @@
 """`python -m dask_analytics_lab.server server ...`: the package's CLI group."""
+
 import sys
 
 from ..cli import main

@@ -1,4 +1,5 @@
 """Running the standalone server: one tornado Application on one port, TLS optional."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,16 +31,23 @@ RETENTION_DELAY = 60.0
 IDLE_CONNECTION_SECONDS = 60
 
 
-def make_server(app: tornado.web.Application, tls: ssl.SSLContext | None = None) -> tornado.httpserver.HTTPServer:
+def make_server(
+    app: tornado.web.Application, tls: ssl.SSLContext | None = None
+) -> tornado.httpserver.HTTPServer:
     """The HTTP server with the limits body.py relies on: a request carries at most
     SMALL_BODY unless its handler, having checked the token, allows its own limit; idle
     connections and slow bodies are closed."""
     from .body import SMALL_BODY
 
     ctx = app.dal_context  # type: ignore[attr-defined]
-    return tornado.httpserver.HTTPServer(app, ssl_options=tls, xheaders=False, max_body_size=SMALL_BODY,
-                                         idle_connection_timeout=IDLE_CONNECTION_SECONDS,
-                                         body_timeout=ctx.body_timeout)
+    return tornado.httpserver.HTTPServer(
+        app,
+        ssl_options=tls,
+        xheaders=False,
+        max_body_size=SMALL_BODY,
+        idle_connection_timeout=IDLE_CONNECTION_SECONDS,
+        body_timeout=ctx.body_timeout,
+    )
 
 
 def ssl_context(certfile: str | None, keyfile: str | None) -> ssl.SSLContext | None:
@@ -60,14 +68,30 @@ def start_retention(ctx: Any, delay: float = RETENTION_DELAY) -> Any:
     from ..store.retention import HOUR, Retention
 
     # Under the server's own writer lock: its ingest queues behind one short batch at most.
-    job = Retention(ctx.store, ctx.retention, every=HOUR, delay=delay, lock=lambda: ctx.write_lock,
-                    on_result=ctx.metrics.retention_done).start()
-    logger.info("retention: clusters that ended over %.1f days ago are deleted hourly", ctx.retention / 86400)
+    job = Retention(
+        ctx.store,
+        ctx.retention,
+        every=HOUR,
+        delay=delay,
+        lock=lambda: ctx.write_lock,
+        on_result=ctx.metrics.retention_done,
+    ).start()
+    logger.info(
+        "retention: clusters that ended over %.1f days ago are deleted hourly",
+        ctx.retention / 86400,
+    )
     return job
 
 
-async def serve(settings: dict, *, host: str = "127.0.0.1", port: int = 8765, certfile: str | None = None,
-                keyfile: str | None = None, ready: Any = None) -> None:
+async def serve(
+    settings: dict,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    ready: Any = None,
+) -> None:
     """Serve until SIGINT/SIGTERM.  `ready(url)` is called once listening."""
     tls = ssl_context(certfile, keyfile)
     app = make_app(settings)

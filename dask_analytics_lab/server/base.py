@@ -21,6 +21,7 @@ the minute is over, before it is looked up.  Other credentials from the same add
 address is the peer's, or X-Forwarded-For's right-most untrusted entry when the peer
 is in forwarded_allow_ips.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,8 @@ import functools
 import gzip
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tornado.iostream import StreamClosedError
 from tornado.web import HTTPError, RequestHandler, decode_signed_value
@@ -37,8 +39,8 @@ from ..display import dumps
 from ..messages import MessageError
 from ..store import NotFound, StoreUnavailable
 from ..store.budget import AnswerTooLarge
-from ..store_errors import QueryTimeout
 from ..store.filters import printable
+from ..store_errors import QueryTimeout
 from .context import Context, Principal, TokenCheck
 from .errors import ApiError
 from .tokens import token_hash, token_id_of, well_formed
@@ -91,7 +93,9 @@ class BaseHandler(RequestHandler):
 
     def on_finish(self) -> None:
         # Every answer counts, refusals too: a flood of 4xx is what an operator looks for.
-        self.ctx.metrics.request_done(self.request.path, self.get_status(), self.request.request_time())
+        self.ctx.metrics.request_done(
+            self.request.path, self.get_status(), self.request.request_time()
+        )
         super().on_finish()
 
     # Only the uploaded HTML of a report (report_handlers.ReportView) is served on the
@@ -108,11 +112,17 @@ class BaseHandler(RequestHandler):
         Jupyter's handlers have one that returns a bool, and this class is mixed into them."""
         host = self.request.headers.get("Host", "")
         if not self.ctx.host_allowed(host):
-            logger.info("dask-analytics server: refused a request for Host %r from %s", host[:100],
-                        self.client_address())
-            raise ApiError(403, f"this server does not answer to the host name {host[:100]!r} (a page on "
-                                "another site may have rebound its name to this address); if the name is this "
-                                "server's, start it with --allowed-host NAME")
+            logger.info(
+                "dask-analytics server: refused a request for Host %r from %s",
+                host[:100],
+                self.client_address(),
+            )
+            raise ApiError(
+                403,
+                f"this server does not answer to the host name {host[:100]!r} (a page on "
+                "another site may have rebound its name to this address); if the name is this "
+                "server's, start it with --allowed-host NAME",
+            )
 
     # --- running store calls ------------------------------------------------
     async def call(self, fn: Callable, *args: Any, executor: Any = None, **kwargs: Any) -> Any:
@@ -120,7 +130,9 @@ class BaseHandler(RequestHandler):
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         try:
-            result = await loop.run_in_executor(executor or self.ctx.executor, functools.partial(fn, *args, **kwargs))
+            result = await loop.run_in_executor(
+                executor or self.ctx.executor, functools.partial(fn, *args, **kwargs)
+            )
             if executor is None:  # the read threads: API queries (and token look-ups)
                 self.ctx.metrics.store_call("read", time.perf_counter() - t0)
             return result
@@ -135,13 +147,18 @@ class BaseHandler(RequestHandler):
             if isinstance(e, MessageError):
                 raise ApiError(422, str(e)) from None
             if isinstance(e, AnswerTooLarge):
-                raise ApiError(413, f"{e} (max_answer_bytes); ask for less (a smaller limit=, a narrower "
-                                    "since=/until=), or raise it: `dask-analytics server --max-answer-bytes N`") from None
+                raise ApiError(
+                    413,
+                    f"{e} (max_answer_bytes); ask for less (a smaller limit=, a narrower "
+                    "since=/until=), or raise it: `dask-analytics server --max-answer-bytes N`",
+                ) from None
             if isinstance(e, QueryTimeout):
                 logger.warning("dask-analytics server: %s", e)
                 raise ApiError(503, str(e), headers={"Retry-After": "30"}) from None
             logger.warning("dask-analytics server: store unavailable: %s", e)
-            raise ApiError(503, f"the analytics store is unavailable; try again later ({e})") from None
+            raise ApiError(
+                503, f"the analytics store is unavailable; try again later ({e})"
+            ) from None
 
     # --- who is asking --------------------------------------------------------
     def request_token(self) -> str | None:
@@ -161,12 +178,16 @@ class BaseHandler(RequestHandler):
     def client_address(self) -> str:
         """The caller's address: the peer's, or X-Forwarded-For's when the peer is a
         trusted proxy (forwarded_allow_ips; Context.client_address)."""
-        return self.ctx.client_address(self.request.remote_ip or "?", self.request.headers.get_list("X-Forwarded-For"))
+        return self.ctx.client_address(
+            self.request.remote_ip or "?", self.request.headers.get_list("X-Forwarded-For")
+        )
 
     def auth_failure(self, reason: str, credential: str, *, shared: bool = True) -> Any:
         """Count and log a failure; a future of the count all replicas share, or None.
         shared=False: this process's count only (for what is never refused)."""
-        return self.ctx.auth_failed(self.client_address(), self.ctx.fingerprint(credential), reason, shared=shared)
+        return self.ctx.auth_failed(
+            self.client_address(), self.ctx.fingerprint(credential), reason, shared=shared
+        )
 
     async def refuse_if_counted_over(self, counted: Any, credential: str) -> None:
         """429 when the count all replicas share (throttle.py) put this failure past the
@@ -184,16 +205,23 @@ class BaseHandler(RequestHandler):
         """429 for a credential that failed too often from this address; before any work."""
         wait = self.ctx.throttled(self.client_address(), self.ctx.fingerprint(credential))
         if wait > 0:
-            raise ApiError(429, "too many failed authentications with this credential from your address; try again "
-                                f"in {wait:.0f} s", headers={"Retry-After": str(int(wait) + 1)})
+            raise ApiError(
+                429,
+                "too many failed authentications with this credential from your address; try again "
+                f"in {wait:.0f} s",
+                headers={"Retry-After": str(int(wait) + 1)},
+            )
 
     async def check_token(self, token: str) -> Principal:
         """The principal of a token, or 401 (logged and counted) / 429."""
         if not well_formed(token):
             self.refuse_if_throttled(token)
             self.auth_failure("a malformed token", token)
-            raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
-                                "make one with `dask-analytics token create --account A --user U`)")
+            raise ApiError(
+                401,
+                "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
+                "make one with `dask-analytics token create --account A --user U`)",
+            )
         digest = token_hash(token)
         if self.ctx.throttled(self.client_address(), self.ctx.fingerprint(token)):
             # Only this token failed that often: if it works now (made since), it works.
@@ -206,12 +234,22 @@ class BaseHandler(RequestHandler):
             return found.principal
         tid = token_id_of(token)
         if found.problem == "expired":
-            await self.refuse_if_counted_over(self.auth_failure(f"expired token {tid}", token), token)
-            raise ApiError(401, f"token {tid} expired on {_utc(found.expires)}; make a new one with "
-                                "`dask-analytics token create --account A --user U [--expires 30d]`")
-        await self.refuse_if_counted_over(self.auth_failure(f"unknown or revoked token {tid}", token), token)
-        raise ApiError(401, "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
-                            "make one with `dask-analytics token create --account A --user U`)")
+            await self.refuse_if_counted_over(
+                self.auth_failure(f"expired token {tid}", token), token
+            )
+            raise ApiError(
+                401,
+                f"token {tid} expired on {_utc(found.expires)}; make a new one with "
+                "`dask-analytics token create --account A --user U [--expires 30d]`",
+            )
+        await self.refuse_if_counted_over(
+            self.auth_failure(f"unknown or revoked token {tid}", token), token
+        )
+        raise ApiError(
+            401,
+            "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
+            "make one with `dask-analytics token create --account A --user U`)",
+        )
 
     def session_id(self) -> str | None:
         """The session id of a validly signed session cookie, else None (whether the
@@ -219,7 +257,9 @@ class BaseHandler(RequestHandler):
         raw = self.get_cookie(SESSION_COOKIE)
         if not raw:
             return None
-        value = decode_signed_value(self.ctx.session_secret, SESSION_COOKIE, raw, max_age_days=SESSION_DAYS)
+        value = decode_signed_value(
+            self.ctx.session_secret, SESSION_COOKIE, raw, max_age_days=SESSION_DAYS
+        )
         if value is None:
             # Counted and logged, never refused: the browser sends it with every page,
             # public ones too, and it reads as anonymous.
@@ -227,7 +267,9 @@ class BaseHandler(RequestHandler):
             return None
         return value.decode("ascii", "replace")
 
-    async def principal(self, *, required: bool = True, allow_cookie: bool = True) -> Principal | None:
+    async def principal(
+        self, *, required: bool = True, allow_cookie: bool = True
+    ) -> Principal | None:
         """Who is asking, or 401/403/429.  required=False: None for an anonymous caller
         (one with no token, or only a stale login session) instead of an error."""
         token = self.request_token()
@@ -245,9 +287,12 @@ class BaseHandler(RequestHandler):
         if self.ctx.token_required:
             if not required:
                 return None
-            raise ApiError(401, "this server needs a token: send 'Authorization: token <token>' "
-                                "(make one with `dask-analytics token create --account A --user U`), "
-                                f"or log in at {self.ctx.prefix}/login")
+            raise ApiError(
+                401,
+                "this server needs a token: send 'Authorization: token <token>' "
+                "(make one with `dask-analytics token create --account A --user U`), "
+                f"or log in at {self.ctx.prefix}/login",
+            )
         if self.ctx.local_auth is not None and not self.ctx.local_auth(self):
             if not required:
                 return None
@@ -282,7 +327,7 @@ class BaseHandler(RequestHandler):
         self.set_header("Content-Length", str(len(body)))
         try:
             for i in range(0, len(body), SEND_CHUNK):
-                self.write(body[i:i + SEND_CHUNK])
+                self.write(body[i : i + SEND_CHUNK])
                 await self.flush()
             self.finish()
         except StreamClosedError:

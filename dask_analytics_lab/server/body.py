@@ -21,6 +21,7 @@ Everything here turns bad input into an `ApiError` (4xx) with a message the clie
 act on, before any of it reaches the store.  NaN and infinities (which Python's json
 writes) are read as null.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -138,7 +139,9 @@ def parse_json(raw: bytes, *, what: str = "body") -> Any:
     try:
         # Numbers go through _int/_float (a few percent slower than without: cheaper
         # than scanning the text for suspects first).
-        value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=lambda name: None)
+        value = json.loads(
+            text, parse_int=_int, parse_float=_float, parse_constant=lambda name: None
+        )
     except _OutOfRange as e:
         raise ApiError(422, str(e)) from None
     except RecursionError:
@@ -273,11 +276,18 @@ class BodyReader(BaseHandler):
             return
         idle = time.monotonic() - self._last_data
         if idle >= self.ctx.body_idle_timeout:
-            logger.info("dask-analytics server: closed a request from %s whose body stalled (%.0f s without data, "
-                        "%d bytes received)", self.request.remote_ip, idle, self._received)
+            logger.info(
+                "dask-analytics server: closed a request from %s whose body stalled (%.0f s without data, "
+                "%d bytes received)",
+                self.request.remote_ip,
+                idle,
+                self._received,
+            )
             self._drop_connection()
             return
-        self._watch = IOLoop.current().call_later(self.ctx.body_idle_timeout - idle, self._check_idle)
+        self._watch = IOLoop.current().call_later(
+            self.ctx.body_idle_timeout - idle, self._check_idle
+        )
 
     def _drop_connection(self) -> None:
         connection = getattr(self.request, "connection", None)
@@ -317,12 +327,19 @@ class BodyReader(BaseHandler):
             self._buf += out
             if len(self._buf) > allowed:
                 if allowed >= self._max_out:
-                    return self._refuse(413, f"request body is over {self._max_out} bytes once decompressed")
-                return self._refuse(413, f"request body expands more than {RATIO} times when decompressed; "
-                                         "refused as a gzip bomb")
+                    return self._refuse(
+                        413, f"request body is over {self._max_out} bytes once decompressed"
+                    )
+                return self._refuse(
+                    413,
+                    f"request body expands more than {RATIO} times when decompressed; "
+                    "refused as a gzip bomb",
+                )
             if self._inflate.eof:
                 if self._inflate.unused_data or self._inflate.unconsumed_tail:
-                    return self._refuse(400, "body is not valid gzip (trailing data after the stream)")
+                    return self._refuse(
+                        400, "body is not valid gzip (trailing data after the stream)"
+                    )
                 return
             data = self._inflate.unconsumed_tail
             if data:
@@ -372,9 +389,12 @@ class BodyReader(BaseHandler):
         cost = await self.call(parse_cost, raw, executor=self.ctx.body_executor)
         budget = self.ctx.parsing
         if cost > budget.total:
-            raise ApiError(413, f"this body would take about {cost / 2**20:.0f} MiB of memory to read, more than "
-                                f"this server allows one request ({budget.total / 2**20:.0f} MiB); send smaller "
-                                "batches (the dask-analytics plugin sends at most 500 messages at once)")
+            raise ApiError(
+                413,
+                f"this body would take about {cost / 2**20:.0f} MiB of memory to read, more than "
+                f"this server allows one request ({budget.total / 2**20:.0f} MiB); send smaller "
+                "batches (the dask-analytics plugin sends at most 500 messages at once)",
+            )
         self._held_parse = await budget.acquire(cost, self.ctx.body_queue_timeout)
         # The estimate covers the raw bytes too: their own share is no longer needed.
         self.ctx.receiving.release(self._held_receive)

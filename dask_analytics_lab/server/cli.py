@@ -5,15 +5,17 @@ The package's CLI group (dask_analytics_lab/cli.py) adds `server` and `token`; `
 else the group's `--store`, else `analytics.store`.  Each command's body takes the
 parsed options as one namespace (`args`) and returns the exit status.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -35,7 +37,9 @@ def _db(args: SimpleNamespace) -> str:
     value = args.db or getattr(args, "store", None)
     url = config.validate_store(value if value is not None else config.get("analytics.store"))
     if url.startswith(("http://", "https://")):
-        raise SystemExit(f"--db must be a SQLite path or a postgresql:// URL, not a server URL ({url})")
+        raise SystemExit(
+            f"--db must be a SQLite path or a postgresql:// URL, not a server URL ({url})"
+        )
     return url
 
 
@@ -52,9 +56,11 @@ def _code_keys(args: SimpleNamespace) -> list[str]:
     from .. import codecrypt, config
 
     if getattr(args, "code_key", None):
-        raise SystemExit(f"dask-analytics server: --code-key is refused (a key on the command line is visible "
-                         f"to every user in the process list); put it in a file (mode 600) and pass "
-                         f"--code-key-file FILE, or set ${CODE_KEY_ENV}")
+        raise SystemExit(
+            f"dask-analytics server: --code-key is refused (a key on the command line is visible "
+            f"to every user in the process list); put it in a file (mode 600) and pass "
+            f"--code-key-file FILE, or set ${CODE_KEY_ENV}"
+        )
     log = logging.getLogger("dask_analytics_lab.server")
     given = os.environ.get(CODE_KEY_ENV, "").strip()
     try:
@@ -72,7 +78,9 @@ def _code_keys(args: SimpleNamespace) -> list[str]:
                     shutil.copyfile(old, path)
                     os.chmod(path, 0o600)
                     old.unlink()
-                    log.warning("moved the code key from %s (next to the default database) to %s", old, path)
+                    log.warning(
+                        "moved the code key from %s (next to the default database) to %s", old, path
+                    )
             keys = codecrypt.load_or_create_key_file(path)
             log.info("code key: from %s", path)
     except codecrypt.CodeKeyError as e:
@@ -103,14 +111,18 @@ def default_session_file(args: SimpleNamespace) -> Path:
     """Next to the code key file (the user's data directory by default): apart from the
     database, which a stolen backup may expose."""
     key_file = getattr(args, "code_key_file", None)
-    return (Path(key_file).parent if key_file else default_key_file().parent) / "server-session.secret"
+    return (
+        Path(key_file).parent if key_file else default_key_file().parent
+    ) / "server-session.secret"
 
 
 def _session_secret(args: SimpleNamespace) -> bytes:
     """The secret signing login sessions: --session-secret-file, made (mode 0600) on first start."""
     import secrets
 
-    path = Path(args.session_secret_file) if args.session_secret_file else default_session_file(args)
+    path = (
+        Path(args.session_secret_file) if args.session_secret_file else default_session_file(args)
+    )
     try:
         data = path.read_bytes().strip()
     except FileNotFoundError:
@@ -118,11 +130,15 @@ def _session_secret(args: SimpleNamespace) -> bytes:
 
         # Replicas started together may all find it missing: one makes it, all read the same.
         if write_new_secret(path, secrets.token_hex(32) + "\n"):
-            logging.getLogger("dask_analytics_lab.server").info("made the login session secret %s", path)
+            logging.getLogger("dask_analytics_lab.server").info(
+                "made the login session secret %s", path
+            )
         return path.read_bytes().strip()
     if os.name == "posix" and path.stat().st_mode & 0o077:
         logging.getLogger("dask_analytics_lab.server").warning(
-            "%s is readable by other users: anyone who reads it can forge logins (chmod 600 it)", path)
+            "%s is readable by other users: anyone who reads it can forge logins (chmod 600 it)",
+            path,
+        )
     if len(data) < 32:
         raise ValueError(f"{path} holds too short a session secret (at least 32 characters)")
     return data
@@ -139,7 +155,9 @@ def _metrics_token(args: SimpleNamespace) -> str | None:
         try:
             token = Path(args.metrics_token_file).read_text().strip()
         except OSError as e:
-            raise SystemExit(f"dask-analytics server: cannot read --metrics-token-file: {e}") from None
+            raise SystemExit(
+                f"dask-analytics server: cannot read --metrics-token-file: {e}"
+            ) from None
     if token and len(token) < 16:
         raise SystemExit("dask-analytics server: the metrics token must be at least 16 characters")
     return token or None
@@ -149,16 +167,24 @@ def _server(args: SimpleNamespace) -> int:
     from ..store import StoreUnavailable
     from .app import serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if args.no_token and args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"refusing --no-token on {args.host}: without tokens anyone who reaches the port reads "
-              "every account; bind to 127.0.0.1 or drop --no-token", file=sys.stderr)
+        print(
+            f"refusing --no-token on {args.host}: without tokens anyone who reaches the port reads "
+            "every account; bind to 127.0.0.1 or drop --no-token",
+            file=sys.stderr,
+        )
         return 2
     from .. import config
 
     try:
-        retention = config.parse_age(args.retention, what="--retention") if args.retention else \
-            config.retention(config.get("analytics.retention"))
+        retention = (
+            config.parse_age(args.retention, what="--retention")
+            if args.retention
+            else config.retention(config.get("analytics.retention"))
+        )
     except ValueError as e:
         print(f"dask-analytics server: {e}", file=sys.stderr)
         return 2
@@ -171,7 +197,8 @@ def _server(args: SimpleNamespace) -> int:
         "public_url": args.public_url,
         "allowed_hosts": _allowed_hosts(args),
         "session_secret": _session_secret(args),
-        "forwarded_allow_ips": args.forwarded_allow_ips or config.get("analytics.server.forwarded-allow-ips"),
+        "forwarded_allow_ips": args.forwarded_allow_ips
+        or config.get("analytics.server.forwarded-allow-ips"),
         "report_url": args.report_url or config.get("analytics.server.report-url"),
     }
     # Limits left unset keep the server's defaults (context.py).
@@ -179,8 +206,16 @@ def _server(args: SimpleNamespace) -> int:
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
     try:
-        asyncio.run(serve(settings, host=args.host, port=args.port, certfile=args.certfile,
-                          keyfile=args.keyfile, ready=lambda url: print(f"dask-analytics server at {url}", flush=True)))
+        asyncio.run(
+            serve(
+                settings,
+                host=args.host,
+                port=args.port,
+                certfile=args.certfile,
+                keyfile=args.keyfile,
+                ready=lambda url: print(f"dask-analytics server at {url}", flush=True),
+            )
+        )
     except StoreUnavailable as e:
         print(f"dask-analytics server: {e}", file=sys.stderr)
         return 1
@@ -198,20 +233,31 @@ def _team(args: SimpleNamespace) -> Any:
 
 
 def _token_create(args: SimpleNamespace) -> int:
-    from .tokens import new_token, token_hash
-
     import time
+
+    from .tokens import new_token, token_hash
 
     team = _team(args)
     token_id, token = new_token()
     expires = None if args.expires is None else time.time() + args.expires
-    team.add_token(token_id=token_id, token_hash=token_hash(token), account=args.account, user=args.user,
-                   expires=expires)
+    team.add_token(
+        token_id=token_id,
+        token_hash=token_hash(token),
+        account=args.account,
+        user=args.user,
+        expires=expires,
+    )
     print(token)
-    until = "never expires" if expires is None else \
-        "expires " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(expires))
-    print(f"(token id {token_id} for user {_safe(args.user)!r} of account {_safe(args.account)!r}, {until}; "
-          "it is shown once: the server keeps only its hash)", file=sys.stderr)
+    until = (
+        "never expires"
+        if expires is None
+        else "expires " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(expires))
+    )
+    print(
+        f"(token id {token_id} for user {_safe(args.user)!r} of account {_safe(args.account)!r}, {until}; "
+        "it is shown once: the server keeps only its hash)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -228,7 +274,9 @@ def _duration(value: str) -> float:
     try:
         seconds = dask.utils.parse_timedelta(value.strip(), default="d")
     except (ValueError, KeyError, TypeError):
-        raise click.BadParameter(f"--expires takes a duration such as 30d, 12h or 2w, got {value!r}") from None
+        raise click.BadParameter(
+            f"--expires takes a duration such as 30d, 12h or 2w, got {value!r}"
+        ) from None
     if not seconds or seconds <= 0:
         raise click.BadParameter("--expires must be a positive duration")
     return float(seconds)
@@ -252,26 +300,50 @@ def _token_list(args: SimpleNamespace) -> int:
         return "active"
 
     rows = _team(args).list_tokens(account=args.account)
-    print(render([(r["token_id"], r["account"], r["user"], when(r["created"]), when(r.get("expires")),
-                   when(r.get("last_used")), state(r)) for r in rows],
-                 ["id", "account", "user", "created", "expires", "last used", "state"]))
+    print(
+        render(
+            [
+                (
+                    r["token_id"],
+                    r["account"],
+                    r["user"],
+                    when(r["created"]),
+                    when(r.get("expires")),
+                    when(r.get("last_used")),
+                    state(r),
+                )
+                for r in rows
+            ],
+            ["id", "account", "user", "created", "expires", "last used", "state"],
+        )
+    )
     return 0
 
 
 def _token_revoke(args: SimpleNamespace) -> int:
     if _team(args).revoke_token(args.token_id):
-        print(f"revoked token {args.token_id} (every server replica stops accepting it within a few seconds)")
+        print(
+            f"revoked token {args.token_id} (every server replica stops accepting it within a few seconds)"
+        )
         return 0
-    print(f"no active token with id {args.token_id!r}; `dask-analytics token list` shows them", file=sys.stderr)
+    print(
+        f"no active token with id {args.token_id!r}; `dask-analytics token list` shows them",
+        file=sys.stderr,
+    )
     return 1
 
 
 def _name(kind: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         value = value.strip()
-        if not value or len(value) > 200 or any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in value):
+        if (
+            not value
+            or len(value) > 200
+            or any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in value)
+        ):
             raise click.BadParameter(f"{kind} must be 1 to 200 printable characters")
         return value
+
     return check
 
 
@@ -293,47 +365,94 @@ DB_HELP = "store: SQLite path or sqlite:/// or postgresql:// URL (default: analy
 db_option = click.option("--db", help=DB_HELP)
 
 
-@click.command(name="server", help="run the team analytics server (ingest, query API, reports, web view)")
+@click.command(
+    name="server", help="run the team analytics server (ingest, query API, reports, web view)"
+)
 @db_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="interface to listen on")
 @click.option("--port", type=int, default=8765, show_default=True, help="port")
 @click.option("--certfile", help="TLS certificate (PEM); serves https")
 @click.option("--keyfile", help="TLS private key (PEM), if not in --certfile")
 @click.option("--code-key", hidden=True)  # refused with a message: keys do not go in argv
-@click.option("--code-key-file", metavar="FILE",
-              help=f"file holding the Fernet key(s) that encrypt code at rest (snippets, reports), one per "
-                   f"line or comma-separated, newest first; or set ${CODE_KEY_ENV}. Default: "
-                   f"analytics.code-key-file, else dask-analytics/code.key in the user config directory (made, mode 0600, on first start)")
+@click.option(
+    "--code-key-file",
+    metavar="FILE",
+    help=f"file holding the Fernet key(s) that encrypt code at rest (snippets, reports), one per "
+    f"line or comma-separated, newest first; or set ${CODE_KEY_ENV}. Default: "
+    f"analytics.code-key-file, else dask-analytics/code.key in the user config directory (made, mode 0600, on first start)",
+)
 @click.option("--public-url", help="base URL of report links (default: from each request's Host)")
-@click.option("--no-token", is_flag=True, help="no tokens: anyone reaching the port reads every account (localhost only)")
-@click.option("--allowed-host", multiple=True, metavar="NAME",
-              help="a host name (or address) clients reach the server by; repeat for several. Requests "
-                   "naming another Host are refused (DNS rebinding). Checked with --no-token (local names "
-                   "and --host allowed by default) or once given; '*' allows any")
-@click.option("--session-secret-file",
-              help="file holding the secret that signs login sessions (default: server-session.secret "
-                   "next to the code key file; made with mode 0600 on first start)")
-@click.option("--metrics-token-file", metavar="FILE",
-              help=f"file holding the token GET /metrics wants (Authorization: Bearer <token>), or set "
-                   f"${METRICS_TOKEN_ENV}; without one /metrics is refused unless --no-token")
-@click.option("--forwarded-allow-ips", metavar="ADDRS",
-              help="reverse proxies (addresses or networks, comma-separated; '*': any) whose X-Forwarded-For "
-                   "names the client; default: analytics.server.forwarded-allow-ips, else none")
-@click.option("--report-url", metavar="URL",
-              help="a second origin (e.g. https://reports.example.com, another name of this server) serving "
-                   "uploaded reports' own HTML; default: analytics.server.report-url, else that HTML is not "
-                   "served (report links open the page rendered from each report's twin)")
-@click.option("--retention", metavar="AGE",
-              help="delete clusters that ended longer ago than AGE (e.g. 90d), hourly; default: analytics.retention")
-@click.option("--max-answer-bytes", "max_answer_bytes", type=click.IntRange(min=64 * 1024), metavar="N",
-              help="largest JSON answer of one read, in bytes (lists are cut into pages: the answer's `next` says "
-                   "how to get the rest); default 16 MiB")
-@click.option("--query-timeout", "query_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="cancel a store read running longer (answered 503); default 30")
-@click.option("--report-quota-bytes", "quota_report_bytes", type=click.IntRange(min=0), metavar="N",
-              help="bytes of stored reports one account may keep (0: no quota); default 2 GiB")
-@click.option("--event-quota-bytes", "quota_event_bytes", type=click.IntRange(min=0), metavar="N",
-              help="bytes of recorded events one account may keep (0: no quota); default 2 GiB")
+@click.option(
+    "--no-token",
+    is_flag=True,
+    help="no tokens: anyone reaching the port reads every account (localhost only)",
+)
+@click.option(
+    "--allowed-host",
+    multiple=True,
+    metavar="NAME",
+    help="a host name (or address) clients reach the server by; repeat for several. Requests "
+    "naming another Host are refused (DNS rebinding). Checked with --no-token (local names "
+    "and --host allowed by default) or once given; '*' allows any",
+)
+@click.option(
+    "--session-secret-file",
+    help="file holding the secret that signs login sessions (default: server-session.secret "
+    "next to the code key file; made with mode 0600 on first start)",
+)
+@click.option(
+    "--metrics-token-file",
+    metavar="FILE",
+    help=f"file holding the token GET /metrics wants (Authorization: Bearer <token>), or set "
+    f"${METRICS_TOKEN_ENV}; without one /metrics is refused unless --no-token",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    metavar="ADDRS",
+    help="reverse proxies (addresses or networks, comma-separated; '*': any) whose X-Forwarded-For "
+    "names the client; default: analytics.server.forwarded-allow-ips, else none",
+)
+@click.option(
+    "--report-url",
+    metavar="URL",
+    help="a second origin (e.g. https://reports.example.com, another name of this server) serving "
+    "uploaded reports' own HTML; default: analytics.server.report-url, else that HTML is not "
+    "served (report links open the page rendered from each report's twin)",
+)
+@click.option(
+    "--retention",
+    metavar="AGE",
+    help="delete clusters that ended longer ago than AGE (e.g. 90d), hourly; default: analytics.retention",
+)
+@click.option(
+    "--max-answer-bytes",
+    "max_answer_bytes",
+    type=click.IntRange(min=64 * 1024),
+    metavar="N",
+    help="largest JSON answer of one read, in bytes (lists are cut into pages: the answer's `next` says "
+    "how to get the rest); default 16 MiB",
+)
+@click.option(
+    "--query-timeout",
+    "query_timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="cancel a store read running longer (answered 503); default 30",
+)
+@click.option(
+    "--report-quota-bytes",
+    "quota_report_bytes",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="bytes of stored reports one account may keep (0: no quota); default 2 GiB",
+)
+@click.option(
+    "--event-quota-bytes",
+    "quota_event_bytes",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="bytes of recorded events one account may keep (0: no quota); default 2 GiB",
+)
 def server(**options: Any) -> None:
     _call(_server, options)
 
@@ -346,8 +465,12 @@ def token() -> None:
 @token.command(name="create", help="make a token for a user of an account and print it")
 @click.option("--account", required=True, callback=_param(_name("account")))
 @click.option("--user", required=True, callback=_param(_name("user")))
-@click.option("--expires", metavar="DURATION", callback=_param(_duration),
-              help="refuse the token after this long, e.g. 30d, 12h, 2w (default: never)")
+@click.option(
+    "--expires",
+    metavar="DURATION",
+    callback=_param(_duration),
+    help="refuse the token after this long, e.g. 30d, 12h, 2w (default: never)",
+)
 @db_option
 def token_create(**options: Any) -> None:
     _call(_token_create, options)

@@ -2,6 +2,7 @@
 
 See `routes.routes()` for the settings contract.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +15,10 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..codecrypt import CodeCipher
 from .errors import ApiError
@@ -50,13 +52,35 @@ FAILURE_WINDOW = 60.0
 # whose name was rebound to 127.0.0.1 sends its own name as Host).
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
-KNOWN_SETTINGS = frozenset({
-    "store_url", "store", "token_required", "local_auth", "code_key", "public_url",
-    "max_body_bytes", "max_json_bytes", "max_report_bytes", "body_memory", "body_timeout",
-    "body_idle_timeout", "body_queue_timeout", "threads", "allowed_hosts", "session_secret", "auth_failures",
-    "metrics_token", "retention", "max_answer_bytes", "query_timeout", "quota_report_bytes", "quota_event_bytes",
-    "forwarded_allow_ips", "report_url",
-})
+KNOWN_SETTINGS = frozenset(
+    {
+        "store_url",
+        "store",
+        "token_required",
+        "local_auth",
+        "code_key",
+        "public_url",
+        "max_body_bytes",
+        "max_json_bytes",
+        "max_report_bytes",
+        "body_memory",
+        "body_timeout",
+        "body_idle_timeout",
+        "body_queue_timeout",
+        "threads",
+        "allowed_hosts",
+        "session_secret",
+        "auth_failures",
+        "metrics_token",
+        "retention",
+        "max_answer_bytes",
+        "query_timeout",
+        "quota_report_bytes",
+        "quota_event_bytes",
+        "forwarded_allow_ips",
+        "report_url",
+    }
+)
 # The largest answer one read may send (bytes of JSON; lists are cut into pages).
 MAX_ANSWER_BYTES = 16 * 2**20
 # Seconds a store read may run before it is cancelled (503).
@@ -106,7 +130,7 @@ class MemoryBudget:
         self._waiters.append(entry)
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+        except (TimeoutError, asyncio.CancelledError) as e:
             if fut.done() and not fut.cancelled():
                 if isinstance(e, asyncio.CancelledError):
                     self.release(n)
@@ -118,8 +142,11 @@ class MemoryBudget:
             self._wake()
             if isinstance(e, asyncio.CancelledError):
                 raise
-            raise ApiError(503, f"the server is busy reading other large requests ({self.name}); try again",
-                           headers={"Retry-After": "5"}) from None
+            raise ApiError(
+                503,
+                f"the server is busy reading other large requests ({self.name}); try again",
+                headers={"Retry-After": "5"},
+            ) from None
         return n
 
     def release(self, n: int) -> None:
@@ -147,14 +174,20 @@ def parse_forwarded_allow(value: Any) -> tuple[Network, ...] | str | None:
     string, as uvicorn's --forwarded-allow-ips), "*" for any peer, None for none."""
     if value is None or value == "" or value == []:
         return None
-    items = [x.strip() for x in value.split(",")] if isinstance(value, str) else [str(x).strip() for x in value]
+    items = (
+        [x.strip() for x in value.split(",")]
+        if isinstance(value, str)
+        else [str(x).strip() for x in value]
+    )
     items = [x for x in items if x]
     if "*" in items:
         return "*"
     try:
         return tuple(ipaddress.ip_network(x, strict=False) for x in items)
     except ValueError as e:
-        raise ValueError(f"forwarded_allow_ips takes IP addresses or networks (e.g. 10.0.0.0/8) or '*': {e}") from None
+        raise ValueError(
+            f"forwarded_allow_ips takes IP addresses or networks (e.g. 10.0.0.0/8) or '*': {e}"
+        ) from None
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -172,15 +205,24 @@ def report_origin(url: str | None, public_url: str | None) -> tuple[str, str] | 
     import urllib.parse
 
     parts = urllib.parse.urlsplit(str(url).strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
-        raise ValueError(f"report_url must be an origin such as https://reports.example.com, got {url!r}")
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path.strip("/")
+        or parts.query
+    ):
+        raise ValueError(
+            f"report_url must be an origin such as https://reports.example.com, got {url!r}"
+        )
     default = {"http": 80, "https": 443}[parts.scheme]
     host = parts.hostname.lower() + ("" if parts.port in (None, default) else f":{parts.port}")
     if public_url:
         own = urllib.parse.urlsplit(public_url)
         if (own.scheme, (own.netloc or "").lower()) == (parts.scheme, parts.netloc.lower()):
-            raise ValueError("report_url must be another origin than public_url: uploaded report HTML must "
-                             "not run on the server's own origin")
+            raise ValueError(
+                "report_url must be another origin than public_url: uploaded report HTML must "
+                "not run on the server's own origin"
+            )
     return f"{parts.scheme}://{parts.netloc.lower()}", host
 
 
@@ -229,7 +271,9 @@ class Context:
     # Report bodies being sent (report_handlers.SharedBodies): one copy per report
     # however many clients read it at once.
     report_bodies: Any = None
-    read_shares: Any = None  # shares.ReadShares: one caller's reads take at most half the read threads
+    read_shares: Any = (
+        None  # shares.ReadShares: one caller's reads take at most half the read threads
+    )
     # Proxies whose X-Forwarded-For names the client (None: none; "*": any peer).
     forwarded_allow: tuple[Network, ...] | str | None = None
     # Keys the credential fingerprints the throttle counts by: the credentials
@@ -330,7 +374,9 @@ class Context:
         if expires is not None and time.time() >= expires:
             return TokenCheck(None, "expired", expires)
         self._touch(row["token_id"])
-        return TokenCheck(Principal(row["account"], row["user"], "token", row["token_id"]), expires=expires)
+        return TokenCheck(
+            Principal(row["account"], row["user"], "token", row["token_id"]), expires=expires
+        )
 
     def check_token(self, token_hash: str) -> TokenCheck:
         """What a token stands for (cached; an expired one says so)."""
@@ -385,14 +431,20 @@ class Context:
             with self.write_lock:
                 self.team.touch_token(token_id, when)
         except Exception as e:  # the store being down must not fail the request that used it
-            logger.debug("dask-analytics server: could not record the use of token %s: %s", token_id, e)
+            logger.debug(
+                "dask-analytics server: could not record the use of token %s: %s", token_id, e
+            )
 
     # --- who is calling, and failed authentication (event loop) ------------------
     def _trusted(self, address: str) -> bool:
         if self.forwarded_allow == "*":
             return True
         ip = _ip(address)
-        return ip is not None and bool(self.forwarded_allow) and any(ip in n for n in self.forwarded_allow)
+        return (
+            ip is not None
+            and bool(self.forwarded_allow)
+            and any(ip in n for n in self.forwarded_allow)
+        )
 
     def client_address(self, peer: str, forwarded: list[str]) -> str:
         """The client's address: the peer's, unless the peer is a trusted proxy; then
@@ -414,7 +466,9 @@ class Context:
 
     def fingerprint(self, credential: str) -> str:
         """A keyed hash of a presented credential (token, header, cookie, metrics token)."""
-        return hmac.new(self._fingerprint_key, credential.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:32]
+        return hmac.new(
+            self._fingerprint_key, credential.encode("utf-8", "replace"), hashlib.sha256
+        ).hexdigest()[:32]
 
     def throttled(self, address: str, fingerprint: str) -> float:
         """Seconds until this credential may be tried again from `address` (0: now), by
@@ -430,13 +484,19 @@ class Context:
             return shared
         return max(shared, left if count >= self.auth_failures else 0.0)
 
-    def auth_failed(self, address: str, fingerprint: str, reason: str, *, shared: bool = True) -> Future | None:
+    def auth_failed(
+        self, address: str, fingerprint: str, reason: str, *, shared: bool = True
+    ) -> Future | None:
         """Count one failed authentication with a credential from `address`, and log
         it (never the credential; at most `auth_failures` lines per address a minute).
         With `shared`, also counted in the database for every replica: a future of the
         count there (throttle.py), or None.  Not for what is never refused (a browser's
         stale session cookie, sent with every page): no write per page view."""
-        counted = self.shared_failures.count(address, fingerprint) if shared and self.shared_failures else None
+        counted = (
+            self.shared_failures.count(address, fingerprint)
+            if shared and self.shared_failures
+            else None
+        )
         now = time.monotonic()
         key = (address, fingerprint)
         start, count, said = self._failures.get(key, (now, 0, False))
@@ -448,9 +508,14 @@ class Context:
         self._failures[key] = (start, count, said)
         if count > self.auth_failures:
             if not said:
-                logger.warning("dask-analytics server: %d failed authentications with one credential from %s within "
-                               "%.0f s; refusing it from there for the rest of the minute (%s)", count, address,
-                               FAILURE_WINDOW, reason)
+                logger.warning(
+                    "dask-analytics server: %d failed authentications with one credential from %s within "
+                    "%.0f s; refusing it from there for the rest of the minute (%s)",
+                    count,
+                    address,
+                    FAILURE_WINDOW,
+                    reason,
+                )
                 self._failures[key] = (start, count, True)
             return counted
         # A client trying many credentials is not refused (each one might work), but
@@ -462,10 +527,16 @@ class Context:
             self._logged.clear()
         self._logged[address] = (lstart, logged + 1)
         if logged < self.auth_failures:
-            logger.warning("dask-analytics server: failed authentication from %s: %s", address, reason)
+            logger.warning(
+                "dask-analytics server: failed authentication from %s: %s", address, reason
+            )
         elif logged == self.auth_failures:
-            logger.warning("dask-analytics server: more failed authentications from %s within %.0f s; not logging "
-                           "each until the minute is over", address, FAILURE_WINDOW)
+            logger.warning(
+                "dask-analytics server: more failed authentications from %s within %.0f s; not logging "
+                "each until the minute is over",
+                address,
+                FAILURE_WINDOW,
+            )
         return counted
 
     def host_allowed(self, host: str) -> bool:
@@ -494,12 +565,16 @@ def _metrics_token(token: str | None) -> str | None:
 def make_context(prefix: str, settings: dict) -> Context:
     unknown = set(settings) - KNOWN_SETTINGS
     if unknown:
-        raise ValueError(f"unknown server settings {sorted(unknown)}; known: {sorted(KNOWN_SETTINGS)}")
+        raise ValueError(
+            f"unknown server settings {sorted(unknown)}; known: {sorted(KNOWN_SETTINGS)}"
+        )
     store = settings.get("store")
     if store is None:
         url = settings.get("store_url")
         if not url:
-            raise ValueError("server settings need store_url (a sqlite:/// or postgresql:// URL) or store")
+            raise ValueError(
+                "server settings need store_url (a sqlite:/// or postgresql:// URL) or store"
+            )
         from ..store import open_store
 
         store = open_store(url)
@@ -508,7 +583,9 @@ def make_context(prefix: str, settings: dict) -> Context:
     cipher = CodeCipher(settings.get("code_key"))
     token_required = bool(settings.get("token_required", True))
     if not cipher.enabled and token_required:
-        logger.warning("dask-analytics server: no code key given; code snippets are stored as plain text")
+        logger.warning(
+            "dask-analytics server: no code key given; code snippets are stored as plain text"
+        )
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     public_url = settings.get("public_url")
     hosts = settings.get("allowed_hosts")
@@ -528,7 +605,9 @@ def make_context(prefix: str, settings: dict) -> Context:
     max_report = int(settings.get("max_report_bytes", 64 * 2**20))
     receiving = MemoryBudget(memory // 5, "memory for bodies being received")
     if max(max_json, max_report) > receiving.total:
-        raise ValueError(f"body_memory ({memory}) must be at least 5 times max_json_bytes and max_report_bytes")
+        raise ValueError(
+            f"body_memory ({memory}) must be at least 5 times max_json_bytes and max_report_bytes"
+        )
     query_timeout = settings.get("query_timeout", QUERY_TIMEOUT)
     store.read_timeout = float(query_timeout) if query_timeout else None
     team = TeamStore(store)
@@ -539,8 +618,13 @@ def make_context(prefix: str, settings: dict) -> Context:
     return Context(
         max_answer_bytes=int(settings.get("max_answer_bytes") or MAX_ANSWER_BYTES),
         query_timeout=store.read_timeout,
-        quota=Quota(team, {"reports": settings.get("quota_report_bytes", QUOTA_REPORT_BYTES),
-                           "events": settings.get("quota_event_bytes", QUOTA_EVENT_BYTES)}),
+        quota=Quota(
+            team,
+            {
+                "reports": settings.get("quota_report_bytes", QUOTA_REPORT_BYTES),
+                "events": settings.get("quota_event_bytes", QUOTA_EVENT_BYTES),
+            },
+        ),
         prefix=prefix,
         store=store,
         team=team,
@@ -559,7 +643,9 @@ def make_context(prefix: str, settings: dict) -> Context:
         body_idle_timeout=float(settings.get("body_idle_timeout", 10.0)),
         body_queue_timeout=float(settings.get("body_queue_timeout", 30.0)),
         session_secret=secret,
-        _fingerprint_key=hmac.new(secret, b"dask-analytics: credential fingerprints", hashlib.sha256).digest(),
+        _fingerprint_key=hmac.new(
+            secret, b"dask-analytics: credential fingerprints", hashlib.sha256
+        ).digest(),
         shared_failures=SharedFailures(team, failures, FAILURE_WINDOW, lambda: write_lock),
         allowed_hosts=allowed,
         auth_failures=failures,

@@ -1,4 +1,5 @@
 """The one error type handlers raise for an answer other than 200."""
+
 from __future__ import annotations
 
 from tornado.web import HTTPError

@@ -24,17 +24,25 @@ the store takes the checked messages as they are.  The whole batch is refused or
 stored, and a refused one leaves nothing behind: the cluster ids it claimed are
 released again.  The plugin retries a batch as one.
 """
+
 from __future__ import annotations
 
 import logging
 import time
 from typing import Any
 
-from ..messages import ClusterMessage, CodeMessage, ComputationMessage, Envelope, check_batch, code_hash
+from ..messages import (
+    ClusterMessage,
+    CodeMessage,
+    ComputationMessage,
+    Envelope,
+    check_batch,
+    code_hash,
+)
 from .body import BodyReader
 from .context import Principal
-from .quota import event_bytes
 from .errors import ApiError
+from .quota import event_bytes
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
@@ -66,7 +74,9 @@ def prepare(batch: list[Envelope], principal: Principal, cipher: Any) -> dict[st
             else:
                 account = data.account or "default"
                 if len(account) > 200:
-                    raise ApiError(422, f"message {i}: account must be a string of at most 200 characters")
+                    raise ApiError(
+                        422, f"message {i}: account must be a string of at most 200 characters"
+                    )
                 data.account = claims[cid] = account
         elif isinstance(msg, CodeMessage):
             if code_hash(msg.data.filename, msg.data.text) != msg.data.hash:
@@ -84,8 +94,9 @@ class IngestHandler(BodyReader):
         # A cookie never authorises a write: prepare() took the token from the header.
         principal = self.body_principal
         batch = await self.body_json()
-        stored, received, dropped = await self.call(self._ingest, principal, batch,
-                                                    executor=self.ctx.body_executor)
+        stored, received, dropped = await self.call(
+            self._ingest, principal, batch, executor=self.ctx.body_executor
+        )
         self.ctx.metrics.ingested(received, stored - dropped, dropped)
         self.write_json({"stored": stored, "received": received})
 
@@ -115,11 +126,18 @@ class IngestHandler(BodyReader):
                 # index, same words) whoever owns the id it names.
                 dropped = [m for m in batch if m.cluster_id in foreign]
                 batch = [m for m in batch if m.cluster_id not in foreign]
-                logger.warning("dask-analytics server: dropped %d messages of account %r for cluster(s) %s owned "
-                               "by another account", len(dropped), principal.account, sorted(foreign)[:5])
+                logger.warning(
+                    "dask-analytics server: dropped %d messages of account %r for cluster(s) %s owned "
+                    "by another account",
+                    len(dropped),
+                    principal.account,
+                    sorted(foreign)[:5],
+                )
             stored = 0
             if batch:
-                self.ctx.quota.charge(principal.account, "events", event_bytes(batch))  # 413/507: quota.py
+                self.ctx.quota.charge(
+                    principal.account, "events", event_bytes(batch)
+                )  # 413/507: quota.py
                 with self.ctx.write_lock:
                     t0 = time.perf_counter()
                     try:
@@ -132,14 +150,20 @@ class IngestHandler(BodyReader):
             if dropped:
                 with self.ctx.write_lock:
                     n_dropped = self.ctx.team.remember_dropped(
-                        principal.account, [(m.cluster_id, m.seq) for m in dropped], now=claimed_at)
+                        principal.account, [(m.cluster_id, m.seq) for m in dropped], now=claimed_at
+                    )
         except BaseException:
             mine = [cid for cid, acc in wanted.items() if owners.get(cid) == acc]
             try:
                 for account in {wanted[cid] for cid in mine}:
-                    self.ctx.release_claims([c for c in mine if wanted[c] == account], account=account,
-                                            claimed=claimed_at)
+                    self.ctx.release_claims(
+                        [c for c in mine if wanted[c] == account],
+                        account=account,
+                        claimed=claimed_at,
+                    )
             except Exception as e:  # the store went away: the claim stays, harmlessly
-                logger.warning("dask-analytics server: could not release the claims of a refused batch: %s", e)
+                logger.warning(
+                    "dask-analytics server: could not release the claims of a refused batch: %s", e
+                )
             raise
         return stored + n_dropped, received, n_dropped

@@ -8,6 +8,7 @@ for a CPU on a loaded machine (which no code of ours can fix, and which would ma
 count depend on the machine).  /metrics shows the count, the worst lag and the worst
 busy time; the tests check that a flood of reads leaves the count at 0.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -9,12 +9,14 @@ operation: ingest writes, reads), what retention deleted.  Read at a scrape: row
 table and clusters live (from the store, at most every ROWS_TTL seconds: cached), the
 event loop's lag.  Counters start at 0 with the process, as Prometheus expects.
 """
+
 from __future__ import annotations
 
 import re
 import threading
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -28,9 +30,19 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 ROWS_TTL = 60.0
 # Why /api/ingest refused a request, by its status.
-REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method",
-           408: "timeout", 413: "too_large", 415: "unsupported_media_type", 422: "invalid",
-           429: "throttled", 503: "unavailable"}
+REASONS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method",
+    408: "timeout",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    429: "throttled",
+    503: "unavailable",
+}
 # The route label of a request no route of ours names (the catch-all 404, Jupyter's own paths).
 OTHER_ROUTE = "other"
 
@@ -42,26 +54,46 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._batches = Counter("dask_analytics_ingest_batches", "Ingest batches accepted (stored whole).",
-                                registry=r)
+        self._batches = Counter(
+            "dask_analytics_ingest_batches", "Ingest batches accepted (stored whole).", registry=r
+        )
         self._messages = Counter(
             "dask_analytics_ingest_messages",
             "Messages in accepted batches: received, stored (new), dropped (another account's cluster).",
-            ["result"], registry=r)
+            ["result"],
+            registry=r,
+        )
         for result in ("received", "stored", "dropped"):  # shown at 0 from the start
             self._messages.labels(result)
-        self._refused = Counter("dask_analytics_ingest_refused", "Requests to /api/ingest refused, by reason.",
-                                ["reason"], registry=r)
-        self._store = Histogram("dask_analytics_store_seconds",
-                                "Store calls' latency: ingest (a batch's write) and read (API queries).",
-                                ["op"], buckets=BUCKETS, registry=r)
+        self._refused = Counter(
+            "dask_analytics_ingest_refused",
+            "Requests to /api/ingest refused, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self._store = Histogram(
+            "dask_analytics_store_seconds",
+            "Store calls' latency: ingest (a batch's write) and read (API queries).",
+            ["op"],
+            buckets=BUCKETS,
+            registry=r,
+        )
         self._requests = Histogram(
             "dask_analytics_request_seconds",
             "Requests' latency, from their headers to their last byte, by route template and status class.",
-            ["route", "status"], buckets=BUCKETS, registry=r)
-        self._retention_runs = Counter("dask_analytics_retention_runs", "Retention (prune) runs.", registry=r)
-        self._retention_deleted = Counter("dask_analytics_retention_deleted", "Rows retention deleted, by table.",
-                                          ["table"], registry=r)
+            ["route", "status"],
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self._retention_runs = Counter(
+            "dask_analytics_retention_runs", "Retention (prune) runs.", registry=r
+        )
+        self._retention_deleted = Counter(
+            "dask_analytics_retention_deleted",
+            "Rows retention deleted, by table.",
+            ["table"],
+            registry=r,
+        )
         self._routes: list[tuple[re.Pattern, str]] = []
         self._rows: tuple[float, dict[str, int], int] | None = None
         self._rows_lock = threading.Lock()
@@ -91,7 +123,9 @@ class Metrics:
         self._routes = [(re.compile(p), route_template(p, prefix)) for p in patterns]
 
     def route_of(self, path: str) -> str:
-        return next((template for regex, template in self._routes if regex.match(path)), OTHER_ROUTE)
+        return next(
+            (template for regex, template in self._routes if regex.match(path)), OTHER_ROUTE
+        )
 
     def request_done(self, path: str, status: int, seconds: float) -> None:
         self._requests.labels(self.route_of(path), f"{status // 100}xx").observe(seconds)
@@ -106,10 +140,14 @@ class Metrics:
             return self._rows[1], self._rows[2]
 
     # --- the page ---------------------------------------------------------------
-    def render(self, rows: dict[str, int], live: int, version: str, dialect: str, lag: Any = None) -> bytes:
+    def render(
+        self, rows: dict[str, int], live: int, version: str, dialect: str, lag: Any = None
+    ) -> bytes:
         """The page in Prometheus' text format 0.0.4 (CONTENT_TYPE): the counters, and what
         was read for this scrape."""
-        return generate_latest(_Page(self.registry, list(_scraped(rows, live, version, dialect, lag))))
+        return generate_latest(
+            _Page(self.registry, list(_scraped(rows, live, version, dialect, lag)))
+        )
 
 
 class _Page:
@@ -124,31 +162,46 @@ class _Page:
         yield from self.registry.collect()
 
 
-def _scraped(rows: dict[str, int], live: int, version: str, dialect: str, lag: Any) -> Iterable[Metric]:
-    info = GaugeMetricFamily("dask_analytics_build_info", "The server's version and store kind.",
-                             labels=["version", "store"])
+def _scraped(
+    rows: dict[str, int], live: int, version: str, dialect: str, lag: Any
+) -> Iterable[Metric]:
+    info = GaugeMetricFamily(
+        "dask_analytics_build_info",
+        "The server's version and store kind.",
+        labels=["version", "store"],
+    )
     info.add_metric([version, dialect], 1)
     yield info
     table_rows = GaugeMetricFamily(
         "dask_analytics_table_rows",
         f"Rows per table (PostgreSQL: the planner's estimate; refreshed at most every {ROWS_TTL:.0f} s).",
-        labels=["table"])
+        labels=["table"],
+    )
     for t, n in sorted(rows.items()):
         table_rows.add_metric([t], n)
     yield table_rows
-    yield GaugeMetricFamily("dask_analytics_clusters_live", "Clusters recording now (not stopped, heard from lately).",
-                            value=live)
+    yield GaugeMetricFamily(
+        "dask_analytics_clusters_live",
+        "Clusters recording now (not stopped, heard from lately).",
+        value=live,
+    )
     if lag is not None:  # looplag.LoopLag
         yield CounterMetricFamily(
             "dask_analytics_loop_stalls",
             f"Times the event loop ran a callback over {lag.stall:g} s late while its thread was busy "
-            f"(over {lag.stall:g} s of CPU in between: heavy work on the loop).", value=lag.stalls)
-        yield GaugeMetricFamily("dask_analytics_loop_lag_max_seconds",
-                                "The largest event loop lag seen since start (also counts waiting for a CPU).",
-                                value=float(lag.worst))
-        yield GaugeMetricFamily("dask_analytics_loop_busy_max_seconds",
-                                "The most CPU the loop's thread used between two probes (every 0.1 s) since start.",
-                                value=float(lag.worst_busy))
+            f"(over {lag.stall:g} s of CPU in between: heavy work on the loop).",
+            value=lag.stalls,
+        )
+        yield GaugeMetricFamily(
+            "dask_analytics_loop_lag_max_seconds",
+            "The largest event loop lag seen since start (also counts waiting for a CPU).",
+            value=float(lag.worst),
+        )
+        yield GaugeMetricFamily(
+            "dask_analytics_loop_busy_max_seconds",
+            "The most CPU the loop's thread used between two probes (every 0.1 s) since start.",
+            value=float(lag.worst_busy),
+        )
 
 
 def route_template(pattern: str, prefix: str) -> str:
@@ -156,7 +209,7 @@ def route_template(pattern: str, prefix: str) -> str:
     {prefix}/api/clusters/([^/]+)/computations; the catch-all is OTHER_ROUTE."""
     path = pattern.removesuffix("$")
     if path.startswith(prefix):
-        path = path[len(prefix):]
+        path = path[len(prefix) :]
     if path == "/.*":
         return OTHER_ROUTE
     path = path.replace("([^/]+)", "{id}").replace("(.*)", "{path}").replace("\\.", ".")
@@ -173,13 +226,24 @@ def _count(store: Any, now: float) -> tuple[dict[str, int], int]:
     with store.reading() as conn:
         if conn.dialect.name == "postgresql":
             # count(*) reads a whole table there; the planner's estimate is free.
-            est = dict(conn.execute(sa.text(
-                "SELECT relname, GREATEST(reltuples, 0)::bigint FROM pg_class "
-                "WHERE relkind = 'r' AND relname = ANY(:names) AND relnamespace = to_regnamespace(current_schema())"),
-                {"names": [t.name for t in tables]}).all())
+            est = dict(
+                conn.execute(
+                    sa.text(
+                        "SELECT relname, GREATEST(reltuples, 0)::bigint FROM pg_class "
+                        "WHERE relkind = 'r' AND relname = ANY(:names) AND relnamespace = to_regnamespace(current_schema())"
+                    ),
+                    {"names": [t.name for t in tables]},
+                ).all()
+            )
             rows = {t.name: int(est.get(t.name, 0)) for t in tables}
         else:
-            rows = {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in tables}
-        live = conn.execute(sa.select(sa.func.count()).select_from(s.clusters).where(
-            c.stopped.is_(None), c.last_seen >= now - _lost_after_sql())).scalar_one()
+            rows = {
+                t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+                for t in tables
+            }
+        live = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(s.clusters)
+            .where(c.stopped.is_(None), c.last_seen >= now - _lost_after_sql())
+        ).scalar_one()
     return rows, int(live)

@@ -19,6 +19,7 @@ throttle like any bad token's (per address and credential: a wrong one does not 
 out the right one).  Without a metrics token it is open on a server without tokens
 (localhost only) and refused (403) otherwise.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -48,24 +49,40 @@ class Ready(BaseHandler):
         t0 = time.perf_counter()
         try:
             revision = await self.call(schema_revision, self.ctx.store)
-        except Exception:  # unreachable, or broken: either way not ready, and never the driver's words
+        except (
+            Exception
+        ):  # unreachable, or broken: either way not ready, and never the driver's words
             self.not_ready("the database cannot be reached")
             return
         want = head()
         if revision != want:
             known = revision is None or is_known(revision)
-            self.not_ready(f"the database schema is at revision {revision or 'none'}, " + (
-                f"behind this release's {want}: a starting replica migrates it" if known else
-                f"newer than this release's {want}: upgrade this replica"))
+            self.not_ready(
+                f"the database schema is at revision {revision or 'none'}, "
+                + (
+                    f"behind this release's {want}: a starting replica migrates it"
+                    if known
+                    else f"newer than this release's {want}: upgrade this replica"
+                )
+            )
             return
-        self.write_json({"status": "ready", "database": "reachable", "schema": want, "version": __version__,
-                         "store_seconds": round(time.perf_counter() - t0, 4)})
+        self.write_json(
+            {
+                "status": "ready",
+                "database": "reachable",
+                "schema": want,
+                "version": __version__,
+                "store_seconds": round(time.perf_counter() - t0, 4),
+            }
+        )
 
     head = get  # type: ignore[assignment]
 
     def not_ready(self, reason: str) -> None:
         self.set_header("Retry-After", "1")
-        self.write_json({"status": "unavailable", "reason": reason, "version": __version__}, status=503)
+        self.write_json(
+            {"status": "unavailable", "reason": reason, "version": __version__}, status=503
+        )
 
 
 def schema_revision(store: Any) -> str | None:
@@ -88,19 +105,29 @@ class Metrics(BaseHandler):
         self.check_operator()
         rows, live = await self.call(self.ctx.metrics.store_figures, self.ctx.store)
         self.set_header("Content-Type", CONTENT_TYPE)
-        self.finish(self.ctx.metrics.render(rows, live, __version__, self.ctx.store.dialect, self.ctx.loop_lag))
+        self.finish(
+            self.ctx.metrics.render(
+                rows, live, __version__, self.ctx.store.dialect, self.ctx.loop_lag
+            )
+        )
 
     def check_operator(self) -> None:
         expected = self.ctx.metrics_token
         if expected is None:
             if self.ctx.token_required:
-                raise ApiError(403, "metrics are off: start the server with --metrics-token-file FILE and give "
-                                    "Prometheus that token (authorization: credentials_file)")
+                raise ApiError(
+                    403,
+                    "metrics are off: start the server with --metrics-token-file FILE and give "
+                    "Prometheus that token (authorization: credentials_file)",
+                )
             return  # no tokens at all: a local-only server, open like its API
         header = self.request.headers.get("Authorization", "")
         self.refuse_if_throttled(header)
         scheme, _, given = header.strip().partition(" ")
-        if scheme.lower() not in ("bearer", "token") or not hmac.compare_digest(given.strip().encode(),
-                                                                               expected.encode()):
+        if scheme.lower() not in ("bearer", "token") or not hmac.compare_digest(
+            given.strip().encode(), expected.encode()
+        ):
             self.auth_failure("a missing or wrong metrics token", header)
-            raise ApiError(401, "/metrics needs the server's metrics token: 'Authorization: Bearer <token>'")
+            raise ApiError(
+                401, "/metrics needs the server's metrics token: 'Authorization: Bearer <token>'"
+            )

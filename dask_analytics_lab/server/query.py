@@ -5,24 +5,33 @@ errors are {"error": message, "status": code}.  Query parameters are checked (un
 ones, bad limits, ids and filter values give 400, before any query runs); `account=` narrows a trusted local caller to one
 account and must equal a token's own account.
 """
+
 from __future__ import annotations
 
 import json
 import urllib.parse
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from ..store.filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, parse_by, parse_state, parse_text,
-                             parse_time)
 from tornado.iostream import StreamClosedError
 
 from ..display import dumps
 from ..store import schema as _schema
 from ..store.budget import answer_budget
+from ..store.filters import (
+    CLUSTER_STATES,
+    COMPUTATION_STATES,
+    decode_cursor,
+    parse_by,
+    parse_state,
+    parse_text,
+    parse_time,
+)
 from .base import BaseHandler, check_text, encode_answer
 from .context import Principal
-from .shares import caller_key
 from .errors import ApiError
+from .shares import caller_key
 
 
 def limit_param(default: int, most: int) -> Callable[[str], int]:
@@ -32,8 +41,11 @@ def limit_param(default: int, most: int) -> Callable[[str], int]:
         except ValueError:
             n = 0
         if not 1 <= n <= most:
-            raise ApiError(400, f"limit must be a whole number from 1 to {most}, got {value[:40]!r}")
+            raise ApiError(
+                400, f"limit must be a whole number from 1 to {most}, got {value[:40]!r}"
+            )
         return n
+
     parse.default = default  # type: ignore[attr-defined]
     return parse
 
@@ -64,11 +76,13 @@ def _text(name: str) -> Callable[[str], str]:
 
 def _checked(parse: Callable[[str], Any], default: Any = None) -> Callable[[str], Any]:
     """A store filter's own check (store/filters.py), its ValueError answered as 400."""
+
     def run(value: str) -> Any:
         try:
             return parse(value)
         except ValueError as e:
             raise ApiError(400, str(e)) from None
+
     if default is not None:
         run.default = default  # type: ignore[attr-defined]
     return run
@@ -80,13 +94,21 @@ def _cursor(value: str) -> str:
 
 
 # A time window (since=, until=) on a series: samples, GPU samples, events.
-_WINDOW = {"since": _checked(lambda v: parse_time(v, "since")), "until": _checked(lambda v: parse_time(v, "until"))}
+_WINDOW = {
+    "since": _checked(lambda v: parse_time(v, "since")),
+    "until": _checked(lambda v: parse_time(v, "until")),
+}
 
 
 def _filters(states: tuple[str, ...]) -> dict[str, Callable[[str], Any]]:
     """The list filters: user, state, since, until, text and before (account= is the scope)."""
-    return {"user": _checked(lambda v: parse_text(v, "user")), "state": _checked(lambda v: parse_state(v, states)),
-            **_WINDOW, "text": _checked(lambda v: parse_text(v, "text")), "before": _checked(_cursor)}
+    return {
+        "user": _checked(lambda v: parse_text(v, "user")),
+        "state": _checked(lambda v: parse_state(v, states)),
+        **_WINDOW,
+        "text": _checked(lambda v: parse_text(v, "text")),
+        "before": _checked(_cursor),
+    }
 
 
 class QueryHandler(BaseHandler):
@@ -100,7 +122,10 @@ class QueryHandler(BaseHandler):
         allowed = set(self.params) | {"account"}
         unknown = set(args) - allowed
         if unknown:
-            raise ApiError(400, f"unknown query parameter(s) {sorted(unknown)}; this endpoint takes {sorted(allowed)}")
+            raise ApiError(
+                400,
+                f"unknown query parameter(s) {sorted(unknown)}; this endpoint takes {sorted(allowed)}",
+            )
         out: dict[str, Any] = {}
         for name, parse in self.params.items():
             if name in args:
@@ -124,7 +149,10 @@ class QueryHandler(BaseHandler):
             return principal.account
         asked = check_text("account", self._one("account"))
         if principal.account is not None and asked != principal.account:
-            raise ApiError(403, f"your token belongs to account {principal.account!r}; it cannot read account {asked!r}")
+            raise ApiError(
+                403,
+                f"your token belongs to account {principal.account!r}; it cannot read account {asked!r}",
+            )
         return asked
 
     async def get(self, *path: str) -> None:
@@ -137,7 +165,9 @@ class QueryHandler(BaseHandler):
         self.set_header("Content-Type", "application/json; charset=utf-8")
         await self.send_body(body, encoding)
 
-    def answer(self, account: str | None, ids: list[str], params: dict, gzip_ok: bool) -> tuple[bytes, str | None]:
+    def answer(
+        self, account: str | None, ids: list[str], params: dict, gzip_ok: bool
+    ) -> tuple[bytes, str | None]:
         """The encoded answer (blocking: on a read thread).  Its rows are read within
         max_answer_bytes (store/budget.py): a list cut short says how to get the rest."""
         limit = self.ctx.max_answer_bytes
@@ -157,10 +187,14 @@ class QueryHandler(BaseHandler):
         else:
             args["offset"] = str(params.get("offset", 0) + n)
         url = self.request.path + "?" + urllib.parse.urlencode(args)
-        return {"url": url, "params": args, "rows": n,
-                "why": f"this answer holds the first {n} rows: the rest would pass the server's maximum answer "
-                       f"size of {self.ctx.max_answer_bytes:,} bytes (max_answer_bytes); GET next.url for the "
-                       "next page"}
+        return {
+            "url": url,
+            "params": args,
+            "rows": n,
+            "why": f"this answer holds the first {n} rows: the rest would pass the server's maximum answer "
+            f"size of {self.ctx.max_answer_bytes:,} bytes (max_answer_bytes); GET next.url for the "
+            "next page",
+        }
 
     def query(self, account: str | None, *ids: str, **params: Any) -> Any:
         raise NotImplementedError
@@ -187,7 +221,9 @@ class ClusterComputations(QueryHandler):
 
     def query(self, account, cluster_id, limit, **filters):
         self.ctx.store.get_cluster(cluster_id, account=account)  # 404 rather than [] for a stranger
-        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit, **filters)
+        rows = self.ctx.store.list_computations(
+            cluster_id=cluster_id, account=account, limit=limit, **filters
+        )
         return open_code_lines(self.ctx.cipher, rows)
 
 
@@ -196,7 +232,9 @@ class ClusterSamples(QueryHandler):
     params = {"limit": limit_param(10_000, 100_000), **OFFSET}
 
     def query(self, account, cluster_id, limit, offset=0):
-        return self.ctx.store.list_cluster_samples(cluster_id, account=account, limit=limit, offset=offset)
+        return self.ctx.store.list_cluster_samples(
+            cluster_id, account=account, limit=limit, offset=offset
+        )
 
 
 class ClusterProfile(QueryHandler):
@@ -208,10 +246,16 @@ class ClusterProfile(QueryHandler):
 
 class Computations(QueryHandler):
     key = "computations"
-    params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id"), **_filters(COMPUTATION_STATES)}
+    params = {
+        "limit": limit_param(100, 10_000),
+        "cluster_id": _text("cluster_id"),
+        **_filters(COMPUTATION_STATES),
+    }
 
     def query(self, account, limit, cluster_id=None, **filters):
-        rows = self.ctx.store.list_computations(cluster_id=cluster_id, account=account, limit=limit, **filters)
+        rows = self.ctx.store.list_computations(
+            cluster_id=cluster_id, account=account, limit=limit, **filters
+        )
         return open_code_lines(self.ctx.cipher, rows)
 
 
@@ -256,7 +300,9 @@ class ComputationProfile(QueryHandler):
     params = {"prefix": _text("prefix")}
 
     def query(self, account, computation_id, prefix=None):
-        return self.ctx.store.get_profile(computation_id=computation_id, prefix=prefix, account=account)
+        return self.ctx.store.get_profile(
+            computation_id=computation_id, prefix=prefix, account=account
+        )
 
 
 class ComputationTasks(QueryHandler):
@@ -264,16 +310,30 @@ class ComputationTasks(QueryHandler):
     params = {"limit": limit_param(100_000, 1_000_000), **OFFSET}
 
     def query(self, account, computation_id, limit, offset=0):
-        return self.ctx.store.list_task_stream(computation_id, account=account, limit=limit, offset=offset)
+        return self.ctx.store.list_task_stream(
+            computation_id, account=account, limit=limit, offset=offset
+        )
 
 
 class ClusterWorkers(QueryHandler):
     key = "workers"
-    params = {"limit": limit_param(100_000, 1_000_000), "worker": _text("worker"), **_WINDOW, **OFFSET}
+    params = {
+        "limit": limit_param(100_000, 1_000_000),
+        "worker": _text("worker"),
+        **_WINDOW,
+        **OFFSET,
+    }
 
     def query(self, account, cluster_id, limit, worker=None, since=None, until=None, offset=0):
-        return self.ctx.store.list_worker_samples(cluster_id, worker=worker, account=account, limit=limit,
-                                                  since=since, until=until, offset=offset)
+        return self.ctx.store.list_worker_samples(
+            cluster_id,
+            worker=worker,
+            account=account,
+            limit=limit,
+            since=since,
+            until=until,
+            offset=offset,
+        )
 
 
 class ComputationRuns(QueryHandler):
@@ -305,11 +365,16 @@ class ComputationFindings(QueryHandler):
 
     key = "findings"
 
-    def answer(self, account: str | None, ids: list[str], params: dict, gzip_ok: bool) -> tuple[bytes, str | None]:
+    def answer(
+        self, account: str | None, ids: list[str], params: dict, gzip_ok: bool
+    ) -> tuple[bytes, str | None]:
         # No answer budget around the reads: findings/record.py bounds them itself, and
         # findings from a page of a task stream would be wrong, not short.
-        return encode_answer({self.key: self.query(account, *ids, **params)}, gzip_ok,
-                             limit=self.ctx.max_answer_bytes)
+        return encode_answer(
+            {self.key: self.query(account, *ids, **params)},
+            gzip_ok,
+            limit=self.ctx.max_answer_bytes,
+        )
 
     def query(self, account, computation_id):
         from ..findings import explain
@@ -319,34 +384,77 @@ class ComputationFindings(QueryHandler):
 
 class Exceptions(QueryHandler):
     key = "exceptions"
-    params = {"limit": limit_param(100, 10_000), "cluster_id": _text("cluster_id"),
-              "computation_id": _text("computation_id"), **OFFSET}
+    params = {
+        "limit": limit_param(100, 10_000),
+        "cluster_id": _text("cluster_id"),
+        "computation_id": _text("computation_id"),
+        **OFFSET,
+    }
 
     def query(self, account, limit, cluster_id=None, computation_id=None, offset=0):
-        return self.ctx.store.list_exceptions(cluster_id=cluster_id, computation_id=computation_id,
-                                              account=account, limit=limit, offset=offset)
+        return self.ctx.store.list_exceptions(
+            cluster_id=cluster_id,
+            computation_id=computation_id,
+            account=account,
+            limit=limit,
+            offset=offset,
+        )
 
 
 class Events(QueryHandler):
     key = "events"
-    params = {"limit": limit_param(1000, 100_000), "cluster_id": _text("cluster_id"), "topic": _text("topic"),
-              **_WINDOW, **OFFSET}
+    params = {
+        "limit": limit_param(1000, 100_000),
+        "cluster_id": _text("cluster_id"),
+        "topic": _text("topic"),
+        **_WINDOW,
+        **OFFSET,
+    }
 
     def query(self, account, limit, cluster_id=None, topic=None, since=None, until=None, offset=0):
-        return self.ctx.store.list_events(cluster_id=cluster_id, topic=topic, account=account, limit=limit,
-                                          since=since, until=until, offset=offset)
+        return self.ctx.store.list_events(
+            cluster_id=cluster_id,
+            topic=topic,
+            account=account,
+            limit=limit,
+            since=since,
+            until=until,
+            offset=offset,
+        )
 
 
 class Gpu(QueryHandler):
     key = "gpu"
-    params = {"limit": limit_param(100_000, 1_000_000), "cluster_id": _text("cluster_id"),
-              "monitor_id": _text("monitor_id"), "worker": _text("worker"), **_WINDOW, **OFFSET}
+    params = {
+        "limit": limit_param(100_000, 1_000_000),
+        "cluster_id": _text("cluster_id"),
+        "monitor_id": _text("monitor_id"),
+        "worker": _text("worker"),
+        **_WINDOW,
+        **OFFSET,
+    }
 
-    def query(self, account, limit, cluster_id=None, monitor_id=None, worker=None, since=None, until=None,
-              offset=0):
-        return self.ctx.store.list_gpu_metrics(cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
-                                               account=account, limit=limit, since=since, until=until,
-                                               offset=offset)
+    def query(
+        self,
+        account,
+        limit,
+        cluster_id=None,
+        monitor_id=None,
+        worker=None,
+        since=None,
+        until=None,
+        offset=0,
+    ):
+        return self.ctx.store.list_gpu_metrics(
+            cluster_id=cluster_id,
+            monitor_id=monitor_id,
+            worker=worker,
+            account=account,
+            limit=limit,
+            since=since,
+            until=until,
+            offset=offset,
+        )
 
 
 class Export(QueryHandler):
@@ -370,7 +478,7 @@ class Export(QueryHandler):
         try:
             await self._send(b'{"export": {', z)
             for i, table in enumerate(EXPORT_TABLES):
-                await self._send(f'{", " if i else ""}{json.dumps(table)}: ['.encode(), z)
+                await self._send(f"{', ' if i else ''}{json.dumps(table)}: [".encode(), z)
                 after, first = None, True
                 while True:
                     async with self.ctx.read_shares.hold(caller_key(principal)):
@@ -395,9 +503,13 @@ class Export(QueryHandler):
             self.write(data)
             await self.flush()
 
-    def _page(self, table: str, account: str | None, after: Any, first: bool, z: Any) -> tuple[bytes, Any]:
+    def _page(
+        self, table: str, account: str | None, after: Any, first: bool, z: Any
+    ) -> tuple[bytes, Any]:
         with answer_budget(self.ctx.max_answer_bytes):
-            rows, last = self.ctx.store.export_page(table, account=account, after=after, limit=EXPORT_PAGE)
+            rows, last = self.ctx.store.export_page(
+                table, account=account, after=after, limit=EXPORT_PAGE
+            )
         if table == "code_snippets":
             self.ctx.cipher.open_rows(rows)
         elif table == "computations":
@@ -413,8 +525,16 @@ class WhoAmI(QueryHandler):
     async def get(self) -> None:
         principal = await self.principal()
         self.parse_params()
-        self.write_json({self.key: {"account": principal.account, "user": principal.user, "via": principal.via,
-                                    "token_required": self.ctx.token_required}})
+        self.write_json(
+            {
+                self.key: {
+                    "account": principal.account,
+                    "user": principal.user,
+                    "via": principal.via,
+                    "token_required": self.ctx.token_required,
+                }
+            }
+        )
 
 
 def query_routes() -> list[tuple[str, type]]:

@@ -8,6 +8,7 @@ uses is read from the store at most every USAGE_TTL seconds (a sum over its rows
 counted up in between, so a busy ingest does not sum the events table per batch.
 Blocking: call off the loop.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,7 +26,11 @@ KEYS = {"reports": "quota_report_bytes", "events": "quota_event_bytes"}
 
 def event_bytes(batch: list) -> int:
     """The bytes a checked batch's events add (their messages as JSON, as stored)."""
-    return sum(len(dumps(m.data.msg)) for m in batch if isinstance(m, EventMessage) and m.data.msg is not None)
+    return sum(
+        len(dumps(m.data.msg))
+        for m in batch
+        if isinstance(m, EventMessage) and m.data.msg is not None
+    )
 
 
 class Quota:
@@ -42,8 +47,11 @@ class Quota:
             return
         how = f"raise it with the server setting {KEYS[kind]} (`dask-analytics server {FLAGS[kind]} N`)"
         if n > limit:
-            raise ApiError(413, f"this upload holds {n:,} bytes of {kind}, more than account {account!r}'s whole "
-                                f"{kind} quota of {limit:,} bytes; send less, or {how}")
+            raise ApiError(
+                413,
+                f"this upload holds {n:,} bytes of {kind}, more than account {account!r}'s whole "
+                f"{kind} quota of {limit:,} bytes; send less, or {how}",
+            )
         key = (account, kind)
         with self._lock:
             hit = self._used.get(key)
@@ -53,8 +61,11 @@ class Quota:
             used = hit[1]
             if used + n > limit:
                 self._used[key] = hit
-                raise ApiError(507, f"account {account!r} has used {used:,} of its {limit:,}-byte {kind} quota and "
-                                    f"this needs {n:,} more; delete old {kind} (retention: `--retention`), or {how}")
+                raise ApiError(
+                    507,
+                    f"account {account!r} has used {used:,} of its {limit:,}-byte {kind} quota and "
+                    f"this needs {n:,} more; delete old {kind} (retention: `--retention`), or {how}",
+                )
             if len(self._used) > 100_000:
                 self._used.clear()
             self._used[key] = (hit[0], used + n)

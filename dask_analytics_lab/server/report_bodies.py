@@ -1,10 +1,12 @@
 """Report answers made off the event loop, shared by the requests that want the same one
 at the same time (server/report_handlers.py makes them; the context holds the table)."""
+
 from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 
 class Body:

@@ -26,6 +26,7 @@ installed BokehJS inline: reports/offline.py).
 The rows themselves (made, encrypted at rest, shown, who may read them) are
 dask_analytics_lab.reports.rows: the same for a report written straight into a store.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -54,22 +55,24 @@ REPORT_LINK_MINUTES = 10
 SANDBOX = "sandbox allow-scripts allow-downloads"
 # Inline scripts and styles run ('unsafe-eval' for BokehJS); nothing loads from or
 # connects to anywhere (data:/blob: are the page's own bytes).
-REPORT_CSP = "; ".join([
-    SANDBOX,
-    "default-src 'none'",
-    "script-src 'unsafe-inline' 'unsafe-eval'",
-    "style-src 'unsafe-inline'",
-    "img-src data: blob:",
-    "font-src data:",
-    "media-src data: blob:",
-    "connect-src 'none'",
-    "frame-src 'none'",
-    "worker-src 'none'",
-    "object-src 'none'",
-    "manifest-src 'none'",
-    "form-action 'none'",
-    "base-uri 'none'",
-])
+REPORT_CSP = "; ".join(
+    [
+        SANDBOX,
+        "default-src 'none'",
+        "script-src 'unsafe-inline' 'unsafe-eval'",
+        "style-src 'unsafe-inline'",
+        "img-src data: blob:",
+        "font-src data:",
+        "media-src data: blob:",
+        "connect-src 'none'",
+        "frame-src 'none'",
+        "worker-src 'none'",
+        "object-src 'none'",
+        "manifest-src 'none'",
+        "form-action 'none'",
+        "base-uri 'none'",
+    ]
+)
 
 
 def load_report(ctx: Any, report_id: str, kind: str, gzip_ok: bool) -> Body:
@@ -83,14 +86,21 @@ def load_report(ctx: Any, report_id: str, kind: str, gzip_ok: bool) -> Body:
     try:
         stored = opening_cipher(ctx.cipher).open_bytes(row.pop(name))
         if kind == "html":
-            return Body(stored, "gzip", row) if gzip_ok else Body(gzip.decompress(stored), None, row)
+            return (
+                Body(stored, "gzip", row) if gzip_ok else Body(gzip.decompress(stored), None, row)
+            )
         if kind == "page":
             return Body(gzip.decompress(stored), None, row)
         twin = json.loads(gzip.decompress(stored))
     except CodeDecryptError as e:  # logged once by the cipher
         raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
-    meta = {k: row.get(k) for k in ("id", "account", "user", "filename", "title", "private", "created", "cluster_id")}
-    data, encoding = encode_answer({"report": meta, **{k: v for k, v in twin.items() if k != "report"}}, gzip_ok)
+    meta = {
+        k: row.get(k)
+        for k in ("id", "account", "user", "filename", "title", "private", "created", "cluster_id")
+    }
+    data, encoding = encode_answer(
+        {"report": meta, **{k: v for k, v in twin.items() if k != "report"}}, gzip_ok
+    )
     return Body(data, encoding, row)
 
 
@@ -102,8 +112,11 @@ def check_upload(body: Any, principal: Principal, cipher: CodeCipher | None = No
         raise ApiError(422 if isinstance(body, dict) else 400, str(e)) from None
     if principal.account is not None:
         if report["account"] not in (None, principal.account):
-            raise ApiError(403, f"your token belongs to account {principal.account!r}; "
-                                f"it cannot upload to {report['account']!r}")
+            raise ApiError(
+                403,
+                f"your token belongs to account {principal.account!r}; "
+                f"it cannot upload to {report['account']!r}",
+            )
         report.update(account=principal.account, user=principal.user)
     else:
         report["account"] = report["account"] or "default"
@@ -118,29 +131,42 @@ class ReportsApi(QueryHandler):
     params = {"limit": limit_param(100, 10_000)}
 
     def base(self) -> str:
-        return (self.ctx.public_url or f"{self.request.protocol}://{self.request.host}") + self.ctx.prefix
+        return (
+            self.ctx.public_url or f"{self.request.protocol}://{self.request.host}"
+        ) + self.ctx.prefix
 
     def query(self, account: str | None, limit: int) -> list[dict]:
         base, cipher = self.base(), opening_cipher(self.ctx.cipher)
-        return [public_row(r, base, cipher) for r in self.ctx.team.list_reports(account=account, limit=limit)]
+        return [
+            public_row(r, base, cipher)
+            for r in self.ctx.team.list_reports(account=account, limit=limit)
+        ]
 
     async def post(self) -> None:
         principal = await self.principal(allow_cookie=False)
         limit = self.ctx.max_report_bytes
         body = read_json(self.request, max_bytes=limit, max_decompressed=limit)
         # gzip and encryption of up to max_report_bytes of HTML: not on the event loop.
-        row = await self.call(check_upload, body, principal, self.ctx.cipher, executor=self.ctx.body_executor)
+        row = await self.call(
+            check_upload, body, principal, self.ctx.cipher, executor=self.ctx.body_executor
+        )
         size = len(row["html_gz"]) + len(row["twin_gz"])
-        await self.call(self.ctx.quota.charge, row["account"], "reports", size, executor=self.ctx.body_executor)
+        await self.call(
+            self.ctx.quota.charge, row["account"], "reports", size, executor=self.ctx.body_executor
+        )
         await self.call(self.ctx.team.add_report, row)
-        self.write_json({"report": public_row(row, self.base(), opening_cipher(self.ctx.cipher))}, status=201)
+        self.write_json(
+            {"report": public_row(row, self.base(), opening_cipher(self.ctx.cipher))}, status=201
+        )
 
 
 def twin_page_csp(nonce: str) -> str:
     """The policy of the page rendered from a report's twin: REPORT_CSP, but only the
     page's own two scripts (by nonce) run, so no markup a recorded string could carry
     would, were it ever to reach the page unescaped."""
-    return REPORT_CSP.replace("script-src 'unsafe-inline' 'unsafe-eval'", f"script-src 'nonce-{nonce}'")
+    return REPORT_CSP.replace(
+        "script-src 'unsafe-inline' 'unsafe-eval'", f"script-src 'nonce-{nonce}'"
+    )
 
 
 class ReportView(BaseHandler):
@@ -172,8 +198,9 @@ class ReportView(BaseHandler):
         given = self.get_query_argument("access", None)
         if not given:
             return False
-        value = decode_signed_value(self.ctx.session_secret, REPORT_LINK, given,
-                                    max_age_days=REPORT_LINK_MINUTES / 1440)
+        value = decode_signed_value(
+            self.ctx.session_secret, REPORT_LINK, given, max_age_days=REPORT_LINK_MINUTES / 1440
+        )
         return value is not None and value.decode("ascii", "replace") == row["id"]
 
     async def get(self, report_id: str) -> None:
@@ -186,18 +213,26 @@ class ReportView(BaseHandler):
         kind = "json" if self.as_json else "html" if uploaded else "page"
         # Reading, decrypting, decompressing and encoding: on a read thread, once for
         # all the clients reading the same report at the same time.
-        body = await self.ctx.report_bodies.get((report_id, kind, gzip_ok),
-                                                lambda: self._load(principal, report_id, kind, gzip_ok))
+        body = await self.ctx.report_bodies.get(
+            (report_id, kind, gzip_ok), lambda: self._load(principal, report_id, kind, gzip_ok)
+        )
         row = body.meta
         if row is None:
             raise ApiError(404, "no such report")
         if uploaded and row["private"] and not self.link_grants(row):
-            raise ApiError(404, "no such report")  # open it from its page on the server's own origin
+            raise ApiError(
+                404, "no such report"
+            )  # open it from its page on the server's own origin
         if not uploaded and not may_read(row, principal):
             if principal is None:
-                raise ApiError(401, f"this report is private to its account: log in at {self.ctx.prefix}/login "
-                                    "or send 'Authorization: token <token>'")
-            raise ApiError(404, "no such report")  # a stranger learns nothing, not even that it exists
+                raise ApiError(
+                    401,
+                    f"this report is private to its account: log in at {self.ctx.prefix}/login "
+                    "or send 'Authorization: token <token>'",
+                )
+            raise ApiError(
+                404, "no such report"
+            )  # a stranger learns nothing, not even that it exists
         if kind == "page":
             await self.finish_twin_page(row, body.data)
             return
@@ -208,7 +243,9 @@ class ReportView(BaseHandler):
             self.set_header("Content-Security-Policy", REPORT_CSP)
         await self.send_body(body.data, body.encoding)
 
-    async def _load(self, principal: Principal | None, report_id: str, kind: str, gzip_ok: bool) -> Body:
+    async def _load(
+        self, principal: Principal | None, report_id: str, kind: str, gzip_ok: bool
+    ) -> Body:
         async with self.ctx.read_shares.hold(caller_key(principal)):
             return await self.call(load_report, self.ctx, report_id, kind, gzip_ok)
 

@@ -111,6 +111,7 @@ token, a cluster's `user` is the token's and `reported_user` what its client sai
 Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /costs  /login
        /reports/{id} (report HTML)  /reports/{id}.json (its twin)
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -149,16 +150,24 @@ def routes_for(ctx: Context) -> list[URLSpec]:
     p = ctx.prefix
     c = {"ctx": ctx}
     seg = "([^/]+)"
-    specs = [URLSpec(f"{p}/api/ingest", IngestHandler, c), URLSpec(f"{p}/api/reports", ReportsUpload, c),
-             URLSpec(f"{p}/health", Health, c), URLSpec(f"{p}/ready", Ready, c),
-             URLSpec(f"{p}/metrics", Metrics, c)]
+    specs = [
+        URLSpec(f"{p}/api/ingest", IngestHandler, c),
+        URLSpec(f"{p}/api/reports", ReportsUpload, c),
+        URLSpec(f"{p}/health", Health, c),
+        URLSpec(f"{p}/ready", Ready, c),
+        URLSpec(f"{p}/metrics", Metrics, c),
+    ]
     specs += [URLSpec(f"{p}/api{path}", handler, c) for path, handler in query_routes()]
     specs += [
         URLSpec(f"{p}/reports/([^/]+)\\.json", ReportView, {**c, "as_json": True}),
         URLSpec(f"{p}/reports/{seg}", ReportView, c),
         URLSpec(f"{p}/", PageHandler, {**c, "page": "clusters", "title": "Clusters"}),
         URLSpec(f"{p}/clusters/{seg}", PageHandler, {**c, "page": "cluster", "title": "Cluster"}),
-        URLSpec(f"{p}/computations/{seg}", PageHandler, {**c, "page": "computation", "title": "Computation"}),
+        URLSpec(
+            f"{p}/computations/{seg}",
+            PageHandler,
+            {**c, "page": "computation", "title": "Computation"},
+        ),
         URLSpec(f"{p}/exceptions", PageHandler, {**c, "page": "exceptions", "title": "Exceptions"}),
         URLSpec(f"{p}/reports", PageHandler, {**c, "page": "reports", "title": "Reports"}),
         URLSpec(f"{p}/costs", PageHandler, {**c, "page": "costs", "title": "Costs"}),

@@ -6,11 +6,13 @@ behind them.  A caller (an account; all anonymous callers together) may run at m
 half of the threads at once; its further reads wait their turn on the loop, costing
 no thread and no memory.  Event loop only.
 """
+
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 
 class ReadShares:

@@ -15,13 +15,15 @@ look-up never waits on the database.
 A flood of failures cannot queue database writes without bound: past MAX_PENDING
 waiting writes a failure is counted in memory only.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
@@ -71,17 +73,23 @@ class SharedFailures:
         try:
             now = time.time()
             with self._write_lock():
-                n, since = self.team.count_auth_failure(address, fingerprint, now=now, window=self.window)
+                n, since = self.team.count_auth_failure(
+                    address, fingerprint, now=now, window=self.window
+                )
                 if now - self._forgotten > self.window:
                     self._forgotten = now
                     self.team.forget_auth_failures(now - self.window)
             if n >= self.limit:
                 if len(self._over) > 100_000:
                     self._over.clear()
-                self._over[address, fingerprint] = time.monotonic() + max(0.0, since + self.window - now)
+                self._over[address, fingerprint] = time.monotonic() + max(
+                    0.0, since + self.window - now
+                )
             return n
         except Exception as e:  # the store down: the failure still counts in this process
-            logger.debug("dask-analytics server: could not count a failed authentication in the store: %s", e)
+            logger.debug(
+                "dask-analytics server: could not count a failed authentication in the store: %s", e
+            )
             return None
         finally:
             with self._lock:

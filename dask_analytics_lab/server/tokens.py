@@ -5,6 +5,7 @@ and 32 random bytes.  Only SHA-256 of the whole token is stored.  A fast hash is
 enough here: a token has 256 bits of entropy, so unlike a password it cannot be
 guessed from its hash, and a slow KDF would only slow every request down.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -6,6 +6,7 @@ and the JSON API (with its account checks) stays the one way data leaves the ser
 team.js builds the DOM with textContent only (never innerHTML), so stored strings such
 as tracebacks cannot inject markup; the Content-Security-Policy allows only our script.
 """
+
 from __future__ import annotations
 
 import html
@@ -26,9 +27,16 @@ from .tokens import token_hash, token_id_of, well_formed
 WIDGETS = Path(__file__).parent.parent / "static"
 # Scripts only from this server; the shared views set element styles (bar widths, colours),
 # so inline styles are allowed (styles cannot run code).
-PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-            "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
-NAV = (("", "Clusters"), ("/exceptions", "Exceptions"), ("/costs", "Costs"), ("/reports", "Reports"))
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
+)
+NAV = (
+    ("", "Clusters"),
+    ("/exceptions", "Exceptions"),
+    ("/costs", "Costs"),
+    ("/reports", "Reports"),
+)
 
 
 def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, ...] = ()) -> str:
@@ -50,9 +58,14 @@ def _shell(prefix: str, title: str, body: str, page: str = "", args: tuple[str, 
 
 
 def error_page(prefix: str, status: int, message: str) -> str:
-    login = f' <a href="{html.escape(prefix, quote=True)}/login">Log in</a>' if status == 401 else ""
-    return _shell(prefix, f"Error {status}",
-                  f'<h1>Error {status}</h1><p class="error">{html.escape(message)}{login}</p>')
+    login = (
+        f' <a href="{html.escape(prefix, quote=True)}/login">Log in</a>' if status == 401 else ""
+    )
+    return _shell(
+        prefix,
+        f"Error {status}",
+        f'<h1>Error {status}</h1><p class="error">{html.escape(message)}{login}</p>',
+    )
 
 
 class WebHandler(BaseHandler):
@@ -127,12 +140,15 @@ class FormHandler(WebHandler):
         try:
             RequestHandler.check_xsrf_cookie(self)
         except HTTPError:
-            raise ApiError(403, "this form has expired or did not come from this server: reload the login page "
-                                "and try again") from None
+            raise ApiError(
+                403,
+                "this form has expired or did not come from this server: reload the login page "
+                "and try again",
+            ) from None
 
 
 def _has_control(text: str) -> bool:
-    return any(ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 for ch in text)
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
 
 
 class LoginHandler(FormHandler):
@@ -143,7 +159,9 @@ class LoginHandler(FormHandler):
         the others tornado would silently strip from the argument."""
         for raw in self.request.query_arguments.get("next", []):
             if _has_control(raw.decode("utf-8", "replace")):
-                raise ApiError(400, "next= must be a path on this server, without control characters")
+                raise ApiError(
+                    400, "next= must be a path on this server, without control characters"
+                )
         return _safe_next(self.ctx.prefix, self.get_query_argument("next", None))
 
     def get(self) -> None:
@@ -175,11 +193,21 @@ class LoginHandler(FormHandler):
         if found.principal is None:
             if found.problem == "expired":
                 await self.refuse_if_counted_over(
-                    self.auth_failure(f"login with expired token {token_id_of(token)}", token), token)
-                self._form(f"This token expired on {_utc(found.expires)}: make a new one.", status=401)
+                    self.auth_failure(f"login with expired token {token_id_of(token)}", token),
+                    token,
+                )
+                self._form(
+                    f"This token expired on {_utc(found.expires)}: make a new one.", status=401
+                )
             else:
-                what = f"unknown or revoked token {token_id_of(token)}" if well_formed(token) else "a malformed token"
-                await self.refuse_if_counted_over(self.auth_failure(f"login with {what}", token), token)
+                what = (
+                    f"unknown or revoked token {token_id_of(token)}"
+                    if well_formed(token)
+                    else "a malformed token"
+                )
+                await self.refuse_if_counted_over(
+                    self.auth_failure(f"login with {what}", token), token
+                )
                 self._form("Unknown, revoked or malformed token.", status=401)
             return
         principal = found.principal
@@ -189,13 +217,24 @@ class LoginHandler(FormHandler):
         # The cookie names a session kept in the database, signed with the server's
         # secret: the token itself never sits in the browser, and a logout or revoking
         # the token ends the session wherever a copy of the cookie is.
-        session_id = await self.call(self.ctx.new_session, principal.token_id, time.time() + days * 86400,
-                                     executor=self.ctx.body_executor)
+        session_id = await self.call(
+            self.ctx.new_session,
+            principal.token_id,
+            time.time() + days * 86400,
+            executor=self.ctx.body_executor,
+        )
         session = create_signed_value(self.ctx.session_secret, SESSION_COOKIE, session_id)
         path = self.ctx.prefix + "/"
         self.clear_cookie(OLD_COOKIE, path=path)
-        self.set_cookie(SESSION_COOKIE, session, path=path, httponly=True, samesite="Lax",
-                        secure=self.request.protocol == "https", expires_days=days)
+        self.set_cookie(
+            SESSION_COOKIE,
+            session,
+            path=path,
+            httponly=True,
+            samesite="Lax",
+            secure=self.request.protocol == "https",
+            expires_days=days,
+        )
         self.redirect(nxt)
 
 
@@ -205,7 +244,9 @@ class LogoutHandler(FormHandler):
         if self.get_body_argument("_xsrf", None) is not None:
             self.check_form_xsrf()  # a form that carries the token must carry the right one
         session_id = self.session_id()
-        if session_id is not None:  # ended in the database: a copy of the cookie is worth nothing now
+        if (
+            session_id is not None
+        ):  # ended in the database: a copy of the cookie is worth nothing now
             await self.call(self.ctx.end_session, session_id, executor=self.ctx.body_executor)
         path = self.ctx.prefix + "/"
         self.clear_cookie(SESSION_COOKIE, path=path)

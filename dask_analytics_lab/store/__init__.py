@@ -9,6 +9,7 @@ Modules: engine (connecting, SQLite locking), schema (tables), migrate + migrati
 (Alembic), validate (message data), ingest (writes), queries (reads), store (the
 Store object tying them together).
 """
+
 from ..store_errors import NotFound, StoreUnavailable
 from .store import Store, open_store
 

@@ -10,11 +10,13 @@ stores) nothing changes.  The estimate is of the JSON the rows become, so the bu
 also bounds the answer's size; it is computed as rows arrive, so a result set is never
 held whole (PostgreSQL reads then use a server-side cursor: store.Store.reading).
 """
+
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 
 class AnswerTooLarge(Exception):
@@ -22,7 +24,9 @@ class AnswerTooLarge(Exception):
 
     def __init__(self, limit: int):
         self.limit = limit
-        super().__init__(f"this answer would be larger than the server's maximum of {limit:,} bytes")
+        super().__init__(
+            f"this answer would be larger than the server's maximum of {limit:,} bytes"
+        )
 
 
 class Budget:
@@ -45,7 +49,9 @@ class Budget:
         return out
 
 
-_current: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("dal_answer_budget", default=None)
+_current: contextvars.ContextVar[Budget | None] = contextvars.ContextVar(
+    "dal_answer_budget", default=None
+)
 
 
 def current() -> Budget | None:

@@ -12,6 +12,7 @@ Figures per run and per task prefix: wall time, compute (seconds of task executi
 transfer, disk, bytes and tasks.  A run's cost is its compute time priced at its
 cluster's price per core-hour: the part of the cluster's bill this run kept busy.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,9 +20,9 @@ from typing import Any
 import sqlalchemy as sa
 from dask.utils import format_bytes
 
-from . import schema as s
-from ..store_errors import NotFound
 from ..figures import duration
+from ..store_errors import NotFound
+from . import schema as s
 from .queries import _clock, _computation_row, _in_account, _limit, _mark_lost, _rows
 
 # Figures kept per run and per prefix, summed over a prefix's groups.
@@ -53,7 +54,9 @@ def _wall(row: dict) -> float | None:
 
 def _prices(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, dict]:
     c = s.clusters.c
-    q = sa.select(c.cluster_id, c.name, c.price_per_core_hour).where(c.cluster_id.in_(sorted(cluster_ids)))
+    q = sa.select(c.cluster_id, c.name, c.price_per_core_hour).where(
+        c.cluster_id.in_(sorted(cluster_ids))
+    )
     return {r.cluster_id: {"name": r.name, "price": r.price_per_core_hour} for r in conn.execute(q)}
 
 
@@ -61,10 +64,16 @@ def _run(row: dict, cluster: dict | None) -> dict:
     price = (cluster or {}).get("price")
     compute = row.get("compute") or 0.0
     return {
-        "computation_id": row["computation_id"], "cluster_id": row["cluster_id"],
-        "cluster_name": (cluster or {}).get("name"), "label": row.get("label"),
-        "state": row["state"], "start": row["start"], "stop": row.get("stop"), "wall": _wall(row),
-        **{k: row.get(k) for k in FIGURES if k != "n_erred"}, "n_erred": row.get("n_erred"),
+        "computation_id": row["computation_id"],
+        "cluster_id": row["cluster_id"],
+        "cluster_name": (cluster or {}).get("name"),
+        "label": row.get("label"),
+        "state": row["state"],
+        "start": row["start"],
+        "stop": row.get("stop"),
+        "wall": _wall(row),
+        **{k: row.get(k) for k in FIGURES if k != "n_erred"},
+        "n_erred": row.get("n_erred"),
         "cost": None if price is None else compute / 3600 * price,
     }
 
@@ -83,16 +92,26 @@ def _fingerprint_of(comp: dict) -> str:
     return comp["fingerprint"]
 
 
-def list_runs(conn: sa.Connection, computation_id: str, *, account: str | None = None,
-              limit: int | None = 100, now: float | None = None) -> list[dict]:
+def list_runs(
+    conn: sa.Connection,
+    computation_id: str,
+    *,
+    account: str | None = None,
+    limit: int | None = 100,
+    now: float | None = None,
+) -> list[dict]:
     """Every run of this computation's code the reader may see, newest first, each with
     its wall time, figures and cost (None where its cluster has no price). A computation
     without a fingerprint has one run: itself."""
     comp = _computation_row(conn, computation_id, account)
     c = s.computations
     if comp.get("fingerprint"):
-        q = (sa.select(c).where(c.c.fingerprint == comp["fingerprint"], _in_account(c, account))
-             .order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(_limit(limit)))
+        q = (
+            sa.select(c)
+            .where(c.c.fingerprint == comp["fingerprint"], _in_account(c, account))
+            .order_by(c.c.start.desc(), c.c.computation_id.desc())
+            .limit(_limit(limit))
+        )
         rows = _rows(conn.execute(q))
     else:  # recorded before fingerprints: the one run of its code we can name is itself
         rows = [comp]
@@ -105,20 +124,41 @@ def baseline_of(conn: sa.Connection, comp: dict, *, account: str | None = None) 
     """The latest finished run of the same code that started before `comp`."""
     c = s.computations
     fp = _fingerprint_of(comp)
-    q = (sa.select(c).where(c.c.fingerprint == fp, _in_account(c, account), c.c.state == "finished",
-                            c.c.computation_id != comp["computation_id"],
-                            sa.or_(c.c.start < comp["start"],
-                                   sa.and_(c.c.start == comp["start"], c.c.computation_id < comp["computation_id"])))
-         .order_by(c.c.start.desc(), c.c.computation_id.desc()).limit(1))
+    q = (
+        sa.select(c)
+        .where(
+            c.c.fingerprint == fp,
+            _in_account(c, account),
+            c.c.state == "finished",
+            c.c.computation_id != comp["computation_id"],
+            sa.or_(
+                c.c.start < comp["start"],
+                sa.and_(c.c.start == comp["start"], c.c.computation_id < comp["computation_id"]),
+            ),
+        )
+        .order_by(c.c.start.desc(), c.c.computation_id.desc())
+        .limit(1)
+    )
     rows = _rows(conn.execute(q))
     return rows[0] if rows else None
 
 
 def _groups(conn: sa.Connection, comp: dict) -> list[sa.Row]:
     g = s.task_groups.c
-    q = sa.select(g.name, g.prefix, g.n_tasks, g.n_erred, g.compute, g.transfer, g.disk_read, g.disk_write,
-                  g.nbytes, g.start, g.stop, g.dependencies).where(g.cluster_id == comp["cluster_id"],
-                                                                   g.computation_id == comp["computation_id"])
+    q = sa.select(
+        g.name,
+        g.prefix,
+        g.n_tasks,
+        g.n_erred,
+        g.compute,
+        g.transfer,
+        g.disk_read,
+        g.disk_write,
+        g.nbytes,
+        g.start,
+        g.stop,
+        g.dependencies,
+    ).where(g.cluster_id == comp["cluster_id"], g.computation_id == comp["computation_id"])
     return list(conn.execute(q))
 
 
@@ -171,28 +211,50 @@ def inputs_differ(before: dict[str, dict], after: dict[str, dict]) -> dict | Non
     else {"before": {"n_tasks", "nbytes"}, "after": {...}, "groups": [{"prefix",
     "before", "after"}] (each input prefix, None where a run had none), "sentence"}."""
     zero = {"n_tasks": 0, "nbytes": 0}
-    groups = [{"prefix": p, "before": before.get(p), "after": after.get(p)} for p in sorted(set(before) | set(after))]
-    total = {side: {k: sum(f[k] for f in figures.values()) for k in zero}
-             for side, figures in (("before", before), ("after", after))}
-    if not any((g["before"] or zero)["n_tasks"] != (g["after"] or zero)["n_tasks"]
-               or _bytes_moved((g["before"] or zero)["nbytes"], (g["after"] or zero)["nbytes"]) for g in groups):
+    groups = [
+        {"prefix": p, "before": before.get(p), "after": after.get(p)}
+        for p in sorted(set(before) | set(after))
+    ]
+    total = {
+        side: {k: sum(f[k] for f in figures.values()) for k in zero}
+        for side, figures in (("before", before), ("after", after))
+    }
+    if not any(
+        (g["before"] or zero)["n_tasks"] != (g["after"] or zero)["n_tasks"]
+        or _bytes_moved((g["before"] or zero)["nbytes"], (g["after"] or zero)["nbytes"])
+        for g in groups
+    ):
         return None
     b, a = total["before"], total["after"]
     # An input task's result is what Dask measured: when Dask fused the reading with the
     # first reduction step, that result is small, and the sentence says whose bytes they are.
-    said = (f"{b['n_tasks']:,} → {a['n_tasks']:,} input tasks, whose results held "
-            f"{format_bytes(b['nbytes'])} → {format_bytes(a['nbytes'])}")
+    said = (
+        f"{b['n_tasks']:,} → {a['n_tasks']:,} input tasks, whose results held "
+        f"{format_bytes(b['nbytes'])} → {format_bytes(a['nbytes'])}"
+    )
     moved = [g for g in groups if g["before"] != g["after"]]
     if len(groups) > 1 and moved:
-        said += " (" + "; ".join(
-            f"{g['prefix']}: {(g['before'] or zero)['n_tasks']:,} → {(g['after'] or zero)['n_tasks']:,} tasks, "
-            f"{format_bytes((g['before'] or zero)['nbytes'])} → {format_bytes((g['after'] or zero)['nbytes'])}"
-            for g in moved[:3]) + ("; …" if len(moved) > 3 else "") + ")"
+        said += (
+            " ("
+            + "; ".join(
+                f"{g['prefix']}: {(g['before'] or zero)['n_tasks']:,} → {(g['after'] or zero)['n_tasks']:,} tasks, "
+                f"{format_bytes((g['before'] or zero)['nbytes'])} → {format_bytes((g['after'] or zero)['nbytes'])}"
+                for g in moved[:3]
+            )
+            + ("; …" if len(moved) > 3 else "")
+            + ")"
+        )
     return {**total, "groups": groups, "sentence": said}
 
 
-def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = None,
-            account: str | None = None, now: float | None = None) -> dict:
+def compare(
+    conn: sa.Connection,
+    computation_id: str,
+    *,
+    baseline: str | None = None,
+    account: str | None = None,
+    now: float | None = None,
+) -> dict:
     """This run against a baseline (default: `baseline_of`): {"computation_id",
     "baseline_id", "wall": {"before", "after", "ratio"}, "groups": [{"prefix",
     "before", "after", "ratio"}], "inputs_differ": inputs_differ(...) or None,
@@ -209,26 +271,53 @@ def compare(conn: sa.Connection, computation_id: str, *, baseline: str | None = 
     run_after = _run(after, clusters.get(after["cluster_id"]))
     groups_after = _groups(conn, after)
     if before is None:
-        return {"computation_id": after["computation_id"], "baseline_id": None, "before": None, "after": run_after,
-                "wall": {"before": None, "after": run_after["wall"], "ratio": None},
-                "groups": [{"prefix": p, "before": None, "after": f, "ratio": None}
-                           for p, f in sorted(_by_prefix(groups_after).items())],
-                "inputs_differ": None,
-                "findings": ["no earlier finished run of this code to compare with"]}
+        return {
+            "computation_id": after["computation_id"],
+            "baseline_id": None,
+            "before": None,
+            "after": run_after,
+            "wall": {"before": None, "after": run_after["wall"], "ratio": None},
+            "groups": [
+                {"prefix": p, "before": None, "after": f, "ratio": None}
+                for p, f in sorted(_by_prefix(groups_after).items())
+            ],
+            "inputs_differ": None,
+            "findings": ["no earlier finished run of this code to compare with"],
+        }
     run_before = _run(before, clusters.get(before["cluster_id"]))
     groups_before = _groups(conn, before)
     b, a = _by_prefix(groups_before), _by_prefix(groups_after)
-    groups = [{"prefix": p, "before": b.get(p), "after": a.get(p),
-               "ratio": _ratio((b.get(p) or {}).get("compute"), (a.get(p) or {}).get("compute"))}
-              for p in set(b) | set(a)]
-    groups.sort(key=lambda g: (-abs((g["after"] or {}).get("compute", 0.0) - (g["before"] or {}).get("compute", 0.0)),
-                               g["prefix"]))
-    wall = {"before": run_before["wall"], "after": run_after["wall"],
-            "ratio": _ratio(run_before["wall"], run_after["wall"])}
+    groups = [
+        {
+            "prefix": p,
+            "before": b.get(p),
+            "after": a.get(p),
+            "ratio": _ratio((b.get(p) or {}).get("compute"), (a.get(p) or {}).get("compute")),
+        }
+        for p in set(b) | set(a)
+    ]
+    groups.sort(
+        key=lambda g: (
+            -abs((g["after"] or {}).get("compute", 0.0) - (g["before"] or {}).get("compute", 0.0)),
+            g["prefix"],
+        )
+    )
+    wall = {
+        "before": run_before["wall"],
+        "after": run_after["wall"],
+        "ratio": _ratio(run_before["wall"], run_after["wall"]),
+    }
     inputs = inputs_differ(_inputs(groups_before), _inputs(groups_after))
-    return {"computation_id": after["computation_id"], "baseline_id": before["computation_id"],
-            "before": run_before, "after": run_after, "wall": wall, "groups": groups, "inputs_differ": inputs,
-            "findings": findings(run_before, run_after, wall, groups, inputs)}
+    return {
+        "computation_id": after["computation_id"],
+        "baseline_id": before["computation_id"],
+        "before": run_before,
+        "after": run_after,
+        "wall": wall,
+        "groups": groups,
+        "inputs_differ": inputs,
+        "findings": findings(run_before, run_after, wall, groups, inputs),
+    }
 
 
 def _times(x: float) -> str:
@@ -255,7 +344,9 @@ def _change(kind: str, before: float | None, after: float | None) -> str:
     return f"{word} {_times(after / before)} ({show(before)} → {show(after)})"
 
 
-def findings(before: dict, after: dict, wall: dict, groups: list[dict], inputs: dict | None = None) -> list[str]:
+def findings(
+    before: dict, after: dict, wall: dict, groups: list[dict], inputs: dict | None = None
+) -> list[str]:
     """What changed most, in plain words, biggest first, after how this run ended and
     whether the two runs worked on the same inputs, and on the same work at all."""
     out: list[str] = []
@@ -264,24 +355,34 @@ def findings(before: dict, after: dict, wall: dict, groups: list[dict], inputs: 
     elif after["state"] != "finished":
         out.append(f"this run {after['state']}; the baseline finished")
     if inputs is not None:
-        out.append(f"the inputs differ ({inputs['sentence']}): a change in time may come from the size, "
-                   "not from the code")
+        out.append(
+            f"the inputs differ ({inputs['sentence']}): a change in time may come from the size, "
+            "not from the code"
+        )
     if groups and all(g["before"] is None or g["after"] is None for g in groups):
         out.append("the two runs share no task prefix: the same line of code made different work")
     preamble = len(out)
     if wall["ratio"] and _moved("wall", wall["before"], wall["after"]):
         how = "slower" if wall["ratio"] > 1 else "faster"
         x = wall["ratio"] if wall["ratio"] > 1 else 1 / wall["ratio"]
-        out.append(f"{_times(x)} {how} overall ({duration(wall['before'])} → {duration(wall['after'])})")
+        out.append(
+            f"{_times(x)} {how} overall ({duration(wall['before'])} → {duration(wall['after'])})"
+        )
     for g in groups:
         b, a = g["before"], g["after"]
         if b is None:
-            out.append(f"{g['prefix']}: new, {duration(a['compute'])} compute over {a['n_tasks']:,} tasks")
+            out.append(
+                f"{g['prefix']}: new, {duration(a['compute'])} compute over {a['n_tasks']:,} tasks"
+            )
             continue
         if a is None:
             out.append(f"{g['prefix']}: gone ({duration(b['compute'])} compute before)")
             continue
-        said = [_change(k, b[k], a[k]) for k in ("compute", "transfer", "disk", "nbytes") if _moved(k, b[k], a[k])]
+        said = [
+            _change(k, b[k], a[k])
+            for k in ("compute", "transfer", "disk", "nbytes")
+            if _moved(k, b[k], a[k])
+        ]
         if a["n_erred"] and not b["n_erred"]:
             said.append(f"{a['n_erred']:,} tasks erred where none did")
         if a["n_tasks"] != b["n_tasks"] and b["n_tasks"]:
@@ -298,17 +399,40 @@ def _compute(group: dict) -> float:
     return max((side or {}).get("compute") or 0.0 for side in (group["before"], group["after"]))
 
 
-def run_summary(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
+def run_summary(
+    conn: sa.Connection, computation_id: str, *, account: str | None = None
+) -> dict[str, Any]:
     """For views: this run's ratio against its baseline, and the recent runs' wall times."""
     try:
         result = compare(conn, computation_id, account=account)
         runs = list_runs(conn, computation_id, account=account, limit=20)
     except NoFingerprint:
-        return {"computation_id": computation_id, "baseline_id": None, "wall": None, "findings": [],
-                "inputs_differ": None, "groups": {}, "runs": []}
-    return {"computation_id": result["computation_id"], "baseline_id": result["baseline_id"], "wall": result["wall"],
-            "findings": result["findings"], "inputs_differ": result["inputs_differ"],
-            "groups": {g["prefix"]: g["ratio"] if _compute(g) >= VS_MIN_COMPUTE else None
-                       for g in result["groups"]},
-            "runs": [{"computation_id": r["computation_id"], "start": r["start"], "wall": r["wall"],
-                      "state": r["state"]} for r in runs[::-1]]}
+        return {
+            "computation_id": computation_id,
+            "baseline_id": None,
+            "wall": None,
+            "findings": [],
+            "inputs_differ": None,
+            "groups": {},
+            "runs": [],
+        }
+    return {
+        "computation_id": result["computation_id"],
+        "baseline_id": result["baseline_id"],
+        "wall": result["wall"],
+        "findings": result["findings"],
+        "inputs_differ": result["inputs_differ"],
+        "groups": {
+            g["prefix"]: g["ratio"] if _compute(g) >= VS_MIN_COMPUTE else None
+            for g in result["groups"]
+        },
+        "runs": [
+            {
+                "computation_id": r["computation_id"],
+                "start": r["start"],
+                "wall": r["wall"],
+                "state": r["state"],
+            }
+            for r in runs[::-1]
+        ],
+    }

@@ -15,6 +15,7 @@ event loop, and the rows it writes would hold source lines outside the privacy s
 and the encryption that cover code snippets.  Read here, only a reader that may open a
 snippet's text places a frame with it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,8 +30,13 @@ DYNAMIC = "<dynamic-code>"
 _FRAME_LINE = re.compile(r'^(\s*)File "<dynamic-code>", line (\d+), in (.+)$')
 _LOCATION = re.compile(r"^<dynamic-code>:(\d+) in (.+)$")
 # Code objects that are not `def`s, by the name Python gives their frames.
-_ANONYMOUS = {"<lambda>": ast.Lambda, "<genexpr>": ast.GeneratorExp, "<listcomp>": ast.ListComp,
-              "<setcomp>": ast.SetComp, "<dictcomp>": ast.DictComp}
+_ANONYMOUS = {
+    "<lambda>": ast.Lambda,
+    "<genexpr>": ast.GeneratorExp,
+    "<listcomp>": ast.ListComp,
+    "<setcomp>": ast.SetComp,
+    "<dictcomp>": ast.DictComp,
+}
 
 
 def has_dynamic_code(row: dict) -> bool:
@@ -55,8 +61,12 @@ class Snippets:
             for fname, start, end in functions:
                 # Written no later than the statement that made the computation: the
                 # definition that ran (a later one in the snippet had not run yet).
-                if fname == name and start <= line - first + 1 <= end and start <= made_by \
-                        and 0 <= line - first < len(lines):
+                if (
+                    fname == name
+                    and start <= line - first + 1 <= end
+                    and start <= made_by
+                    and 0 <= line - first < len(lines)
+                ):
                     found.add((snippet["filename"], lines[line - first].strip()))
                     break
         return found.pop() if len(found) == 1 else None
@@ -73,10 +83,17 @@ def _outline(text: str, call: int) -> tuple[tuple[tuple[str, int, int], ...], in
         # e.g. a cell with IPython magics, sent as typed: no frame is placed from it
         return (), 0
     nodes = list(ast.walk(tree))
-    functions = tuple((n, _start(node), node.end_lineno or node.lineno) for node in nodes if (n := _name(node)))
-    around = [node for node in nodes
-              if isinstance(node, ast.stmt) and node.lineno <= call <= (node.end_lineno or node.lineno)]
-    inner = min(around, key=lambda node: (node.end_lineno or node.lineno) - node.lineno, default=None)
+    functions = tuple(
+        (n, _start(node), node.end_lineno or node.lineno) for node in nodes if (n := _name(node))
+    )
+    around = [
+        node
+        for node in nodes
+        if isinstance(node, ast.stmt) and node.lineno <= call <= (node.end_lineno or node.lineno)
+    ]
+    inner = min(
+        around, key=lambda node: (node.end_lineno or node.lineno) - node.lineno, default=None
+    )
     return functions, (inner.end_lineno or inner.lineno) if inner else call
 
 
@@ -102,23 +119,37 @@ def place(row: dict, snippets: Snippets) -> dict:
         changed = True
     if not hit and not changed:
         return row
-    return {**row, "location": new_location, "traceback_text": "".join(out) if changed else traceback_text,
-            "recorded_location": location, "recorded_traceback_text": traceback_text}
+    return {
+        **row,
+        "location": new_location,
+        "traceback_text": "".join(out) if changed else traceback_text,
+        "recorded_location": location,
+        "recorded_traceback_text": traceback_text,
+    }
 
 
 def as_recorded(row: dict) -> dict:
     """The row as Dask reported it: for a report that may not hold code."""
     if "recorded_location" not in row:
         return row
-    out = {**row, "location": row["recorded_location"], "traceback_text": row["recorded_traceback_text"]}
+    out = {
+        **row,
+        "location": row["recorded_location"],
+        "traceback_text": row["recorded_traceback_text"],
+    }
     del out["recorded_location"], out["recorded_traceback_text"]
     return out
 
 
 def _usable(snippet: dict) -> bool:
     text = snippet.get("text")
-    return (isinstance(text, str) and not is_sealed(text) and bool(snippet.get("filename"))
-            and isinstance(snippet.get("lineno_frame"), int) and isinstance(snippet.get("lineno_relative"), int))
+    return (
+        isinstance(text, str)
+        and not is_sealed(text)
+        and bool(snippet.get("filename"))
+        and isinstance(snippet.get("lineno_frame"), int)
+        and isinstance(snippet.get("lineno_relative"), int)
+    )
 
 
 def _name(node: Any) -> str | None:

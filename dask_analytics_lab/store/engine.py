@@ -11,14 +11,16 @@ SQLite needs care to take several writer processes and readers at once:
 Python's sqlite3 (before 3.12) issues its own BEGINs; SQLAlchemy's documented
 recipe turns that off (isolation_level None) and emits BEGIN in the "begin" event.
 """
+
 from __future__ import annotations
 
 import contextlib
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, NoReturn
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -82,16 +84,21 @@ def make_engine(url: str, *, single_connection: bool = False) -> sa.Engine:
     if u.get_backend_name() == "postgresql":
         try:
             # pre_ping: a pooled connection may have died with a server restart.
-            return sa.create_engine(u, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
-                                    **pool)
+            return sa.create_engine(
+                u, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}, **pool
+            )
         except ImportError as e:
             # An install to fix, not an outage: said as what to run, still an ImportError.
             raise ModuleNotFoundError(
                 f"the store {masked(url)} is PostgreSQL, and psycopg is not installed here ({e}); "
-                "install it with: pip install 'dask-analytics-lab[postgresql]'", name="psycopg") from None
+                "install it with: pip install 'dask-analytics-lab[postgresql]'",
+                name="psycopg",
+            ) from None
     if is_memory(u):
         # One shared connection, or every checkout would see its own empty database.
-        engine = sa.create_engine(u, poolclass=StaticPool, connect_args={"check_same_thread": False})
+        engine = sa.create_engine(
+            u, poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
     else:
         _make_parent_dir(u)
         engine = sa.create_engine(u, poolclass=QueuePool, **pool) if pool else sa.create_engine(u)
@@ -127,7 +134,9 @@ def _sqlite_on_connect(dbapi_conn: Any, record: Any) -> None:
 
 
 def _sqlite_on_begin(conn: sa.Connection) -> None:
-    conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("dal_read") else "BEGIN IMMEDIATE")
+    conn.exec_driver_sql(
+        "BEGIN" if conn.get_execution_options().get("dal_read") else "BEGIN IMMEDIATE"
+    )
 
 
 def read_options(engine: sa.Engine) -> dict:
@@ -157,12 +166,18 @@ def raise_unavailable(shown_url: str, backend: str, exc: BaseException) -> NoRet
     if "locked" in reason:
         advice = f"Another process held its write lock for over {BUSY_TIMEOUT_MS // 1000} s; try again later."
     elif backend == "postgresql":
-        advice = ("Check that the PostgreSQL server is running and reachable from here, and that "
-                  "analytics.store names the right host, port, user, password and database.")
+        advice = (
+            "Check that the PostgreSQL server is running and reachable from here, and that "
+            "analytics.store names the right host, port, user, password and database."
+        )
     else:
-        advice = ("Check that the file is a dask-analytics SQLite store, that its directory is "
-                  "writable by this user and on a local disk, or set analytics.store to another path.")
-    raise StoreUnavailable(f"cannot use the analytics store {shown_url}: {reason}. {advice}") from exc
+        advice = (
+            "Check that the file is a dask-analytics SQLite store, that its directory is "
+            "writable by this user and on a local disk, or set analytics.store to another path."
+        )
+    raise StoreUnavailable(
+        f"cannot use the analytics store {shown_url}: {reason}. {advice}"
+    ) from exc
 
 
 # How often (in SQLite virtual machine instructions) the time limit is checked: about
@@ -180,8 +195,10 @@ def time_limit(conn: sa.Connection, seconds: float | None, shown_url: str) -> It
         return
     timed_out = [False]
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}",
-                             execution_options={"stream_results": False})  # not a cursor's query
+        conn.exec_driver_sql(
+            f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}",
+            execution_options={"stream_results": False},
+        )  # not a cursor's query
         raw = None
     else:
         raw = conn.connection.dbapi_connection
@@ -201,7 +218,8 @@ def time_limit(conn: sa.Connection, seconds: float | None, shown_url: str) -> It
             raise QueryTimeout(
                 f"a read of the analytics store {shown_url} ran past the query time limit of {seconds:g} s and "
                 "was cancelled; ask for less (a smaller limit= or a narrower since=/until=), or raise the limit "
-                "(server setting query_timeout, `dask-analytics server --query-timeout SECONDS`)") from None
+                "(server setting query_timeout, `dask-analytics server --query-timeout SECONDS`)"
+            ) from None
         raise
     finally:
         if raw is not None:
@@ -209,4 +227,6 @@ def time_limit(conn: sa.Connection, seconds: float | None, shown_url: str) -> It
 
 
 def _query_canceled(e: sa.exc.DBAPIError) -> bool:
-    return getattr(e.orig, "sqlstate", None) == "57014"  # PostgreSQL: query_canceled (statement_timeout)
+    return (
+        getattr(e.orig, "sqlstate", None) == "57014"
+    )  # PostgreSQL: query_canceled (statement_timeout)

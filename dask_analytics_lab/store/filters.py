@@ -4,6 +4,7 @@ The public API, the CLI and the team server all pass what they were given throug
 these, so a bad value reads the same everywhere (a ValueError saying what was wrong
 and what to pass; the server answers it as a 400 before any query runs).
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,8 +22,10 @@ COST_BY = ("user", "day", "month")
 MAX_TEXT = 200  # the longest filter text (the server's ids have the same bound)
 MAX_CURSOR = 600
 
-_TIME_HELP = ("seconds since the epoch, a datetime, an ISO date or time such as '2026-11-01' or "
-              "'2026-11-01T12:00:00Z' (no offset: UTC), or an age such as '7d' or '12h' (that long ago)")
+_TIME_HELP = (
+    "seconds since the epoch, a datetime, an ISO date or time such as '2026-11-01' or "
+    "'2026-11-01T12:00:00Z' (no offset: UTC), or an age such as '7d' or '12h' (that long ago)"
+)
 
 
 _EPOCH_FLOOR = 1e8  # 1973: nothing was recorded before; a smaller number is an age without its unit
@@ -37,9 +40,9 @@ def parse_time(value: Any, name: str, *, now: float | None = None) -> float | No
     if isinstance(value, (int, float)):
         t = float(value)
     elif isinstance(value, dt.datetime):
-        t = (value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)).timestamp()
+        t = (value if value.tzinfo else value.replace(tzinfo=dt.UTC)).timestamp()
     elif isinstance(value, dt.date):
-        t = dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc).timestamp()
+        t = dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp()
     elif isinstance(value, str):
         t = _parse_time_text(value.strip(), name, now)
     else:
@@ -48,8 +51,10 @@ def parse_time(value: Any, name: str, *, now: float | None = None) -> float | No
         raise ValueError(f"{name} must be {_TIME_HELP}; got {value!r}")
     if 0 < t < _EPOCH_FLOOR:
         # "--since 30" meant 30 days, not 30 s after 1970 (which would match everything).
-        raise ValueError(f"{name}={value!r} reads as seconds since the epoch (1970): for an age write it "
-                         f"with its unit, such as '{value}d' or '{value}h'")
+        raise ValueError(
+            f"{name}={value!r} reads as seconds since the epoch (1970): for an age write it "
+            f"with its unit, such as '{value}d' or '{value}h'"
+        )
     return t
 
 
@@ -119,15 +124,22 @@ def decode_cursor(cursor: Any) -> tuple[float, str] | None:
     """(start, id) of a cursor made by encode_cursor; None stays None."""
     if cursor is None:
         return None
-    bad = ValueError("before must be the `cursor` of the last row of the previous page, "
-                     f"as this store gave it; got {str(cursor)[:40]!r}")
+    bad = ValueError(
+        "before must be the `cursor` of the last row of the previous page, "
+        f"as this store gave it; got {str(cursor)[:40]!r}"
+    )
     if not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR:
         raise bad
     try:
         start, ident = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError, binascii.Error):
         raise bad from None
-    if (isinstance(start, bool) or not isinstance(start, (int, float)) or not math.isfinite(start)
-            or not isinstance(ident, str) or not ident):
+    if (
+        isinstance(start, bool)
+        or not isinstance(start, (int, float))
+        or not math.isfinite(start)
+        or not isinstance(ident, str)
+        or not ident
+    ):
         raise bad
     return float(start), ident

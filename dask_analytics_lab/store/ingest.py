@@ -8,27 +8,56 @@ groups, an exception's count, a profile) carry the time of the message they came
 from in `updated`, and an upsert only wins when it is not older: messages may arrive
 out of order after a retry.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from msgspec.structs import asdict
 
 from ..codecrypt import local_cipher
-from ..messages import (SAMPLE_FIELDS, ClusterMessage, ClusterSampleMessage, ClusterStopMessage, CodeMessage,
-                        ComputationMessage, Envelope, EventMessage, ExceptionMessage, GpuSamplesMessage,
-                        HeartbeatMessage, MessageError, MetricsMessage, ProfileMessage, TaskStreamMessage, Totals,
-                        WorkerSamplesMessage, check_batch)
+from ..messages import (
+    SAMPLE_FIELDS,
+    ClusterMessage,
+    ClusterSampleMessage,
+    ClusterStopMessage,
+    CodeMessage,
+    ComputationMessage,
+    Envelope,
+    EventMessage,
+    ExceptionMessage,
+    GpuSamplesMessage,
+    HeartbeatMessage,
+    MessageError,
+    MetricsMessage,
+    ProfileMessage,
+    TaskStreamMessage,
+    Totals,
+    WorkerSamplesMessage,
+    check_batch,
+)
 from . import schema as s
 from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
 
 # The order kinds are applied in: the cluster row first, so other kinds find it filled.
-KIND_ORDER = (ClusterMessage, ClusterSampleMessage, ClusterStopMessage, CodeMessage, ComputationMessage,
-              ExceptionMessage, EventMessage, ProfileMessage, GpuSamplesMessage, MetricsMessage,
-              WorkerSamplesMessage, TaskStreamMessage)
+KIND_ORDER = (
+    ClusterMessage,
+    ClusterSampleMessage,
+    ClusterStopMessage,
+    CodeMessage,
+    ComputationMessage,
+    ExceptionMessage,
+    EventMessage,
+    ProfileMessage,
+    GpuSamplesMessage,
+    MetricsMessage,
+    WorkerSamplesMessage,
+    TaskStreamMessage,
+)
 
 
 def ingest(engine: sa.Engine, messages: Any) -> int:
@@ -48,7 +77,9 @@ def ingest(engine: sa.Engine, messages: Any) -> int:
     except sa.exc.DataError as e:
         # A value the contract lets through but the database refuses: retrying cannot help,
         # so say so as the shipper understands it (drop, don't retry).
-        raise MessageError(f"the store refused data in this batch: {str(e.orig).splitlines()[0]}") from e
+        raise MessageError(
+            f"the store refused data in this batch: {str(e.orig).splitlines()[0]}"
+        ) from e
     except (sa.exc.IntegrityError, sa.exc.OperationalError) as e:
         # A concurrent writer claimed the same rows first (PostgreSQL), or a deadlock
         # between two batches: once more, and it sees the other's committed work.
@@ -100,8 +131,14 @@ def _latest(rows: list[dict], key: tuple[str, ...]) -> list[dict]:
 
 
 def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
-    stmt = _insert(conn, s.ingested).on_conflict_do_nothing().returning(s.ingested.c.cluster_id, s.ingested.c.seq)
-    rows = conn.execute(stmt, [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs])
+    stmt = (
+        _insert(conn, s.ingested)
+        .on_conflict_do_nothing()
+        .returning(s.ingested.c.cluster_id, s.ingested.c.seq)
+    )
+    rows = conn.execute(
+        stmt, [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs]
+    )
     return {(r.cluster_id, r.seq) for r in rows}
 
 
@@ -118,24 +155,55 @@ def _touch_clusters(conn: sa.Connection, msgs: list[Any]) -> None:
     c = s.clusters.c
     stmt = stmt.on_conflict_do_update(
         index_elements=[c.cluster_id],
-        set_={"last_seen": sa.case((stmt.excluded.last_seen > c.last_seen, stmt.excluded.last_seen),
-                                   else_=c.last_seen)},
+        set_={
+            "last_seen": sa.case(
+                (stmt.excluded.last_seen > c.last_seen, stmt.excluded.last_seen), else_=c.last_seen
+            )
+        },
     )
-    conn.execute(stmt, [{"cluster_id": cid, "started": first[cid], "first_seen": first[cid],
-                         "last_seen": last[cid]} for cid in sorted(first)])
+    conn.execute(
+        stmt,
+        [
+            {
+                "cluster_id": cid,
+                "started": first[cid],
+                "first_seen": first[cid],
+                "last_seen": last[cid],
+            }
+            for cid in sorted(first)
+        ],
+    )
 
 
 def _clusters(conn: sa.Connection, msgs: list[ClusterMessage]) -> None:
     rows = []
     for m in msgs:
         d = m.data
-        rows.append({
-            **asdict(d), "cluster_id": m.cluster_id, "started": d.started if d.started is not None else m.time,
-            "first_seen": m.time, "last_seen": m.time, "updated": m.time,
-        })
+        rows.append(
+            {
+                **asdict(d),
+                "cluster_id": m.cluster_id,
+                "started": d.started if d.started is not None else m.time,
+                "first_seen": m.time,
+                "last_seen": m.time,
+                "updated": m.time,
+            }
+        )
     stmt = _insert(conn, s.clusters)
-    fields = ["name", "address", "user", "account", "started", "price_per_core_hour",
-              "versions", "platform", "settings", "reported_user", "heartbeat", "updated"]
+    fields = [
+        "name",
+        "address",
+        "user",
+        "account",
+        "started",
+        "price_per_core_hour",
+        "versions",
+        "platform",
+        "settings",
+        "reported_user",
+        "heartbeat",
+        "updated",
+    ]
     stmt = stmt.on_conflict_do_update(
         index_elements=[s.clusters.c.cluster_id],
         set_=_set_from_excluded(stmt, fields),
@@ -153,9 +221,16 @@ def _cluster_samples(conn: sa.Connection, msgs: list[ClusterSampleMessage]) -> N
         sa.update(s.clusters)
         .where(c.cluster_id == sa.bindparam("b_cluster_id"))
         .where(sa.or_(c.sample_time.is_(None), c.sample_time <= sa.bindparam("b_time")))
-        .values({**{f: sa.bindparam("b_" + f) for f in SAMPLE_FIELDS}, "sample_time": sa.bindparam("b_time")})
+        .values(
+            {
+                **{f: sa.bindparam("b_" + f) for f in SAMPLE_FIELDS},
+                "sample_time": sa.bindparam("b_time"),
+            }
+        )
     )
-    conn.execute(stmt, [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))])
+    conn.execute(
+        stmt, [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))]
+    )
     _peaks(conn, rows)
 
 
@@ -176,11 +251,19 @@ def _peaks(conn: sa.Connection, rows: list[dict]) -> None:
     stmt = (
         sa.update(s.clusters)
         .where(c.cluster_id == sa.bindparam("b_cluster_id"))
-        .values(peak_workers=grow(c.peak_workers, "workers"), peak_threads=grow(c.peak_threads, "threads"),
-                peak_memory=grow(c.peak_memory, "memory"))
+        .values(
+            peak_workers=grow(c.peak_workers, "workers"),
+            peak_threads=grow(c.peak_threads, "threads"),
+            peak_memory=grow(c.peak_memory, "memory"),
+        )
     )
-    conn.execute(stmt, [{"b_cluster_id": cid, **{"b_" + k: v for k, v in p.items()}}
-                        for cid, p in sorted(peaks.items())])
+    conn.execute(
+        stmt,
+        [
+            {"b_cluster_id": cid, **{"b_" + k: v for k, v in p.items()}}
+            for cid, p in sorted(peaks.items())
+        ],
+    )
 
 
 def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
@@ -188,20 +271,31 @@ def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
     stmt = (
         sa.update(s.clusters)
         .where(c.cluster_id == sa.bindparam("b_cluster_id"))
-        .values(stopped=sa.bindparam("b_stopped"), stop_reason=sa.bindparam("b_reason"),
-                idle_shutdown=sa.bindparam("b_idle_shutdown"))
+        .values(
+            stopped=sa.bindparam("b_stopped"),
+            stop_reason=sa.bindparam("b_reason"),
+            idle_shutdown=sa.bindparam("b_idle_shutdown"),
+        )
     )
-    rows = [{"b_cluster_id": m.cluster_id, "b_stopped": m.data.stopped if m.data.stopped is not None else m.time,
-             "b_reason": m.data.reason, "b_idle_shutdown": m.data.idle_shutdown}
-            for m in msgs]
+    rows = [
+        {
+            "b_cluster_id": m.cluster_id,
+            "b_stopped": m.data.stopped if m.data.stopped is not None else m.time,
+            "b_reason": m.data.reason,
+            "b_idle_shutdown": m.data.idle_shutdown,
+        }
+        for m in msgs
+    ]
     conn.execute(stmt, _latest(rows, ("b_cluster_id",)))
 
 
 def _code(conn: sa.Connection, msgs: list[CodeMessage]) -> None:
     # First one wins: a snippet is known by its account and the hash of its content.
     accounts = cluster_accounts(conn, {m.cluster_id for m in msgs})
-    rows = {(accounts[m.cluster_id], m.data.hash): {**asdict(m.data), "account": accounts[m.cluster_id]}
-            for m in reversed(msgs)}
+    rows = {
+        (accounts[m.cluster_id], m.data.hash): {**asdict(m.data), "account": accounts[m.cluster_id]}
+        for m in reversed(msgs)
+    }
     # With a code key in this process (codecrypt.local_cipher), the text is stored
     # encrypted; text a team server already encrypted with its key is left as it is.
     # A key that is configured but unusable raises: never plain text instead.
@@ -218,9 +312,11 @@ def cluster_accounts(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, st
     """Each cluster's account: its own row's, else the team server's owner, else "default"."""
     ids = sorted(cluster_ids)
     c, o = s.clusters.c, cluster_owners.c
-    q = (sa.select(c.cluster_id, sa.func.coalesce(c.account, o.account))
-         .select_from(s.clusters.outerjoin(cluster_owners, o.cluster_id == c.cluster_id))
-         .where(c.cluster_id.in_(ids)))
+    q = (
+        sa.select(c.cluster_id, sa.func.coalesce(c.account, o.account))
+        .select_from(s.clusters.outerjoin(cluster_owners, o.cluster_id == c.cluster_id))
+        .where(c.cluster_id.in_(ids))
+    )
     found = dict(conn.execute(q).all())
     return {cid: found.get(cid) or "default" for cid in ids}
 
@@ -231,14 +327,24 @@ def _computations(conn: sa.Connection, msgs: list[ComputationMessage]) -> None:
     cipher = local_cipher(create=True)
     for m in msgs:
         d, cid, t = m.data, m.cluster_id, m.time
-        comps.append({
-            "computation_id": d.id, "cluster_id": cid, "start": d.start, "stop": d.stop,
-            "state": d.state, "code_hashes": d.code or [],
-            "code_frames": None if d.code_frames is None else [asdict(f) for f in d.code_frames],
-            "code_line": cipher.encrypt(d.code_line), "label": d.label,
-            "fingerprint": d.fingerprint, **asdict(d.totals or Totals()),
-            "updated": t,
-        })
+        comps.append(
+            {
+                "computation_id": d.id,
+                "cluster_id": cid,
+                "start": d.start,
+                "stop": d.stop,
+                "state": d.state,
+                "code_hashes": d.code or [],
+                "code_frames": None
+                if d.code_frames is None
+                else [asdict(f) for f in d.code_frames],
+                "code_line": cipher.encrypt(d.code_line),
+                "label": d.label,
+                "fingerprint": d.fingerprint,
+                **asdict(d.totals or Totals()),
+                "updated": t,
+            }
+        )
         for g in d.groups or []:
             groups.append({**asdict(g), "cluster_id": cid, "computation_id": d.id, "updated": t})
 
@@ -248,7 +354,9 @@ def _computations(conn: sa.Connection, msgs: list[ComputationMessage]) -> None:
         index_elements=[s.computations.c.computation_id],
         set_=_set_from_excluded(stmt, fields),
         # A computation id another cluster already used is not overwritten by this one.
-        where=sa.and_(s.computations.c.cluster_id == stmt.excluded.cluster_id, _newer(s.computations, stmt)),
+        where=sa.and_(
+            s.computations.c.cluster_id == stmt.excluded.cluster_id, _newer(s.computations, stmt)
+        ),
     )
     conn.execute(stmt, _latest(comps, ("computation_id",)))
 
@@ -267,42 +375,80 @@ def _exceptions(conn: sa.Connection, msgs: list[ExceptionMessage]) -> None:
     rows = []
     for m in msgs:
         d, t = m.data, m.time
-        rows.append({
-            "cluster_id": m.cluster_id, "computation_id": d.computation_id or "",
-            "task_group": d.group or "", "hash": d.hash,
-            "exception_text": d.exception_text, "traceback_text": d.traceback_text,
-            "example_key": d.key, "count": d.count if d.count is not None else 1,
-            "exc_type": d.exc_type, "location": d.location, "pattern": d.pattern,
-            "examples": d.examples, "workers": d.workers,
-            "first_time": d.first_time if d.first_time is not None else t,
-            "last_time": d.last_time if d.last_time is not None else t,
-            "updated": t,
-        })
+        rows.append(
+            {
+                "cluster_id": m.cluster_id,
+                "computation_id": d.computation_id or "",
+                "task_group": d.group or "",
+                "hash": d.hash,
+                "exception_text": d.exception_text,
+                "traceback_text": d.traceback_text,
+                "example_key": d.key,
+                "count": d.count if d.count is not None else 1,
+                "exc_type": d.exc_type,
+                "location": d.location,
+                "pattern": d.pattern,
+                "examples": d.examples,
+                "workers": d.workers,
+                "first_time": d.first_time if d.first_time is not None else t,
+                "last_time": d.last_time if d.last_time is not None else t,
+                "updated": t,
+            }
+        )
     key = ("cluster_id", "computation_id", "task_group", "hash")
     stmt = _insert(conn, s.exceptions)
     stmt = stmt.on_conflict_do_update(
         index_elements=list(key),
         # count, first_time and last_time are cumulative in the message: they replace
-        set_=_set_from_excluded(stmt, ["exception_text", "traceback_text", "example_key", "count",
-                                       "first_time", "last_time", "exc_type", "location", "pattern",
-                                       "examples", "workers", "updated"]),
+        set_=_set_from_excluded(
+            stmt,
+            [
+                "exception_text",
+                "traceback_text",
+                "example_key",
+                "count",
+                "first_time",
+                "last_time",
+                "exc_type",
+                "location",
+                "pattern",
+                "examples",
+                "workers",
+                "updated",
+            ],
+        ),
         where=_newer(s.exceptions, stmt),
     )
     conn.execute(stmt, _latest(rows, key))
 
 
 def _events(conn: sa.Connection, msgs: list[EventMessage]) -> None:
-    conn.execute(sa.insert(s.events), [
-        {"cluster_id": m.cluster_id, "topic": m.data.topic,
-         "time": m.data.time if m.data.time is not None else m.time, "msg": m.data.msg}
-        for m in msgs
-    ])
+    conn.execute(
+        sa.insert(s.events),
+        [
+            {
+                "cluster_id": m.cluster_id,
+                "topic": m.data.topic,
+                "time": m.data.time if m.data.time is not None else m.time,
+                "msg": m.data.msg,
+            }
+            for m in msgs
+        ],
+    )
 
 
 def _profiles(conn: sa.Connection, msgs: list[ProfileMessage]) -> None:
-    rows = [{"cluster_id": m.cluster_id, "computation_id": m.data.computation_id or "",
-             "prefix": m.data.prefix or "", "tree": m.data.tree, "count": m.data.count, "updated": m.time}
-            for m in msgs]
+    rows = [
+        {
+            "cluster_id": m.cluster_id,
+            "computation_id": m.data.computation_id or "",
+            "prefix": m.data.prefix or "",
+            "tree": m.data.tree,
+            "count": m.data.count,
+            "updated": m.time,
+        }
+        for m in msgs
+    ]
     key = ("cluster_id", "computation_id", "prefix")
     stmt = _insert(conn, s.profiles)
     stmt = stmt.on_conflict_do_update(
@@ -318,18 +464,35 @@ def _gpu_samples(conn: sa.Connection, msgs: list[GpuSamplesMessage]) -> None:
     for m in msgs:
         d = m.data
         for sample in d.samples:
-            rows.append({
-                "cluster_id": m.cluster_id, "worker": d.worker, "host": d.host, "monitor_id": d.monitor_id,
-                **asdict(sample), "time": sample.time if sample.time is not None else m.time,
-            })
+            rows.append(
+                {
+                    "cluster_id": m.cluster_id,
+                    "worker": d.worker,
+                    "host": d.host,
+                    "monitor_id": d.monitor_id,
+                    **asdict(sample),
+                    "time": sample.time if sample.time is not None else m.time,
+                }
+            )
     if rows:
         conn.execute(sa.insert(s.gpu_samples), rows)
 
 
 def _metrics(conn: sa.Connection, msgs: list[MetricsMessage]) -> None:
-    rows = [{"cluster_id": m.cluster_id, "computation_id": m.data.computation_id, "prefix": r.prefix or "",
-             "context": r.context, "activity": r.activity, "unit": r.unit, "value": r.value, "updated": m.time}
-            for m in msgs for r in m.data.rows]
+    rows = [
+        {
+            "cluster_id": m.cluster_id,
+            "computation_id": m.data.computation_id,
+            "prefix": r.prefix or "",
+            "context": r.context,
+            "activity": r.activity,
+            "unit": r.unit,
+            "value": r.value,
+            "updated": m.time,
+        }
+        for m in msgs
+        for r in m.data.rows
+    ]
     if not rows:
         return
     key = ("cluster_id", "computation_id", "prefix", "context", "activity", "unit")
@@ -343,7 +506,9 @@ def _metrics(conn: sa.Connection, msgs: list[MetricsMessage]) -> None:
 
 
 def _worker_samples(conn: sa.Connection, msgs: list[WorkerSamplesMessage]) -> None:
-    rows = [{"cluster_id": m.cluster_id, **asdict(sample)} for m in msgs for sample in m.data.samples]
+    rows = [
+        {"cluster_id": m.cluster_id, **asdict(sample)} for m in msgs for sample in m.data.samples
+    ]
     if rows:
         conn.execute(sa.insert(s.worker_samples), rows)
 
@@ -354,9 +519,20 @@ def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
     for m in msgs:  # in seq order: a replace drops what came before it, this batch's too
         d = m.data
         if d.replace:
-            rows = [r for r in rows if not (r["cluster_id"] == m.cluster_id and r["computation_id"] == d.computation_id)]
-            conn.execute(sa.delete(t).where(t.c.cluster_id == m.cluster_id, t.c.computation_id == d.computation_id))
-        rows += [{"cluster_id": m.cluster_id, "computation_id": d.computation_id, **asdict(r)} for r in d.rows]
+            rows = [
+                r
+                for r in rows
+                if not (r["cluster_id"] == m.cluster_id and r["computation_id"] == d.computation_id)
+            ]
+            conn.execute(
+                sa.delete(t).where(
+                    t.c.cluster_id == m.cluster_id, t.c.computation_id == d.computation_id
+                )
+            )
+        rows += [
+            {"cluster_id": m.cluster_id, "computation_id": d.computation_id, **asdict(r)}
+            for r in d.rows
+        ]
     if rows:
         conn.execute(sa.insert(t), rows)
 

@@ -4,6 +4,7 @@ Alembic (and Mako, Pygments with it: ~21,000 objects the garbage collector then 
 in every process, the scheduler's included) is imported only when a migration runs:
 an open of a store already at head reads its revision with one query.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .engine import READ
 from ..store_errors import StoreUnavailable
+from .engine import READ
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Any constant: the PostgreSQL advisory lock that serialises concurrent upgrades.

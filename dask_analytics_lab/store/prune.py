@@ -29,13 +29,16 @@ row deleted last.  Between transactions prune sleeps at least as long as the las
 took (and 100 ms on SQLite, longer than its busy handler's longest nap), so waiting
 writers get the lock.
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import time
 from collections import defaultdict
-from typing import Any, Callable, ContextManager, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -49,10 +52,16 @@ from .team_schema import cluster_owners
 KEPT_TABLES = (cluster_owners, team_schema.reports)
 # Rows that hang off a cluster, deleted before its row (children first: foreign keys);
 # `ingested` last, so a batch cut short still refuses the retries of what it kept.
-CHILD_TABLES: tuple[sa.Table, ...] = tuple(sorted(
-    (t for t in reversed(s.metadata.sorted_tables)
-     if "cluster_id" in t.c and t is not s.clusters and t not in KEPT_TABLES),
-    key=lambda t: t is s.ingested))
+CHILD_TABLES: tuple[sa.Table, ...] = tuple(
+    sorted(
+        (
+            t
+            for t in reversed(s.metadata.sorted_tables)
+            if "cluster_id" in t.c and t is not s.clusters and t not in KEPT_TABLES
+        ),
+        key=lambda t: t is s.ingested,
+    )
+)
 # A snippet whose account had a cluster recording this recently is not deleted.
 ACTIVE = 3600.0
 BATCH = 20
@@ -65,13 +74,24 @@ def is_old(cutoff: float) -> sa.ColumnElement:
     """Clusters that ended before `cutoff` (started < cutoff only narrows it, and lets
     the `started` index find them)."""
     c = s.clusters.c
-    return sa.and_(c.started < cutoff, c.last_seen < cutoff, sa.or_(c.stopped.is_(None), c.stopped < cutoff))
+    return sa.and_(
+        c.started < cutoff, c.last_seen < cutoff, sa.or_(c.stopped.is_(None), c.stopped < cutoff)
+    )
 
 
-def prune(store: Any, older_than: float | None = None, *, cutoff: float | None = None, dry_run: bool = False,
-          batch: int = BATCH, max_rows: int = MAX_ROWS, pause: float | None = None,
-          lock: Callable[[], ContextManager] | None = None, stop: Callable[[], bool] | None = None,
-          now: float | None = None) -> dict[str, Any]:
+def prune(
+    store: Any,
+    older_than: float | None = None,
+    *,
+    cutoff: float | None = None,
+    dry_run: bool = False,
+    batch: int = BATCH,
+    max_rows: int = MAX_ROWS,
+    pause: float | None = None,
+    lock: Callable[[], AbstractContextManager] | None = None,
+    stop: Callable[[], bool] | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
     """Delete (or with dry_run count) the clusters that ended more than `older_than`
     seconds ago (or before the time `cutoff`), with all their rows.
 
@@ -89,8 +109,16 @@ def prune(store: Any, older_than: float | None = None, *, cutoff: float | None =
         counts = _count(store, cutoff, now)
     else:
         pause = (SQLITE_PAUSE if store.dialect == "sqlite" else 0.0) if pause is None else pause
-        counts = _delete(store, cutoff, now, batch=max(1, batch), max_rows=max(1, max_rows), pause=pause,
-                         lock=lock or contextlib.nullcontext, stop=stop or (lambda: False))
+        counts = _delete(
+            store,
+            cutoff,
+            now,
+            batch=max(1, batch),
+            max_rows=max(1, max_rows),
+            pause=pause,
+            lock=lock or contextlib.nullcontext,
+            stop=stop or (lambda: False),
+        )
     counts["seconds"] = round(time.perf_counter() - start, 3)
     return counts
 
@@ -109,18 +137,30 @@ def _count(store: Any, cutoff: float, now: float) -> dict[str, int]:
         for chunk in _chunks(ids, 500):
             for t in CHILD_TABLES:
                 counts[t.name] += conn.execute(
-                    sa.select(sa.func.count()).select_from(t).where(t.c.cluster_id.in_(chunk))).scalar_one()
+                    sa.select(sa.func.count()).select_from(t).where(t.c.cluster_id.in_(chunk))
+                ).scalar_one()
         if ids:
             old = set(ids)
             kept = _referenced(conn, None, exclude=old)
             active = _active_accounts(conn, now)
-            counts["code_snippets"] = sum(1 for k in _snippet_keys(conn) if k not in kept and k[0] not in active)
+            counts["code_snippets"] = sum(
+                1 for k in _snippet_keys(conn) if k not in kept and k[0] not in active
+            )
     return _ordered(counts)
 
 
 # --- deleting -----------------------------------------------------------------------
-def _delete(store: Any, cutoff: float, now: float, *, batch: int, max_rows: int, pause: float,
-            lock: Callable[[], ContextManager], stop: Callable[[], bool]) -> dict[str, int]:
+def _delete(
+    store: Any,
+    cutoff: float,
+    now: float,
+    *,
+    batch: int,
+    max_rows: int,
+    pause: float,
+    lock: Callable[[], AbstractContextManager],
+    stop: Callable[[], bool],
+) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
     while not stop():
         t0 = time.perf_counter()
@@ -149,19 +189,34 @@ def _retrying(store: Any, body: Callable[[sa.Connection], bool]) -> bool:
     raise AssertionError("unreachable")
 
 
-def _one_batch(conn: sa.Connection, cutoff: float, batch: int, max_rows: int, counts: dict[str, int]) -> bool:
+def _one_batch(
+    conn: sa.Connection, cutoff: float, batch: int, max_rows: int, counts: dict[str, int]
+) -> bool:
     """Delete up to `max_rows` rows of up to `batch` old clusters; True when none is left."""
     c = s.clusters.c
-    picked = [r[0] for r in conn.execute(
-        sa.select(c.cluster_id).where(is_old(cutoff)).order_by(c.started, c.cluster_id).limit(batch))]
+    picked = [
+        r[0]
+        for r in conn.execute(
+            sa.select(c.cluster_id)
+            .where(is_old(cutoff))
+            .order_by(c.started, c.cluster_id)
+            .limit(batch)
+        )
+    ]
     if not picked:
         return True
     # Lock them (PostgreSQL; SQLite's BEGIN IMMEDIATE already excludes writers) in id
     # order, as ingest touches clusters, and check again: a message may have just
     # brought one back.
-    ids = [r[0] for r in conn.execute(
-        sa.select(c.cluster_id).where(c.cluster_id.in_(picked), is_old(cutoff))
-        .order_by(c.cluster_id).with_for_update())]
+    ids = [
+        r[0]
+        for r in conn.execute(
+            sa.select(c.cluster_id)
+            .where(c.cluster_id.in_(picked), is_old(cutoff))
+            .order_by(c.cluster_id)
+            .with_for_update()
+        )
+    ]
     if not ids:
         return False
     budget = max_rows
@@ -185,7 +240,7 @@ def _delete_rows(conn: sa.Connection, t: sa.Table, ids: list[str], limit: int) -
 
 
 # --- code snippets --------------------------------------------------------------
-def _sweep_snippets(store: Any, now: float, lock: Callable[[], ContextManager]) -> int:
+def _sweep_snippets(store: Any, now: float, lock: Callable[[], AbstractContextManager]) -> int:
     """Delete the snippets no computation refers to, except in accounts that recorded lately.
 
     A live cluster's scheduler sends a snippet once, maybe in the batch before the
@@ -206,26 +261,36 @@ def _sweep_snippets(store: Any, now: float, lock: Callable[[], ContextManager]) 
                 # have not committed, and holds new ones off for this short transaction.
                 conn.exec_driver_sql("LOCK TABLE code_snippets IN SHARE ROW EXCLUSIVE MODE")
             active = _active_accounts(conn, now)
-            recent = sa.select(s.clusters.c.cluster_id).where(s.clusters.c.last_seen >= scanned - ACTIVE)
+            recent = sa.select(s.clusters.c.cluster_id).where(
+                s.clusters.c.last_seen >= scanned - ACTIVE
+            )
             late = _referenced(conn, s.computations.c.cluster_id.in_(recent))
             gone = [k for k in chunk if k[0] not in active and k not in late]
             cs = s.code_snippets.c
             for acc, hashes in _by_account(gone).items():
-                deleted += conn.execute(sa.delete(s.code_snippets).where(cs.account == acc,
-                                                                         cs.hash.in_(hashes))).rowcount
+                deleted += conn.execute(
+                    sa.delete(s.code_snippets).where(cs.account == acc, cs.hash.in_(hashes))
+                ).rowcount
     return deleted
 
 
-def _referenced(conn: sa.Connection, where: Any, exclude: set[str] | None = None) -> set[tuple[str, str]]:
+def _referenced(
+    conn: sa.Connection, where: Any, exclude: set[str] | None = None
+) -> set[tuple[str, str]]:
     """(account, hash) of the snippets the computations (those matching `where`) refer to,
     by code_hashes or code_frames; a computation's account is its cluster's, as
     ingest.cluster_accounts decides it."""
     cc, cl, o = s.computations.c, s.clusters.c, cluster_owners.c
     account = sa.func.coalesce(cl.account, o.account, "default")
-    q = (sa.select(cc.cluster_id, account, cc.code_hashes, cc.code_frames)
-         .select_from(s.computations.join(s.clusters, cl.cluster_id == cc.cluster_id)
-                      .outerjoin(cluster_owners, o.cluster_id == cc.cluster_id))
-         .where(sa.or_(cc.code_hashes.is_not(None), cc.code_frames.is_not(None))))
+    q = (
+        sa.select(cc.cluster_id, account, cc.code_hashes, cc.code_frames)
+        .select_from(
+            s.computations.join(s.clusters, cl.cluster_id == cc.cluster_id).outerjoin(
+                cluster_owners, o.cluster_id == cc.cluster_id
+            )
+        )
+        .where(sa.or_(cc.code_hashes.is_not(None), cc.code_frames.is_not(None)))
+    )
     if where is not None:
         q = q.where(where)
     found: set[tuple[str, str]] = set()
@@ -233,8 +298,11 @@ def _referenced(conn: sa.Connection, where: Any, exclude: set[str] | None = None
         if exclude and cid in exclude:
             continue
         found.update((acc, h) for h in _json(hashes) or () if isinstance(h, str))
-        found.update((acc, f["hash"]) for f in _json(frames) or ()
-                     if isinstance(f, dict) and isinstance(f.get("hash"), str))
+        found.update(
+            (acc, f["hash"])
+            for f in _json(frames) or ()
+            if isinstance(f, dict) and isinstance(f.get("hash"), str)
+        )
     return found
 
 
@@ -243,8 +311,12 @@ def _json(value: Any) -> Any:
 
 
 def _active_accounts(conn: sa.Connection, now: float) -> set[str]:
-    recent = [r[0] for r in conn.execute(
-        sa.select(s.clusters.c.cluster_id).where(s.clusters.c.last_seen >= now - ACTIVE))]
+    recent = [
+        r[0]
+        for r in conn.execute(
+            sa.select(s.clusters.c.cluster_id).where(s.clusters.c.last_seen >= now - ACTIVE)
+        )
+    ]
     return set(cluster_accounts(conn, set(recent)).values()) if recent else set()
 
 
@@ -262,4 +334,4 @@ def _by_account(keys: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
 
 def _chunks(items: list, n: int) -> Iterator[list]:
     for i in range(0, len(items), n):
-        yield items[i:i + n]
+        yield items[i : i + n]

@@ -8,6 +8,7 @@ A cluster's lifecycle is decided here, once, for every reader (API, server, CLI,
 widgets, team page): see `lifecycle`.  Reads that depend on it take `now` (seconds
 since the epoch; default: the clock) so tests can say when "now" is.
 """
+
 from __future__ import annotations
 
 import time
@@ -17,14 +18,22 @@ import sqlalchemy as sa
 from distributed import profile as dask_profile
 
 from ..codecrypt import is_sealed, reading_cipher
+from ..ids import MAX_CANDIDATES, MIN_PREFIX
 from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
+from ..store_errors import ambiguous, unknown
 from . import schema as s
 from .budget import collect
 from .dynamic_code import Snippets, has_dynamic_code, place
-from ..ids import MAX_CANDIDATES, MIN_PREFIX
-from ..store_errors import ambiguous, unknown
-from .filters import (CLUSTER_STATES, COMPUTATION_STATES, decode_cursor, encode_cursor, parse_by, parse_state,
-                      parse_text, parse_time)
+from .filters import (
+    CLUSTER_STATES,
+    COMPUTATION_STATES,
+    decode_cursor,
+    encode_cursor,
+    parse_by,
+    parse_state,
+    parse_text,
+    parse_time,
+)
 from .ingest import cluster_accounts
 
 # Where a computation's label leaves prefixes out (collect/computations.py _label).
@@ -58,12 +67,16 @@ def _limit(limit: int | None) -> int | None:
 def _in_account(table: sa.Table, account: str | None) -> sa.ColumnElement:
     if account is None:
         return sa.true()
-    return table.c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.account == account))
+    return table.c.cluster_id.in_(
+        sa.select(s.clusters.c.cluster_id).where(s.clusters.c.account == account)
+    )
 
 
 def _require_cluster(conn: sa.Connection, cluster_id: str, account: str | None) -> str:
     """The cluster's full id (`cluster_id` may be a unique prefix, see ids.py)."""
-    q = sa.select(s.clusters.c.cluster_id).where(s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account))
+    q = sa.select(s.clusters.c.cluster_id).where(
+        s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account)
+    )
     if conn.execute(q).first() is None:
         return _by_prefix(conn, s.clusters, cluster_id, account, "cluster", "clusters")
     return cluster_id
@@ -80,16 +93,21 @@ def _computation_row(conn: sa.Connection, computation_id: str, account: str | No
     return rows[0]
 
 
-def _by_prefix(conn: sa.Connection, table: sa.Table, prefix: str, account: str | None, what: str,
-               command: str) -> str:
+def _by_prefix(
+    conn: sa.Connection, table: sa.Table, prefix: str, account: str | None, what: str, command: str
+) -> str:
     """The one id of `table` in the account that starts with `prefix` (MIN_PREFIX characters
     or more), as git takes a short commit id; NotFound for none, AmbiguousId for several."""
     if not isinstance(prefix, str) or len(prefix) < MIN_PREFIX:
         raise unknown(what, prefix, command)
     col = table.c[f"{what}_id"]
     # substr, not LIKE: SQLite's LIKE ignores case, and a prefix holds no wildcards to escape.
-    q = (sa.select(col).where(sa.func.substr(col, 1, len(prefix)) == prefix, _in_account(table, account))
-         .order_by(col).limit(MAX_CANDIDATES + 1))
+    q = (
+        sa.select(col)
+        .where(sa.func.substr(col, 1, len(prefix)) == prefix, _in_account(table, account))
+        .order_by(col)
+        .limit(MAX_CANDIDATES + 1)
+    )
     found = list(conn.execute(q).scalars())
     if not found:
         raise unknown(what, prefix, command)
@@ -111,8 +129,13 @@ def _lost_after_sql() -> sa.ColumnElement:
     return LOST_AFTER_HEARTBEATS * sa.func.coalesce(s.clusters.c.heartbeat, LEGACY_HEARTBEAT)
 
 
-def lifecycle(stopped: float | None, last_seen: float, started: float, now: float,
-              heartbeat: float | None = None) -> dict:
+def lifecycle(
+    stopped: float | None,
+    last_seen: float,
+    started: float,
+    now: float,
+    heartbeat: float | None = None,
+) -> dict:
     """The one rule for a cluster's lifecycle: {"status", "ended", "duration"}.
 
     "stopped" once its scheduler said it closed (it ended then); "lost" when nothing
@@ -131,7 +154,9 @@ def lifecycle(stopped: float | None, last_seen: float, started: float, now: floa
 
 
 def _with_lifecycle(row: dict, now: float) -> dict:
-    row.update(lifecycle(row["stopped"], row["last_seen"], row["started"], now, row.get("heartbeat")))
+    row.update(
+        lifecycle(row["stopped"], row["last_seen"], row["started"], now, row.get("heartbeat"))
+    )
     row["cursor"] = encode_cursor(row["started"], row["cluster_id"])
     return row
 
@@ -142,9 +167,19 @@ def _with_cursors(comps: list[dict]) -> list[dict]:
     return comps
 
 
-def list_clusters(conn: sa.Connection, *, account: str | None = None, user: str | None = None,
-                  state: str | None = None, since: Any = None, until: Any = None, text: str | None = None,
-                  before: str | None = None, limit: int | None = 100, now: float | None = None) -> list[dict]:
+def list_clusters(
+    conn: sa.Connection,
+    *,
+    account: str | None = None,
+    user: str | None = None,
+    state: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    text: str | None = None,
+    before: str | None = None,
+    limit: int | None = 100,
+    now: float | None = None,
+) -> list[dict]:
     """Newest first by (started, cluster_id); each row with its `status`, `ended` and
     `duration` (see `lifecycle`) and its `cursor`: pass the last row's as `before=` for
     the next (older) page.
@@ -153,8 +188,10 @@ def list_clusters(conn: sa.Connection, *, account: str | None = None, user: str 
     [since, until) (see filters.parse_time); text: in its name, any case."""
     now = _clock(now)
     c = s.clusters.c
-    q = sa.select(s.clusters).where(_in_account(s.clusters, account),
-                                    *_cluster_filters(user=user, state=state, text=text, now=now))
+    q = sa.select(s.clusters).where(
+        _in_account(s.clusters, account),
+        *_cluster_filters(user=user, state=state, text=text, now=now),
+    )
     q = _keyset(q, c.started, c.cluster_id, since=since, until=until, before=before, now=now)
     return [_with_lifecycle(r, now) for r in _rows(conn.execute(q.limit(_limit(limit))), page=True)]
 
@@ -178,8 +215,16 @@ def _cluster_filters(*, user: Any = None, state: Any = None, text: Any = None, n
     return terms
 
 
-def _keyset(q: sa.Select, start: sa.Column, ident: sa.Column, *, since: Any, until: Any, before: Any,
-            now: float) -> sa.Select:
+def _keyset(
+    q: sa.Select,
+    start: sa.Column,
+    ident: sa.Column,
+    *,
+    since: Any,
+    until: Any,
+    before: Any,
+    now: float,
+) -> sa.Select:
     """The date range and the page: rows older than the cursor, newest first.
 
     `start <= S` on its own bounds the index range scan on both databases; the OR
@@ -195,10 +240,13 @@ def _keyset(q: sa.Select, start: sa.Column, ident: sa.Column, *, since: Any, unt
     return q.order_by(start.desc(), ident.desc())
 
 
-def get_cluster(conn: sa.Connection, cluster_id: str, *, account: str | None = None,
-                now: float | None = None) -> dict:
+def get_cluster(
+    conn: sa.Connection, cluster_id: str, *, account: str | None = None, now: float | None = None
+) -> dict:
     """The cluster row with its `status`, `ended` and `duration` (see `lifecycle`)."""
-    q = sa.select(s.clusters).where(s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account))
+    q = sa.select(s.clusters).where(
+        s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account)
+    )
     rows = _rows(conn.execute(q))
     if not rows:
         full = _by_prefix(conn, s.clusters, cluster_id, account, "cluster", "clusters")
@@ -212,8 +260,9 @@ def _cluster_ends(conn: sa.Connection, cluster_ids: set[str], now: float) -> dic
     ends: dict[str, float] = {}
     ids = sorted(cluster_ids)
     for i in range(0, len(ids), 500):  # SQLite caps the number of bound values
-        q = sa.select(c.cluster_id, c.stopped, c.last_seen, c.started, c.heartbeat) \
-            .where(c.cluster_id.in_(ids[i:i + 500]))
+        q = sa.select(c.cluster_id, c.stopped, c.last_seen, c.started, c.heartbeat).where(
+            c.cluster_id.in_(ids[i : i + 500])
+        )
         for r in conn.execute(q):
             ended = lifecycle(r.stopped, r.last_seen, r.started, now, r.heartbeat)["ended"]
             if ended is not None:
@@ -235,8 +284,14 @@ def _mark_lost(conn: sa.Connection, comps: list[dict], now: float) -> list[dict]
     return comps
 
 
-def list_cluster_samples(conn: sa.Connection, cluster_id: str, *, account: str | None = None,
-                         limit: int | None = 10_000, offset: int = 0) -> list[dict]:
+def list_cluster_samples(
+    conn: sa.Connection,
+    cluster_id: str,
+    *,
+    account: str | None = None,
+    limit: int | None = 10_000,
+    offset: int = 0,
+) -> list[dict]:
     """The newest `limit` samples (after skipping the newest `offset`), oldest first."""
     cluster_id = _require_cluster(conn, cluster_id, account)
     t = s.cluster_samples
@@ -244,10 +299,20 @@ def list_cluster_samples(conn: sa.Connection, cluster_id: str, *, account: str |
     return _rows(conn.execute(q.limit(_limit(limit)).offset(offset)), page=True)[::-1]
 
 
-def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, account: str | None = None,
-                      user: str | None = None, state: str | None = None, since: Any = None, until: Any = None,
-                      text: str | None = None, before: str | None = None, limit: int | None = 100,
-                      now: float | None = None) -> list[dict]:
+def list_computations(
+    conn: sa.Connection,
+    *,
+    cluster_id: str | None = None,
+    account: str | None = None,
+    user: str | None = None,
+    state: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    text: str | None = None,
+    before: str | None = None,
+    limit: int | None = 100,
+    now: float | None = None,
+) -> list[dict]:
     """Newest first by (start, computation_id), with their totals, label, code line and
     `cursor` (pass the last row's as `before=` for the next page). The totals live on
     the row, so this reads `limit` rows of one table, however many task groups there
@@ -258,21 +323,31 @@ def list_computations(conn: sa.Connection, *, cluster_id: str | None = None, acc
     line of code that made it or a task prefix of it."""
     now = _clock(now)
     c = s.computations
-    q = sa.select(c).where(_in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now))
+    q = sa.select(c).where(
+        _in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now)
+    )
     if cluster_id is not None:
         cluster_id = _require_cluster(conn, cluster_id, account)
         q = q.where(c.c.cluster_id == cluster_id)
     q = _keyset(q, c.c.start, c.c.computation_id, since=since, until=until, before=before, now=now)
-    return _with_cursors(_mark_lost(conn, open_code_lines(_rows(conn.execute(q.limit(_limit(limit))), page=True)), now))
+    return _with_cursors(
+        _mark_lost(
+            conn, open_code_lines(_rows(conn.execute(q.limit(_limit(limit))), page=True)), now
+        )
+    )
 
 
-def _computation_filters(*, user: Any = None, state: Any = None, text: Any = None, now: float) -> list:
+def _computation_filters(
+    *, user: Any = None, state: Any = None, text: Any = None, now: float
+) -> list:
     c = s.computations.c
     terms: list = []
     user, text = parse_text(user, "user"), parse_text(text, "text")
     state = parse_state(state, COMPUTATION_STATES)
     if user is not None:
-        terms.append(c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.user == user)))
+        terms.append(
+            c.cluster_id.in_(sa.select(s.clusters.c.cluster_id).where(s.clusters.c.user == user))
+        )
     if text is not None:
         g = s.task_groups.c
         # A label names every prefix of its computation unless it was cut ("a → b → … → z",
@@ -280,20 +355,36 @@ def _computation_filters(*, user: Any = None, state: Any = None, text: Any = Non
         # a search that matches nothing reads the labels, not every task group.  A code line
         # a team server stored encrypted cannot be searched in SQL.
         cut = sa.or_(c.label.is_(None), c.label.contains(LABEL_CUT, autoescape=True))
-        prefix = sa.and_(cut, sa.exists().where(g.cluster_id == c.cluster_id, g.computation_id == c.computation_id,
-                                                g.prefix.icontains(text, autoescape=True)))
-        terms.append(sa.or_(c.label.icontains(text, autoescape=True), c.code_line.icontains(text, autoescape=True),
-                            prefix))
+        prefix = sa.and_(
+            cut,
+            sa.exists().where(
+                g.cluster_id == c.cluster_id,
+                g.computation_id == c.computation_id,
+                g.prefix.icontains(text, autoescape=True),
+            ),
+        )
+        terms.append(
+            sa.or_(
+                c.label.icontains(text, autoescape=True),
+                c.code_line.icontains(text, autoescape=True),
+                prefix,
+            )
+        )
     if state in ("running", "lost"):
         # Stored "running"; "lost" when its cluster ended (as _mark_lost says it).
         live = sa.select(s.clusters.c.cluster_id).where(*_cluster_filters(state="live", now=now))
-        terms += [c.state == "running", c.cluster_id.in_(live) if state == "running" else c.cluster_id.not_in(live)]
+        terms += [
+            c.state == "running",
+            c.cluster_id.in_(live) if state == "running" else c.cluster_id.not_in(live),
+        ]
     elif state is not None:
         terms.append(c.state == state)
     return terms
 
 
-def list_task_groups(conn: sa.Connection, computation_id: str, *, account: str | None = None) -> list[dict]:
+def list_task_groups(
+    conn: sa.Connection, computation_id: str, *, account: str | None = None
+) -> list[dict]:
     comp = _computation_row(conn, computation_id, account)
     return _task_groups(conn, comp)
 
@@ -301,12 +392,19 @@ def list_task_groups(conn: sa.Connection, computation_id: str, *, account: str |
 def _task_groups(conn: sa.Connection, comp: dict) -> list[dict]:
     g = s.task_groups
     # By the computation's own cluster: another cluster reusing the id is not mixed in.
-    q = sa.select(g).where(g.c.cluster_id == comp["cluster_id"], g.c.computation_id == comp["computation_id"])
+    q = sa.select(g).where(
+        g.c.cluster_id == comp["cluster_id"], g.c.computation_id == comp["computation_id"]
+    )
     return _rows(conn.execute(q.order_by(g.c.start.is_(None), g.c.start, g.c.name)))
 
 
-def get_computation(conn: sa.Connection, computation_id: str, *, account: str | None = None,
-                    now: float | None = None) -> dict:
+def get_computation(
+    conn: sa.Connection,
+    computation_id: str,
+    *,
+    account: str | None = None,
+    now: float | None = None,
+) -> dict:
     """The computation with its "groups" and its "code" snippets (in the order sent;
     a snippet whose `code` message never arrived has text None).
 
@@ -314,8 +412,11 @@ def get_computation(conn: sa.Connection, computation_id: str, *, account: str | 
     lineno_frame / lineno_relative here are where *this* computation was made (from
     the row's code_frames; a row recorded before those existed falls back to the
     snippet's own, which are its first sender's)."""
-    comp = _with_cursors(_mark_lost(conn, open_code_lines([_computation_row(conn, computation_id, account)]),
-                                    _clock(now)))[0]
+    comp = _with_cursors(
+        _mark_lost(
+            conn, open_code_lines([_computation_row(conn, computation_id, account)]), _clock(now)
+        )
+    )[0]
     comp["groups"] = _task_groups(conn, comp)
     comp["code"] = _code([comp], conn)[comp["cluster_id"], comp["computation_id"]]
     comp["metrics"] = _metrics(conn, comp)
@@ -331,7 +432,9 @@ def _code(comps: list[dict], conn: sa.Connection) -> dict[tuple[str, str], list[
         # Only the code each computation's own account sent.
         owners = cluster_accounts(conn, {comp["cluster_id"] for comp in comps})
         snippets = s.code_snippets.c
-        q = sa.select(s.code_snippets).where(snippets.account.in_(set(owners.values())), snippets.hash.in_(hashes))
+        q = sa.select(s.code_snippets).where(
+            snippets.account.in_(set(owners.values())), snippets.hash.in_(hashes)
+        )
         found = {(r.pop("account"), r["hash"]): r for r in _rows(conn.execute(q))}
     blank = {"text": None, "filename": None, "lineno_frame": None, "lineno_relative": None}
     out = {}
@@ -355,9 +458,11 @@ def _code(comps: list[dict], conn: sa.Connection) -> dict[tuple[str, str], list[
 def _metrics(conn: sa.Connection, comp: dict) -> list[dict]:
     """The computation's fine performance metrics: [{prefix, context, activity, unit, value}]."""
     m = s.computation_metrics.c
-    q = (sa.select(m.prefix, m.context, m.activity, m.unit, m.value)
-         .where(m.cluster_id == comp["cluster_id"], m.computation_id == comp["computation_id"])
-         .order_by(m.prefix, m.context, m.activity, m.unit))
+    q = (
+        sa.select(m.prefix, m.context, m.activity, m.unit, m.value)
+        .where(m.cluster_id == comp["cluster_id"], m.computation_id == comp["computation_id"])
+        .order_by(m.prefix, m.context, m.activity, m.unit)
+    )
     return [{**r, "prefix": r["prefix"] or None} for r in _rows(conn.execute(q))]
 
 
@@ -388,8 +493,15 @@ def _frame_for(frames: list[dict], h: str, nth: int) -> dict | None:
     return same[nth] if nth < len(same) else (same[-1] if same else None)
 
 
-def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, computation_id: str | None = None,
-                    account: str | None = None, limit: int | None = 100, offset: int = 0) -> list[dict]:
+def list_exceptions(
+    conn: sa.Connection,
+    *,
+    cluster_id: str | None = None,
+    computation_id: str | None = None,
+    account: str | None = None,
+    limit: int | None = 100,
+    offset: int = 0,
+) -> list[dict]:
     """Newest (last seen) first, from the `offset`th; one row per distinct failure with its count."""
     e = s.exceptions
     q = sa.select(e).where(_in_account(e, account))
@@ -398,7 +510,9 @@ def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, compu
         q = q.where(e.c.cluster_id == cluster_id)
     if computation_id is not None:
         comp = _computation_row(conn, computation_id, account)
-        q = q.where(e.c.cluster_id == comp["cluster_id"], e.c.computation_id == comp["computation_id"])
+        q = q.where(
+            e.c.cluster_id == comp["cluster_id"], e.c.computation_id == comp["computation_id"]
+        )
     q = q.order_by(e.c.last_time.desc(), e.c.id.desc()).limit(_limit(limit)).offset(offset)
     return _place_dynamic_code(conn, _rows(conn.execute(q), blanks=True, page=True))
 
@@ -406,26 +520,44 @@ def list_exceptions(conn: sa.Connection, *, cluster_id: str | None = None, compu
 def _place_dynamic_code(conn: sa.Connection, rows: list[dict]) -> list[dict]:
     """Frames of functions sent by value (`<dynamic-code>`) placed in the cell or file
     of their computation's snippets: see dynamic_code."""
-    wanted = {(r["cluster_id"], r["computation_id"]) for r in rows if r["computation_id"] and has_dynamic_code(r)}
+    wanted = {
+        (r["cluster_id"], r["computation_id"])
+        for r in rows
+        if r["computation_id"] and has_dynamic_code(r)
+    }
     if not wanted:
         return rows
     c = s.computations.c
     q = sa.select(c.cluster_id, c.computation_id, c.code_hashes, c.code_frames).where(
-        c.computation_id.in_({cid for _, cid in wanted}), c.cluster_id.in_({cl for cl, _ in wanted}))
+        c.computation_id.in_({cid for _, cid in wanted}), c.cluster_id.in_({cl for cl, _ in wanted})
+    )
     comps = [r for r in _rows(conn.execute(q)) if (r["cluster_id"], r["computation_id"]) in wanted]
     snippets = {k: Snippets(code) for k, code in _code(comps, conn).items()}
-    return [place(r, snippets[k]) if (k := (r["cluster_id"], r["computation_id"])) in snippets else r
-            for r in rows]
+    return [
+        place(r, snippets[k]) if (k := (r["cluster_id"], r["computation_id"])) in snippets else r
+        for r in rows
+    ]
 
 
 def _window(column: Any, since: float | None, until: float | None) -> Any:
     """Rows with `column` (a time) in [since, until]; either end open when None."""
-    return sa.and_(sa.true() if since is None else column >= since, sa.true() if until is None else column <= until)
+    return sa.and_(
+        sa.true() if since is None else column >= since,
+        sa.true() if until is None else column <= until,
+    )
 
 
-def list_events(conn: sa.Connection, *, cluster_id: str | None = None, topic: str | None = None,
-                account: str | None = None, limit: int | None = 1000, since: float | None = None,
-                until: float | None = None, offset: int = 0) -> list[dict]:
+def list_events(
+    conn: sa.Connection,
+    *,
+    cluster_id: str | None = None,
+    topic: str | None = None,
+    account: str | None = None,
+    limit: int | None = 1000,
+    since: float | None = None,
+    until: float | None = None,
+    offset: int = 0,
+) -> list[dict]:
     """Newest first, from the `offset`th; `since`/`until` bound their time."""
     ev = s.events
     q = sa.select(ev).where(_in_account(ev, account), _window(ev.c.time, since, until))
@@ -438,34 +570,59 @@ def list_events(conn: sa.Connection, *, cluster_id: str | None = None, topic: st
     return _rows(conn.execute(q), page=True)
 
 
-def get_profile(conn: sa.Connection, *, computation_id: str | None = None, cluster_id: str | None = None,
-                prefix: str | None = None, account: str | None = None) -> dict:
+def get_profile(
+    conn: sa.Connection,
+    *,
+    computation_id: str | None = None,
+    cluster_id: str | None = None,
+    prefix: str | None = None,
+    account: str | None = None,
+) -> dict:
     """Dask's profile tree: of one computation (of one of its task prefixes), or of a
     whole cluster (its computations' profiles merged with any cluster-level one).  An
     empty tree when none was recorded."""
     p = s.profiles
     if computation_id is not None:
         comp = _computation_row(conn, computation_id, account)
-        if cluster_id is not None and comp["cluster_id"] != _require_cluster(conn, cluster_id, account):
+        if cluster_id is not None and comp["cluster_id"] != _require_cluster(
+            conn, cluster_id, account
+        ):
             raise unknown("computation", computation_id, "computations")
-        q = sa.select(p.c.tree).where(p.c.cluster_id == comp["cluster_id"],
-                                      p.c.computation_id == comp["computation_id"])
+        q = sa.select(p.c.tree).where(
+            p.c.cluster_id == comp["cluster_id"], p.c.computation_id == comp["computation_id"]
+        )
         q = q.order_by(p.c.prefix)
     elif cluster_id is not None:
         cluster_id = _require_cluster(conn, cluster_id, account)
-        q = sa.select(p.c.tree).where(p.c.cluster_id == cluster_id).order_by(p.c.computation_id, p.c.prefix)
+        q = (
+            sa.select(p.c.tree)
+            .where(p.c.cluster_id == cluster_id)
+            .order_by(p.c.computation_id, p.c.prefix)
+        )
     else:
         raise TypeError("get_profile needs computation_id= or cluster_id=")
     if prefix is not None:
         q = q.where(p.c.prefix == prefix)
     trees = list(conn.execute(q).scalars())
-    return dask_profile.merge(*trees) if len(trees) > 1 else (trees[0] if trees else dask_profile.create())
+    return (
+        dask_profile.merge(*trees)
+        if len(trees) > 1
+        else (trees[0] if trees else dask_profile.create())
+    )
 
 
-def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, monitor_id: str | None = None,
-                     worker: str | None = None, account: str | None = None,
-                     limit: int | None = 100_000, since: float | None = None, until: float | None = None,
-                     offset: int = 0) -> list[dict]:
+def list_gpu_metrics(
+    conn: sa.Connection,
+    *,
+    cluster_id: str | None = None,
+    monitor_id: str | None = None,
+    worker: str | None = None,
+    account: str | None = None,
+    limit: int | None = 100_000,
+    since: float | None = None,
+    until: float | None = None,
+    offset: int = 0,
+) -> list[dict]:
     """One row per sample per GPU: the newest `limit` (of [since, until]; after skipping the
     newest `offset`), oldest first."""
     g = s.gpu_samples
@@ -481,9 +638,17 @@ def list_gpu_metrics(conn: sa.Connection, *, cluster_id: str | None = None, moni
     return _rows(conn.execute(q), page=True)[::-1]
 
 
-def list_worker_samples(conn: sa.Connection, cluster_id: str, *, worker: str | None = None,
-                        account: str | None = None, limit: int | None = 100_000, since: float | None = None,
-                        until: float | None = None, offset: int = 0) -> list[dict]:
+def list_worker_samples(
+    conn: sa.Connection,
+    cluster_id: str,
+    *,
+    worker: str | None = None,
+    account: str | None = None,
+    limit: int | None = 100_000,
+    since: float | None = None,
+    until: float | None = None,
+    offset: int = 0,
+) -> list[dict]:
     """Each worker over time: the newest `limit` samples (of [since, until]; after skipping
     the newest `offset`), oldest first."""
     cluster_id = _require_cluster(conn, cluster_id, account)
@@ -495,18 +660,36 @@ def list_worker_samples(conn: sa.Connection, cluster_id: str, *, worker: str | N
     return _rows(conn.execute(q), page=True)[::-1]
 
 
-def list_task_stream(conn: sa.Connection, computation_id: str, *, account: str | None = None,
-                     limit: int | None = 100_000, offset: int = 0) -> list[dict]:
+def list_task_stream(
+    conn: sa.Connection,
+    computation_id: str,
+    *,
+    account: str | None = None,
+    limit: int | None = 100_000,
+    offset: int = 0,
+) -> list[dict]:
     """A computation's task stream, by start (from the `offset`th): one row per task, or per bin (binned)."""
     comp = _computation_row(conn, computation_id, account)
     t = s.task_stream
-    q = (sa.select(t).where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == comp["computation_id"])
-         .order_by(t.c.start, t.c.id).limit(_limit(limit)).offset(offset))
+    q = (
+        sa.select(t)
+        .where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == comp["computation_id"])
+        .order_by(t.c.start, t.c.id)
+        .limit(_limit(limit))
+        .offset(offset)
+    )
     return _rows(conn.execute(q), page=True)
 
 
-def cost_report(conn: sa.Connection, *, by: str = "user", since: Any = None, until: Any = None,
-                account: str | None = None, now: float | None = None) -> list[dict]:
+def cost_report(
+    conn: sa.Connection,
+    *,
+    by: str = "user",
+    since: Any = None,
+    until: Any = None,
+    account: str | None = None,
+    now: float | None = None,
+) -> list[dict]:
     """Cost per user, UTC day or UTC month: [{"key", "clusters", "computations",
     "core_hours", "cost"}], by user the dearest first, by day/month the newest first.
 
@@ -516,19 +699,42 @@ def cost_report(conn: sa.Connection, *, by: str = "user", since: Any = None, unt
     by = parse_by(by)
     c = s.clusters.c
     now = _clock(now)
-    n_comps = (sa.select(sa.func.count()).select_from(s.computations)
-               .where(s.computations.c.cluster_id == c.cluster_id).scalar_subquery())
-    per_cluster = sa.select(_bucket(conn, by).label("key"), c.core_seconds, c.cost, n_comps.label("n_comps"))
-    per_cluster = _keyset(per_cluster.where(_in_account(s.clusters, account)), c.started, c.cluster_id,
-                          since=since, until=until, before=None, now=now).order_by(None).subquery()
+    n_comps = (
+        sa.select(sa.func.count())
+        .select_from(s.computations)
+        .where(s.computations.c.cluster_id == c.cluster_id)
+        .scalar_subquery()
+    )
+    per_cluster = sa.select(
+        _bucket(conn, by).label("key"), c.core_seconds, c.cost, n_comps.label("n_comps")
+    )
+    per_cluster = (
+        _keyset(
+            per_cluster.where(_in_account(s.clusters, account)),
+            c.started,
+            c.cluster_id,
+            since=since,
+            until=until,
+            before=None,
+            now=now,
+        )
+        .order_by(None)
+        .subquery()
+    )
     k = per_cluster.c
     cost = sa.func.sum(k.cost)
-    q = sa.select(k.key, sa.func.count().label("clusters"), sa.func.coalesce(sa.func.sum(k.n_comps), 0).label("computations"),
-                  (sa.func.coalesce(sa.func.sum(k.core_seconds), 0.0) / 3600.0).label("core_hours"),
-                  cost.label("cost")).group_by(k.key)
+    q = sa.select(
+        k.key,
+        sa.func.count().label("clusters"),
+        sa.func.coalesce(sa.func.sum(k.n_comps), 0).label("computations"),
+        (sa.func.coalesce(sa.func.sum(k.core_seconds), 0.0) / 3600.0).label("core_hours"),
+        cost.label("cost"),
+    ).group_by(k.key)
     q = q.order_by(cost.desc().nulls_last(), k.key) if by == "user" else q.order_by(k.key.desc())
-    return [{**r, "computations": int(r["computations"]), "core_hours": float(r["core_hours"])}
-            for r in _rows(conn.execute(q))]
+    return [
+        {**r, "computations": int(r["computations"]), "core_hours": float(r["core_hours"])}
+        for r in _rows(conn.execute(q))
+    ]
 
 
 def _bucket(conn: sa.Connection, by: str) -> sa.ColumnElement:
@@ -538,8 +744,10 @@ def _bucket(conn: sa.Connection, by: str) -> sa.ColumnElement:
         return c.user
     if conn.dialect.name == "sqlite":
         return sa.func.strftime("%Y-%m-%d" if by == "day" else "%Y-%m", c.started, "unixepoch")
-    return sa.func.to_char(sa.func.timezone("UTC", sa.func.to_timestamp(c.started)),
-                           "YYYY-MM-DD" if by == "day" else "YYYY-MM")
+    return sa.func.to_char(
+        sa.func.timezone("UTC", sa.func.to_timestamp(c.started)),
+        "YYYY-MM-DD" if by == "day" else "YYYY-MM",
+    )
 
 
 def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list[dict]]:
@@ -560,14 +768,22 @@ def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list
     return {t.name: out[t.name] for t in s.DATA_TABLES}
 
 
-
-def export_page(conn: sa.Connection, table_name: str, *, account: str | None = None, after: tuple | None = None,
-                limit: int = 1000) -> tuple[list[dict], tuple | None]:
+def export_page(
+    conn: sa.Connection,
+    table_name: str,
+    *,
+    account: str | None = None,
+    after: tuple | None = None,
+    limit: int = 1000,
+) -> tuple[list[dict], tuple | None]:
     """`export`'s rows of one table, `limit` at most, in primary key order after `after`;
     with the key of the last row (None when there are no more)."""
     table = next(t for t in s.DATA_TABLES if t.name == table_name)
-    where = ((sa.true() if account is None else table.c.account == account) if table is s.code_snippets
-             else _in_account(table, account))
+    where = (
+        (sa.true() if account is None else table.c.account == account)
+        if table is s.code_snippets
+        else _in_account(table, account)
+    )
     key = list(table.primary_key.columns)
     q = sa.select(table).where(where)
     if after is not None:

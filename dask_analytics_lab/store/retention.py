@@ -11,13 +11,16 @@ of a batch of jobs started together would all prune the same rows at the same mo
 Many schedulers pruning at once is harmless all the same: each batch re-checks and
 locks what it deletes, and with nothing old a run is one indexed query.
 """
+
 from __future__ import annotations
 
 import logging
 import random
 import threading
 import time
-from typing import Any, Callable, ContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 from .prune import prune
 
@@ -38,9 +41,17 @@ def first_delay() -> float:
 class Retention:
     """store: an open Store, or a callable opening one (closed after each run)."""
 
-    def __init__(self, store: Any, seconds: float, *, every: float = DAY, delay: float = 0.0,
-                 lock: Callable[[], ContextManager] | None = None,
-                 on_result: Callable[[dict], None] | None = None, name: str = "dask-analytics-retention"):
+    def __init__(
+        self,
+        store: Any,
+        seconds: float,
+        *,
+        every: float = DAY,
+        delay: float = 0.0,
+        lock: Callable[[], AbstractContextManager] | None = None,
+        on_result: Callable[[dict], None] | None = None,
+        name: str = "dask-analytics-retention",
+    ):
         self.seconds, self.every, self.delay = float(seconds), float(every), float(delay)
         self._store, self._lock, self._on_result = store, lock, on_result
         self._stop = threading.Event()
@@ -50,7 +61,7 @@ class Retention:
         self.next_at: float | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
-    def start(self) -> "Retention":
+    def start(self) -> Retention:
         self.next_at = time.monotonic() + self.delay
         self._thread.start()
         return self
@@ -72,7 +83,9 @@ class Retention:
         self.runs += 1
         self.last = result
         if result.get("clusters") or result.get("code_snippets"):
-            logger.info("dask-analytics retention: deleted %s", {k: v for k, v in result.items() if v})
+            logger.info(
+                "dask-analytics retention: deleted %s", {k: v for k, v in result.items() if v}
+            )
         if self._on_result is not None:
             self._on_result(result)
         return result
@@ -82,6 +95,9 @@ class Retention:
             try:
                 self.run_once()
             except Exception as e:  # a store outage: try again next time, the service goes on
-                logger.warning("dask-analytics retention: prune failed (will try again in %.0f s): %s",
-                               self.every, e)
+                logger.warning(
+                    "dask-analytics retention: prune failed (will try again in %.0f s): %s",
+                    self.every,
+                    e,
+                )
             self.next_at = time.monotonic() + self.every

@@ -12,6 +12,7 @@ The team server's tables (accounts, tokens, reports ...) are in team_schema.py, 
 builds on this module and adds them to the same `metadata`: whatever needs every table
 (Alembic's env.py, the schema test) imports team_schema, never the other way round.
 """
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -336,5 +337,17 @@ ingested = sa.Table(
 )
 
 # Tables a user's export holds, in an order where every row's cluster comes first.
-DATA_TABLES = (clusters, cluster_samples, computations, task_groups, code_snippets,
-               exceptions, events, profiles, gpu_samples, computation_metrics, worker_samples, task_stream)
+DATA_TABLES = (
+    clusters,
+    cluster_samples,
+    computations,
+    task_groups,
+    code_snippets,
+    exceptions,
+    events,
+    profiles,
+    gpu_samples,
+    computation_metrics,
+    worker_samples,
+    task_stream,
+)

@@ -2,6 +2,7 @@
 (one computation's record, read by findings/) see one snapshot and share one
 connection, instead of a connection and a transaction each (on PostgreSQL, ~4 round
 trips per read saved)."""
+
 from __future__ import annotations
 
 from typing import Any

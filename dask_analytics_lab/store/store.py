@@ -3,19 +3,27 @@
 Safe to share between threads (the engine pools connections) but not across a
 fork: open the store in the process that uses it.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import sqlalchemy as sa
 
+from . import budget, queries
 from . import compare as _compare
 from . import ingest as _ingest
-from . import queries
-from . import budget
-from .engine import is_connection_error, make_engine, masked, raise_unavailable, read_options, time_limit
+from .engine import (
+    is_connection_error,
+    make_engine,
+    masked,
+    raise_unavailable,
+    read_options,
+    time_limit,
+)
 from .migrate import upgrade
 from .snapshot import Snapshot
 
@@ -46,7 +54,7 @@ class Store:
 
     @property
     def dialect(self) -> str:
-        """"sqlite" or "postgresql"."""
+        """ "sqlite" or "postgresql"."""
         return self._engine.dialect.name
 
     @contextlib.contextmanager
@@ -91,31 +99,78 @@ class Store:
         with self._unavailable():
             return _ingest.ingest(self._engine, messages)
 
-    def list_clusters(self, *, account: str | None = None, user: str | None = None, state: str | None = None,
-                      since: Any = None, until: Any = None, text: str | None = None, before: str | None = None,
-                      limit: int | None = 100) -> list[dict]:
+    def list_clusters(
+        self,
+        *,
+        account: str | None = None,
+        user: str | None = None,
+        state: str | None = None,
+        since: Any = None,
+        until: Any = None,
+        text: str | None = None,
+        before: str | None = None,
+        limit: int | None = 100,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_clusters(conn, account=account, user=user, state=state, since=since, until=until,
-                                         text=text, before=before, limit=limit)
+            return queries.list_clusters(
+                conn,
+                account=account,
+                user=user,
+                state=state,
+                since=since,
+                until=until,
+                text=text,
+                before=before,
+                limit=limit,
+            )
 
     def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
         with self.reading() as conn:
             return queries.get_cluster(conn, cluster_id, account=account)
 
-    def list_cluster_samples(self, cluster_id: str, *, account: str | None = None,
-                             limit: int | None = 10_000, offset: int = 0) -> list[dict]:
+    def list_cluster_samples(
+        self,
+        cluster_id: str,
+        *,
+        account: str | None = None,
+        limit: int | None = 10_000,
+        offset: int = 0,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_cluster_samples(conn, cluster_id, account=account, limit=limit, offset=offset)
+            return queries.list_cluster_samples(
+                conn, cluster_id, account=account, limit=limit, offset=offset
+            )
 
-    def list_computations(self, *, cluster_id: str | None = None, account: str | None = None,
-                          user: str | None = None, state: str | None = None, since: Any = None, until: Any = None,
-                          text: str | None = None, before: str | None = None, limit: int | None = 100) -> list[dict]:
+    def list_computations(
+        self,
+        *,
+        cluster_id: str | None = None,
+        account: str | None = None,
+        user: str | None = None,
+        state: str | None = None,
+        since: Any = None,
+        until: Any = None,
+        text: str | None = None,
+        before: str | None = None,
+        limit: int | None = 100,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_computations(conn, cluster_id=cluster_id, account=account, user=user, state=state,
-                                             since=since, until=until, text=text, before=before, limit=limit)
+            return queries.list_computations(
+                conn,
+                cluster_id=cluster_id,
+                account=account,
+                user=user,
+                state=state,
+                since=since,
+                until=until,
+                text=text,
+                before=before,
+                limit=limit,
+            )
 
-    def cost_report(self, *, by: str = "user", since: Any = None, until: Any = None,
-                    account: str | None = None) -> list[dict]:
+    def cost_report(
+        self, *, by: str = "user", since: Any = None, until: Any = None, account: str | None = None
+    ) -> list[dict]:
         with self.reading() as conn:
             return queries.cost_report(conn, by=by, since=since, until=until, account=account)
 
@@ -127,50 +182,135 @@ class Store:
         with self.reading() as conn:
             return queries.list_task_groups(conn, computation_id, account=account)
 
-    def list_exceptions(self, *, cluster_id: str | None = None, computation_id: str | None = None,
-                        account: str | None = None, limit: int | None = 100, offset: int = 0) -> list[dict]:
+    def list_exceptions(
+        self,
+        *,
+        cluster_id: str | None = None,
+        computation_id: str | None = None,
+        account: str | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_exceptions(conn, cluster_id=cluster_id, computation_id=computation_id,
-                                           account=account, limit=limit, offset=offset)
+            return queries.list_exceptions(
+                conn,
+                cluster_id=cluster_id,
+                computation_id=computation_id,
+                account=account,
+                limit=limit,
+                offset=offset,
+            )
 
-    def list_events(self, *, cluster_id: str | None = None, topic: str | None = None,
-                    account: str | None = None, limit: int | None = 1000, since: float | None = None,
-                    until: float | None = None, offset: int = 0) -> list[dict]:
+    def list_events(
+        self,
+        *,
+        cluster_id: str | None = None,
+        topic: str | None = None,
+        account: str | None = None,
+        limit: int | None = 1000,
+        since: float | None = None,
+        until: float | None = None,
+        offset: int = 0,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_events(conn, cluster_id=cluster_id, topic=topic, account=account, limit=limit,
-                                       since=since, until=until, offset=offset)
+            return queries.list_events(
+                conn,
+                cluster_id=cluster_id,
+                topic=topic,
+                account=account,
+                limit=limit,
+                since=since,
+                until=until,
+                offset=offset,
+            )
 
-    def get_profile(self, *, computation_id: str | None = None, cluster_id: str | None = None,
-                    prefix: str | None = None, account: str | None = None) -> dict:
+    def get_profile(
+        self,
+        *,
+        computation_id: str | None = None,
+        cluster_id: str | None = None,
+        prefix: str | None = None,
+        account: str | None = None,
+    ) -> dict:
         with self.reading() as conn:
-            return queries.get_profile(conn, computation_id=computation_id, cluster_id=cluster_id,
-                                       prefix=prefix, account=account)
+            return queries.get_profile(
+                conn,
+                computation_id=computation_id,
+                cluster_id=cluster_id,
+                prefix=prefix,
+                account=account,
+            )
 
-    def list_worker_samples(self, cluster_id: str, *, worker: str | None = None, account: str | None = None,
-                            limit: int | None = 100_000, since: float | None = None,
-                            until: float | None = None, offset: int = 0) -> list[dict]:
+    def list_worker_samples(
+        self,
+        cluster_id: str,
+        *,
+        worker: str | None = None,
+        account: str | None = None,
+        limit: int | None = 100_000,
+        since: float | None = None,
+        until: float | None = None,
+        offset: int = 0,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_worker_samples(conn, cluster_id, worker=worker, account=account, limit=limit,
-                                               since=since, until=until, offset=offset)
+            return queries.list_worker_samples(
+                conn,
+                cluster_id,
+                worker=worker,
+                account=account,
+                limit=limit,
+                since=since,
+                until=until,
+                offset=offset,
+            )
 
-    def list_task_stream(self, computation_id: str, *, account: str | None = None,
-                         limit: int | None = 100_000, offset: int = 0) -> list[dict]:
+    def list_task_stream(
+        self,
+        computation_id: str,
+        *,
+        account: str | None = None,
+        limit: int | None = 100_000,
+        offset: int = 0,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_task_stream(conn, computation_id, account=account, limit=limit, offset=offset)
+            return queries.list_task_stream(
+                conn, computation_id, account=account, limit=limit, offset=offset
+            )
 
-    def list_gpu_metrics(self, *, cluster_id: str | None = None, monitor_id: str | None = None,
-                         worker: str | None = None, account: str | None = None,
-                         limit: int | None = 100_000, since: float | None = None,
-                         until: float | None = None, offset: int = 0) -> list[dict]:
+    def list_gpu_metrics(
+        self,
+        *,
+        cluster_id: str | None = None,
+        monitor_id: str | None = None,
+        worker: str | None = None,
+        account: str | None = None,
+        limit: int | None = 100_000,
+        since: float | None = None,
+        until: float | None = None,
+        offset: int = 0,
+    ) -> list[dict]:
         with self.reading() as conn:
-            return queries.list_gpu_metrics(conn, cluster_id=cluster_id, monitor_id=monitor_id, worker=worker,
-                                            account=account, limit=limit, since=since, until=until, offset=offset)
+            return queries.list_gpu_metrics(
+                conn,
+                cluster_id=cluster_id,
+                monitor_id=monitor_id,
+                worker=worker,
+                account=account,
+                limit=limit,
+                since=since,
+                until=until,
+                offset=offset,
+            )
 
-    def list_runs(self, computation_id: str, *, account: str | None = None, limit: int | None = 100) -> list[dict]:
+    def list_runs(
+        self, computation_id: str, *, account: str | None = None, limit: int | None = 100
+    ) -> list[dict]:
         with self.reading() as conn:
             return _compare.list_runs(conn, computation_id, account=account, limit=limit)
 
-    def compare(self, computation_id: str, *, baseline: str | None = None, account: str | None = None) -> dict:
+    def compare(
+        self, computation_id: str, *, baseline: str | None = None, account: str | None = None
+    ) -> dict:
         with self.reading() as conn:
             return _compare.compare(conn, computation_id, baseline=baseline, account=account)
 
@@ -189,8 +329,14 @@ class Store:
         with self.reading() as conn:
             return queries.export(conn, account=account)
 
-    def export_page(self, table: str, *, account: str | None = None, after: tuple | None = None,
-                    limit: int = 1000) -> tuple[list[dict], tuple | None]:
+    def export_page(
+        self,
+        table: str,
+        *,
+        account: str | None = None,
+        after: tuple | None = None,
+        limit: int = 1000,
+    ) -> tuple[list[dict], tuple | None]:
         """One page of `export`'s rows of one table, in primary key order, after the key
         `after`: (rows, the key to pass for the next page, or None after the last).  Each
         page is its own short read, so a streamed export holds no transaction open."""
@@ -200,7 +346,7 @@ class Store:
     def close(self) -> None:
         self._engine.dispose()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: Any) -> None:

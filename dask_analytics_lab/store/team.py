@@ -4,6 +4,7 @@ performance reports, for `dask_analytics_lab.server`, `dask-analytics token` and
 
     team = TeamStore(open_store(url))
 """
+
 from __future__ import annotations
 
 import time
@@ -14,7 +15,16 @@ import sqlalchemy as sa
 from . import schema as s
 from .engine import dialect_insert
 from .store import Store
-from .team_schema import accounts, auth_failures, cluster_owners, dropped_messages, reports, sessions, tokens, users
+from .team_schema import (
+    accounts,
+    auth_failures,
+    cluster_owners,
+    dropped_messages,
+    reports,
+    sessions,
+    tokens,
+    users,
+)
 
 _REPORT_META = [c for c in reports.c if c.name not in ("html_gz", "twin_gz")]
 
@@ -33,24 +43,48 @@ class TeamStore:
         self._store = store
 
     # --- tokens ------------------------------------------------------------
-    def add_token(self, *, token_id: str, token_hash: str, account: str, user: str,
-                  expires: float | None = None) -> None:
+    def add_token(
+        self,
+        *,
+        token_id: str,
+        token_hash: str,
+        account: str,
+        user: str,
+        expires: float | None = None,
+    ) -> None:
         """Keep a new token's hash (making its account and user on first use).
         expires: seconds since the epoch after which it is refused; None: never."""
         now = time.time()
         with self._store.transaction() as conn:
-            conn.execute(dialect_insert(conn, accounts).on_conflict_do_nothing(), {"account": account, "created": now})
-            conn.execute(dialect_insert(conn, users).on_conflict_do_nothing(),
-                         {"account": account, "user": user, "created": now})
-            conn.execute(sa.insert(tokens), {"token_id": token_id, "token_hash": token_hash, "account": account,
-                                             "user": user, "created": now, "revoked": None, "expires": expires})
+            conn.execute(
+                dialect_insert(conn, accounts).on_conflict_do_nothing(),
+                {"account": account, "created": now},
+            )
+            conn.execute(
+                dialect_insert(conn, users).on_conflict_do_nothing(),
+                {"account": account, "user": user, "created": now},
+            )
+            conn.execute(
+                sa.insert(tokens),
+                {
+                    "token_id": token_id,
+                    "token_hash": token_hash,
+                    "account": account,
+                    "user": user,
+                    "created": now,
+                    "revoked": None,
+                    "expires": expires,
+                },
+            )
 
     _FOUND = (tokens.c.token_id, tokens.c.account, tokens.c.user, tokens.c.expires)
 
     def find_token(self, token_hash: str) -> dict | None:
         """The unrevoked token with this hash: {token_id, account, user, expires}, or None.
         An expired one is returned too (with its `expires`), so the caller can say so."""
-        q = sa.select(*self._FOUND).where(tokens.c.token_hash == token_hash, tokens.c.revoked.is_(None))
+        q = sa.select(*self._FOUND).where(
+            tokens.c.token_hash == token_hash, tokens.c.revoked.is_(None)
+        )
         with self._store.reading() as conn:
             row = conn.execute(q).first()
         return dict(row._mapping) if row else None
@@ -70,15 +104,29 @@ class TeamStore:
 
     def list_tokens(self, *, account: str | None = None) -> list[dict]:
         """Tokens' ids, owners, expiry and last use (never their hashes), by account then age."""
-        q = sa.select(tokens.c.token_id, tokens.c.account, tokens.c.user, tokens.c.created, tokens.c.revoked,
-                      tokens.c.expires, tokens.c.last_used)
+        q = sa.select(
+            tokens.c.token_id,
+            tokens.c.account,
+            tokens.c.user,
+            tokens.c.created,
+            tokens.c.revoked,
+            tokens.c.expires,
+            tokens.c.last_used,
+        )
         if account is not None:
             q = q.where(tokens.c.account == account)
         with self._store.reading() as conn:
-            return [dict(r._mapping) for r in conn.execute(q.order_by(tokens.c.account, tokens.c.created))]
+            return [
+                dict(r._mapping)
+                for r in conn.execute(q.order_by(tokens.c.account, tokens.c.created))
+            ]
 
     def revoke_token(self, token_id: str) -> bool:
-        q = sa.update(tokens).where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None)).values(revoked=time.time())
+        q = (
+            sa.update(tokens)
+            .where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None))
+            .values(revoked=time.time())
+        )
         with self._store.transaction() as conn:
             return conn.execute(q).rowcount > 0
 
@@ -86,7 +134,9 @@ class TeamStore:
         """What changes whenever a token is made or revoked, by any process: one cheap
         aggregate over the (small) tokens table, so a server may cache token lookups and
         still see every revocation within seconds (context.py)."""
-        q = sa.select(sa.func.count(), sa.func.count(tokens.c.revoked), sa.func.max(tokens.c.revoked))
+        q = sa.select(
+            sa.func.count(), sa.func.count(tokens.c.revoked), sa.func.max(tokens.c.revoked)
+        )
         with self._store.reading() as conn:
             return tuple(conn.execute(q).one())
 
@@ -96,15 +146,28 @@ class TeamStore:
         now = time.time()
         with self._store.transaction() as conn:
             conn.execute(sa.delete(sessions).where(sessions.c.expires < now))
-            conn.execute(sa.insert(sessions), {"session_id": session_id, "token_id": token_id, "created": now,
-                                               "expires": expires})
+            conn.execute(
+                sa.insert(sessions),
+                {
+                    "session_id": session_id,
+                    "token_id": token_id,
+                    "created": now,
+                    "expires": expires,
+                },
+            )
 
     def find_session(self, session_id: str) -> dict | None:
         """The unrevoked token of a live session: {token_id, account, user, expires}, or
         None (logged out, expired, never made, or its token revoked)."""
-        q = (sa.select(*self._FOUND).select_from(sessions.join(tokens, tokens.c.token_id == sessions.c.token_id))
-             .where(sessions.c.session_id == session_id, sessions.c.expires > time.time(),
-                    tokens.c.revoked.is_(None)))
+        q = (
+            sa.select(*self._FOUND)
+            .select_from(sessions.join(tokens, tokens.c.token_id == sessions.c.token_id))
+            .where(
+                sessions.c.session_id == session_id,
+                sessions.c.expires > time.time(),
+                tokens.c.revoked.is_(None),
+            )
+        )
         with self._store.reading() as conn:
             row = conn.execute(q).first()
         return dict(row._mapping) if row else None
@@ -112,11 +175,17 @@ class TeamStore:
     def end_session(self, session_id: str) -> bool:
         """Log a session out: its cookie, wherever a copy of it is, authorises nothing more."""
         with self._store.transaction() as conn:
-            return conn.execute(sa.delete(sessions).where(sessions.c.session_id == session_id)).rowcount > 0
+            return (
+                conn.execute(
+                    sa.delete(sessions).where(sessions.c.session_id == session_id)
+                ).rowcount
+                > 0
+            )
 
     # --- failed authentications (server/throttle.py) ------------------------------
-    def count_auth_failure(self, address: str, fingerprint: str, *, now: float,
-                           window: float) -> tuple[int, float]:
+    def count_auth_failure(
+        self, address: str, fingerprint: str, *, now: float, window: float
+    ) -> tuple[int, float]:
         """One more failed authentication with a credential from an address: (how many
         there were in the window of `window` seconds that began with the first of them,
         when that window began); a failure after the window ended begins a new one.  One statement, so replicas
@@ -124,11 +193,15 @@ class TeamStore:
         t = auth_failures
         ended = t.c.since <= now - window
         with self._store.transaction() as conn:
-            stmt = dialect_insert(conn, t).values(address=address, fingerprint=fingerprint, since=now, failures=1)
+            stmt = dialect_insert(conn, t).values(
+                address=address, fingerprint=fingerprint, since=now, failures=1
+            )
             stmt = stmt.on_conflict_do_update(
                 index_elements=[t.c.address, t.c.fingerprint],
-                set_={"failures": sa.case((ended, 1), else_=t.c.failures + 1),
-                      "since": sa.case((ended, now), else_=t.c.since)},
+                set_={
+                    "failures": sa.case((ended, 1), else_=t.c.failures + 1),
+                    "since": sa.case((ended, now), else_=t.c.since),
+                },
             ).returning(t.c.failures, t.c.since)
             row = conn.execute(stmt).one()
             return int(row.failures), float(row.since)
@@ -136,10 +209,14 @@ class TeamStore:
     def forget_auth_failures(self, before: float) -> int:
         """Delete the counts of windows that began before `before` (they are over)."""
         with self._store.transaction() as conn:
-            return conn.execute(sa.delete(auth_failures).where(auth_failures.c.since < before)).rowcount
+            return conn.execute(
+                sa.delete(auth_failures).where(auth_failures.c.since < before)
+            ).rowcount
 
     # --- messages for other accounts' clusters ---------------------------------------
-    def remember_dropped(self, account: str, keys: list[tuple[str, int]], *, now: float | None = None) -> int:
+    def remember_dropped(
+        self, account: str, keys: list[tuple[str, int]], *, now: float | None = None
+    ) -> int:
         """Remember the (cluster_id, seq) of messages `account` sent for other accounts'
         clusters; return how many were not remembered before (what a store would have
         answered for the same messages of an unknown id: new ones count, repeats do not)."""
@@ -149,12 +226,22 @@ class TeamStore:
         now = time.time() if now is None else now
         d = dropped_messages.c
         with self._store.transaction() as conn:
-            known = set(conn.execute(sa.select(d.cluster_id, d.seq).where(
-                d.account == account, sa.tuple_(d.cluster_id, d.seq).in_(keys))).all())
+            known = set(
+                conn.execute(
+                    sa.select(d.cluster_id, d.seq).where(
+                        d.account == account, sa.tuple_(d.cluster_id, d.seq).in_(keys)
+                    )
+                ).all()
+            )
             new = [k for k in keys if k not in known]
             if new:
-                conn.execute(dialect_insert(conn, dropped_messages).on_conflict_do_nothing(),
-                             [{"account": account, "cluster_id": cid, "seq": seq, "time": now} for cid, seq in new])
+                conn.execute(
+                    dialect_insert(conn, dropped_messages).on_conflict_do_nothing(),
+                    [
+                        {"account": account, "cluster_id": cid, "seq": seq, "time": now}
+                        for cid, seq in new
+                    ],
+                )
         return len(new)
 
     # --- cluster ownership ---------------------------------------------------
@@ -175,11 +262,27 @@ class TeamStore:
             owners = dict(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(ids))).all())
             missing = [cid for cid in ids if cid not in owners]
             if missing:
-                written = dict(conn.execute(sa.select(s.clusters.c.cluster_id, s.clusters.c.account).where(
-                    s.clusters.c.cluster_id.in_(missing), s.clusters.c.account.is_not(None))).all())
-                conn.execute(dialect_insert(conn, cluster_owners).on_conflict_do_nothing(), [
-                    {"cluster_id": cid, "account": written.get(cid, claims[cid]), "claimed": now} for cid in missing])
-                owners.update(conn.execute(owned.where(cluster_owners.c.cluster_id.in_(missing))).all())
+                written = dict(
+                    conn.execute(
+                        sa.select(s.clusters.c.cluster_id, s.clusters.c.account).where(
+                            s.clusters.c.cluster_id.in_(missing), s.clusters.c.account.is_not(None)
+                        )
+                    ).all()
+                )
+                conn.execute(
+                    dialect_insert(conn, cluster_owners).on_conflict_do_nothing(),
+                    [
+                        {
+                            "cluster_id": cid,
+                            "account": written.get(cid, claims[cid]),
+                            "claimed": now,
+                        }
+                        for cid in missing
+                    ],
+                )
+                owners.update(
+                    conn.execute(owned.where(cluster_owners.c.cluster_id.in_(missing))).all()
+                )
         return owners
 
     def release_claims(self, cluster_ids: list[str], *, account: str, claimed: float) -> list[str]:
@@ -188,8 +291,12 @@ class TeamStore:
         if not cluster_ids:
             return []
         o = cluster_owners.c
-        cond = sa.and_(o.cluster_id.in_(list(cluster_ids)), o.account == account, o.claimed == claimed,
-                       ~sa.exists().where(s.clusters.c.cluster_id == o.cluster_id))
+        cond = sa.and_(
+            o.cluster_id.in_(list(cluster_ids)),
+            o.account == account,
+            o.claimed == claimed,
+            ~sa.exists().where(s.clusters.c.cluster_id == o.cluster_id),
+        )
         with self._store.transaction() as conn:
             ids = [r[0] for r in conn.execute(sa.select(o.cluster_id).where(cond))]
             if ids:
@@ -200,7 +307,9 @@ class TeamStore:
     def add_report(self, row: dict) -> None:
         """Store one report: its id as "id", the blobs as html_gz and twin_gz."""
         with self._store.transaction() as conn:
-            conn.execute(sa.insert(reports), {("report_id" if k == "id" else k): v for k, v in row.items()})
+            conn.execute(
+                sa.insert(reports), {("report_id" if k == "id" else k): v for k, v in row.items()}
+            )
 
     def get_report(self, report_id: str, *, content: str | None = None) -> dict | None:
         """One report's metadata, plus "html_gz" or "twin_gz" when content names it."""
@@ -226,12 +335,16 @@ class TeamStore:
         messages as JSON text) take in the store, for the server's quota."""
         if kind == "reports":
             r = reports.c
-            q = sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(r.html_gz) + sa.func.length(r.twin_gz)), 0)
-                          ).where(r.account == account)
+            q = sa.select(
+                sa.func.coalesce(
+                    sa.func.sum(sa.func.length(r.html_gz) + sa.func.length(r.twin_gz)), 0
+                )
+            ).where(r.account == account)
         elif kind == "events":
             ev, c = s.events.c, s.clusters.c
-            q = sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(sa.cast(ev.msg, sa.Text))), 0)).where(
-                ev.cluster_id.in_(sa.select(c.cluster_id).where(c.account == account)))
+            q = sa.select(
+                sa.func.coalesce(sa.func.sum(sa.func.length(sa.cast(ev.msg, sa.Text))), 0)
+            ).where(ev.cluster_id.in_(sa.select(c.cluster_id).where(c.account == account)))
         else:
             raise ValueError(f"no quota for {kind!r}")
         with self._store.reading() as conn:

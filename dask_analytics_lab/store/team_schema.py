@@ -5,6 +5,7 @@ authentications.
 Registered on schema.metadata, so whoever imports this module (Alembic's env.py, the
 schema test) sees every table; made by migrations 0002_team, 0009_sessions and 0010_auth_failures.  Queries: team.py.
 """
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -7,6 +7,7 @@ one ES module per view, built from js/widgets/ into dask_analytics_lab/static/).
 Importing this package stays cheap and works without anywidget installed (scheduler
 images): the classes load on first use.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,8 +27,14 @@ _CLASSES = {
 __all__ = ["monitor", *_CLASSES]
 
 
-def monitor(client: Any = None, *, cluster_id: str | None = None, computation_id: str | None = None,
-            store: str | None = None, interval: float = 1.0) -> Any:
+def monitor(
+    client: Any = None,
+    *,
+    cluster_id: str | None = None,
+    computation_id: str | None = None,
+    store: str | None = None,
+    interval: float = 1.0,
+) -> Any:
     """The analytics of a cluster as an inline widget, live while work runs; history after.
 
     With no arguments: the current Client's cluster (analytics is registered on it if it
@@ -36,7 +43,9 @@ def monitor(client: Any = None, *, cluster_id: str | None = None, computation_id
     """
     from .monitor_widget import monitor as _monitor
 
-    return _monitor(client, cluster_id=cluster_id, computation_id=computation_id, store=store, interval=interval)
+    return _monitor(
+        client, cluster_id=cluster_id, computation_id=computation_id, store=store, interval=interval
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,5 @@
 """The base of every view: the ES module it renders with, and the feed that fills it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -86,7 +87,11 @@ class LiveView(anywidget.AnyWidget):
         return self._feed.running
 
     def _on_view_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not (isinstance(content, dict) and content.get("type") == "view" and isinstance(content.get("id"), str)):
+        if not (
+            isinstance(content, dict)
+            and content.get("type") == "view"
+            and isinstance(content.get("id"), str)
+        ):
             return
         self._heard_from_views = True
         self._views_on_screen.discard(_DISPLAYED)  # the views speak for themselves now

@@ -7,6 +7,7 @@ changed.  Tables go out through KeyedTable, so only changed rows travel.
 
 A feed serves any widget: it fills the traits the widget has and skips the rest.
 """
+
 from __future__ import annotations
 
 import threading
@@ -14,7 +15,15 @@ import time
 from typing import Any
 
 from .. import api
-from ..display import WORKER_TOPICS, clean, downsample, gpu_series, label_of, stream_rows, worker_peaks
+from ..display import (
+    WORKER_TOPICS,
+    clean,
+    downsample,
+    gpu_series,
+    label_of,
+    stream_rows,
+    worker_peaks,
+)
 from ._sync import KeyedTable
 from ._ticker import TICKER
 
@@ -63,8 +72,14 @@ class Feed:
         has = w.has_trait
         self.tables = {
             name: KeyedTable(w, name, key)
-            for name, key in (("groups", "name"), ("computations", "computation_id"), ("samples", "time"), ("gpu", "id"),
-                              ("workers", "id"), ("stream", "id"))
+            for name, key in (
+                ("groups", "name"),
+                ("computations", "computation_id"),
+                ("samples", "time"),
+                ("gpu", "id"),
+                ("workers", "id"),
+                ("stream", "id"),
+            )
             if has(f"{name}_base")
         }
         self._labels: dict[str, str] = {}
@@ -127,8 +142,16 @@ class Feed:
                 for name in ("groups", "stream"):
                     if name in self.tables:
                         self.tables[name].replace([])
-                for name, empty in (("computation", {}), ("exceptions", []), ("code", []), ("metrics", []), ("profile", {}),
-                                    ("runs", {}), ("profile_prefixes", []), ("profile_prefix", "")):
+                for name, empty in (
+                    ("computation", {}),
+                    ("exceptions", []),
+                    ("code", []),
+                    ("metrics", []),
+                    ("profile", {}),
+                    ("runs", {}),
+                    ("profile_prefixes", []),
+                    ("profile_prefix", ""),
+                ):
                     if w.has_trait(name):
                         setattr(w, name, empty)
                 if w.has_trait("share"):
@@ -183,7 +206,9 @@ class Feed:
             live |= self._poll_cluster(cluster_id, store)
         if cluster_id and "computations" in self.tables:
             live |= self._poll_computations(cluster_id, store)
-        if self._selected and any(w.has_trait(n) for n in ("computation", "groups_base", "code", "metrics", "profile")):
+        if self._selected and any(
+            w.has_trait(n) for n in ("computation", "groups_base", "code", "metrics", "profile")
+        ):
             live |= self._poll_computation(self._selected, store)
         if w.has_trait("profile"):
             live |= self._poll_profile(cluster_id, store)
@@ -243,10 +268,26 @@ class Feed:
         if not (self._clusters_due or self.ticks % CLUSTERS_EVERY == 0):
             return
         self._clusters_due = False
-        keep = ("cluster_id", "name", "user", "started", "status", "ended", "stopped", "last_seen", "stop_reason")
-        rows = [{k: r.get(k) for k in keep} for r in api.list_clusters(limit=MAX_CLUSTERS, store=store)]
+        keep = (
+            "cluster_id",
+            "name",
+            "user",
+            "started",
+            "status",
+            "ended",
+            "stopped",
+            "last_seen",
+            "stop_reason",
+        )
+        rows = [
+            {k: r.get(k) for k in keep} for r in api.list_clusters(limit=MAX_CLUSTERS, store=store)
+        ]
         shown = self._cluster
-        if shown and shown.get("cluster_id") and all(r["cluster_id"] != shown["cluster_id"] for r in rows):
+        if (
+            shown
+            and shown.get("cluster_id")
+            and all(r["cluster_id"] != shown["cluster_id"] for r in rows)
+        ):
             rows.append({k: shown.get(k) for k in keep})
         self.w.clusters = clean(rows)
 
@@ -261,9 +302,14 @@ class Feed:
                 rows = api.list_cluster_samples(cluster_id, limit=20 * MAX_SAMPLES, store=store)
                 table.replace(downsample(clean(rows), MAX_SAMPLES))
             else:
-                table.update(clean(api.list_cluster_samples(cluster_id, limit=3, store=store)), complete=False)
+                table.update(
+                    clean(api.list_cluster_samples(cluster_id, limit=3, store=store)),
+                    complete=False,
+                )
                 if len(table) > 2 * MAX_SAMPLES:
-                    table.replace(downsample(sorted(table.rows(), key=lambda r: r["time"]), MAX_SAMPLES))
+                    table.replace(
+                        downsample(sorted(table.rows(), key=lambda r: r["time"]), MAX_SAMPLES)
+                    )
             self._samples_time = row.get("sample_time")
         return is_live(row)
 
@@ -279,7 +325,9 @@ class Feed:
             if cid not in self._labels and r.get("state") != "running" and fetched < 3:
                 # A finished computation never changes: read its groups once, for a name.
                 try:
-                    self._labels[cid] = label_of(api.get_computation(cid, store=store).get("groups") or [])
+                    self._labels[cid] = label_of(
+                        api.get_computation(cid, store=store).get("groups") or []
+                    )
                 except Exception:
                     self._labels[cid] = ""
                 fetched += 1
@@ -297,8 +345,12 @@ class Feed:
         listed = self._comp_rows.get(computation_id)
         # The computation's row does not move when its last metrics land (after its
         # stop): read it again for a few seconds.
-        late = (w.has_trait("metrics") and self._comp_stop is not None and self._comp_state != "running"
-                and time.time() - self._comp_stop < METRICS_AFTER)
+        late = (
+            w.has_trait("metrics")
+            and self._comp_stop is not None
+            and self._comp_state != "running"
+            and time.time() - self._comp_stop < METRICS_AFTER
+        )
         fresh = listed is None or listed.get("updated") != self._comp_updated
         detail = clean(api.get_computation(computation_id, store=store)) if fresh or late else None
         if detail is not None and w.has_trait("metrics"):
@@ -330,7 +382,11 @@ class Feed:
                 w.runs = clean(api.run_summary(computation_id, store=store))
             if w.has_trait("findings"):
                 # From the whole record: only once it ended (a running one's is partial).
-                found = [] if self._comp_state == "running" else api.explain(computation_id, store=store)
+                found = (
+                    []
+                    if self._comp_state == "running"
+                    else api.explain(computation_id, store=store)
+                )
                 w.findings = clean({"computation_id": computation_id, "findings": found})
             n_erred = detail.get("n_erred") or 0
             if n_erred != self._comp_erred:
@@ -352,8 +408,12 @@ class Feed:
                 # seconds: show it as it grows.
                 if self.ticks < self._profile_next:
                     return False
-                self._profile_next = self.ticks + max(1, round(LIVE_PROFILE_EVERY / max(w.interval, 0.1)))
-                self._set_profile(api.get_profile(computation_id=self._selected, prefix=prefix, store=store))
+                self._profile_next = self.ticks + max(
+                    1, round(LIVE_PROFILE_EVERY / max(w.interval, 0.1))
+                )
+                self._set_profile(
+                    api.get_profile(computation_id=self._selected, prefix=prefix, store=store)
+                )
                 return False
             if self._profile_loaded or self._profile_tries >= PROFILE_TRIES:
                 return False
@@ -381,10 +441,13 @@ class Feed:
         if self._stream_done or self.ticks < self._stream_next:
             return False
         self._stream_next = self.ticks + max(1, round(STREAM_EVERY / max(w.interval, 0.1)))
-        settled = (self._comp_state not in (None, "running")
-                   and (self._comp_stop is None or time.time() - self._comp_stop > FINAL_AFTER))
+        settled = self._comp_state not in (None, "running") and (
+            self._comp_stop is None or time.time() - self._comp_stop > FINAL_AFTER
+        )
         # A growing stream travels as new rows; a binned one's replaced bins, as a rebase.
-        self.tables["stream"].update(stream_rows(api.list_task_stream(computation_id, limit=STREAM_ROWS, store=store)))
+        self.tables["stream"].update(
+            stream_rows(api.list_task_stream(computation_id, limit=STREAM_ROWS, store=store))
+        )
         self._stream_done = settled
         return not settled
 
@@ -404,17 +467,22 @@ class Feed:
         self._gpu_seen = len(rows)
         self.tables["gpu"].update(clean(gpu_series(rows, MAX_GPU_POINTS)))
 
-
     def _poll_workers(self, cluster_id: str, store: str | None) -> None:
         # The cluster's stop is stored after its last samples and departures: one read
         # after it has everything.
         stopped = bool(self._cluster) and not is_live(self._cluster)
-        if self._workers_final or (self.ticks % WORKERS_EVERY and self._workers_seen >= 0 and not stopped):
+        if self._workers_final or (
+            self.ticks % WORKERS_EVERY and self._workers_seen >= 0 and not stopped
+        ):
             return
         # Only what came since the last read (O(new samples), not the cluster's life), thinned
         # together with what is shown: each stretch's peaks survive every re-thinning.
         table = self.tables["workers"]
-        new = clean(api.list_worker_samples(cluster_id, since=self._workers_time, limit=MAX_WORKER_ROWS, store=store))
+        new = clean(
+            api.list_worker_samples(
+                cluster_id, since=self._workers_time, limit=MAX_WORKER_ROWS, store=store
+            )
+        )
         if self._workers_time is not None:
             shown = {r["id"] for r in table.rows()}
             new = table.rows() + [r for r in new if r["id"] not in shown]
@@ -424,8 +492,13 @@ class Feed:
             self._workers_time = max(r["time"] for r in new)
         table.update(worker_peaks(new, MAX_WORKER_POINTS))
         if self.w.has_trait("worker_events"):
-            events = [e for topic in WORKER_TOPICS
-                      for e in api.list_events(cluster_id, topic=topic, limit=MAX_WORKER_EVENTS, store=store)]
+            events = [
+                e
+                for topic in WORKER_TOPICS
+                for e in api.list_events(
+                    cluster_id, topic=topic, limit=MAX_WORKER_EVENTS, store=store
+                )
+            ]
             events = clean(sorted(events, key=lambda e: e["time"]))
             if events != self.w.worker_events:
                 self.w.worker_events = events

@@ -9,9 +9,11 @@ rebuilds everything from the two traits alone: nothing depends on the browser ha
 seen earlier messages, which custom messages could not promise (they are dropped
 while a view's module is still loading).  js/common/table.ts is the receiving half.
 """
+
 from __future__ import annotations
 
-from typing import Any, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 
 class KeyedTable:
@@ -63,7 +65,9 @@ class KeyedTable:
             self._removed.discard(k)
         # Rebase once the patch is a sizeable part of the table: a tick then costs the
         # rows that moved lately, and a rebase (the whole table) comes rarely.
-        if not self._base or len(self._patch) + len(self._removed) > max(self.min_patch, self.ratio * len(self._base)):
+        if not self._base or len(self._patch) + len(self._removed) > max(
+            self.min_patch, self.ratio * len(self._base)
+        ):
             self._rebase()
         else:
             self._send_patch()
@@ -87,9 +91,14 @@ class KeyedTable:
         self._send_all()
 
     def _send_all(self) -> None:
-        setattr(self.owner, f"{self.name}_base", {"v": self.version, "rows": list(self._base.values())})
+        setattr(
+            self.owner, f"{self.name}_base", {"v": self.version, "rows": list(self._base.values())}
+        )
         self._send_patch()
 
     def _send_patch(self) -> None:
-        setattr(self.owner, f"{self.name}_patch",
-                {"v": self.version, "rows": list(self._patch.values()), "removed": list(self._removed)})
+        setattr(
+            self.owner,
+            f"{self.name}_patch",
+            {"v": self.version, "rows": list(self._patch.values()), "removed": list(self._removed)},
+        )

@@ -4,6 +4,7 @@ A thread, not the kernel's event loop: while a cell blocks in `compute()` the lo
 does not run, and that is exactly when a live view must keep updating.  Widgets are
 held weakly; each says when it wants its next tick.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,7 +18,7 @@ logger = logging.getLogger("dask_analytics_lab")
 
 class Ticker:
     def __init__(self) -> None:
-        self._feeds: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._feeds: weakref.WeakSet[Any] = weakref.WeakSet()
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -27,7 +28,9 @@ class Ticker:
         with self._lock:
             self._feeds.add(feed)
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="dask-analytics-widgets", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="dask-analytics-widgets", daemon=True
+                )
                 self._thread.start()
         self._wake.set()
 

@@ -1,4 +1,5 @@
 """`monitor()`: the inline widget, live while work runs, history after."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -59,9 +60,17 @@ class MonitorWidget(ShareMixin, LiveView):
     locals().update(table_traits("workers"))
     worker_events = t.List().tag(sync=True)
 
-    def __init__(self, cluster_id: str | None = None, *, computation_id: str | None = None,
-                 store: str | None = None, interval: float = 1.0, start: bool = True,
-                 home_label: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        cluster_id: str | None = None,
+        *,
+        computation_id: str | None = None,
+        store: str | None = None,
+        interval: float = 1.0,
+        start: bool = True,
+        home_label: str | None = None,
+        **kwargs: Any,
+    ):
         follow_cluster = cluster_id is None and computation_id is None
         if follow_cluster:
             label, tag = "the newest cluster", "newest"
@@ -71,9 +80,17 @@ class MonitorWidget(ShareMixin, LiveView):
             label, tag = "the cluster it opened on", "opened here"
         home = {"cluster_id": cluster_id, "follow": follow_cluster, "label": label, "tag": tag}
         super().__init__(
-            cluster_id=cluster_id, follow_cluster=follow_cluster,
-            computation_id=computation_id, follow=computation_id is None, home=home,
-            store=store, interval=interval, where=api.where(store), start=start, **kwargs)
+            cluster_id=cluster_id,
+            follow_cluster=follow_cluster,
+            computation_id=computation_id,
+            follow=computation_id is None,
+            home=home,
+            store=store,
+            interval=interval,
+            where=api.where(store),
+            start=start,
+            **kwargs,
+        )
         self._init_share()
         self.on_msg(self._on_clusters_msg)
         self.observe(self._on_select, names="computation_id")
@@ -133,8 +150,14 @@ def _current_cluster(client: Any = None) -> str | None:
         return api.register(client)["cluster_id"]
 
 
-def monitor(client: Any = None, *, cluster_id: str | None = None, computation_id: str | None = None,
-            store: str | None = None, interval: float = 1.0) -> MonitorWidget:
+def monitor(
+    client: Any = None,
+    *,
+    cluster_id: str | None = None,
+    computation_id: str | None = None,
+    store: str | None = None,
+    interval: float = 1.0,
+) -> MonitorWidget:
     """The analytics of a cluster as an inline widget, live while work runs.
 
     With no arguments: the current Client's cluster (analytics is registered on it if
@@ -148,5 +171,10 @@ def monitor(client: Any = None, *, cluster_id: str | None = None, computation_id
         cluster_id = _current_cluster(client)
         if cluster_id is not None:
             home_label = "this notebook"
-    return MonitorWidget(cluster_id, computation_id=computation_id, store=store, interval=interval,
-                         home_label=home_label)
+    return MonitorWidget(
+        cluster_id,
+        computation_id=computation_id,
+        store=store,
+        interval=interval,
+        home_label=home_label,
+    )

@@ -1,8 +1,10 @@
 """One small class per view; each renders with its own ES module from js/widgets/."""
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import traitlets as t
 
@@ -63,11 +65,15 @@ class Flamegraph(LiveView):
     profile_prefixes = t.List().tag(sync=True)
     profile_prefix = t.Unicode("").tag(sync=True)
 
-    def __init__(self, computation_id: str | None = None, *, cluster_id: str | None = None, **kwargs: Any):
+    def __init__(
+        self, computation_id: str | None = None, *, cluster_id: str | None = None, **kwargs: Any
+    ):
         if (computation_id is None) == (cluster_id is None):
             raise ValueError("Flamegraph needs exactly one of computation_id or cluster_id=")
         title = f"computation {computation_id}" if computation_id else f"cluster {cluster_id}"
-        super().__init__(computation_id=computation_id, cluster_id=cluster_id, profile_title=title, **kwargs)
+        super().__init__(
+            computation_id=computation_id, cluster_id=cluster_id, profile_title=title, **kwargs
+        )
 
 
 class CodeSnippets(LiveView):
@@ -146,8 +152,15 @@ class ShareMixin:
 
             try:
                 row = share_computation(computation_id, store=self.store, private=private)
-                self.share = {"state": "done", "url": row["url"], "id": row.get("id"), "local": row["local"],
-                              "private": row["private"], "server": row["server"], "message": row["hint"] or ""}
+                self.share = {
+                    "state": "done",
+                    "url": row["url"],
+                    "id": row.get("id"),
+                    "local": row["local"],
+                    "private": row["private"],
+                    "server": row["server"],
+                    "message": row["hint"] or "",
+                }
             except Exception as e:  # a ShareError says what to do; anything else, what broke
                 self.share = {"state": "error", "private": private, "message": str(e)}
 

@@ -4,6 +4,7 @@ Tests put the built library's folder on LD_LIBRARY_PATH of a process *before* it
 starts (the dynamic loader reads LD_LIBRARY_PATH once, at process start), and
 point FAKE_NVML_CONFIG at a config file written by `write_config`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,21 @@ def build() -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{LIBNAME}.{os.getpid()}"
     subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-Wno-format-truncation", "-o", str(tmp), str(SOURCE), "-lpthread"],
-        check=True, capture_output=True, text=True,
+        [
+            gcc,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-Wall",
+            "-Wno-format-truncation",
+            "-o",
+            str(tmp),
+            str(SOURCE),
+            "-lpthread",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     os.replace(tmp, lib)
     return folder

@@ -1,6 +1,7 @@
 """Alembic environment. Normally run by `migrate.upgrade()` with a connection that is
 already inside a locked write transaction; with none, it connects to the
 `sqlalchemy.url` option (for making new revisions, see README)."""
+
 from __future__ import annotations
 
 from alembic import context

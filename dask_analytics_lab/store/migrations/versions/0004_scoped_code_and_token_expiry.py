@@ -7,10 +7,11 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-23
 """
+
 import json
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0004"
 down_revision = "0003"
@@ -31,12 +32,14 @@ def upgrade() -> None:
 def _copy_snippets_to_their_accounts(bind: sa.Connection) -> None:
     """Until now one row served every account: give each account that used a snippet
     its own copy, then drop the shared rows."""
-    uses = bind.execute(sa.text(
-        "SELECT c.code_hashes, COALESCE(cl.account, o.account, 'default') FROM computations c "
-        "LEFT JOIN clusters cl ON cl.cluster_id = c.cluster_id "
-        "LEFT JOIN cluster_owners o ON o.cluster_id = c.cluster_id "
-        "WHERE c.code_hashes IS NOT NULL"
-    )).fetchall()
+    uses = bind.execute(
+        sa.text(
+            "SELECT c.code_hashes, COALESCE(cl.account, o.account, 'default') FROM computations c "
+            "LEFT JOIN clusters cl ON cl.cluster_id = c.cluster_id "
+            "LEFT JOIN cluster_owners o ON o.cluster_id = c.cluster_id "
+            "WHERE c.code_hashes IS NOT NULL"
+        )
+    ).fetchall()
     pairs = set()
     for hashes, account in uses:
         if isinstance(hashes, str):
@@ -56,10 +59,12 @@ def _copy_snippets_to_their_accounts(bind: sa.Connection) -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     # One row per hash again: keep any account's copy.
-    bind.execute(sa.text(
-        "DELETE FROM code_snippets WHERE EXISTS (SELECT 1 FROM code_snippets o "
-        "WHERE o.hash = code_snippets.hash AND o.account < code_snippets.account)"
-    ))
+    bind.execute(
+        sa.text(
+            "DELETE FROM code_snippets WHERE EXISTS (SELECT 1 FROM code_snippets o "
+            "WHERE o.hash = code_snippets.hash AND o.account < code_snippets.account)"
+        )
+    )
     with op.batch_alter_table("code_snippets", recreate="always") as batch:
         batch.drop_constraint("pk_code_snippets", type_="primary")
         batch.drop_column("account")

@@ -8,8 +8,9 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-24
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0006"
 down_revision = "0005"
@@ -30,10 +31,20 @@ def upgrade() -> None:
         sa.Column("unit", sa.Text(), nullable=False),
         sa.Column("value", sa.Double(), nullable=False),
         sa.Column("updated", sa.Double(), nullable=False),
-        sa.ForeignKeyConstraint(["cluster_id"], ["clusters.cluster_id"],
-                                name="fk_computation_metrics_cluster_id_clusters"),
-        sa.PrimaryKeyConstraint("cluster_id", "computation_id", "prefix", "context", "activity", "unit",
-                                name="pk_computation_metrics"),
+        sa.ForeignKeyConstraint(
+            ["cluster_id"],
+            ["clusters.cluster_id"],
+            name="fk_computation_metrics_cluster_id_clusters",
+        ),
+        sa.PrimaryKeyConstraint(
+            "cluster_id",
+            "computation_id",
+            "prefix",
+            "context",
+            "activity",
+            "unit",
+            name="pk_computation_metrics",
+        ),
     )
     op.create_table(
         "worker_samples",
@@ -50,12 +61,17 @@ def upgrade() -> None:
         sa.Column("spilled", sa.BigInteger()),
         sa.Column("cpu", sa.Double()),
         sa.Column("processing", sa.BigInteger()),
-        sa.ForeignKeyConstraint(["cluster_id"], ["clusters.cluster_id"],
-                                name="fk_worker_samples_cluster_id_clusters"),
+        sa.ForeignKeyConstraint(
+            ["cluster_id"], ["clusters.cluster_id"], name="fk_worker_samples_cluster_id_clusters"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_worker_samples"),
     )
     op.create_index("ix_worker_samples_cluster_id_time", "worker_samples", ["cluster_id", "time"])
-    op.create_index("ix_worker_samples_cluster_id_worker_time", "worker_samples", ["cluster_id", "worker", "time"])
+    op.create_index(
+        "ix_worker_samples_cluster_id_worker_time",
+        "worker_samples",
+        ["cluster_id", "worker", "time"],
+    )
     op.create_table(
         "task_stream",
         sa.Column("id", RowId, primary_key=True, autoincrement=True),
@@ -71,12 +87,16 @@ def upgrade() -> None:
         sa.Column("n_tasks", sa.BigInteger(), nullable=False),
         sa.Column("busy", sa.Double()),
         sa.Column("binned", sa.Boolean(), nullable=False),
-        sa.ForeignKeyConstraint(["cluster_id"], ["clusters.cluster_id"],
-                                name="fk_task_stream_cluster_id_clusters"),
+        sa.ForeignKeyConstraint(
+            ["cluster_id"], ["clusters.cluster_id"], name="fk_task_stream_cluster_id_clusters"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_task_stream"),
     )
-    op.create_index("ix_task_stream_cluster_id_computation_id_start", "task_stream",
-                    ["cluster_id", "computation_id", "start"])
+    op.create_index(
+        "ix_task_stream_cluster_id_computation_id_start",
+        "task_stream",
+        ["cluster_id", "computation_id", "start"],
+    )
     # A profile per task prefix: "" is the whole computation's (as recorded before).
     with op.batch_alter_table("profiles", recreate="always") as batch:
         batch.add_column(sa.Column("prefix", sa.Text(), nullable=False, server_default=""))

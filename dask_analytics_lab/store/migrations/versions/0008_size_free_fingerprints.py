@@ -17,6 +17,7 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-26
 """
+
 import hashlib
 import re
 
@@ -61,20 +62,50 @@ def _opener():
 
 def upgrade() -> None:
     conn = op.get_bind()
-    comps = sa.table("computations", sa.column("computation_id"), sa.column("cluster_id"),
-                     sa.column("code_line"), sa.column("fingerprint"))
-    groups = sa.table("task_groups", sa.column("cluster_id"), sa.column("computation_id"),
-                      sa.column("name"), sa.column("prefix"))
-    rows = conn.execute(sa.select(comps.c.computation_id, comps.c.cluster_id, comps.c.code_line,
-                                  comps.c.fingerprint).where(comps.c.fingerprint.is_not(None))).all()
+    comps = sa.table(
+        "computations",
+        sa.column("computation_id"),
+        sa.column("cluster_id"),
+        sa.column("code_line"),
+        sa.column("fingerprint"),
+    )
+    groups = sa.table(
+        "task_groups",
+        sa.column("cluster_id"),
+        sa.column("computation_id"),
+        sa.column("name"),
+        sa.column("prefix"),
+    )
+    rows = conn.execute(
+        sa.select(
+            comps.c.computation_id, comps.c.cluster_id, comps.c.code_line, comps.c.fingerprint
+        ).where(comps.c.fingerprint.is_not(None))
+    ).all()
     if not rows:
         return
     # Prefixes matter only where there is no line: read just those, once each.
-    no_line = sa.and_(comps.c.fingerprint.is_not(None), sa.or_(comps.c.code_line.is_(None), comps.c.code_line == ""))
-    q = (sa.select(groups.c.cluster_id, groups.c.computation_id, sa.func.coalesce(groups.c.prefix, groups.c.name))
-         .select_from(groups.join(comps, sa.and_(comps.c.computation_id == groups.c.computation_id,
-                                                 comps.c.cluster_id == groups.c.cluster_id)))
-         .where(no_line).distinct())
+    no_line = sa.and_(
+        comps.c.fingerprint.is_not(None),
+        sa.or_(comps.c.code_line.is_(None), comps.c.code_line == ""),
+    )
+    q = (
+        sa.select(
+            groups.c.cluster_id,
+            groups.c.computation_id,
+            sa.func.coalesce(groups.c.prefix, groups.c.name),
+        )
+        .select_from(
+            groups.join(
+                comps,
+                sa.and_(
+                    comps.c.computation_id == groups.c.computation_id,
+                    comps.c.cluster_id == groups.c.cluster_id,
+                ),
+            )
+        )
+        .where(no_line)
+        .distinct()
+    )
     prefixes: dict = {}
     for cid, comp_id, prefix in conn.execute(q):
         prefixes.setdefault((cid, comp_id), set()).add(prefix)
@@ -87,10 +118,13 @@ def upgrade() -> None:
         new = _fingerprint(line, prefixes.get((cid, comp_id), ()))
         if new != old:
             changed.append({"b_id": comp_id, "b_fp": new})
-    stmt = (sa.update(comps).where(comps.c.computation_id == sa.bindparam("b_id"))
-            .values(fingerprint=sa.bindparam("b_fp")))
+    stmt = (
+        sa.update(comps)
+        .where(comps.c.computation_id == sa.bindparam("b_id"))
+        .values(fingerprint=sa.bindparam("b_fp"))
+    )
     for i in range(0, len(changed), _CHUNK):
-        conn.execute(stmt, changed[i:i + _CHUNK])
+        conn.execute(stmt, changed[i : i + _CHUNK])
 
 
 def downgrade() -> None:

@@ -7,8 +7,9 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-27
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0009"
 down_revision = "0008"
@@ -17,24 +18,28 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table('sessions',
-        sa.Column('session_id', sa.Text(), nullable=False),
-        sa.Column('token_id', sa.Text(), nullable=False),
-        sa.Column('created', sa.Double(), nullable=False),
-        sa.Column('expires', sa.Double(), nullable=False),
-        sa.ForeignKeyConstraint(['token_id'], ['tokens.token_id'], name='fk_sessions_token_id_tokens'),
-        sa.PrimaryKeyConstraint('session_id', name='pk_sessions'),
+    op.create_table(
+        "sessions",
+        sa.Column("session_id", sa.Text(), nullable=False),
+        sa.Column("token_id", sa.Text(), nullable=False),
+        sa.Column("created", sa.Double(), nullable=False),
+        sa.Column("expires", sa.Double(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["token_id"], ["tokens.token_id"], name="fk_sessions_token_id_tokens"
+        ),
+        sa.PrimaryKeyConstraint("session_id", name="pk_sessions"),
     )
-    op.create_index('ix_sessions_expires', 'sessions', ['expires'])
-    op.create_table('dropped_messages',
-        sa.Column('account', sa.Text(), nullable=False),
-        sa.Column('cluster_id', sa.Text(), nullable=False),
-        sa.Column('seq', sa.BigInteger(), nullable=False),
-        sa.Column('time', sa.Double(), nullable=False),
-        sa.PrimaryKeyConstraint('account', 'cluster_id', 'seq', name='pk_dropped_messages'),
+    op.create_index("ix_sessions_expires", "sessions", ["expires"])
+    op.create_table(
+        "dropped_messages",
+        sa.Column("account", sa.Text(), nullable=False),
+        sa.Column("cluster_id", sa.Text(), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("time", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("account", "cluster_id", "seq", name="pk_dropped_messages"),
     )
 
 
 def downgrade() -> None:
-    op.drop_table('dropped_messages')
-    op.drop_table('sessions')  # its index goes with it
+    op.drop_table("dropped_messages")
+    op.drop_table("sessions")  # its index goes with it

@@ -7,8 +7,9 @@ Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-28
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0010"
 down_revision = "0009"
@@ -17,15 +18,16 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table('auth_failures',
-        sa.Column('address', sa.Text(), nullable=False),
-        sa.Column('fingerprint', sa.Text(), nullable=False),
-        sa.Column('since', sa.Double(), nullable=False),
-        sa.Column('failures', sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint('address', 'fingerprint', name='pk_auth_failures'),
+    op.create_table(
+        "auth_failures",
+        sa.Column("address", sa.Text(), nullable=False),
+        sa.Column("fingerprint", sa.Text(), nullable=False),
+        sa.Column("since", sa.Double(), nullable=False),
+        sa.Column("failures", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("address", "fingerprint", name="pk_auth_failures"),
     )
-    op.create_index('ix_auth_failures_since', 'auth_failures', ['since'])
+    op.create_index("ix_auth_failures_since", "auth_failures", ["since"])
 
 
 def downgrade() -> None:
-    op.drop_table('auth_failures')  # its index goes with it
+    op.drop_table("auth_failures")  # its index goes with it
