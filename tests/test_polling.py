@@ -294,7 +294,9 @@ def test_the_lab_panel_keeps_what_it_read_under_the_caps(runs):
     gpus = Counter(by_id["gpu"][i]["gpu_uuid"] for i in panel["gpu"])
     read_per_worker = len(data["workers"]) // 2
     assert set(workers) == {"tcp://a", "tcp://b"} and set(gpus) == {"GPU-a", "GPU-b"}
-    assert all(n <= 3 * RULES["workers"]["keep"] < read_per_worker for n in workers.values())
+    assert all(n <= 3 * RULES["workers"]["keep"] < read_per_worker for n in workers.values()), (
+        workers
+    )
     assert all(n <= 2 * RULES["gpu"]["keep"] for n in gpus.values()), gpus
     assert len(panel["samples"]) <= 2 * RULES["samples"]["keep"]
     # Thinned to its peaks: each worker's highest memory is still there, and its last sample.
