@@ -29,7 +29,14 @@ def dask_setup(scheduler: Any) -> None:
     off = set(filter(None, os.environ.get("DAL_BENCH_OFF", "").split(",")))
     plugin = scheduler.plugins[PLUGIN_NAME]
     if "hook" in off:
-        plugin.transition = _nothing
+        # The plugin sets its hook when it starts (after this preload): replace it then.
+        start = plugin.start
+
+        async def start_without_hook(scheduler: Any) -> None:
+            await start(scheduler)
+            plugin.transition = _nothing
+
+        plugin.start = start_without_hook
     if "graph" in off:
         plugin.update_graph = _nothing
     if "ticks" in off:

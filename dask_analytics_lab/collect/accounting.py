@@ -16,7 +16,12 @@ noise is several points), so the cost is accounted where it is spent:
   (and counted), and the collections that ran inside timed calls are taken out of the
   samples and added back, scaled by calls over timed calls.  Dask's own cost of calling
   one more plugin (its loop over the plugins, the arguments) is measured once at start
-  (`calibrate`) and added per call.
+  (`calibrate`) and added per call.  Both that cost and the timed call's own second call
+  grow with the keyword arguments Dask passes (none for most transitions, eight for a
+  task that finished: building them into a dict is most of a call's cost), so both are
+  measured with none and with a finished task's, and each timed call counts them at
+  its own number of keyword arguments: the average over the samples is that over all
+  calls.
 - update_graph, ticks, the other hooks (events, workers joining and leaving), profile
   fetches (each step of their coroutines on the loop: `metered`) and fine-metrics
   heartbeats: timed per call.
@@ -44,6 +49,18 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SAMPLE_EVERY = 64  # transitions per timed hook call, on average
+# The keyword arguments Dask passes the hook when a task finished (processing -> memory),
+# besides stimulus_id: what calibrate() calls with.
+FINISHED_KWARGS = {
+    "worker": "tcp://127.0.0.1:40000",
+    "nbytes": 28,
+    "type": b"\x80\x05\x95\x14\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x03int\x94\x93\x94.",
+    "typename": "int",
+    "metadata": {},
+    "thread": 140000000000000,
+    "startstops": ({"action": "compute", "start": 1.7e9, "stop": 1.7e9 + 1e-4},),
+    "status": "OK",
+}
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
 THREAD_PREFIX = "dask-analytics"  # our threads' names start so
@@ -74,9 +91,15 @@ class CostMeter:
         self._sampled_calls = 0
         self.outliers = 0  # sampled calls left out: over OUTLIER
         self._gc_mark = 0.0
-        self.dispatch = 0.0  # Dask's cost of one call of one more plugin's hook
+        # Dask's cost of one call of one more plugin's hook: with no keyword arguments
+        # but stimulus_id, and what each one more adds.
+        self.dispatch = 0.0
+        self.dispatch_per_kwarg = 0.0
         self.clock = 0.0  # what reading the wall clock adds to a timed hook call
-        self.recall = 0.0  # what a timed hook call's second call of the hook adds
+        # What a timed hook call's second call of the hook adds (as dispatch).
+        self.recall = 0.0
+        self.recall_per_kwarg = 0.0
+        self._sampled_kwargs = 0  # keyword arguments of the counted timed calls
         self._loop_thread = threading.get_ident()
         self._loop_cpu0 = time.thread_time()
         self._gc_start = 0.0
@@ -113,7 +136,9 @@ class CostMeter:
         self.inside = "hooks"
         self._gc_mark = self._gc_inside["hooks"]
 
-    def end_sample(self, seconds: float) -> None:
+    def end_sample(self, seconds: float, kwargs: int = 0) -> None:
+        """A timed hook call took `seconds` (wall clock), Dask passed it `kwargs` keyword
+        arguments besides stimulus_id."""
         self.inside = None
         seconds -= self._gc_inside["hooks"] - self._gc_mark  # counted whole, in hooks_seconds
         if seconds > OUTLIER:
@@ -121,6 +146,7 @@ class CostMeter:
             return
         self._sampled_seconds += seconds
         self._sampled_calls += 1
+        self._sampled_kwargs += kwargs
         if seconds > self.longest_call:
             self.longest_call, self.longest_part = seconds, "hooks"
 
@@ -136,7 +162,8 @@ class CostMeter:
 
     def calibrate(self, calls: int = 2000) -> None:
         """Dask's own cost of calling a plugin's transition hook once (scheduler.py: a loop
-        over the plugins, positional and keyword arguments), measured here on a no-op."""
+        over the plugins, positional and keyword arguments), measured here on a no-op,
+        with no keyword arguments but stimulus_id and with a finished task's."""
 
         class _Noop:
             def transition(
@@ -150,35 +177,47 @@ class CostMeter:
             clock = min(clock, time.perf_counter() - t0)
         self.clock = clock
         plugins = {"noop": _Noop()}
-        kwargs = {"stimulus_id": "calibrate", "worker": "tcp://127.0.0.1:1", "nbytes": 8}
-        best = float("inf")
-        for _ in range(3):  # the best of three: a context switch only ever adds
-            t0 = time.thread_time()
-            for _ in range(calls):
-                for plugin in list(plugins.values()):
-                    plugin.transition("x", "processing", "memory", **kwargs)
-            best = min(best, (time.thread_time() - t0) / calls)
-        self.dispatch = best
-        # A timed hook call's extra call of the hook, as it makes it (the wall clock, as
-        # the samples are timed).
         noop = plugins["noop"]
-        recall = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                noop.transition("x", "processing", "memory", **kwargs)
-            recall = min(recall, (time.perf_counter() - t0) / calls)
-        self.recall = recall
+
+        def dispatch(kwargs: dict) -> float:
+            best = float("inf")
+            for _ in range(3):  # the best of three: a context switch only ever adds
+                t0 = time.thread_time()
+                for _ in range(calls):
+                    for plugin in list(plugins.values()):
+                        plugin.transition("x", "processing", "memory", **kwargs)
+                best = min(best, (time.thread_time() - t0) / calls)
+            return best
+
+        def recall(kwargs: dict) -> float:
+            # A timed hook call's extra call of the hook, as it makes it (the wall clock,
+            # as the samples are timed).
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    noop.transition("x", "processing", "memory", **kwargs)
+                best = min(best, (time.perf_counter() - t0) / calls)
+            return best
+
+        bare = {"stimulus_id": "calibrate"}
+        full = {**bare, **FINISHED_KWARGS}
+        n = len(FINISHED_KWARGS)
+        self.dispatch = dispatch(bare)
+        self.dispatch_per_kwarg = max(0.0, dispatch(full) - self.dispatch) / n
+        self.recall = recall(bare)
+        self.recall_per_kwarg = max(0.0, recall(full) - self.recall) / n
 
     # --- reading -------------------------------------------------------------------
     def hooks_seconds(self) -> float:
-        per_call = (
-            max(0.0, self._sampled_seconds / self._sampled_calls - self.clock - self.recall)
-            if self._sampled_calls
-            else 0.0
-        )
+        n = self._sampled_calls
+        # The keyword arguments of an average call, as the timed calls had them.
+        kwargs = self._sampled_kwargs / n if n else 0.0
+        recall = self.recall + self.recall_per_kwarg * kwargs
+        per_call = max(0.0, self._sampled_seconds / n - self.clock - recall) if n else 0.0
+        dispatch = self.dispatch + self.dispatch_per_kwarg * kwargs
         return (
-            self.transition_calls * (per_call + self.dispatch * (1 + self.other_plugins))
+            self.transition_calls * (per_call + dispatch * (1 + self.other_plugins))
             + self._hooks_gc()
         )
 

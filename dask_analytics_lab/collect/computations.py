@@ -211,6 +211,12 @@ class ComputationTracker:
         self.summarised = 0  # group summaries built, over all polls (a measure of the work)
 
     # --- attribution -------------------------------------------------------------
+    @property
+    def owners(self) -> dict[Any, Any]:
+        """TaskGroup -> the record of the computation that claimed it last (its `cid`);
+        the transition hook reads it (owner_id for a group not claimed yet)."""
+        return self._owner
+
     def counts_for(self, tg: Any, touched: bool = False) -> GroupCounts:
         """The group's counts, for the transition hook to move: the group is marked as
         moved (`touched`: it is already)."""

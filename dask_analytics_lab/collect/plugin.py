@@ -23,11 +23,12 @@ from tornado.ioloop import PeriodicCallback
 
 from .. import messages
 from ..urls import mask_url
-from .accounting import SAMPLE_EVERY, CostMeter
+from .accounting import CostMeter
 from .cluster import ClusterSampler
-from .computations import NOT_DONE, ComputationTracker
+from .computations import ComputationTracker
 from .errors import ErrorCounter
 from .gpu_jobs import JobTracker
+from .hook import transition_hook
 from .lost import TEXTS as LOST_TEXTS
 from .lost import LostTasks
 from .metrics import MetricsRecorder
@@ -41,10 +42,6 @@ from .workers import WorkerLifecycle, WorkerSampler
 logger = logging.getLogger("dask_analytics_lab")
 
 PLUGIN_NAME = "dask-analytics-lab"
-# Stimuli under which a not-yet-finished task being released means the user gave up on it.
-_CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
-# The transitions the hook counts; every other one returns once it marked its group.
-_COUNTED = frozenset({"memory", "erred", "processing", "released", "waiting"})
 # Seconds of work one tick may hold the event loop for (each part does a little more at
 # most); the rest follows in the next turns of the loop, each as short.
 TICK_SLICE = 0.001
@@ -112,8 +109,6 @@ class AnalyticsPlugin(SchedulerPlugin):
     def __init__(self, settings: dict):
         self.settings = settings
         self._started = False
-        self._timing = False  # inside a timed transition hook call
-        self._next_sample = 0  # the scheduler's transition count at which the next is timed
         # Hooks are no-ops until start() has made the state they use (a preload adds the
         # plugin before the scheduler starts, and the scheduler logs events meanwhile).
         self._ready = False
@@ -170,8 +165,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._meter = CostMeter(watch_gc=True)
         self._meter.calibrate()
         self._counter0 = scheduler.transition_counter  # the hook sees every transition from here
-        self._random = random.Random()
-        self._next_sample = self._counter0 + self._gap()
+        self._random = random.Random()  # the hook's gaps between timed calls
         self._ticks = 0
         self._again = (
             False  # a tick is due in the next turn of the loop (the last one ran out of time)
@@ -205,6 +199,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         )
         self._live_profiles_at = 0.0
         self._ready = True
+        # Dask calls plugin.transition: from now on the hook, a closure over what it moves.
+        self.transition = transition_hook(self)  # type: ignore[method-assign]
 
         from .environment import platform_info, versions
 
@@ -249,6 +245,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             logger.exception("dask-analytics: recording the cluster's end failed")
         finally:
             self._ready = False
+            self.__dict__.pop("transition", None)  # the class's no-op again
             # Inline when the interpreter exits (atexit closing a LocalCluster): the
             # writer thread is still there to drain, the executors are not.
             await off_loop(self._shipper.close, 10.0)
@@ -298,119 +295,10 @@ class AnalyticsPlugin(SchedulerPlugin):
         finally:
             self._meter.leave(token)
 
-    def transition(
-        self,
-        key: Any,
-        start: str,
-        finish: str,
-        *args: Any,
-        stimulus_id: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        # Dask calls this for every transition of every task: no layer in between, and
-        # nothing counted here (the scheduler counts transitions).  One transition in
-        # SAMPLE_EVERY, at random gaps of Dask's count (a regular graph's transitions
-        # come in cycles: a fixed step would time one kind of transition only), is
-        # timed for the meter, by the wall clock: a CPU clock is a system call that
-        # costs more than the call it times.
-        if not self._ready:
-            return
-        if self.scheduler.transition_counter >= self._next_sample and not self._timing:
-            self._next_sample = self.scheduler.transition_counter + self._gap()
-            self._timed(key, start, finish, stimulus_id, kwargs)
-            return
-        ts = self._tasks.get(key)
-        if ts is None:
-            return
-        # Every transition moves its group's figures (its states at least): a snapshot
-        # summarises only the groups marked here.
-        self._touched.add(ts.group)
-        if finish not in _COUNTED:
-            return
-        if finish == "waiting":
-            if self._metrics is not None:
-                # Before Dask sends the task: it must leave with its computation's span id.
-                self._metrics.waiting(ts)
-            if not (self._lost.keys and self._lost.wanted_again(key)):
-                return  # every task waits once; only a lost result wanted again is counted
-        elif finish == "released" and start not in NOT_DONE:
-            return  # a finished task let go (the common release): nothing to count
-        try:
-            tg = ts.group
-            counts = self._counts.get(tg)
-            if counts is None:
-                counts = self._computations.counts_for(tg, touched=True)
-            if self._lost.keys and finish in ("memory", "erred"):
-                lost = self._lost.finished(key)
-                if lost is not None and lost.waiting:  # computed again: done (or raised) below
-                    counts.lost_waiting = max(0, counts.lost_waiting - 1)
-            if finish == "memory":
-                if start != "memory":
-                    counts.done += 1
-                    counts.last = time.time()
-            elif finish == "waiting":
-                # Done once; pending again only because its one copy went with a worker.
-                counts.done = max(0, counts.done - 1)
-                counts.lost_waiting += 1
-            elif finish == "processing":
-                if not counts.first:
-                    counts.first = time.time()
-                if self._lost.keys:
-                    lost = self._lost.started(key)
-                    if lost is not None:
-                        self._rerun(key, tg, lost)
-            elif finish == "erred":
-                counts.last = time.time()
-                self._erred(key, tg, counts, kwargs)
-            elif (
-                start in NOT_DONE
-                and stimulus_id is not None
-                and stimulus_id.startswith(_CANCEL_STIMULI)
-            ):
-                if self._lost.keys and self._lost.let_go(key):
-                    # A lost result nobody wants any more (a program ending lets go of what
-                    # it held after its workers closed): it was done, no work was cancelled.
-                    counts.lost_waiting = max(0, counts.lost_waiting - 1)
-                    counts.done += 1
-                    return
-                counts.cancelled += 1
-                counts.cancelled_at = time.time()
-                if start == "processing":
-                    counts.cancelled_running += 1
-            if self._suspects and finish in ("memory", "erred"):
-                self._suspects.pop(key, None)
-            if start == "processing" and self._stream is not None and finish in ("memory", "erred"):
-                startstops = kwargs.get("startstops")
-                if startstops:
-                    owner = self._computations.owner_id(tg, self.scheduler.computations)
-                    if owner:
-                        self._stream.record(
-                            owner,
-                            kwargs.get("worker"),
-                            kwargs.get("thread"),
-                            tg.prefix.name,
-                            tg.name,
-                            finish,
-                            startstops,
-                        )
-        except Exception:
-            logger.exception("dask-analytics: transition hook failed for %r", key)
-
-    def _gap(self) -> int:
-        return self._random.randint(1, 2 * SAMPLE_EVERY - 1)  # SAMPLE_EVERY on average
-
-    def _timed(
-        self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict
-    ) -> None:
-        meter = self._meter
-        self._timing = True
-        meter.begin_sample()
-        t0 = time.perf_counter()
-        try:
-            self.transition(key, start, finish, stimulus_id=stimulus_id, **kwargs)
-        finally:
-            meter.end_sample(time.perf_counter() - t0)
-            self._timing = False
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        # Until start() has set the hook (collect/hook.py) on the instance, and after
+        # close() took it away: nothing to do.
+        return None
 
     def _erred(self, key: Any, tg: Any, counts: Any, kwargs: dict) -> None:
         text = kwargs.get("exception_text")

@@ -1,8 +1,10 @@
 """Each computation's task stream: when each task ran, on which worker and thread.
 
-The transition hook hands over each finished task's `startstops` (what distributed's
-own TaskStreamPlugin keeps) with one append: O(1), nothing else on the scheduler's
-hot path.  Each tick folds what came in into per-computation streams and sends it.
+The transition hook hands over each finished task with one append: its computation's
+record, its TaskGroup, its state and the keyword arguments Dask called the hook with
+(their `startstops` are what distributed's own TaskStreamPlugin keeps).  O(1), nothing
+else on the scheduler's hot path: each tick folds what came in into per-computation
+streams (reading the intervals, worker, thread and names then) and sends it.
 
 Bounded, whatever the computation's size:
 
@@ -199,8 +201,10 @@ class TaskStreamRecorder:
         self.max_tasks = max(0, int(max_tasks))
         self.max_bins = max(1, int(max_bins))
         self.replace_every = replace_every
-        self._pending: list[tuple] = []
-        # Tasks a tick with a deadline has not folded in yet, from `_at` on (older than _pending).
+        # (computation record or id, TaskGroup or (prefix, group), state, Dask's keyword
+        # arguments): the hook appends to this very list (it is never replaced).
+        self.incoming: list[tuple] = []
+        # Tasks a tick with a deadline has not folded in yet, from `_at` on (older than incoming).
         self._folding: list[tuple] = []
         self._at = 0
         self.behind = False  # the last tick ran out of time: tick again soon
@@ -219,14 +223,29 @@ class TaskStreamRecorder:
         state: str,
         startstops: Any,
     ) -> None:
-        """A task finished (state "memory") or raised ("erred"); its compute interval(s)."""
-        for ss in startstops:
-            if ss.get("action") == "compute":
-                self._pending.append(
-                    (cid, worker, thread, prefix, group, state, ss["start"], ss["stop"])
-                )
-        if len(self._pending) > MAX_PENDING:
+        """A task finished (state "memory") or raised ("erred"); its compute interval(s).
+        (The plugin's hook appends to `incoming` itself, in the same form.)"""
+        self.incoming.append(
+            (
+                cid,
+                (prefix, group),
+                state,
+                {"worker": worker, "thread": thread, "startstops": startstops},
+            )
+        )
+        if len(self.incoming) > MAX_PENDING:
             self._fold(None)  # amortised: once per MAX_PENDING tasks
+
+    def bound(self, meter: Any = None) -> None:
+        """Fold in what came when more than MAX_PENDING tasks wait (ticks stalled, or far
+        apart): the hook calls this now and then, the loop CPU charged to ticks."""
+        if len(self.incoming) > MAX_PENDING:
+            token = meter.enter("ticks") if meter is not None else None
+            try:
+                self._fold(None)
+            finally:
+                if token is not None:
+                    meter.leave(token)
 
     # --- the tick's half: O(tasks since the last tick) ------------------------------
     def tick(
@@ -256,12 +275,12 @@ class TaskStreamRecorder:
         for stream in self._streams.values():
             self._seal(stream, now)
         self._streams.clear()
-        self._pending.clear()
+        self.incoming.clear()
         self.behind = False
 
     @property
     def pending(self) -> int:
-        return len(self._pending) + len(self._folding) - self._at
+        return len(self.incoming) + len(self._folding) - self._at
 
     def held_bins(self) -> int:
         """Bins held in memory, all computations together (bounded: see the module doc)."""
@@ -272,9 +291,11 @@ class TaskStreamRecorder:
         """Fold in the tasks that came, oldest first; False when `deadline` came first."""
         while True:
             if self._at >= len(self._folding):
-                if not self._pending:
+                if not self.incoming:
                     return True
-                self._folding, self._pending, self._at = self._pending, [], 0
+                # A copy: the hook holds `incoming` itself.
+                self._folding, self._at = self.incoming.copy(), 0
+                self.incoming.clear()
             end = (
                 len(self._folding)
                 if deadline is None
@@ -286,7 +307,7 @@ class TaskStreamRecorder:
             if (
                 deadline is not None
                 and time.perf_counter() > deadline
-                and (self._folding or self._pending)
+                and (self._folding or self.incoming)
             ):
                 return False
 
@@ -294,52 +315,87 @@ class TaskStreamRecorder:
         """Fold in pending[begin:end]; where it stopped (before `end` when the bins of a
         computation were coarsened past the deadline: each time is O(its bins))."""
         streams = self._streams
-        max_tasks = self.max_tasks
-        # A few workers and prefixes name thousands of tasks: each name is cut once.
-        names: dict[Any, str | None] = {}
-        for i in range(begin, end):
-            cid, worker, thread, prefix, group, state, start, stop = pending[i]
-            stream = streams.get(cid)
-            if stream is None:
-                stream = streams[cid] = _Stream(cid, self.max_bins)
-            w = names.get(worker)
-            if w is None:
-                w = names[worker] = _name(worker)
-            p = names.get(prefix)
-            if p is None:
-                p = names[prefix] = _name(prefix)
-            worker, prefix = w, p
-            if stream.sealed:
-                if not stream.binned and stream.n_raw < max_tasks:
-                    pass  # still under its limit: a row like any other
-                elif stream.late < LATE_ROWS:
-                    stream.late += 1
-                else:
-                    self.dropped += 1
-                    continue
-                stream.n_raw += 1
-                stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
-                self.recorded += 1
+        max_tasks, max_bins = self.max_tasks, self.max_bins
+        # A few workers and groups name thousands of tasks: each name is cut once.
+        workers: dict[Any, str | None] = {}
+        groups: dict[Any, tuple] = {}
+        floor = math.floor
+        last_cid, stream = None, None
+        i = begin
+        while i < end:
+            who, tg, state, kw = pending[i]
+            i += 1
+            startstops = kw.get("startstops")
+            if not startstops:
                 continue
-            self.recorded += 1
-            bins = stream.bins
-            width = bins.width
-            bins.add(worker, prefix, start, stop)
-            if bins.width != width and deadline is not None and time.perf_counter() > deadline:
-                end = i + 1  # this task is in: stop after it
-            if stream.binned:
-                stream.dirty = True
-            elif stream.n_raw < max_tasks:
-                stream.n_raw += 1
-                stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
-            else:
-                # Past the limit: from now on bins, which replace the rows sent so far.
-                stream.binned = True
-                stream.dirty = True
-                stream.sent_at = 0.0
-                stream.raw = []
-            if i + 1 == end:
-                return end
+            cid = who if who.__class__ is str else who.cid
+            if not cid:
+                continue
+            if cid != last_cid:
+                stream = streams.get(cid)
+                if stream is None:
+                    stream = streams[cid] = _Stream(cid, self.max_bins)
+                last_cid = cid
+            names = groups.get(tg)
+            if names is None:
+                prefix, group = tg if tg.__class__ is tuple else (tg.prefix.name, tg.name)
+                names = groups[tg] = (_name(prefix), _name(group))
+            prefix, group = names
+            worker = kw.get("worker")
+            w = workers.get(worker)
+            if w is None:
+                w = workers[worker] = _name(worker)
+            worker = w
+            thread = kw.get("thread")
+            for ss in startstops:
+                if ss.get("action") != "compute":
+                    continue
+                start, stop = ss["start"], ss["stop"]
+                if stream.sealed:
+                    if not stream.binned and stream.n_raw < max_tasks:
+                        pass  # still under its limit: a row like any other
+                    elif stream.late < LATE_ROWS:
+                        stream.late += 1
+                    else:
+                        self.dropped += 1
+                        continue
+                    stream.n_raw += 1
+                    stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
+                    self.recorded += 1
+                    continue
+                self.recorded += 1
+                bins = stream.bins
+                width = bins.width
+                # Most tasks fall in one bin: Bins.add's arithmetic for that case, inline.
+                first = floor(start / width)
+                last = floor(stop / width)
+                if start <= stop and (
+                    last == first or (last == first + 1 and stop == last * width)
+                ):
+                    cells = bins.cells
+                    cell = cells.get((worker, prefix, first))
+                    if cell is None:
+                        cells[(worker, prefix, first)] = [1, stop - start]
+                    else:
+                        cell[0] += 1
+                        cell[1] += stop - start
+                    if len(cells) > max_bins:
+                        bins.bound()
+                else:
+                    bins.add(worker, prefix, start, stop)
+                if bins.width != width and deadline is not None and time.perf_counter() > deadline:
+                    end = i  # this task is in: stop after it
+                if stream.binned:
+                    stream.dirty = True
+                elif stream.n_raw < max_tasks:
+                    stream.n_raw += 1
+                    stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
+                else:
+                    # Past the limit: from now on bins, which replace the rows sent so far.
+                    stream.binned = True
+                    stream.dirty = True
+                    stream.sent_at = 0.0
+                    stream.raw = []
         return end
 
     def _send(self, stream: _Stream, now: float, force: bool) -> None:
@@ -377,7 +433,7 @@ def _row(
         "stop": stop,
         "worker": worker,
         "prefix": prefix,
-        "task_group": _name(group),
+        "task_group": group,  # cut by the fold, as the prefix and worker
         "state": state,
     }
     if isinstance(thread, int):
