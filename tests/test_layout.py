@@ -218,6 +218,7 @@ COLLECTOR = {
     "collect.computations",
     "collect.errors",
     "collect.gpu_jobs",
+    "collect.hook",
     "collect.lost",
     "collect.metrics",
     "collect.offloop",
