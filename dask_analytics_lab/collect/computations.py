@@ -205,6 +205,10 @@ class ComputationTracker:
         self.counts: dict[Any, GroupCounts] = {}
         # TaskGroups a transition moved since the last poll: the hook adds to this set.
         self.touched: set = set()
+        # The transition hook's [group, its counts] of its last counted transition (most
+        # come group by group): emptied whenever counts are let go of, so it never holds
+        # counts that are no longer the group's.
+        self.last: list = [None, None]
         self._owner: dict[Any, _Tracked] = {}
         self._gone: set[str] = set()
         self.behind = False  # the last poll ran out of time: call again soon
@@ -432,6 +436,7 @@ class ComputationTracker:
             tg for tg in self.counts if tg not in self._owner and task_groups.get(tg.name) is not tg
         ]:
             del self.counts[tg]
+            self.last[:] = (None, None)
 
     def running(self) -> list[tuple[str, float, list[str]]]:
         """(id, start, prefixes) of the computations running now, newest first."""
@@ -452,6 +457,7 @@ class ComputationTracker:
             if self._owner.get(claim.tg) is record:
                 del self._owner[claim.tg]
                 self.counts.pop(claim.tg, None)
+                self.last[:] = (None, None)
 
     def finalize(self, now: float) -> None:
         """The scheduler restarted and forgot every task: send each computation's last
@@ -461,6 +467,7 @@ class ComputationTracker:
         self._tracked.clear()
         self._owner.clear()
         self.counts.clear()
+        self.last[:] = (None, None)
         self.touched.clear()
 
     def closing(self, now: float) -> None:

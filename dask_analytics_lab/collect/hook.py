@@ -6,8 +6,8 @@ plugin's `transition` attribute: Dask's `plugin.transition(...)` then finds a pl
 function (no bound method made per call) whose state is in local cells (no attribute
 lookups through the plugin).  It marks the task's group as moved, counts what Dask
 forgets (done, raised, cancelled, the group's first start and last finish), hands a
-finished task to the task stream as one append (the stream reads its intervals when a
-tick folds it in), and gives a task going to waiting its computation's span id.
+finished task's compute interval to the task stream as one append (the stream reads
+the group's names and bins it when a tick folds it in), and gives a task going to waiting its computation's span id.
 
 One call in SAMPLE_EVERY, at random gaps (a regular graph's transitions come in
 cycles: a fixed step would time one kind of transition only), is timed for the meter
@@ -39,6 +39,7 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
     tracker = plugin._computations
     counts_get = tracker.counts.get
     counts_for = tracker.counts_for
+    last = tracker.last  # [group, its counts] of the last counted transition
     owner_get = tracker.owners.get
     owner_id = tracker.owner_id
     computations = plugin.scheduler.computations
@@ -89,9 +90,13 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
             # snapshot summarises only the groups marked here.
             touch(tg)
             if finish == "memory":
-                counts = counts_get(tg)
-                if counts is None:
-                    counts = counts_for(tg, touched=True)
+                if tg is last[0]:
+                    counts = last[1]
+                else:
+                    counts = counts_get(tg)
+                    if counts is None:
+                        counts = counts_for(tg, touched=True)
+                    last[0], last[1] = tg, counts
                 if lost_keys:
                     was = lost.finished(key)
                     if was is not None and was.waiting:  # computed again: done now
@@ -102,17 +107,26 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
                 if suspects:
                     suspects.pop(key, None)
                 if start == "processing" and stream_in is not None:
-                    # The computation the group's tasks belong to now (its record: the
-                    # stream reads its id), and Dask's own keyword arguments, read when a
-                    # tick folds them in.  (Inline: this is most tasks' costliest call.)
-                    who = owner_get(tg)
-                    if who is None:
-                        who = owner_id(tg, computations) if kwargs.get("startstops") else ""
-                    stream_in((who, tg, finish, kwargs))
+                    # Inline, as _to_stream: this is most tasks' costliest call.
+                    startstops = kwargs.get("startstops")
+                    if startstops:
+                        who = owner_get(tg)
+                        if who is None:
+                            who = owner_id(tg, computations)
+                        worker, thread = kwargs.get("worker"), kwargs.get("thread")
+                        for ss in startstops:
+                            if ss.get("action") == "compute":
+                                stream_in(
+                                    (who, tg, finish, worker, thread, ss["start"], ss["stop"])
+                                )
             elif finish == "processing":
-                counts = counts_get(tg)
-                if counts is None:
-                    counts = counts_for(tg, touched=True)
+                if tg is last[0]:
+                    counts = last[1]
+                else:
+                    counts = counts_get(tg)
+                    if counts is None:
+                        counts = counts_for(tg, touched=True)
+                    last[0], last[1] = tg, counts
                 if not counts.first:
                     counts.first = now()
                 if lost_keys:
@@ -168,10 +182,19 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
             logger.exception("dask-analytics: transition hook failed for %r", key)
 
     def _to_stream(tg: Any, finish: str, kwargs: dict) -> None:
-        # As a finished task's (above), for one that raised.
+        # The computation the group's tasks belong to now (its record: the stream reads
+        # its id when it folds the task in; a group no computation claimed yet is
+        # looked up, as it always was), and each compute interval, read now: Dask just
+        # read them, a tick's fold would find them out of the CPU's caches.
+        startstops = kwargs.get("startstops")
+        if not startstops:
+            return
         who = owner_get(tg)
         if who is None:
-            who = owner_id(tg, computations) if kwargs.get("startstops") else ""
-        stream_in((who, tg, finish, kwargs))
+            who = owner_id(tg, computations)
+        worker, thread = kwargs.get("worker"), kwargs.get("thread")
+        for ss in startstops:
+            if ss.get("action") == "compute":
+                stream_in((who, tg, finish, worker, thread, ss["start"], ss["stop"]))
 
     return transition

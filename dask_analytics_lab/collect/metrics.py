@@ -59,6 +59,7 @@ CHUNK = 5000  # rows per message
 SEND_CHUNK = 250  # rows a tick with a deadline sends between two looks at the clock
 _NAME = 200  # characters of a prefix, context or activity kept (a key in the store)
 _MAX_ROWS = 10_000  # rows one computation holds; past this new keys are counted, not kept
+_MAX_KEYS = 100_000  # heartbeat keys whose split is kept (span ids of old computations go)
 
 
 def _text(part: Any) -> str:
@@ -96,6 +97,9 @@ class MetricsRecorder:
         self._totals: dict[str, dict[tuple, float]] = {}
         self._changed: dict[str, set] = {}
         self._split: dict[Any, tuple | None] = {}
+        # A heartbeat's whole keys (with their span id) -> (computation id, split name):
+        # a span id's computation changes only when Dask lets go of it (_forget clears it).
+        self._routes: dict[Any, tuple] = {}
         # Keys without a span: their last value (the scheduler's when recording started:
         # what came before is no computation's).
         self._plain: dict = {}
@@ -124,22 +128,46 @@ class MetricsRecorder:
 
     # --- what Dask attributed to a span: as each heartbeat lands ----------------------
     def _heartbeat(self, data: dict) -> None:
-        """One worker's `{(context, span id, *rest): value}`, before Dask adds it to its spans."""
+        """One worker's `{(context, span id, *rest): value}`, before Dask adds it to its spans.
+        (`_add`, inline: a heartbeat holds a value per prefix, activity and unit of each
+        span, and each worker sends one every few hundred milliseconds.)"""
         cpu = time.thread_time()
         try:
             owner = self.spans.owner
+            routes = self._routes
+            if len(routes) > _MAX_KEYS:
+                routes.clear()  # span ids of computations long gone
             self.keys_seen += len(data)
+            last_cid = totals = changed = None
             for key, value in data.items():
-                cid = owner.get(key[1]) if len(key) > 2 else None
-                if not cid or not value:
-                    self.dropped += bool(value)
+                route = routes.get(key)
+                if route is None:
+                    cid = owner.get(key[1]) if len(key) > 2 else None
+                    if not cid:
+                        self.dropped += bool(value)
+                        continue
+                    route = routes[key] = (cid, self._split_of(key[:1] + key[2:]))
+                cid, split = route
+                if not value or split is None:
                     continue
-                name = key[:1] + key[2:]
-                split = self._split.get(name, False)
-                if split is False:
-                    split = self._split[name] = split_key(name)
-                if split is not None:
-                    self._add(cid, split, value)
+                if cid != last_cid:
+                    last_cid, changed = cid, None
+                    totals = self._totals.get(cid)
+                    if totals is None:
+                        totals = self._totals[cid] = {}
+                old = totals.get(split)
+                if old is None:
+                    if len(totals) >= _MAX_ROWS:
+                        self.dropped += 1
+                        continue
+                    totals[split] = 0 + value  # as _add: the same number, the same type
+                else:
+                    totals[split] = old + value
+                if changed is None:
+                    changed = self._changed.get(cid)
+                    if changed is None:
+                        changed = self._changed[cid] = set()
+                changed.add(split)
         except Exception:
             logger.exception("dask-analytics: could not attribute a heartbeat's metrics")
         finally:
@@ -206,6 +234,12 @@ class MetricsRecorder:
                 plain[key] = value if baseline else 0
         self._keys = n
 
+    def _split_of(self, name: Any) -> tuple | None:
+        split = self._split.get(name, False)
+        if split is False:
+            split = self._split[name] = split_key(name)
+        return split
+
     def _add(self, cid: str, split: tuple, value: float) -> None:
         totals = self._totals.get(cid)
         if totals is None:
@@ -261,6 +295,8 @@ class MetricsRecorder:
         gone = {cid for cid in self._live if cid not in live}
         gone.update(cid for cid in self._totals if cid not in live)
         self._live = live
+        if gone:
+            self._routes.clear()  # their span ids are nobody's now
         for cid in gone:
             self._totals.pop(cid, None)
             self._changed.pop(cid, None)

@@ -1,10 +1,10 @@
 """Each computation's task stream: when each task ran, on which worker and thread.
 
-The transition hook hands over each finished task with one append: its computation's
-record, its TaskGroup, its state and the keyword arguments Dask called the hook with
-(their `startstops` are what distributed's own TaskStreamPlugin keeps).  O(1), nothing
+The transition hook hands over each finished task's compute interval (from its
+`startstops`, what distributed's own TaskStreamPlugin keeps) with one append: its
+computation's record, TaskGroup, state, worker, thread, start and stop.  O(1), nothing
 else on the scheduler's hot path: each tick folds what came in into per-computation
-streams (reading the intervals, worker, thread and names then) and sends it.
+streams (the names cut once per group and worker) and sends it.
 
 Bounded, whatever the computation's size:
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import Any
 
 Emit = Callable[[str, dict], None]
@@ -42,6 +43,7 @@ LATE_ROWS = 1000  # rows a sealed, binned computation still takes
 MAX_PENDING = 100_000  # tasks held between ticks before they are folded in at once
 FOLD_CHUNK = 128  # tasks a tick with a deadline folds in between two looks at the clock
 _NAME = 200  # characters of a worker, prefix or group name kept (a key in the store)
+_START = itemgetter("start")
 
 
 class Bins:
@@ -142,7 +144,7 @@ class Bins:
             }
             for (worker, prefix, i), (n, busy) in self.cells.items()
         ]
-        out.sort(key=lambda r: r["start"])
+        out.sort(key=_START)
         return out
 
 
@@ -201,8 +203,8 @@ class TaskStreamRecorder:
         self.max_tasks = max(0, int(max_tasks))
         self.max_bins = max(1, int(max_bins))
         self.replace_every = replace_every
-        # (computation record or id, TaskGroup or (prefix, group), state, Dask's keyword
-        # arguments): the hook appends to this very list (it is never replaced).
+        # (computation record or id, TaskGroup or (prefix, group), state, worker, thread,
+        # start, stop): the hook appends to this very list (it is never replaced).
         self.incoming: list[tuple] = []
         # Tasks a tick with a deadline has not folded in yet, from `_at` on (older than incoming).
         self._folding: list[tuple] = []
@@ -225,14 +227,10 @@ class TaskStreamRecorder:
     ) -> None:
         """A task finished (state "memory") or raised ("erred"); its compute interval(s).
         (The plugin's hook appends to `incoming` itself, in the same form.)"""
-        self.incoming.append(
-            (
-                cid,
-                (prefix, group),
-                state,
-                {"worker": worker, "thread": thread, "startstops": startstops},
-            )
-        )
+        pair = (prefix, group)
+        for ss in startstops:
+            if ss.get("action") == "compute":
+                self.incoming.append((cid, pair, state, worker, thread, ss["start"], ss["stop"]))
         if len(self.incoming) > MAX_PENDING:
             self._fold(None)  # amortised: once per MAX_PENDING tasks
 
@@ -321,13 +319,8 @@ class TaskStreamRecorder:
         groups: dict[Any, tuple] = {}
         floor = math.floor
         last_cid, stream = None, None
-        i = begin
-        while i < end:
-            who, tg, state, kw = pending[i]
-            i += 1
-            startstops = kw.get("startstops")
-            if not startstops:
-                continue
+        for i in range(begin, end):
+            who, tg, state, worker, thread, start, stop = pending[i]
             cid = who if who.__class__ is str else who.cid
             if not cid:
                 continue
@@ -341,61 +334,57 @@ class TaskStreamRecorder:
                 prefix, group = tg if tg.__class__ is tuple else (tg.prefix.name, tg.name)
                 names = groups[tg] = (_name(prefix), _name(group))
             prefix, group = names
-            worker = kw.get("worker")
             w = workers.get(worker)
             if w is None:
                 w = workers[worker] = _name(worker)
             worker = w
-            thread = kw.get("thread")
-            for ss in startstops:
-                if ss.get("action") != "compute":
+            if stream.sealed:
+                if not stream.binned and stream.n_raw < max_tasks:
+                    pass  # still under its limit: a row like any other
+                elif stream.late < LATE_ROWS:
+                    stream.late += 1
+                else:
+                    self.dropped += 1
                     continue
-                start, stop = ss["start"], ss["stop"]
-                if stream.sealed:
-                    if not stream.binned and stream.n_raw < max_tasks:
-                        pass  # still under its limit: a row like any other
-                    elif stream.late < LATE_ROWS:
-                        stream.late += 1
-                    else:
-                        self.dropped += 1
-                        continue
-                    stream.n_raw += 1
-                    stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
-                    self.recorded += 1
-                    continue
+                stream.n_raw += 1
+                stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
                 self.recorded += 1
-                bins = stream.bins
-                width = bins.width
-                # Most tasks fall in one bin: Bins.add's arithmetic for that case, inline.
-                first = floor(start / width)
-                last = floor(stop / width)
-                if start <= stop and (
-                    last == first or (last == first + 1 and stop == last * width)
-                ):
-                    cells = bins.cells
-                    cell = cells.get((worker, prefix, first))
-                    if cell is None:
-                        cells[(worker, prefix, first)] = [1, stop - start]
-                    else:
-                        cell[0] += 1
-                        cell[1] += stop - start
-                    if len(cells) > max_bins:
-                        bins.bound()
+                continue
+            self.recorded += 1
+            bins = stream.bins
+            width = bins.width
+            # Most tasks fall in one bin: Bins.add's arithmetic for that case, inline.
+            first = floor(start / width)
+            last = floor(stop / width)
+            if start <= stop and (last == first or (last == first + 1 and stop == last * width)):
+                cells = bins.cells
+                cell = cells.get((worker, prefix, first))
+                if cell is None:
+                    cells[(worker, prefix, first)] = [1, stop - start]
                 else:
-                    bins.add(worker, prefix, start, stop)
-                if bins.width != width and deadline is not None and time.perf_counter() > deadline:
-                    end = i  # this task is in: stop after it
-                if stream.binned:
-                    stream.dirty = True
-                elif stream.n_raw < max_tasks:
-                    stream.n_raw += 1
-                    stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
-                else:
-                    # Past the limit: from now on bins, which replace the rows sent so far.
-                    stream.binned = True
-                    stream.dirty = True
-                    stream.sent_at = 0.0
-                    stream.raw = []
+                    cell[0] += 1
+                    cell[1] += stop - start
+                if len(cells) > max_bins:
+                    bins.bound()
+            else:
+                bins.add(worker, prefix, start, stop)
+            # Coarsened past the deadline (each time is O(its bins)): stop after this task.
+            coarsened = (
+                bins.width != width and deadline is not None and time.perf_counter() > deadline
+            )
+            if stream.binned:
+                stream.dirty = True
+            elif stream.n_raw < max_tasks:
+                stream.n_raw += 1
+                stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
+            else:
+                # Past the limit: from now on bins, which replace the rows sent so far.
+                stream.binned = True
+                stream.dirty = True
+                stream.sent_at = 0.0
+                stream.raw = []
+            if coarsened:
+                return i + 1
         return end
 
     def _send(self, stream: _Stream, now: float, force: bool) -> None:
