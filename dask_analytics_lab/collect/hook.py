@@ -48,7 +48,8 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
     suspects = plugin._suspects
     stream = plugin._stream
     stream_in = stream.incoming.append if stream is not None else None
-    waiting = plugin._metrics.waiting if plugin._metrics is not None else None
+    # Fine metrics' span ids (None: metrics off, or no spans extension).
+    spans = plugin._metrics.spans if plugin._metrics is not None else None
     meter = plugin._meter
     randint = plugin._random.randint
     now = time.time
@@ -134,9 +135,14 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
                     if was is not None:
                         plugin._rerun(key, tg, was)
             elif finish == "waiting":
-                if waiting is not None:
-                    # Before Dask sends the task: it must leave with its computation's span id.
-                    waiting(ts)
+                if spans is not None and (
+                    tg is not spans.last_group
+                    or not computations
+                    or computations[-1] is not spans.last_comp
+                ):
+                    # Before Dask sends the task: it must leave with its computation's span
+                    # id (looked up when the group or the newest computation changed).
+                    spans.waiting(ts)
                 if lost_keys and lost.wanted_again(key):
                     # Done once; pending again only because its one copy went with a worker.
                     counts = counts_get(tg)

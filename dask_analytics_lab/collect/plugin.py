@@ -484,7 +484,9 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     # --- the periodic snapshot ---------------------------------------------------
     def _tick(self, force: bool = False, again: bool = False) -> None:
-        """`again`: the rest of a tick that ran out of time (no cluster sample: O(workers))."""
+        """`again`: the rest of a tick that ran out of time: only the parts it left behind
+        (the others wait for the next tick: a continuation per turn of the loop while a
+        large computation runs must not summarise and send everything each time)."""
         token = self._meter.enter("ticks")
         try:
             now = time.time()
@@ -500,12 +502,16 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._last_counter = counter
             # Each part stops at the deadline (after some work) and goes on at the next tick.
             deadline = None if force else time.perf_counter() + TICK_SLICE
-            ended = self._computations.poll(
-                self.scheduler.computations,
-                self.scheduler.task_groups,
-                changed=changed,
-                now=now,
-                deadline=deadline,
+            ended = (
+                self._computations.poll(
+                    self.scheduler.computations,
+                    self.scheduler.task_groups,
+                    changed=changed,
+                    now=now,
+                    deadline=deadline,
+                )
+                if not again or self._computations.behind
+                else []
             )
             for row in self._errors.drain():
                 self.emit("exception", row)
@@ -514,8 +520,9 @@ class AnalyticsPlugin(SchedulerPlugin):
             gone = self._computations.forget_gone()
             self._errors.forget(gone)
             if self._stream is not None:
-                computations = self.scheduler.computations
                 self._stream.forget(gone)
+            if self._stream is not None and (not again or self._stream.behind):
+                computations = self.scheduler.computations
                 self._stream.tick(
                     str(computations[-1].id) if computations else None,
                     now,
@@ -527,7 +534,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                 if workers is not None:
                     self.emit("worker_samples", workers)
             self._lifecycle.flush(now, force=force)
-            if self._metrics is not None:
+            if self._metrics is not None and (not again or self._metrics.behind):
                 self._metrics.tick(
                     self.scheduler.cumulative_worker_metrics, self.scheduler.computations, deadline
                 )

@@ -141,7 +141,8 @@ class ProfileFetcher:
         self._idle.clear()
 
     def tick(self) -> None:
-        self._go.set()
+        if self._queue:  # else waking the fetch task would only put it to sleep again
+            self._go.set()
 
     async def join(self, timeout: float) -> None:
         """Wait until everything queued has been fetched (flush)."""

@@ -104,8 +104,10 @@ class RunSpans:
         self.sent_as: dict[Any, str] = {}  # TaskGroup -> the run id its tasks leave with
         self._nodes: dict[str, list[str]] = {}  # computation id -> its span and run ids
         self._runs: dict[tuple[str, str], str] = {}  # (computation id, Dask span id) -> run id
-        self._group: Any = None  # the last group seen at the hook, under _comp
-        self._comp: Any = None
+        # The last group seen at the hook, under the then newest Computation: the hook
+        # calls waiting() only when either changed (collect/hook.py).
+        self.last_group: Any = None
+        self.last_comp: Any = None
         self._cid = ""
         self.moved = 0  # groups whose tasks left with a run id of their computation
         self.failed = 0  # hook calls that failed: that group's metrics stay with the earlier run
@@ -117,11 +119,11 @@ class RunSpans:
             if not self._computations:
                 return
             tg, comp = ts.group, self._computations[-1]
-            if tg is self._group and comp is self._comp:
+            if tg is self.last_group and comp is self.last_comp:
                 return
-            if comp is not self._comp:
-                self._comp, self._cid = comp, str(comp.id)
-            self._group = tg
+            if comp is not self.last_comp:
+                self.last_comp, self._cid = comp, str(comp.id)
+            self.last_group = tg
             sid = tg.span_id
             if sid is None:
                 return
@@ -136,7 +138,7 @@ class RunSpans:
                 self._send_as_run(tg, sid)
         except Exception:
             self.failed += 1
-            self._group = None
+            self.last_group = None
             logger.exception(
                 "dask-analytics: could not give a computation its own span id for %r",
                 getattr(ts, "key", ts),
@@ -163,7 +165,7 @@ class RunSpans:
         mine = {run for (cid, _), run in self._runs.items()}
         self.sent_as = _keep(self.sent_as, mine)
         if self._cid in cids:
-            self._comp, self._group, self._cid = None, None, ""
+            self.last_comp, self.last_group, self._cid = None, None, ""
 
 
 def _keep(sent_as: dict, runs: set[str]) -> dict:
