@@ -4,12 +4,12 @@ thread, by part, as a share of that thread's own CPU over the same time.
 A with/without comparison cannot resolve one point of loop CPU on a small machine (the
 noise is several points), so the cost is accounted where it is spent:
 
-- hooks: the transition hook runs ~6 times a task and costs about a microsecond, less
+- hooks: the transition hook runs ~6 times a task and costs under a microsecond, less
   than reading a thread's CPU clock twice (a system call) would add.  The scheduler
-  counts the calls (`transition_counter`), and one in SAMPLE_EVERY by that count, at
-  random gaps (the transitions of a regular graph come in cycles), is timed by the
-  wall clock (read in user space: tens of nanoseconds, measured at start
-  and taken off), so the hook does no counting.  A timed call calls the hook once more
+  counts the calls (`transition_counter`); the hook (collect/hook.py) times one call
+  in SAMPLE_EVERY, at random gaps of a countdown (the transitions of a regular graph
+  come in cycles), by the wall clock (read in user space: tens of nanoseconds,
+  measured at start and taken off).  A timed call calls the hook once more
   (one more copy of Dask's keyword arguments): that call's cost, measured at start, is
   taken off too.  A wall clock also runs while the thread is descheduled, which on a
   busy machine adds about as much as the call costs: a sample over OUTLIER is left out
