@@ -80,7 +80,9 @@ def parse_keys(value: str | Sequence[str] | None, *, where: str = "the code key"
     if isinstance(value, str):
         value = value.split(",")
     keys = [k.strip() for k in value if k and k.strip()]
-    Fernet = fernet().Fernet if keys else None
+    if not keys:
+        return keys
+    Fernet = fernet().Fernet
     for k in keys:
         try:
             Fernet(k.encode())

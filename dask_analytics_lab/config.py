@@ -15,7 +15,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import dask.config
 import yaml
@@ -85,6 +85,10 @@ def _fail(key: str, value: Any, allowed: str) -> ConfigError:
     )
 
 
+@overload
+def _duration(key: str, value: Any, *, allow_none: Literal[False] = False) -> float: ...
+@overload
+def _duration(key: str, value: Any, *, allow_none: bool) -> float | None: ...
 def _duration(key: str, value: Any, *, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None

@@ -46,6 +46,8 @@ T = TypeVar("T")
 SAMPLE_EVERY = 64  # transitions per timed hook call, on average
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
+# What `enter` hands to `leave`: (part, the part it interrupted, thread CPU at entry).
+Token = tuple[str, str | None, float]
 THREAD_PREFIX = "dask-analytics"  # our threads' names start so
 
 
@@ -99,12 +101,12 @@ class CostMeter:
         if seconds > self.longest_call:
             self.longest_call, self.longest_part = seconds, part
 
-    def enter(self, part: str) -> tuple:
+    def enter(self, part: str) -> Token:
         """Start timing a callback of `part`; hand what it returns to `leave`."""
         outer, self.inside = self.inside, part
         return part, outer, time.thread_time()
 
-    def leave(self, token: tuple) -> None:
+    def leave(self, token: Token) -> None:
         part, outer, t0 = token
         self.inside = outer
         self.charge(part, time.thread_time() - t0)
@@ -124,7 +126,7 @@ class CostMeter:
         if seconds > self.longest_call:
             self.longest_call, self.longest_part = seconds, "hooks"
 
-    def _gc(self, phase: str, info: dict) -> None:
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
         part = self.inside
         if part is None or threading.get_ident() != self._loop_thread:
             return
@@ -189,7 +191,7 @@ class CostMeter:
 
     def report(
         self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Must run on the loop's thread (it reads that thread's CPU clock).  `extra`: loop
         CPU counted elsewhere, by part; `threads`: CPU of work done in shared threads."""
         parts = dict(self.seconds)

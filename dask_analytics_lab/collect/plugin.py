@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import dask.config
@@ -109,7 +109,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     # register() twice on one cluster keeps the first plugin: nothing is recorded twice.
     idempotent = True
 
-    def __init__(self, settings: dict):
+    def __init__(self, settings: dict[str, Any]):
         self.settings = settings
         self._started = False
         self._timing = False  # inside a timed transition hook call
@@ -273,7 +273,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         )
 
     # --- the one way anything becomes a message --------------------------------
-    def emit(self, kind: str, data: dict) -> None:
+    def emit(self, kind: str, data: Mapping[str, Any]) -> None:
         """Queue one message for the store.  O(1); safe on the event loop; never raises."""
         try:
             self._seq += 1
@@ -400,7 +400,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         return self._random.randint(1, 2 * SAMPLE_EVERY - 1)  # SAMPLE_EVERY on average
 
     def _timed(
-        self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict
+        self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict[str, Any]
     ) -> None:
         meter = self._meter
         self._timing = True
@@ -412,7 +412,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             meter.end_sample(time.perf_counter() - t0)
             self._timing = False
 
-    def _erred(self, key: Any, tg: Any, counts: Any, kwargs: dict) -> None:
+    def _erred(self, key: Any, tg: Any, counts: Any, kwargs: dict[str, Any]) -> None:
         text = kwargs.get("exception_text")
         if text is not None:
             counts.raised += 1
@@ -567,7 +567,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                 topic,
             )
 
-    def _worker_removed(self, msg: dict) -> None:
+    def _worker_removed(self, msg: dict[str, Any]) -> None:
         """A worker left without being asked to while it ran or held tasks.  Nothing is a
         failure yet (collect/lost.py): only what Dask runs again is.  (An idle worker
         that goes away cost nothing: Dask's own log has it.)"""
@@ -689,14 +689,14 @@ class AnalyticsPlugin(SchedulerPlugin):
         return True
 
     # --- handlers clients call ------------------------------------------------------
-    async def _handle_flush(self, timeout: float = 10.0) -> dict:
+    async def _handle_flush(self, timeout: float = 10.0) -> dict[str, Any]:
         """Snapshot now, wait for pending profiles, then for the store to have it all."""
         self._tick(force=True)
         await self._profiles.join(timeout)
         written = await asyncio.to_thread(self._shipper.flush, timeout)
         return {**self._handle_info(), "flushed": written}
 
-    def _handle_info(self) -> dict:
+    def _handle_info(self) -> dict[str, Any]:
         return {
             "cluster_id": self.cluster_id,
             "store": mask_url(self.settings["store"]),
@@ -725,7 +725,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "cost": self._cost(),
         }
 
-    def _cost(self) -> dict:
+    def _cost(self) -> dict[str, Any]:
         self._meter.transition_calls = self.scheduler.transition_counter - self._counter0
         self._meter.other_plugins = sum(
             1

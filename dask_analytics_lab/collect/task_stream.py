@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-Emit = Callable[[str, dict], None]
+Emit = Callable[[str, dict[str, Any]], None]
+# A finished task's compute interval, as the hook hands it over:
+# (computation id, worker, thread, prefix, group, state, start, stop)
+_Task = tuple[str, Any, Any, str, str, str, float, float]
 
 FIRST_WIDTH = 2.0**-7  # seconds (~8 ms): fine enough for a short computation
 MAX_WIDTH = 2.0**20  # about 12 days: past that no doubling is needed
@@ -52,7 +55,7 @@ class Bins:
         self.width = width
         self.max_bins = max(1, int(max_bins))
         # (worker, prefix, index) -> [n_tasks, busy seconds]; bin i is [i*width, (i+1)*width)
-        self.cells: dict[tuple, list] = {}
+        self.cells: dict[tuple[Any, Any, int], list[float]] = {}
 
     def __len__(self) -> int:
         return len(self.cells)
@@ -112,7 +115,7 @@ class Bins:
                 break
 
     def _coarsen(self) -> None:
-        merged: dict[tuple, list] = {}
+        merged: dict[tuple[Any, Any, int], list[float]] = {}
         get = merged.get
         for (worker, prefix, i), cell in self.cells.items():
             key = (worker, prefix, i // 2)
@@ -125,7 +128,7 @@ class Bins:
         self.cells = merged
         self.width *= 2
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict[str, Any]]:
         """The bins as task_stream rows (binned), by start."""
         w = self.width
         out = [
@@ -144,7 +147,9 @@ class Bins:
         return out
 
 
-def bin_rows(rows: Iterable[dict], max_bins: int, width: float = FIRST_WIDTH) -> list[dict]:
+def bin_rows(
+    rows: Iterable[Mapping[str, Any]], max_bins: int, width: float = FIRST_WIDTH
+) -> list[dict[str, Any]]:
     """Stored rows, raw or binned, as at most about `max_bins` bins (readers use it to
     bound what they draw or send).  Counts and busy seconds add up to the rows'."""
     bins = Bins(max_bins, width)
@@ -168,7 +173,7 @@ class _Stream:
     def __init__(self, cid: str, max_bins: int):
         self.cid = cid
         self.n_raw = 0  # raw rows taken (sent or about to be)
-        self.raw: list[dict] = []  # raw rows not sent yet
+        self.raw: list[dict[str, Any]] = []  # raw rows not sent yet
         self.bins: Bins | None = Bins(max_bins)
         self.binned = False
         self.dirty = False  # bins changed since last sent
@@ -199,9 +204,9 @@ class TaskStreamRecorder:
         self.max_tasks = max(0, int(max_tasks))
         self.max_bins = max(1, int(max_bins))
         self.replace_every = replace_every
-        self._pending: list[tuple] = []
+        self._pending: list[_Task] = []
         # Tasks a tick with a deadline has not folded in yet, from `_at` on (older than _pending).
-        self._folding: list[tuple] = []
+        self._folding: list[_Task] = []
         self._at = 0
         self.behind = False  # the last tick ran out of time: tick again soon
         self._streams: dict[str, _Stream] = {}
@@ -290,13 +295,14 @@ class TaskStreamRecorder:
             ):
                 return False
 
-    def _fold_part(self, pending: list[tuple], begin: int, end: int, deadline: float | None) -> int:
+    def _fold_part(self, pending: list[_Task], begin: int, end: int, deadline: float | None) -> int:
         """Fold in pending[begin:end]; where it stopped (before `end` when the bins of a
         computation were coarsened past the deadline: each time is O(its bins))."""
         streams = self._streams
         max_tasks = self.max_tasks
         # A few workers and prefixes name thousands of tasks: each name is cut once.
         names: dict[Any, str | None] = {}
+        prefix: str | None  # cut to a name below
         for i in range(begin, end):
             cid, worker, thread, prefix, group, state, start, stop = pending[i]
             stream = streams.get(cid)
@@ -323,6 +329,7 @@ class TaskStreamRecorder:
                 continue
             self.recorded += 1
             bins = stream.bins
+            assert bins is not None  # only a sealed stream lets go of its bins
             width = bins.width
             bins.add(worker, prefix, start, stop)
             if bins.width != width and deadline is not None and time.perf_counter() > deadline:
@@ -371,8 +378,8 @@ class TaskStreamRecorder:
 
 def _row(
     worker: Any, thread: Any, prefix: Any, group: Any, state: str, start: float, stop: float
-) -> dict:
-    row = {
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
         "start": start,
         "stop": stop,
         "worker": worker,
