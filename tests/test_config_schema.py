@@ -1,9 +1,12 @@
 """The schema of `analytics.*` (analytics-schema.yaml) is the one source of each key's
 type, range and description: it and analytics.yaml name the same keys, the defaults pass
-it (our validator and jsonschema's), and every bad value fails naming the key and what
-the schema allows."""
+it (our validator and jsonschema's), every bad value fails naming the key and what the
+schema allows, and the README's configuration table is the one generated from it."""
 
 from __future__ import annotations
+
+import runpy
+from pathlib import Path
 
 import dask
 import jsonschema
@@ -12,6 +15,7 @@ import pytest
 from dask_analytics_lab import config, config_schema
 from dask_analytics_lab.config import ConfigError
 
+ROOT = Path(__file__).resolve().parent.parent
 ENTRIES = config_schema.entries()
 
 
@@ -97,3 +101,9 @@ def test_settings_read_outside_resolve_are_validated_too():
         with pytest.raises(ConfigError, match="a non-empty string or null"):
             config.value("analytics.reports.base-url")
     assert config.value("analytics.gpu.interval") == 0.1
+
+
+def test_the_readme_table_is_generated_from_the_schema():
+    script = runpy.run_path(str(ROOT / "scripts" / "config_table.py"))
+    in_readme = script["readme_table"]((ROOT / "README.md").read_text())
+    assert in_readme == script["table"](), "run: python scripts/config_table.py"
