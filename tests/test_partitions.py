@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
 
+from dask_analytics_lab.server.metrics import _count as table_rows
 from dask_analytics_lab.store import open_store, partitions, schema
 from dask_analytics_lab.store.engine import make_engine
 from dask_analytics_lab.store.migrate import alembic_config
@@ -202,6 +204,38 @@ def test_rows_land_in_their_days_partition_and_the_next_days_are_made_ahead(post
         # And every row reads as it was written.
         assert len(store.list_worker_samples(c.id, limit=None)) == 6
         assert len(store.list_task_stream(f"{c.id}-ahead")) == 4
+        # /metrics counts a partitioned table's rows in its partitions.
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
+        assert table_rows(store, now)[0]["worker_samples"] == 3 * N["worker_samples"]
+
+
+@pytest.mark.postgres
+def test_a_writer_that_may_not_make_tables_stores_everything_all_the_same(
+    postgres_server, postgres_url, engine, caplog
+):
+    """A role that may write rows but not create tables: the partitions ahead are not
+    made (said once in the log), and rows of a day without one land in DEFAULT."""
+    open_store(postgres_url).close()
+    role = f"writer_{uuid.uuid4().hex[:8]}"
+    postgres_server.admin(f'CREATE ROLE "{role}" LOGIN')
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "{role}"'
+        )
+        conn.exec_driver_sql(f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+    later = time.time() + 10 * DAY
+    with open_store(postgres_url.replace("postgres@", f"{role}@")) as store:
+        with caplog.at_level("WARNING", logger="dask_analytics_lab.store"):
+            store._ahead(now=later)
+            store._ahead(now=later + 60)  # not again within the interval
+        assert [r.getMessage() for r in caplog.records if "partitions ahead" in r.getMessage()]
+        assert len(caplog.records) == 1 and "permission denied" in caplog.records[0].getMessage()
+        c = Cluster(t0=later)
+        store.ingest([c.cluster(started=later), *messages_at(c, "later", later)])
+        for t in TABLES:
+            assert rows_by_partition(engine, t) == {f"{t}_default": N[t]}, t
+        assert len(store.list_task_stream(f"{c.id}-later")) == 4
 
 
 def messages_at(c: Cluster, name: str, t: float) -> list[dict]:

@@ -245,8 +245,9 @@ def _q(name: str) -> str:
 class Ahead:
     """For a Store: before an ingest, make sure the partitions of now and of the next
     interval exist.  A comparison per ingest; DDL once an interval per process.  A
-    failure (no right to create tables, a lock not had in time) is logged and tried
-    again RETRY seconds later: the ingest goes on, its rows land in DEFAULT at worst."""
+    failure (a lock not had in time; no right to create tables) is logged and tried
+    again RETRY seconds later (the next interval): the ingest goes on, its rows land in
+    DEFAULT at worst."""
 
     def __init__(self, engine: sa.Engine):
         self._engine = engine
@@ -265,10 +266,14 @@ class Ahead:
                     ensure(conn, now)
                 self._until = start_of(now) + INTERVAL
             except sa.exc.DBAPIError as e:
-                self._until = now + RETRY
+                # No right to create tables (a role that only writes rows) will not change
+                # within a minute: try again next interval, and do not log it every minute.
+                denied = getattr(e.orig, "sqlstate", None) == "42501"
+                wait = INTERVAL if denied else RETRY
+                self._until = now + wait
                 logger.warning(
                     "dask-analytics store: could not make the partitions ahead (will try "
                     "again in %.0f s; rows go to the DEFAULT partition meanwhile): %s",
-                    RETRY,
+                    wait,
                     str(getattr(e, "orig", None) or e).strip().splitlines()[0],
                 )
