@@ -228,8 +228,12 @@ def _retrying(store: Any, body: Callable[[sa.Connection], bool]) -> bool:
         try:
             with store.transaction() as conn:
                 return body(conn)
-        except sa.exc.OperationalError as e:
-            if attempt == 2 or getattr(e.orig, "sqlstate", None) not in ("40P01", "40001"):
+        except (sa.exc.OperationalError, StoreUnavailable) as e:
+            # The store reports a driver's OperationalError as StoreUnavailable (its cause):
+            # a deadlock or serialization failure is one of those, and worth one more go.
+            driver = e.__cause__ if isinstance(e, StoreUnavailable) else e
+            sqlstate = getattr(getattr(driver, "orig", None), "sqlstate", None)
+            if attempt == 2 or sqlstate not in ("40P01", "40001"):
                 raise
     raise AssertionError("unreachable")
 
