@@ -28,8 +28,8 @@ from collections import OrderedDict, deque
 from typing import Any, TypedDict
 
 from distributed.diagnostics.plugin import SchedulerPlugin
-from distributed.protocol import Serialized, deserialize
 from distributed.protocol.pickle import dumps
+from distributed.protocol.serialize import Serialized, deserialize
 
 from . import gpu_nvml
 from .gpu_jobs import JobTracker

@@ -3,8 +3,9 @@ it cost (seconds of wall time, an estimate whose sum the evidence spells out).""
 
 from __future__ import annotations
 
-from dask.utils import format_bytes as _format_bytes
 from dask.utils import format_time
+
+from ..figures import format_bytes
 
 __all__ = ["finding", "format_bytes", "format_time", "secs", "short"]
 
@@ -28,12 +29,6 @@ def finding(
         "groups": list(groups or []),
         "workers": list(workers or []),
     }
-
-
-def format_bytes(n: float) -> str:
-    """Bytes as the evidence quotes them: byte metrics are sums of floats."""
-    # dask annotates its `n` as int, but formats any number.
-    return _format_bytes(n)  # type: ignore[arg-type]
 
 
 def secs(x: float) -> str:

@@ -26,11 +26,15 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from . import schema as s
+
+if TYPE_CHECKING:
+    from alembic.runtime.environment import NameFilterParentNames, NameFilterType
 
 logger = logging.getLogger("dask_analytics_lab.store")
 
@@ -88,7 +92,9 @@ def is_partition(name: str) -> bool:
     return _NAME.match(name) is not None
 
 
-def include_name(name: str | None, type_: str, parent_names: dict) -> bool:
+def include_name(
+    name: str | None, type_: NameFilterType, parent_names: NameFilterParentNames
+) -> bool:
     """Alembic's include_name hook: the partitions are the database's, not schema.py's."""
     return not (type_ == "table" and name is not None and is_partition(name))
 
@@ -130,7 +136,11 @@ def ensure(conn: sa.Connection, now: float, ahead: int = AHEAD) -> list[str]:
     made = []
     first = start_of(now)
     for table in TABLES:
-        ranges = [(p.lo, p.hi) for p in have if p.table == table.name and p.lo is not None]
+        ranges = [
+            (p.lo, p.hi)
+            for p in have
+            if p.table == table.name and p.lo is not None and p.hi is not None
+        ]
         for i in range(ahead + 1):
             lo = first + i * INTERVAL
             if not any(a <= lo < b for a, b in ranges):
@@ -165,7 +175,7 @@ def create(conn: sa.Connection, table: sa.Table, lo: float, hi: float) -> str:
     return name
 
 
-def drop(conn: sa.Connection, part: Partition, is_old: sa.ColumnElement) -> int:
+def drop(conn: sa.Connection, part: Partition, is_old: sa.ColumnElement[bool]) -> int:
     """Drop the partition `part` (wholly before retention's cut-off); rows of its clusters
     that are not old (`is_old`, a condition on `clusters`) move to the DEFAULT partition
     first.  Returns the rows dropped: all of them of old clusters.  In the caller's
@@ -228,7 +238,7 @@ def _cluster_ids(conn: sa.Connection, name: str) -> list[str]:
     )
 
 
-def _text_array(values: list[str]) -> sa.BindParameter:
+def _text_array(values: list[str]) -> sa.BindParameter[Any]:
     # One array parameter: a list of 100,000 ids as IN (...) would pass the driver's
     # limit of 65,535 parameters.
     return sa.bindparam(None, values, type_=postgresql.ARRAY(sa.Text))

@@ -47,7 +47,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -59,6 +59,8 @@ from .ingest import cluster_accounts
 from .team_schema import cluster_owners
 
 logger = logging.getLogger("dask_analytics_lab.retention")
+
+T = TypeVar("T")
 
 # Tables with a cluster_id whose rows outlive their cluster on purpose.
 KEPT_TABLES = (cluster_owners, team_schema.reports)
@@ -82,7 +84,7 @@ SQLITE_PAUSE = 0.1
 SNIPPET_CHUNK = 500
 
 
-def is_old(cutoff: float) -> sa.ColumnElement:
+def is_old(cutoff: float) -> sa.ColumnElement[bool]:
     """Clusters that ended before `cutoff` (started < cutoff only narrows it, and lets
     the `started` index find them)."""
     c = s.clusters.c
@@ -100,7 +102,7 @@ def prune(
     batch: int = BATCH,
     max_rows: int = MAX_ROWS,
     pause: float | None = None,
-    lock: Callable[[], AbstractContextManager] | None = None,
+    lock: Callable[[], AbstractContextManager[object]] | None = None,
     stop: Callable[[], bool] | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
@@ -115,7 +117,9 @@ def prune(
     if (older_than is None) == (cutoff is None):
         raise ValueError("give older_than (seconds) or cutoff (a time), not both")
     now = time.time() if now is None else now
-    cutoff = now - older_than if cutoff is None else cutoff
+    if cutoff is None:
+        assert older_than is not None  # one of the two, checked above
+        cutoff = now - older_than
     start = time.perf_counter()
     if dry_run:
         counts = _count(store, cutoff, now)
@@ -131,8 +135,7 @@ def prune(
             lock=lock or contextlib.nullcontext,
             stop=stop or (lambda: False),
         )
-    counts["seconds"] = round(time.perf_counter() - start, 3)
-    return counts
+    return {**counts, "seconds": round(time.perf_counter() - start, 3)}
 
 
 def _ordered(counts: dict[str, int]) -> dict[str, int]:
@@ -170,7 +173,7 @@ def _delete(
     batch: int,
     max_rows: int,
     pause: float,
-    lock: Callable[[], AbstractContextManager],
+    lock: Callable[[], AbstractContextManager[object]],
     stop: Callable[[], bool],
 ) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
@@ -194,7 +197,7 @@ def _delete(
 def _drop_partitions(
     store: Any,
     cutoff: float,
-    lock: Callable[[], AbstractContextManager],
+    lock: Callable[[], AbstractContextManager[object]],
     stop: Callable[[], bool],
     counts: dict[str, int],
 ) -> None:
@@ -289,7 +292,9 @@ def _delete_rows(conn: sa.Connection, t: sa.Table, ids: list[str], limit: int) -
 
 
 # --- code snippets --------------------------------------------------------------
-def _sweep_snippets(store: Any, now: float, lock: Callable[[], AbstractContextManager]) -> int:
+def _sweep_snippets(
+    store: Any, now: float, lock: Callable[[], AbstractContextManager[object]]
+) -> int:
     """Delete the snippets no computation refers to, except in accounts that recorded lately.
 
     A live cluster's scheduler sends a snippet once, maybe in the batch before the
@@ -381,6 +386,6 @@ def _by_account(keys: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     return out
 
 
-def _chunks(items: list, n: int) -> Iterator[list]:
+def _chunks(items: list[T], n: int) -> Iterator[list[T]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]

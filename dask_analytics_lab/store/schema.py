@@ -39,7 +39,7 @@ Time = sa.Double
 Json = sa.JSON(none_as_null=True)
 
 
-def _cluster_fk() -> sa.Column:
+def _cluster_fk() -> sa.Column[str]:
     return sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), nullable=False)
 
 
