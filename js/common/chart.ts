@@ -14,7 +14,7 @@ const W = 600, H = 110, L = 56, R = 8, T = 8, B = 18;
  * label: the chart's text for screen readers.
  */
 export interface ChartSeries {
-  points: [number, number | null][]; color: string; fill?: boolean; dash?: boolean; label?: string;
+  points: [number, number | null | undefined][]; color: string; fill?: boolean; dash?: boolean; label?: string;
   base?: (number | null)[]; opacity?: number;
 }
 export interface ChartBand { t0: number; t1: number; color: string; label: string }
@@ -57,8 +57,8 @@ function chartParts({ series, yFormat = fmt.count, yMax = null, t0 = null, t1 = 
   const lo = t0 ?? Math.min(...ts), hi = t1 ?? Math.max(...ts);
   const peak = Math.max(0, ...all.map((p) => p[1] ?? 0));
   const top = yMax ?? (peak > 0 ? peak * 1.1 : 1); // all zero: an axis of 0 to 1, not 0, 0, 0
-  const x = (t) => L + ((t - lo) / Math.max(hi - lo, 1e-9)) * (W - L - R);
-  const y = (v) => T + (1 - (v ?? 0) / top) * (H - T - B);
+  const x = (t: number) => L + ((t - lo) / Math.max(hi - lo, 1e-9)) * (W - L - R);
+  const y = (v: number | null | undefined) => T + (1 - (v ?? 0) / top) * (H - T - B);
   for (const f of [0, 0.5, 1]) {
     const v = top * f;
     parts.push(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "var(--dal-border)", "stroke-width": 1 }));

@@ -3,7 +3,12 @@ import type { Model } from "./model.js";
 
 /** h("div.cls1.cls2", {title: "x", onclick: fn}, child, "text", [more]) */
 export type Child = Node | string | number | null | undefined | false | Child[];
-export type Attrs = Record<string, any>;
+/** Attributes: `on<event>` a listener, `style` and `dataset` objects, any other a value
+ *  set as text (true: present; false, null and undefined: left out). */
+export type Attrs = { [event: `on${string}`]: Listener | null | undefined | false } & Record<string, unknown>;
+// A listener of whichever event it is given: a method's parameter is bivariant, so a
+// handler of (e: KeyboardEvent) fits too.
+type Listener = { bivarianceHack(e: Event): void }["bivarianceHack"];
 
 export function h<K extends keyof HTMLElementTagNameMap>(spec: K | `${K}.${string}`, attrs?: Attrs | Child, ...children: Child[]): HTMLElementTagNameMap[K];
 export function h(spec: string, attrs?: Attrs | Child, ...children: Child[]): HTMLElement;
@@ -17,7 +22,7 @@ export function h(spec: string, attrs?: Attrs | Child, ...children: Child[]): HT
   }
   for (const [k, v] of Object.entries((attrs as Attrs | null) || {})) {
     if (v == null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v as EventListener);
     else if (k === "style" && typeof v === "object") Object.assign(el.style, v);
     else if (k === "dataset") Object.assign(el.dataset, v);
     else el.setAttribute(k, v === true ? "" : String(v));
@@ -38,7 +43,7 @@ const SVG = "http://www.w3.org/2000/svg";
 export function svg(tag: string, attrs: Attrs = {}, ...children: Child[]): SVGElement {
   const el = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) if (v != null) el.setAttribute(k, String(v));
-  for (const c of (children as any[]).flat(Infinity) as Child[]) if (c != null && c !== false) el.append(c instanceof Node ? c : String(c));
+  for (const c of (children as unknown[]).flat(Infinity) as Child[]) if (c != null && c !== false) el.append(c instanceof Node ? c : String(c));
   return el;
 }
 

@@ -13,6 +13,7 @@ import * as fmt from "./format.js";
 import { clusterUptime, statusBadge } from "./lifecycle.js";
 import { rovingFocus, settleFocus } from "./keys.js";
 import type { Model } from "./model.js";
+import type { ClusterRow } from "./rows.js";
 
 const OPTION = ".dal-pick-opt";
 const LISTED = 100; // what the kernel sends at most (MAX_CLUSTERS in _feed.py)
@@ -23,6 +24,14 @@ export interface ClusterPicker {
   /** The list, to place in the monitor's root (positioned under the button). */
   pop: HTMLElement;
   dispose: () => void;
+}
+
+/** The cluster the monitor opened on: one cluster, or following the newest. */
+interface Home {
+  cluster_id?: string | null;
+  follow?: boolean;
+  label?: string;
+  tag?: string;
 }
 
 export function clusterPicker(model: Model): ClusterPicker {
@@ -41,7 +50,8 @@ export function clusterPicker(model: Model): ClusterPicker {
   // "a" / "b" add some) stay out of the list and its filter.
   const pop = h("div.dal-pick-pop", { hidden: true, "data-lm-suppress-shortcuts": "" }, filter, list, foot);
 
-  const home = () => model.get("home") || {};
+  const home = (): Home => model.get("home") || {};
+  const clusters = (): ClusterRow[] => model.get("clusters") || [];
   const away = () => {
     const hm = home();
     if (hm.follow) return !model.get("follow_cluster");
@@ -49,7 +59,7 @@ export function clusterPicker(model: Model): ClusterPicker {
   };
   const isOpen = () => !pop.hidden;
 
-  const choose = (id: string) => {
+  const choose = (id: string | undefined) => {
     model.set("follow_cluster", false);
     model.set("cluster_id", id);
     model.save_changes();
@@ -65,8 +75,8 @@ export function clusterPicker(model: Model): ClusterPicker {
 
   const drawButton = () => {
     const id = model.get("cluster_id");
-    const row = (model.get("clusters") || []).find((c) => c.cluster_id === id) || {};
-    const c = model.get("cluster") || {};
+    const row: ClusterRow = clusters().find((c) => c.cluster_id === id) || {};
+    const c: ClusterRow = model.get("cluster") || {};
     // Right after a switch the cluster row is not read yet: the list's name serves.
     const text = (c.cluster_id === id && c.name) || row.name || (id ? fmt.short(id, 40) : "") || model.get("title") || "Dask analytics";
     name.textContent = text;
@@ -78,11 +88,11 @@ export function clusterPicker(model: Model): ClusterPicker {
 
   const drawList = () => {
     if (!isOpen()) return;
-    const rows = model.get("clusters") || [];
+    const rows = clusters();
     const hm = home();
     const shown = model.get("cluster_id");
     const q = filter.value.trim().toLowerCase();
-    const match = (c) => !q || [c.name, c.user, c.cluster_id].some((s) => String(s || "").toLowerCase().includes(q));
+    const match = (c: ClusterRow) => !q || [c.name, c.user, c.cluster_id].some((s) => String(s || "").toLowerCase().includes(q));
     const focused = list.contains(document.activeElement) ? (document.activeElement as HTMLElement).dataset.cluster : null;
     clear(list);
     const now = Date.now() / 1000;

@@ -52,7 +52,7 @@ export function runsBanner(summary: RunSummary | null | undefined): HTMLElement 
 }
 
 /** The runs' wall times as small bars, oldest first; this run's bar stands out. */
-export function runsTrend(summary: RunSummary | null | undefined, current: string | null): SVGElement | null {
+export function runsTrend(summary: RunSummary | null | undefined, current: string | null | undefined): SVGElement | null {
   const runs = (summary?.runs || []).filter((r) => r.wall != null);
   if (runs.length < 2) return null;
   const W = 120, H = 24, gap = 2;

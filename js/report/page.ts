@@ -10,8 +10,17 @@ import { LocalModel } from "../common/model.js";
 import { freeze } from "../common/clock.js";
 import { h } from "../common/dom.js";
 import * as fmt from "../common/format.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
 
-export function render(el, state) {
+/** The monitor's traits as stored with the report (reports/render.py), and the moment
+ *  it was made; profiles: each task prefix's profile, for the flamegraph's group picker. */
+export interface ReportState extends Record<string, unknown> {
+  snapshot_time?: number | null;
+  profile?: ProfileNode | null;
+  profiles?: Record<string, ProfileNode> | null;
+}
+
+export function render(el: HTMLElement, state: ReportState): void | (() => void) {
   freeze(state.snapshot_time);
   el.classList.add("dal-frozen");
   if (state.snapshot_time) {

@@ -10,10 +10,14 @@ import { readTable, tableTraits } from "../common/table.js";
 import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
 import { onScreen } from "../common/onscreen.js";
 import { frozen } from "../common/clock.js";
-import { workersView } from "./workers.js";
+import type { RenderProps } from "../common/model.js";
+import type { ClusterRow, ClusterSample, ComputationRow, WorkerSample } from "../common/rows.js";
+import { workersView, type RawWorkerEvent } from "./workers.js";
 
 /** What the Workers section draws: worker samples, lifecycle events, computations. */
-export interface WorkersData { samples: any[]; events: any[]; computations: any[]; picked?: { worker?: string | null } }
+export interface WorkersData {
+  samples: WorkerSample[]; events: RawWorkerEvent[]; computations: ComputationRow[]; picked?: { worker?: string | null };
+}
 
 // The cluster's status (live / stopped / lost) is the store's: see common/lifecycle.ts.
 export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js";
@@ -21,7 +25,7 @@ export { clusterStatus, statusBadge as stateBadge } from "../common/lifecycle.js
 /** Workers and threads, memory, and tasks processing over time, from a cluster's
  *  samples (the widget's Cluster tab and the team page's cluster page); null with fewer
  *  than two samples. */
-export function clusterCharts(samples): HTMLElement | null {
+export function clusterCharts(samples: ClusterSample[]): HTMLElement | null {
   const pts = [...samples].sort((a, b) => a.time - b.time);
   if (pts.length < 2) return null;
   return h("div.dal-charts",
@@ -39,17 +43,18 @@ export function clusterCharts(samples): HTMLElement | null {
       timeChart({ series: [{ points: pts.map((s) => [s.time, s.processing]), color: "#f5a524", fill: true }] })));
 }
 
-function kpi(label, value, sub) {
+function kpi(label: string, value: string, sub: string | null | undefined): HTMLElement {
   return h("div.dal-kpi", h("div.dal-kpi-label", label), h("div.dal-kpi-value", value), sub ? h("div.dal-kpi-sub", sub) : null);
 }
 
-function kv(obj) {
+function kv(obj: Record<string, unknown> | null | undefined): HTMLElement {
   const entries = Object.entries(obj || {}).filter(([, v]) => v != null && v !== "");
   if (!entries.length) return h("div.dal-faint", "–");
   return h("dl.dal-kv", entries.flatMap(([k, v]) => [h("dt", k), h("dd", typeof v === "object" ? JSON.stringify(v) : String(v))]));
 }
 
-export function clusterSummary(c, samples, now = Date.now() / 1000, workers: WorkersData | null = null) {
+export function clusterSummary(c: ClusterRow, samples: ClusterSample[], now = Date.now() / 1000,
+  workers: WorkersData | null = null): HTMLElement {
   const box = h("div");
   const status = clusterStatus(c);
   const live = status === "live";
@@ -83,22 +88,22 @@ export function clusterSummary(c, samples, now = Date.now() / 1000, workers: Wor
   return box;
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-cluster");
   el.append(root);
-  const picked = { worker: null };  // the worker chosen in the Workers section, across redraws
+  const picked: { worker: string | null } = { worker: null };  // the worker chosen in the Workers section, across redraws
   const draw = throttle(() => {
-    const c = model.get("cluster") || {};
+    const c: ClusterRow = model.get("cluster") || {};
     clear(root);
     if (!c.cluster_id) {
       root.append(empty("No cluster recorded yet", h("span", "Run ", h("code", "%load_ext dask_analytics"), " and create a Client.")));
       return;
     }
     const now = model.get("snapshot_time") || Date.now() / 1000;
-    const workers = { samples: readTable(model, "workers", "id"), events: model.get("worker_events") || [],
-      computations: readTable(model, "computations", "computation_id"), picked };
+    const workers: WorkersData = { samples: readTable<WorkerSample>(model, "workers", "id"), events: model.get("worker_events") || [],
+      computations: readTable<ComputationRow>(model, "computations", "computation_id"), picked };
     root.append(h("div.dal-totals", statusBadge(c), h("b", c.name || c.cluster_id)),
-      clusterSummary(c, readTable(model, "samples", "time"), now, workers));
+      clusterSummary(c, readTable<ClusterSample>(model, "samples", "time"), now, workers));
   });
   draw();
   const off = watch(model, ["cluster", "worker_events", ...tableTraits("samples"), ...tableTraits("workers"),

@@ -3,6 +3,11 @@
 // Traits: code [{hash, text, filename, lineno_frame, lineno_relative}].
 import { h, clear, watch, empty } from "../common/dom.js";
 import { onScreen } from "../common/onscreen.js";
+import type { RenderProps } from "../common/model.js";
+import type { CodeSnippet } from "../common/rows.js";
+
+/** A highlighted piece of a line: its class (a keyword, a string...) or null, and its text. */
+export type Token = [string | null, string];
 
 const KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else except finally for from " +
   "global if import in is lambda nonlocal not or pass raise return try while with yield match case").split(" "));
@@ -14,12 +19,12 @@ const BUILTINS = new Set(("print len range sum min max abs list dict set tuple s
 const TOKEN = /(#[^\n]*)|((?:[rRbBuUfF]{1,2})?(?:"""[\s\S]*?(?:"""|$)|'''[\s\S]*?(?:'''|$)|"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?))|(@[\w.]+)|(\b(?:0[xob][\da-f_]+|\d[\d_]*\.?[\d_]*(?:e[+-]?\d+)?j?)\b)|([A-Za-z_]\w*)/gi;
 
 /** Python source -> array of lines, each an array of [className|null, text]. */
-export function highlight(text) {
-  const parts: any[] = [];
+export function highlight(text: string): Token[][] {
+  const parts: Token[] = [];
   let last = 0, prevWord = "";
   for (const m of text.matchAll(TOKEN)) {
     if (m.index > last) parts.push([null, text.slice(last, m.index)]);
-    let cls: any = null;
+    let cls: string | null = null;
     if (m[1]) cls = "com";
     else if (m[2]) cls = "str";
     else if (m[3]) cls = "dec";
@@ -36,7 +41,7 @@ export function highlight(text) {
   }
   if (last < text.length) parts.push([null, text.slice(last)]);
   // Split tokens across lines (triple-quoted strings span several).
-  const lines: any[][] = [[]];
+  const lines: Token[][] = [[]];
   for (const [cls, t] of parts) {
     const pieces = t.split("\n");
     pieces.forEach((p, k) => {
@@ -47,7 +52,7 @@ export function highlight(text) {
   return lines;
 }
 
-export function codeBlock(snippet) {
+export function codeBlock(snippet: CodeSnippet): HTMLElement {
   const first = Math.max((snippet.lineno_frame || 1) - (snippet.lineno_relative || 0), 1);
   const hit = snippet.lineno_relative ?? -1;
   const lines = highlight(snippet.text || "");
@@ -71,11 +76,11 @@ export function codeBlock(snippet) {
   return block;
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-codeview");
   el.append(root);
   const draw = () => {
-    const code = model.get("code") || [];
+    const code: CodeSnippet[] = model.get("code") || [];
     clear(root);
     if (!code.length) {
       root.append(empty("No code recorded for this computation",

@@ -6,6 +6,8 @@
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { onScreen } from "../common/onscreen.js";
+import type { Model, RenderProps } from "../common/model.js";
+import type { ComputationRow } from "../common/rows.js";
 
 export interface Finding {
   kind: string; title: string; evidence: string; advice: string; impact: number;
@@ -13,16 +15,16 @@ export interface Finding {
 }
 
 /** The findings of the computation the model shows, or null when they are not (yet) its. */
-export function findingsOf(model): Finding[] | null {
-  const comp = model.get("computation") || {};
-  const f = model.get("findings") || {};
+export function findingsOf(model: Model): Finding[] | null {
+  const comp: ComputationRow = model.get("computation") || {};
+  const f: { computation_id?: string; findings?: Finding[] } = model.get("findings") || {};
   if (!comp.computation_id || f.computation_id !== comp.computation_id) return null;
   return f.findings || [];
 }
 
 /** "Straggler: a straggler in spin held up the end by 2.83 s (~2.8 s lost)": the top
  *  finding as one line above the task groups; clicking it opens the Findings tab. */
-export function topFinding(model): HTMLElement | null {
+export function topFinding(model: Model): HTMLElement | null {
   const found = findingsOf(model);
   if (!found || !found.length) return null;
   const f = found[0];
@@ -45,12 +47,12 @@ function card(f: Finding): HTMLElement {
     names.length ? h("div.dal-finding-names", names) : null);
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-findings");
   el.append(root);
   const draw = throttle(() => {
     clear(root);
-    const comp = model.get("computation") || {};
+    const comp: ComputationRow = model.get("computation") || {};
     const found = findingsOf(model);
     if (!comp.computation_id) {
       root.append(empty("No computation yet", "Findings appear once a computation ends."));

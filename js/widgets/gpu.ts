@@ -3,15 +3,17 @@
 // Traits: gpu_base/gpu_patch (KeyedTable by "id"): rows of dask_analytics_lab.list_gpu_metrics.
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
-import { timeChart } from "../common/chart.js";
+import { timeChart, type ChartBand } from "../common/chart.js";
 import { prefixColor } from "../common/colors.js";
 import { readTable, tableTraits } from "../common/table.js";
 import { onScreen } from "../common/onscreen.js";
+import type { RenderProps } from "../common/model.js";
+import type { GpuSample } from "../common/rows.js";
 
 /** Consecutive samples running the same task group -> one band. */
-export function groupBands(samples) {
-  const bands: any[] = [];
-  const openBands = new Map();
+export function groupBands(samples: GpuSample[]): ChartBand[] {
+  const bands: ChartBand[] = [];
+  const openBands = new Map<string, ChartBand>();
   for (const s of samples) {
     const now = new Set<string>(s.task_groups || []);
     for (const [g, b] of openBands) {
@@ -24,22 +26,22 @@ export function groupBands(samples) {
   return bands.concat([...openBands.values()]);
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-gpu");
   el.append(root);
   const draw = throttle(() => {
-    const rows = readTable(model, "gpu", "id");
+    const rows = readTable<GpuSample>(model, "gpu", "id");
     clear(root);
     if (!rows.length) {
       root.append(empty("No GPU samples for this cluster",
         h("span", "Start one with ", h("code", "Monitor(client).start()"), " on a cluster whose workers have NVIDIA GPUs.")));
       return;
     }
-    const byGpu = new Map();
+    const byGpu = new Map<string, GpuSample[]>();
     for (const r of rows) {
       const id = `${r.worker || r.host}|${r.gpu_uuid || r.gpu_index}`;
       if (!byGpu.has(id)) byGpu.set(id, []);
-      byGpu.get(id).push(r);
+      byGpu.get(id)!.push(r);
     }
     const t0 = Math.min(...rows.map((r) => r.time)), t1 = Math.max(...rows.map((r) => r.time));
     for (const [, samples] of [...byGpu.entries()].sort()) {

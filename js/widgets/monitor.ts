@@ -18,7 +18,8 @@ import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge, c
 import { taskCounts, progressBar } from "../common/progress.js";
 import gpu from "./gpu.js";
 import { shareControl } from "./share.js";
-import type { View } from "../common/model.js";
+import type { RenderProps, View } from "../common/model.js";
+import type { ClusterRow, ComputationRow, TaskGroupRow } from "../common/rows.js";
 import { rovingFocus, settleFocus } from "../common/keys.js";
 import { onScreen } from "../common/onscreen.js";
 import { clusterPicker } from "../common/picker.js";
@@ -40,7 +41,7 @@ const TABS: [string, string, View][] = [
 
 /** A computation in a list: what it ran (its label), the line of code that made it,
  *  when, how long, and what became of its tasks. */
-export function computationItem(c, selected, onclick) {
+export function computationItem(c: ComputationRow, selected: boolean, onclick: () => void): HTMLElement {
   const state = c.state || "running";
   const counts = taskCounts(c);
   const name = c.label || `computation ${fmt.short(c.computation_id, 12)}`;
@@ -60,7 +61,7 @@ export function computationItem(c, selected, onclick) {
       counts["not-run"] ? h("span.dal-notrun-num", `${fmt.count(counts["not-run"])} never ran`) : null));
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-card.dal-monitor");
   const header = h("div.dal-header");
   const list = h("div.dal-comp-list", { role: "listbox", "aria-label": "Computations" });
@@ -90,8 +91,8 @@ function render({ model, el }) {
   // so zoom, search and sort survive.
   const cleanups = [share.dispose];
   if (picker) cleanups.push(picker.dispose);
-  const paneOf: Record<string, any> = {};
-  const tabButtons: Record<string, any> = {};
+  const paneOf: Record<string, HTMLElement> = {};
+  const tabButtons: Record<string, HTMLButtonElement> = {};
   for (const [id, label, view] of TABS) {
     const pane = h("div.dal-pane", { style: { display: "none" }, dataset: { pane: id }, role: "tabpanel", "aria-label": label });
     panes.append(pane);
@@ -116,7 +117,7 @@ function render({ model, el }) {
   };
 
   const drawHeader = throttle(() => {
-    const c = model.get("cluster") || {};
+    const c: ClusterRow = model.get("cluster") || {};
     clear(info);
     title.textContent = c.name || model.get("title") || "Dask analytics";
     if (c.cluster_id) {
@@ -141,7 +142,7 @@ function render({ model, el }) {
   });
 
   const drawList = throttle(() => {
-    const rows = readTable(model, "computations", "computation_id").sort((a, b) => (b.start || 0) - (a.start || 0));
+    const rows = readTable<ComputationRow>(model, "computations", "computation_id").sort((a, b) => (b.start || 0) - (a.start || 0));
     const selected = model.get("computation_id");
     follow.checked = !!model.get("follow");
     // A redraw replaces the items: the one with the keyboard focus gets it back.
@@ -157,7 +158,7 @@ function render({ model, el }) {
     }
     const item = (id: string | null) => (id ? list.querySelector<HTMLElement>(`[data-computation="${CSS.escape(id)}"]`) : null);
     settleFocus(list, ".dal-comp", item(selected), item(focused ?? null));
-    const groups = readTable(model, "groups", "name");
+    const groups = readTable<TaskGroupRow>(model, "groups", "name");
     const erred = groups.reduce((a, g) => a + taskCounts(g).erred, 0);
     tabButtons.groups.replaceChildren("Task groups", groups.length ? h(`span.dal-count${erred ? ".bad" : ""}`, erred ? `${fmt.count(erred)} erred` : groups.length) : "");
     const found = findingsOf(model);

@@ -11,10 +11,25 @@
 // kernel) or as `html` (the Lab panel), or {type: "download", error}.
 import { h, clear, watch } from "../common/dom.js";
 import { onScreen } from "../common/onscreen.js";
-import type { Model } from "../common/model.js";
+import type { Model, RenderProps } from "../common/model.js";
+
+/** The `share` trait: where making a link stands. */
+export interface ShareState {
+  state?: "idle" | "working" | "done" | "error";
+  url?: string | null;
+  id?: string | null;
+  local?: boolean;
+  private?: boolean;
+  server?: string | null;
+  message?: string | null;
+}
+
+/** The answer to {type: "download"}: the page (here as `html`, or in the message's
+ *  buffer), or why it could not be made. */
+interface DownloadMessage { type?: string; filename?: string; html?: string; error?: string }
 
 /** Jupyter's base URL when this page is JupyterLab / Notebook (its page config), else null. */
-function jupyterBase() {
+function jupyterBase(): string | null {
   try {
     const cfg = JSON.parse(document.getElementById("jupyter-config-data")?.textContent || "null");
     return cfg?.baseUrl ?? null;
@@ -23,7 +38,7 @@ function jupyterBase() {
 
 /** A report kept in the local store opens from the Jupyter server the page came from
  *  (its server extension serves the same store); a team server's link is its own. */
-export function reportLink(s) {
+export function reportLink(s: ShareState): string | null | undefined {
   const base = jupyterBase();
   if (s.local && s.id && base != null) return `${location.origin}${base.replace(/\/?$/, "/")}dask-analytics/reports/${s.id}`;
   return s.url;
@@ -63,7 +78,7 @@ export function shareControl(model: Model, { open = false } = {}) {
   const panel = h("div.dal-share-panel", { role: "region", "aria-label": "Share report" });
 
   const draw = () => {
-    const s = model.get("share") || { state: "idle" };
+    const s: ShareState = model.get("share") || { state: "idle" };
     toggle.setAttribute("aria-expanded", String(isOpen));
     toggle.classList.toggle("open", isOpen);
     panel.style.display = isOpen ? "" : "none";
@@ -96,7 +111,7 @@ export function shareControl(model: Model, { open = false } = {}) {
   };
 
   // The download's answer: a kernel's buffer, or the Lab panel's string.
-  const onMessage = (msg: any, buffers?: (DataView | ArrayBuffer)[]) => {
+  const onMessage = (msg: DownloadMessage | null, buffers?: (DataView<ArrayBuffer> | ArrayBuffer)[]) => {
     if (msg?.type !== "download") return;
     if (msg.error) {
       download = { state: "error", message: `Could not make the file: ${msg.error}` };
@@ -112,7 +127,7 @@ export function shareControl(model: Model, { open = false } = {}) {
   return { el, panel, dispose: () => { off(); model.off("msg:custom", onMessage); } };
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-share-widget");
   const control = shareControl(model, { open: true });
   root.append(control.el, control.panel);

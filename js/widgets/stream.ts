@@ -12,6 +12,8 @@ import { prefixColor, SEGMENT_COLOR } from "../common/colors.js";
 import { now } from "../common/clock.js";
 import { onScreen } from "../common/onscreen.js";
 import { readTable, tableTraits } from "../common/table.js";
+import type { RenderProps } from "../common/model.js";
+import type { ComputationRow, StreamRow } from "../common/rows.js";
 
 const AXIS = 18; // px under the lanes for the time axis
 const GAP = 4; // px between workers
@@ -29,7 +31,7 @@ export interface StreamLayout {
 }
 
 /** Lanes, time range and totals of a task stream: pure, so tests and every view share it. */
-export function layout(rows: any[], computation: any = {}, laneHeight = 0): StreamLayout {
+export function layout(rows: StreamRow[], computation: ComputationRow = {}, laneHeight = 0): StreamLayout {
   let t0 = Infinity, t1 = -Infinity, tasks = 0, binWidth: number | null = null;
   const byWorker = new Map<string, { threads: Map<number, number[]>; bins: number[] }>();
   const prefixes = new Map<string, [number, number]>();
@@ -97,7 +99,7 @@ export function layout(rows: any[], computation: any = {}, laneHeight = 0): Stre
   };
 }
 
-function color(r: any): string {
+function color(r: StreamRow): string {
   return r.state === "erred" ? SEGMENT_COLOR.erred : prefixColor(r.prefix);
 }
 
@@ -110,7 +112,7 @@ function tickStep(span: number, px: number): number {
 class StreamChart {
   canvas: HTMLCanvasElement;
   tip: HTMLElement | null = null; // made on the first hover, gone when the mouse leaves
-  rows: any[] = [];
+  rows: StreamRow[] = [];
   lay: StreamLayout | null = null;
   labelW = 0;
   private resize: ResizeObserver;
@@ -124,7 +126,7 @@ class StreamChart {
     this.resize.observe(container);
   }
 
-  set(rows: any[], lay: StreamLayout) {
+  set(rows: StreamRow[], lay: StreamLayout) {
     this.rows = rows;
     this.lay = lay;
     this.draw();
@@ -191,7 +193,7 @@ class StreamChart {
     }
   }
 
-  hit(e: MouseEvent): any {
+  hit(e: MouseEvent): StreamRow | null {
     const lay = this.lay;
     if (!lay) return null;
     const box = this.canvas.getBoundingClientRect();
@@ -199,7 +201,7 @@ class StreamChart {
     const W = this.container.clientWidth;
     const lane = lay.lanes.find((l) => my >= l.y && my < l.y + l.h);
     if (!lane) return null;
-    let best = null, bestD = 3; // px of slack around thin bars
+    let best: StreamRow | null = null, bestD = 3; // px of slack around thin bars
     for (const i of lane.bars) {
       const r = this.rows[i];
       const x0 = this.x(r.start, W), x1 = this.x(r.stop, W);
@@ -243,7 +245,7 @@ function summary(lay: StreamLayout): string {
     `${fmt.duration(lay.t1 - lay.t0)}${binned}` + (top ? `; most time in ${top[0]} (${fmt.duration(top[2])})` : "");
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-stream");
   const head = h("div.dal-stream-head.dal-faint");
   const legend = h("div.dal-legend");
@@ -251,8 +253,8 @@ function render({ model, el }) {
   const chart = new StreamChart(body);
   el.append(root);
   const draw = throttle(() => {
-    const rows = readTable(model, "stream", "id");
-    const computation = model.get("computation") || {};
+    const rows = readTable<StreamRow>(model, "stream", "id");
+    const computation: ComputationRow = model.get("computation") || {};
     clear(root);
     if (!rows.length) {
       root.append(computation.state === "running"

@@ -7,26 +7,45 @@
 // faster, and the runs' trend.
 // Traits: computation {}, groups_base/groups_patch (KeyedTable by name), exceptions [],
 // runs {} (store/compare.py run_summary).
-import { h, clear, watch, throttle, empty } from "../common/dom.js";
-import { prefixColor } from "../common/colors.js";
+import { h, clear, watch, throttle, empty, type Child } from "../common/dom.js";
+import { prefixColor, type Segment } from "../common/colors.js";
 import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
-import { taskCounts, addCounts, progressBar, progressLegend } from "../common/progress.js";
+import { taskCounts, addCounts, progressBar, progressLegend, type TaskCounts } from "../common/progress.js";
 import { failureList } from "../common/failures.js";
 import { computationDuration } from "../common/lifecycle.js";
 import { onScreen } from "../common/onscreen.js";
-import { runsBanner, runsTrend, vsPrevious } from "../common/runs.js";
+import { runsBanner, runsTrend, vsPrevious, type RunSummary } from "../common/runs.js";
+import type { RenderProps } from "../common/model.js";
+import type { ComputationRow, ExceptionRow, TaskGroupRow } from "../common/rows.js";
 import { topFinding } from "./findings.js";
 
 const MAX_ROWS = 400;
+
+/** What dependencyOrder reads of a group, and where it writes the group's place. */
+interface Ordered {
+  name: string;
+  dependencies?: string[] | null;
+  start?: number | null;
+  _order?: number; // its place in dependency order
+  _level?: number; // how many groups it comes after, along its longest chain
+}
+
+/** A group as the table shows it: what became of its tasks, its wall time, and its
+ *  compute time against the same prefix in the previous run. */
+interface ShownGroup extends TaskGroupRow, Ordered {
+  _counts: TaskCounts;
+  _wall: number | null;
+  _vs: number | null;
+}
 
 interface Column {
   id: string;
   label: string;
   num?: boolean;
   title?: string;
-  value: (g: any) => any;
-  show?: (v: any, g?: any) => any;
+  value: (g: ShownGroup) => number | null | undefined;
+  show?: (v: number | null | undefined) => Child;
 }
 
 const COLUMNS: Column[] = [
@@ -50,20 +69,20 @@ const COLUMNS: Column[] = [
 
 // Group names end in a token ("random_sample-78306eba..."): show the prefix, fade the token.
 const TOKEN = /-([0-9a-f]{8,})$/;
-export function shortName(name) {
+export function shortName(name: string): string {
   return name.replace(TOKEN, "");
 }
-function splitName(g) {
+function splitName(g: TaskGroupRow): Child[] {
   const m = g.name.match(TOKEN);
   return m ? [g.name.slice(0, m.index), h("span.dal-token", `-${m[1].slice(0, 6)}`)] : [g.name];
 }
 
 /** Topological level of each group among the groups of this computation. */
-export function dependencyOrder(groups) {
+export function dependencyOrder<G extends Ordered>(groups: G[]): G[] {
   const byName = new Map(groups.map((g) => [g.name, g]));
-  const level = new Map();
-  const visit = (g, stack) => {
-    if (level.has(g.name)) return level.get(g.name);
+  const level = new Map<string, number>();
+  const visit = (g: G, stack: Set<string>): number => {
+    if (level.has(g.name)) return level.get(g.name)!;
     if (stack.has(g.name)) return 0; // a cycle cannot happen in a DAG; be safe anyway
     stack.add(g.name);
     let l = 0;
@@ -77,7 +96,7 @@ export function dependencyOrder(groups) {
   };
   for (const g of groups) visit(g, new Set());
   const sorted = [...groups].sort(
-    (a, b) => level.get(a.name) - level.get(b.name) || (a.start || Infinity) - (b.start || Infinity) || a.name.localeCompare(b.name)
+    (a, b) => level.get(a.name)! - level.get(b.name)! || (a.start || Infinity) - (b.start || Infinity) || a.name.localeCompare(b.name)
   );
   sorted.forEach((g, i) => { g._order = i; g._level = level.get(g.name); });
   return sorted;
@@ -85,36 +104,37 @@ export function dependencyOrder(groups) {
 
 export { progressBar };
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-taskgroups");
   el.append(root);
   let sort = { id: "order", desc: false };
-  const open = new Set(); // groups whose failures are shown
-  const openFailures = new Set(); // failure rows (and tracebacks) the user opened
+  const open = new Set<string>(); // groups whose failures are shown
+  const openFailures = new Set<string>(); // failure rows (and tracebacks) the user opened
 
   const draw = throttle(() => {
-    const comp = model.get("computation") || {};
-    const groups = readTable(model, "groups", "name");
-    const exceptions = model.get("exceptions") || [];
-    const runs = model.get("runs") || {};
+    const comp: ComputationRow = model.get("computation") || {};
+    const recorded = readTable<TaskGroupRow>(model, "groups", "name");
+    const exceptions: ExceptionRow[] = model.get("exceptions") || [];
+    const runs: RunSummary & { computation_id?: string } = model.get("runs") || {};
     clear(root);
-    if (!groups.length) {
+    if (!recorded.length) {
       root.append(empty(comp.computation_id ? "No task groups recorded yet" : "No computation yet",
         comp.computation_id ? "They appear within a second of the scheduler seeing them." : "Run a Dask computation; it shows up here live."));
       return;
     }
     const compared = !!runs.baseline_id && runs.computation_id === comp.computation_id;
-    for (const g of groups) {
-      g._counts = taskCounts(g);
-      g._wall = g.start && g.stop ? g.stop - g.start : null;
-      g._vs = compared ? runs.groups?.[g.prefix || shortName(g.name)] ?? null : null;
-    }
+    const groups: ShownGroup[] = recorded.map((g) => ({
+      ...g,
+      _counts: taskCounts(g),
+      _wall: g.start && g.stop ? g.stop - g.start : null,
+      _vs: compared ? runs.groups?.[g.prefix || shortName(g.name)] ?? null : null,
+    }));
     const ordered = dependencyOrder(groups);
     // Columns that would be all zero stay out (the table must fit a notebook): erred and
     // never-ran counts when some group has them, disk time when some group spilled.
     const sum = addCounts(groups);
     const spilled = groups.some((g) => (g.disk_read || 0) + (g.disk_write || 0) > 0);
-    const shown = { erred: sum.erred > 0, "not-run": sum["not-run"] > 0, cancelled: sum.cancelled > 0, disk: spilled, vs: compared };
+    const shown: Record<string, boolean> = { erred: sum.erred > 0, "not-run": sum["not-run"] > 0, cancelled: sum.cancelled > 0, disk: spilled, vs: compared };
     const columns = COLUMNS.filter((c) => shown[c.id] ?? true);
     const col = columns.find((c) => c.id === sort.id) || columns[0];
     const rows = [...ordered].sort((a, b) => {
@@ -136,7 +156,7 @@ function render({ model, el }) {
       onclick: () => { sort = { id: c.id, desc: sort.id === c.id ? !sort.desc : !!c.num }; draw(); },
       title: c.id === "order" ? "Dependency order: a group comes after the groups it depends on" : c.title || `Sort by ${c.label.toLowerCase()}`,
     }, c.label, sort.id === c.id ? h("span.dal-arrow", sort.desc ? "▼" : "▲") : null)));
-    const byGroup = new Map();
+    const byGroup = new Map<string | undefined, ExceptionRow[]>();
     for (const e of exceptions) {
       const list = byGroup.get(e.task_group) || [];
       list.push(e);
@@ -154,11 +174,15 @@ function render({ model, el }) {
           h("span.dal-group-name", { title: g.name }, ...splitName(g)),
           erred || excs.length ? h("button.dal-err-link", {
             title: "Show how its tasks failed",
-            onclick: () => { open.has(g.name) ? open.delete(g.name) : open.add(g.name); draw(); },
+            onclick: () => {
+              if (open.has(g.name)) open.delete(g.name);
+              else open.add(g.name);
+              draw();
+            },
           }, `${fmt.count(erred || excs.reduce((a, e) => a + (e.count || 0), 0))} erred ${open.has(g.name) ? "▴" : "▾"}`) : null),
           g.dependencies?.length ? h("div.dal-deps", { title: g.dependencies.join("\n") }, `after ${g.dependencies.map(shortName).join(", ")}`) : null),
         h("td", progressBar(g._counts)),
-        columns.slice(2).map((c) => h("td.dal-num", { dataset: { col: c.id } }, c.show!(c.value(g), g)))));
+        columns.slice(2).map((c) => h("td.dal-num", { dataset: { col: c.id } }, c.show!(c.value(g))))));
       if (open.has(g.name)) body.append(h("tr.dal-exc-row", h("td", { colspan: columns.length }, exceptionList(excs, openFailures))));
     }
     if (rows.length > MAX_ROWS) body.append(h("tr", h("td.dal-muted", { colspan: columns.length }, `… and ${rows.length - MAX_ROWS} more groups`)));
@@ -171,15 +195,15 @@ function render({ model, el }) {
 }
 
 /** The legend lists what the bars can show here: always finished / erred / never ran. */
-function legendOf(sum) {
+function legendOf(sum: TaskCounts): string[] {
   const keep = ["done", "erred", "not-run"];
   if (sum.memory) keep.unshift("memory");
   if (sum.cancelled) keep.splice(keep.indexOf("not-run"), 0, "cancelled");
-  for (const s of ["processing", "no-worker", "queued", "waiting"]) if (sum[s]) keep.push(s);
+  for (const s of ["processing", "no-worker", "queued", "waiting"] as Segment[]) if (sum[s]) keep.push(s);
   return keep;
 }
 
-function totals(comp, groups, sum, runs) {
+function totals(comp: ComputationRow, groups: TaskGroupRow[], sum: TaskCounts, runs: RunSummary | null): HTMLElement {
   const compute = groups.reduce((a, g) => a + (g.compute || 0), 0);
   const transfer = groups.reduce((a, g) => a + (g.transfer || 0), 0);
   const nbytes = groups.reduce((a, g) => a + (g.nbytes || 0), 0);
@@ -199,7 +223,7 @@ function totals(comp, groups, sum, runs) {
       "runs ", runsTrend(runs, comp.computation_id)) : null);
 }
 
-export function exceptionList(excs, open: any = null) {
+export function exceptionList(excs: ExceptionRow[], open: Set<string> | null = null): HTMLElement {
   if (!excs.length) return h("div.dal-exc.dal-muted", "The exception of this group was not recorded (its tasks may have failed because a dependency did).");
   return h("div.dal-exc", failureList(excs, open));
 }

@@ -9,6 +9,8 @@ import * as fmt from "../common/format.js";
 import { readTable, tableTraits } from "../common/table.js";
 import { onScreen } from "../common/onscreen.js";
 import { dependencyOrder } from "./taskgroups.js";
+import type { RenderProps } from "../common/model.js";
+import type { ComputationRow, MetricRow, TaskGroupRow } from "../common/rows.js";
 
 // [id, label, colour, what it is made of, a row's verdict]: left to right in each bar.
 export const CATEGORIES: [string, string, string, string, string][] = [
@@ -55,7 +57,7 @@ export interface TimeRow {
 
 /** One row per task prefix (in the groups' dependency order when known), then the
  *  time not tied to a group; seconds only. */
-export function timeRows(metrics: any[], groups: any[] = []): TimeRow[] {
+export function timeRows(metrics: MetricRow[], groups: TaskGroupRow[] = []): TimeRow[] {
   const rows = new Map<string, TimeRow>();
   for (const m of metrics || []) {
     if (m.unit !== "seconds" || !m.value) continue;
@@ -109,15 +111,16 @@ function legend(): HTMLElement {
     h("span", { dataset: { category: id }, title: what }, h("i", { style: { background: color } }), label)));
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-time");
   el.append(root);
   const draw = throttle(() => {
-    const metrics = model.get("metrics") || [];
-    const rows = timeRows(metrics, readTable(model, "groups", "name"));
+    const metrics: MetricRow[] = model.get("metrics") || [];
+    const rows = timeRows(metrics, readTable<TaskGroupRow>(model, "groups", "name"));
     clear(root);
     if (!rows.length) {
-      const running = (model.get("computation") || {}).state === "running";
+      const computation: ComputationRow = model.get("computation") || {};
+      const running = computation.state === "running";
       root.append(running
         ? empty("No time measured yet", "Workers send their measurements with each heartbeat: they appear within seconds.")
         : empty("No time breakdown recorded for this computation",

@@ -11,6 +11,7 @@ import * as fmt from "../common/format.js";
 import { timeChart, type ChartBand, type ChartMark } from "../common/chart.js";
 import { prefixColor } from "../common/colors.js";
 import { now as clockNow } from "../common/clock.js";
+import type { ComputationRow, MemoryReading, WorkerSample } from "../common/rows.js";
 
 const MAX_POINTS = 400; // per worker and chart: about one per pixel
 const COLORS = { managed: "#2fa572", unmanaged: "#5b8def", spilled: "#b197fc", limit: "#e5484d",
@@ -21,24 +22,29 @@ export interface WorkerEvent {
   why?: string; rss?: number | null; already_running?: boolean; memory_limit?: number | null;
 }
 
+/** A lifecycle event as stored ({topic, time, msg}), or already flat. */
+export interface RawWorkerEvent extends Partial<WorkerEvent> {
+  msg?: Partial<WorkerEvent> | null;
+}
+
 /** Events as stored ({topic, time, msg}) or flat, on the two lifecycle topics, by time. */
-export function workerEvents(events: any[]): WorkerEvent[] {
+export function workerEvents(events: RawWorkerEvent[]): WorkerEvent[] {
   return (events || [])
     .map((e) => (e && e.msg && typeof e.msg === "object" ? { ...e.msg, topic: e.topic, time: e.time ?? e.msg.time } : e))
-    .filter((e) => e && (e.topic === "worker-joined" || e.topic === "worker-left") && e.worker)
+    .filter((e): e is WorkerEvent => !!e && (e.topic === "worker-joined" || e.topic === "worker-left") && !!e.worker)
     .sort((a, b) => a.time - b.time);
 }
 
 // The worker process's memory, what its limit bounds (spilled data is on disk).
-const total = (r) => (r.managed || 0) + (r.unmanaged || 0);
+const total = (r: Pick<MemoryReading, "managed" | "unmanaged">) => (r.managed || 0) + (r.unmanaged || 0);
 
 /** At most about `most` rows: of each stretch, the ones with the most memory, CPU and
  *  tasks processing, so a thinned series keeps every peak it is looked at for. */
-export function peaks(rows: any[], most = MAX_POINTS): any[] {
+export function peaks(rows: WorkerSample[], most = MAX_POINTS): WorkerSample[] {
   if (rows.length <= most) return rows;
-  const out: any[] = [];
+  const out: WorkerSample[] = [];
   const step = rows.length / most;
-  const top = (part: any[], key: (r: any) => number) => part.reduce((a, b) => (key(b) > key(a) ? b : a));
+  const top = (part: WorkerSample[], key: (r: WorkerSample) => number) => part.reduce((a, b) => (key(b) > key(a) ? b : a));
   for (let i = 0; i < most; i++) {
     const part = rows.slice(Math.floor(i * step), Math.floor((i + 1) * step));
     if (!part.length) continue;
@@ -49,13 +55,13 @@ export function peaks(rows: any[], most = MAX_POINTS): any[] {
 }
 
 interface WorkerSummary {
-  worker: string; name: string; rows: any[]; limit: number | null; peak: any; share: number | null;
+  worker: string; name: string; rows: WorkerSample[]; limit: number | null; peak: MemoryReading | null; share: number | null;
   cpu: number | null; processing: number; joined?: WorkerEvent; left?: WorkerEvent;
 }
 
-function summarise(samples: any[], events: WorkerEvent[]): WorkerSummary[] {
+function summarise(samples: WorkerSample[], events: WorkerEvent[]): WorkerSummary[] {
   const by = new Map<string, WorkerSummary>();
-  const get = (worker: string, name?: any) => {
+  const get = (worker: string, name?: string | number | null) => {
     if (!by.has(worker)) by.set(worker, { worker, name: name != null ? String(name) : "", rows: [], limit: null, peak: null, share: null,
       cpu: null, processing: 0 });
     return by.get(worker)!;
@@ -91,16 +97,19 @@ function summarise(samples: any[], events: WorkerEvent[]): WorkerSummary[] {
 const ENDED_BY = 2;
 
 /** The computation that was running at `t` (the newest that started before it). */
-function during(computations: any[], t: number, end: number): any | null {
-  let found: any = null;
+function during(computations: ComputationRow[], t: number, end: number): ComputationRow | null {
+  let found: ComputationRow | null = null, foundStart = -Infinity;
   for (const c of computations) {
-    if (c.start != null && c.start <= t && (c.stop ?? end) + ENDED_BY >= t && (!found || c.start > found.start)) found = c;
+    if (c.start != null && c.start <= t && (c.stop ?? end) + ENDED_BY >= t && c.start > foundStart) {
+      found = c;
+      foundStart = c.start;
+    }
   }
   return found;
 }
 
-const compLabel = (c) => c.label || `computation ${String(c.computation_id || "").slice(0, 8)}`;
-const workerLabel = (w: { name?: string | null; worker: string }) =>
+const compLabel = (c: ComputationRow) => c.label || `computation ${String(c.computation_id || "").slice(0, 8)}`;
+const workerLabel = (w: { name?: string | number | null; worker: string }) =>
   w.name && w.name !== w.worker ? `${w.name} (${fmt.short(w.worker)})` : fmt.short(w.worker);
 
 function leftText(e: WorkerEvent): string {
@@ -110,7 +119,7 @@ function leftText(e: WorkerEvent): string {
   return "closed";
 }
 
-function headline(w: WorkerSummary, computations: any[], end: number): HTMLElement {
+function headline(w: WorkerSummary, computations: ComputationRow[], end: number): HTMLElement {
   const t = w.left?.died ? w.left.time : w.peak?.time;
   const c = t != null ? during(computations, t, end) : null;
   const when = t != null ? ` at ${fmt.clock(t)}` : "";
@@ -119,7 +128,7 @@ function headline(w: WorkerSummary, computations: any[], end: number): HTMLEleme
     return h("div.dal-workers-alert", { role: "alert" }, h("b", workerLabel(w)), ` ${leftText(w.left)}${when}`, where,
       w.peak && w.limit ? ` (peak ${fmt.bytes(total(w.peak))} of its ${fmt.bytes(w.limit)} limit).` : ".");
   }
-  return h("div.dal-workers-peak", "Most memory: ", h("b", workerLabel(w)), ` held ${fmt.bytes(total(w.peak))}`,
+  return h("div.dal-workers-peak", "Most memory: ", h("b", workerLabel(w)), ` held ${fmt.bytes(total(w.peak || {}))}`,
     w.limit ? ` of its ${fmt.bytes(w.limit)} limit (${fmt.percent(100 * (w.share || 0))})` : "", when, where, ".");
 }
 
@@ -167,7 +176,7 @@ function legend(items: [string, string][]): HTMLElement {
 
 /** The view: summary, a worker picker, the chosen worker's charts, one row per worker.
  *  `picked` keeps the chosen worker across redraws (the caller's object). */
-export function workersView(samples: any[], rawEvents: any[], computations: any[] = [],
+export function workersView(samples: WorkerSample[], rawEvents: RawWorkerEvent[], computations: ComputationRow[] = [],
   picked: { worker?: string | null } = {}): HTMLElement {
   const events = workerEvents(rawEvents);
   const workers = summarise(samples || [], events);
@@ -180,7 +189,8 @@ export function workersView(samples: any[], rawEvents: any[], computations: any[
   let t0 = Infinity, t1 = -Infinity;
   for (const x of [samples, events]) for (const r of x) { t0 = Math.min(t0, r.time); t1 = Math.max(t1, r.time); }
   const end = clockNow();
-  const bands: ChartBand[] = computations.filter((c) => c.start != null && c.start <= t1 && (c.stop ?? end) >= t0)
+  const bands: ChartBand[] = computations
+    .filter((c): c is ComputationRow & { start: number } => c.start != null && c.start <= t1 && (c.stop ?? end) >= t0)
     .map((c) => ({ t0: Math.max(c.start, t0), t1: Math.min(c.stop ?? end, t1), color: prefixColor(compLabel(c)),
       label: `${compLabel(c)}: ${fmt.clock(c.start)} – ${c.stop ? fmt.clock(c.stop) : "running"}` }));
   if (!workers.some((w) => w.worker === picked.worker)) picked.worker = workers[0].worker;
