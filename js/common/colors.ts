@@ -5,7 +5,16 @@
 // then what is still to come.  "erred" (raised), "cancelled" (running when cancelled) and
 // "never ran" (skipped because a dependency failed, released, cancelled before it ran)
 // are never drawn as done.
-export type Segment = "memory" | "done" | "erred" | "cancelled" | "not-run" | "processing" | "no-worker" | "queued" | "waiting";
+export type Segment =
+  | "memory"
+  | "done"
+  | "erred"
+  | "cancelled"
+  | "not-run"
+  | "processing"
+  | "no-worker"
+  | "queued"
+  | "waiting";
 export const SEGMENTS: [Segment, string, string][] = [
   ["memory", "in memory", "#2fa572"],
   ["done", "finished", "#7fa6dc"],

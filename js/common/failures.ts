@@ -18,7 +18,8 @@ export function shortLocation(loc: string | null | undefined): string {
 
 /** The masked message with its type in bold: `KeyError('key-…')`. */
 function patternLine(type: string, pattern: string): Child[] {
-  if (type && pattern.startsWith(type)) return [h("b.dal-fail-type", type), pattern.slice(type.length)];
+  if (type && pattern.startsWith(type))
+    return [h("b.dal-fail-type", type), pattern.slice(type.length)];
   if (type && pattern) return [h("b.dal-fail-type", type), `: ${pattern}`];
   return [type ? h("b.dal-fail-type", type) : null, pattern];
 }
@@ -38,7 +39,9 @@ export function failureTitle(e: ExceptionRow): { type: string; pattern: string }
 }
 
 export function failureExamples(e: ExceptionRow): string[] {
-  const ex = Array.isArray(e.examples) ? e.examples.filter((x): x is string => x != null && x !== "") : [];
+  const ex = Array.isArray(e.examples)
+    ? e.examples.filter((x): x is string => x != null && x !== "")
+    : [];
   if (!ex.length && e.exception_text) ex.push(e.exception_text);
   return ex;
 }
@@ -51,26 +54,71 @@ export function failureRow(e: ExceptionRow, open: Set<string> | null = null): HT
   const examples = failureExamples(e);
   const workers = Array.isArray(e.workers) ? e.workers : [];
   const group = e.task_group ? e.task_group.replace(TOKEN, "") : null;
-  const tb = h("details.dal-tb", { open: open?.has(`${key}/tb`) },
+  const tb = h(
+    "details.dal-tb",
+    { open: open?.has(`${key}/tb`) },
     h("summary", "Traceback"),
-    h("pre", e.traceback_text ? `Traceback (most recent call last):\n${e.traceback_text}${e.exception_text || ""}` : "(no traceback recorded)"));
-  const row = h("details.dal-fail", { open: open?.has(key), dataset: { count: e.count, type: type || "" } },
-    h("summary.dal-fail-head",
-      h("span.dal-fail-count", { title: `${fmt.count(e.count)} task${e.count === 1 ? "" : "s"} failed this way` }, `× ${fmt.count(e.count)}`),
+    h(
+      "pre",
+      e.traceback_text
+        ? `Traceback (most recent call last):\n${e.traceback_text}${e.exception_text || ""}`
+        : "(no traceback recorded)",
+    ),
+  );
+  const row = h(
+    "details.dal-fail",
+    { open: open?.has(key), dataset: { count: e.count, type: type || "" } },
+    h(
+      "summary.dal-fail-head",
+      h(
+        "span.dal-fail-count",
+        { title: `${fmt.count(e.count)} task${e.count === 1 ? "" : "s"} failed this way` },
+        `× ${fmt.count(e.count)}`,
+      ),
       h("span.dal-fail-pattern", { title: pattern }, ...patternLine(type, pattern)),
-      e.location ? h("span.dal-fail-where", { title: `raised at ${e.location}` }, `at ${shortLocation(e.location)}`) : null,
-      group ? h("span.dal-fail-group", { title: e.task_group }, group) : null),
-    h("div.dal-fail-body",
-      examples.length ? h("div.dal-fail-examples", h("div.dal-fail-label", examples.length > 1 ? "Examples" : "Message"),
-        h("ul", examples.map((x) => h("li", x)))) : null,
-      h("div.dal-fail-meta",
-        h("span", `first ${fmt.clock(e.first_time)}`), h("span", `last ${fmt.clock(e.last_time)}`),
+      e.location
+        ? h(
+            "span.dal-fail-where",
+            { title: `raised at ${e.location}` },
+            `at ${shortLocation(e.location)}`,
+          )
+        : null,
+      group ? h("span.dal-fail-group", { title: e.task_group }, group) : null,
+    ),
+    h(
+      "div.dal-fail-body",
+      examples.length
+        ? h(
+            "div.dal-fail-examples",
+            h("div.dal-fail-label", examples.length > 1 ? "Examples" : "Message"),
+            h(
+              "ul",
+              examples.map((x) => h("li", x)),
+            ),
+          )
+        : null,
+      h(
+        "div.dal-fail-meta",
+        h("span", `first ${fmt.clock(e.first_time)}`),
+        h("span", `last ${fmt.clock(e.last_time)}`),
         e.example_key ? h("span", `e.g. task ${e.example_key}`) : null,
-        workers.length ? h("span", { title: workers.join("\n") }, `worker${workers.length === 1 ? "" : "s"} ${workers.map((w) => fmt.short(w, 28)).join(", ")}`) : null),
-      tb));
+        workers.length
+          ? h(
+              "span",
+              { title: workers.join("\n") },
+              `worker${workers.length === 1 ? "" : "s"} ${workers.map((w) => fmt.short(w, 28)).join(", ")}`,
+            )
+          : null,
+      ),
+      tb,
+    ),
+  );
   if (open) {
     const remember = (el: HTMLDetailsElement, id: string) =>
-      el.addEventListener("toggle", () => { if (el.open) open.add(id); else open.delete(id); });
+      el.addEventListener("toggle", () => {
+        if (el.open) open.add(id);
+        else open.delete(id);
+      });
     remember(row, key);
     remember(tb, `${key}/tb`);
   }
@@ -78,5 +126,8 @@ export function failureRow(e: ExceptionRow, open: Set<string> | null = null): HT
 }
 
 export function failureList(excs: ExceptionRow[], open: Set<string> | null = null): HTMLElement {
-  return h("div.dal-fails", excs.map((e) => failureRow(e, open)));
+  return h(
+    "div.dal-fails",
+    excs.map((e) => failureRow(e, open)),
+  );
 }

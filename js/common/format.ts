@@ -24,7 +24,10 @@ export function bytes(n: Figure): string {
   if (n == null || !isFinite(n)) return "–";
   const units = ["B", "kiB", "MiB", "GiB", "TiB", "PiB"];
   let i = 0;
-  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  while (Math.abs(n) >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
   return `${i === 0 ? n : n.toFixed(n < 10 ? 2 : n < 100 ? 1 : 0)} ${units[i]}`;
 }
 
@@ -65,8 +68,10 @@ export function datetime(t: Figure): string {
   if (!t) return "–";
   const d = new Date(t * 1000);
   const pad = (n: number) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
-    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return (
+    `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+  );
 }
 
 /** "5m 02s ago", against the views' clock (a report's moment, in a report). */

@@ -47,7 +47,13 @@ export function clusterUptime(c: ClusterRow | null | undefined, now = clockNow()
  *  (a stopped cluster has no worker left: "0 workers" says nothing). */
 export function clusterSize(c: ClusterRow): ClusterSize {
   if (clusterStatus(c) === "live") {
-    return { peak: false, workers: c.n_workers, threads: c.n_threads, memory: c.memory_total, memoryUsed: c.memory_used };
+    return {
+      peak: false,
+      workers: c.n_workers,
+      threads: c.n_threads,
+      memory: c.memory_total,
+      memoryUsed: c.memory_used,
+    };
   }
   return {
     peak: true,
@@ -58,7 +64,12 @@ export function clusterSize(c: ClusterRow): ClusterSize {
   };
 }
 
-const STATUS_TEXT: Record<string, string> = { live: "live", stopped: "stopped", lost: "lost", unknown: "…" };
+const STATUS_TEXT: Record<string, string> = {
+  live: "live",
+  stopped: "stopped",
+  lost: "lost",
+  unknown: "…",
+};
 
 export function statusTitle(c: ClusterRow | null | undefined): string {
   if (!c) return ""; // no row: its status is "unknown"
@@ -66,7 +77,8 @@ export function statusTitle(c: ClusterRow | null | undefined): string {
   if (status === "lost") {
     return `Its scheduler went silent without saying it stopped (killed, kernel restart, lost node); last seen ${fmt.clock(clusterEnded(c))}`;
   }
-  if (status === "stopped") return `Stopped ${fmt.clock(clusterEnded(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}`;
+  if (status === "stopped")
+    return `Stopped ${fmt.clock(clusterEnded(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}`;
   if (status === "live") return "Its scheduler is sending heartbeats";
   return "";
 }
@@ -77,18 +89,31 @@ export function statusBadge(c: ClusterRow | string | null | undefined): HTMLElem
   const status = typeof c === "string" ? c : clusterStatus(c);
   const then = frozen();
   if (then != null && status === "live") {
-    return h("span.dal-badge.live.frozen", { dataset: { status },
-      title: `Its scheduler was sending heartbeats when this report was made, ${fmt.datetime(then)}` },
-      h("span.dal-dot"), "live then");
+    return h(
+      "span.dal-badge.live.frozen",
+      {
+        dataset: { status },
+        title: `Its scheduler was sending heartbeats when this report was made, ${fmt.datetime(then)}`,
+      },
+      h("span.dal-dot"),
+      "live then",
+    );
   }
-  return h(`span.dal-badge.${status}`, { title: typeof c === "string" ? "" : statusTitle(c), dataset: { status } },
-    h("span.dal-dot"), STATUS_TEXT[status] || status);
+  return h(
+    `span.dal-badge.${status}`,
+    { title: typeof c === "string" ? "" : statusTitle(c), dataset: { status } },
+    h("span.dal-dot"),
+    STATUS_TEXT[status] || status,
+  );
 }
 
 /** Seconds a computation ran: to its stop; to `now` only while it runs.  A computation
  *  that ended without a stop time (recorded before stops were kept) shows its last
  *  update, never a duration that grows forever. */
-export function computationDuration(c: ComputationRow | null | undefined, now = clockNow()): number | null {
+export function computationDuration(
+  c: ComputationRow | null | undefined,
+  now = clockNow(),
+): number | null {
   if (!c || !c.start) return null;
   if (c.stop && c.stop >= c.start) return c.stop - c.start;
   if (!c.state || c.state === "running") return Math.max(now - c.start, 0);

@@ -35,17 +35,25 @@ export class LocalModel implements Model {
   onSend: ((msg: unknown, model: LocalModel) => void) | null;
   onSave: ((model: LocalModel) => void) | null;
 
-  constructor(state: Record<string, unknown> = {}, { onSend = null, onSave = null }: {
-    onSend?: ((msg: unknown, model: LocalModel) => void) | null;
-    onSave?: ((model: LocalModel) => void) | null;
-  } = {}) {
+  constructor(
+    state: Record<string, unknown> = {},
+    {
+      onSend = null,
+      onSave = null,
+    }: {
+      onSend?: ((msg: unknown, model: LocalModel) => void) | null;
+      onSave?: ((model: LocalModel) => void) | null;
+    } = {},
+  ) {
     this.state = { ...state };
     this.handlers = new Map();
     this.onSend = onSend;
     this.onSave = onSave;
   }
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as Model.get
-  get(name: string): any { return this.state[name]; }
+  get(name: string): any {
+    return this.state[name];
+  }
   set(name: string, value: unknown): void {
     if (this.state[name] === value) return;
     this.state[name] = value;
@@ -67,13 +75,20 @@ export class LocalModel implements Model {
     this.handlers.get(event)!.add(cb);
   }
   off(event?: string | null, cb?: Handler | null): void {
-    if (!event) { this.handlers.clear(); return; }
+    if (!event) {
+      this.handlers.clear();
+      return;
+    }
     if (!cb) this.handlers.delete(event);
     else this.handlers.get(event)?.delete(cb);
   }
   trigger(event: string, ...args: unknown[]): void {
     for (const cb of [...(this.handlers.get(event) || [])]) cb(...args);
   }
-  save_changes(): void { this.onSave?.(this); }
-  send(msg: unknown): void { this.onSend?.(msg, this); }
+  save_changes(): void {
+    this.onSave?.(this);
+  }
+  send(msg: unknown): void {
+    this.onSend?.(msg, this);
+  }
 }

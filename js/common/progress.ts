@@ -35,8 +35,19 @@ export function taskCounts(g: CountedRow): TaskCounts {
     done = (st.memory || 0) + (st.released || 0) + (st.forgotten || 0);
     notRun = 0;
   }
-  const out: TaskCounts = { total, exact, done, memory: Math.min(st.memory || 0, done), erred, cancelled, "not-run": notRun,
-    processing: 0, "no-worker": 0, queued: 0, waiting: 0 };
+  const out: TaskCounts = {
+    total,
+    exact,
+    done,
+    memory: Math.min(st.memory || 0, done),
+    erred,
+    cancelled,
+    "not-run": notRun,
+    processing: 0,
+    "no-worker": 0,
+    queued: 0,
+    waiting: 0,
+  };
   let left = Math.max(total - done - erred - cancelled - notRun, 0);
   for (const s of LIVE) {
     out[s] = Math.min(st[s] || 0, left);
@@ -48,7 +59,19 @@ export function taskCounts(g: CountedRow): TaskCounts {
 
 /** Sum of taskCounts over rows. */
 export function addCounts(rows: CountedRow[]): TaskCounts {
-  const sum: TaskCounts = { total: 0, exact: true, done: 0, memory: 0, erred: 0, cancelled: 0, "not-run": 0, processing: 0, "no-worker": 0, queued: 0, waiting: 0 };
+  const sum: TaskCounts = {
+    total: 0,
+    exact: true,
+    done: 0,
+    memory: 0,
+    erred: 0,
+    cancelled: 0,
+    "not-run": 0,
+    processing: 0,
+    "no-worker": 0,
+    queued: 0,
+    waiting: 0,
+  };
   for (const r of rows) {
     const c = taskCounts(r);
     for (const k of Object.keys(sum) as (keyof TaskCounts)[]) {
@@ -65,22 +88,48 @@ function segmentCounts(c: TaskCounts): TaskCounts {
 }
 
 /** A stacked bar: finished (in memory / released), erred, cancelled, never ran, then live states. */
-export function progressBar(counts: TaskCounts, { cls = "dal-bar", label = true }: { cls?: string; label?: boolean } = {}): HTMLElement {
-  const bar = h(`div.${cls}`, { dataset: { done: counts.done, erred: counts.erred, cancelled: counts.cancelled, notRun: counts["not-run"], total: counts.total } });
+export function progressBar(
+  counts: TaskCounts,
+  { cls = "dal-bar", label = true }: { cls?: string; label?: boolean } = {},
+): HTMLElement {
+  const bar = h(`div.${cls}`, {
+    dataset: {
+      done: counts.done,
+      erred: counts.erred,
+      cancelled: counts.cancelled,
+      notRun: counts["not-run"],
+      total: counts.total,
+    },
+  });
   const n = Math.max(counts.total || 0, 1);
   const seg = segmentCounts(counts);
   for (const [s] of SEGMENTS) {
     const c = seg[s];
     if (!c) continue;
-    bar.append(h(`span.seg-${s}`, { style: { width: `${(100 * c) / n}%`, background: SEGMENT_COLOR[s] }, title: `${SEGMENT_LABEL[s]}: ${fmt.count(c)}` }));
+    bar.append(
+      h(`span.seg-${s}`, {
+        style: { width: `${(100 * c) / n}%`, background: SEGMENT_COLOR[s] },
+        title: `${SEGMENT_LABEL[s]}: ${fmt.count(c)}`,
+      }),
+    );
   }
-  if (label) bar.append(h("span.dal-bar-label", `${fmt.count(counts.done)} / ${fmt.count(counts.total)}`));
+  if (label)
+    bar.append(h("span.dal-bar-label", `${fmt.count(counts.done)} / ${fmt.count(counts.total)}`));
   return bar;
 }
 
 /** The legend of the bar's colours; `only`: the segments to list (default: all but the rare ones). */
 export function progressLegend(only: string[] | null = null): HTMLElement {
   const keep = only || ["memory", "done", "erred", "not-run", "processing", "waiting"];
-  return h("div.dal-legend", SEGMENTS.filter(([s]) => keep.includes(s)).map(([s, label, color]) =>
-    h("span", { dataset: { segment: s } }, h(`i.seg-${s}`, { style: { background: color } }), label)));
+  return h(
+    "div.dal-legend",
+    SEGMENTS.filter(([s]) => keep.includes(s)).map(([s, label, color]) =>
+      h(
+        "span",
+        { dataset: { segment: s } },
+        h(`i.seg-${s}`, { style: { background: color } }),
+        label,
+      ),
+    ),
+  );
 }

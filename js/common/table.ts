@@ -4,8 +4,13 @@
 
 import type { Model } from "./model.js";
 
-interface TableBase<Row> { v: number; rows?: Row[] }
-interface TablePatch<Row> extends TableBase<Row> { removed?: unknown[] }
+interface TableBase<Row> {
+  v: number;
+  rows?: Row[];
+}
+interface TablePatch<Row> extends TableBase<Row> {
+  removed?: unknown[];
+}
 
 /** The rows of table `name` (keyed by `key`); `Row`: what the kernel sends for it. */
 export function readTable<Row extends object>(model: Model, name: string, key: keyof Row): Row[] {

@@ -24,8 +24,15 @@ export function render(el: HTMLElement, state: ReportState): void | (() => void)
   freeze(state.snapshot_time);
   el.classList.add("dal-frozen");
   if (state.snapshot_time) {
-    el.append(h("div.dal.dal-asof", { title: "Everything below is as it was recorded when the report was made" },
-      "Snapshot of ", h("b", fmt.datetime(state.snapshot_time)), ": the figures below are as of then."));
+    el.append(
+      h(
+        "div.dal.dal-asof",
+        { title: "Everything below is as it was recorded when the report was made" },
+        "Snapshot of ",
+        h("b", fmt.datetime(state.snapshot_time)),
+        ": the figures below are as of then.",
+      ),
+    );
   }
   const model = new LocalModel({ ...state, shareable: false });
   // The flamegraph's group picker: each prefix's profile came with the report.

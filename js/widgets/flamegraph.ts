@@ -17,7 +17,12 @@ const FONT = "11px var(--jp-code-font-family, ui-monospace, Menlo, Consolas, mon
 const CHAR_W = 6.6; // width of one glyph at FONT; avoids measureText per node
 
 /** A frame as distributed/profile.py describes it. */
-export interface FrameDescription { name?: string; filename?: string; line_number?: number; line?: string }
+export interface FrameDescription {
+  name?: string;
+  filename?: string;
+  line_number?: number;
+  line?: string;
+}
 
 /** A node of the profile tree: its samples and its callees by identifier. */
 export interface ProfileNode {
@@ -30,39 +35,66 @@ export interface ProfileNode {
 /** The tree as flat arrays, one entry per node (depth first); byDepth: each row's nodes,
  *  left to right. */
 export interface FlatProfile {
-  n: number; maxDepth: number; byDepth: number[][]; desc: FrameDescription[]; ident: string[];
-  parent: Int32Array; depth: Int32Array; count: Float64Array; start: Float64Array;
+  n: number;
+  maxDepth: number;
+  byDepth: number[][];
+  desc: FrameDescription[];
+  ident: string[];
+  parent: Int32Array;
+  depth: Int32Array;
+  count: Float64Array;
+  start: Float64Array;
 }
 
 /** Flatten a profile tree (children heaviest first) into typed arrays + strings. */
 export function flatten(tree: ProfileNode): FlatProfile {
-  const parent: number[] = [], depth: number[] = [], count: number[] = [], start: number[] = [], desc: FrameDescription[] = [];
+  const parent: number[] = [],
+    depth: number[] = [],
+    count: number[] = [],
+    start: number[] = [],
+    desc: FrameDescription[] = [];
   const ident: string[] = [];
   let maxDepth = 0;
   // Iterative DFS: profiles can be deeper than the JS call stack likes.
-  const stack: [ProfileNode, number, number, number, number | undefined][] = [[tree, -1, 0, 0, undefined]];
+  const stack: [ProfileNode, number, number, number, number | undefined][] = [
+    [tree, -1, 0, 0, undefined],
+  ];
   while (stack.length) {
     const [node, p, d, x, own] = stack.pop()!;
     const i = count.length;
     const c = own ?? (node.count || 0);
-    parent.push(p); depth.push(d); count.push(c); start.push(x); desc.push(node.description || {});
+    parent.push(p);
+    depth.push(d);
+    count.push(c);
+    start.push(x);
+    desc.push(node.description || {});
     ident.push(node.identifier ?? "");
     if (d > maxDepth) maxDepth = d;
     const kids = childSamples(node, c).sort((a, b) => b[1] - a[1]);
     // Push in reverse so the heaviest child is laid out (and popped) first, leftmost.
     const offsets: number[] = [];
     let xx = x;
-    for (const [, w] of kids) { offsets.push(xx); xx += w; }
-    for (let j = kids.length - 1; j >= 0; j--) stack.push([kids[j][0], i, d + 1, offsets[j], kids[j][1]]);
+    for (const [, w] of kids) {
+      offsets.push(xx);
+      xx += w;
+    }
+    for (let j = kids.length - 1; j >= 0; j--)
+      stack.push([kids[j][0], i, d + 1, offsets[j], kids[j][1]]);
   }
   const n = count.length;
   const byDepth = Array.from({ length: maxDepth + 1 }, (): number[] => []);
   for (let i = 0; i < n; i++) byDepth[depth[i]].push(i);
   for (const list of byDepth) list.sort((a, b) => start[a] - start[b]);
   return {
-    n, maxDepth, byDepth, desc, ident,
-    parent: Int32Array.from(parent), depth: Int32Array.from(depth),
-    count: Float64Array.from(count), start: Float64Array.from(start),
+    n,
+    maxDepth,
+    byDepth,
+    desc,
+    ident,
+    parent: Int32Array.from(parent),
+    depth: Int32Array.from(depth),
+    count: Float64Array.from(count),
+    start: Float64Array.from(start),
   };
 }
 
@@ -78,15 +110,18 @@ export function colorFor(d: FrameDescription): string {
   const v = hash(d.name || "") % 12;
   if (!f) return "hsl(220 10% 70%)";
   if (/[\\/](dask|distributed)[\\/]/.test(f)) return `hsl(${205 + v} 60% ${64 + (v % 4) * 3}%)`;
-  if (/[\\/](numpy|pandas|pyarrow|scipy|numba|cupy|sklearn|xarray)[\\/]/.test(f)) return `hsl(${145 + v} 42% ${60 + (v % 4) * 3}%)`;
+  if (/[\\/](numpy|pandas|pyarrow|scipy|numba|cupy|sklearn|xarray)[\\/]/.test(f))
+    return `hsl(${145 + v} 42% ${60 + (v % 4) * 3}%)`;
   if (/site-packages|dist-packages/.test(f)) return `hsl(${265 + v} 40% ${70 + (v % 4) * 2}%)`;
-  if (/[\\/]lib[\\/]python3[.\d]*[\\/]/.test(f) || f.startsWith("<")) return `hsl(${30 + v} 8% ${72 + (v % 4) * 2}%)`;
+  if (/[\\/]lib[\\/]python3[.\d]*[\\/]/.test(f) || f.startsWith("<"))
+    return `hsl(${30 + v} 8% ${72 + (v % 4) * 2}%)`;
   return `hsl(${18 + v * 2} 88% ${60 + (v % 4) * 3}%)`;
 }
 
 // Frames of the machinery that runs a task, not of the task: dask, distributed, and the
 // standard library's threads, futures and event loop.
-const INTERNAL = /[\\/](dask|distributed|tornado)[\\/]|[\\/](threading|asyncio[\\/][^\\/]*|concurrent[\\/]futures[\\/][^\\/]*)\.py$/;
+const INTERNAL =
+  /[\\/](dask|distributed|tornado)[\\/]|[\\/](threading|asyncio[\\/][^\\/]*|concurrent[\\/]futures[\\/][^\\/]*)\.py$/;
 
 export function isInternal(d: FrameDescription | null | undefined): boolean {
   return INTERNAL.test(d?.filename || "");
@@ -135,7 +170,9 @@ export function foldInternals(tree: ProfileNode): ProfileNode {
 }
 
 /** A node of the folded tree, its callees merged as they are lifted into it. */
-interface Folding { children: Record<string, Folded> }
+interface Folding {
+  children: Record<string, Folded>;
+}
 type Folded = ProfileNode & Folding & { count: number };
 
 function label(d: FrameDescription): string {
@@ -168,7 +205,9 @@ export class FlameChart {
     this.matched = null;
     this.onZoom = onZoom;
     this.canvas.addEventListener("mousemove", (e) => this._hover(e));
-    this.canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
+    this.canvas.addEventListener("mouseleave", () => {
+      this.tip.style.display = "none";
+    });
     this.canvas.addEventListener("click", (e) => {
       const i = this._hit(e);
       if (i >= 0) this.zoom(i);
@@ -178,7 +217,10 @@ export class FlameChart {
     // the frame, Escape zooms out; the frame is outlined and named for screen readers.
     this.canvas.tabIndex = 0;
     this.canvas.setAttribute("role", "img");
-    this.canvas.setAttribute("aria-label", "Flamegraph: use the arrow keys to move between frames, Enter to zoom");
+    this.canvas.setAttribute(
+      "aria-label",
+      "Flamegraph: use the arrow keys to move between frames, Enter to zoom",
+    );
     this.canvas.addEventListener("keydown", (e) => this._key(e));
     this.canvas.addEventListener("blur", () => this.draw());
     this._resize = new ResizeObserver(() => this.draw());
@@ -188,7 +230,8 @@ export class FlameChart {
   setTree(tree: ProfileNode | null) {
     // A refreshed profile (a live one grows) keeps the frame the user zoomed into, if
     // it is still there: found by its callers' identifiers, root first.
-    const zoomed = this.flat && this.focus ? this.path(this.focus).map((i) => this.flat!.ident[i]) : null;
+    const zoomed =
+      this.flat && this.focus ? this.path(this.focus).map((i) => this.flat!.ident[i]) : null;
     this.flat = tree ? flatten(tree) : null;
     this.focus = zoomed && this.flat ? this._find(zoomed) : 0;
     this.keyFrame = -1;
@@ -229,13 +272,24 @@ export class FlameChart {
       this.matched = new Uint8Array(f.n);
       for (let i = 0; i < f.n; i++) {
         const d = f.desc[i];
-        if ((d.name || "").toLowerCase().includes(q) || (d.filename || "").toLowerCase().includes(q)) this.matched[i] = 1;
+        if (
+          (d.name || "").toLowerCase().includes(q) ||
+          (d.filename || "").toLowerCase().includes(q)
+        )
+          this.matched[i] = 1;
       }
       // Samples matched: count each matching node not below another match.
       for (let i = 0; i < f.n; i++) {
         if (!this.matched[i]) continue;
-        let p = f.parent[i], covered = false;
-        while (p >= 0) { if (this.matched[p]) { covered = true; break; } p = f.parent[p]; }
+        let p = f.parent[i],
+          covered = false;
+        while (p >= 0) {
+          if (this.matched[p]) {
+            covered = true;
+            break;
+          }
+          p = f.parent[p];
+        }
         if (!covered) this.matchedCount += f.count[i];
       }
     }
@@ -247,7 +301,9 @@ export class FlameChart {
     const W = this.container.clientWidth;
     if (!f || !W) return;
     const focus = this.focus;
-    const fx = f.start[focus], fw = f.count[focus] || 1, fd = f.depth[focus];
+    const fx = f.start[focus],
+      fw = f.count[focus] || 1,
+      fd = f.depth[focus];
     const rows = f.maxDepth + 1;
     const H = rows * ROW;
     const ctx = fitCanvas(this.canvas, W, H);
@@ -264,7 +320,8 @@ export class FlameChart {
         let x: number, w: number;
         if (d < fd) {
           if (!ancestors.has(i)) continue;
-          x = 0; w = W;
+          x = 0;
+          w = W;
         } else {
           const s = f.start[i];
           if (s + f.count[i] <= fx || s >= fx + fw) continue;
@@ -282,7 +339,11 @@ export class FlameChart {
           const text = label(desc);
           const maxChars = Math.floor((w - 8) / CHAR_W);
           ctx.fillStyle = this.matched && !this.matched[i] ? "rgba(60,64,70,0.55)" : "#1b1f24";
-          ctx.fillText(text.length > maxChars ? text.slice(0, Math.max(maxChars - 1, 1)) + "…" : text, x + 4, y + ROW / 2);
+          ctx.fillText(
+            text.length > maxChars ? text.slice(0, Math.max(maxChars - 1, 1)) + "…" : text,
+            x + 4,
+            y + ROW / 2,
+          );
         }
         if (i === this.keyFrame && document.activeElement === this.canvas) {
           ctx.strokeStyle = "#1b1f24";
@@ -307,8 +368,12 @@ export class FlameChart {
     }
     const visible = (j: number) => this.path(j).includes(this.focus) && f.count[j] > 0;
     const k = row.indexOf(i);
-    if (key === "ArrowRight") { for (let m = k + 1; m < row.length; m++) if (visible(row[m])) return row[m]; }
-    if (key === "ArrowLeft") { for (let m = k - 1; m >= 0; m--) if (visible(row[m])) return row[m]; }
+    if (key === "ArrowRight") {
+      for (let m = k + 1; m < row.length; m++) if (visible(row[m])) return row[m];
+    }
+    if (key === "ArrowLeft") {
+      for (let m = k - 1; m >= 0; m--) if (visible(row[m])) return row[m];
+    }
     return -1;
   }
 
@@ -329,8 +394,11 @@ export class FlameChart {
       if (next < 0) return;
       this.keyFrame = next;
       const d = f.desc[next];
-      this.canvas.setAttribute("aria-label", `${label(d)}: ${fmt.count(f.count[next])} samples, ${fmt.percent((100 * f.count[next]) / (f.count[0] || 1))}` +
-        (d.filename ? `, ${d.filename}:${d.line_number}` : ""));
+      this.canvas.setAttribute(
+        "aria-label",
+        `${label(d)}: ${fmt.count(f.count[next])} samples, ${fmt.percent((100 * f.count[next]) / (f.count[0] || 1))}` +
+          (d.filename ? `, ${d.filename}:${d.line_number}` : ""),
+      );
       this.canvas.dataset.frame = label(d);
       this.draw();
     }
@@ -339,10 +407,12 @@ export class FlameChart {
   _hit(e: MouseEvent): number {
     if (!this.boxes) return -1;
     const r = this.canvas.getBoundingClientRect();
-    const x = e.clientX - r.left, d = Math.floor((e.clientY - r.top) / ROW);
+    const x = e.clientX - r.left,
+      d = Math.floor((e.clientY - r.top) / ROW);
     const row = this.boxes[d];
     if (!row) return -1;
-    let lo = 0, hi = row.length - 1;
+    let lo = 0,
+      hi = row.length - 1;
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
       if (row[mid][1] < x) lo = mid + 1;
@@ -354,15 +424,27 @@ export class FlameChart {
 
   _hover(e: MouseEvent) {
     const i = this._hit(e);
-    if (i < 0) { this.tip.style.display = "none"; return; }
-    const f = this.flat!, d = f.desc[i];
+    if (i < 0) {
+      this.tip.style.display = "none";
+      return;
+    }
+    const f = this.flat!,
+      d = f.desc[i];
     const total = f.count[0] || 1;
-    clear(this.tip).append(...[
-      h("div", h("b", label(d)), `  ${fmt.count(f.count[i])} samples · ${fmt.percent((100 * f.count[i]) / total)}`),
-      d.filename ? h("div.dal-tip-file", `${d.filename}:${d.line_number}`) : null,
-      d.line ? h("pre", d.line.trim()) : null].filter((x) => x !== null) as HTMLElement[]);
+    clear(this.tip).append(
+      ...([
+        h(
+          "div",
+          h("b", label(d)),
+          `  ${fmt.count(f.count[i])} samples · ${fmt.percent((100 * f.count[i]) / total)}`,
+        ),
+        d.filename ? h("div.dal-tip-file", `${d.filename}:${d.line_number}`) : null,
+        d.line ? h("pre", d.line.trim()) : null,
+      ].filter((x) => x !== null) as HTMLElement[]),
+    );
     this.tip.style.display = "block";
-    const tw = this.tip.offsetWidth, th = this.tip.offsetHeight;
+    const tw = this.tip.offsetWidth,
+      th = this.tip.offsetHeight;
     this.tip.style.left = `${Math.min(e.clientX + 14, window.innerWidth - tw - 8)}px`;
     this.tip.style.top = `${e.clientY + 16 + th > window.innerHeight ? e.clientY - th - 10 : e.clientY + 16}px`;
   }
@@ -375,15 +457,26 @@ export class FlameChart {
 
 function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-flame");
-  const input = h("input.dal-input", { type: "search", placeholder: "Search functions or files…", "aria-label": "Search the profile" });
+  const input = h("input.dal-input", {
+    type: "search",
+    placeholder: "Search functions or files…",
+    "aria-label": "Search the profile",
+  });
   const reset = h("button.dal-btn", { disabled: true }, "Reset zoom");
   const crumbs = h("div.dal-crumbs");
   const info = h("span.dal-muted");
   const holder = h("div");
   const picker = h("select.dal-input.dal-prefix-picker", { "aria-label": "Task group" });
   const hide = h("input", { type: "checkbox" });
-  const hideLabel = h("label.dal-flame-opt", { title: "Fold the frames of dask, distributed and the thread pool, so your code carries the width" },
-    hide, "Hide Dask internals");
+  const hideLabel = h(
+    "label.dal-flame-opt",
+    {
+      title:
+        "Fold the frames of dask, distributed and the thread pool, so your code carries the width",
+    },
+    hide,
+    "Hide Dask internals",
+  );
   const bar = h("div.dal-flame-bar", input, picker, hideLabel, reset, info);
   root.append(bar, crumbs, holder);
   el.append(root);
@@ -399,7 +492,9 @@ function render({ model, el }: RenderProps) {
   });
   input.addEventListener("input", () => {
     chart.search(input.value.trim());
-    info.textContent = chart.matched ? `${fmt.percent((100 * chart.matchedCount) / (chart.flat!.count[0] || 1))} of samples match` : summary();
+    info.textContent = chart.matched
+      ? `${fmt.percent((100 * chart.matchedCount) / (chart.flat!.count[0] || 1))} of samples match`
+      : summary();
   });
   reset.addEventListener("click", () => chart.zoom(0));
   picker.addEventListener("change", () => {
@@ -412,13 +507,17 @@ function render({ model, el }: RenderProps) {
     const chosen = model.get("profile_prefix") || "";
     picker.style.display = prefixes.length > 1 ? "" : "none";
     clear(picker);
-    picker.append(h("option", { value: "" }, "All task groups"),
-      ...prefixes.map((p) => h("option", { value: p }, p)));
+    picker.append(
+      h("option", { value: "" }, "All task groups"),
+      ...prefixes.map((p) => h("option", { value: p }, p)),
+    );
     picker.value = chosen;
   };
   const summary = () => {
     const p: ProfileNode = model.get("profile") || {};
-    return p.count ? `${fmt.count(p.count)} samples${model.get("profile_title") ? ` · ${model.get("profile_title")}` : ""}` : "";
+    return p.count
+      ? `${fmt.count(p.count)} samples${model.get("profile_title") ? ` · ${model.get("profile_title")}` : ""}`
+      : "";
   };
   let placeholder: HTMLElement | null = null;
   const update = () => {
@@ -430,7 +529,10 @@ function render({ model, el }: RenderProps) {
       chart.canvas.style.display = "none";
       // With a task group chosen, the picker stays: the way back to all of them.
       bar.style.display = model.get("profile_prefix") ? "flex" : "none";
-      placeholder = empty("No profile yet", "Dask samples what the workers run; the profile of a computation is recorded when it finishes.");
+      placeholder = empty(
+        "No profile yet",
+        "Dask samples what the workers run; the profile of a computation is recorded when it finishes.",
+      );
       root.append(placeholder);
       return;
     }
@@ -444,7 +546,12 @@ function render({ model, el }: RenderProps) {
   update();
   const off = watch(model, ["profile"], update);
   const offPicker = watch(model, ["profile_prefixes", "profile_prefix"], drawPicker);
-  return () => { off(); offPicker(); chart.dispose(); root.remove(); };
+  return () => {
+    off();
+    offPicker();
+    chart.dispose();
+    root.remove();
+  };
 }
 
 export default onScreen({ render });
