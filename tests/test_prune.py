@@ -496,3 +496,28 @@ def test_a_store_sink_prunes_first_after_an_hour_jittered(sqlite_url):
         for sink in sinks:
             sink.close()
     assert all(s.retention.runs == 0 for s in sinks)
+
+
+@pytest.mark.postgres
+def test_a_prune_batch_hit_by_a_deadlock_is_tried_again(postgres_url):
+    """PostgreSQL may pick the prune as a deadlock's victim (a writer locked the other way
+    round); the store reports it as StoreUnavailable, and the batch still gets its second go."""
+    from dask_analytics_lab.store.prune import _retrying
+
+    store = open_store(postgres_url)
+    calls = []
+
+    def body(conn: sa.Connection) -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            # A real driver error with a deadlock's SQLSTATE, raised by the server itself.
+            conn.exec_driver_sql(
+                "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$"
+            )
+        return True
+
+    try:
+        assert _retrying(store, body) is True
+        assert len(calls) == 2
+    finally:
+        store.close()

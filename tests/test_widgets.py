@@ -156,7 +156,7 @@ class FakeStore:
         def list_cluster_samples(cluster_id, limit=10_000, store=None):
             record(f"list_cluster_samples:{limit}")
             return [
-                {"time": 100.0 + s, "n_workers": 2}
+                {"id": s, "time": 100.0 + s, "n_workers": 2}
                 for s in range(max(0, fs.step + 1 - limit), fs.step + 1)
             ]
 
@@ -254,7 +254,7 @@ class FakeStore:
                 for i in range(20)
             ]  # what ran before: unchanged rows are not resent
 
-        def list_events(cluster_id=None, topic=None, limit=1000, store=None):
+        def list_events(cluster_id=None, topic=None, since=None, limit=1000, store=None):
             record(f"list_events:{topic}")
             return []
 
@@ -349,10 +349,10 @@ def test_feed_reads_little_per_tick(fake_store):
 
 
 def test_workers_are_read_from_the_newest_sample_on_and_all_stay_shown(fake_store):
-    from dask_analytics_lab.widgets import _feed as feed
+    from dask_analytics_lab.polling import RULES, every_polls
 
     w = MonitorWidget("k1", start=False)
-    for _ in range(feed.WORKERS_EVERY + 1):
+    for _ in range(every_polls(RULES["workers"]["every"], w.interval) + 1):
         fake_store.step += 1
         w.refresh()
     reads = [c for c in fake_store.calls if c.startswith("list_worker_samples")]

@@ -14,8 +14,8 @@ def privacy_switches() -> dict[str, bool]:
     """{"code": ..., "profile": ...}: whether this process's config lets reports hold the
     calling code and a profile."""
     return {
-        "code": config._bool(CODE_SWITCH, config.get(CODE_SWITCH)),
-        "profile": config._bool(PROFILE_SWITCH, config.get(PROFILE_SWITCH)),
+        "code": config.value(CODE_SWITCH),
+        "profile": config.value(PROFILE_SWITCH),
     }
 
 

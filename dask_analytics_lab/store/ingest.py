@@ -535,6 +535,32 @@ def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
         ]
     if rows:
         conn.execute(sa.insert(t), rows)
+        _task_stream_spans(conn, rows)
+
+
+def _task_stream_spans(conn: sa.Connection, rows: list[dict]) -> None:
+    """Widen each computation's span (schema.task_stream_spans) to these rows' starts."""
+    spans: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        span = spans.setdefault((r["cluster_id"], r["computation_id"]), [r["start"], r["start"]])
+        span[0], span[1] = min(span[0], r["start"]), max(span[1], r["start"])
+    sp = s.task_stream_spans
+    stmt = _insert(conn, sp)
+    first, last = stmt.excluded.first_start, stmt.excluded.last_start
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["cluster_id", "computation_id"],
+        set_={
+            "first_start": sa.case((first < sp.c.first_start, first), else_=sp.c.first_start),
+            "last_start": sa.case((last > sp.c.last_start, last), else_=sp.c.last_start),
+        },
+    )
+    conn.execute(
+        stmt,
+        [
+            {"cluster_id": c, "computation_id": comp, "first_start": lo, "last_start": hi}
+            for (c, comp), (lo, hi) in sorted(spans.items())
+        ],
+    )
 
 
 APPLY = {

@@ -23,6 +23,14 @@ refers to it and its account has no cluster that recorded in the last ACTIVE sec
 (a live cluster may have sent a snippet whose computation is still in flight; see
 _sweep_snippets).
 
+On PostgreSQL the time-partitioned tables (partitions.py) lose first every partition
+whose range ended before the cut-off, as one DROP TABLE each, in a transaction of its
+own: its rows are all of old clusters once those of clusters kept (a live cluster that
+started long ago) have moved to the DEFAULT partition.  The batches below then delete
+only what is left: rows in the partitions that straddle the cut-off, in DEFAULT, and in
+the other tables.  The counts are the same as row by row, so a dry run still counts
+exactly.  A partition whose lock is not had in time is left to the batches this time.
+
 Batches: each transaction takes at most `batch` clusters and deletes at most
 `max_rows` rows; a cluster with more rows is emptied over several transactions and its
 row deleted last.  Between transactions prune sleeps at least as long as the last one
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -43,10 +52,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..config import parse_age  # noqa: F401 - the CLI's and tests' way in
+from ..store_errors import StoreUnavailable
+from . import partitions, team_schema
 from . import schema as s
-from . import team_schema
 from .ingest import cluster_accounts
 from .team_schema import cluster_owners
+
+logger = logging.getLogger("dask_analytics_lab.retention")
 
 # Tables with a cluster_id whose rows outlive their cluster on purpose.
 KEPT_TABLES = (cluster_owners, team_schema.reports)
@@ -162,6 +174,8 @@ def _delete(
     stop: Callable[[], bool],
 ) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
+    if store.dialect == "postgresql":
+        _drop_partitions(store, cutoff, lock, stop, counts)
     while not stop():
         t0 = time.perf_counter()
         with lock():
@@ -177,14 +191,49 @@ def _delete(
     return _ordered(counts)
 
 
+def _drop_partitions(
+    store: Any,
+    cutoff: float,
+    lock: Callable[[], AbstractContextManager],
+    stop: Callable[[], bool],
+    counts: dict[str, int],
+) -> None:
+    with store.reading() as conn:
+        expired = partitions.expired(conn, cutoff)
+    for part in expired:
+        if stop():
+            return
+        try:
+            with lock(), store.transaction() as conn:
+                counts[part.table] += partitions.drop(conn, part, is_old(cutoff))
+        except (StoreUnavailable, sa.exc.OperationalError) as e:
+            # lock_not_available (lock_timeout), deadlock_detected: another time.
+            if _sqlstate(e) not in ("55P03", "40P01"):
+                raise
+            logger.warning(
+                "dask-analytics retention: %s was busy; its old rows are deleted row by row "
+                "this time, the partition dropped next time",
+                part.name,
+            )
+
+
+def _sqlstate(e: BaseException) -> str | None:
+    cause = e if isinstance(e, sa.exc.DBAPIError) else e.__cause__
+    return getattr(getattr(cause, "orig", None), "sqlstate", None)
+
+
 def _retrying(store: Any, body: Callable[[sa.Connection], bool]) -> bool:
     """One write transaction; again once after a PostgreSQL deadlock with a writer."""
     for attempt in range(3):
         try:
             with store.transaction() as conn:
                 return body(conn)
-        except sa.exc.OperationalError as e:
-            if attempt == 2 or getattr(e.orig, "sqlstate", None) not in ("40P01", "40001"):
+        except (sa.exc.OperationalError, StoreUnavailable) as e:
+            # The store reports a driver's OperationalError as StoreUnavailable (its cause):
+            # a deadlock or serialization failure is one of those, and worth one more go.
+            driver = e.__cause__ if isinstance(e, StoreUnavailable) else e
+            sqlstate = getattr(getattr(driver, "orig", None), "sqlstate", None)
+            if attempt == 2 or sqlstate not in ("40P01", "40001"):
                 raise
     raise AssertionError("unreachable")
 

@@ -21,6 +21,7 @@ from ..codecrypt import is_sealed, reading_cipher
 from ..ids import MAX_CANDIDATES, MIN_PREFIX
 from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
 from ..store_errors import ambiguous, unknown
+from . import partitions
 from . import schema as s
 from .budget import collect
 from .dynamic_code import Snippets, has_dynamic_code, place
@@ -547,6 +548,24 @@ def _window(column: Any, since: float | None, until: float | None) -> Any:
     )
 
 
+# Reads of the time-partitioned tables (partitions.py) name a time range, so PostgreSQL
+# reads only the partitions in it.  A cluster's samples and events lie in its life as the
+# store saw it (first message to last), give or take LIFE_MARGIN: clocks disagree (a
+# worker's against its scheduler's), and a margin of one partition costs at most one
+# partition more each side.
+LIFE_MARGIN = partitions.INTERVAL
+
+
+def _in_life(conn: sa.Connection, column: Any, cluster_id: str) -> Any:
+    c = s.clusters.c
+    row = conn.execute(
+        sa.select(c.started, c.first_seen, c.last_seen, c.stopped).where(c.cluster_id == cluster_id)
+    ).one()
+    lo = min(t for t in (row.started, row.first_seen) if t is not None)
+    hi = max(t for t in (row.last_seen, row.stopped) if t is not None)
+    return _window(column, lo - LIFE_MARGIN, hi + LIFE_MARGIN)
+
+
 def list_events(
     conn: sa.Connection,
     *,
@@ -563,7 +582,7 @@ def list_events(
     q = sa.select(ev).where(_in_account(ev, account), _window(ev.c.time, since, until))
     if cluster_id is not None:
         cluster_id = _require_cluster(conn, cluster_id, account)
-        q = q.where(ev.c.cluster_id == cluster_id)
+        q = q.where(ev.c.cluster_id == cluster_id, _in_life(conn, ev.c.time, cluster_id))
     if topic is not None:
         q = q.where(ev.c.topic == topic)
     q = q.order_by(ev.c.time.desc(), ev.c.id.desc()).limit(_limit(limit)).offset(offset)
@@ -629,7 +648,7 @@ def list_gpu_metrics(
     q = sa.select(g).where(_in_account(g, account), _window(g.c.time, since, until))
     if cluster_id is not None:
         cluster_id = _require_cluster(conn, cluster_id, account)
-        q = q.where(g.c.cluster_id == cluster_id)
+        q = q.where(g.c.cluster_id == cluster_id, _in_life(conn, g.c.time, cluster_id))
     if monitor_id is not None:
         q = q.where(g.c.monitor_id == monitor_id)
     if worker is not None:
@@ -653,7 +672,11 @@ def list_worker_samples(
     the newest `offset`), oldest first."""
     cluster_id = _require_cluster(conn, cluster_id, account)
     w = s.worker_samples
-    q = sa.select(w).where(w.c.cluster_id == cluster_id, _window(w.c.time, since, until))
+    q = sa.select(w).where(
+        w.c.cluster_id == cluster_id,
+        _window(w.c.time, since, until),
+        _in_life(conn, w.c.time, cluster_id),
+    )
     if worker is not None:
         q = q.where(w.c.worker == worker)
     q = q.order_by(w.c.time.desc(), w.c.id.desc()).limit(_limit(limit)).offset(offset)
@@ -670,14 +693,22 @@ def list_task_stream(
 ) -> list[dict]:
     """A computation's task stream, by start (from the `offset`th): one row per task, or per bin (binned)."""
     comp = _computation_row(conn, computation_id, account)
-    t = s.task_stream
+    t, sp = s.task_stream, s.task_stream_spans
+    key = (comp["cluster_id"], comp["computation_id"])
     q = (
         sa.select(t)
-        .where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == comp["computation_id"])
+        .where(t.c.cluster_id == key[0], t.c.computation_id == key[1])
         .order_by(t.c.start, t.c.id)
         .limit(_limit(limit))
         .offset(offset)
     )
+    span = conn.execute(
+        sa.select(sp.c.first_start, sp.c.last_start).where(
+            sp.c.cluster_id == key[0], sp.c.computation_id == key[1]
+        )
+    ).first()
+    if span is not None:  # its time partitions only; without a span, all of them
+        q = q.where(_window(t.c.start, span.first_start, span.last_start))
     return _rows(conn.execute(q), page=True)
 
 

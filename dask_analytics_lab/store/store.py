@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from . import budget, queries
+from . import budget, partitions, queries
 from . import compare as _compare
 from . import ingest as _ingest
 from .engine import (
@@ -51,6 +51,8 @@ class Store:
         except BaseException:
             self._engine.dispose()
             raise
+        # PostgreSQL's time partitions, made ahead by whoever writes (partitions.py).
+        self._ahead = partitions.Ahead(self._engine) if self.dialect == "postgresql" else None
 
     @property
     def dialect(self) -> str:
@@ -96,6 +98,8 @@ class Store:
 
         Raises messages.MessageError, and stores nothing, if any message is malformed.
         """
+        if self._ahead is not None:
+            self._ahead()
         with self._unavailable():
             return _ingest.ingest(self._engine, messages)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..polling import LIVE
+
 _CLASSES = {
     "MonitorWidget": "monitor_widget",
     "TaskGroups": "views",
@@ -33,7 +35,7 @@ def monitor(
     cluster_id: str | None = None,
     computation_id: str | None = None,
     store: str | None = None,
-    interval: float = 1.0,
+    interval: float = LIVE,
 ) -> Any:
     """The analytics of a cluster as an inline widget, live while work runs; history after.
 

@@ -14,6 +14,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "pip install 'dask-analytics-lab[jupyter]'"
     ) from e
 
+from ..polling import LIVE
 from ._feed import Feed
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -63,7 +64,7 @@ class LiveView(anywidget.AnyWidget):
 
     _css = stylesheet()
     store = t.Unicode(None, allow_none=True)  # kernel-side only: which store to read
-    interval = t.Float(1.0)  # seconds between looks at the store
+    interval = t.Float(LIVE)  # seconds between looks at the store (polling.json)
     error = t.Unicode("").tag(sync=True)
 
     def __init__(self, *, start: bool = True, **kwargs: Any):

@@ -1,6 +1,7 @@
 """What a widget reads from the store each tick, and what it sends on.
 
-Every read goes through dask_analytics_lab.api (widgets never speak SQL), and each is
+Every read goes through dask_analytics_lab.api (widgets never speak SQL), as often and
+as much as the rules in polling.py say (the JupyterLab panel follows the same), and each is
 cheap: one cluster row, the last few samples, the newest computations (their totals
 live on the row), and the chosen computation's groups only when its row says it
 changed.  Tables go out through KeyedTable, so only changed rows travel.
@@ -15,37 +16,14 @@ import time
 from typing import Any
 
 from .. import api
-from ..display import (
-    WORKER_TOPICS,
-    clean,
-    downsample,
-    gpu_series,
-    label_of,
-    stream_rows,
-    worker_peaks,
-)
+from ..display import clean, label_of, stream_rows
+from ..polling import RULES, Kept, every_polls, history_period
 from ._sync import KeyedTable
 from ._ticker import TICKER
 
-MAX_COMPUTATIONS = 50
 MAX_CLUSTERS = 100  # the cluster picker's list: the newest clusters of the store
 CLUSTERS_EVERY = 10  # ticks between reads of that list (opening the picker reads it at once)
-MAX_SAMPLES = 600  # points per chart: about one per pixel of a notebook-wide chart
-MAX_GPU_POINTS = 300  # per GPU
 PROFILE_TRIES = 30  # ticks to wait for a finished computation's profile to land
-FINAL_AFTER = 5.0  # seconds after its stop by which a computation's final profile has landed
-LIVE_PROFILE_EVERY = 5.0  # seconds between reads of a running computation's profile
-GPU_EVERY = 5  # ticks between GPU reads while live: that query returns every sample
-WORKERS_EVERY = 5  # ticks between worker reads while live (workers are sampled every 5 s)
-MAX_WORKER_POINTS = 300  # per worker
-MAX_WORKER_ROWS = 100_000  # worker samples read at once (the first read: the newest)
-MAX_WORKER_EVENTS = 5_000  # per lifecycle topic
-# Seconds after its stop during which a computation's fine performance metrics may still
-# land: they come with the workers' heartbeats, after its last task.
-METRICS_AFTER = 10.0
-STREAM_EVERY = 2.0  # seconds between reads of a running computation's task stream
-# The collector bounds a computation's stream (rows, then bins): this only guards the comm.
-STREAM_ROWS = 50_000
 
 
 def is_live(cluster: dict | None) -> bool:
@@ -87,19 +65,23 @@ class Feed:
         self._reset_selection(getattr(w, "computation_id", None))
         self._samples_time: float | None = None
         self._cluster: dict | None = None
-        self._gpu_seen = -1
-        self._workers_seen = -1
-        self._workers_final = False  # read once the cluster had stopped: nothing more comes
-        self._workers_time: float | None = None  # the newest sample read: later reads start there
+        self._keep_series()
         self._shown_cluster: str | None = None  # the cluster whose history the traits hold
         self._clusters_due = True
         if w.has_trait("profile_prefix"):
             w.observe(self._prefix_changed, names="profile_prefix")
 
+    def _keep_series(self) -> None:
+        """What is kept of the cluster's series, read again and again (polling.Kept)."""
+        self._samples = Kept("samples")
+        self._gpu = Kept("gpu")
+        self._workers = Kept("workers")
+        self._events = {topic: Kept("events") for topic in RULES["events"]["topics"]}
+
     # --- scheduling ---------------------------------------------------------
     def period(self) -> float:
         # History does not change: look again now and then (a late stop message).
-        return self.w.interval if self.live else max(10.0, 10 * self.w.interval)
+        return self.w.interval if self.live else history_period(self.w.interval)
 
     @property
     def running(self) -> bool:
@@ -248,10 +230,7 @@ class Feed:
             self._samples_time = None
             self._comp_rows = {}
             self._cluster = None
-            self._gpu_seen = -1
-            self._workers_seen = -1
-            self._workers_final = False
-            self._workers_time = None
+            self._keep_series()
             for name in ("computations", "samples", "gpu", "workers"):
                 if name in self.tables:
                     self.tables[name].replace([])
@@ -298,24 +277,17 @@ class Feed:
         w.cluster = row
         table = self.tables.get("samples")
         if table is not None and row.get("sample_time") != self._samples_time:
-            if self._samples_time is None:
-                rows = api.list_cluster_samples(cluster_id, limit=20 * MAX_SAMPLES, store=store)
-                table.replace(downsample(clean(rows), MAX_SAMPLES))
-            else:
-                table.update(
-                    clean(api.list_cluster_samples(cluster_id, limit=3, store=store)),
-                    complete=False,
-                )
-                if len(table) > 2 * MAX_SAMPLES:
-                    table.replace(
-                        downsample(sorted(table.rows(), key=lambda r: r["time"]), MAX_SAMPLES)
-                    )
+            kept = self._samples
+            read = api.list_cluster_samples(cluster_id, limit=kept.limit(), store=store)
+            table.update(kept.merge(clean(read)))
             self._samples_time = row.get("sample_time")
         return is_live(row)
 
     def _poll_computations(self, cluster_id: str, store: str | None) -> bool:
         w = self.w
-        rows = clean(api.list_computations(cluster_id, limit=MAX_COMPUTATIONS, store=store))
+        rows = clean(
+            api.list_computations(cluster_id, limit=RULES["computations"]["limit"], store=store)
+        )
         fetched = 0
         for r in rows:
             cid = r["computation_id"]
@@ -349,7 +321,7 @@ class Feed:
             w.has_trait("metrics")
             and self._comp_stop is not None
             and self._comp_state != "running"
-            and time.time() - self._comp_stop < METRICS_AFTER
+            and time.time() - self._comp_stop < RULES["metrics"]["after"]
         )
         fresh = listed is None or listed.get("updated") != self._comp_updated
         detail = clean(api.get_computation(computation_id, store=store)) if fresh or late else None
@@ -394,7 +366,11 @@ class Feed:
                 self._exc_tries = 10 if n_erred else 0
         if w.has_trait("exceptions") and self._exc_tries > 0:
             # Exceptions land with or just after the counts that announce them.
-            rows = clean(api.list_exceptions(computation_id=computation_id, limit=200, store=store))
+            rows = clean(
+                api.list_exceptions(
+                    computation_id=computation_id, limit=RULES["exceptions"]["limit"], store=store
+                )
+            )
             w.exceptions = rows
             self._exc_tries = 0 if rows and self._comp_state != "running" else self._exc_tries - 1
         return self._comp_state in (None, "running") or late
@@ -408,9 +384,7 @@ class Feed:
                 # seconds: show it as it grows.
                 if self.ticks < self._profile_next:
                     return False
-                self._profile_next = self.ticks + max(
-                    1, round(LIVE_PROFILE_EVERY / max(w.interval, 0.1))
-                )
+                self._profile_next = self.ticks + every_polls(RULES["profile"]["every"], w.interval)
                 self._set_profile(
                     api.get_profile(computation_id=self._selected, prefix=prefix, store=store)
                 )
@@ -422,7 +396,10 @@ class Feed:
             self._set_profile(tree)
             # The final profile lands a profile cycle after the computation's end: until
             # then what is stored may be the last live one.
-            settled = self._comp_stop is None or time.time() - self._comp_stop > FINAL_AFTER
+            settled = (
+                self._comp_stop is None
+                or time.time() - self._comp_stop > RULES["profile"]["final_after"]
+            )
             if tree.get("count") and settled:
                 self._profile_loaded = True
                 return False
@@ -440,13 +417,16 @@ class Feed:
         w = self.w
         if self._stream_done or self.ticks < self._stream_next:
             return False
-        self._stream_next = self.ticks + max(1, round(STREAM_EVERY / max(w.interval, 0.1)))
+        self._stream_next = self.ticks + every_polls(RULES["stream"]["every"], w.interval)
         settled = self._comp_state not in (None, "running") and (
-            self._comp_stop is None or time.time() - self._comp_stop > FINAL_AFTER
+            self._comp_stop is None
+            or time.time() - self._comp_stop > RULES["profile"]["final_after"]
         )
         # A growing stream travels as new rows; a binned one's replaced bins, as a rebase.
         self.tables["stream"].update(
-            stream_rows(api.list_task_stream(computation_id, limit=STREAM_ROWS, store=store))
+            stream_rows(
+                api.list_task_stream(computation_id, limit=RULES["stream"]["limit"], store=store)
+            )
         )
         self._stream_done = settled
         return not settled
@@ -458,47 +438,40 @@ class Feed:
             self._profile_key = key
             self.w.profile = tree
 
+    def _ended(self) -> bool:
+        # The store stores a cluster's end after its last samples and departures: one
+        # read after it has everything.
+        return bool(self._cluster) and not is_live(self._cluster)
+
     def _poll_gpu(self, cluster_id: str, store: str | None) -> None:
-        if self.ticks % GPU_EVERY and self._gpu_seen >= 0:
+        kept, ended = self._gpu, self._ended()
+        if not kept.due(self.ticks, self.w.interval, ended):
             return
-        if self._gpu_seen >= 0 and not self.live and self._cluster and not is_live(self._cluster):
-            return  # a stopped or lost cluster's samples are all in
-        rows = api.list_gpu_metrics(cluster_id, store=store)
-        self._gpu_seen = len(rows)
-        self.tables["gpu"].update(clean(gpu_series(rows, MAX_GPU_POINTS)))
+        read = api.list_gpu_metrics(cluster_id, since=kept.since(), limit=kept.limit(), store=store)
+        self.tables["gpu"].update(kept.merge(clean(read), ended=ended))
 
     def _poll_workers(self, cluster_id: str, store: str | None) -> None:
-        # The cluster's stop is stored after its last samples and departures: one read
-        # after it has everything.
-        stopped = bool(self._cluster) and not is_live(self._cluster)
-        if self._workers_final or (
-            self.ticks % WORKERS_EVERY and self._workers_seen >= 0 and not stopped
-        ):
-            return
         # Only what came since the last read (O(new samples), not the cluster's life), thinned
-        # together with what is shown: each stretch's peaks survive every re-thinning.
-        table = self.tables["workers"]
-        new = clean(
-            api.list_worker_samples(
-                cluster_id, since=self._workers_time, limit=MAX_WORKER_ROWS, store=store
+        # together with what is kept: each stretch's peaks survive every re-thinning.
+        kept, ended = self._workers, self._ended()
+        if kept.due(self.ticks, self.w.interval, ended):
+            read = api.list_worker_samples(
+                cluster_id, since=kept.since(), limit=kept.limit(), store=store
             )
-        )
-        if self._workers_time is not None:
-            shown = {r["id"] for r in table.rows()}
-            new = table.rows() + [r for r in new if r["id"] not in shown]
-        self._workers_seen = len(new)
-        self._workers_final = stopped
-        if new:
-            self._workers_time = max(r["time"] for r in new)
-        table.update(worker_peaks(new, MAX_WORKER_POINTS))
-        if self.w.has_trait("worker_events"):
-            events = [
-                e
-                for topic in WORKER_TOPICS
-                for e in api.list_events(
-                    cluster_id, topic=topic, limit=MAX_WORKER_EVENTS, store=store
+            self.tables["workers"].update(kept.merge(clean(read), ended=ended))
+        if not self.w.has_trait("worker_events"):
+            return
+        read_any = False
+        for topic, kept in self._events.items():
+            if kept.due(self.ticks, self.w.interval, ended):
+                read = api.list_events(
+                    cluster_id, topic=topic, since=kept.since(), limit=kept.limit(), store=store
                 )
-            ]
-            events = clean(sorted(events, key=lambda e: e["time"]))
+                kept.merge(clean(read), ended=ended)
+                read_any = True
+        if read_any:
+            events = sorted(
+                (e for kept in self._events.values() for e in kept.rows), key=lambda e: e["time"]
+            )
             if events != self.w.worker_events:
                 self.w.worker_events = events

@@ -7,6 +7,7 @@ from typing import Any
 import traitlets as t
 
 from .. import api
+from ..polling import LIVE
 from ._base import LiveView, bundle, table_traits
 from .views import ShareMixin
 
@@ -66,7 +67,7 @@ class MonitorWidget(ShareMixin, LiveView):
         *,
         computation_id: str | None = None,
         store: str | None = None,
-        interval: float = 1.0,
+        interval: float = LIVE,
         start: bool = True,
         home_label: str | None = None,
         **kwargs: Any,
@@ -156,7 +157,7 @@ def monitor(
     cluster_id: str | None = None,
     computation_id: str | None = None,
     store: str | None = None,
-    interval: float = 1.0,
+    interval: float = LIVE,
 ) -> MonitorWidget:
     """The analytics of a cluster as an inline widget, live while work runs.
 

@@ -4,14 +4,15 @@ import { Poll } from "@lumino/polling";
 import { LocalModel } from "../common/model.js";
 import { clusterStatus } from "../common/lifecycle.js";
 import { get, post, reportUrl } from "./api";
+import { RULES, Kept, everyPolls, historyPeriod, type Row } from "./polling";
 
-const FAST = 2000; // ms between polls while something runs
-const SLOW = 15000; // ... once everything shown is history
-const LIVE_POLLS = 3; // fast polls between reads of a running computation's profile
-const FINAL_AFTER = 5; // seconds after its stop by which a computation's final profile has landed
-// Seconds after its stop during which a computation's fine performance metrics may still
-// land (they come with the workers' heartbeats, after the last task).
-const METRICS_AFTER = 10;
+// How often and how much it reads, and what it keeps of each series: the notebook
+// monitor's rules (dask_analytics_lab/polling.json, through ./polling).
+const LIVE = RULES.poll.live; // seconds between polls while something runs
+const FAST = 1000 * LIVE;
+const SLOW = 1000 * historyPeriod(LIVE); // ... once everything shown is history
+const FINAL_AFTER = RULES.profile.final_after; // seconds after its stop by which a computation's final profile has landed
+const due = (polls: number, seconds: number): boolean => polls % everyPolls(seconds, LIVE) === 0;
 
 export class RestModel extends LocalModel {
   private polls = 0;
@@ -19,11 +20,14 @@ export class RestModel extends LocalModel {
   private shownProfile = ""; // computation, prefix and sample count of the profile shown
   private detailUpdated: number | null = null;
   private loadedStream: string | null = null; // the computation whose whole task stream is shown
-  private workersFinal: string | null = null; // the ended cluster whose workers are all read
-  // The worker samples read so far, by id, and the newest one's time: a read asks for what came since.
-  private workers = new Map<unknown, any>();
-  private workersTime: number | null = null;
-  private workersOf: string | null = null; // the cluster they are of
+  // What is kept of the cluster's series (thinned as the notebook's feed thins them), and
+  // where each next read starts; seriesOf: the cluster they are of.
+  private samples = new Kept("samples");
+  private samplesTime: unknown = undefined; // the cluster row's sample_time at the last read
+  private workers = new Kept("workers");
+  private gpu = new Kept("gpu");
+  private events = new Map<string, Kept>();
+  private seriesOf: string | null = null;
   private active = true;
   // Fast while something runs, slow once all shown is history; asleep while the panel
   // is not on screen or the browser tab is hidden.
@@ -93,62 +97,33 @@ export class RestModel extends LocalModel {
     const cid = this.get("cluster_id");
     const [{ cluster }, { computations }] = await Promise.all([
       get(`api/clusters/${encodeURIComponent(cid)}`),
-      get(`lab/computations?cluster_id=${encodeURIComponent(cid)}&limit=50`),
+      get(`lab/computations?cluster_id=${encodeURIComponent(cid)}&limit=${RULES.computations.limit}`),
     ]);
     const values: Record<string, unknown> = { cluster, title: cluster.name || cid };
-    const rows = computations.map((c: any) => ({ ...c, label: c.label ?? null }));
+    const rows: Row[] = computations.map((c: Row) => ({ ...c, label: c.label ?? null }));
     values.computations_base = { v: 0, rows };
-    if (this.polls % 5 === 0) {
-      const { samples } = await get(`api/clusters/${encodeURIComponent(cid)}/samples?limit=600`);
-      values.samples_base = { v: 0, rows: samples };
-    }
-    // An ended cluster's workers are read once more after its end, then never again.
-    if (this.workersFinal !== cid && (this.polls % 5 === 0 || clusterStatus(cluster) !== "live")) {
-      if (clusterStatus(cluster) !== "live") this.workersFinal = cid;
-      // Each worker over time and its joins and departures (the Cluster tab's Workers).
-      if (this.workersOf !== cid) {
-        this.workers.clear();
-        this.workersTime = null;
-        this.workersOf = cid;
-      }
-      const since = this.workersTime === null ? "" : `&since=${this.workersTime}`;
-      const [{ workers }, joined, left] = await Promise.all([
-        get(`api/clusters/${encodeURIComponent(cid)}/workers?limit=100000${since}`),
-        get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-joined&limit=5000`),
-        get(`api/events?cluster_id=${encodeURIComponent(cid)}&topic=worker-left&limit=5000`),
-      ]);
-      for (const r of workers) {
-        this.workers.set(r.id, r);
-        if (this.workersTime === null || r.time > this.workersTime) this.workersTime = r.time;
-      }
-      values.workers_base = { v: 0, rows: [...this.workers.values()] };
-      values.worker_events = [...joined.events, ...left.events];
-    }
-    if (this.polls % 10 === 0) {
-      const { gpu } = await get(`api/gpu?cluster_id=${encodeURIComponent(cid)}&limit=5000`);
-      values.gpu_base = { v: 0, rows: gpu };
-    }
+    Object.assign(values, await this.loadSeries(cid, cluster));
     this.update(values);
     if ((this.get("follow") || !this.get("computation_id")) && rows.length && rows[0].computation_id !== this.get("computation_id")) {
       this.set("computation_id", rows[0].computation_id); // -> selected() -> poke()
       return true;
     }
     const compId = this.get("computation_id");
-    let running = rows.some((r: any) => r.state === "running");
+    let running = rows.some((r) => r.state === "running");
     if (compId) {
-      const listed = rows.find((r: any) => r.computation_id === compId);
+      const listed = rows.find((r) => r.computation_id === compId);
       if (!listed || listed.updated !== this.detailUpdated) {
         const { computation } = await get(`api/computations/${encodeURIComponent(compId)}`);
         const { groups = [], code = [], metrics = [], ...detail } = computation;
         // The last metrics land after the stop: read it again until they have.
-        const late = detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop < METRICS_AFTER;
+        const late = detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop < RULES.metrics.after;
         this.detailUpdated = late ? null : detail.updated;
         if (late) running = true;
         const update: Record<string, unknown> = { computation: detail, groups_base: { v: 0, rows: groups },
-          code: code.filter((c: any) => c.text), metrics,
-          profile_prefixes: [...new Set(groups.map((g: any) => g.prefix || g.name))].sort() };
+          code: code.filter((c: Row) => c.text), metrics,
+          profile_prefixes: [...new Set(groups.map((g: Row) => g.prefix || g.name))].sort() };
         if (detail.n_erred) {
-          const { exceptions } = await get(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=200`);
+          const { exceptions } = await get(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=${RULES.exceptions.limit}`);
           update.exceptions = exceptions;
         }
         if (detail.state !== "running") {
@@ -169,8 +144,8 @@ export class RestModel extends LocalModel {
       // A running computation's profile grows (the scheduler records it every few
       // seconds); a finished one's final profile lands a profile cycle after its end.
       const settled = detail.state && detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop > FINAL_AFTER;
-      const due = detail.state !== "running" || this.polls % LIVE_POLLS === 0;
-      if (detail.state && due && this.loadedProfile !== compId) {
+      const profileDue = detail.state !== "running" || due(this.polls, RULES.profile.every);
+      if (detail.state && profileDue && this.loadedProfile !== compId) {
         const prefix = this.get("profile_prefix") || "";
         const { profile } = await get(`api/computations/${encodeURIComponent(compId)}/profile` +
           (prefix ? `?prefix=${encodeURIComponent(prefix)}` : ""));
@@ -183,10 +158,10 @@ export class RestModel extends LocalModel {
         else if (detail.state !== "running") running = true; // the final one is on its way
       }
       // The task stream grows while it runs; its last rows land a collector tick after the stop.
-      if (detail.state && this.loadedStream !== compId && (detail.state !== "running" || this.polls % 2 === 0)) {
+      if (detail.state && this.loadedStream !== compId && (detail.state !== "running" || due(this.polls, RULES.stream.every))) {
         // Ended and no more to come: no stop recorded (nothing will land), or its last tick is past.
         const done = detail.state !== "running" && (!detail.stop || Date.now() / 1000 - detail.stop > FINAL_AFTER);
-        const { tasks } = await get(`api/computations/${encodeURIComponent(compId)}/tasks?limit=50000`);
+        const { tasks } = await get(`api/computations/${encodeURIComponent(compId)}/tasks?limit=${RULES.stream.limit}`);
         if (this.get("computation_id") !== compId) return true; // another one was chosen meanwhile
         this.update({ stream_base: { v: 0, rows: tasks } });
         if (done) this.loadedStream = compId;
@@ -195,6 +170,51 @@ export class RestModel extends LocalModel {
     }
     // Poll fast while the store says the cluster is live; a stopped or lost one is history.
     return running || clusterStatus(cluster) === "live";
+  }
+
+  /** The cluster's series, each read when its rule says, from where its last read ended,
+   *  and thinned: the traits that changed. */
+  private async loadSeries(cid: string, cluster: Row): Promise<Record<string, unknown>> {
+    if (this.seriesOf !== cid) {
+      this.seriesOf = cid;
+      this.samples = new Kept("samples");
+      this.samplesTime = undefined;
+      this.workers = new Kept("workers");
+      this.gpu = new Kept("gpu");
+      this.events = new Map(RULES.events.topics.map((topic) => [topic, new Kept("events")]));
+    }
+    const at = encodeURIComponent(cid);
+    // The store stores a cluster's end after its last rows: one read after it has them all.
+    const ended = clusterStatus(cluster) !== "live";
+    const values: Record<string, unknown> = {};
+    const reads: Promise<void>[] = [];
+    const { samples, workers, gpu, events } = this;
+    if (cluster.sample_time !== this.samplesTime) {
+      reads.push(get(`api/clusters/${at}/samples?${samples.query()}`).then(({ samples: read }) => {
+        values.samples_base = { v: 0, rows: samples.merge(read) };
+        this.samplesTime = cluster.sample_time;
+      }));
+    }
+    if (workers.due(this.polls, LIVE, ended)) {
+      reads.push(get(`api/clusters/${at}/workers?${workers.query()}`).then(({ workers: read }) => {
+        values.workers_base = { v: 0, rows: workers.merge(read, ended) };
+      }));
+    }
+    if (gpu.due(this.polls, LIVE, ended)) {
+      reads.push(get(`api/gpu?cluster_id=${at}&${gpu.query()}`).then(({ gpu: read }) => {
+        values.gpu_base = { v: 0, rows: gpu.merge(read, ended) };
+      }));
+    }
+    let eventsRead = false;
+    for (const [topic, kept] of events) {
+      if (!kept.due(this.polls, LIVE, ended)) continue;
+      eventsRead = true;
+      reads.push(get(`api/events?cluster_id=${at}&topic=${encodeURIComponent(topic)}&${kept.query()}`)
+        .then(({ events: read }) => { kept.merge(read, ended); }));
+    }
+    await Promise.all(reads);
+    if (eventsRead) values.worker_events = [...events.values()].flatMap((k) => k.rows).sort((a, b) => a.time - b.time);
+    return values;
   }
 
   private async share(isPrivate: boolean): Promise<void> {

@@ -7,6 +7,7 @@ from __future__ import annotations
 from alembic import context
 
 from dask_analytics_lab.store.engine import make_engine
+from dask_analytics_lab.store.partitions import include_name
 from dask_analytics_lab.store.team_schema import metadata  # the core tables and the team's
 
 config = context.config
@@ -19,6 +20,8 @@ def run(connection) -> None:
         # SQLite cannot ALTER most things: batch mode copies the table instead.
         render_as_batch=True,
         compare_type=True,
+        # PostgreSQL's time partitions are the database's, not schema.py's tables.
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()
