@@ -13,10 +13,10 @@ import type { ClusterRow, ComputationRow } from "./rows.js";
 /** What a view shows of a cluster's size: now while live, the peak once it ended. */
 export interface ClusterSize {
   peak: boolean;
-  workers: number | null | undefined;
-  threads: number | null | undefined;
-  memory: number | null | undefined;
-  memoryUsed: number | null | undefined;
+  workers: number | null;
+  threads: number | null;
+  memory: number | null;
+  memoryUsed: number | null;
 }
 
 /** "live" | "stopped" | "lost" as the store says; "unknown" for no row. */
@@ -49,17 +49,17 @@ export function clusterSize(c: ClusterRow): ClusterSize {
   if (clusterStatus(c) === "live") {
     return {
       peak: false,
-      workers: c.n_workers,
-      threads: c.n_threads,
-      memory: c.memory_total,
-      memoryUsed: c.memory_used,
+      workers: c.n_workers ?? null,
+      threads: c.n_threads ?? null,
+      memory: c.memory_total ?? null,
+      memoryUsed: c.memory_used ?? null,
     };
   }
   return {
     peak: true,
-    workers: c.peak_workers ?? c.n_workers,
-    threads: c.peak_threads ?? c.n_threads,
-    memory: c.peak_memory ?? c.memory_total,
+    workers: c.peak_workers ?? c.n_workers ?? null,
+    threads: c.peak_threads ?? c.n_threads ?? null,
+    memory: c.peak_memory ?? c.memory_total ?? null,
     memoryUsed: null,
   };
 }

@@ -91,7 +91,7 @@ export interface TaskGroupRow extends CountedRow {
 /** One kind of failure: the tasks that raised the same type at the same frame. */
 export interface ExceptionRow {
   id?: number | null;
-  computation_id?: string;
+  computation_id?: string | null; // null or "": not tied to one
   task_group?: string;
   hash?: string;
   exc_type?: string | null;
