@@ -43,13 +43,16 @@ export interface ClusterRow {
   peak_threads?: number | null;
   peak_memory?: number | null;
   last_seen?: number | null;
+  sample_time?: number | null; // the newest sample's time: the samples moved when it did
   status?: string | null; // "live" | "stopped" | "lost"
   ended?: number | null;
   duration?: number | null;
+  cursor?: string | null; // where the page after this row starts (common/filters.ts pager)
 }
 
 /** One sample of a cluster's totals over time. */
 export interface ClusterSample {
+  id?: number;
   time: number;
   n_workers?: number | null;
   n_threads?: number | null;
@@ -63,7 +66,7 @@ export interface ComputationRow extends CountedRow {
   cluster_id?: string;
   start?: number | null;
   stop?: number | null;
-  state?: string | null; // "running", "finished", "erred", "cancelled"
+  state?: string | null; // "running", "finished", "erred", "cancelled"; "lost" on an ended cluster
   updated?: number | null;
   code_line?: string | null;
   label?: string | null;
@@ -72,6 +75,7 @@ export interface ComputationRow extends CountedRow {
   transfer?: number | null;
   disk?: number | null;
   nbytes?: number | null;
+  cursor?: string | null; // as ClusterRow's
 }
 
 export interface TaskGroupRow extends CountedRow {
@@ -91,6 +95,7 @@ export interface TaskGroupRow extends CountedRow {
 /** One kind of failure: the tasks that raised the same type at the same frame. */
 export interface ExceptionRow {
   id?: number | null;
+  cluster_id?: string;
   computation_id?: string | null; // null or "": not tied to one
   task_group?: string;
   hash?: string;
@@ -107,13 +112,31 @@ export interface ExceptionRow {
   last_time?: number | null;
 }
 
-/** A code snippet that made a computation. */
+/** A code snippet that made a computation; `text` is null when its `code` message
+ *  never arrived. */
 export interface CodeSnippet {
   hash?: string;
   text?: string | null;
   filename?: string | null;
   lineno_frame?: number | null;
   lineno_relative?: number | null;
+}
+
+/** A computation with its groups, code and fine metrics (store/queries.py get_computation:
+ *  the JSON API's GET computations/{id}). */
+export interface ComputationDetail extends ComputationRow {
+  groups: TaskGroupRow[];
+  code: CodeSnippet[];
+  metrics: MetricRow[];
+}
+
+/** An event as stored: a topic's message at a time (worker-joined, worker-left, ...). */
+export interface EventRow {
+  id?: number;
+  cluster_id?: string;
+  topic: string;
+  time: number;
+  msg: unknown;
 }
 
 /** A worker's memory at one moment (a sample, or the nanny's reading as it killed it). */
@@ -174,3 +197,14 @@ export interface MetricRow {
   unit: string;
   value: number;
 }
+
+/** `R` as the JSON API (the team server's, and the Lab extension's) always sends it: the
+ *  keys `K` present and not null (primary keys and NOT NULL columns, store/schema.py).
+ *  The rows above leave them optional: a view's trait is {} until its first read. */
+type Sent<R, K extends keyof R> = R & { [P in K]-?: NonNullable<R[P]> };
+
+export type SentCluster = Sent<ClusterRow, "cluster_id" | "started">;
+type ComputationKeys = "computation_id" | "cluster_id" | "start" | "state";
+export type SentComputation = Sent<ComputationRow, ComputationKeys>;
+export type SentDetail = Sent<ComputationDetail, ComputationKeys>;
+export type SentException = Sent<ExceptionRow, "cluster_id" | "count">;

@@ -3,7 +3,7 @@
 import { h } from "../common/dom.js";
 import { datetime } from "../common/format.js";
 import { clusterEnded as ended, clusterStatus as status } from "../common/lifecycle.js";
-import type { ClusterRow } from "./rows.js";
+import type { ClusterRow } from "../common/rows.js";
 
 /** Why a cluster reads live, stopped or lost, with the full date (the notebook's says the time). */
 export function statusTitle(c: ClusterRow): string {

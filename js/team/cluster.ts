@@ -12,10 +12,14 @@ import { exceptionsList, failureCount } from "./failures.js";
 import { facts, table } from "./tables.js";
 import { counts, numCell, taskBar } from "./tasks.js";
 import { flamegraph } from "./views.js";
-import type { ClusterRow, ComputationRow, EventRow, ExceptionRow, ProfileTree, ViewRow } from "./rows.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
+import type { RawWorkerEvent } from "../widgets/workers.js";
+import type {
+  ClusterSample, EventRow, SentCluster, SentComputation, SentException, WorkerSample,
+} from "../common/rows.js";
 
-function computationsTable(computations: ComputationRow[]): HTMLElement {
-  return table<ComputationRow>([
+function computationsTable(computations: SentComputation[]): HTMLElement {
+  return table<SentComputation>([
     { label: "Computation", value: (c) => h("div", { class: "comp" },
       link(`/computations/${enc(c.computation_id)}`, c.label || `computation ${c.computation_id.slice(0, 12)}`),
       c.code_line ? h("code", { class: "code-line", title: c.code_line }, c.code_line.trim()) : null,
@@ -35,21 +39,21 @@ function computationsTable(computations: ComputationRow[]): HTMLElement {
 
 export async function clusterPage(main: HTMLElement, id: string): Promise<void> {
   const [{ cluster: c }, { samples }, { computations }, { exceptions }, { events }, { workers }, joined, left] = await Promise.all([
-    api<{ cluster: ClusterRow }>(`/clusters/${enc(id)}`),
-    api<{ samples: ViewRow[] }>(`/clusters/${enc(id)}/samples`, { limit: 5000 }),
-    api<{ computations: ComputationRow[] }>(`/clusters/${enc(id)}/computations`, { limit: 500 }),
-    api<{ exceptions: ExceptionRow[] }>("/exceptions", { cluster_id: id, limit: 500 }),
+    api<{ cluster: SentCluster }>(`/clusters/${enc(id)}`),
+    api<{ samples: ClusterSample[] }>(`/clusters/${enc(id)}/samples`, { limit: 5000 }),
+    api<{ computations: SentComputation[] }>(`/clusters/${enc(id)}/computations`, { limit: 500 }),
+    api<{ exceptions: SentException[] }>("/exceptions", { cluster_id: id, limit: 500 }),
     api<{ events: EventRow[] }>("/events", { cluster_id: id, limit: 200 }),
-    api<{ workers: ViewRow[] }>(`/clusters/${enc(id)}/workers`, { limit: 100000 }),
-    api<{ events: EventRow[] }>("/events", { cluster_id: id, topic: "worker-joined", limit: 5000 }),
-    api<{ events: EventRow[] }>("/events", { cluster_id: id, topic: "worker-left", limit: 5000 })]);
+    api<{ workers: WorkerSample[] }>(`/clusters/${enc(id)}/workers`, { limit: 100000 }),
+    api<{ events: RawWorkerEvent[] }>("/events", { cluster_id: id, topic: "worker-joined", limit: 5000 }),
+    api<{ events: RawWorkerEvent[] }>("/events", { cluster_id: id, topic: "worker-left", limit: 5000 })]);
   document.title = `${c.name} · dask-analytics`;
   const now = Date.now() / 1000;
   const z = size(c);
   const versions = c.versions || {};
   const profileBox = h("div", {}, h("button", { onclick: async () => {
     profileBox.replaceChildren(h("p", { class: "muted" }, "Loading…"));
-    const { profile } = await api<{ profile: ProfileTree | null }>(`/clusters/${enc(id)}/profile`);
+    const { profile } = await api<{ profile: ProfileNode | null }>(`/clusters/${enc(id)}/profile`);
     profileBox.replaceChildren(flamegraph(profile));
   } }, "Show the cluster's profile"));
   main.replaceChildren(

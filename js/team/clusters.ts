@@ -9,12 +9,12 @@ import { filterBar, filterParams, filtersFrom, pager } from "../common/filters.j
 import { PREFIX, api, enc, link, visit } from "./api.js";
 import { clusterBadge } from "./badges.js";
 import { table } from "./tables.js";
-import type { ClusterRow, ExceptionRow } from "./rows.js";
+import type { SentCluster, SentException } from "../common/rows.js";
 
 const STATE_COLOR: Record<string, string> = { live: "#1f6feb", stopped: "#8c959f", lost: "#bf8700" };
 
 /** The newest 60 clusters as bars from start to end, red with errors; each links its page. */
-function timeline(clusters: ClusterRow[], errorsBy: Record<string, number>): SVGElement | null {
+function timeline(clusters: SentCluster[], errorsBy: Record<string, number>): SVGElement | null {
   const rows = clusters.slice(0, 60).reverse();
   if (!rows.length) return null;
   const now = Date.now() / 1000;
@@ -44,7 +44,7 @@ function timeline(clusters: ClusterRow[], errorsBy: Record<string, number>): SVG
 type SizeKey = "workers" | "threads" | "memory";
 
 /** Now while live, the peak (marked) once it ended. */
-function sizeCell(c: ClusterRow, key: SizeKey, fmt: (n: number | null) => string): Child {
+function sizeCell(c: SentCluster, key: SizeKey, fmt: (n: number | null) => string): Child {
   const z = size(c);
   return z.peak ? h("span", { class: "peak", title: "peak: how big it got" }, fmt(z[key]), h("small", { class: "muted" }, " peak")) : fmt(z[key]);
 }
@@ -57,8 +57,8 @@ export async function clustersPage(main: HTMLElement): Promise<void> {
   const limit = Number(search.get("limit")) || 100;
   const keep = (f: Filters, b: string | null) => visit({ ...f, before: b, limit: search.get("limit") });
   const [{ clusters }, { exceptions }] = await Promise.all([
-    api<{ clusters: ClusterRow[] }>("/clusters", { limit, ...filterParams(filters), before }),
-    api<{ exceptions: ExceptionRow[] }>("/exceptions", { limit: 2000 })]);
+    api<{ clusters: SentCluster[] }>("/clusters", { limit, ...filterParams(filters), before }),
+    api<{ exceptions: SentException[] }>("/exceptions", { limit: 2000 })]);
   const errorsBy: Record<string, number> = {};
   for (const e of exceptions) errorsBy[e.cluster_id] = (errorsBy[e.cluster_id] || 0) + e.count;
   const now = Date.now() / 1000;
@@ -72,7 +72,7 @@ export async function clustersPage(main: HTMLElement): Promise<void> {
       })),
     timeline(clusters, errorsBy) || h("p", { class: "muted" }, "No cluster recorded yet."),
     h("h2", {}, `${clusters.length} clusters${filtered ? " shown" : ""}`),
-    table<ClusterRow>([
+    table<SentCluster>([
       { label: "Cluster", value: (c) => link(`/clusters/${enc(c.cluster_id)}`, c.name || c.cluster_id) },
       { label: "User", value: (c) => c.user || "" },
       { label: "Account", value: (c) => c.account || "" },

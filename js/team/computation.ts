@@ -14,15 +14,16 @@ import type { Column } from "./tables.js";
 import { facts, table } from "./tables.js";
 import { counts, numCell, taskBar, taskLegend } from "./tasks.js";
 import { findingsBox, flamegraph, taskStream, timeBreakdown } from "./views.js";
-import type { ComputationDetail, ExceptionRow, ProfileTree, TaskGroupRow, ViewRow } from "./rows.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
+import type { SentDetail, SentException, StreamRow, TaskGroupRow } from "../common/rows.js";
 
 export async function computationPage(main: HTMLElement, id: string): Promise<void> {
   const [{ computation: c }, { exceptions }, { profile }, { summary: runs }, { tasks }, { findings }] = await Promise.all([
-    api<{ computation: ComputationDetail }>(`/computations/${enc(id)}`),
-    api<{ exceptions: ExceptionRow[] }>("/exceptions", { computation_id: id, limit: 500 }),
-    api<{ profile: ProfileTree | null }>(`/computations/${enc(id)}/profile`),
+    api<{ computation: SentDetail }>(`/computations/${enc(id)}`),
+    api<{ exceptions: SentException[] }>("/exceptions", { computation_id: id, limit: 500 }),
+    api<{ profile: ProfileNode | null }>(`/computations/${enc(id)}/profile`),
     api<{ summary: RunSummary | null }>(`/computations/${enc(id)}/summary`),
-    api<{ tasks: ViewRow[] }>(`/computations/${enc(id)}/tasks`, { limit: 50000 }),
+    api<{ tasks: StreamRow[] }>(`/computations/${enc(id)}/tasks`, { limit: 50000 }),
     api<{ findings: Finding[] }>(`/computations/${enc(id)}/findings`)]);
   // The run this one is compared with: none while it runs.
   const baseline = c.state !== "running" ? runs?.baseline_id || null : null;

@@ -7,7 +7,7 @@ import { h } from "../common/dom.js";
 import { whole } from "../common/format.js";
 import { SEGMENT_COLOR, SEGMENT_LABEL } from "../common/colors.js";
 import { taskCounts } from "../common/progress.js";
-import type { ComputationRow, TaskGroupRow } from "./rows.js";
+import type { ComputationRow, TaskGroupRow } from "../common/rows.js";
 
 const SEGMENTS = ["done", "erred", "cancelled", "not-run", "processing", "waiting"] as const;
 type Segment = (typeof SEGMENTS)[number];

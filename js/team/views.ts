@@ -8,11 +8,12 @@ import timeView from "../widgets/time.js";
 import streamView from "../widgets/stream.js";
 import findingsView from "../widgets/findings.js";
 import type { Finding } from "../widgets/findings.js";
-import type { ComputationDetail, ProfileTree, ViewRow } from "./rows.js";
+import type { ComputationDetail, StreamRow } from "../common/rows.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
 
 /** Dask's profile tree as the notebook's flamegraph (zoom on click, search, hover for
  *  file, line and code). */
-export function flamegraph(tree: ProfileTree | null): HTMLElement {
+export function flamegraph(tree: ProfileNode | null): HTMLElement {
   const wrap = h("div", { class: "flame" });
   if (!tree || !tree.count) {
     wrap.appendChild(h("p", { class: "muted" }, "No profile recorded (analytics.profile.transmit off, or too short to sample)."));
@@ -31,7 +32,7 @@ export function timeBreakdown(c: ComputationDetail): HTMLElement {
 }
 
 /** When and where each task ran: the notebook's Task stream tab over the stored rows. */
-export function taskStream(c: ComputationDetail, tasks: ViewRow[]): HTMLElement {
+export function taskStream(c: ComputationDetail, tasks: StreamRow[]): HTMLElement {
   const wrap = h("div", { class: "stream" });
   streamView.render({ model: new LocalModel({ stream_base: { v: 0, rows: tasks }, computation: c }), el: wrap });
   return wrap;
