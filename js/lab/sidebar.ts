@@ -1,7 +1,6 @@
 // The left-area panel: live and past clusters from the store, newest first, each with
 // its computations; it refreshes itself while it is visible.
 import { Widget } from "@lumino/widgets";
-import { Message } from "@lumino/messaging";
 import { Poll } from "@lumino/polling";
 import { h, clear } from "../common/dom.js";
 import * as fmt from "../common/format.js";
@@ -9,7 +8,9 @@ import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } 
 import { computationItem, LOGO } from "../widgets/monitor.js";
 import { rovingFocus, settleFocus } from "../common/keys.js";
 import { Filters, filterBar, filterParams, pager } from "../common/filters.js";
-import { get, url } from "./api";
+import type { SentCluster, SentComputation } from "../common/rows.js";
+import { ApiError, get, url } from "./api";
+import { errorText } from "./errors";
 
 // Cluster heads and computation rows: one keyboard stop, walked with the arrow keys.
 const ITEMS = ".dal-cl-head, .dal-comp";
@@ -63,7 +64,7 @@ export class Sidebar extends Widget {
       bar, this.problem, this.list, this.pages, this.footer);
   }
 
-  protected onAfterShow(msg: Message): void {
+  protected onAfterShow(): void {
     void this.refresh();
   }
 
@@ -86,18 +87,18 @@ export class Sidebar extends Widget {
   private async load(): Promise<void> {
     try {
       if (!this.where) {
-        const info = await get("lab-info");
+        const info = await get<{ store: string }>("lab-info");
         this.where = info.store;
         clear(this.footer).append(h("span", { title: info.store }, `store: ${fmt.short(info.store, 60)}`), " · ",
           h("a", { href: url(""), target: "_blank" }, "team view"));
       }
       const query = new URLSearchParams({ limit: String(MAX_CLUSTERS), ...filterParams(this.filters) });
       if (this.before) query.set("before", this.before);
-      let clusters: any[];
+      let clusters: SentCluster[];
       try {
-        ({ clusters } = await get(`api/clusters?${query}`));
-      } catch (e: any) {
-        if (e?.status !== 400) throw e;
+        ({ clusters } = await get<{ clusters: SentCluster[] }>(`api/clusters?${query}`));
+      } catch (e) {
+        if (!(e instanceof ApiError) || e.status !== 400) throw e;
         this.problem.textContent = e.message;  // a filter the store refused: it says why
         return;
       }
@@ -106,9 +107,9 @@ export class Sidebar extends Widget {
         this.expanded.add(clusters[0].cluster_id); // the newest cluster opens by itself
         this.autoExpanded = true;
       }
-      const computations: Record<string, any[]> = {};
-      await Promise.all(clusters.filter((c: any) => this.expanded.has(c.cluster_id)).map(async (c: any) => {
-        const r = await get(`lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`);
+      const computations: Record<string, SentComputation[]> = {};
+      await Promise.all(clusters.filter((c) => this.expanded.has(c.cluster_id)).map(async (c) => {
+        const r = await get<{ computations: SentComputation[] }>(`lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`);
         computations[c.cluster_id] = r.computations;
       }));
       const key = JSON.stringify([clusters, computations, [...this.expanded]]);
@@ -118,17 +119,17 @@ export class Sidebar extends Widget {
         clear(this.pages).append(pager(clusters, MAX_CLUSTERS, this.before !== null, (b) => this.turn(b)));
       }
       this.status.textContent = "";
-    } catch (e: any) {
+    } catch (e) {
       this.status.textContent = "offline";
-      this.status.title = String(e?.message || e);
+      this.status.title = errorText(e);
       if (!this.list.childElementCount) {
         this.list.append(h("div.dal-empty", h("div.dal-empty-title", "Analytics not available"),
-          h("div.dal-empty-hint", String(e?.message || e))));
+          h("div.dal-empty-hint", errorText(e))));
       }
     }
   }
 
-  private draw(clusters: any[], computations: Record<string, any[]>): void {
+  private draw(clusters: SentCluster[], computations: Record<string, SentComputation[]>): void {
     // A redraw replaces the items: the one with the keyboard focus gets it back.
     const had = this.list.contains(document.activeElement) ? (document.activeElement as HTMLElement) : null;
     const again = had?.dataset.computation ? `.dal-comp[data-computation="${CSS.escape(had.dataset.computation)}"]`
@@ -137,7 +138,7 @@ export class Sidebar extends Widget {
     settleFocus(this.list, ITEMS, null, again ? this.list.querySelector<HTMLElement>(again) : null);
   }
 
-  private drawItems(clusters: any[], computations: Record<string, any[]>): void {
+  private drawItems(clusters: SentCluster[], computations: Record<string, SentComputation[]>): void {
     clear(this.list);
     if (!clusters.length && (this.before || Object.keys(this.filters).length)) {
       this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No cluster matches")));
@@ -158,7 +159,8 @@ export class Sidebar extends Widget {
         dataset: { cluster: c.cluster_id, status }, role: "treeitem", "aria-expanded": String(open),
         title: `${c.cluster_id}\n${c.address || ""}`,
         onclick: () => {
-          open ? this.expanded.delete(c.cluster_id) : this.expanded.add(c.cluster_id);
+          if (open) this.expanded.delete(c.cluster_id);
+          else this.expanded.add(c.cluster_id);
           void this.refresh();
         },
       },
