@@ -15,7 +15,10 @@ export function url(path: string): string {
 }
 
 export class ApiError extends Error {
-  constructor(public status: number, message: string) {
+  constructor(
+    public status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -45,7 +48,11 @@ export function get<T>(path: string): Promise<T> {
 }
 
 export function post<T>(path: string, payload: unknown): Promise<T> {
-  return request<T>(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payload) });
+  return request<T>(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(payload),
+  });
 }
 
 /** The link a stored report opens at, in this Jupyter server. */

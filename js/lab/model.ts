@@ -4,7 +4,15 @@ import { Poll } from "@lumino/polling";
 import { LocalModel } from "../common/model.js";
 import { clusterStatus } from "../common/lifecycle.js";
 import type {
-  ClusterRow, ClusterSample, ComputationRow, EventRow, ExceptionRow, GpuSample, SentComputation, SentDetail, StreamRow,
+  ClusterRow,
+  ClusterSample,
+  ComputationRow,
+  EventRow,
+  ExceptionRow,
+  GpuSample,
+  SentComputation,
+  SentDetail,
+  StreamRow,
   WorkerSample,
 } from "../common/rows.js";
 import type { RunSummary } from "../common/runs.js";
@@ -65,13 +73,32 @@ export class RestModel extends LocalModel {
 
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
-      title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
-      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], stream_base: { v: 0, rows: [] }, profile: {}, profile_title: "", runs: {}, findings: {},
-      profile_prefixes: [], profile_prefix: "",
-      share: { state: "idle" }, error: "",
-      computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
-      samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
-      workers_base: { v: 0, rows: [] }, worker_events: [],
+      title: "Dask analytics",
+      where,
+      cluster_id: clusterId,
+      computation_id: computationId,
+      follow: !computationId,
+      tab: "groups",
+      cluster: {},
+      computation: {},
+      exceptions: [],
+      code: [],
+      metrics: [],
+      stream_base: { v: 0, rows: [] },
+      profile: {},
+      profile_title: "",
+      runs: {},
+      findings: {},
+      profile_prefixes: [],
+      profile_prefix: "",
+      share: { state: "idle" },
+      error: "",
+      computations_base: { v: 0, rows: [] },
+      groups_base: { v: 0, rows: [] },
+      samples_base: { v: 0, rows: [] },
+      gpu_base: { v: 0, rows: [] },
+      workers_base: { v: 0, rows: [] },
+      worker_events: [],
     });
     this.onSend = (msg: unknown) => {
       const asked = viewRequest(msg);
@@ -79,8 +106,13 @@ export class RestModel extends LocalModel {
       else if (asked.type === "download") void this.download();
     };
     this.on("change:computation_id", () => this.selected());
-    this.on("change:follow", () => { if (this.get("follow")) this.poke(); });
-    this.on("change:profile_prefix", () => { this.loadedProfile = null; this.poke(); });
+    this.on("change:follow", () => {
+      if (this.get("follow")) this.poke();
+    });
+    this.on("change:profile_prefix", () => {
+      this.loadedProfile = null;
+      this.poke();
+    });
   }
 
   /** Poll only while the panel is on screen. */
@@ -101,8 +133,20 @@ export class RestModel extends LocalModel {
     this.loadedProfile = null;
     this.detailUpdated = null;
     this.loadedStream = null;
-    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], stream_base: { v: Date.now(), rows: [] }, exceptions: [], profile: {},
-      runs: {}, findings: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
+    this.update({
+      computation: {},
+      groups_base: { v: Date.now(), rows: [] },
+      code: [],
+      metrics: [],
+      stream_base: { v: Date.now(), rows: [] },
+      exceptions: [],
+      profile: {},
+      runs: {},
+      findings: {},
+      profile_prefixes: [],
+      profile_prefix: "",
+      share: { state: "idle" },
+    });
     this.poke();
   }
 
@@ -116,21 +160,28 @@ export class RestModel extends LocalModel {
     }
     this.polls++;
     const interval = live ? FAST : SLOW;
-    if (this.poll.frequency.interval !== interval) this.poll.frequency = { ...this.poll.frequency, interval };
+    if (this.poll.frequency.interval !== interval)
+      this.poll.frequency = { ...this.poll.frequency, interval };
   }
 
   private async load(): Promise<boolean> {
     const cid = this.get("cluster_id");
     const [{ cluster }, { computations }] = await Promise.all([
       get<{ cluster: ClusterRow }>(`api/clusters/${encodeURIComponent(cid)}`),
-      get<{ computations: SentComputation[] }>(`lab/computations?cluster_id=${encodeURIComponent(cid)}&limit=${RULES.computations.limit}`),
+      get<{ computations: SentComputation[] }>(
+        `lab/computations?cluster_id=${encodeURIComponent(cid)}&limit=${RULES.computations.limit}`,
+      ),
     ]);
     const values: Record<string, unknown> = { cluster, title: cluster.name || cid };
     const rows = computations.map((c) => ({ ...c, label: c.label ?? null }));
     values.computations_base = { v: 0, rows };
     Object.assign(values, await this.loadSeries(cid, cluster));
     this.update(values);
-    if ((this.get("follow") || !this.get("computation_id")) && rows.length && rows[0].computation_id !== this.get("computation_id")) {
+    if (
+      (this.get("follow") || !this.get("computation_id")) &&
+      rows.length &&
+      rows[0].computation_id !== this.get("computation_id")
+    ) {
       this.set("computation_id", rows[0].computation_id); // -> selected() -> poke()
       return true;
     }
@@ -139,17 +190,28 @@ export class RestModel extends LocalModel {
     if (compId) {
       const listed = rows.find((r) => r.computation_id === compId);
       if (!listed || listed.updated !== this.detailUpdated) {
-        const { computation } = await get<{ computation: SentDetail }>(`api/computations/${encodeURIComponent(compId)}`);
+        const { computation } = await get<{ computation: SentDetail }>(
+          `api/computations/${encodeURIComponent(compId)}`,
+        );
         const { groups = [], code = [], metrics = [], ...detail } = computation;
         // The last metrics land after the stop: read it again until they have.
-        const late = detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop < RULES.metrics.after;
+        const late =
+          detail.state !== "running" &&
+          detail.stop &&
+          Date.now() / 1000 - detail.stop < RULES.metrics.after;
         this.detailUpdated = late ? null : detail.updated;
         if (late) running = true;
-        const update: Record<string, unknown> = { computation: detail, groups_base: { v: 0, rows: groups },
-          code: code.filter((c) => c.text), metrics,
-          profile_prefixes: [...new Set(groups.map((g) => g.prefix || g.name))].sort() };
+        const update: Record<string, unknown> = {
+          computation: detail,
+          groups_base: { v: 0, rows: groups },
+          code: code.filter((c) => c.text),
+          metrics,
+          profile_prefixes: [...new Set(groups.map((g) => g.prefix || g.name))].sort(),
+        };
         if (detail.n_erred) {
-          const { exceptions } = await get<{ exceptions: ExceptionRow[] }>(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=${RULES.exceptions.limit}`);
+          const { exceptions } = await get<{ exceptions: ExceptionRow[] }>(
+            `api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=${RULES.exceptions.limit}`,
+          );
           update.exceptions = exceptions;
         }
         if (detail.state !== "running") {
@@ -157,7 +219,9 @@ export class RestModel extends LocalModel {
           // And why it was slow (findings/): from the whole record, so only once it ended;
           // read again with the late metrics, which some findings rest on.
           const [{ summary }, { findings }] = await Promise.all([
-            get<{ summary: RunSummary | null }>(`api/computations/${encodeURIComponent(compId)}/summary`),
+            get<{ summary: RunSummary | null }>(
+              `api/computations/${encodeURIComponent(compId)}/summary`,
+            ),
             get<{ findings: Finding[] }>(`api/computations/${encodeURIComponent(compId)}/findings`),
           ]);
           update.runs = summary;
@@ -169,12 +233,18 @@ export class RestModel extends LocalModel {
       const detail: ComputationRow = this.get("computation") || {};
       // A running computation's profile grows (the scheduler records it every few
       // seconds); a finished one's final profile lands a profile cycle after its end.
-      const settled = detail.state && detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop > FINAL_AFTER;
+      const settled =
+        detail.state &&
+        detail.state !== "running" &&
+        detail.stop &&
+        Date.now() / 1000 - detail.stop > FINAL_AFTER;
       const profileDue = detail.state !== "running" || due(this.polls, RULES.profile.every);
       if (detail.state && profileDue && this.loadedProfile !== compId) {
         const prefix = this.get("profile_prefix") || "";
-        const { profile } = await get<{ profile: ProfileNode | null }>(`api/computations/${encodeURIComponent(compId)}/profile` +
-          (prefix ? `?prefix=${encodeURIComponent(prefix)}` : ""));
+        const { profile } = await get<{ profile: ProfileNode | null }>(
+          `api/computations/${encodeURIComponent(compId)}/profile` +
+            (prefix ? `?prefix=${encodeURIComponent(prefix)}` : ""),
+        );
         const key = `${compId} ${prefix} ${profile?.count}`;
         if (key !== this.shownProfile) {
           this.shownProfile = key;
@@ -184,10 +254,18 @@ export class RestModel extends LocalModel {
         else if (detail.state !== "running") running = true; // the final one is on its way
       }
       // The task stream grows while it runs; its last rows land a collector tick after the stop.
-      if (detail.state && this.loadedStream !== compId && (detail.state !== "running" || due(this.polls, RULES.stream.every))) {
+      if (
+        detail.state &&
+        this.loadedStream !== compId &&
+        (detail.state !== "running" || due(this.polls, RULES.stream.every))
+      ) {
         // Ended and no more to come: no stop recorded (nothing will land), or its last tick is past.
-        const done = detail.state !== "running" && (!detail.stop || Date.now() / 1000 - detail.stop > FINAL_AFTER);
-        const { tasks } = await get<{ tasks: StreamRow[] }>(`api/computations/${encodeURIComponent(compId)}/tasks?limit=${RULES.stream.limit}`);
+        const done =
+          detail.state !== "running" &&
+          (!detail.stop || Date.now() / 1000 - detail.stop > FINAL_AFTER);
+        const { tasks } = await get<{ tasks: StreamRow[] }>(
+          `api/computations/${encodeURIComponent(compId)}/tasks?limit=${RULES.stream.limit}`,
+        );
         if (this.get("computation_id") !== compId) return true; // another one was chosen meanwhile
         this.update({ stream_base: { v: 0, rows: tasks } });
         if (done) this.loadedStream = compId;
@@ -216,30 +294,50 @@ export class RestModel extends LocalModel {
     const reads: Promise<void>[] = [];
     const { samples, workers, gpu, events } = this;
     if (cluster.sample_time !== this.samplesTime) {
-      reads.push(get<{ samples: Stored<ClusterSample>[] }>(`api/clusters/${at}/samples?${samples.query()}`).then(({ samples: read }) => {
-        values.samples_base = { v: 0, rows: samples.merge(read) };
-        this.samplesTime = cluster.sample_time;
-      }));
+      reads.push(
+        get<{ samples: Stored<ClusterSample>[] }>(
+          `api/clusters/${at}/samples?${samples.query()}`,
+        ).then(({ samples: read }) => {
+          values.samples_base = { v: 0, rows: samples.merge(read) };
+          this.samplesTime = cluster.sample_time;
+        }),
+      );
     }
     if (workers.due(this.polls, LIVE, ended)) {
-      reads.push(get<{ workers: Stored<WorkerSample>[] }>(`api/clusters/${at}/workers?${workers.query()}`).then(({ workers: read }) => {
-        values.workers_base = { v: 0, rows: workers.merge(read, ended) };
-      }));
+      reads.push(
+        get<{ workers: Stored<WorkerSample>[] }>(
+          `api/clusters/${at}/workers?${workers.query()}`,
+        ).then(({ workers: read }) => {
+          values.workers_base = { v: 0, rows: workers.merge(read, ended) };
+        }),
+      );
     }
     if (gpu.due(this.polls, LIVE, ended)) {
-      reads.push(get<{ gpu: Stored<GpuSample>[] }>(`api/gpu?cluster_id=${at}&${gpu.query()}`).then(({ gpu: read }) => {
-        values.gpu_base = { v: 0, rows: gpu.merge(read, ended) };
-      }));
+      reads.push(
+        get<{ gpu: Stored<GpuSample>[] }>(`api/gpu?cluster_id=${at}&${gpu.query()}`).then(
+          ({ gpu: read }) => {
+            values.gpu_base = { v: 0, rows: gpu.merge(read, ended) };
+          },
+        ),
+      );
     }
     let eventsRead = false;
     for (const [topic, kept] of events) {
       if (!kept.due(this.polls, LIVE, ended)) continue;
       eventsRead = true;
-      reads.push(get<{ events: Stored<EventRow>[] }>(`api/events?cluster_id=${at}&topic=${encodeURIComponent(topic)}&${kept.query()}`)
-        .then(({ events: read }) => { kept.merge(read, ended); }));
+      reads.push(
+        get<{ events: Stored<EventRow>[] }>(
+          `api/events?cluster_id=${at}&topic=${encodeURIComponent(topic)}&${kept.query()}`,
+        ).then(({ events: read }) => {
+          kept.merge(read, ended);
+        }),
+      );
     }
     await Promise.all(reads);
-    if (eventsRead) values.worker_events = [...events.values()].flatMap((k) => k.rows).sort((a, b) => a.time - b.time);
+    if (eventsRead)
+      values.worker_events = [...events.values()]
+        .flatMap((k) => k.rows)
+        .sort((a, b) => a.time - b.time);
     return values;
   }
 
@@ -250,9 +348,19 @@ export class RestModel extends LocalModel {
     try {
       // Uploaded to the team server when this Jupyter server has one configured; the
       // server's answer says where, and what to do when it cannot.
-      const { report } = await post<{ report: SharedReport }>("lab/share", { computation_id: compId, private: isPrivate });
-      this.set("share", { state: "done", url: report.local ? reportUrl(report.id) : report.url, id: report.id,
-        local: false, private: report.private, server: report.server, message: report.hint || "" });
+      const { report } = await post<{ report: SharedReport }>("lab/share", {
+        computation_id: compId,
+        private: isPrivate,
+      });
+      this.set("share", {
+        state: "done",
+        url: report.local ? reportUrl(report.id) : report.url,
+        id: report.id,
+        local: false,
+        private: report.private,
+        server: report.server,
+        message: report.hint || "",
+      });
     } catch (e) {
       this.set("share", { state: "error", private: isPrivate, message: errorText(e) });
     }
@@ -263,7 +371,9 @@ export class RestModel extends LocalModel {
     const compId = this.get("computation_id");
     try {
       if (!compId) throw new Error("Choose a computation first.");
-      const { filename, html } = await post<{ filename: string; html: string }>("lab/report-file", { computation_id: compId });
+      const { filename, html } = await post<{ filename: string; html: string }>("lab/report-file", {
+        computation_id: compId,
+      });
       this.trigger("msg:custom", { type: "download", filename, html });
     } catch (e) {
       this.trigger("msg:custom", { type: "download", error: errorText(e) });

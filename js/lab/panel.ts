@@ -16,7 +16,8 @@ export class ComputationPanel extends Widget {
     this.title.closable = true;
     this.model = new RestModel(clusterId, computationId, where);
     this.cleanup = monitor.render({ model: this.model, el: this.node }) as () => void;
-    const name = () => (this.model.get("cluster") as ClusterRow | undefined)?.name || clusterId.slice(0, 16);
+    const name = () =>
+      (this.model.get("cluster") as ClusterRow | undefined)?.name || clusterId.slice(0, 16);
     this.title.label = computationId ? `Computation · ${name()}` : `Cluster · ${name()}`;
     this.model.on("change:cluster", () => {
       this.title.label = computationId ? `Computation · ${name()}` : `Cluster · ${name()}`;

@@ -84,7 +84,13 @@ export function workerPeaks<R extends SeriesRow>(rows: R[], most: number): R[] {
     for (let i = 0; i < most; i++) {
       const part = series.slice(Math.floor(i * step), Math.floor((i + 1) * step));
       if (part.length) {
-        kept.push(...new Set([top(part, memory), top(part, (r) => r.cpu || 0), top(part, (r) => r.processing || 0)]));
+        kept.push(
+          ...new Set([
+            top(part, memory),
+            top(part, (r) => r.cpu || 0),
+            top(part, (r) => r.processing || 0),
+          ]),
+        );
       }
     }
   }
@@ -105,7 +111,8 @@ export function thin<R extends SeriesRow>(kind: SeriesKind, rows: R[]): R[] {
       byGpu.get(k)!.push(r);
     }
     const kept: R[] = [];
-    for (const series of byGpu.values()) kept.push(...(series.length > 2 * keep ? downsample(series, keep) : series));
+    for (const series of byGpu.values())
+      kept.push(...(series.length > 2 * keep ? downsample(series, keep) : series));
     return kept.sort(byTime);
   }
   return rows.slice(-keep); // events

@@ -8,6 +8,9 @@ import type { SentException } from "../common/rows.js";
 export async function exceptionsPage(main: HTMLElement): Promise<void> {
   document.title = "Exceptions · dask-analytics";
   const { exceptions } = await api<{ exceptions: SentException[] }>("/exceptions", { limit: 500 });
-  main.replaceChildren(h("h1", {}, "Exceptions"), exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : "",
-    exceptionsList(exceptions, true));
+  main.replaceChildren(
+    h("h1", {}, "Exceptions"),
+    exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : "",
+    exceptionsList(exceptions, true),
+  );
 }

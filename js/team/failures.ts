@@ -9,15 +9,33 @@ import type { SentException } from "../common/rows.js";
 function failureRow(e: SentException, withLinks: boolean): HTMLElement {
   const row = commonFailureRow(e);
   if (withLinks) {
-    row.querySelector(".dal-fail-body")!.prepend(h("p", {}, "Cluster ", link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
-      e.computation_id ? [", computation ", link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12))] : ""));
+    row
+      .querySelector(".dal-fail-body")!
+      .prepend(
+        h(
+          "p",
+          {},
+          "Cluster ",
+          link(`/clusters/${enc(e.cluster_id)}`, e.cluster_id),
+          e.computation_id
+            ? [
+                ", computation ",
+                link(`/computations/${enc(e.computation_id)}`, e.computation_id.slice(0, 12)),
+              ]
+            : "",
+        ),
+      );
   }
   return row;
 }
 
 export function exceptionsList(exceptions: SentException[], withLinks: boolean): HTMLElement {
   if (!exceptions.length) return h("p", { class: "muted" }, "No failed tasks.");
-  return h("div", { class: "failures dal-fails" }, exceptions.map((e) => failureRow(e, withLinks)));
+  return h(
+    "div",
+    { class: "failures dal-fails" },
+    exceptions.map((e) => failureRow(e, withLinks)),
+  );
 }
 
 /** "2 kinds, 1,500 tasks". */
