@@ -191,6 +191,26 @@ def static_server(root: Path) -> Iterator[str]:
         server.shutdown()
 
 
+def offline_page(browser: Any, **context_args: Any) -> Any:
+    """A page of a new context whose requests go nowhere but 127.0.0.1 and files;
+    the page's `.blocked` lists what it tried to load from elsewhere."""
+    context = browser.new_context(**context_args)
+    blocked: list[str] = []
+
+    def route(r) -> None:
+        url = r.request.url
+        if url.startswith(("http://127.0.0.1:", "http://localhost:", "file:", "data:", "blob:")):
+            r.continue_()
+        else:
+            blocked.append(url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.blocked = blocked  # type: ignore[attr-defined]
+    return page
+
+
 def save(name: str) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS / name

@@ -23,12 +23,9 @@ import dask_analytics_lab as dal
 from dask_analytics_lab import codecrypt
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import list_performance_reports, performance_report
-from dask_analytics_lab.server.tokens import new_token, token_hash
-from dask_analytics_lab.store import open_store
-from dask_analytics_lab.store.team import TeamStore
 
 from .cluster_helpers import recorded_cluster
-from .server_helpers import Cluster, ServerThread, free_port, request
+from .server_helpers import Cluster, ServerThread, add_token, free_port, request
 
 SECRET = "hunter2-" + "7f3a9c"  # in the code: must never be readable in the database
 
@@ -80,18 +77,6 @@ def report_body(secret: str) -> dict:
             "task_stream": [],
         },
     }
-
-
-def add_token(url: str, account: str, user: str = "ann") -> str:
-    store = open_store(url)
-    try:
-        token_id, token = new_token()
-        TeamStore(store).add_token(
-            token_id=token_id, token_hash=token_hash(token), account=account, user=user
-        )
-        return token
-    finally:
-        store.close()
 
 
 class Server:

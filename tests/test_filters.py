@@ -14,6 +14,7 @@ from dask_analytics_lab import api
 from dask_analytics_lab.ids import short_id
 from dask_analytics_lab.store import open_store
 
+from .cli_helpers import table
 from .factories import T0, Cluster, group
 
 DAY = 86400.0
@@ -355,8 +356,6 @@ def _cli(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_cli_filters_and_pages(team, capsys):
-    from .test_cli import table
-
     url, etl, lost = team["url"], team["etl"], team["lost"]
     code, out, err = _cli(capsys, "--store", url, "clusters", "--user", "ann", "--text", "ETL")
     assert code == 0, err
@@ -406,8 +405,6 @@ def test_cli_filters_and_pages(team, capsys):
 
 
 def test_cli_costs(team, capsys):
-    from .test_cli import table
-
     code, out, err = _cli(
         capsys, "--store", team["url"], "costs", "--by", "month", "--account", "team-a"
     )

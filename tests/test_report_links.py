@@ -40,7 +40,7 @@ from dask_analytics_lab.reports import (
 )
 from dask_analytics_lab.reports.publish import SHARE_HINT
 
-from .browser_helpers import chromium, jupyter_lab
+from .browser_helpers import chromium, jupyter_lab, offline_page
 from .cluster_helpers import recorded_cluster
 from .server_helpers import ServerThread, on_report_origin, report_server, request
 
@@ -105,26 +105,6 @@ def printed_link(out: str) -> str:
     match = LINK.search(out)
     assert match, out
     return match.group(1)
-
-
-def offline_page(browser, **context_args):
-    """A page of a new context whose requests go nowhere but 127.0.0.1 and files;
-    the page's `.blocked` lists what it tried to load from elsewhere."""
-    context = browser.new_context(**context_args)
-    blocked: list[str] = []
-
-    def route(r) -> None:
-        url = r.request.url
-        if url.startswith(("http://127.0.0.1:", "http://localhost:", "file:", "data:", "blob:")):
-            r.continue_()
-        else:
-            blocked.append(url)
-            r.abort()
-
-    context.route("**/*", route)
-    page = context.new_page()
-    page.blocked = blocked  # type: ignore[attr-defined]
-    return page
 
 
 def assert_plots_drawn(page, url: str) -> None:

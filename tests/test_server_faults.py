@@ -19,8 +19,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.collect.plugin import PLUGIN_NAME
 
 from .cluster_helpers import recorded_cluster
-from .server_helpers import ServerProcess, free_port
-from .test_server_load import make_tokens
+from .server_helpers import ServerProcess, free_port, make_tokens
 
 OUTAGE = float(os.environ.get("DAL_OUTAGE_SECONDS", "4"))
 

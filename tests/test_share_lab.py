@@ -24,9 +24,8 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import chromium, jupyter_lab, save
+from tests.browser_helpers import chromium, jupyter_lab, offline_page, save
 from tests.server_helpers import ServerThread
-from tests.test_report_links import offline_page
 
 pytestmark = pytest.mark.timeout(420)
 ROOT = Path(__file__).resolve().parent.parent
