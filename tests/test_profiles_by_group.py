@@ -18,7 +18,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.store import NotFound
 
-from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from .browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from .cluster_helpers import recorded_cluster
 from .waiting import wait_for
 
@@ -94,14 +94,9 @@ def test_the_widget_reads_the_profile_of_the_group_chosen(two_groups):
         w.close()
 
 
-def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_path):
+def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_path, browser):
     from dask_analytics_lab.widgets._base import STATIC
 
-    if not shutil.which(CHROMIUM):
-        pytest.fail(
-            f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)",
-            pytrace=False,
-        )
     store, cluster_id, cid = two_groups
     state = {**widget_state(store, cluster_id, cid), "tab": "profile"}
     alpha = json.loads(json.dumps(dal.get_profile(cid, prefix="alpha_work", store=store)))
@@ -109,7 +104,7 @@ def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_p
     shutil.copy(STATIC / "style.css", tmp_path / "style.css")
     (tmp_path / "index.html").write_text(WIDGET_HARNESS)
     (tmp_path / "profile.json").write_text(json.dumps(state))
-    with static_server(tmp_path) as base, chromium() as browser:
+    with static_server(tmp_path) as base:
         page = browser.new_page(viewport={"width": 1100, "height": 800})
         page.goto(f"{base}/index.html")
         page.wait_for_function("() => window.harnessReady === true")
