@@ -136,3 +136,14 @@ class Scenarios:
             return ids if len(ids) == 1 else None
 
         (self.ids[name],) = wait_for(new, what=f"the computation of {name}")
+
+
+def executing_everywhere(client: Client) -> bool:
+    """Whether every worker is running a task now (not only holding one in its queue)."""
+    running = client.run(lambda dask_worker: len(dask_worker.state.executing))
+    return bool(running) and all(running.values())
+
+
+def scheduler_forgot_all(client: Client) -> bool:
+    """Whether the scheduler holds no task any more (released futures reached it)."""
+    return client.run_on_scheduler(lambda dask_scheduler: not dask_scheduler.tasks)
