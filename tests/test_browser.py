@@ -40,6 +40,7 @@ CELLS = [
     "from dask_analytics_lab import monitor\nmonitor()",
     "import dask.array as da\n"
     "import dask.dataframe as dd\n"
+    "from distributed import wait\n"
     "import pandas as pd\n"
     "import dask_analytics_lab as dal\n"
     "\n"
@@ -55,10 +56,12 @@ CELLS = [
     "        raise ValueError(f'demo: {i} is divisible by 3')\n"
     "    return i\n"
     "\n"
+    "futures = client.map(check, range(12))\n"
     "try:\n"
-    "    client.gather(client.map(check, range(12)))\n"
+    "    client.gather(futures)\n"
     "except ValueError:\n"
     "    pass\n"
+    "wait(futures)  # gather stops at the first failure: every task runs\n"
     "dal.flush(client)  # waits for the profiles too\n"
     "print('workload done')",
 ]
