@@ -13,6 +13,7 @@ import time
 
 import pytest
 from dask import delayed
+from distributed import Event
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
@@ -29,8 +30,14 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def alpha_work(i: int) -> int:
-    _spin(0.4)
+def alpha_work(i: int, until: str | None = None) -> int:
+    """0.4 s of CPU; given the name of a distributed Event, CPU until it is set."""
+    if until is None:
+        _spin(0.4)
+        return i
+    done = Event(until)
+    while not done.is_set():
+        _spin(0.1)
     return i
 
 
@@ -144,8 +151,11 @@ def test_a_running_computation_has_a_profile_before_it_ends(tmp_path):
     store = str(tmp_path / "analytics.db")
     try:
         with recorded_cluster(store) as (client, info):
-            # About 14 s of work on two threads: longer than the live interval.
-            future = client.compute(delayed(sum)([delayed(alpha_work)(i) for i in range(70)]))
+            # Work on both threads until the test has seen a profile (after a live
+            # interval): however busy the machine, the computation is still running.
+            stop = Event("alpha-may-stop", client=client)
+            parts = [delayed(alpha_work)(i, "alpha-may-stop") for i in range(2)]
+            future = client.compute(delayed(sum)(parts))
 
             def profile_while_running() -> bool:
                 try:
@@ -158,7 +168,8 @@ def test_a_running_computation_has_a_profile_before_it_ends(tmp_path):
 
             wait_for(profile_while_running, what="a profile while the computation runs")
             assert not future.done()
-            assert future.result() == sum(range(70))
+            stop.set()
+            assert future.result() == sum(range(2))
             assert dal.flush(client, timeout=30)["flushed"]
         (comp,) = dal.list_computations(info["cluster_id"], store=store)
         assert comp["state"] == "finished"
