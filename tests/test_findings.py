@@ -42,7 +42,7 @@ def _findings_config():
 
 # --- what the tasks do -------------------------------------------------------------------
 def nap(seconds: float, i: int = 0) -> int:
-    time.sleep(seconds)
+    time.sleep(seconds)  # the task's work: time off the CPU
     return i
 
 
@@ -77,7 +77,7 @@ def hog(i: int, mib: int) -> int:
     big = bytearray(mib * 2**20)
     for at in range(0, len(big), 4096):
         big[at] = 1
-    time.sleep(10)
+    time.sleep(10)  # held until the nanny kills the worker for it
     return len(big) + i
 
 

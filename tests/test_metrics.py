@@ -45,12 +45,12 @@ def cpu_work(i: int) -> int:
 
 
 def nap_work(i: int) -> int:
-    time.sleep(NAP)
+    time.sleep(NAP)  # the task's work: thread-noncpu time, what the test measures
     return i
 
 
 def other_work(i: int) -> int:
-    time.sleep(NAP)
+    time.sleep(NAP)  # the task's work, as nap_work's
     return i
 
 
