@@ -386,7 +386,13 @@ def test_a_worker_killed_for_its_memory_and_the_run_after(processes):
         and processes["killed"] in f["workers"]
         and processes["killed"] in f["evidence"]
     ), f
-    healthy(processes["store"], processes["ids"]["after-the-kill"])
+    # The cluster's last computation: closing worker processes on a loaded machine can take
+    # longer than the module's 3 s idle-min, and the idle rule would rightly count that.
+    healthy(
+        processes["store"],
+        processes["ids"]["after-the-kill"],
+        {"analytics.findings.idle-min": "1h"},
+    )
 
 
 # --- the same from stored messages: PostgreSQL too, scoped by account, on the team server --
