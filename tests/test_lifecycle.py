@@ -50,14 +50,16 @@ def test_cancelled_computation(store_url):
 
 
 def test_idle_timeout_closes_scheduler_and_says_so(store_url):
-    config = {"analytics.idle.timeout": "1s"}
+    # Counted from the end of register (the plugin's start): 3 s leaves a loaded machine
+    # time to submit before it runs out.
+    config = {"analytics.idle.timeout": "3s"}
     with dask.config.set({**FAST, **config}):
         cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
         client = Client(cluster)
         try:
             info = dal.register(client, store=store_url)
             # The scheduler's own idle timeout (Scheduler.check_idle) does the closing.
-            assert cluster.scheduler.idle_timeout == 1.0
+            assert cluster.scheduler.idle_timeout == 3.0
             client.submit(sum, [1]).result()
             wait_for(
                 lambda: cluster.scheduler.status.name in ("closed", "closing"),

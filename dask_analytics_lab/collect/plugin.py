@@ -176,11 +176,6 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._again = (
             False  # a tick is due in the next turn of the loop (the last one ran out of time)
         )
-        if s["idle_timeout"] is not None:
-            # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
-            # shorter one set in distributed's config still wins.
-            own = scheduler.idle_timeout
-            scheduler.idle_timeout = s["idle_timeout"] if not own else min(own, s["idle_timeout"])
         url = s["store"]
         # The shipper opens the store before it returns (the scheduler's descriptors stay
         # constant from here): a thread's wait, not the event loop's.
@@ -238,6 +233,14 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._tick()
         self._callback = PeriodicCallback(self._tick, s["interval"] * 1000)
         self._callback.start()
+        if s["idle_timeout"] is not None:
+            # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
+            # shorter one set in distributed's config still wins. Set last and counted from
+            # now: the time the store took to open, or a registering client's round trips,
+            # is not the user's idleness.
+            own = scheduler.idle_timeout
+            scheduler.idle_timeout = s["idle_timeout"] if not own else min(own, s["idle_timeout"])
+            scheduler.idle_since = None
         logger.info("dask-analytics: recording cluster %s into %s", self.cluster_id, mask_url(url))
 
     async def close(self) -> None:
