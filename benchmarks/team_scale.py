@@ -6,10 +6,13 @@ computation runs, worker samples every 5 s, a 614-task computation a minute with
 groups, task stream, metrics and profiles, heartbeats when quiet) for M minutes, through
 HAProxy to 3 `dask-analytics server` replicas on one PostgreSQL, with real tokens (10
 accounts, 50 users).  Each cluster ships as the plugin's shipper does: one batch in
-flight, everything queued meanwhile in the next one (at most BATCH messages), retries
-with the shipper's backoff, through the real HttpSink on a kept-alive connection of its
-own.  A pool of a few threads sends for all of them, so the load generator is one
-process.  Meanwhile a team lead clicks through the team page (the clusters list, a
+flight, everything queued meanwhile in the next one (at most BATCH messages and
+BATCH_BYTES by the shipper's estimate), retries with the shipper's backoff, through the
+real HttpSink (its 10 s timeout included) on a kept-alive connection of its own.  A pool
+of `--threads` threads sends for all of them, so the load generator is one process; it
+also caps the requests in flight, so when the service falls behind, part of the queue
+waits in the generator (counted in the message wait, not in the POST's latency), where
+a real fleet would have one request in flight per cluster.  Meanwhile a team lead clicks through the team page (the clusters list, a
 cluster's page, one of its computations' pages: the API calls js/team/app.ts makes for
 each, 6 at a time as a browser does), a page a second.  Then the same with one replica.
 
@@ -18,9 +21,10 @@ cluster by (cluster_id, seq) in `ingested`, and the rows of the sample, event an
 stream tables); ingest latency p50/p99 (a batch's POST, retries included, as the
 shipper's thread sees it); how long a message waited from its tick to being stored
 (the senders keeping up); the team page's load time p50/p99; the database's growth per
-cluster-hour; and the CPU of each part: the load generator, the replicas, PostgreSQL,
+cluster-hour (by table); and the CPU of each part: the load generator, the replicas, PostgreSQL,
 HAProxy, and the rest of the machine (other jobs on a shared machine).  Then one
-replica against three: the scale-out figure.
+replica against three: the scale-out figure.  The first WARMUP seconds (the clusters
+starting, each replica's first requests) are left out of the latencies and the CPU.
 
     python benchmarks/team_scale.py                                  # 1,000 clusters, 10 min, 3 then 1
     python benchmarks/team_scale.py --clusters 50 --minutes 0.5      # a quick look
