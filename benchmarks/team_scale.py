@@ -408,7 +408,7 @@ def run(
         raise SystemExit(f"{len(gen.errors)} senders failed, e.g. {gen.errors[:3]}")
     check_stored_once(db, sims)
     sent = sum(s.stored + s.heartbeats for s in sims)
-    minutes = clusters * wall / 60
+    minutes = clusters * seconds / 60  # each cluster lives `seconds` (start and stop ramps alike)
     pages = [t for times in reader.times.values() for t in times]
     return {
         "replicas": n_replicas,
