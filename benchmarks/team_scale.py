@@ -432,7 +432,7 @@ def run(
         "backlog": gen.backlog,
         "drain": gen.drain,
         "bytes_per_cluster_hour": {
-            t: (size1[t] - size0.get(t, 0)) / (clusters * wall / 3600) for t in size1
+            t: (size1[t] - size0.get(t, 0)) / (clusters * seconds / 3600) for t in size1
         },
         "cores": cores,
     }
