@@ -412,14 +412,15 @@ class SimCluster:
 
     def _task_stream(self, c: dict, now: float, finished: range) -> dict:
         rows = []
+        jitter = self.rng.random  # real clocks: what gzip makes of the rows depends on it
         for k in finished:
             prefix, n = TASK_GROUP[k]
-            start = now - 1 + (k % 20) * 0.05
+            start = now - 1 + jitter()
             w = k % N_WORKERS
             rows.append(
                 {
                     "start": start,
-                    "stop": start + 0.0508,
+                    "stop": start + 0.05 + 0.002 * jitter(),
                     "worker": self.workers[w],
                     "thread": 139892754462400 + 16_789_504 * (k % THREADS) + w,
                     "prefix": prefix,
@@ -433,7 +434,7 @@ class SimCluster:
     def _metrics(self, c: dict, now: float, done: int, total: int) -> dict:
         seen = max(1, len(GROUPS) * done // total)
         rows = [
-            {"context": ctx, "activity": a, "unit": u, "value": 0.01 * done}
+            {"context": ctx, "activity": a, "unit": u, "value": 0.01 * done * self.rng.random()}
             for ctx, a, u in OTHER_METRICS
         ]
         rows += [
@@ -441,7 +442,7 @@ class SimCluster:
                 "context": "execute",
                 "activity": a,
                 "unit": u,
-                "value": float(done) if u != "seconds" else 0.05 * done,
+                "value": float(done) if u != "seconds" else 0.05 * done * self.rng.random(),
                 "prefix": prefix,
             }
             for prefix, _ in GROUPS[:seen]
