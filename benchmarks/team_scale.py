@@ -457,9 +457,14 @@ def query(db: str, sql: str) -> list[tuple]:
 
 
 def database_size(db: str) -> dict[str, int]:
-    """Bytes of the whole database ("all") and of each table with its indexes."""
+    """Bytes of the whole database ("all") and of each table with its indexes, a
+    partitioned table's partitions (store/partitions.py) summed into it."""
     sizes = dict(
-        query(db, "SELECT relname, pg_total_relation_size(relid) FROM pg_stat_user_tables")
+        query(
+            db,
+            "SELECT COALESCE(pg_partition_root(relid)::text, relname::text), "
+            "sum(pg_total_relation_size(relid))::bigint FROM pg_stat_user_tables GROUP BY 1",
+        )
     )
     sizes["all"] = query(db, "SELECT pg_database_size(current_database())")[0][0]
     return sizes
