@@ -33,9 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dask_analytics_lab.remote import HttpReader, HttpSink  # noqa: E402
-from tests.server_helpers import Cluster, ServerProcess, free_port  # noqa: E402
+from tests.server_helpers import Cluster, ServerProcess, free_port, make_tokens  # noqa: E402
 from tests.test_server_api import _self_signed  # noqa: E402
-from tests.test_server_load import make_tokens  # noqa: E402
 
 
 def urllib_call(url: str, token: str, tls: ssl.SSLContext | None, body: list | None = None) -> dict:

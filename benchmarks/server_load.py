@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server_helpers import ServerProcess, free_port  # noqa: E402
-from tests.test_server_load import check_stored_once, make_tokens, run_load  # noqa: E402
+from tests.server_helpers import ServerProcess, free_port, make_tokens  # noqa: E402
+from tests.test_server_load import check_stored_once, run_load  # noqa: E402
 
 
 def run(name: str, url: str, clusters: int, seconds: float) -> tuple:

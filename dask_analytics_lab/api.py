@@ -106,10 +106,11 @@ def _check_scheduler_sees_store(client: Any, url: str) -> None:
     from .store.engine import is_memory, parse
 
     u = parse(url)
-    if is_memory(u):
+    database = u.database
+    if is_memory(u) or database is None:  # (None is in memory too)
         return
     # As given (relative paths too): the scheduler resolves the URL the same way.
-    probe = Path(u.database).expanduser().parent / f".dask-analytics-probe-{secrets.token_hex(8)}"
+    probe = Path(database).expanduser().parent / f".dask-analytics-probe-{secrets.token_hex(8)}"
     token = secrets.token_hex(16)
     try:
         probe.write_text(token)
@@ -134,7 +135,7 @@ def _check_scheduler_sees_store(client: Any, url: str) -> None:
         address = getattr(getattr(client, "scheduler", None), "address", "?")
         where_ = (
             "it runs on another machine or in another container"
-            if os.path.isabs(u.database)
+            if os.path.isabs(database)
             else "it runs elsewhere, or in another working directory: the path is relative"
         )
         raise config.ConfigError(

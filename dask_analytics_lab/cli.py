@@ -81,7 +81,8 @@ def _store(ctx: click.Context) -> str:
         from .store.engine import is_memory, parse
 
         u = parse(url)
-        if not is_memory(u) and not Path(u.database).expanduser().exists():
+        database = u.database
+        if not is_memory(u) and database and not Path(database).expanduser().exists():
             raise CommandError(
                 f"no store at {u.database} (nothing was recorded there); `dask analytics where` "
                 "prints the store in use, --store names another"

@@ -30,7 +30,7 @@ import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -80,7 +80,9 @@ def parse_keys(value: str | Sequence[str] | None, *, where: str = "the code key"
     if isinstance(value, str):
         value = value.split(",")
     keys = [k.strip() for k in value if k and k.strip()]
-    Fernet = fernet().Fernet if keys else None
+    if not keys:
+        return keys
+    Fernet = fernet().Fernet
     for k in keys:
         try:
             Fernet(k.encode())
@@ -196,7 +198,11 @@ class CodeCipher:
         return self._fernet is not None
 
     # --- text -------------------------------------------------------------------
-    def encrypt(self, text: str) -> str:
+    @overload
+    def encrypt(self, text: str) -> str: ...
+    @overload
+    def encrypt(self, text: None) -> None: ...
+    def encrypt(self, text: str | None) -> str | None:
         """The text sealed with the newest key (as is without a key, or when already sealed)."""
         if self._fernet is None or not isinstance(text, str) or is_sealed(text):
             return text

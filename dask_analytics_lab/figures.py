@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from dask.utils import format_bytes as _format_bytes
+
 
 def duration(s: float) -> str:
     """A duration as every view shows it ("850 ms", "12.5 s", "4m 00s", "2h 03m", "3d 4h"):
@@ -32,6 +34,13 @@ def duration(s: float) -> str:
     if hrs < 48:
         return f"{hrs}h {m % 60:02d}m"
     return f"{hrs // 24}d {hrs % 24}h"
+
+
+def format_bytes(n: float) -> str:
+    """Bytes as dask writes them ("1.50 MiB"), of any number: byte figures are often
+    sums of floats (fine metrics, a run's groups)."""
+    # dask annotates its `n` as int, but formats any number.
+    return _format_bytes(n)  # type: ignore[arg-type]
 
 
 def _round(x: float) -> int:

@@ -25,8 +25,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dask.utils import parse_timedelta
-
 from . import config
 from .collect import gpu_nvml
 from .collect.gpu_monitor import GPUMonitorPlugin, validate_metrics
@@ -78,14 +76,16 @@ class Monitor:
                 "use Client(..., asynchronous=False)"
             )
         self.client = client
-        raw = interval if interval is not None else config.get("analytics.gpu.interval")
-        self.interval = float(parse_timedelta(raw, default="s"))
-        if not 0.001 <= self.interval <= 3600:
-            raise ValueError(
-                f"analytics.gpu.interval = {raw!r} is not valid; expected a duration between 1ms and 1h"
-            )
-        self.keep_rows = int(
-            keep_rows if keep_rows is not None else config.get("analytics.gpu.keep-rows")
+        # Arguments obey the same schema as the settings they stand in for.
+        self.interval: float = (
+            config.check("analytics.gpu.interval", interval)
+            if interval is not None
+            else config.value("analytics.gpu.interval")
+        )
+        self.keep_rows: int = (
+            config.check("analytics.gpu.keep-rows", keep_rows)
+            if keep_rows is not None
+            else config.value("analytics.gpu.keep-rows")
         )
         self.metrics: list[str] = list(gpu_nvml.DEFAULT_METRICS)
         self.monitor_id: str | None = None

@@ -32,7 +32,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import (
     Annotated,
     Any,
@@ -120,22 +120,19 @@ RequiredText = Annotated[
 ]
 
 
-def _key(limit: int, *, required: bool = False) -> Any:
+def _key(limit: int, *, required: bool = False) -> Meta:
     # max_length counts characters; __post_init__ checks the UTF-8 bytes of non-ASCII keys.
     what = (
         f"{'a non-empty' if required else 'a'} string of at most {limit} bytes of UTF-8 without NUL "
         "characters (it is a key)"
     )
-    return Annotated[
-        str,
-        Meta(min_length=1 if required else 0, max_length=limit, pattern=_SAFE, description=what),
-    ]
+    return Meta(min_length=1 if required else 0, max_length=limit, pattern=_SAFE, description=what)
 
 
-Id = _key(ID_BYTES)
-RequiredId = _key(ID_BYTES, required=True)
-Name = _key(NAME_BYTES)
-RequiredName = _key(NAME_BYTES, required=True)
+Id = Annotated[str, _key(ID_BYTES)]
+RequiredId = Annotated[str, _key(ID_BYTES, required=True)]
+Name = Annotated[str, _key(NAME_BYTES)]
+RequiredName = Annotated[str, _key(NAME_BYTES, required=True)]
 Time = Annotated[
     float,
     Meta(
@@ -613,7 +610,9 @@ ENVELOPES: dict[str, type[Envelope]] = {cls.__struct_config__.tag: cls for cls i
 KINDS = frozenset(ENVELOPES)
 
 
-def make(cluster_id: str, seq: int, kind: str, time: float, data: dict) -> dict:
+def make(
+    cluster_id: str, seq: int, kind: str, time: float, data: Mapping[str, Any]
+) -> dict[str, Any]:
     """A message in its wire form (what `check` reads)."""
     return {
         "v": VERSION,
@@ -650,9 +649,10 @@ def check_batch(batch: Any) -> list[Envelope]:
     return _convert(batch, 0)
 
 
-def _convert(batch: list | tuple, first: int) -> list[Envelope]:
+def _convert(batch: list[Any] | tuple[Any, ...], first: int) -> list[Envelope]:
     try:
-        return msgspec.convert({"messages": batch}, _Batch).messages
+        typed: list[Envelope] = list(msgspec.convert({"messages": batch}, _Batch).messages)
+        return typed
     except msgspec.ValidationError as e:
         text = str(e)
         at = _AT_MESSAGE.search(text)
@@ -714,7 +714,7 @@ def _check_plain(v: Any, name: str) -> None:
     ]
     while stack:
         is_dict, it = stack[-1]
-        item = next(it, _END)
+        item: Any = next(it, _END)
         if item is _END:
             stack.pop()
             continue
@@ -781,7 +781,7 @@ def _safe_text(s: str, where: str) -> str:
     return s
 
 
-def _profile_node(v: Any, where: str, ident: str | None) -> dict:
+def _profile_node(v: Any, where: str, ident: str | None) -> dict[str, Any]:
     def bad(field: str, problem: str, value: Any = None) -> ValueError:
         return ValueError(
             f"`{where}{field}` {problem}" + ("" if value is None else f", got {value!r:.80}")
@@ -822,7 +822,7 @@ class _NodeHead(_Record):
     count: Count | None = None
 
 
-def profile_tree(v: Any) -> dict:
+def profile_tree(v: Any) -> dict[str, Any]:
     """Dask's profile tree, checked so profile.merge can read it, cut at MAX_PROFILE_DEPTH."""
     root = _profile_node(v, "tree", None)
     if root["identifier"] != "root":
@@ -905,7 +905,7 @@ def _explain(msg: Any, index: int, error: str) -> str:
     return f"{where}{shown}{' keys' if in_key else ''} must be {what}{got}"
 
 
-def _where(msg: Any, index: int, path: list) -> str:
+def _where(msg: Any, index: int, path: list[str | int | None]) -> str:
     if path and path[0] == "data":
         return (
             f"message {index} of the batch (cluster {msg.get('cluster_id')!r:.80}, seq {msg.get('seq')!r:.30}): "
@@ -914,7 +914,7 @@ def _where(msg: Any, index: int, path: list) -> str:
     return f"message {index} of the batch: "
 
 
-def _lookup(msg: Any, path: list) -> tuple[bool, Any]:
+def _lookup(msg: Any, path: list[str | int | None]) -> tuple[bool, Any]:
     node = msg
     for p in path:
         try:
@@ -924,16 +924,11 @@ def _lookup(msg: Any, path: list) -> tuple[bool, Any]:
     return True, node
 
 
-def _description(msg: Any, path: list, *, key: bool = False) -> str | None:
+def _description(msg: Any, path: list[str | int | None], *, key: bool = False) -> str | None:
     """The description the contract gives the field at `path` of this kind's message
     (at a dict's "[...]": of its keys when `key`, else of its values)."""
-    tp: Any = (
-        ENVELOPES.get(msg.get("kind"))
-        if isinstance(msg, dict) and isinstance(msg.get("kind"), str)
-        else None
-    )
-    if tp is None:
-        tp = Envelope
+    kind = msg.get("kind") if isinstance(msg, dict) else None
+    tp: Any = (ENVELOPES.get(kind) if isinstance(kind, str) else None) or Envelope
     described = None
     for p in path:
         tp, described = _unwrap(tp)

@@ -208,7 +208,7 @@ def exceptions(rows: list[dict]) -> str:
                 short(r.get("pattern"), 50),
                 short(example(r), 60),
                 r.get("task_group"),
-                ids.get(r.get("computation_id"), r.get("computation_id")),
+                ids.get(r.get("computation_id") or "", r.get("computation_id")),
                 when(r.get("last_time")),
             )
             for r in rows

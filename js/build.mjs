@@ -22,7 +22,9 @@ async function widgets() {
   mkdirSync(out, { recursive: true });
   copyFileSync(join(root, "js", "common", "style.css"), join(out, "style.css"));
   const dir = join(root, "js", "widgets");
-  const entryPoints = readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => join(dir, f));
+  const entryPoints = readdirSync(dir)
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => join(dir, f));
   await esbuild.build({
     entryPoints,
     outdir: out,
@@ -80,12 +82,20 @@ async function lab() {
 // A type error fails the build (esbuild only strips the types); --no-check skips it.
 function check() {
   const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
-  const run = spawnSync(process.execPath, [tsc, "--noEmit", "-p", join(root, "tsconfig.json")], { stdio: "inherit", cwd: root });
-  if (run.status !== 0) throw new Error(`type check failed (exit ${run.status}): fix the errors above, or build with --no-check`);
+  const run = spawnSync(process.execPath, [tsc, "--noEmit", "-p", join(root, "tsconfig.json")], {
+    stdio: "inherit",
+    cwd: root,
+  });
+  if (run.status !== 0)
+    throw new Error(
+      `type check failed (exit ${run.status}): fix the errors above, or build with --no-check`,
+    );
 }
 
 const t0 = Date.now();
 if (!process.argv.includes("--no-check")) check();
 if (want("widgets")) await widgets();
 if (want("lab")) await lab();
-console.log(`dask-analytics-lab: built ${what.join(", ") || "widgets, lab"} in ${Date.now() - t0} ms`);
+console.log(
+  `dask-analytics-lab: built ${what.join(", ") || "widgets, lab"} in ${Date.now() - t0} ms`,
+);

@@ -171,6 +171,22 @@ def jupyter_lab(tmp: Path, store_url: str, extra_env: dict | None = None) -> Ite
             proc.kill()
 
 
+def open_notebook(page: Any, url: str) -> None:
+    """Open a notebook of a `jupyter_lab` in `page` and wait until its kernel is idle,
+    saying yes when JupyterLab asks which kernel to use (the notebook's own)."""
+    page.goto(url)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    # Either the notebook's session gets its kernel or JupyterLab asks which one to use.
+    page.wait_for_function(
+        """() => document.querySelector('.jp-Dialog .jp-mod-accept')
+              || window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel""",
+        timeout=60_000,
+    )
+    if page.locator(".jp-Dialog .jp-mod-accept").count():
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+
+
 @contextlib.contextmanager
 def static_server(root: Path) -> Iterator[str]:
     """Serve a folder on 127.0.0.1 (ES modules do not load from file://)."""
@@ -189,6 +205,35 @@ def static_server(root: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+def offline_page(browser: Any, **context_args: Any) -> Any:
+    """A page of a new context whose requests go nowhere but 127.0.0.1 and files;
+    the page's `.blocked` lists what it tried to load from elsewhere."""
+    context = browser.new_context(**context_args)
+    blocked: list[str] = []
+
+    def route(r) -> None:
+        url = r.request.url
+        if url.startswith(("http://127.0.0.1:", "http://localhost:", "file:", "data:", "blob:")):
+            r.continue_()
+        else:
+            blocked.append(url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.blocked = blocked  # type: ignore[attr-defined]
+    return page
+
+
+def transitions_done(page: Any) -> None:
+    """Wait until no CSS transition runs on the page (bars grow to their width): before a
+    screenshot."""
+    page.wait_for_function(
+        "() => !document.getAnimations()"
+        ".some(a => a instanceof CSSTransition && a.playState === 'running')"
+    )
 
 
 def save(name: str) -> Path:

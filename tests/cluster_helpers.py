@@ -6,13 +6,14 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import dask
 from distributed import Client, LocalCluster
 
 import dask_analytics_lab as dal
+
+from .waiting import wait_for
 
 FAST = {
     "analytics.interval": "100ms",
@@ -82,9 +83,7 @@ def preloaded_scheduler(tmp_path, url: str, env: dict | None = None):
     )
     worker = None
     try:
-        deadline = time.time() + 60
-        while not scheduler_file.exists() and time.time() < deadline:
-            time.sleep(0.2)
+        wait_for(scheduler_file.exists, what="the scheduler's file", every=0.2)
         worker = subprocess.Popen(
             [
                 sys.executable,
@@ -108,3 +107,43 @@ def preloaded_scheduler(tmp_path, url: str, env: dict | None = None):
             if p is not None and p.poll() is None:
                 p.terminate()
                 p.wait(timeout=30)
+
+
+class Scenarios:
+    """Runs each scenario on a recorded cluster as its own computation and remembers its
+    id by name (`run(name, fn)`; `run.ids[name]`)."""
+
+    def __init__(self, client: Client, store: str, cluster_id: str):
+        self.client, self.store, self.cluster_id = client, store, cluster_id
+        self.ids: dict[str, str] = {}
+
+    def _known(self) -> set[str]:
+        dal.flush(self.client)
+        return {
+            c["computation_id"]
+            for c in dal.list_computations(self.cluster_id, limit=1000, store=self.store)
+        }
+
+    def __call__(self, name: str, run: Callable[[], object]) -> None:
+        before = self._known()
+        try:
+            run()
+        except Exception:  # a scenario that fails on purpose
+            pass
+
+        def new():
+            ids = self._known() - before
+            return ids if len(ids) == 1 else None
+
+        (self.ids[name],) = wait_for(new, what=f"the computation of {name}")
+
+
+def executing_everywhere(client: Client) -> bool:
+    """Whether every worker is running a task now (not only holding one in its queue)."""
+    running = client.run(lambda dask_worker: len(dask_worker.state.executing))
+    return bool(running) and all(running.values())
+
+
+def scheduler_forgot_all(client: Client) -> bool:
+    """Whether the scheduler holds no task any more (released futures reached it)."""
+    return client.run_on_scheduler(lambda dask_scheduler: not dask_scheduler.tasks)

@@ -8,7 +8,9 @@ postgresql package; see tests/postgres_server.py). Use it in any test file:
         store = open_store(store_url)
 
 `sqlite_url` and `postgres_url` give one backend; `postgres_server` is the
-session's server (create_database(), url(name), halt()/resume()).
+session's server (create_database(), url(name), halt()/resume()).  `module_store_url`
+is `store_url` shared by a module's tests (a module fixture fills it once per backend,
+for tests that only read).
 Deselect the PostgreSQL runs with `-m "not postgres"`.
 
 `replicas` is 3 `dask-analytics server` processes started at once on a fresh
@@ -72,6 +74,21 @@ def sqlite_url(tmp_path):
 def store_url(request):
     """A fresh store URL, once per backend."""
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def module_store_url(request, tmp_path_factory):
+    """A fresh store URL, once per backend, shared by the module's tests: for a module
+    fixture that fills it once for tests that only read."""
+    if request.param == "sqlite":
+        yield "sqlite:///" + str(tmp_path_factory.mktemp("store") / "analytics.db")
+        return
+    server = request.getfixturevalue("postgres_server")
+    name = server.create_database()
+    yield server.url(name)
+    server.drop_database(name)
 
 
 @pytest.fixture(scope="module")

@@ -355,3 +355,23 @@ def group(name: str, **kw) -> dict:
         "dependencies": [],
         **kw,
     }
+
+
+def every_table(c: Cluster, comp: str, code: list[str], *, stop: bool = True) -> list[dict]:
+    """One cluster's messages, with a row in every table that hangs off a cluster."""
+    msgs = [c.cluster(started=c.t), c.sample()]
+    msgs += [c.code(h) for h in code]
+    msgs += [
+        c.computation(comp, code=code, groups=[group("ones-1"), group("sum-2")]),
+        c.exception(comp, "ones-1"),
+        c.event(),
+        c.profile(comp, tree("f", "g")),
+        c.profile(None, tree("h")),
+        c.metrics(comp),
+        c.workers(2),
+        c.tasks(comp),
+        c.gpu(1),
+    ]
+    if stop:
+        msgs.append(c.stop())
+    return msgs

@@ -19,6 +19,8 @@ from typing import Any
 from dask_analytics_lab.messages import code_hash
 from dask_analytics_lab.server.app import make_app, make_server, ssl_context
 from dask_analytics_lab.server.tokens import new_token, token_hash
+from dask_analytics_lab.store import open_store
+from dask_analytics_lab.store.team import TeamStore
 
 from .factories import Cluster as _StoreCluster
 from .factories import group, tree  # noqa: F401  (re-exported for the server tests)
@@ -183,6 +185,34 @@ def full_cluster(
         c.gpu(n=1),
     ]
     return c, msgs
+
+
+def add_token(url: str, account: str, user: str = "ann") -> str:
+    """A new token of `account`, made in the store at `url`."""
+    store = open_store(url)
+    try:
+        token_id, token = new_token()
+        TeamStore(store).add_token(
+            token_id=token_id, token_hash=token_hash(token), account=account, user=user
+        )
+        return token
+    finally:
+        store.close()
+
+
+def make_tokens(store_url: str, n: int) -> list[str]:
+    """n tokens of account "load" (users user0, user1 ...), made in the store."""
+    store = open_store(store_url)
+    team = TeamStore(store)
+    tokens = []
+    for i in range(n):
+        token_id, token = new_token()
+        team.add_token(
+            token_id=token_id, token_hash=token_hash(token), account="load", user=f"user{i}"
+        )
+        tokens.append(token)
+    store.close()
+    return tokens
 
 
 # --- a server in its own process, for the load and fault tests ---------------------

@@ -17,6 +17,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.store import open_store
 from dask_analytics_lab.tables import seconds, when
 
+from .cli_helpers import table
 from .cluster_helpers import recorded_cluster
 from .factories import T0, Cluster, group
 
@@ -46,20 +47,6 @@ def run(*args):
         timeout=120,
     )
     return out.returncode, out.stdout, out.stderr
-
-
-def table(out: str) -> list[dict]:
-    """The rows of a printed table, by header (columns cut where the header's start)."""
-    lines = out.splitlines()
-    header, rule = lines[0], lines[1]
-    starts = [i for i, ch in enumerate(rule) if ch == "-" and (i == 0 or rule[i - 1] == " ")]
-    names = [header[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
-    rows = []
-    for line in lines[2:]:
-        if not line.strip() or line.startswith("("):
-            continue
-        rows.append({n: line[a:b].strip() for n, a, b in zip(names, starts, starts[1:] + [None])})
-    return rows
 
 
 def test_tables(recorded):

@@ -8,120 +8,15 @@ team server (the remote reader).
 
 from __future__ import annotations
 
-import itertools
-import time
-
 import anywidget  # noqa: F401  (a test extra: a missing one fails the run)
 import pytest
 
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.messages import make
-from dask_analytics_lab.store import open_store
 from dask_analytics_lab.widgets import _feed
 from dask_analytics_lab.widgets.monitor_widget import MonitorWidget
-from tests.factories import group, tree
-from tests.views_data import build
+from tests.views_data import HOSTILE, build, live_cluster
 
 pytestmark = pytest.mark.timeout(120)
-
-HOSTILE = '<img src=x onerror="window.__xss=1">'
-
-
-def live_cluster(
-    url: str,
-    *,
-    name: str = HOSTILE,
-    cluster_id: str = "tcp://10.0.0.9:8786-live-now",
-    computation: str = "comp-live-sum",
-    user: str = "bob",
-) -> str:
-    """A live cluster started a minute ago (a long heartbeat interval keeps it live while
-    the tests run), with one finished computation and a cluster-wide profile."""
-    now = time.time()
-    seq = itertools.count()
-
-    def msg(kind: str, t: float, data: dict) -> dict:
-        return make(cluster_id, next(seq), kind, t, data)
-
-    msgs = [
-        msg(
-            "cluster",
-            now - 60,
-            {
-                "name": name,
-                "address": "tcp://10.0.0.9:8786",
-                "user": user,
-                "account": "default",
-                "started": now - 60,
-                "price_per_core_hour": 0.05,
-                "versions": {"python": "3.11.7", "dask": "2026.8.0", "distributed": "2026.8.0"},
-                "platform": {"arch": "x86_64", "os": "Linux", "python": "3.11.7"},
-                "settings": {
-                    "interval": 600.0,
-                    "code_transmit": True,
-                    "profile_transmit": True,
-                    "events_allow": [],
-                },
-            },
-        ),
-        msg(
-            "cluster_sample",
-            now - 30,
-            {
-                "n_workers": 2,
-                "n_threads": 4,
-                "memory_used": 2**30,
-                "memory_total": 2**33,
-                "processing": 0,
-                "worker_seconds": 60.0,
-                "core_seconds": 120.0,
-                "cost": 0.01,
-                "idle_since": None,
-                "last_activity": now - 30,
-                "dropped_messages": 0,
-            },
-        ),
-        msg(
-            "computation",
-            now - 20,
-            {
-                "id": computation,
-                "start": now - 25,
-                "stop": now - 20,
-                "state": "finished",
-                "label": "ones → sum",
-                "code_line": "x.sum().compute()",
-                "code": [],
-                "code_frames": [],
-                "totals": {
-                    "n_tasks": 20,
-                    "n_groups": 2,
-                    "n_done": 20,
-                    "n_erred": 0,
-                    "n_not_run": 0,
-                    "compute": 10.0,
-                    "transfer": 0.1,
-                    "disk": 0.0,
-                    "nbytes": 160000,
-                },
-                "groups": [
-                    group("ones-aaa", n_tasks=16),
-                    group("sum-bbb", n_tasks=4, dependencies=["ones-aaa"]),
-                ],
-            },
-        ),
-        msg(
-            "profile",
-            now - 19,
-            {"computation_id": computation, "tree": tree("main", "ones"), "count": 1},
-        ),
-    ]
-    store = open_store(url)
-    try:
-        store.ingest(msgs)
-    finally:
-        store.close()
-    return cluster_id
 
 
 @pytest.fixture(scope="module")

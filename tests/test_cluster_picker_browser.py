@@ -22,8 +22,7 @@ import pytest
 
 from dask_analytics_lab.api import close_readers
 from tests.browser_helpers import save, static_server
-from tests.test_cluster_picker import HOSTILE, live_cluster
-from tests.views_data import build
+from tests.views_data import HOSTILE, build, live_cluster
 
 pytestmark = pytest.mark.timeout(180)
 

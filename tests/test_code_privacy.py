@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -23,12 +22,10 @@ import dask_analytics_lab as dal
 from dask_analytics_lab import codecrypt
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import list_performance_reports, performance_report
-from dask_analytics_lab.server.tokens import new_token, token_hash
-from dask_analytics_lab.store import open_store
-from dask_analytics_lab.store.team import TeamStore
 
 from .cluster_helpers import recorded_cluster
-from .server_helpers import Cluster, ServerThread, free_port, request
+from .server_helpers import Cluster, ServerThread, add_token, free_port, request
+from .waiting import wait_for
 
 SECRET = "hunter2-" + "7f3a9c"  # in the code: must never be readable in the database
 
@@ -80,18 +77,6 @@ def report_body(secret: str) -> dict:
             "task_stream": [],
         },
     }
-
-
-def add_token(url: str, account: str, user: str = "ann") -> str:
-    store = open_store(url)
-    try:
-        token_id, token = new_token()
-        TeamStore(store).add_token(
-            token_id=token_id, token_hash=token_hash(token), account=account, user=user
-        )
-        return token
-    finally:
-        store.close()
 
 
 class Server:
@@ -159,7 +144,7 @@ def user_dirs(tmp: Path) -> dict:
 # --- item 2: another account's code, by hash ----------------------------------------
 def test_a_hash_reads_no_other_accounts_code(store_url):
     """B lists A's snippet hash in its own computation: B's read shows no text, exactly as
-    for a hash nobody sent, and the probe answers no faster or slower than that one."""
+    for a hash nobody sent."""
     with ServerThread({"store_url": store_url}) as server:
         token_a, token_b = server.token("A"), server.token("B", "mallory")
         a = Cluster(account="A")
@@ -191,14 +176,12 @@ def test_a_hash_reads_no_other_accounts_code(store_url):
         assert [s for s, _, _ in answers] == [200, 200, 200]
         assert answers[1][1] == answers[2][1]  # ingest says the same for A's hash and for nobody's
 
-        def read(cid: str) -> tuple[float, dict]:
-            t0 = time.perf_counter()
+        def read(cid: str) -> dict:
             status, body, _ = request(server.url + f"/api/computations/{cid}", token=token_b)
             assert status == 200
-            return time.perf_counter() - t0, body["computation"]
+            return body["computation"]
 
-        _, probe = read("probe")
-        _, control = read("control")
+        probe, control = read("probe"), read("control")
         assert SECRET not in json.dumps(probe)
         assert probe["code"] == [
             {
@@ -209,19 +192,9 @@ def test_a_hash_reads_no_other_accounts_code(store_url):
                 "lineno_relative": 3,
             }
         ]
+        # The same answer as for a hash nobody sent (how fast each comes back, the other
+        # half of a timing oracle: benchmarks/code_read_timing.py).
         assert probe["code"][0] | {"hash": unknown} == control["code"][0]
-        # No timing oracle: interleaved reads of both, medians alike.
-        times = {"probe": [], "control": []}
-        for _ in range(25):
-            for cid in times:
-                times[cid].append(read(cid)[0])
-        probe_t, control_t = statistics.median(times["probe"]), statistics.median(times["control"])
-        # (Loose bounds: this machine is shared; the same query runs for both, and a
-        # difference would have to come from the database finding A's row.)
-        assert abs(probe_t - control_t) < max(0.5 * max(probe_t, control_t), 0.01), (
-            probe_t,
-            control_t,
-        )
         # B's export holds none of A's code either.
         status, body, _ = request(server.url + "/api/export", token=token_b)
         assert status == 200 and SECRET not in json.dumps(body)
@@ -370,10 +343,15 @@ def test_reports_honour_the_privacy_switches(sqlite_url, tmp_path):
                     client.gather(
                         client.map(spin_marker_fn, range(8, 16), pure=False)
                     )  # marker-calling-code
-            dal.flush(client)
-            time.sleep(0.5)
-            dal.flush(client)
             cluster_id = info["cluster_id"]
+
+            def newest_has_its_profile() -> bool:
+                dal.flush(client)
+                comps = dal.list_computations(cluster_id, store=sqlite_url)
+                newest = max(comps, key=lambda c: c["start"])["computation_id"]
+                return dal.get_profile(newest, store=sqlite_url)["count"] > 0
+
+            wait_for(newest_has_its_profile, what="the last computation's profile in the store")
 
         on_html, off_html = (tmp_path / "on.html").read_text(), (tmp_path / "off.html").read_text()
         # (Task keys name the function in the task stream: that is not code, and stays.)

@@ -13,7 +13,6 @@ import time
 import dask
 import pytest
 import sqlalchemy as sa
-from dask import delayed
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers, run_summary
@@ -26,23 +25,7 @@ from dask_analytics_lab.store_errors import NotFound
 from .cluster_helpers import recorded_cluster
 from .factories import Cluster, group
 from .server_helpers import ServerThread, request
-
-
-def spin(seconds: float, i: int) -> int:
-    """CPU-bound: its compute time is its run time."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-    return i
-
-
-def total(parts: list) -> int:
-    return sum(parts)
-
-
-def job(client, seconds: float) -> int:
-    # One line makes every run: the runs share their fingerprint.
-    return client.compute(delayed(total)([delayed(spin)(seconds, i) for i in range(4)])).result()
+from .workloads import etl, job
 
 
 def test_a_rerun_with_four_times_the_work_is_compared_with_the_first(tmp_path, capsys):
@@ -289,15 +272,6 @@ def test_compare_over_the_team_server_is_scoped_to_the_token(tmp_path):
 
 
 # --- issue 18, item 6: a re-run at another size --------------------------------------
-def etl(n: int) -> float:
-    """A tree reduction whose depth follows the size: 1000-element chunks, 4 at a time,
-    so 3 chunks reduce in one step and 6 need a `sum-partial` step first."""
-    import dask.array as da
-
-    x = da.random.random(n, chunks=1000)
-    return (x + 1).sum(split_every=4).compute()
-
-
 def input_groups(dask_scheduler) -> dict:
     """What Dask did: the last computation's groups that depend on none of its others,
     {prefix: {"n_tasks", "nbytes"}}."""

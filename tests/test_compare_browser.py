@@ -23,7 +23,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
-from tests.test_compare import etl, job
+from tests.workloads import etl, job
 
 VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
 

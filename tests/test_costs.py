@@ -26,9 +26,10 @@ def _priced(
     return msgs
 
 
-@pytest.fixture
-def costs(store_url):
-    store = open_store(store_url)
+@pytest.fixture(scope="module")
+def costs(module_store_url):
+    """The priced clusters, once per backend: the tests only read them."""
+    store = open_store(module_store_url)
     for msgs in (
         _priced("team-a", "ann", T0, 10.0, 0.5, 2),  # 2023-11-14
         _priced("team-a", "bob", T0 + 7200, 40.0, 2.0, 1),  # 2023-11-15 (UTC)
@@ -39,7 +40,7 @@ def costs(store_url):
         store.ingest(msgs)
     store.close()
     api.close_readers()
-    yield store_url
+    yield module_store_url
     api.close_readers()
 
 
@@ -93,7 +94,7 @@ def test_cost_report_says_what_to_pass(costs):
 
 
 # --- /api/costs on the team server: the token's account only ---------------------------
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(costs):
     from .server_helpers import ServerThread
 

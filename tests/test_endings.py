@@ -252,7 +252,7 @@ def test_a_killed_scheduler_reads_lost_within_three_heartbeats(tmp_path, sqlite_
 def nap(seconds):
     import time
 
-    time.sleep(seconds)
+    time.sleep(seconds)  # the task's work: still running when it is cancelled
     return seconds
 
 

@@ -14,22 +14,22 @@ from dask_analytics_lab import api
 from dask_analytics_lab.ids import short_id
 from dask_analytics_lab.store import open_store
 
+from .cli_helpers import table
 from .factories import T0, Cluster, group
 
 DAY = 86400.0
 
 
-def _cluster(account: str, user: str, name: str, started: float) -> Cluster:
+def _cluster(account: str, user: str, name: str, started: float, **kw) -> Cluster:
     c = Cluster(account=account, t0=started)
-    c.msgs = [c.cluster(name=name, user=user, started=started), c.sample()]
+    c.msgs = [c.cluster(name=name, user=user, started=started, **kw), c.sample()]
     return c
 
 
-@pytest.fixture
-def team(store_url):
+def build_team(url: str) -> dict:
     """Three clusters: ann's stopped ETL (team-a, T0), bob's live one (team-a, now),
     ann's lost one (team-b, T0 + 40 days) with a computation running when it went."""
-    store = open_store(store_url)
+    store = open_store(url)
     now = time.time()
     etl = _cluster("team-a", "ann", "etl-nightly", T0)
     etl.msgs += [
@@ -40,7 +40,8 @@ def team(store_url):
         etl.computation("etl-3", start=T0 + 30, groups=[group("read_parquet-3")]),
         etl.stop(),
     ]
-    live = _cluster("team-a", "bob", "Bob's 100% scratch_pad", now - 100)
+    # A long heartbeat keeps it live while the module's tests run.
+    live = _cluster("team-a", "bob", "Bob's 100% scratch_pad", now - 100, heartbeat=3600.0)
     live.msgs += [
         live.computation("live-1", start=now - 50, state="running", label="train_model"),
         live.sample(at=now - 1),
@@ -51,7 +52,20 @@ def team(store_url):
         store.ingest(c.msgs)
     store.close()
     api.close_readers()
-    yield {"url": store_url, "etl": etl, "live": live, "lost": lost, "now": now}
+    return {"url": url, "etl": etl, "live": live, "lost": lost, "now": now}
+
+
+@pytest.fixture(scope="module")
+def team(module_store_url):
+    """build_team's store, once per backend: its tests only read it."""
+    yield build_team(module_store_url)
+    api.close_readers()
+
+
+@pytest.fixture
+def own_team(store_url):
+    """build_team's store, for a test that adds to it."""
+    yield build_team(store_url)
     api.close_readers()
 
 
@@ -220,7 +234,7 @@ def test_pages_follow_the_cursor_to_the_end(store_url):
 
 
 # --- the team server: the same filters, inside the token's account -----------------------
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(team):
     from .server_helpers import ServerThread
 
@@ -355,8 +369,6 @@ def _cli(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_cli_filters_and_pages(team, capsys):
-    from .test_cli import table
-
     url, etl, lost = team["url"], team["etl"], team["lost"]
     code, out, err = _cli(capsys, "--store", url, "clusters", "--user", "ann", "--text", "ETL")
     assert code == 0, err
@@ -406,8 +418,6 @@ def test_cli_filters_and_pages(team, capsys):
 
 
 def test_cli_costs(team, capsys):
-    from .test_cli import table
-
     code, out, err = _cli(
         capsys, "--store", team["url"], "costs", "--by", "month", "--account", "team-a"
     )
@@ -428,10 +438,12 @@ def test_a_bare_number_is_refused_as_an_age_without_its_unit(team):
         dal.list_computations(until=7, store=team["url"])
 
 
-def test_series_read_their_window_in_the_store_and_through_the_server(team, server):
+def test_series_read_their_window_in_the_store_and_through_the_server(own_team):
     """Worker samples and events between since and until (a report of an early computation
     of a long-lived cluster reads its own stretch, not the newest rows)."""
-    etl = team["etl"]
+    from .server_helpers import ServerThread
+
+    team, etl = own_team, own_team["etl"]
     store = open_store(team["url"])
     store.ingest(
         [etl.workers(2, at=T0 + t) for t in range(0, 1000, 10)]
@@ -451,28 +463,29 @@ def test_series_read_their_window_in_the_store_and_through_the_server(team, serv
         etl.id, topic="worker-joined", since=T0 + 500, until=T0 + 600, store=team["url"]
     )
     assert [e["msg"]["worker"] for e in events] == ["w505"]
-    a = server.token("team-a", "ann")
-    status, body = _get(
-        server, f"/clusters/{etl.id}/workers", a, since=str(T0 + 100), until=str(T0 + 200)
-    )
-    assert status == 200 and len(body["workers"]) == 22
-    status, body = _get(
-        server, "/events", a, cluster_id=etl.id, topic="worker-joined", since=str(T0 + 900)
-    )
-    assert status == 200 and [e["msg"]["worker"] for e in body["events"]] == ["w905"]
-    for path, params in (
-        (f"/clusters/{etl.id}/workers", {"since": "soon"}),
-        ("/events", {"until": "nan"}),
-        ("/gpu", {"since": "30"}),
-    ):
-        status, body = _get(server, path, a, **params)
-        assert status == 400 and ("since" in body["error"] or "until" in body["error"]), (
-            path,
-            body,
+    with ServerThread({"store_url": team["url"]}) as server:
+        a = server.token("team-a", "ann")
+        status, body = _get(
+            server, f"/clusters/{etl.id}/workers", a, since=str(T0 + 100), until=str(T0 + 200)
         )
-    status, body = _get(server, f"/clusters/{etl.id}/workers", None, since=str(T0))
-    assert status == 401
-    status, body = _get(
-        server, f"/clusters/{etl.id}/workers", server.token("team-b", "ann"), since=str(T0)
-    )
-    assert status == 404  # another account's cluster: as unknown
+        assert status == 200 and len(body["workers"]) == 22
+        status, body = _get(
+            server, "/events", a, cluster_id=etl.id, topic="worker-joined", since=str(T0 + 900)
+        )
+        assert status == 200 and [e["msg"]["worker"] for e in body["events"]] == ["w905"]
+        for path, params in (
+            (f"/clusters/{etl.id}/workers", {"since": "soon"}),
+            ("/events", {"until": "nan"}),
+            ("/gpu", {"since": "30"}),
+        ):
+            status, body = _get(server, path, a, **params)
+            assert status == 400 and ("since" in body["error"] or "until" in body["error"]), (
+                path,
+                body,
+            )
+        status, body = _get(server, f"/clusters/{etl.id}/workers", None, since=str(T0))
+        assert status == 401
+        status, body = _get(
+            server, f"/clusters/{etl.id}/workers", server.token("team-b", "ann"), since=str(T0)
+        )
+        assert status == 404  # another account's cluster: as unknown

@@ -22,10 +22,11 @@ from dask_analytics_lab.cli import main as cli
 from dask_analytics_lab.findings import KINDS, explain
 from dask_analytics_lab.store import NotFound, open_store
 
-from .cluster_helpers import recorded_cluster
+from .cluster_helpers import Scenarios, recorded_cluster
 from .factories import Cluster, group
 from .server_helpers import ServerThread, request
 from .waiting import wait_for
+from .workloads import job, spin, total
 
 # Worker samples often enough to see a short scenario; an idle cluster counts as idle
 # after 3 s (a config threshold; 5 minutes by default).
@@ -40,25 +41,13 @@ def _findings_config():
 
 
 # --- what the tasks do -------------------------------------------------------------------
-def spin(seconds: float, i: int = 0) -> int:
-    """Pure Python on the CPU for `seconds` of its thread's CPU time."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-    return i
-
-
 def nap(seconds: float, i: int = 0) -> int:
-    time.sleep(seconds)
+    time.sleep(seconds)  # the task's work: time off the CPU
     return i
 
 
 def inc(x: int) -> int:
     return x + 1
-
-
-def total(xs: list) -> int:
-    return sum(xs)
 
 
 def fails(i: int) -> int:
@@ -88,44 +77,11 @@ def hog(i: int, mib: int) -> int:
     big = bytearray(mib * 2**20)
     for at in range(0, len(big), 4096):
         big[at] = 1
-    time.sleep(10)
+    time.sleep(10)  # held until the nanny kills the worker for it
     return len(big) + i
 
 
-def job(client, seconds: float) -> int:
-    # One line makes every run: the runs share their fingerprint.
-    return client.compute(delayed(total)([delayed(spin)(seconds, i) for i in range(4)])).result()
-
-
-# --- running scenarios -------------------------------------------------------------------
-class Scenarios:
-    """Runs each scenario as its own computation and remembers its id by name."""
-
-    def __init__(self, client, store: str, cluster_id: str):
-        self.client, self.store, self.cluster_id = client, store, cluster_id
-        self.ids: dict[str, str] = {}
-
-    def _known(self) -> set[str]:
-        dal.flush(self.client)
-        return {
-            c["computation_id"]
-            for c in dal.list_computations(self.cluster_id, limit=1000, store=self.store)
-        }
-
-    def __call__(self, name: str, run) -> None:
-        before = self._known()
-        try:
-            run()
-        except Exception:  # a scenario that fails on purpose
-            pass
-
-        def new():
-            ids = self._known() - before
-            return ids if len(ids) == 1 else None
-
-        (self.ids[name],) = wait_for(new, what=f"the computation of {name}")
-
-
+# --- the scenarios ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     """Threads in this process, 2 workers x 1 thread: how work is cut and spread,
@@ -430,7 +386,13 @@ def test_a_worker_killed_for_its_memory_and_the_run_after(processes):
         and processes["killed"] in f["workers"]
         and processes["killed"] in f["evidence"]
     ), f
-    healthy(processes["store"], processes["ids"]["after-the-kill"])
+    # The cluster's last computation: closing worker processes on a loaded machine can take
+    # longer than the module's 3 s idle-min, and the idle rule would rightly count that.
+    healthy(
+        processes["store"],
+        processes["ids"]["after-the-kill"],
+        {"analytics.findings.idle-min": "1h"},
+    )
 
 
 # --- the same from stored messages: PostgreSQL too, scoped by account, on the team server --

@@ -22,11 +22,17 @@ from dask import delayed
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports.render import computation_report
-from tests.browser_helpers import WIDGET_HARNESS, jupyter_lab, save, static_server, widget_state
-from tests.cluster_helpers import recorded_cluster
+from tests.browser_helpers import (
+    WIDGET_HARNESS,
+    jupyter_lab,
+    offline_page,
+    save,
+    static_server,
+    widget_state,
+)
+from tests.cluster_helpers import Scenarios, recorded_cluster
 from tests.server_helpers import ServerThread
-from tests.test_findings import Scenarios, spin, total
-from tests.test_report_links import offline_page
+from tests.workloads import spin, total
 
 VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
 

@@ -77,6 +77,7 @@ def start_worker(address: str, env: dict, log: Path) -> subprocess.Popen:
     )
 
 
+# The tasks' sleeps are their work: the GPU sampler tags the samples taken while they run.
 def gpu_child(i):
     time.sleep(0.4)
     return i
@@ -91,6 +92,13 @@ def parent(address):
 def step_two(seconds):
     time.sleep(seconds)
     return seconds
+
+
+def sampling_threads() -> list[str]:
+    """The GPU sampler's threads alive in this process (a worker's, through client.run)."""
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name.startswith("dask-analytics-gpu-")]
 
 
 @pytest.fixture
@@ -197,7 +205,12 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
         assert client.submit(parent, a, workers=[a], pure=False).result() == 1
         # job 2: two submissions of one function (one task group), the second while the first runs.
         first = client.submit(step_two, 0.7, workers=[a], pure=False)
-        time.sleep(0.35)
+        wait_for(
+            lambda: client.run(lambda dask_worker: len(dask_worker.state.executing), workers=[a])[
+                a
+            ],
+            what="the first step running",
+        )
         second = client.submit(step_two, 0.3, workers=[a], pure=False)
         assert client.gather([first, second]) == [0.7, 0.3]
 
@@ -232,9 +245,9 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
         assert summary["dropped_rows"] == 0
         assert summary["n_rows"] == sum(len(m["data"]["samples"]) for m in recorder.messages)
         assert summary["sampler_cpu"][a]["samples"] > 10
-        n_messages = len(recorder.messages)
-        time.sleep(0.3)
-        assert len(recorder.messages) == n_messages  # stopped means stopped
+        # Stopped means stopped: no worker samples any more (and what they sent has all
+        # arrived: the rows above).
+        assert not any(client.run(sampling_threads).values())
 
         # --- read back: CSV per worker -------------------------------------------------
         paths = monitor.to_csv(tmp_path / "csv")

@@ -13,6 +13,8 @@ import pytest
 from dask_analytics_lab.collect import gpu_nvml, gpu_sampler
 from dask_analytics_lab.collect.gpu_sampler import STREAM_OP, GPUSamplerPlugin, SamplingRun
 
+from .waiting import wait_for
+
 
 class TS:
     def __init__(self, key):
@@ -72,14 +74,6 @@ class FakeReader:
         self.closed = True
 
 
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.005)
-
-
 def make_run(worker, reader=None, **kw):
     kw = {
         "monitor_id": "m1",
@@ -101,7 +95,7 @@ def test_samples_carry_executing_groups_and_flush_into_the_batched_stream():
     worker.state.long_running = {TS("parent-9e8d")}
     run = make_run(worker)
     run.start()
-    wait_for(lambda: worker.loop.callbacks)
+    wait_for(lambda: worker.loop.callbacks, every=0.005)
     assert worker.loop.run_pending() == 1  # one pending flush at a time, however many samples
     assert len(worker.sent) == 1
     msg = worker.sent[0]
@@ -148,7 +142,7 @@ def test_reading_worker_state_from_the_thread_while_the_loop_mutates_it(caplog):
     with caplog.at_level(logging.WARNING):
         t.start()
         run.start()
-        wait_for(lambda: run.samples_taken > 200)
+        wait_for(lambda: run.samples_taken > 200, every=0.005)
         stop.set()
         t.join()
         run.request_stop()
@@ -166,7 +160,7 @@ def test_buffer_is_bounded_when_the_loop_cannot_ship(monkeypatch):
     worker = FakeWorker()
     run = make_run(worker, interval=0.001)
     run.start()
-    wait_for(lambda: run.samples_taken >= 20)
+    wait_for(lambda: run.samples_taken >= 20, every=0.005)
     run.request_stop()
     run.thread.join(5)
     final = run.close()
@@ -216,7 +210,7 @@ def test_plugin_handlers(monkeypatch):
         assert reply["ok"] and [d["uuid"] for d in reply["devices"]] == ["GPU-0", "GPU-1"]
         again = await worker.handlers["analytics_gpu_start"](monitor_id="m1", interval=0.01)
         assert again["ok"] and len(readers) == 1  # same run: not restarted
-        await asyncio.sleep(0.05)
+        wait_for(lambda: plugin.run.samples_taken >= 1, what="a sample", every=0.005)
         assert await worker.handlers["analytics_gpu_stop"](monitor_id="other") is None
         final = await worker.handlers["analytics_gpu_stop"](monitor_id="m1")
         assert final["monitor_id"] == "m1" and final["samples_taken"] >= 1
@@ -248,7 +242,7 @@ def test_plugin_with_run_settings_samples_as_it_is_set_up(monkeypatch):
         plugin.setup(worker)
         await plugin._join_task
         assert plugin.run is not None and plugin.run.monitor_id == "m7"
-        await asyncio.sleep(0.05)
+        wait_for(lambda: plugin.run.samples_taken >= 1, what="a sample", every=0.005)
         # The scheduler's start broadcast for the same run finds it running: not restarted.
         again = await worker.handlers["analytics_gpu_start"](monitor_id="m7", interval=0.01)
         assert again["ok"] and plugin.run.monitor_id == "m7"

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def busy(i):
-    time.sleep(0.3)
+    time.sleep(0.3)  # the task's work: long enough for GPU samples to be taken while it runs
     return i
 
 

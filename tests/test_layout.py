@@ -27,7 +27,17 @@ import dask_analytics_lab
 PACKAGE = Path(dask_analytics_lab.__file__).resolve().parent
 ROOT = PACKAGE.name
 # What store/ and collect/ may import besides themselves: the base modules.
-BASE = {"messages", "config", "codecrypt", "remote", "store_errors", "urls", "ids", "figures"}
+BASE = {
+    "messages",
+    "config",
+    "config_schema",
+    "codecrypt",
+    "remote",
+    "store_errors",
+    "urls",
+    "ids",
+    "figures",
+}
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -240,7 +250,8 @@ GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sampler"}
 # monitor's scheduler side (a scheduler plugin is a call on every transition).
 REGISTERED = COLLECTOR
 GPU_MONITOR = GPU_SAMPLER | {"collect.gpu_jobs", "collect.gpu_monitor"}
-PRELOAD = REGISTERED | {"api", "config", "readers"}  # dask_setup lives in api and reads the config
+# dask_setup lives in api and reads the config, which the schema validates.
+PRELOAD = REGISTERED | {"api", "config", "config_schema", "readers"}
 ALLOWED = {
     "root": {""},
     "plugin": COLLECTOR,

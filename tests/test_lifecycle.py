@@ -20,6 +20,7 @@ from dask_analytics_lab.messages import HEARTBEAT, LOST_AFTER_HEARTBEATS
 from dask_analytics_lab.store import queries
 
 from .cluster_helpers import FAST, preloaded_scheduler, recorded_cluster
+from .waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -29,16 +30,19 @@ def _close_readers():
 
 
 def slow(x):
-    time.sleep(5)
+    time.sleep(5)  # the task under test: still running when it is cancelled or its scheduler dies
     return x
 
 
 def test_cancelled_computation(store_url):
     with recorded_cluster(store_url) as (client, info):
         futures = client.map(slow, range(4))
-        time.sleep(0.5)
+        wait_for(lambda: any(client.processing().values()), what="the tasks to start")
         client.cancel(futures)
-        time.sleep(0.3)
+        wait_for(
+            lambda: client.run_on_scheduler(lambda dask_scheduler: not dask_scheduler.tasks),
+            what="the scheduler to forget the cancelled tasks",
+        )
         dal.flush(client)
         cluster_id = info["cluster_id"]
     (comp,) = dal.list_computations(cluster_id, store=store_url)
@@ -46,22 +50,23 @@ def test_cancelled_computation(store_url):
 
 
 def test_idle_timeout_closes_scheduler_and_says_so(store_url):
-    config = {"analytics.idle.timeout": "1s"}
+    # Counted from the end of register (the plugin's start): 3 s leaves a loaded machine
+    # time to submit before it runs out.
+    config = {"analytics.idle.timeout": "3s"}
     with dask.config.set({**FAST, **config}):
         cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
         client = Client(cluster)
         try:
             info = dal.register(client, store=store_url)
             # The scheduler's own idle timeout (Scheduler.check_idle) does the closing.
-            assert cluster.scheduler.idle_timeout == 1.0
+            assert cluster.scheduler.idle_timeout == 3.0
             client.submit(sum, [1]).result()
-            deadline = time.time() + 20
-            while (
-                cluster.scheduler.status.name not in ("closed", "closing")
-                and time.time() < deadline
-            ):
-                time.sleep(0.2)
-            assert cluster.scheduler.status.name in ("closed", "closing")
+            wait_for(
+                lambda: cluster.scheduler.status.name in ("closed", "closing"),
+                timeout=20,
+                what="the scheduler to close itself",
+                every=0.2,
+            )
         finally:
             client.close()
             cluster.close()
@@ -116,10 +121,9 @@ def test_a_killed_scheduler_reads_lost(tmp_path, monkeypatch, capsys):
             _running = client.submit(
                 slow, 1, pure=False
             )  # held: still running when the scheduler dies
-            deadline = time.time() + 30
-            while not any(client.processing().values()):  # running on the worker now
-                assert time.time() < deadline, "the task never started"
-                time.sleep(0.1)
+            wait_for(
+                lambda: any(client.processing().values()), timeout=30, what="the task to start"
+            )
             status = dal.flush(client)
             assert status["flushed"]
             cluster_id = status["cluster_id"]

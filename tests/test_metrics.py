@@ -27,7 +27,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.collect.metrics import MetricsRecorder, split_key
 from dask_analytics_lab.config import resolve
 
-from .browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
+from .browser_helpers import WIDGET_HARNESS, save, static_server, transitions_done, widget_state
 from .cluster_helpers import recorded_cluster
 from .waiting import wait_for
 
@@ -45,12 +45,12 @@ def cpu_work(i: int) -> int:
 
 
 def nap_work(i: int) -> int:
-    time.sleep(NAP)
+    time.sleep(NAP)  # the task's work: thread-noncpu time, what the test measures
     return i
 
 
 def other_work(i: int) -> int:
-    time.sleep(NAP)
+    time.sleep(NAP)  # the task's work, as nap_work's
     return i
 
 
@@ -614,7 +614,7 @@ def test_the_time_tab_draws_each_groups_bar_in_the_monitor(recorded, page, tmp_p
         legend = view.locator(".dal-time-legend").inner_text()
         for label in ("CPU", "Waiting (I/O, GIL)", "Serialization", "Disk", "Network", "Spill"):
             assert label in legend, legend
-        page.wait_for_timeout(500)  # the bars' width transition
+        transitions_done(page)
         monitor.screenshot(path=save("time-tab.png"))
         # A computation recorded without metrics says why it has no bars.
         page.evaluate("() => window.model.set('metrics', [])")

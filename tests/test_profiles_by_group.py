@@ -13,12 +13,13 @@ import time
 
 import pytest
 from dask import delayed
+from distributed import Event
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.store import NotFound
 
-from .browser_helpers import CHROMIUM, WIDGET_HARNESS, chromium, save, static_server, widget_state
+from .browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
 from .cluster_helpers import recorded_cluster
 from .waiting import wait_for
 
@@ -29,8 +30,14 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def alpha_work(i: int) -> int:
-    _spin(0.4)
+def alpha_work(i: int, until: str | None = None) -> int:
+    """0.4 s of CPU; given the name of a distributed Event, CPU until it is set."""
+    if until is None:
+        _spin(0.4)
+        return i
+    done = Event(until)
+    while not done.is_set():
+        _spin(0.1)
     return i
 
 
@@ -94,14 +101,9 @@ def test_the_widget_reads_the_profile_of_the_group_chosen(two_groups):
         w.close()
 
 
-def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_path):
+def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_path, browser):
     from dask_analytics_lab.widgets._base import STATIC
 
-    if not shutil.which(CHROMIUM):
-        pytest.fail(
-            f"{CHROMIUM} not found: install Debian's chromium (scripts/dev test does)",
-            pytrace=False,
-        )
     store, cluster_id, cid = two_groups
     state = {**widget_state(store, cluster_id, cid), "tab": "profile"}
     alpha = json.loads(json.dumps(dal.get_profile(cid, prefix="alpha_work", store=store)))
@@ -109,7 +111,7 @@ def test_the_flamegraph_picks_a_group_and_hides_dask_internals(two_groups, tmp_p
     shutil.copy(STATIC / "style.css", tmp_path / "style.css")
     (tmp_path / "index.html").write_text(WIDGET_HARNESS)
     (tmp_path / "profile.json").write_text(json.dumps(state))
-    with static_server(tmp_path) as base, chromium() as browser:
+    with static_server(tmp_path) as base:
         page = browser.new_page(viewport={"width": 1100, "height": 800})
         page.goto(f"{base}/index.html")
         page.wait_for_function("() => window.harnessReady === true")
@@ -149,8 +151,11 @@ def test_a_running_computation_has_a_profile_before_it_ends(tmp_path):
     store = str(tmp_path / "analytics.db")
     try:
         with recorded_cluster(store) as (client, info):
-            # About 14 s of work on two threads: longer than the live interval.
-            future = client.compute(delayed(sum)([delayed(alpha_work)(i) for i in range(70)]))
+            # Work on both threads until the test has seen a profile (after a live
+            # interval): however busy the machine, the computation is still running.
+            stop = Event("alpha-may-stop", client=client)
+            parts = [delayed(alpha_work)(i, "alpha-may-stop") for i in range(2)]
+            future = client.compute(delayed(sum)(parts))
 
             def profile_while_running() -> bool:
                 try:
@@ -163,7 +168,8 @@ def test_a_running_computation_has_a_profile_before_it_ends(tmp_path):
 
             wait_for(profile_while_running, what="a profile while the computation runs")
             assert not future.done()
-            assert future.result() == sum(range(70))
+            stop.set()
+            assert future.result() == sum(range(2))
             assert dal.flush(client, timeout=30)["flushed"]
         (comp,) = dal.list_computations(info["cluster_id"], store=store)
         assert comp["state"] == "finished"

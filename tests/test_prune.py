@@ -15,70 +15,10 @@ import sqlalchemy as sa
 from dask_analytics_lab.messages import check_batch
 from dask_analytics_lab.store import open_store, schema
 from dask_analytics_lab.store.prune import ACTIVE, CHILD_TABLES, parse_age, prune
-from dask_analytics_lab.store.team import TeamStore
 
-from .factories import Cluster, group, tree
+from .factories import Cluster, every_table
+from .retention_scenario import DAY, NOW, kept_part, scenario
 from .waiting import wait_for
-
-DAY = 86400.0
-NOW = time.time()
-
-
-def full_cluster(c: Cluster, comp: str, code: list[str], *, stop: bool = True) -> list[dict]:
-    """One cluster with a row in every table that hangs off a cluster."""
-    msgs = [c.cluster(started=c.t), c.sample()]
-    msgs += [c.code(h) for h in code]
-    msgs += [
-        c.computation(comp, code=code, groups=[group("ones-1"), group("sum-2")]),
-        c.exception(comp, "ones-1"),
-        c.event(),
-        c.profile(comp, tree("f", "g")),
-        c.profile(None, tree("h")),
-        c.metrics(comp),
-        c.workers(2),
-        c.tasks(comp),
-        c.gpu(1),
-    ]
-    if stop:
-        msgs.append(c.stop())
-    return msgs
-
-
-def scenario(store) -> dict[str, str]:
-    """Clusters on both sides of a 90-day cut-off; returns {role: cluster id}."""
-    old = Cluster("old", t0=NOW - 100 * DAY)  # stopped 100 days ago
-    lost = Cluster("lost", t0=NOW - 95 * DAY)  # never stopped, silent for 95 days
-    recent = Cluster("recent", t0=NOW - 10 * DAY)  # shares snippet h-shared with `old`
-    long_job = Cluster("long-job", t0=NOW - 100 * DAY)  # started before the cut-off, stopped after
-    live = Cluster(
-        "live", account="team-b", t0=NOW - 200 * DAY
-    )  # started 200 days ago, still recording
-    msgs = full_cluster(old, "c-old", ["h-shared", "h-old"])
-    msgs += full_cluster(lost, "c-lost", ["h-lost"], stop=False)
-    msgs += full_cluster(recent, "c-recent", ["h-shared"])
-    msgs += full_cluster(long_job, "c-long", ["h-long"], stop=False) + [
-        long_job.stop(stopped=NOW - DAY)
-    ]
-    msgs += full_cluster(live, "c-live", ["h-old"], stop=False) + [live.sample(at=NOW - 5)]
-    store.ingest(msgs)
-    # Another account's messages for the old cluster, dropped by a team server and
-    # remembered (store/team_schema.dropped_messages): they go with the cluster.
-    TeamStore(store).remember_dropped("team-x", [(old.id, 7)], now=NOW - 100 * DAY)
-    return {
-        "old": old.id,
-        "lost": lost.id,
-        "recent": recent.id,
-        "long": long_job.id,
-        "live": live.id,
-    }
-
-
-def kept_part(export: dict, keep: set[str]) -> dict:
-    return {
-        name: [r for r in rows if r.get("cluster_id", None) in keep]
-        for name, rows in export.items()
-        if name != "code_snippets"
-    }
 
 
 def snippets(store) -> set[tuple[str, str]]:
@@ -295,14 +235,14 @@ def test_snippets_of_an_account_that_records_wait(sqlite_url):
     an account with a cluster seen lately keeps its snippets until it is quiet."""
     with open_store(sqlite_url) as store:
         old, live = Cluster("old", t0=NOW - 100 * DAY), Cluster("live", t0=NOW - 60)
-        store.ingest(full_cluster(old, "c-old", ["h1"]) + [live.cluster(), live.code("h1")])
+        store.ingest(every_table(old, "c-old", ["h1"]) + [live.cluster(), live.code("h1")])
         done = prune(store, 90 * DAY)
         assert done["clusters"] == 1 and done["code_snippets"] == 0
         assert ("default", "h1") in snippets(store)
         store.ingest([live.computation("c-live", code=["h1"])])  # ... and here it is
         assert store.get_computation("c-live")["code"][0]["text"] == "x.sum().compute()"
         # Once the account has been quiet for ACTIVE seconds, a later prune takes what no one uses.
-        store.ingest(full_cluster(Cluster("old2", t0=NOW - 100 * DAY), "c-old2", ["h2"]))
+        store.ingest(every_table(Cluster("old2", t0=NOW - 100 * DAY), "c-old2", ["h2"]))
         later = prune(store, 90 * DAY, now=NOW + ACTIVE + 120)
         assert later["clusters"] == 1 and ("default", "h2") not in snippets(store)
         assert ("default", "h1") in snippets(store)  # c-live refers to it
@@ -336,7 +276,7 @@ def test_prune_while_a_cluster_records(store_url):
     with open_store(store_url) as setup:
         for i in range(n_old):
             c = Cluster(f"old-{i:03d}", t0=NOW - (100 + i) * DAY)
-            setup.ingest(full_cluster(c, f"c-old-{i}", [f"h{i % 5}"]))
+            setup.ingest(every_table(c, f"c-old-{i}", [f"h{i % 5}"]))
     live = Cluster("live", t0=NOW - 200 * DAY)
     sent: list[int] = []
     errors: list[BaseException] = []
@@ -454,8 +394,8 @@ def test_a_store_sink_prunes_in_the_background(sqlite_url, monkeypatch):
     monkeypatch.setattr(retention, "FIRST_JITTER", 0.0)
 
     with open_store(sqlite_url) as store:
-        store.ingest(full_cluster(Cluster("old", t0=NOW - 100 * DAY), "c-old", ["h1"]))
-        store.ingest(full_cluster(Cluster("recent", t0=NOW - DAY), "c-recent", ["h2"]))
+        store.ingest(every_table(Cluster("old", t0=NOW - 100 * DAY), "c-old", ["h1"]))
+        store.ingest(every_table(Cluster("recent", t0=NOW - DAY), "c-recent", ["h2"]))
     sink = open_sink(sqlite_url, retention=90 * DAY)
     try:
         live = Cluster("live", t0=time.time())
@@ -496,3 +436,28 @@ def test_a_store_sink_prunes_first_after_an_hour_jittered(sqlite_url):
         for sink in sinks:
             sink.close()
     assert all(s.retention.runs == 0 for s in sinks)
+
+
+@pytest.mark.postgres
+def test_a_prune_batch_hit_by_a_deadlock_is_tried_again(postgres_url):
+    """PostgreSQL may pick the prune as a deadlock's victim (a writer locked the other way
+    round); the store reports it as StoreUnavailable, and the batch still gets its second go."""
+    from dask_analytics_lab.store.prune import _retrying
+
+    store = open_store(postgres_url)
+    calls = []
+
+    def body(conn: sa.Connection) -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            # A real driver error with a deadlock's SQLSTATE, raised by the server itself.
+            conn.exec_driver_sql(
+                "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$"
+            )
+        return True
+
+    try:
+        assert _retrying(store, body) is True
+        assert len(calls) == 2
+    finally:
+        store.close()

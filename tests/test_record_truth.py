@@ -22,7 +22,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.collect import plugin as plugin_module
 
-from .cluster_helpers import FAST, recorded_cluster
+from .cluster_helpers import FAST, executing_everywhere, recorded_cluster, scheduler_forgot_all
 from .waiting import wait_for
 
 
@@ -43,7 +43,7 @@ def inc(x):
 
 
 def slow(x):
-    time.sleep(3)
+    time.sleep(3)  # the task under test: still running when it is cancelled or restarted
     return x
 
 
@@ -100,7 +100,7 @@ def test_clean_rerun_after_a_failed_run_is_finished(sqlite_url, hold):
 def test_clean_rerun_after_a_cancelled_run_is_finished(sqlite_url):
     with recorded_cluster(sqlite_url, processes=True) as (client, info):
         futures = client.map(slow, range(4))
-        time.sleep(0.5)
+        wait_for(lambda: executing_everywhere(client), what="a task running on each worker")
         client.cancel(futures)
         client.gather(client.map(slow, range(10, 12)))
         dal.flush(client)
@@ -120,7 +120,7 @@ def test_restart_finishes_the_record_and_clears_the_plugin(sqlite_url):
     with recorded_cluster(sqlite_url, processes=True) as (client, info):
         wait(client.map(flaky, [-1, -2]))
         running = client.map(slow, range(4))
-        time.sleep(0.5)
+        wait_for(lambda: executing_everywhere(client), what="a task running on each worker")
         client.restart()
         client.gather(client.map(flaky, range(3)))
         dal.flush(client)
@@ -203,15 +203,19 @@ def test_fast_failure_has_a_real_stop_and_honest_counts(sqlite_url):
     """Item 4: a sub-second computation whose tasks erred; its dependents never ran."""
     with recorded_cluster(sqlite_url, processes=True) as (client, info):
         parts = [dask.delayed(flaky)(x) for x in (-1, -2, 3)]
+        t0 = time.time()
         after = client.compute([dask.delayed(inc)(p) for p in parts])
         wait(after)
+        t1 = time.time()
         del after  # Dask forgets them: the counts must survive that
-        time.sleep(0.3)
+        wait_for(lambda: scheduler_forgot_all(client), what="the scheduler to forget them")
         dal.flush(client)
         cluster_id = info["cluster_id"]
     (comp,) = _comps(cluster_id, sqlite_url)
     assert comp["state"] == "erred"
-    assert comp["start"] <= comp["stop"] <= time.time() and comp["stop"] - comp["start"] < 60
+    # Its start and stop are Dask's: between the submission and the results' arrival (with
+    # a second's slack: Dask shifts worker times by its estimate of their clock's offset).
+    assert t0 - 1 <= comp["start"] <= comp["stop"] <= t1 + 1, (t0, comp, t1)
     groups = {
         g["prefix"]: g for g in dal.list_task_groups(comp["computation_id"], store=sqlite_url)
     }
@@ -234,18 +238,18 @@ def numbered(i):
 
 
 def test_failures_grouped_and_bounded_with_exact_counts(sqlite_url):
-    """Item 5: 2,000 distinct messages of one kind are one row; 30 kinds of message
-    raised on one line are 20 rows and an overflow row of that type and line, and no
-    failure is lost."""
+    """Item 5: 500 distinct messages of one kind are one row (the masking is the point,
+    not the number: no bound lies near it); 30 kinds of message raised on one line are
+    20 rows and an overflow row of that type and line, and no failure is lost."""
     with recorded_cluster(sqlite_url, processes=True) as (client, info):
-        wait(client.map(numbered, range(2000)))
+        wait(client.map(numbered, range(500)))
         wait(client.map(many_kinds, range(300)))
         dal.flush(client)
         cluster_id = info["cluster_id"]
     numbered_comp, kinds_comp = _comps(cluster_id, sqlite_url)
     (row,) = dal.list_exceptions(computation_id=numbered_comp["computation_id"], store=sqlite_url)
     assert (
-        row["count"] == 2000 and row["pattern"] == "KeyError('key-…')" and len(row["examples"]) == 3
+        row["count"] == 500 and row["pattern"] == "KeyError('key-…')" and len(row["examples"]) == 3
     )
     rows = dal.list_exceptions(
         computation_id=kinds_comp["computation_id"], limit=None, store=sqlite_url
@@ -322,7 +326,10 @@ def test_unlisted_topic_says_once_how_to_record_it(sqlite_url, caplog):
     with caplog.at_level(logging.WARNING, logger="dask_analytics_lab"):
         with recorded_cluster(sqlite_url, processes=True) as (client, info):
             client.gather(client.map(log_topics, range(3)))
-            time.sleep(0.5)
+            # Worker events reach the scheduler on a later batched send.
+            wait_for(
+                lambda: len(client.get_events("my-unlisted-topic")) == 9, what="the workers' events"
+            )
             dal.flush(client)
             cluster_id = info["cluster_id"]
     said = [r.getMessage() for r in caplog.records if "my-unlisted-topic" in r.getMessage()]

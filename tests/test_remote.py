@@ -20,8 +20,7 @@ from dask_analytics_lab.collect.shipper import retry_delay
 from dask_analytics_lab.remote import HttpReader, HttpSink
 from dask_analytics_lab.store import StoreUnavailable
 
-from .server_helpers import Cluster, ServerProcess, free_port
-from .test_server_load import make_tokens
+from .server_helpers import Cluster, ServerProcess, free_port, make_tokens
 
 
 class CountingProxy:

@@ -22,7 +22,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -40,9 +39,10 @@ from dask_analytics_lab.reports import (
 )
 from dask_analytics_lab.reports.publish import SHARE_HINT
 
-from .browser_helpers import chromium, jupyter_lab
+from .browser_helpers import jupyter_lab, offline_page
 from .cluster_helpers import recorded_cluster
 from .server_helpers import ServerThread, on_report_origin, report_server, request
+from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"^Performance Report Available at: (\S+)$", re.M)
@@ -107,26 +107,6 @@ def printed_link(out: str) -> str:
     return match.group(1)
 
 
-def offline_page(browser, **context_args):
-    """A page of a new context whose requests go nowhere but 127.0.0.1 and files;
-    the page's `.blocked` lists what it tried to load from elsewhere."""
-    context = browser.new_context(**context_args)
-    blocked: list[str] = []
-
-    def route(r) -> None:
-        url = r.request.url
-        if url.startswith(("http://127.0.0.1:", "http://localhost:", "file:", "data:", "blob:")):
-            r.continue_()
-        else:
-            blocked.append(url)
-            r.abort()
-
-    context.route("**/*", route)
-    page = context.new_page()
-    page.blocked = blocked  # type: ignore[attr-defined]
-    return page
-
-
 def assert_plots_drawn(page, url: str) -> None:
     page.goto(url)
     page.wait_for_function(
@@ -147,7 +127,7 @@ def _fresh_readers():
     close_readers()
 
 
-def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(tmp_path):
+def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(tmp_path, browser):
     # The default store (a SQLite file under the user's data folder), no server anywhere.
     env = {
         "XDG_DATA_HOME": str(tmp_path / "data"),
@@ -164,49 +144,47 @@ def test_a_script_with_the_default_setup_prints_a_file_link_that_opens_offline(t
     store = "sqlite:///" + str(tmp_path / "data" / "dask-analytics" / "analytics.db")
     assert [r["url"] for r in list_performance_reports(store=store)] == [link]
 
-    with chromium() as browser:
-        page = offline_page(browser)
-        assert_plots_drawn(page, link)
+    page = offline_page(browser)
+    assert_plots_drawn(page, link)
 
-        # The control: distributed's default (BokehJS from its CDN) draws nothing offline.
-        cdn = tmp_path / "cdn"
-        cdn.mkdir()
-        out = run_script(cdn, {**env, "XDG_DATA_HOME": str(cdn / "data")}, mode="cdn")
-        page = offline_page(browser)
-        page.goto(printed_link(out))
-        page.wait_for_timeout(3000)
-        assert any("bokeh" in u for u in page.blocked), page.blocked
-        assert page.evaluate("typeof window.Bokeh") == "undefined"
-        assert page.evaluate(DRAWN_CANVASES) == 0
+    # The control: distributed's default (BokehJS from its CDN) draws nothing offline.
+    cdn = tmp_path / "cdn"
+    cdn.mkdir()
+    out = run_script(cdn, {**env, "XDG_DATA_HOME": str(cdn / "data")}, mode="cdn")
+    page = offline_page(browser)
+    # goto returns at the load event: by then every script was loaded or refused, and
+    # without BokehJS nothing can draw later.
+    page.goto(printed_link(out), wait_until="load")
+    assert any("bokeh" in u for u in page.blocked), page.blocked
+    assert page.evaluate("typeof window.Bokeh") == "undefined"
+    assert page.evaluate(DRAWN_CANVASES) == 0
 
-        # Stored, the same report has the installed BokehJS inline: served, it draws offline,
-        # as does that page uploaded to a team server as distributed wrote it.
-        cdn_store = "sqlite:///" + str(cdn / "data" / "dask-analytics" / "analytics.db")
-        [stored] = list_performance_reports(store=cdn_store)
-        # (Uploaded HTML is served on the server's report origin only.)
-        with report_server(cdn_store) as server:
-            assert_plots_drawn(
-                offline_page(browser),
-                on_report_origin(server, f"{server.url}/reports/{stored['id']}"),
-            )
-            status, body, _ = request(
-                server.url + "/api/reports",
-                method="POST",
-                token=server.token("team-a"),
-                body={
-                    "html": (cdn / "dask-report.html").read_text(),
-                    "twin": {"summary": {}},
-                    "filename": "dask-report.html",
-                    "private": False,
-                },
-            )
-            assert status == 201, body
-            assert_plots_drawn(
-                offline_page(browser), on_report_origin(server, body["report"]["url"])
-            )
+    # Stored, the same report has the installed BokehJS inline: served, it draws offline,
+    # as does that page uploaded to a team server as distributed wrote it.
+    cdn_store = "sqlite:///" + str(cdn / "data" / "dask-analytics" / "analytics.db")
+    [stored] = list_performance_reports(store=cdn_store)
+    # (Uploaded HTML is served on the server's report origin only.)
+    with report_server(cdn_store) as server:
+        assert_plots_drawn(
+            offline_page(browser),
+            on_report_origin(server, f"{server.url}/reports/{stored['id']}"),
+        )
+        status, body, _ = request(
+            server.url + "/api/reports",
+            method="POST",
+            token=server.token("team-a"),
+            body={
+                "html": (cdn / "dask-report.html").read_text(),
+                "twin": {"summary": {}},
+                "filename": "dask-report.html",
+                "private": False,
+            },
+        )
+        assert status == 201, body
+        assert_plots_drawn(offline_page(browser), on_report_origin(server, body["report"]["url"]))
 
 
-def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_url):
+def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_url, browser):
     with report_server(sqlite_url) as server:
         out = run_script(
             tmp_path,
@@ -219,9 +197,8 @@ def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_ur
         assert status == 200 and "dal-state" in html  # the server's page, from the twin
         status, html, _ = request(on_report_origin(server, link))
         assert status == 200 and "Dask Performance Report" in html
-        with chromium() as browser:
-            page = offline_page(browser)
-            assert_plots_drawn(page, on_report_origin(server, link))
+        page = offline_page(browser)
+        assert_plots_drawn(page, on_report_origin(server, link))
 
 
 KERNEL_CODE = """
@@ -254,10 +231,7 @@ def run_in_kernel(lab, code: str) -> str:
     with urllib.request.urlopen(req, timeout=60) as r:
         kernel_id = json.load(r)["id"]
     connection_file = Path(lab.env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"
-    deadline = time.monotonic() + 60
-    while not connection_file.exists():
-        assert time.monotonic() < deadline, "the kernel wrote no connection file"
-        time.sleep(0.2)
+    wait_for(connection_file.exists, timeout=60, what="the kernel's connection file", every=0.2)
     kc = BlockingKernelClient(connection_file=str(connection_file))
     kc.load_connection_file()
     kc.start_channels()
@@ -281,7 +255,7 @@ def run_in_kernel(lab, code: str) -> str:
     return "".join(out)
 
 
-def test_a_kernel_under_jupyter_prints_that_servers_link(tmp_path):
+def test_a_kernel_under_jupyter_prints_that_servers_link(tmp_path, browser):
     store = f"sqlite:///{tmp_path / 'analytics.db'}"
     with jupyter_lab(tmp_path, store, {"PYTHONPATH": str(ROOT)}) as lab:
         out = run_in_kernel(lab, KERNEL_CODE)
@@ -294,15 +268,14 @@ def test_a_kernel_under_jupyter_prints_that_servers_link(tmp_path):
         # the page rendered from its twin (Jupyter has no report origin for the uploaded HTML).
         with urllib.request.urlopen(link, timeout=30) as r:
             assert "/login" in r.url
-        with chromium() as browser:
-            page = offline_page(browser)
-            page.goto(lab.url("api/status"))  # the token in the URL logs this browser in
-            page.goto(link)
-            page.wait_for_selector(".dal-monitor .dal-comp", timeout=30_000)
-            page.wait_for_function("document.body.textContent.includes('sum')", timeout=30_000)
+        page = offline_page(browser)
+        page.goto(lab.url("api/status"))  # the token in the URL logs this browser in
+        page.goto(link)
+        page.wait_for_selector(".dal-monitor .dal-comp", timeout=30_000)
+        page.wait_for_function("document.body.textContent.includes('sum')", timeout=30_000)
 
 
-def test_a_shared_computation_report_renders_offline(sqlite_url):
+def test_a_shared_computation_report_renders_offline(sqlite_url, browser):
     """The Share button's report (the monitor's own views, not Bokeh) is whole too."""
     with recorded_cluster(sqlite_url) as (client, info):
         assert da.ones((400, 400), chunks=100).sum().compute() == 160_000
@@ -314,12 +287,11 @@ def test_a_shared_computation_report_renders_offline(sqlite_url):
     ):
         row = share_computation(comp["computation_id"], store=sqlite_url)
         assert row["url"] == f"{server.url}/reports/{row['id']}"
-        with chromium() as browser:
-            page = offline_page(browser)
-            page.goto(row["url"])
-            page.wait_for_selector(".dal-monitor .dal-taskgroups tr.dal-row", timeout=30_000)
-            assert "sum" in page.locator(".dal-monitor .dal-taskgroups").inner_text()
-            assert page.blocked == []  # it asked for nothing outside
+        page = offline_page(browser)
+        page.goto(row["url"])
+        page.wait_for_selector(".dal-monitor .dal-taskgroups tr.dal-row", timeout=30_000)
+        assert "sum" in page.locator(".dal-monitor .dal-taskgroups").inner_text()
+        assert page.blocked == []  # it asked for nothing outside
 
 
 def test_no_link_for_a_file_a_browser_cannot_show(sqlite_url, tmp_path, capsys):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.server
 import threading
-import time
 
 import dask
 import dask.array as da
@@ -17,8 +16,8 @@ from distributed import Client, LocalCluster
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports import performance_report
 
-from .browser_helpers import chromium
 from .server_helpers import ServerThread, free_port, on_report_origin, report_server, request
+from .waiting import wait_for
 
 
 class Recorder:
@@ -85,9 +84,11 @@ def hostile_page(other: str) -> str:
 </body></html>"""
 
 
-def test_a_report_page_contacts_no_other_host(sqlite_url):
+def test_a_report_page_contacts_no_other_host(sqlite_url, browser):
     other = Recorder()
-    control = Recorder(page=hostile_page(other.url))  # the same page, served with no policy
+    # The same page, served with no policy, contacting a host of its own.
+    reached = Recorder()
+    control = Recorder(page=hostile_page(reached.url))
     try:
         with report_server(sqlite_url) as server:
             token = server.token("A")
@@ -109,38 +110,37 @@ def test_a_report_page_contacts_no_other_host(sqlite_url):
             assert status == 200 and csp.startswith("sandbox") and "connect-src 'none'" in csp
             assert "form-action 'none'" in csp and "default-src 'none'" in csp
 
-            with chromium() as browser:
-                page = browser.new_page()
-                violations: list[str] = []
-                page.on(
-                    "console",
-                    lambda m: (
-                        violations.append(m.text) if "Content Security Policy" in m.text else None
-                    ),
-                )
+            page = browser.new_page()
+            violations: list[str] = []
+            page.on(
+                "console",
+                lambda m: (
+                    violations.append(m.text) if "Content Security Policy" in m.text else None
+                ),
+            )
+            # The form, sent after 300 ms, is the page's last try: Chromium says it refused it.
+            with page.expect_console_message(
+                lambda m: f"{other.url}/form" in m.text, timeout=10_000
+            ):
                 page.goto(url)
-                page.wait_for_function(
-                    "document.getElementById('said').textContent.includes('ran')", timeout=10_000
-                )
-                time.sleep(2)  # the form is sent after 300 ms; give every request time to arrive
-                assert page.url == url  # not navigated away by the form
-                assert page.inner_text("#said") == "the inline script ran"
-                assert other.paths == [], other.paths
-                assert violations  # Chromium says what it refused
+            page.wait_for_function(
+                "document.getElementById('said').textContent.includes('ran')", timeout=10_000
+            )
+            assert page.url == url  # not navigated away by the form
+            assert page.inner_text("#said") == "the inline script ran"
+            assert other.paths == [], other.paths
+            assert violations  # Chromium says what it refused
 
-                # The control: with no policy the same page does reach the other host.
-                page = browser.new_page()
-                page.goto(control.url + "/control.html")
-                expected = {"/img", "/fetch?token=dal_stolen", "/image-from-js"}
-                deadline = time.monotonic() + 30
-                while not expected <= set(other.paths) and time.monotonic() < deadline:
-                    time.sleep(
-                        0.1
-                    )  # each request comes when the page gets to it: wait for those named
-                assert expected <= set(other.paths), other.paths
+            # The control: with no policy the same page does reach its host, form included.
+            page = browser.new_page()
+            page.goto(control.url + "/control.html")
+            expected = {"/img", "/fetch?token=dal_stolen", "/image-from-js", "/form"}
+            wait_for(lambda: expected <= set(reached.paths), timeout=30, what=f"{expected} reached")
+            # ... and by then any request of the report page would have arrived too.
+            assert other.paths == [], other.paths
     finally:
-        other.close()
-        control.close()
+        for recorder in (other, reached, control):
+            recorder.close()
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def client():
     close_readers()
 
 
-def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url, tmp_path):
+def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url, tmp_path, browser):
     with (
         report_server(sqlite_url) as server,
         dask.config.set({"analytics.store": sqlite_url, "analytics.reports.base-url": server.url}),
@@ -166,21 +166,21 @@ def test_a_performance_report_still_renders_under_the_policy(client, sqlite_url,
         assert (
             'src="https://cdn.bokeh.org' not in (tmp_path / "r.html").read_text()
         )  # BokehJS is inlined
-        with chromium() as browser:
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(on_report_origin(server, report.url))
-            page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=20_000)
-            page.wait_for_timeout(500)
-            assert page.evaluate("Bokeh.documents[0].roots().length") > 0
-            assert "Dask Performance Report" in page.evaluate(
-                "Array.from(document.querySelectorAll('*')).map(e => e.shadowRoot ? e.shadowRoot.textContent : '')"
-                ".join(' ') + document.body.textContent"
-            )
-            # distributed's template links a favicon on docs.dask.org: blocked, as it should be.
-            assert [e for e in errors if "favicon.ico" not in e] == [], errors
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(on_report_origin(server, report.url))
+        page.wait_for_function(
+            "window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents[0].roots().length > 0",
+            timeout=20_000,
+        )
+        assert "Dask Performance Report" in page.evaluate(
+            "Array.from(document.querySelectorAll('*')).map(e => e.shadowRoot ? e.shadowRoot.textContent : '')"
+            ".join(' ') + document.body.textContent"
+        )
+        # distributed's template links a favicon on docs.dask.org: blocked, as it should be.
+        assert [e for e in errors if "favicon.ico" not in e] == [], errors
 
 
 # --- issue 20, item 5: recorded code runs in no report, uploaded HTML stays off the origin --
@@ -202,7 +202,7 @@ def _shown_text(page) -> str:
     }""")
 
 
-def test_recorded_code_runs_in_no_stored_or_served_report(client, sqlite_url, tmp_path):
+def test_recorded_code_runs_in_no_stored_or_served_report(client, sqlite_url, tmp_path, browser):
     """F13: the calling code holds markup.  Dask's own report (the file written, and as
     served from the report origin) and the server's page of the report show it as text;
     none runs it."""
@@ -213,37 +213,35 @@ def test_recorded_code_runs_in_no_stored_or_served_report(client, sqlite_url, tm
         report = _hostile_code_report(str(tmp_path / "r.html"))
         assert report.url is not None
         assert "onerror=" in report.report["summary"]["code"]  # the twin keeps the code as it was
-        with chromium() as browser:
-            for where, url in [
-                ("file", (tmp_path / "r.html").as_uri()),
-                ("report origin", on_report_origin(server, report.url)),
-            ]:
-                page = browser.new_page()
-                page.goto(url)
-                page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=20_000)
-                # Rendered: the code's markup is on screen as the text it is ...
-                deadline = time.monotonic() + 20
-                while (
-                    "<img src=x onerror=" not in _shown_text(page) and time.monotonic() < deadline
-                ):
-                    page.wait_for_timeout(100)
-                assert "<img src=x onerror=" in _shown_text(page), where
-                assert "</script><script>" in _shown_text(page), where
-                # ... and ran nowhere.
-                assert page.evaluate("window.__pwned === undefined"), (
-                    where,
-                    page.evaluate("window.__pwned"),
-                )
-            # The server's own page of the report (from its twin).
+        for where, url in [
+            ("file", (tmp_path / "r.html").as_uri()),
+            ("report origin", on_report_origin(server, report.url)),
+        ]:
             page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(report.url)
-            page.wait_for_selector(".dal-monitor", timeout=20_000)
-            page.click("[data-tab=code]")
-            page.wait_for_function("document.body.textContent.includes('onerror=')", timeout=20_000)
-            assert page.evaluate("window.__pwned === undefined")
-            assert errors == [], errors
+            page.goto(url)
+            page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=20_000)
+            # Rendered: the code's markup is on screen as the text it is ...
+            wait_for(
+                lambda: "<img src=x onerror=" in _shown_text(page),
+                timeout=20,
+                what=f"the code's markup shown as text ({where})",
+            )
+            assert "</script><script>" in _shown_text(page), where
+            # ... and ran nowhere.
+            assert page.evaluate("window.__pwned === undefined"), (
+                where,
+                page.evaluate("window.__pwned"),
+            )
+        # The server's own page of the report (from its twin).
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(report.url)
+        page.wait_for_selector(".dal-monitor", timeout=20_000)
+        page.click("[data-tab=code]")
+        page.wait_for_function("document.body.textContent.includes('onerror=')", timeout=20_000)
+        assert page.evaluate("window.__pwned === undefined")
+        assert errors == [], errors
 
 
 def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):

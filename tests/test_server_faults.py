@@ -1,6 +1,7 @@
 """Faults: the server is killed while a real cluster works, then started again.  The
 plugin keeps what it has (within its buffer), retries, and delivers everything; the
-scheduler keeps answering promptly and nothing raises into it.
+scheduler keeps answering (how promptly: benchmarks/server_outage.py) and nothing raises
+into it.
 
 The issue's outage is a minute: `DAL_OUTAGE_SECONDS=60`; the suite uses a few seconds.
 """
@@ -19,8 +20,7 @@ from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.collect.plugin import PLUGIN_NAME
 
 from .cluster_helpers import recorded_cluster
-from .server_helpers import ServerProcess, free_port
-from .test_server_load import make_tokens
+from .server_helpers import ServerProcess, free_port, make_tokens
 
 OUTAGE = float(os.environ.get("DAL_OUTAGE_SECONDS", "4"))
 
@@ -75,10 +75,7 @@ def test_server_killed_and_restarted_while_a_cluster_works(sqlite_url):
                 i += 1
             status = dal.status(client)
             assert status["failing_since"] and status["pending"] > 0 and status["dropped"] == 0
-            # The scheduler stayed as quick as before: a round trip never waited on the store.
-            # (Generous bounds: this machine is shared and its timings swing.)
-            assert statistics.median(during) < 3 * statistics.median(before) + 0.1, (before, during)
-            assert max(during) < 5.0, during
+            # The scheduler kept answering (how quickly: benchmarks/server_outage.py).
 
             held = client.run_on_scheduler(_held_sample_times)
             server.start()

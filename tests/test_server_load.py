@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 
 from dask_analytics_lab.messages import MessageError
 from dask_analytics_lab.remote import HttpSink
-from dask_analytics_lab.server.tokens import new_token, token_hash
 from dask_analytics_lab.store import open_store
-from dask_analytics_lab.store.team import TeamStore
 
-from .server_helpers import Cluster, ServerProcess, free_port, group, tree
+from .server_helpers import Cluster, ServerProcess, free_port, group, make_tokens, tree
 
 SECONDS = float(os.environ.get("DAL_LOAD_SECONDS", "4"))
 CLUSTERS = 20
@@ -120,20 +118,6 @@ def run_load(url: str, tokens: list[str], seconds: float) -> tuple[list[Sent], f
     for t in threads:
         t.join()
     return results, time.perf_counter() - t0  # type: ignore[return-value]
-
-
-def make_tokens(store_url: str, n: int) -> list[str]:
-    store = open_store(store_url)
-    team = TeamStore(store)
-    tokens = []
-    for i in range(n):
-        token_id, token = new_token()
-        team.add_token(
-            token_id=token_id, token_hash=token_hash(token), account="load", user=f"user{i}"
-        )
-        tokens.append(token)
-    store.close()
-    return tokens
 
 
 def check_stored_once(store_url: str, results: list[Sent]) -> None:

@@ -328,14 +328,13 @@ def test_a_short_metrics_token_is_refused(sqlite_url):
 
 
 def test_the_server_prunes_and_counts_it(sqlite_url):
-    from .factories import Cluster
-    from .test_prune import full_cluster as every_kind
+    from .factories import Cluster, every_table
 
     with ServerThread(
         {"store_url": sqlite_url, "metrics_token": METRICS_TOKEN, "retention": 90 * DAY}
     ) as server:
         server.ctx.store.ingest(
-            every_kind(Cluster("old", t0=time.time() - 100 * DAY), "c-old", ["h1"])
+            every_table(Cluster("old", t0=time.time() - 100 * DAY), "c-old", ["h1"])
         )
         token = server.token("A")
         c, msgs = full_cluster("A")

@@ -37,12 +37,12 @@ from .server_helpers import (
     Cluster,
     ServerProcess,
     ServerThread,
+    add_token,
     free_port,
     on_report_origin,
     report_server,
     request,
 )
-from .test_code_privacy import add_token
 from .waiting import wait_for
 
 MiB = 2**20

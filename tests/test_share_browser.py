@@ -28,9 +28,8 @@ import pytest
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.reports.render import computation_report
-from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
+from tests.browser_helpers import WIDGET_HARNESS, offline_page, save, static_server, widget_state
 from tests.cluster_helpers import recorded_cluster
-from tests.test_report_links import offline_page
 from tests.views_data import build
 
 pytestmark = pytest.mark.timeout(180)

@@ -24,9 +24,8 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import chromium, jupyter_lab, save
+from tests.browser_helpers import jupyter_lab, offline_page, open_notebook, save
 from tests.server_helpers import ServerThread
-from tests.test_report_links import offline_page
 
 pytestmark = pytest.mark.timeout(420)
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +120,7 @@ def share(panel, *, private: bool = False) -> str:
     return panel.locator(".dal-share-url").get_attribute("href")
 
 
-def test_share_reaches_a_teammate_with_and_without_a_team_server(tmp_path):
+def test_share_reaches_a_teammate_with_and_without_a_team_server(tmp_path, browser):
     team_db = "sqlite:///" + str(tmp_path / "team.db")
     store = "sqlite:///" + str(tmp_path / "analytics.db")
     with ServerThread({"store_url": team_db}) as team:
@@ -136,23 +135,13 @@ def test_share_reaches_a_teammate_with_and_without_a_team_server(tmp_path):
             "DASK_ANALYTICS__REPORTS__SERVER": team.url,
             "DASK_ANALYTICS__TOKEN": ann,
         }
-        with jupyter_lab(tmp_path / "lab", store, env) as lab, chromium() as browser:
+        with jupyter_lab(tmp_path / "lab", store, env) as lab:
             _notebook(lab.root / "share.ipynb", cells(team.url, ann))
             context = browser.new_context(viewport={"width": 1280, "height": 1000})
             page = context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(lab.url("lab/tree/share.ipynb"))
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function(
-                "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=30_000
-            )
-            page.wait_for_timeout(1500)
-            if page.locator(".jp-Dialog .jp-mod-accept").count():
-                page.locator(".jp-Dialog .jp-mod-accept").click()
-            page.wait_for_selector(
-                ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
-            )
+            open_notebook(page, lab.url("lab/tree/share.ipynb"))
             for i in range(3):
                 run_cell(page, i)
             widget = page.locator(".jp-Notebook .dal-monitor").first

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from dask_analytics_lab.store import StoreUnavailable, open_store, schema
 
 from .factories import Cluster, group
+from .waiting import wait_for
 
 N_WRITERS = 4
 SPAWN = mp.get_context("spawn")  # a fresh interpreter, as separate schedulers would be
@@ -125,7 +126,8 @@ def test_writer_processes_store_every_message_once(store_url):
         assert store.get_cluster("shared")["name"] == "LocalCluster-1"
 
 
-def _reader(url: str, stop, results) -> None:
+def _reader(url: str, stop, results, seen_now) -> None:
+    """Reads until `stop`; `seen_now` says how many computations its last read saw."""
     reads, seen, problems = 0, 0, []
     try:
         store = open_store(url)
@@ -133,7 +135,7 @@ def _reader(url: str, stop, results) -> None:
             comps = store.list_computations(limit=10_000)
             if len(comps) < seen:
                 problems.append(f"went back from {seen} to {len(comps)} computations")
-            seen = len(comps)
+            seen = seen_now.value = len(comps)
             if comps:
                 full = store.get_computation(comps[0]["computation_id"])
                 if len(full["groups"]) != 3:
@@ -150,18 +152,18 @@ def _reader(url: str, stop, results) -> None:
 @pytest.mark.timeout(240)
 def test_reader_process_while_writing(store_url):
     with open_store(store_url) as store:
-        stop, results = SPAWN.Event(), SPAWN.Queue()
-        reader = SPAWN.Process(target=_reader, args=(store_url, stop, results))
+        stop, results, seen_now = SPAWN.Event(), SPAWN.Queue(), SPAWN.Value("i", -1)
+        reader = SPAWN.Process(target=_reader, args=(store_url, stop, results, seen_now))
         reader.start()
         c = Cluster()
         store.ingest([c.cluster()])
-        time.sleep(1.5)  # let the reader start reading
+        wait_for(lambda: seen_now.value >= 0, what="the reader to start reading")
         for i in range(150):
             # groups come with their computation, in one transaction: never seen apart
             store.ingest(
                 [c.computation(f"comp-{i}", groups=[group("a"), group("b"), group("c")]), c.event()]
             )
-        time.sleep(0.3)
+        wait_for(lambda: seen_now.value == 150, what="the reader to see every computation")
         stop.set()
         reads, seen, problems = results.get(timeout=60)
         reader.join(30)
@@ -225,10 +227,19 @@ def test_reads_do_not_wait_for_a_writer(store_url):
         writer.ingest([c.cluster()])
         with writer._engine.begin() as conn:  # an open write transaction holding the write lock
             conn.execute(sa.update(schema.clusters).values(name="not committed yet"))
-            t = time.perf_counter()
-            assert reader.get_cluster(c.id)["name"] == "LocalCluster-1"
-            assert reader.list_computations() == []
-            assert time.perf_counter() - t < 5
+            answers: list = []
+
+            def read() -> None:
+                try:
+                    answers.append((reader.get_cluster(c.id)["name"], reader.list_computations()))
+                except BaseException as e:  # a read that waited for the lock, then gave up
+                    answers.append(e)
+
+            # (A daemon thread: a read stuck behind the lock must not hold the test up.)
+            threading.Thread(target=read, daemon=True).start()
+            # The reads end while the writer still holds its lock: they never waited for it.
+            wait_for(lambda: answers, what="the reads, while a writer holds its lock")
+            assert answers == [("LocalCluster-1", [])], answers
     finally:
         writer.close()
         reader.close()

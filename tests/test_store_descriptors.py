@@ -89,7 +89,7 @@ def test_a_shipper_whose_owner_is_gone_writes_what_it_holds_and_ends(tmp_path):
 
 
 def slow_inc(x):
-    time.sleep(0.05)
+    time.sleep(0.05)  # the work: long enough that the tasks spread over the workers
     return x + 1
 
 
@@ -139,12 +139,18 @@ def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path)
                             pool.collect()
 
                     client.sync(collect)
-                    time.sleep(0.5)  # the closes run on the loop
                     return n_fds()
 
                 round_of_work(0)
                 assert open_files(folder) == store_files
-                before = settled_fds()
+                # The closes run on the loop: the count once two readings in a row agree.
+                counts = [settled_fds()]
+
+                def settled() -> int | None:
+                    counts.append(settled_fds())
+                    return counts[-1] if counts[-1] == counts[-2] else None
+
+                before = wait_for(settled, what="the descriptor count to settle")
                 for i in range(1, 4):
                     round_of_work(i)
                 assert dal.flush(client)["flushed"]

@@ -18,6 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from dask_analytics_lab.store import StoreUnavailable, open_store
 from dask_analytics_lab.store.engine import make_engine
 from dask_analytics_lab.store.migrate import alembic_config, head
+from dask_analytics_lab.store.partitions import include_name
 from dask_analytics_lab.store.team_schema import metadata  # every table: core and team
 
 from .factories import Cluster
@@ -69,7 +70,10 @@ def test_migrations_make_exactly_schema_py(store_url):
     try:
         with engine.connect() as conn:
             diff = compare_metadata(
-                MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+                MigrationContext.configure(
+                    conn, opts={"compare_type": True, "include_name": include_name}
+                ),
+                metadata,
             )
     finally:
         engine.dispose()

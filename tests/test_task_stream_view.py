@@ -31,22 +31,22 @@ N_BINNED = 300
 
 
 def slow_inc(x: int) -> int:
-    time.sleep(0.25)
+    time.sleep(0.25)  # the task's work: a bar of some width in the stream
     return x + 1
 
 
 def nap_a(x: int) -> int:
-    time.sleep(0.3)
+    time.sleep(0.3)  # the task's work: two prefixes side by side in the stream
     return x
 
 
 def nap_b(x: int) -> int:
-    time.sleep(0.3)
+    time.sleep(0.3)  # as nap_a
     return x
 
 
 def quick(x: int) -> int:
-    time.sleep(0.002)
+    time.sleep(0.002)  # the task's work: a short one
     return x
 
 

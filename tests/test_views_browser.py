@@ -24,7 +24,13 @@ import playwright  # noqa: F401  (a test extra: a missing one fails the run)
 import pytest
 
 from dask_analytics_lab.api import close_readers
-from tests.browser_helpers import WIDGET_HARNESS, save, static_server, widget_state
+from tests.browser_helpers import (
+    WIDGET_HARNESS,
+    save,
+    static_server,
+    transitions_done,
+    widget_state,
+)
 from tests.views_data import KEYERROR_EXAMPLES, build
 
 VIEWPORT = {"width": 1400, "height": 900}  # the `page` fixture's (conftest.py)
@@ -151,7 +157,7 @@ def test_widget_draws_erred_and_never_ran_tasks_as_such(harness, page):
         and "200 never ran" in item.inner_text()
     )
     assert set(_widths(item.locator(".dal-mini"))) >= {"done", "erred", "not-run"}
-    page.wait_for_timeout(500)  # bar width transitions
+    transitions_done(page)
     monitor.screenshot(path=save("views-widget-taskgroups-counts.png"))
 
 

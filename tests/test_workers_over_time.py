@@ -43,7 +43,7 @@ def hold() -> bytes:
 
 
 def nap(i: int) -> int:
-    time.sleep(1.0)
+    time.sleep(1.0)  # the task's work: workers busy for a while, seen in their samples
     return i
 
 
@@ -52,7 +52,7 @@ def hog(i: int) -> int:
     block = bytearray(700 * 2**20)
     for at in range(0, len(block), 4096):
         block[at] = 1
-    time.sleep(10)
+    time.sleep(10)  # held until the nanny kills the worker for it
     return len(block) + i
 
 

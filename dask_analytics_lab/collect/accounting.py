@@ -63,6 +63,8 @@ FINISHED_KWARGS = {
 }
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
+# What `enter` hands to `leave`: (part, the part it interrupted, thread CPU at entry).
+Token = tuple[str, str | None, float]
 THREAD_PREFIX = "dask-analytics"  # our threads' names start so
 
 
@@ -122,12 +124,12 @@ class CostMeter:
         if seconds > self.longest_call:
             self.longest_call, self.longest_part = seconds, part
 
-    def enter(self, part: str) -> tuple:
+    def enter(self, part: str) -> Token:
         """Start timing a callback of `part`; hand what it returns to `leave`."""
         outer, self.inside = self.inside, part
         return part, outer, time.thread_time()
 
-    def leave(self, token: tuple) -> None:
+    def leave(self, token: Token) -> None:
         part, outer, t0 = token
         self.inside = outer
         self.charge(part, time.thread_time() - t0)
@@ -150,7 +152,7 @@ class CostMeter:
         if seconds > self.longest_call:
             self.longest_call, self.longest_part = seconds, "hooks"
 
-    def _gc(self, phase: str, info: dict) -> None:
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
         part = self.inside
         if part is None or threading.get_ident() != self._loop_thread:
             return
@@ -179,7 +181,7 @@ class CostMeter:
         plugins = {"noop": _Noop()}
         noop = plugins["noop"]
 
-        def dispatch(kwargs: dict) -> float:
+        def dispatch(kwargs: dict[str, Any]) -> float:
             best = float("inf")
             for _ in range(3):  # the best of three: a context switch only ever adds
                 t0 = time.thread_time()
@@ -189,7 +191,7 @@ class CostMeter:
                 best = min(best, (time.thread_time() - t0) / calls)
             return best
 
-        def recall(kwargs: dict) -> float:
+        def recall(kwargs: dict[str, Any]) -> float:
             # A timed hook call's extra call of the hook, as it makes it (the wall clock,
             # as the samples are timed).
             best = float("inf")
@@ -228,7 +230,7 @@ class CostMeter:
 
     def report(
         self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Must run on the loop's thread (it reads that thread's CPU clock).  `extra`: loop
         CPU counted elsewhere, by part; `threads`: CPU of work done in shared threads."""
         parts = dict(self.seconds)

@@ -125,7 +125,9 @@ def measure(obj: Any) -> int:
 class Entry:
     __slots__ = ("number", "kind", "tier", "size", "message", "queued")
 
-    def __init__(self, number: int, kind: str, tier: int, size: int, message: dict | None):
+    def __init__(
+        self, number: int, kind: str, tier: int, size: int, message: dict[str, Any] | None
+    ):
         self.number, self.kind, self.tier, self.size, self.message = (
             number,
             kind,
@@ -149,7 +151,7 @@ class Buffer:
         # Entries whose size is provisional, for the writer thread to measure.
         self.unsized: deque[Entry] = deque()
 
-    def add(self, message: dict) -> Entry:
+    def add(self, message: dict[str, Any]) -> Entry:
         """O(1)."""
         if message.__class__ is dict:
             kind, data = message.get("kind"), message.get("data")
@@ -185,7 +187,8 @@ class Buffer:
     def head(self, max_messages: int, max_bytes: int) -> list[Entry]:
         """The oldest entries in order of `add`, up to either limit (at least one).
         O(result): the three tiers' heads are merged."""
-        entries, total = [], 0
+        entries: list[Entry] = []
+        total = 0
         for entry in islice(heapq.merge(*self._tiers, key=_number), max_messages):
             if entries and total + entry.size > max_bytes:
                 break

@@ -13,7 +13,7 @@ class ClusterSampler:
     def __init__(self, price_per_core_hour: float, start: float):
         self._price = price_per_core_hour
         self._last_time = start
-        self._last_sent: tuple | None = None
+        self._last_sent: tuple[int, int, int, int, int, int] | None = None
         self._last_sent_time = 0.0
         self.worker_seconds = 0.0
         self.core_seconds = 0.0
@@ -21,7 +21,7 @@ class ClusterSampler:
 
     def sample(
         self, scheduler: Any, now: float, dropped: int, *, force: bool = False
-    ) -> dict | None:
+    ) -> dict[str, Any] | None:
         """O(workers).  None when nothing changed and no heartbeat is due."""
         workers = scheduler.workers.values()
         n_workers = len(workers)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -30,7 +30,17 @@ from ..messages import code_hash, fingerprint
 # A task in one of these states has not finished.
 NOT_DONE = frozenset({"waiting", "processing", "no-worker", "queued"})
 
-Emit = Callable[[str, dict], None]
+Emit = Callable[[str, dict[str, Any]], None]
+# A group's cumulative figures: (n_tasks, done, raised, cancelled, cancelled while
+# running, compute, transfer, disk-read and disk-write seconds, nbytes)
+_Figures = tuple[int, int, int, int, int, float, float, float, float, int]
+# A claim's final figures, captured when a newer computation takes its group: (figures,
+# states, lost_waiting, first, last, cancelled_at, the group's start, stop, dependencies)
+_Closed = tuple[
+    _Figures, dict[str, int], int, float, float, float, float | None, float | None, tuple[Any, ...]
+]
+# (group row: the data of one messages.TaskGroup, pending, cancelled)
+_Summary = tuple[dict[str, Any], int, int]
 
 
 class GroupCounts:
@@ -60,7 +70,7 @@ class GroupCounts:
         self.last = 0.0  # a task finished or failed
 
 
-def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> tuple:
+def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> _Figures:
     """The group's cumulative figures, less `new_tasks` just added by a submission."""
     us = getattr(tg, "_all_durations_us", None)
     if us is not None:
@@ -94,7 +104,7 @@ def _cumulative(tg: Any, counts: GroupCounts, new_tasks: int = 0) -> tuple:
     )
 
 
-_ZERO = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0)
+_ZERO: _Figures = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0)
 
 
 class _Claim:
@@ -102,16 +112,16 @@ class _Claim:
 
     __slots__ = ("tg", "index", "base", "closed", "frozen", "signature", "summary")
 
-    def __init__(self, tg: Any, index: int, base: tuple = _ZERO):
+    def __init__(self, tg: Any, index: int, base: _Figures = _ZERO):
         self.tg = tg
         self.index = index  # its place in the computation's claims: the order groups are sent in
         self.base = base
         # What the final summary is made of, taken when a newer computation took the
         # group (the summary itself is built at the next tick, off the submission's path).
-        self.closed: tuple | None = None
-        self.frozen: tuple | None = None  # that final summary, once built
-        self.signature: tuple = ()
-        self.summary: tuple | None = None  # (group row, pending, cancelled) as of `signature`
+        self.closed: _Closed | tuple[()] | None = None  # (): its summary is built
+        self.frozen: _Summary | None = None  # that final summary, once built
+        self.signature: tuple[Any, ...] = ()
+        self.summary: _Summary | None = None  # as of `signature`
 
 
 class _Row:
@@ -122,7 +132,7 @@ class _Row:
     def __init__(self, pos: int):
         self.claims: list[_Claim] = []
         self.pos = pos  # its place in the computation's columns (first summarised first)
-        self.summary: dict | None = None
+        self.summary: dict[str, Any] | None = None
         self.pending = 0
         self.cancelled = 0
 
@@ -137,7 +147,7 @@ class _Tracked:
     cid: str
     start: float
     claims: list[_Claim] = field(default_factory=list)
-    claim_of: dict = field(default_factory=dict)  # TaskGroup -> its claim here
+    claim_of: dict[Any, _Claim] = field(default_factory=dict)  # TaskGroup -> its claim here
     listed: int = 0  # claims of groups that the Computation lists (comp.groups)
     names: dict[str, _Row] = field(
         default_factory=dict
@@ -145,11 +155,11 @@ class _Tracked:
     prefixes: dict[str, None] = field(default_factory=dict)
     sorted_prefixes: list[str] | None = None
     # Claims whose group moved since they were last summarised (marked by the hook).
-    dirty: set = field(default_factory=set)
+    dirty: set[_Claim] = field(default_factory=set)
     # Of those, once the computation ended, the ones that can no longer change it on
     # their own (taken by a newer computation, or dropped by the scheduler): summarised
     # with the rest when a live group of it moves.
-    parked: set = field(default_factory=set)
+    parked: set[_Claim] = field(default_factory=set)
     # Names summarised again since the last message -> the lowest claim index among them.
     changed: dict[str, int] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_INT_TOTALS, 0))
@@ -160,21 +170,21 @@ class _Tracked:
     compute: list[float] = field(default_factory=list)
     transfer: list[float] = field(default_factory=list)
     disk: list[float] = field(default_factory=list)
-    stops: list = field(default_factory=list)
+    stops: list[float | None] = field(default_factory=list)
     labelled: int = 0  # claims the label was made from
     fingerprinted: int = 0  # claims the fingerprint was made from
     waits: int = 0  # turns of the loop its next message waited for steps O(groups)
     seen_groups: int = 0  # len(comp.groups) when last looked at
     code_seen: int = 0
     code: list[str] = field(default_factory=list)
-    frames: list[dict] = field(default_factory=list)
+    frames: list[dict[str, Any]] = field(default_factory=list)
     code_line: str | None = None
     label: str | None = None
     fingerprint: str | None = None
     state: str = ""
     stop: float | None = None
     final: bool = False  # after a restart: nothing of it runs any more
-    sent_totals: dict = field(default_factory=dict)
+    sent_totals: dict[str, Any] = field(default_factory=dict)
 
     def sorted_prefix_names(self) -> list[str]:
         if self.sorted_prefixes is None:
@@ -204,11 +214,11 @@ class ComputationTracker:
         # Filled by the transition hook; keyed by the TaskGroup object, not its name.
         self.counts: dict[Any, GroupCounts] = {}
         # TaskGroups a transition moved since the last poll: the hook adds to this set.
-        self.touched: set = set()
+        self.touched: set[Any] = set()
         # The transition hook's [group, its counts] of its last counted transition (most
         # come group by group): emptied whenever counts are let go of, so it never holds
         # counts that are no longer the group's.
-        self.last: list = [None, None]
+        self.last: list[Any] = [None, None]
         self._owner: dict[Any, _Tracked] = {}
         self._gone: set[str] = set()
         self.behind = False  # the last poll ran out of time: call again soon
@@ -231,7 +241,7 @@ class ComputationTracker:
             c = self.counts[tg] = GroupCounts()
         return c
 
-    def owner_id(self, tg: Any, computations: Iterable[Any]) -> str:
+    def owner_id(self, tg: Any, computations: Sequence[Any]) -> str:
         """The id of the computation a group's tasks belong to now ("" if none is known)."""
         record = self._owner.get(tg)
         if record is None:
@@ -241,7 +251,7 @@ class ComputationTracker:
                     break
         return record.cid if record is not None else ""
 
-    def observe_graph(self, comp: Any, tasks: dict, keys: Iterable[Any]) -> None:
+    def observe_graph(self, comp: Any, tasks: dict[Any, Any], keys: Iterable[Any]) -> None:
         """A graph was submitted to `comp` (the plugin's update_graph hook, before any of
         its tasks moved): claim the groups its tasks are in, while baselines are exact.
 
@@ -287,7 +297,9 @@ class ComputationTracker:
         record.seen_groups = len(comp.groups)
         return record
 
-    def _claim(self, record: _Tracked, groups: list, new_in: dict, listed: Any) -> None:
+    def _claim(
+        self, record: _Tracked, groups: list[Any], new_in: dict[Any, int], listed: Any
+    ) -> None:
         """Make `record` the owner of these groups.  `new_in`: tasks a submission just
         added to each (left out of its baseline); `listed`: the Computation's groups.
         O(1) a group, in one loop: a re-run claims every live group in one update_graph."""
@@ -343,12 +355,12 @@ class ComputationTracker:
     def poll(
         self,
         computations: Iterable[Any],
-        task_groups: dict,
+        task_groups: dict[str, Any],
         *,
         changed: bool,
         now: float | None = None,
         deadline: float | None = None,
-    ) -> list[tuple]:
+    ) -> list[tuple[str, float, float, list[str]]]:
         """Emit what changed; return (id, start, stop, prefixes) of computations that just
         ended.  `changed`: whether any transition happened since the last poll;
         `task_groups`: the scheduler's live groups (a group it dropped cannot change);
@@ -356,8 +368,8 @@ class ComputationTracker:
         go on from there at the next poll."""
         now = time.time() if now is None else now
         self._take_touched()
-        ended = []
-        live = set()
+        ended: list[tuple[str, float, float, list[str]]] = []
+        live: set[str] = set()
         late = False
         for comp in computations:
             cid = str(comp.id)
@@ -386,6 +398,7 @@ class ComputationTracker:
             if result is None:
                 late = True
             elif result:
+                assert record.stop is not None  # an ended computation has its stop
                 ended.append((cid, record.start, record.stop, record.sorted_prefix_names()))
         self.behind = late
         gone = self._tracked.keys() - live
@@ -415,7 +428,7 @@ class ComputationTracker:
             if record is not None:
                 record.dirty.add(record.claim_of[tg])
 
-    def _live_moved(self, record: _Tracked, task_groups: dict) -> bool:
+    def _live_moved(self, record: _Tracked, task_groups: dict[str, Any]) -> bool:
         """An ended computation changes only through a group still its own and still
         held by the scheduler: did one of those move?  (The others are parked: a claim
         that is not live never is again.)"""
@@ -429,7 +442,7 @@ class ComputationTracker:
                 moved = True
         return moved
 
-    def _prune_counts(self, task_groups: dict) -> None:
+    def _prune_counts(self, task_groups: dict[str, Any]) -> None:
         """Counts of groups no computation claims and the scheduler dropped (scattered
         data, say) can never be read: let them go, so a long-lived cluster stays bounded."""
         for tg in [
@@ -482,15 +495,14 @@ class ComputationTracker:
         record.dirty.update(record.claims)
         self._update(record, None, now, None)
 
-    def _summarise(self, claim: _Claim, *, final: bool = False) -> tuple:
+    def _summarise(self, claim: _Claim, *, final: bool = False) -> _Summary:
         """(group row, pending, cancelled) of one claim."""
         if claim.frozen is not None:
             return claim.frozen
         tg = claim.tg
-        if claim.closed is not None:
-            cur, states, lost_waiting, first, last, cancelled_at, tg_start, tg_stop, deps = (
-                claim.closed
-            )
+        closed = claim.closed
+        if closed:  # captured, its summary not built yet (it is () once built: frozen)
+            cur, states, lost_waiting, first, last, cancelled_at, tg_start, tg_stop, deps = closed
             claim.frozen = _figures(
                 tg,
                 claim.base,
@@ -556,9 +568,9 @@ class ComputationTracker:
                 # Only a group whose signature moved is summarised again.
                 if signature != claim.signature or final or claim.summary is None:
                     claim.signature = signature
-                    claim.summary = self._summarise(claim, final=final)
+                    summary = claim.summary = self._summarise(claim, final=final)
                     made += 1
-                    self._fold_in(record, claim)
+                    self._fold_in(record, claim, summary)
             self.summarised += made
         new_set = record.labelled != len(record.claims)
         if deadline is not None:
@@ -584,13 +596,13 @@ class ComputationTracker:
         record.fingerprinted = len(record.claims)
         record.fingerprint = fingerprint(record.code_line, record.prefixes)
 
-    def _fold_in(self, record: _Tracked, claim: _Claim) -> None:
-        """The claim's summary into its name's row and the computation's totals."""
+    def _fold_in(self, record: _Tracked, claim: _Claim, own: _Summary) -> None:
+        """The claim's summary (`own`) into its name's row and the computation's totals."""
         name = claim.tg.name
         row = record.names[name]
         claims = row.claims
         summary, pending, cancelled = (
-            claim.summary
+            own
             if len(claims) == 1
             else _combine([c.summary for c in claims if c.summary is not None])
         )
@@ -725,14 +737,14 @@ class ComputationTracker:
         return True
 
 
-_CLOSED = ()  # a closed claim whose final summary is built
+_CLOSED: tuple[()] = ()  # a closed claim whose final summary is built
 
 
 def _figures(
     tg: Any,
-    base: tuple,
-    cur: tuple,
-    states: dict,
+    base: _Figures,
+    cur: _Figures,
+    states: dict[str, int],
     lost_waiting: int,
     first: float,
     last: float,
@@ -742,11 +754,11 @@ def _figures(
     deps: Iterable[Any],
     *,
     final: bool,
-) -> tuple:
+) -> _Summary:
     """(group row, pending, cancelled): a claim's figures from the group's as given."""
-    total, done, raised, cancelled, cancelled_running, compute, transfer, dread, dwrite, nbytes = (
-        a - b for a, b in zip(cur, base)
-    )
+    total, done, raised, cancelled, cancelled_running = (a - b for a, b in zip(cur[:5], base[:5]))
+    compute, transfer, dread, dwrite = (a - b for a, b in zip(cur[5:9], base[5:9]))
+    nbytes = cur[9] - base[9]
     pending = 0 if final else max(0, sum(states.get(s, 0) for s in NOT_DONE) - lost_waiting)
     n_erred = max(raised, 0)
     n_done = max(0, min(done, total - n_erred - pending))
@@ -780,7 +792,7 @@ def _figures(
     )
 
 
-def _signature(claim: _Claim, counts: GroupCounts | None) -> tuple:
+def _signature(claim: _Claim, counts: GroupCounts | None) -> tuple[Any, ...]:
     # Cheap to build and compare; changes whenever the claim's summary would
     # (cancelled_running and cancelled_at only move with cancelled).
     tg = claim.tg
@@ -809,7 +821,7 @@ _SUMMED = (
 )
 
 
-def _combine(summaries: list[tuple]) -> tuple:
+def _combine(summaries: list[_Summary]) -> _Summary:
     """One row for several TaskGroup objects of one name in one computation (a group
     Dask forgot and made again while the computation ran)."""
     if len(summaries) == 1:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 # Longest message text we mask and keep: the regex is linear, keep its input bounded.
 MAX_TEXT = 2000
@@ -76,6 +76,29 @@ def overflow_pattern(distinct: int, *, at_least: bool = False, what: str = "mess
     return f"({distinct:,}{more} other distinct {what}{'' if distinct == 1 else 's'}, counted together)"
 
 
+class FailureRow(TypedDict):
+    """One row: the data of an `exception` message (messages.Failure)."""
+
+    computation_id: str
+    group: str
+    hash: str
+    exc_type: str
+    location: str
+    pattern: str
+    examples: list[str]
+    workers: list[str]
+    exception_text: str
+    traceback_text: str
+    key: str
+    count: int
+    first_time: float
+    last_time: float
+
+
+# What a row's first failure says: (computation id, group, key, text, traceback, time).
+_Fields = tuple[str, str, str, str, str, float]
+
+
 class _Place:
     """One (computation, task group, exception type, frame): how many rows of masked
     messages it has, and its overflow row once it has too many."""
@@ -103,7 +126,7 @@ class ErrorCounter:
         is counted in its overflow row (the first message of a new one still gets its
         row); `max_places` (type, frame) pairs in all; `max_folded` distinct messages
         remembered across all overflow rows to count them."""
-        self._rows: dict[tuple[str, str, str], dict] = {}
+        self._rows: dict[tuple[str, str, str], FailureRow] = {}
         self._places: dict[tuple[str, str, str, str], _Place] = {}
         self._dirty: set[tuple[str, str, str]] = set()
         # computation id -> the keys of its rows and places: forgetting one is O(its own).
@@ -177,8 +200,8 @@ class ErrorCounter:
         self._dirty.add(row_key)
 
     def _overflow_row(
-        self, place: _Place, fields: tuple, exc_type: str, location: str, what: str
-    ) -> tuple[tuple[str, str, str], dict]:
+        self, place: _Place, fields: _Fields, exc_type: str, location: str, what: str
+    ) -> tuple[tuple[str, str, str], FailureRow]:
         computation_id, group = fields[0], fields[1]
         if place.overflow is None:
             digest = fingerprint(exc_type, location, _OVERFLOW_MARK)
@@ -194,7 +217,7 @@ class ErrorCounter:
         self._place_keys.setdefault(place_key[0], []).append(place_key)
         return place
 
-    def _fold(self, place: _Place, row: dict, item: int, what: str) -> bool:
+    def _fold(self, place: _Place, row: FailureRow, item: int, what: str) -> bool:
         """Count `item` among the overflow row's distinct messages; True when it is new
         there (its message is worth showing as an example)."""
         if item in place.folded:
@@ -212,9 +235,9 @@ class ErrorCounter:
         )
         return new
 
-    def drain(self) -> list[dict]:
+    def drain(self) -> list[FailureRow]:
         """Rows changed since the last drain (copies: they go to another thread)."""
-        out = [
+        out: list[FailureRow] = [
             {
                 **self._rows[k],
                 "examples": list(self._rows[k]["examples"]),
@@ -248,7 +271,7 @@ class ErrorCounter:
         self._message_rows = 0
 
 
-def _row(fields: tuple, digest: str, exc_type: str, location: str, pattern: str) -> dict:
+def _row(fields: _Fields, digest: str, exc_type: str, location: str, pattern: str) -> FailureRow:
     computation_id, group, key, text, traceback_text, t = fields
     return {
         "computation_id": computation_id,

@@ -11,6 +11,7 @@ its own registration: the dag of a computation already running then is unknown (
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from distributed.utils import key_split_group
@@ -28,13 +29,15 @@ class JobTracker:
         self.active = False
         # computation id -> last dag index (None: graphs were submitted before counting began)
         self._dags: OrderedDict[str, int | None] = OrderedDict()
-        self._known: OrderedDict[str, set] = OrderedDict()  # computation id -> TaskGroups mapped
+        self._known: OrderedDict[str, set[Any]] = (
+            OrderedDict()
+        )  # computation id -> TaskGroups mapped
         self._groups: OrderedDict[str, tuple[str, int | None]] = OrderedDict()
         # str(key) -> (job, dag) for tasks of small graphs: tells apart submissions
         # that share a group name (a loop of client.submit(train, cfg): one group "train").
         self._keys: OrderedDict[str, tuple[str, int | None]] = OrderedDict()
 
-    def graph_submitted(self, scheduler: Any, tasks: list | None) -> None:
+    def graph_submitted(self, scheduler: Any, tasks: Collection[Any] | None) -> None:
         comps = getattr(scheduler, "computations", None)
         if not comps:
             return
@@ -92,7 +95,7 @@ class JobTracker:
             self._groups.popitem(last=False)
 
     def lookup(
-        self, scheduler: Any, groups: list[str], keys: list[str] = ()
+        self, scheduler: Any, groups: Sequence[str], keys: Sequence[str] = ()
     ) -> tuple[str | None, int | None]:
         best: tuple[str | None, int | None] = (None, None)
         for k in keys:  # exact, where the task came in a small graph

@@ -25,16 +25,16 @@ import logging
 import time
 import uuid
 from collections import OrderedDict, deque
-from typing import Any
+from typing import Any, TypedDict
 
 from distributed.diagnostics.plugin import SchedulerPlugin
-from distributed.protocol import Serialized, deserialize
 from distributed.protocol.pickle import dumps
+from distributed.protocol.serialize import Serialized, deserialize
 
 from . import gpu_nvml
 from .gpu_jobs import JobTracker
 from .gpu_sampler import PLUGIN_NAME as WORKER_PLUGIN_NAME
-from .gpu_sampler import STREAM_OP, GPUSamplerPlugin, probe_gpus
+from .gpu_sampler import STREAM_OP, GPUSamplerPlugin, Sample, probe_gpus
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
 
@@ -64,6 +64,15 @@ ROW_FIELDS = (
 )
 
 
+class Peak(TypedDict):
+    """One GPU's peak memory in a run."""
+
+    index: int | None
+    name: str | None
+    peak: int | None
+    mem_total: int | None
+
+
 class MonitorRun:
     """One start()..stop() on the scheduler: settings, rows, peaks, per-worker facts."""
 
@@ -74,17 +83,19 @@ class MonitorRun:
         self.started = time.time()
         self.stopped: float | None = None
         self.client = client
-        self.rows: dict[str, deque] = {}  # worker -> rows (tuples in ROW_FIELDS order)
+        self.rows: dict[
+            str, deque[tuple[Any, ...]]
+        ] = {}  # worker -> rows (tuples in ROW_FIELDS order)
         self.n_rows = 0
         self.kept = 0
         self.keep_rows = keep_rows
         self.dropped_rows = 0  # rows past keep_rows, gone from the scheduler (not from the store)
         self.worker_dropped: dict[str, int] = {}  # samples the workers could not ship
-        self.peaks: dict[tuple[str, str], dict] = {}  # (worker, gpu uuid) -> {index, name, peak}
-        self.workers: dict[str, dict] = {}  # worker -> start reply (devices or error)
+        self.peaks: dict[tuple[str, str], Peak] = {}  # (worker, gpu uuid) -> its peak
+        self.workers: dict[str, Any] = {}  # worker -> start reply (devices or error)
         self.hosts: dict[str, str] = {}  # worker -> host name, as the worker says
         self.batches: dict[str, int] = {}  # worker -> batches received on the stream
-        self.sampler_cpu: dict[str, dict] = {}  # worker -> {cpu_seconds, samples}
+        self.sampler_cpu: dict[str, dict[str, Any]] = {}  # worker -> {cpu_seconds, samples}
 
     def trim(self) -> None:
         """Over the bound: every worker keeps its newest equal share (a tenth below
@@ -96,10 +107,10 @@ class MonitorRun:
                 self.dropped_rows += 1
                 self.kept -= 1
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         return {"monitor_id": self.id, "interval": self.interval, "metrics": self.metrics}
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {
             "monitor_id": self.id,
             "metrics": self.metrics,
@@ -162,7 +173,9 @@ class GPUMonitorPlugin(SchedulerPlugin):
     def jobs(self) -> JobTracker:
         return self._recorder_jobs() or self._jobs
 
-    def update_graph(self, scheduler: Any, *, tasks: list | None = None, **kwargs: Any) -> None:
+    def update_graph(
+        self, scheduler: Any, *, tasks: list[Any] | None = None, **kwargs: Any
+    ) -> None:
         if not self._started or self._recorder_jobs() is not None:
             return  # the recorder counts
         try:
@@ -173,7 +186,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
     # --- handlers (called by Monitor through the client) --------------------------------
     # Refusals are answered as {"error": ...} (the Monitor raises them on the client)
     # rather than raised here, where distributed would log each as a scheduler error.
-    async def attach(self, metrics: list[str] | None = None, timeout: float = 30) -> dict:
+    async def attach(self, metrics: list[str] | None = None, timeout: float = 30) -> dict[str, Any]:
         try:
             metrics = validate_metrics(metrics)
         except ValueError as e:
@@ -189,7 +202,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
         client: str | None = None,
         flush_interval: float = 1.0,
         timeout: float = 30,
-    ) -> dict:
+    ) -> dict[str, Any]:
         try:
             metrics = validate_metrics(metrics)
         except ValueError as e:
@@ -221,7 +234,9 @@ class GPUMonitorPlugin(SchedulerPlugin):
             run.workers = await self._broadcast(dict(cfg, op="analytics_gpu_start"), timeout)
             return run.info()
 
-    async def stop_monitor(self, monitor_id: str | None = None, timeout: float = 30) -> dict | None:
+    async def stop_monitor(
+        self, monitor_id: str | None = None, timeout: float = 30
+    ) -> dict[str, Any] | None:
         async with self._lock:
             run = self.active
             if run is None or (monitor_id is not None and run.id != monitor_id):
@@ -265,11 +280,11 @@ class GPUMonitorPlugin(SchedulerPlugin):
             return self.runs.get(monitor_id)
         return self.active or (next(reversed(self.runs.values())) if self.runs else None)
 
-    def info(self, monitor_id: str | None = None) -> dict | None:
+    def info(self, monitor_id: str | None = None) -> dict[str, Any] | None:
         run = self._run(monitor_id)
         return run.info() if run is not None else None
 
-    def get_rows(self, monitor_id: str | None = None) -> dict | None:
+    def get_rows(self, monitor_id: str | None = None) -> dict[str, Any] | None:
         """Kept rows of a run (the latest when no id), per worker, as tuples in ROW_FIELDS order."""
         run = self._run(monitor_id)
         if run is None:
@@ -280,18 +295,18 @@ class GPUMonitorPlugin(SchedulerPlugin):
             "rows": {w: list(rows) for w, rows in run.rows.items()},
         }
 
-    def get_peaks(self, monitor_id: str | None = None) -> dict | None:
+    def get_peaks(self, monitor_id: str | None = None) -> dict[str, Any] | None:
         run = self._run(monitor_id)
         if run is None:
             return None
-        out: dict[str, list[dict]] = {w: [] for w in run.workers}
+        out: dict[str, list[dict[str, Any]]] = {w: [] for w in run.workers}
         for (worker, gpu_uuid), p in run.peaks.items():
-            out.setdefault(worker, []).append(dict(p, uuid=gpu_uuid))
+            out.setdefault(worker, []).append({**p, "uuid": gpu_uuid})
         for gpus in out.values():
             gpus.sort(key=lambda g: (g["index"] if g["index"] is not None else 1 << 30, g["uuid"]))
         return {"monitor_id": run.id, "workers": out}
 
-    async def _install_sampler(self, settings: dict, timeout: float) -> None:
+    async def _install_sampler(self, settings: dict[str, Any], timeout: float) -> None:
         """Put the sampler, with this run's settings, on every worker now and on every
         worker that joins while it is registered (the scheduler sends registered worker
         plugins to each worker as it joins)."""
@@ -327,23 +342,24 @@ class GPUMonitorPlugin(SchedulerPlugin):
         except Exception as e:
             logger.info("dask-analytics: could not take the GPU sampler off every worker: %r", e)
 
-    async def _ask_every_worker(self, msg: dict, timeout: float) -> dict:
+    async def _ask_every_worker(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Each worker's reply to `msg`, asked at once; an exception as the reply of a
         worker that failed, or of every worker when no answer came within `timeout`."""
         workers = list(self.scheduler.workers)
         if not workers:
             return {}
         try:
-            return await asyncio.wait_for(
+            replies: dict[str, Any] = await asyncio.wait_for(
                 self.scheduler.broadcast(msg=msg, workers=workers, on_error="return"), timeout
             )
+            return replies
         except TimeoutError:
             return {w: TimeoutError(f"no answer within {timeout}s") for w in workers}
 
-    async def _probe(self, timeout: float) -> dict:
+    async def _probe(self, timeout: float) -> dict[str, Any]:
         """Each worker's GPUs, looked at by running `probe_gpus` out of band (as
         client.run does): attach installs nothing on the workers."""
-        out = {}
+        out: dict[str, Any] = {}
         for w, reply in (
             await self._ask_every_worker({"op": "run", "function": dumps(probe_gpus)}, timeout)
         ).items():
@@ -364,9 +380,9 @@ class GPUMonitorPlugin(SchedulerPlugin):
             out[w] = self._with_heartbeat(w, reply)
         return out
 
-    async def _broadcast(self, msg: dict, timeout: float) -> dict:
+    async def _broadcast(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Ask every worker; a worker that fails or lacks the sampler gets an error entry."""
-        out = {}
+        out: dict[str, Any] = {}
         for w, reply in (await self._ask_every_worker(msg, timeout)).items():
             if reply is None and msg["op"] != "analytics_gpu_stop":
                 # A worker without the handler answers None (and logs "No handler").
@@ -394,12 +410,13 @@ class GPUMonitorPlugin(SchedulerPlugin):
         worker: str,
         monitor_id: str | None = None,
         host: str | None = None,
-        samples: list | None = None,
+        samples: list[Sample] | None = None,
         dropped: int = 0,
         **_: Any,
     ) -> None:
         try:
-            run = self.runs.get(monitor_id)  # a late batch of a stopped run still counts
+            # A late batch of a stopped run still counts.
+            run = self.runs.get(monitor_id) if monitor_id is not None else None
             if run is None:
                 return
             run.batches[worker] = run.batches.get(worker, 0) + 1
@@ -408,7 +425,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
             logger.exception("dask-analytics: bad GPU sample batch from %s", worker)
 
     def _ingest(
-        self, run: MonitorRun, worker: str, host: str | None, samples: list, dropped: int
+        self, run: MonitorRun, worker: str, host: str | None, samples: list[Sample], dropped: int
     ) -> None:
         if dropped:
             run.worker_dropped[worker] = dropped
@@ -421,14 +438,14 @@ class GPUMonitorPlugin(SchedulerPlugin):
         rows = run.rows.get(worker)
         if rows is None:
             rows = run.rows[worker] = deque()
-        out = []
+        out: list[dict[str, Any]] = []
         for sample in samples:
             t = sample["time"]
             groups = list(sample.get("task_groups") or ())
             job, dag = self.jobs.lookup(self.scheduler, groups, sample.get("keys") or ())
             dag_text = None if dag is None else str(dag)  # the store keeps dag as text
             for g in sample.get("gpus") or ():
-                row = {
+                row: dict[str, Any] = {
                     "timestamp": round(t - run.started, 6),
                     "time": t,
                     "gpu_uuid": g.get("gpu_uuid"),
@@ -459,7 +476,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
             )
 
     @staticmethod
-    def _peak(run: MonitorRun, worker: str, row: dict) -> None:
+    def _peak(run: MonitorRun, worker: str, row: dict[str, Any]) -> None:
         used = row["mem_used"]
         key = (worker, row["gpu_uuid"])
         p = run.peaks.get(key)
@@ -474,7 +491,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
             p["peak"] = used
 
 
-def heartbeat_gpu(scheduler: Any, worker: str) -> dict | None:
+def heartbeat_gpu(scheduler: Any, worker: str) -> dict[str, Any] | None:
     """The one GPU distributed itself reports in the worker's heartbeats, if any.
 
     distributed's SystemMonitor puts the first visible GPU's figures into every

@@ -20,7 +20,8 @@ import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from types import EllipsisType
+from typing import Any, TypedDict
 
 try:
     import pynvml
@@ -65,6 +66,30 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+class DeviceInfo(TypedDict):
+    """What a worker says of one device (`describe`)."""
+
+    uuid: str
+    index: int | None
+    name: str | None
+    mem_total: int | None
+    mig: bool
+
+
+class Reading(TypedDict):
+    """One device's figures at one moment, in the contract's field names (messages.GpuSample)."""
+
+    gpu_uuid: str
+    gpu_index: int | None
+    gpu_name: str | None
+    mem_used: int | None
+    mem_total: int | None
+    mem_util: float | None
+    compute_util: float | None
+    power_w: float | None
+    temperature_c: float | None
+
+
 @dataclass
 class GPUDevice:
     """One device this process may use.  Rows are keyed by (host, uuid), not index."""
@@ -76,9 +101,9 @@ class GPUDevice:
     mig: bool = False
     handle: Any = field(default=None, repr=False, compare=False)
     # Getters found unsupported: skipped from then on (saves a C call per sample).
-    unsupported: set = field(default_factory=set, repr=False, compare=False)
+    unsupported: set[str] = field(default_factory=set, repr=False, compare=False)
 
-    def describe(self) -> dict:
+    def describe(self) -> DeviceInfo:
         return {
             "uuid": self.uuid,
             "index": self.index,
@@ -153,7 +178,7 @@ class GPUReader:
     Not thread-safe by itself: one reader per sampling thread.
     """
 
-    def __init__(self, visible: str | None | object = ...):
+    def __init__(self, visible: str | None | EllipsisType = ...):
         if visible is ...:
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         _init()
@@ -193,18 +218,18 @@ class GPUReader:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def describe(self) -> list[dict]:
+    def describe(self) -> list[DeviceInfo]:
         return [d.describe() for d in self.devices]
 
-    def read(self, metrics: Iterable[str] = DEFAULT_METRICS) -> list[dict]:
+    def read(self, metrics: Iterable[str] = DEFAULT_METRICS) -> list[Reading]:
         """One reading per device still present, in the contract's field names.
 
         Memory is always read (peak memory needs it; it is one call); utilisation,
         power and temperature only when asked for.  Lost devices are dropped.
         """
         wanted = set(metrics)
-        out = []
-        lost = []
+        out: list[Reading] = []
+        lost: list[tuple[GPUDevice, str]] = []
         for dev in self.devices:
             try:
                 out.append(self._read_one(dev, wanted))
@@ -221,7 +246,7 @@ class GPUReader:
             )
         return out
 
-    def _read_one(self, dev: GPUDevice, wanted: set) -> dict:
+    def _read_one(self, dev: GPUDevice, wanted: set[str]) -> Reading:
         mem = self._get(dev, "memory", pynvml.nvmlDeviceGetMemoryInfo)
         used = total = None
         if mem is not None:
@@ -282,7 +307,7 @@ class _Lost(Exception):
         self.reason = reason
 
 
-def probe(visible: str | None | object = ...) -> dict:
+def probe(visible: str | None | EllipsisType = ...) -> dict[str, Any]:
     """What a worker has, for `Monitor.attach`: {"ok", "devices", "driver"} or {"ok": False, "error"}."""
     try:
         with GPUReader(visible) as reader:
@@ -338,7 +363,7 @@ def _resolve(item: int | str) -> list[GPUDevice]:
             return [_mig_device(handle)]
         return _with_migs(handle, None)
     # CUDA also takes a unique prefix of a UUID: search all GPUs and MIG devices.
-    matches = []
+    matches: list[list[GPUDevice]] = []
     for i in range(pynvml.nvmlDeviceGetCount()):
         try:
             gpu = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -410,7 +435,7 @@ def _migs_of(handle: Any, index: int | None) -> list[GPUDevice]:
         slots = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
     except pynvml.NVMLError:
         return []
-    out = []
+    out: list[GPUDevice] = []
     for slot in range(slots):
         try:
             mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)

@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.utils import key_split_group
@@ -45,6 +45,15 @@ MAX_BUFFERED_SAMPLES = 10_000
 # Keys sent with a sample when at most this many tasks run (GPU workers run one or
 # a few); past it, groups only.
 MAX_KEYS = 32
+
+
+class Sample(TypedDict):
+    """One reading of every device, and what ran then: what the scheduler receives."""
+
+    time: float
+    task_groups: list[str]
+    gpus: list[gpu_nvml.Reading]
+    keys: NotRequired[list[str]]  # when at most MAX_KEYS tasks ran
 
 
 class SamplingRun:
@@ -69,11 +78,12 @@ class SamplingRun:
         self.host = socket.gethostname()
         self.loop = worker.loop  # tornado IOLoop: add_callback is the thread-safe way in
         self._lock = threading.Lock()
-        self._buffer: deque = deque(maxlen=MAX_BUFFERED_SAMPLES)
+        self._buffer: deque[Sample] = deque(maxlen=MAX_BUFFERED_SAMPLES)
         self._stop = threading.Event()
         self._closed = False
         self._flush_pending = False
-        self._group_of: dict = {}  # task key -> group name, so a long task is parsed once
+        # task key -> (group name, key as text), so a long task is parsed once
+        self._group_of: dict[Any, tuple[str, str]] = {}
         self.dropped = 0
         self.batches_sent = 0
         self.samples_taken = 0
@@ -117,7 +127,7 @@ class SamplingRun:
         t = time.time()
         groups, keys = self._executing()
         gpus = self.reader.read(self.metrics)
-        sample = {"time": t, "task_groups": groups, "gpus": gpus}
+        sample: Sample = {"time": t, "task_groups": groups, "gpus": gpus}
         if keys:
             sample["keys"] = keys
         with self._lock:
@@ -136,15 +146,15 @@ class SamplingRun:
         iteration", so retry; after that, report nothing rather than fail.
         """
         state = self.worker.state
-        tasks: list = []
+        tasks: list[Any] = []
         for _ in range(5):
             try:
                 tasks = [*state.executing.copy(), *state.long_running.copy()]
                 break
             except RuntimeError:
                 continue
-        names = set()
-        keys = []
+        names: set[str] = set()
+        keys: list[str] = []
         group_of = self._group_of
         for ts in tasks:
             key = ts.key
@@ -165,7 +175,7 @@ class SamplingRun:
         self.loop.add_callback(self.flush)
 
     # --- on the event loop ----------------------------------------------------------
-    def take(self) -> list[dict]:
+    def take(self) -> list[Sample]:
         with self._lock:
             batch = list(self._buffer)
             self._buffer.clear()
@@ -194,7 +204,7 @@ class SamplingRun:
     def request_stop(self) -> None:
         self._stop.set()
 
-    def close(self) -> dict:
+    def close(self) -> dict[str, Any]:
         """After the thread ended: the unsent samples and the counters, for the stop reply."""
         self._closed = True
         return {
@@ -209,7 +219,7 @@ class SamplingRun:
         }
 
 
-async def probe_gpus() -> dict:
+async def probe_gpus() -> dict[str, Any]:
     """What GPUs this worker has, for Monitor.attach.  Module level: the scheduler runs
     it on each worker out of band (the "run" op), so attach installs nothing there."""
     # nvmlInit can take seconds without persistence mode: off the event loop.
@@ -226,7 +236,7 @@ class GPUSamplerPlugin(WorkerPlugin):
     name = PLUGIN_NAME
     idempotent = True
 
-    def __init__(self, settings: dict | None = None) -> None:
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
         self.settings = dict(settings) if settings else None
         self.run: SamplingRun | None = None
 
@@ -259,7 +269,7 @@ class GPUSamplerPlugin(WorkerPlugin):
             await self.start_sampling(**self.settings)
 
     # --- RPC handlers -------------------------------------------------------------------
-    async def probe(self) -> dict:
+    async def probe(self) -> dict[str, Any]:
         return await probe_gpus()
 
     async def start_sampling(
@@ -269,7 +279,7 @@ class GPUSamplerPlugin(WorkerPlugin):
         metrics: list[str] | None = None,
         flush_interval: float = 1.0,
         **_: Any,
-    ) -> dict:
+    ) -> dict[str, Any]:
         async with self._starting:
             if self.run is not None:
                 if self.run.monitor_id == monitor_id:
@@ -307,7 +317,7 @@ class GPUSamplerPlugin(WorkerPlugin):
             )
             return {"ok": True, "devices": reader.describe(), "host": self.run.host}
 
-    async def stop_sampling(self, monitor_id: str | None = None, **_: Any) -> dict | None:
+    async def stop_sampling(self, monitor_id: str | None = None, **_: Any) -> dict[str, Any] | None:
         run = self.run
         if run is None or (monitor_id is not None and run.monitor_id != monitor_id):
             return None

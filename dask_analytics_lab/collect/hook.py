@@ -56,7 +56,8 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
     clock = time.perf_counter
 
     def gap() -> int:
-        return randint(1, 2 * SAMPLE_EVERY - 1)  # SAMPLE_EVERY on average
+        n: int = randint(1, 2 * SAMPLE_EVERY - 1)  # SAMPLE_EVERY on average
+        return n
 
     left = gap()
 
@@ -187,7 +188,7 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
         except Exception:
             logger.exception("dask-analytics: transition hook failed for %r", key)
 
-    def _to_stream(tg: Any, finish: str, kwargs: dict) -> None:
+    def _to_stream(tg: Any, finish: str, kwargs: dict[str, Any]) -> None:
         # The computation the group's tasks belong to now (its record: the stream reads
         # its id when it folds the task in; a group no computation claimed yet is
         # looked up, as it always was), and each compute interval, read now: Dask just
@@ -198,6 +199,7 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
         who = owner_get(tg)
         if who is None:
             who = owner_id(tg, computations)
+        assert stream_in is not None  # called only with a task stream
         worker, thread = kwargs.get("worker"), kwargs.get("thread")
         for ss in startstops:
             if ss.get("action") == "compute":

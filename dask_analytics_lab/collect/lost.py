@@ -60,7 +60,7 @@ class LostTasks:
         self.keys: dict[Any, _Lost] = {}
         self._max = max_keys
 
-    def departed(self, msg: dict, now: float, *, closing: bool) -> None:
+    def departed(self, msg: dict[str, Any], now: float, *, closing: bool) -> None:
         """A remove-worker event of a worker that left without being retired."""
         processing = msg.get("processing-tasks") or ()
         lost = msg.get("lost-computed-tasks") or ()

@@ -43,17 +43,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any
 
 from distributed.spans import CONTEXTS_WITH_SPAN_ID
 
-from .run_spans import RunSpans, tap
+from .run_spans import MetricKey, RunSpans, SpanMetrics, tap
 
 logger = logging.getLogger("dask_analytics_lab")
 
-Emit = Callable[[str, dict], None]
+Emit = Callable[[str, dict[str, Any]], None]
+# (prefix, context, activity, unit): one row of a computation's metrics
+Split = tuple[str | None, str, str, str]
+# The scheduler's cumulative_worker_metrics: MetricKey keys, and some plain strings.
+Cumulative = dict[Any, float]
 
 CHUNK = 5000  # rows per message
 SEND_CHUNK = 250  # rows a tick with a deadline sends between two looks at the clock
@@ -70,7 +74,7 @@ def _text(part: Any) -> str:
     return text[:_NAME].replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 
-def split_key(key: Any) -> tuple[str | None, str, str, str] | None:
+def split_key(key: Any) -> Split | None:
     """`(prefix, context, activity, unit)` of a `cumulative_worker_metrics` key, or None
     for keys that are not a metric of work (plain strings, too short, an empty part)."""
     if not isinstance(key, tuple) or len(key) < 3:
@@ -94,15 +98,15 @@ class MetricsRecorder:
     def __init__(self, emit: Emit, scheduler: Any):
         self._emit = emit
         # computation id -> {(prefix, context, activity, unit): its value so far}
-        self._totals: dict[str, dict[tuple, float]] = {}
-        self._changed: dict[str, set] = {}
-        self._split: dict[Any, tuple | None] = {}
+        self._totals: dict[str, dict[Split, float]] = {}
+        self._changed: dict[str, set[Split]] = {}
+        self._split: dict[MetricKey, Split | None] = {}
         # A heartbeat's whole keys (with their span id) -> (computation id, split name):
         # a span id's computation changes only when Dask lets go of it (_forget clears it).
-        self._routes: dict[Any, tuple] = {}
+        self._routes: dict[MetricKey, tuple[str, Split | None]] = {}
         # Keys without a span: their last value (the scheduler's when recording started:
         # what came before is no computation's).
-        self._plain: dict = {}
+        self._plain: dict[MetricKey, float] = {}
         self._keys = 0  # len(cumulative) when its keys were last looked through
         self._newest: Any = None  # computations[-1] at the last tick
         self._live: set[str] = set()  # ids of the computations Dask holds
@@ -127,18 +131,22 @@ class MetricsRecorder:
         self._look_through(scheduler.cumulative_worker_metrics, baseline=True)
 
     # --- what Dask attributed to a span: as each heartbeat lands ----------------------
-    def _heartbeat(self, data: dict) -> None:
+    def _heartbeat(self, data: SpanMetrics) -> None:
         """One worker's `{(context, span id, *rest): value}`, before Dask adds it to its spans.
         (`_add`, inline: a heartbeat holds a value per prefix, activity and unit of each
         span, and each worker sends one every few hundred milliseconds.)"""
         cpu = time.thread_time()
         try:
+            if self.spans is None:  # tapped only where there are spans
+                return
             owner = self.spans.owner
             routes = self._routes
             if len(routes) > _MAX_KEYS:
                 routes.clear()  # span ids of computations long gone
             self.keys_seen += len(data)
-            last_cid = totals = changed = None
+            last_cid: str | None = None
+            totals: dict[Split, float] = {}  # last_cid's (set before first use: cid is never None)
+            changed: set[Split] | None = None
             for key, value in data.items():
                 route = routes.get(key)
                 if route is None:
@@ -152,9 +160,10 @@ class MetricsRecorder:
                     continue
                 if cid != last_cid:
                     last_cid, changed = cid, None
-                    totals = self._totals.get(cid)
-                    if totals is None:
-                        totals = self._totals[cid] = {}
+                    found = self._totals.get(cid)
+                    if found is None:
+                        found = self._totals[cid] = {}
+                    totals = found
                 old = totals.get(split)
                 if old is None:
                     if len(totals) >= _MAX_ROWS:
@@ -176,7 +185,9 @@ class MetricsRecorder:
             self.heartbeat_seconds += spent
 
     # --- the periodic tick ---------------------------------------------------------------
-    def tick(self, cumulative: dict, computations: Any, deadline: float | None = None) -> None:
+    def tick(
+        self, cumulative: Cumulative, computations: Any, deadline: float | None = None
+    ) -> None:
         """Give the change in metrics without a span to the newest computation; send each
         computation's changed rows (with a `deadline`, time.perf_counter(): the rows left
         when it comes at the next tick, `behind` meanwhile)."""
@@ -186,7 +197,9 @@ class MetricsRecorder:
         finally:
             self.seconds += time.thread_time() - cpu
 
-    def _tick(self, cumulative: dict, computations: Any, deadline: float | None = None) -> None:
+    def _tick(
+        self, cumulative: Cumulative, computations: Any, deadline: float | None = None
+    ) -> None:
         newest = computations[-1] if computations else None
         if newest is not self._newest:
             self._newest = newest
@@ -201,8 +214,9 @@ class MetricsRecorder:
             for key, last in changed:
                 value = cumulative[key]
                 plain[key] = value
-                split = self._split.get(key, False)
-                if split is False:
+                try:
+                    split = self._split[key]
+                except KeyError:
                     split = self._split[key] = split_key(key)
                 if split is None:
                     continue
@@ -212,11 +226,12 @@ class MetricsRecorder:
                     self._add(cid, split, value - last)
         self._send(deadline)
 
-    def _look_through(self, cumulative: dict, baseline: bool = False) -> None:
+    def _look_through(self, cumulative: Cumulative, baseline: bool = False) -> None:
         """Find the keys without a span (new ones start from 0, or from their value when
         recording starts).  Only when the scheduler has keys it did not have."""
         plain = self._plain
         n = len(cumulative)
+        items: Iterable[tuple[Any, float]]
         if baseline or n < self._keys:
             items = cumulative.items()
         else:
@@ -234,13 +249,14 @@ class MetricsRecorder:
                 plain[key] = value if baseline else 0
         self._keys = n
 
-    def _split_of(self, name: Any) -> tuple | None:
-        split = self._split.get(name, False)
-        if split is False:
+    def _split_of(self, name: MetricKey) -> Split | None:
+        try:
+            return self._split[name]
+        except KeyError:  # a key first seen: rare, each is kept
             split = self._split[name] = split_key(name)
-        return split
+            return split
 
-    def _add(self, cid: str, split: tuple, value: float) -> None:
+    def _add(self, cid: str, split: Split, value: float) -> None:
         totals = self._totals.get(cid)
         if totals is None:
             totals = self._totals[cid] = {}
@@ -274,7 +290,7 @@ class MetricsRecorder:
                 return
         self.behind = False
 
-    def _send_rows(self, cid: str, totals: dict, keys: set) -> None:
+    def _send_rows(self, cid: str, totals: dict[Split, float], keys: set[Split]) -> None:
         rows = [
             {
                 "prefix": prefix,

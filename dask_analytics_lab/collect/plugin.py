@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import dask.config
@@ -106,7 +106,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     # register() twice on one cluster keeps the first plugin: nothing is recorded twice.
     idempotent = True
 
-    def __init__(self, settings: dict):
+    def __init__(self, settings: dict[str, Any]):
         self.settings = settings
         self._started = False
         # Hooks are no-ops until start() has made the state they use (a preload adds the
@@ -170,11 +170,6 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._again = (
             False  # a tick is due in the next turn of the loop (the last one ran out of time)
         )
-        if s["idle_timeout"] is not None:
-            # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
-            # shorter one set in distributed's config still wins.
-            own = scheduler.idle_timeout
-            scheduler.idle_timeout = s["idle_timeout"] if not own else min(own, s["idle_timeout"])
         url = s["store"]
         # The shipper opens the store before it returns (the scheduler's descriptors stay
         # constant from here): a thread's wait, not the event loop's.
@@ -234,6 +229,14 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._tick()
         self._callback = PeriodicCallback(self._tick, s["interval"] * 1000)
         self._callback.start()
+        if s["idle_timeout"] is not None:
+            # The scheduler's own idle timeout does the closing (Scheduler.check_idle); a
+            # shorter one set in distributed's config still wins. Set last and counted from
+            # now: the time the store took to open, or a registering client's round trips,
+            # is not the user's idleness.
+            own = scheduler.idle_timeout
+            scheduler.idle_timeout = s["idle_timeout"] if not own else min(own, s["idle_timeout"])
+            scheduler.idle_since = None
         logger.info("dask-analytics: recording cluster %s into %s", self.cluster_id, mask_url(url))
 
     async def close(self) -> None:
@@ -270,7 +273,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         )
 
     # --- the one way anything becomes a message --------------------------------
-    def emit(self, kind: str, data: dict) -> None:
+    def emit(self, kind: str, data: Mapping[str, Any]) -> None:
         """Queue one message for the store.  O(1); safe on the event loop; never raises."""
         try:
             self._seq += 1
@@ -300,7 +303,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         # close() took it away: nothing to do.
         return None
 
-    def _erred(self, key: Any, tg: Any, counts: Any, kwargs: dict) -> None:
+    def _erred(self, key: Any, tg: Any, counts: Any, kwargs: dict[str, Any]) -> None:
         text = kwargs.get("exception_text")
         if text is not None:
             counts.raised += 1
@@ -455,7 +458,7 @@ class AnalyticsPlugin(SchedulerPlugin):
                 topic,
             )
 
-    def _worker_removed(self, msg: dict) -> None:
+    def _worker_removed(self, msg: dict[str, Any]) -> None:
         """A worker left without being asked to while it ran or held tasks.  Nothing is a
         failure yet (collect/lost.py): only what Dask runs again is.  (An idle worker
         that goes away cost nothing: Dask's own log has it.)"""
@@ -584,14 +587,14 @@ class AnalyticsPlugin(SchedulerPlugin):
         return True
 
     # --- handlers clients call ------------------------------------------------------
-    async def _handle_flush(self, timeout: float = 10.0) -> dict:
+    async def _handle_flush(self, timeout: float = 10.0) -> dict[str, Any]:
         """Snapshot now, wait for pending profiles, then for the store to have it all."""
         self._tick(force=True)
         await self._profiles.join(timeout)
         written = await asyncio.to_thread(self._shipper.flush, timeout)
         return {**self._handle_info(), "flushed": written}
 
-    def _handle_info(self) -> dict:
+    def _handle_info(self) -> dict[str, Any]:
         return {
             "cluster_id": self.cluster_id,
             "store": mask_url(self.settings["store"]),
@@ -620,7 +623,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             "cost": self._cost(),
         }
 
-    def _cost(self) -> dict:
+    def _cost(self) -> dict[str, Any]:
         self._meter.transition_calls = self.scheduler.transition_counter - self._counter0
         self._meter.other_plugins = sum(
             1

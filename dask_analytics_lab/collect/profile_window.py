@@ -21,14 +21,17 @@ from typing import Any
 
 from distributed import profile
 
+# distributed.profile's tree: {count, identifier, description, children: {id: tree}}
+Tree = dict[str, Any]
 
-def _end(chunk: tuple[float, dict]) -> float:
+
+def _end(chunk: tuple[float, dict[str, Tree]]) -> float:
     return chunk[0]
 
 
 def prefix_trees(
     starts: dict[str, float], stop: float | None, dask_worker: Any = None
-) -> dict[str, dict]:
+) -> dict[str, Tree]:
     """{prefix: tree} from this worker's per-prefix profile chunks (each stamped with the
     time its cycle ended, in the scheduler's clock): those that end at or after the
     prefix's start, up to and including the first that ends at or after `stop` (it holds
@@ -41,7 +44,7 @@ def prefix_trees(
     after = n if stop is None else bisect_left(history, stop, key=_end)
     last = min(after + 1, n)
     firsts = {prefix: bisect_left(history, start, key=_end) for prefix, start in starts.items()}
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[Tree]] = {}
     lo = min(firsts.values(), default=last)
     for i, (_, trees) in enumerate(islice(history, lo, last), lo):
         if len(trees) <= len(firsts):

@@ -42,7 +42,7 @@ from distributed.protocol.pickle import dumps
 from distributed.protocol.serialize import Serialize, Serialized, deserialize
 
 from .accounting import CostMeter, metered
-from .profile_window import prefix_trees
+from .profile_window import Tree, prefix_trees
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -55,7 +55,7 @@ LIVE_EVERY = 5.0
 LIVE_MAX = 2
 
 
-def subtract(new: dict, old: dict) -> dict:
+def subtract(new: Tree, old: Tree) -> Tree:
     """The samples of profile tree `new` that are not in `old` (counts never below 0)."""
     out = {**new, "children": {}}
     out["count"] = max(0, new["count"] - old.get("count", 0))
@@ -77,7 +77,11 @@ def subtract(new: dict, old: dict) -> dict:
 class _Chain:
     start: float  # window start of the chain's first run
     stop: float  # stop of its latest run
-    tree: dict  # everything fetched for the chain so far
+    tree: Tree  # everything fetched for the chain so far
+
+
+# prefix -> (its window's start, the chain it continues, if any)
+_Windows = dict[str, tuple[float, _Chain | None]]
 
 
 class ProfileFetcher:
@@ -86,7 +90,7 @@ class ProfileFetcher:
     def __init__(
         self,
         scheduler: Any,
-        emit: Callable[[str, dict], None],
+        emit: Callable[[str, dict[str, Any]], None],
         *,
         timeout: float,
         cycle: float,
@@ -192,7 +196,7 @@ class ProfileFetcher:
         live: bool = False,
     ) -> None:
         now = time.time()
-        windows = {}
+        windows: _Windows = {}
         for prefix in prefixes:
             chain = self._chains.get(prefix)
             if live:
@@ -275,14 +279,14 @@ class ProfileFetcher:
         return dict(zip(starts, trees))
 
     def _combine(
-        self, windows: dict, replies: list[Any], stop: float, live: bool
-    ) -> dict[str, dict]:
+        self, windows: _Windows, replies: list[Any], stop: float, live: bool
+    ) -> dict[str, Tree]:
         cpu = time.thread_time()
-        per_prefix: dict[str, list[dict]] = {}
+        per_prefix: dict[str, list[Tree]] = {}
         for reply in replies:
             for prefix, tree in _unwrap(reply).items():
                 per_prefix.setdefault(prefix, []).append(tree)
-        own = {}
+        own: dict[str, Tree] = {}
         for prefix, (w_start, chain) in windows.items():
             trees = per_prefix.get(prefix)
             fetched = profile.merge(*trees) if trees else profile.create()
@@ -293,11 +297,14 @@ class ProfileFetcher:
         return own
 
 
-def _unwrap(result: Any) -> dict:
+def _unwrap(result: Any) -> dict[str, Tree]:
     """A `run` reply's result: the scheduler does not deserialise what workers send
     (an in-process worker's comes wrapped, not serialised)."""
+    trees: dict[str, Tree]  # what prefix_trees returned on the worker
     if isinstance(result, Serialized):
-        return deserialize(result.header, result.frames)
-    if isinstance(result, Serialize):
-        return result.data
-    return result
+        trees = deserialize(result.header, result.frames)
+    elif isinstance(result, Serialize):
+        trees = result.data
+    else:
+        trees = result
+    return trees

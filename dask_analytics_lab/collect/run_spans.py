@@ -43,8 +43,12 @@ from typing import Any
 
 logger = logging.getLogger("dask_analytics_lab")
 
+# A key of Dask's fine performance metrics: (context, span id or prefix, ..., unit); the
+# parts of a custom metric's label may be any hashable.
+MetricKey = tuple[Any, ...]
+SpanMetrics = dict[MetricKey, float]
 # What the wrapper hands each heartbeat's span-keyed metrics to (before Dask has them).
-Sink = Callable[[dict], None]
+Sink = Callable[[SpanMetrics], None]
 
 
 def tap(scheduler: Any, ext: Any, spans: RunSpans, sink: Sink, owner: Any) -> None:
@@ -58,15 +62,15 @@ def tap(scheduler: Any, ext: Any, spans: RunSpans, sink: Sink, owner: Any) -> No
     sent_as = spans.sent_as
     real = spans.real
 
-    def task_to_msg(ts: Any, *args: Any, **kwargs: Any) -> dict:
-        msg = to_msg(ts, *args, **kwargs)
+    def task_to_msg(ts: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        msg: dict[str, Any] = to_msg(ts, *args, **kwargs)
         if sent_as and ref() is not None:
             sid = sent_as.get(ts.group)
             if sid is not None:
                 msg["span_id"] = sid
         return msg
 
-    def heartbeat_with_runs(ws: Any, data: dict) -> None:
+    def heartbeat_with_runs(ws: Any, data: SpanMetrics) -> None:
         if ref() is not None:
             sink(data)
         if real:  # also once the recorder is gone: Dask knows no run id
@@ -77,9 +81,9 @@ def tap(scheduler: Any, ext: Any, spans: RunSpans, sink: Sink, owner: Any) -> No
     ext.heartbeat = heartbeat_with_runs
 
 
-def _as_dask_sees_it(data: dict, real: dict[str, str]) -> dict:
+def _as_dask_sees_it(data: SpanMetrics, real: dict[str, str]) -> SpanMetrics:
     """The heartbeat's data with each run id turned back into the span it stands for."""
-    out: dict = {}
+    out: SpanMetrics = {}
     for key, value in data.items():
         sid = key[1] if len(key) > 1 else None
         if sid in real:
@@ -168,7 +172,7 @@ class RunSpans:
             self.last_comp, self.last_group, self._cid = None, None, ""
 
 
-def _keep(sent_as: dict, runs: set[str]) -> dict:
+def _keep(sent_as: dict[Any, str], runs: set[str]) -> dict[Any, str]:
     # In place: the message wrapper holds this very dict.
     for tg in [tg for tg, run in sent_as.items() if run not in runs]:
         del sent_as[tg]

@@ -22,6 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from dask.utils import format_bytes
 
@@ -67,7 +68,7 @@ class Shipper:
         max_delay: float = 30.0,
         describe: str = "the analytics store",
         alive: Callable[[], bool] | None = None,
-        heartbeat: Callable[[], dict] | None = None,
+        heartbeat: Callable[[], dict[str, Any]] | None = None,
     ):
         # alive(): False once the owner is gone without calling close() (a scheduler
         # stopped with Server.stop(), whose event loop then closes): the thread writes
@@ -113,7 +114,7 @@ class Shipper:
         self._opened.wait(OPEN_WAIT)
 
     # --- called on the scheduler's event loop -------------------------------
-    def put(self, message: dict) -> None:
+    def put(self, message: dict[str, Any]) -> None:
         """O(1) amortised: an estimate of the size, an append, and each drop a popleft."""
         with self._cond:
             buffer = self._buffer
@@ -143,10 +144,11 @@ class Shipper:
         with self._cond:
             return dict(self.dropped_by_kind)
 
-    def held(self) -> list[dict]:
+    def held(self) -> list[dict[str, Any]]:
         """The messages held, oldest first (a copy, O(n): for tests and diagnostics)."""
         with self._cond:
-            return [entry.message for entry in self._buffer]
+            # An entry keeps its message while queued (and every entry here is).
+            return [entry.message for entry in self._buffer if entry.message is not None]
 
     # --- called from other threads -------------------------------------------
     def flush(self, timeout: float = 10.0) -> bool:
@@ -308,12 +310,12 @@ class Shipper:
             else:
                 self._done(last)
                 if self.failing_since is not None:
-                    self._recovered()
+                    self._recovered(self.failing_since)
                 failures = 0
 
-    def _recovered(self) -> None:
+    def _recovered(self, since: float) -> None:
         with self._cond:
-            since, self.failing_since = self.failing_since, None
+            self.failing_since = None
             self._warned.clear()
             lost = {k: n - self._dropped_before.get(k, 0) for k, n in self.dropped_by_kind.items()}
             lost = {k: n for k, n in lost.items() if n}
@@ -347,7 +349,7 @@ class Shipper:
                 return
             todo = [(entry, entry.message) for entry in unsized if entry.queued]
             unsized.clear()
-        sizes = []
+        sizes: list[int | None] = []
         for _, message in todo:
             try:
                 sizes.append(measure(message))
@@ -361,11 +363,11 @@ class Shipper:
                         self._too_large(entry)
             self._trim()
 
-    def _checked(self, entries: list[tuple[int, dict]]) -> list[Envelope]:
+    def _checked(self, entries: list[tuple[int, dict[str, Any] | None]]) -> list[Envelope]:
         numbers = {number for number, _ in entries}
         for number in [n for n in self._typed if n not in numbers]:  # dropped meanwhile
             del self._typed[number]
-        batch = []
+        batch: list[Envelope] = []
         for number, message in entries:
             if number not in self._typed:
                 try:

@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
-Emit = Callable[[str, dict], None]
+Emit = Callable[[str, dict[str, Any]], None]
+# A finished task's compute interval, as the hook hands it over: (its computation's
+# record or id, its TaskGroup or (prefix, group), state, worker, thread, start, stop)
+_Task = tuple[Any, Any, str, Any, Any, float, float]
 
 FIRST_WIDTH = 2.0**-7  # seconds (~8 ms): fine enough for a short computation
 MAX_WIDTH = 2.0**20  # about 12 days: past that no doubling is needed
@@ -56,7 +59,7 @@ class Bins:
         self.width = width
         self.max_bins = max(1, int(max_bins))
         # (worker, prefix, index) -> [n_tasks, busy seconds]; bin i is [i*width, (i+1)*width)
-        self.cells: dict[tuple, list] = {}
+        self.cells: dict[tuple[Any, Any, int], list[float]] = {}
 
     def __len__(self) -> int:
         return len(self.cells)
@@ -116,7 +119,7 @@ class Bins:
                 break
 
     def _coarsen(self) -> None:
-        merged: dict[tuple, list] = {}
+        merged: dict[tuple[Any, Any, int], list[float]] = {}
         get = merged.get
         for (worker, prefix, i), cell in self.cells.items():
             key = (worker, prefix, i // 2)
@@ -129,7 +132,7 @@ class Bins:
         self.cells = merged
         self.width *= 2
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict[str, Any]]:
         """The bins as task_stream rows (binned), by start."""
         w = self.width
         out = [
@@ -148,7 +151,9 @@ class Bins:
         return out
 
 
-def bin_rows(rows: Iterable[dict], max_bins: int, width: float = FIRST_WIDTH) -> list[dict]:
+def bin_rows(
+    rows: Iterable[Mapping[str, Any]], max_bins: int, width: float = FIRST_WIDTH
+) -> list[dict[str, Any]]:
     """Stored rows, raw or binned, as at most about `max_bins` bins (readers use it to
     bound what they draw or send).  Counts and busy seconds add up to the rows'."""
     bins = Bins(max_bins, width)
@@ -172,7 +177,7 @@ class _Stream:
     def __init__(self, cid: str, max_bins: int):
         self.cid = cid
         self.n_raw = 0  # raw rows taken (sent or about to be)
-        self.raw: list[dict] = []  # raw rows not sent yet
+        self.raw: list[dict[str, Any]] = []  # raw rows not sent yet
         self.bins: Bins | None = Bins(max_bins)
         self.binned = False
         self.dirty = False  # bins changed since last sent
@@ -205,9 +210,9 @@ class TaskStreamRecorder:
         self.replace_every = replace_every
         # (computation record or id, TaskGroup or (prefix, group), state, worker, thread,
         # start, stop): the hook appends to this very list (it is never replaced).
-        self.incoming: list[tuple] = []
+        self.incoming: list[_Task] = []
         # Tasks a tick with a deadline has not folded in yet, from `_at` on (older than incoming).
-        self._folding: list[tuple] = []
+        self._folding: list[_Task] = []
         self._at = 0
         self.behind = False  # the last tick ran out of time: tick again soon
         self._streams: dict[str, _Stream] = {}
@@ -309,26 +314,27 @@ class TaskStreamRecorder:
             ):
                 return False
 
-    def _fold_part(self, pending: list[tuple], begin: int, end: int, deadline: float | None) -> int:
+    def _fold_part(self, pending: list[_Task], begin: int, end: int, deadline: float | None) -> int:
         """Fold in pending[begin:end]; where it stopped (before `end` when the bins of a
         computation were coarsened past the deadline: each time is O(its bins))."""
         streams = self._streams
         max_tasks, max_bins = self.max_tasks, self.max_bins
         # A few workers and groups name thousands of tasks: each name is cut once.
         workers: dict[Any, str | None] = {}
-        groups: dict[Any, tuple] = {}
+        groups: dict[Any, tuple[str | None, str | None]] = {}
         floor = math.floor
-        last_cid, stream = None, None
+        last_cid: str | None = None
+        stream = _Stream("", max_bins)  # last_cid's (replaced before first use)
         for i in range(begin, end):
             who, tg, state, worker, thread, start, stop = pending[i]
             cid = who if who.__class__ is str else who.cid
             if not cid:
                 continue
             if cid != last_cid:
-                stream = streams.get(cid)
-                if stream is None:
-                    stream = streams[cid] = _Stream(cid, self.max_bins)
-                last_cid = cid
+                found = streams.get(cid)
+                if found is None:
+                    found = streams[cid] = _Stream(cid, self.max_bins)
+                stream, last_cid = found, cid
             names = groups.get(tg)
             if names is None:
                 prefix, group = tg if tg.__class__ is tuple else (tg.prefix.name, tg.name)
@@ -352,6 +358,7 @@ class TaskStreamRecorder:
                 continue
             self.recorded += 1
             bins = stream.bins
+            assert bins is not None  # only a sealed stream lets go of its bins
             width = bins.width
             # Most tasks fall in one bin: Bins.add's arithmetic for that case, inline.
             first = floor(start / width)
@@ -416,8 +423,8 @@ class TaskStreamRecorder:
 
 def _row(
     worker: Any, thread: Any, prefix: Any, group: Any, state: str, start: float, stop: float
-) -> dict:
-    row = {
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
         "start": start,
         "stop": stop,
         "worker": worker,

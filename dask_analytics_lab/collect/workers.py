@@ -47,14 +47,14 @@ class WorkerSampler:
         self._last = float("-inf")
         self.sent = 0
 
-    def sample(self, workers: Any, now: float, *, force: bool = False) -> dict | None:
+    def sample(self, workers: Any, now: float, *, force: bool = False) -> dict[str, Any] | None:
         """The `worker_samples` message data; None when none is due or no worker is there."""
         if not force and now - self._last < self.interval:
             return None
         if not workers:
             return None
         self._last = now
-        rows = []
+        rows: list[dict[str, Any]] = []
         for address, ws in workers.items():
             memory = ws.memory
             rows.append(
@@ -94,13 +94,17 @@ class WorkerLifecycle:
     the nanny's memory kill, or neither (it died).
     """
 
-    def __init__(self, event: Callable[[str, dict, float], None]):
+    def __init__(self, event: Callable[[str, dict[str, Any], float], None]):
         self._event = event
-        self._known: dict[str, dict] = {}  # address -> what it said when it joined
+        self._known: dict[str, dict[str, Any]] = {}  # address -> what it said when it joined
         self._closing: set[str] = set()
-        self._memory: dict[str, dict] = {}  # address -> the nanny's memory-kill event
-        self._removal: dict[str, dict] = {}  # address -> the scheduler's remove-worker event
-        self._leaving: dict[str, dict] = {}  # departures waiting LEFT_GRACE for a late reason
+        self._memory: dict[str, dict[str, Any]] = {}  # address -> the nanny's memory-kill event
+        self._removal: dict[
+            str, dict[str, Any]
+        ] = {}  # address -> the scheduler's remove-worker event
+        self._leaving: dict[
+            str, dict[str, Any]
+        ] = {}  # departures waiting LEFT_GRACE for a late reason
 
     def present(self, workers: Any, now: float) -> None:
         """Workers already there when recording started (register() on a running cluster)."""
@@ -129,7 +133,7 @@ class WorkerLifecycle:
             now,
         )
 
-    def status_changed(self, address: str, msg: dict) -> None:
+    def status_changed(self, address: str, msg: dict[str, Any]) -> None:
         """The worker's own status changes (Dask logs them on the worker's topic)."""
         if msg.get("status") in _CLOSING:
             if len(self._closing) < _MAX_TRACKED:
@@ -141,7 +145,7 @@ class WorkerLifecycle:
         """The worker said it was closing (it was told to stop)."""
         return address in self._closing
 
-    def memory_killed(self, msg: dict, now: float) -> None:
+    def memory_killed(self, msg: dict[str, Any], now: float) -> None:
         """The nanny's "worker-restart-memory" event: it terminates the worker now."""
         address = msg.get("worker")
         if not isinstance(address, str):
@@ -152,7 +156,7 @@ class WorkerLifecycle:
         elif len(self._memory) < _MAX_TRACKED:
             self._memory[address] = {**msg, "_seen": now}
 
-    def removing(self, msg: dict) -> None:
+    def removing(self, msg: dict[str, Any]) -> None:
         """The scheduler's "remove-worker" event (topic "all"): comes just before left()."""
         address = msg.get("worker")
         if isinstance(address, str) and len(self._removal) < _MAX_TRACKED:

@@ -3,7 +3,9 @@ it cost (seconds of wall time, an estimate whose sum the evidence spells out).""
 
 from __future__ import annotations
 
-from dask.utils import format_bytes, format_time
+from dask.utils import format_time
+
+from ..figures import format_bytes
 
 __all__ = ["finding", "format_bytes", "format_time", "secs", "short"]
 

@@ -96,7 +96,7 @@ def straggler(rec: Record) -> list[dict]:
     rows = [r for rows in rec.durations().values() for _, r in rows]
     worst = max((r for r in rows if id(r) in slow), key=lambda r: r["stop"])
     end = worst["stop"]
-    group = worst.get("task_group") or worst.get("prefix")
+    group = worst.get("task_group") or worst.get("prefix") or ""  # as durations() keys it
     med = rec.medians()[group]
     t0 = worst["start"] + med
     left = sum(
@@ -183,7 +183,7 @@ def too_few_tasks(rec: Record) -> list[dict]:
     if low_time < rec.settings["too_few_share"] * rec.wall or not by_group:
         return []
     n_tasks = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
-    main = max(by_group, key=by_group.get)
+    main = max(by_group, key=by_group.__getitem__)
     if n_tasks.get(main, 0) >= threads:
         return []  # enough tasks to fill the threads: spreading, not the graph, is to blame
     narrow = sorted(

@@ -37,7 +37,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tornado import web
 from tornado.httputil import parse_body_arguments
@@ -52,17 +52,25 @@ AUTH_RESOURCE = "dask_analytics"
 CSP = "Content-Security-Policy"
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
+if TYPE_CHECKING:
+    # What the mixin always stands in front of (jupyter_server is imported only when
+    # the extension loads).
+    from jupyter_server.base.handlers import JupyterHandler as _Mixed
+else:
+    _Mixed = object
 
-class JupyterRules:
+
+class JupyterRules(_Mixed):
     """Jupyter's authentication, XSRF check and headers over a handler (module doc).
 
     Mixed in first: `JupyterRules, Handler, _HandlerEnd, JupyterHandler or APIHandler`.
     """
 
     auth_resource = AUTH_RESOURCE
-    _jupyter_base: type  # JupyterHandler (pages, files) or APIHandler (JSON)
+    _jupyter_base: type[_Mixed]  # JupyterHandler (pages, files) or APIHandler (JSON)
 
-    async def prepare(self) -> None:
+    # As tornado calls it, without Jupyter's own keyword.
+    async def prepare(self) -> None:  # type: ignore[override]
         # Jupyter's own: Host, who is asking, CORS, the XSRF check of writes.
         await self._jupyter_base.prepare(self)
         if self._finished:
@@ -218,7 +226,8 @@ def jupyter_handler(cls: type, api: bool) -> type:
         "__doc__": cls.__doc__,
         "_jupyter_base": base,
     }
-    draft = type(f"Jupyter{cls.__name__}", bases, dict(namespace))
+    # A RequestHandler: `base` is one (mypy cannot tell from type()'s three arguments).
+    draft = cast(type[RequestHandler], type(f"Jupyter{cls.__name__}", bases, dict(namespace)))
     for name in draft.SUPPORTED_METHODS:
         method = getattr(draft, name.lower(), None)
         if method is not None and method is not RequestHandler._unimplemented_method:
@@ -254,9 +263,9 @@ class LabInfo(_LabHandler):
 def _share_body(body: bytes | None) -> dict:
     """{"computation_id": str, "private": bool} of a share or download request; ValueError if not."""
     try:
-        body = json.loads(body or b"{}")
-        computation_id = body["computation_id"]
-        private = body.get("private", False)
+        asked = json.loads(body or b"{}")
+        computation_id = asked["computation_id"]
+        private = asked.get("private", False)
     except (ValueError, KeyError, TypeError, AttributeError):
         raise ValueError from None
     if (
@@ -347,7 +356,7 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
 
     prefix = url_path_join(base_url, PATH).rstrip("/")
     info = {"prefix": prefix, "store": _mask(store_url), "mounted": True}
-    lab = [
+    lab: list[tuple[str, type, dict[str, Any]]] = [
         (url_path_join(prefix, "lab", "share"), ShareHandler, {"store_url": store_url}),
         (url_path_join(prefix, "lab", "report-file"), ReportFileHandler, {"store_url": store_url}),
         (url_path_join(prefix, "lab-info"), LabInfo, {"info": info}),

@@ -14,15 +14,16 @@ def privacy_switches() -> dict[str, bool]:
     """{"code": ..., "profile": ...}: whether this process's config lets reports hold the
     calling code and a profile."""
     return {
-        "code": config._bool(CODE_SWITCH, config.get(CODE_SWITCH)),
-        "profile": config._bool(PROFILE_SWITCH, config.get(PROFILE_SWITCH)),
+        "code": config.value(CODE_SWITCH),
+        "profile": config.value(PROFILE_SWITCH),
     }
 
 
 def recorded_switches(cluster: dict) -> dict[str, bool]:
     """What a report of this stored cluster may hold: code and profile each need this
     process's switch on and the cluster not to have recorded with it off."""
-    settings = cluster.get("settings") if isinstance(cluster.get("settings"), dict) else {}
+    recorded = cluster.get("settings")
+    settings = recorded if isinstance(recorded, dict) else {}
     mine = privacy_switches()
     return {
         "code": mine["code"] and settings.get("code_transmit") is not False,

@@ -83,8 +83,13 @@ def _profileless_report() -> Any:
             async def get_profile(self, *args: Any, **kwargs: Any) -> dict:
                 return profile.create()
 
+        # A stand-in, not a Scheduler: the method reads everything else through __getattr__.
         return await Scheduler.performance_report(
-            NoProfile(), start=start, last_count=last_count, code=code, mode=mode
+            NoProfile(),  # type: ignore[arg-type]
+            start=start,
+            last_count=last_count,
+            code=code,
+            mode=mode,
         )
 
     return report

@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def report_page(
     state: dict,
     *,
     nonce: str | None = None,
-    links: list[tuple[str, str]] = (),
+    links: Sequence[tuple[str, str]] = (),
 ) -> str:
     """One self-contained report page: the views' bundle over `state`.  Every recorded
     string reaches the page as escaped text or inside the JSON state (which the views

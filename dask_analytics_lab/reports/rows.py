@@ -30,7 +30,8 @@ class BadReport(ValueError):
 class Caller(Protocol):
     """Who reads a report: `account` None is a trusted local caller (every account)."""
 
-    account: str | None
+    @property
+    def account(self) -> str | None: ...
 
 
 def new_report_id() -> str:

@@ -11,6 +11,7 @@ is shown (a performance report's twin has no worker samples, so no such charts).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from dask.utils import key_split
@@ -142,7 +143,7 @@ def twin_state(twin: dict, meta: dict) -> dict:
 
 
 def twin_report_page(
-    twin: dict, meta: dict, *, nonce: str | None = None, links: list[tuple[str, str]] = ()
+    twin: dict, meta: dict, *, nonce: str | None = None, links: Sequence[tuple[str, str]] = ()
 ) -> str:
     """The whole page of a stored report, from its twin (see the module's doc)."""
     state = twin_state(twin, meta)

@@ -20,6 +20,8 @@ logger = logging.getLogger("dask_analytics_lab.server")
 def make_app(settings: dict, prefix: str = "") -> tornado.web.Application:
     ctx = make_context(prefix, settings)
     app = tornado.web.Application(routes_for(ctx), compress_response=True)
+    # On the app for whoever serves it (make_server, serve, the tests): tornado's
+    # Application has no typed slot for it.
     app.dal_context = ctx  # type: ignore[attr-defined]
     return app
 
@@ -95,7 +97,7 @@ async def serve(
     """Serve until SIGINT/SIGTERM.  `ready(url)` is called once listening."""
     tls = ssl_context(certfile, keyfile)
     app = make_app(settings)
-    ctx = app.dal_context
+    ctx = app.dal_context  # type: ignore[attr-defined]
     server = make_server(app, tls)
     server.listen(port, host)
     url = f"{'https' if tls else 'http'}://{host}:{port}"

@@ -30,7 +30,7 @@ import gzip
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from tornado.iostream import StreamClosedError
 from tornado.web import HTTPError, RequestHandler, decode_signed_value
@@ -267,6 +267,12 @@ class BaseHandler(RequestHandler):
             return None
         return value.decode("ascii", "replace")
 
+    @overload
+    async def principal(
+        self, *, required: Literal[True] = True, allow_cookie: bool = True
+    ) -> Principal: ...
+    @overload
+    async def principal(self, *, required: bool, allow_cookie: bool = True) -> Principal | None: ...
     async def principal(
         self, *, required: bool = True, allow_cookie: bool = True
     ) -> Principal | None:

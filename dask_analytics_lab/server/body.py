@@ -36,6 +36,7 @@ from tornado.ioloop import IOLoop
 from tornado.web import stream_request_body
 
 from .base import BaseHandler
+from .context import Principal
 from .errors import ApiError
 
 logger = logging.getLogger("dask_analytics_lab.server")
@@ -217,7 +218,7 @@ class BodyReader(BaseHandler):
 
     def initialize(self, ctx: Any, **kwargs: Any) -> None:
         super().initialize(ctx, **kwargs)
-        self.body_principal = None
+        self.body_principal: Principal | None = None
         self._takes_body = False
         self._refused = False
         self._closed = False
@@ -243,10 +244,11 @@ class BodyReader(BaseHandler):
         self.body_principal = await self.principal(allow_cookie=False)
         encoding = content_type_ok(self.request.headers)
         max_bytes, max_out = self.body_limits()
-        length = self.request.headers.get("Content-Length")
-        if length is not None:
+        announced = self.request.headers.get("Content-Length")
+        length: int | None = None
+        if announced is not None:
             try:
-                length = int(length)
+                length = int(announced)
             except ValueError:
                 raise ApiError(400, "Content-Length is not a number") from None
             if length > max_bytes:

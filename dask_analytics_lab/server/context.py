@@ -259,6 +259,7 @@ class Context:
     body_queue_timeout: float
     session_secret: bytes
     allowed_hosts: frozenset[str] | None
+    quota: Quota
     auth_failures: int = FAILURES
     # /metrics: the operator's token (ops.py); retention: analytics.retention in seconds.
     metrics_token: str | None = None
@@ -266,7 +267,6 @@ class Context:
     metrics: Metrics = field(default_factory=Metrics)
     max_answer_bytes: int = MAX_ANSWER_BYTES
     query_timeout: float | None = QUERY_TIMEOUT
-    quota: Quota | None = None
     loop_lag: LoopLag = field(default_factory=LoopLag)
     # Report bodies being sent (report_handlers.SharedBodies): one copy per report
     # however many clients read it at once.
@@ -437,14 +437,12 @@ class Context:
 
     # --- who is calling, and failed authentication (event loop) ------------------
     def _trusted(self, address: str) -> bool:
-        if self.forwarded_allow == "*":
+        allow = self.forwarded_allow
+        if allow == "*":
             return True
         ip = _ip(address)
-        return (
-            ip is not None
-            and bool(self.forwarded_allow)
-            and any(ip in n for n in self.forwarded_allow)
-        )
+        # Otherwise networks, or None.
+        return ip is not None and isinstance(allow, tuple) and any(ip in n for n in allow)
 
     def client_address(self, peer: str, forwarded: list[str]) -> str:
         """The client's address: the peer's, unless the peer is a trusted proxy; then

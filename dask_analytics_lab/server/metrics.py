@@ -225,12 +225,17 @@ def _count(store: Any, now: float) -> tuple[dict[str, int], int]:
     c = s.clusters.c
     with store.reading() as conn:
         if conn.dialect.name == "postgresql":
-            # count(*) reads a whole table there; the planner's estimate is free.
+            # count(*) reads a whole table there; the planner's estimate is free.  A
+            # time-partitioned table (store/partitions.py) has its rows in its partitions.
             est = dict(
                 conn.execute(
                     sa.text(
-                        "SELECT relname, GREATEST(reltuples, 0)::bigint FROM pg_class "
-                        "WHERE relkind = 'r' AND relname = ANY(:names) AND relnamespace = to_regnamespace(current_schema())"
+                        "SELECT coalesce(p.relname, c.relname) AS name, "
+                        "sum(GREATEST(c.reltuples, 0))::bigint FROM pg_class c "
+                        "LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
+                        "LEFT JOIN pg_class p ON p.oid = i.inhparent "
+                        "WHERE c.relkind = 'r' AND coalesce(p.relname, c.relname) = ANY(:names) "
+                        "AND c.relnamespace = to_regnamespace(current_schema()) GROUP BY 1"
                     ),
                     {"names": [t.name for t in tables]},
                 ).all()

@@ -76,7 +76,7 @@ class Ready(BaseHandler):
             }
         )
 
-    head = get  # type: ignore[assignment]
+    head = get
 
     def not_ready(self, reason: str) -> None:
         self.set_header("Retry-After", "1")

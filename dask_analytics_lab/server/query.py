@@ -465,7 +465,7 @@ class Export(QueryHandler):
 
     key = "export"
 
-    async def get(self) -> None:
+    async def get(self, *path: str) -> None:  # its route has no path arguments
         principal = await self.principal()
         self.parse_params()
         account = self.scope(principal)
@@ -522,7 +522,7 @@ class Export(QueryHandler):
 class WhoAmI(QueryHandler):
     key = "whoami"
 
-    async def get(self) -> None:
+    async def get(self, *path: str) -> None:  # its route has no path arguments
         principal = await self.principal()
         self.parse_params()
         self.write_json(

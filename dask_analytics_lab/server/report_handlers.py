@@ -135,7 +135,8 @@ class ReportsApi(QueryHandler):
             self.ctx.public_url or f"{self.request.protocol}://{self.request.host}"
         ) + self.ctx.prefix
 
-    def query(self, account: str | None, limit: int) -> list[dict]:
+    # Each handler's query takes its route's ids and its own params, by name.
+    def query(self, account: str | None, limit: int) -> list[dict]:  # type: ignore[override]
         base, cipher = self.base(), opening_cipher(self.ctx.cipher)
         return [
             public_row(r, base, cipher)

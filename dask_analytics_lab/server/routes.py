@@ -142,7 +142,8 @@ class ReportsUpload(BodyReader, ReportsApi):
     async def post(self) -> Any:
         if self._finished:
             return None
-        self.request.dal_json = await self.body_json()
+        # read_json (in ReportsApi.post) takes the body parsed here.
+        self.request.dal_json = await self.body_json()  # type: ignore[attr-defined]
         return await ReportsApi.post(self)
 
 

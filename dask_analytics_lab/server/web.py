@@ -84,7 +84,8 @@ class WebHandler(BaseHandler):
 class PageHandler(WebHandler):
     """One page of the web view; team.js reads data-page and data-arg0 from <body>."""
 
-    def initialize(self, ctx: Any, page: str, title: str) -> None:
+    # Tornado hands each route's own keyword arguments to initialize.
+    def initialize(self, ctx: Any, page: str, title: str) -> None:  # type: ignore[override]
         super().initialize(ctx)
         self.page, self.title = page, title
 
@@ -211,7 +212,7 @@ class LoginHandler(FormHandler):
                 self._form("Unknown, revoked or malformed token.", status=401)
             return
         principal = found.principal
-        days = SESSION_DAYS
+        days: float = SESSION_DAYS
         if found.expires is not None:
             days = max(0.0, min(days, (found.expires - time.time()) / 86400))
         # The cookie names a session kept in the database, signed with the server's

@@ -35,8 +35,8 @@ class Budget:
         self.used = 0
         self.truncated: int | None = None  # rows a cut list query kept, when it was cut
 
-    def take(self, rows: Iterable[Any], *, page: bool) -> list[dict]:
-        out: list[dict] = []
+    def take(self, rows: Iterable[Any], *, page: bool) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         for r in rows:
             row = dict(r._mapping)
             self.used += json_size(row)
@@ -69,7 +69,7 @@ def answer_budget(limit: int) -> Iterator[Budget]:
         _current.reset(token)
 
 
-def collect(result: Any, *, page: bool = False) -> list[dict]:
+def collect(result: Any, *, page: bool = False) -> list[dict[str, Any]]:
     """The rows of a result as dicts, within the current budget (if any).  page: a list
     query whose rows may be cut short (the caller pages on); else too many is an error."""
     budget = _current.get()

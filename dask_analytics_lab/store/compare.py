@@ -18,9 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from dask.utils import format_bytes
 
-from ..figures import duration
+from ..figures import duration, format_bytes
 from ..store_errors import NotFound
 from . import schema as s
 from .queries import _clock, _computation_row, _in_account, _limit, _mark_lost, _rows
@@ -46,13 +45,14 @@ def _ratio(before: float | None, after: float | None) -> float | None:
     return after / before
 
 
-def _wall(row: dict) -> float | None:
+def _wall(row: dict[str, Any]) -> float | None:
     if row.get("start") is None or row.get("stop") is None:
         return None
-    return max(0.0, row["stop"] - row["start"])
+    wall: float = max(0.0, row["stop"] - row["start"])
+    return wall
 
 
-def _prices(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, dict]:
+def _prices(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, dict[str, Any]]:
     c = s.clusters.c
     q = sa.select(c.cluster_id, c.name, c.price_per_core_hour).where(
         c.cluster_id.in_(sorted(cluster_ids))
@@ -60,7 +60,7 @@ def _prices(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, dict]:
     return {r.cluster_id: {"name": r.name, "price": r.price_per_core_hour} for r in conn.execute(q)}
 
 
-def _run(row: dict, cluster: dict | None) -> dict:
+def _run(row: dict[str, Any], cluster: dict[str, Any] | None) -> dict[str, Any]:
     price = (cluster or {}).get("price")
     compute = row.get("compute") or 0.0
     return {
@@ -82,14 +82,15 @@ class NoFingerprint(NotFound):
     """The computation's earlier runs cannot be found: it has no fingerprint."""
 
 
-def _fingerprint_of(comp: dict) -> str:
+def _fingerprint_of(comp: dict[str, Any]) -> str:
     if not comp.get("fingerprint"):
         raise NoFingerprint(
             f"computation {comp['computation_id']!r} was recorded without a fingerprint (by a release "
             "before 0.2, or it has not reported its code yet), so its earlier runs cannot be found; "
             "pass baseline= (dask-analytics compare ID --baseline OTHER_ID)"
         )
-    return comp["fingerprint"]
+    fingerprint: str = comp["fingerprint"]
+    return fingerprint
 
 
 def list_runs(
@@ -99,7 +100,7 @@ def list_runs(
     account: str | None = None,
     limit: int | None = 100,
     now: float | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Every run of this computation's code the reader may see, newest first, each with
     its wall time, figures and cost (None where its cluster has no price). A computation
     without a fingerprint has one run: itself."""
@@ -120,7 +121,9 @@ def list_runs(
     return [_run(r, clusters.get(r["cluster_id"])) for r in rows]
 
 
-def baseline_of(conn: sa.Connection, comp: dict, *, account: str | None = None) -> dict | None:
+def baseline_of(
+    conn: sa.Connection, comp: dict[str, Any], *, account: str | None = None
+) -> dict[str, Any] | None:
     """The latest finished run of the same code that started before `comp`."""
     c = s.computations
     fp = _fingerprint_of(comp)
@@ -143,7 +146,7 @@ def baseline_of(conn: sa.Connection, comp: dict, *, account: str | None = None) 
     return rows[0] if rows else None
 
 
-def _groups(conn: sa.Connection, comp: dict) -> list[sa.Row]:
+def _groups(conn: sa.Connection, comp: dict[str, Any]) -> list[sa.Row[Any]]:
     g = s.task_groups.c
     q = sa.select(
         g.name,
@@ -162,8 +165,8 @@ def _groups(conn: sa.Connection, comp: dict) -> list[sa.Row]:
     return list(conn.execute(q))
 
 
-def _by_prefix(groups: list[sa.Row]) -> dict[str, dict]:
-    out: dict[str, dict] = {}
+def _by_prefix(groups: list[sa.Row[Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
     for r in groups:
         prefix = r.prefix or r.name
         p = out.setdefault(prefix, {k: 0 for k in FIGURES} | {"start": None, "stop": None})
@@ -183,11 +186,11 @@ def _by_prefix(groups: list[sa.Row]) -> dict[str, dict]:
     return out
 
 
-def _inputs(groups: list[sa.Row]) -> dict[str, dict]:
+def _inputs(groups: list[sa.Row[Any]]) -> dict[str, dict[str, Any]]:
     """The input groups by prefix, {"n_tasks", "nbytes"}: those that depend on no other
     group of the computation (what they read or made is the input the rest works on)."""
     names = {r.name for r in groups}
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for r in groups:
         deps = r.dependencies if isinstance(r.dependencies, list) else []
         if any(d in names and d != r.name for d in deps):
@@ -206,12 +209,14 @@ def _bytes_moved(before: int, after: int) -> bool:
     return max(after / before, before / after) > INPUT_BYTES
 
 
-def inputs_differ(before: dict[str, dict], after: dict[str, dict]) -> dict | None:
+def inputs_differ(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
     """None when the two runs had the same inputs (same tasks, bytes within INPUT_BYTES);
     else {"before": {"n_tasks", "nbytes"}, "after": {...}, "groups": [{"prefix",
     "before", "after"}] (each input prefix, None where a run had none), "sentence"}."""
     zero = {"n_tasks": 0, "nbytes": 0}
-    groups = [
+    groups: list[dict[str, Any]] = [
         {"prefix": p, "before": before.get(p), "after": after.get(p)}
         for p in sorted(set(before) | set(after))
     ]
@@ -254,7 +259,7 @@ def compare(
     baseline: str | None = None,
     account: str | None = None,
     now: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """This run against a baseline (default: `baseline_of`): {"computation_id",
     "baseline_id", "wall": {"before", "after", "ratio"}, "groups": [{"prefix",
     "before", "after", "ratio"}], "inputs_differ": inputs_differ(...) or None,
@@ -263,6 +268,7 @@ def compare(
     is None and the findings say so."""
     now = _clock(now)
     after = _mark_lost(conn, [_computation_row(conn, computation_id, account)], now)[0]
+    before: dict[str, Any] | None
     if baseline is not None:
         before = _mark_lost(conn, [_computation_row(conn, baseline, account)], now)[0]
     else:
@@ -287,7 +293,7 @@ def compare(
     run_before = _run(before, clusters.get(before["cluster_id"]))
     groups_before = _groups(conn, before)
     b, a = _by_prefix(groups_before), _by_prefix(groups_after)
-    groups = [
+    groups: list[dict[str, Any]] = [
         {
             "prefix": p,
             "before": b.get(p),
@@ -345,7 +351,11 @@ def _change(kind: str, before: float | None, after: float | None) -> str:
 
 
 def findings(
-    before: dict, after: dict, wall: dict, groups: list[dict], inputs: dict | None = None
+    before: dict[str, Any],
+    after: dict[str, Any],
+    wall: dict[str, Any],
+    groups: list[dict[str, Any]],
+    inputs: dict[str, Any] | None = None,
 ) -> list[str]:
     """What changed most, in plain words, biggest first, after how this run ended and
     whether the two runs worked on the same inputs, and on the same work at all."""
@@ -394,7 +404,7 @@ def findings(
     return out
 
 
-def _compute(group: dict) -> float:
+def _compute(group: dict[str, Any]) -> float:
     """The larger of a prefix's compute time in the two runs."""
     return max((side or {}).get("compute") or 0.0 for side in (group["before"], group["after"]))
 

@@ -22,6 +22,7 @@ import ast
 import functools
 import re
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from ..codecrypt import is_sealed
@@ -39,7 +40,7 @@ _ANONYMOUS = {
 }
 
 
-def has_dynamic_code(row: dict) -> bool:
+def has_dynamic_code(row: dict[str, Any]) -> bool:
     return DYNAMIC in (row.get("location") or "") or DYNAMIC in (row.get("traceback_text") or "")
 
 
@@ -47,7 +48,7 @@ class Snippets:
     """The code snippets of one computation (as get_computation gives them), asked where
     a function of some name holding some line was written."""
 
-    def __init__(self, code: list[dict]):
+    def __init__(self, code: list[dict[str, Any]]):
         self._code = [c for c in code if _usable(c)]
 
     def find(self, name: str, line: int) -> tuple[str, str] | None:
@@ -82,7 +83,8 @@ def _outline(text: str, call: int) -> tuple[tuple[tuple[str, int, int], ...], in
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         # e.g. a cell with IPython magics, sent as typed: no frame is placed from it
         return (), 0
-    nodes = list(ast.walk(tree))
+    # Every node a frame can name, or a call stand in, is a statement or an expression.
+    nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.stmt, ast.expr))]
     functions = tuple(
         (n, _start(node), node.end_lineno or node.lineno) for node in nodes if (n := _name(node))
     )
@@ -97,19 +99,19 @@ def _outline(text: str, call: int) -> tuple[tuple[tuple[str, int, int], ...], in
     return functions, (inner.end_lineno or inner.lineno) if inner else call
 
 
-def place(row: dict, snippets: Snippets) -> dict:
+def place(row: dict[str, Any], snippets: Snippets) -> dict[str, Any]:
     """The exception row with its `<dynamic-code>` frames placed in their file (or cell)
     and line, with their source lines; what Dask reported is kept in
     `recorded_location` / `recorded_traceback_text` when anything changed."""
     location, traceback_text = row.get("location") or "", row.get("traceback_text") or ""
     m = _LOCATION.match(location)
-    hit = m and snippets.find(m.group(2).strip(), int(m.group(1)))
-    new_location = f"{hit[0]}:{m.group(1)} in {m.group(2)}" if hit else location
+    hit = snippets.find(m.group(2).strip(), int(m.group(1))) if m else None
+    new_location = f"{hit[0]}:{m.group(1)} in {m.group(2)}" if m and hit else location
     out, changed = [], False
     for text in traceback_text.splitlines(keepends=True):
         f = _FRAME_LINE.match(text.rstrip("\n"))
-        spot = f and snippets.find(f.group(3).strip(), int(f.group(2)))
-        if not spot:
+        spot = snippets.find(f.group(3).strip(), int(f.group(2))) if f else None
+        if f is None or not spot:
             out.append(text)
             continue
         indent = f.group(1)
@@ -128,7 +130,7 @@ def place(row: dict, snippets: Snippets) -> dict:
     }
 
 
-def as_recorded(row: dict) -> dict:
+def as_recorded(row: dict[str, Any]) -> dict[str, Any]:
     """The row as Dask reported it: for a report that may not hold code."""
     if "recorded_location" not in row:
         return row
@@ -141,7 +143,7 @@ def as_recorded(row: dict) -> dict:
     return out
 
 
-def _usable(snippet: dict) -> bool:
+def _usable(snippet: dict[str, Any]) -> bool:
     text = snippet.get("text")
     return (
         isinstance(text, str)
@@ -161,6 +163,7 @@ def _name(node: Any) -> str | None:
     return None
 
 
-def _start(node: Any) -> int:
+def _start(node: ast.stmt | ast.expr) -> int:
     # A decorated function's code starts at its first decorator.
-    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+    decorators: Sequence[ast.expr] = getattr(node, "decorator_list", ())
+    return min([node.lineno, *(d.lineno for d in decorators)])

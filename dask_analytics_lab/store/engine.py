@@ -80,7 +80,7 @@ def make_engine(url: str, *, single_connection: bool = False) -> sa.Engine:
     (distributed checks that a scheduler's descriptor count does not grow).
     """
     u = parse(url)
-    pool: dict = {"pool_size": 1, "max_overflow": 0} if single_connection else {}
+    pool: dict[str, Any] = {"pool_size": 1, "max_overflow": 0} if single_connection else {}
     if u.get_backend_name() == "postgresql":
         try:
             # pre_ping: a pooled connection may have died with a server restart.
@@ -108,6 +108,7 @@ def make_engine(url: str, *, single_connection: bool = False) -> sa.Engine:
 
 
 def _make_parent_dir(u: URL) -> None:
+    assert u.database  # a SQLite file: make_engine asked is_memory
     parent = Path(u.database).expanduser().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +140,7 @@ def _sqlite_on_begin(conn: sa.Connection) -> None:
     )
 
 
-def read_options(engine: sa.Engine) -> dict:
+def read_options(engine: sa.Engine) -> dict[str, Any]:
     """Execution options for a read: a consistent snapshot over several SELECTs."""
     if engine.dialect.name == "postgresql":
         return {**READ, "isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
@@ -202,6 +203,7 @@ def time_limit(conn: sa.Connection, seconds: float | None, shown_url: str) -> It
         raw = None
     else:
         raw = conn.connection.dbapi_connection
+        assert raw is not None  # the driver's connection, open: a transaction holds it
         deadline = time.monotonic() + seconds
 
         def check() -> int:

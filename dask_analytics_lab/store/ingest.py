@@ -12,7 +12,7 @@ out of order after a retry.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -60,7 +60,7 @@ KIND_ORDER = (
 )
 
 
-def ingest(engine: sa.Engine, messages: Any) -> int:
+def ingest(engine: sa.Engine, messages: list[Envelope] | list[dict[str, Any]]) -> int:
     """Store the messages not stored before; return how many that was.
 
     `messages` are wire-form dicts, checked here, or typed messages that already were
@@ -115,16 +115,16 @@ def _store(engine: sa.Engine, msgs: list[Any]) -> int:
         return len(msgs) + len(beats)
 
 
-def _newer(table: sa.Table, stmt: Any) -> sa.ColumnElement:
+def _newer(table: sa.Table, stmt: Any) -> sa.ColumnElement[bool]:
     """Upsert guard: the incoming row is from a message no older than the stored one."""
     return sa.or_(table.c.updated.is_(None), stmt.excluded.updated >= table.c.updated)
 
 
-def _set_from_excluded(stmt: Any, columns: Iterable[str]) -> dict:
+def _set_from_excluded(stmt: Any, columns: Iterable[str]) -> dict[str, Any]:
     return {c: stmt.excluded[c] for c in columns}
 
 
-def _latest(rows: list[dict], key: tuple[str, ...]) -> list[dict]:
+def _latest(rows: list[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, Any]]:
     """One row per key, the last given (rows come oldest first); a multi-row upsert
     may not touch one row twice on PostgreSQL."""
     return list({tuple(r[k] for k in key): r for r in rows}.values())
@@ -234,7 +234,7 @@ def _cluster_samples(conn: sa.Connection, msgs: list[ClusterSampleMessage]) -> N
     _peaks(conn, rows)
 
 
-def _peaks(conn: sa.Connection, rows: list[dict]) -> None:
+def _peaks(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
     """Keep the largest size each cluster reached, whatever order samples arrive in."""
     peaks: dict[str, dict[str, int]] = {}
     for r in rows:
@@ -244,8 +244,8 @@ def _peaks(conn: sa.Connection, rows: list[dict]) -> None:
         p["memory"] = max(p["memory"], r.get("memory_total") or 0)
     c = s.clusters.c
 
-    def grow(column: sa.Column, name: str) -> sa.ColumnElement:
-        new = sa.bindparam("b_" + name)
+    def grow(column: sa.Column[int], name: str) -> sa.ColumnElement[int]:
+        new: sa.BindParameter[int] = sa.bindparam("b_" + name)
         return sa.case((sa.func.coalesce(column, -1) < new, new), else_=column)
 
     stmt = (
@@ -515,7 +515,7 @@ def _worker_samples(conn: sa.Connection, msgs: list[WorkerSamplesMessage]) -> No
 
 def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
     t = s.task_stream
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for m in msgs:  # in seq order: a replace drops what came before it, this batch's too
         d = m.data
         if d.replace:
@@ -535,9 +535,36 @@ def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
         ]
     if rows:
         conn.execute(sa.insert(t), rows)
+        _task_stream_spans(conn, rows)
 
 
-APPLY = {
+def _task_stream_spans(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+    """Widen each computation's span (schema.task_stream_spans) to these rows' starts."""
+    spans: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        span = spans.setdefault((r["cluster_id"], r["computation_id"]), [r["start"], r["start"]])
+        span[0], span[1] = min(span[0], r["start"]), max(span[1], r["start"])
+    sp = s.task_stream_spans
+    stmt = _insert(conn, sp)
+    first, last = stmt.excluded.first_start, stmt.excluded.last_start
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["cluster_id", "computation_id"],
+        set_={
+            "first_start": sa.case((first < sp.c.first_start, first), else_=sp.c.first_start),
+            "last_start": sa.case((last > sp.c.last_start, last), else_=sp.c.last_start),
+        },
+    )
+    conn.execute(
+        stmt,
+        [
+            {"cluster_id": c, "computation_id": comp, "first_start": lo, "last_start": hi}
+            for (c, comp), (lo, hi) in sorted(spans.items())
+        ],
+    )
+
+
+# Each takes the messages of its kind.
+APPLY: dict[type[Envelope], Callable[[sa.Connection, list[Any]], None]] = {
     ClusterMessage: _clusters,
     ClusterSampleMessage: _cluster_samples,
     ClusterStopMessage: _cluster_stops,

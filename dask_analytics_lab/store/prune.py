@@ -23,6 +23,14 @@ refers to it and its account has no cluster that recorded in the last ACTIVE sec
 (a live cluster may have sent a snippet whose computation is still in flight; see
 _sweep_snippets).
 
+On PostgreSQL the time-partitioned tables (partitions.py) lose first every partition
+whose range ended before the cut-off, as one DROP TABLE each, in a transaction of its
+own: its rows are all of old clusters once those of clusters kept (a live cluster that
+started long ago) have moved to the DEFAULT partition.  The batches below then delete
+only what is left: rows in the partitions that straddle the cut-off, in DEFAULT, and in
+the other tables.  The counts are the same as row by row, so a dry run still counts
+exactly.  A partition whose lock is not had in time is left to the batches this time.
+
 Batches: each transaction takes at most `batch` clusters and deletes at most
 `max_rows` rows; a cluster with more rows is emptied over several transactions and its
 row deleted last.  Between transactions prune sleeps at least as long as the last one
@@ -34,19 +42,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from ..config import parse_age  # noqa: F401 - the CLI's and tests' way in
+from ..store_errors import StoreUnavailable
+from . import partitions, team_schema
 from . import schema as s
-from . import team_schema
 from .ingest import cluster_accounts
 from .team_schema import cluster_owners
+
+logger = logging.getLogger("dask_analytics_lab.retention")
+
+T = TypeVar("T")
 
 # Tables with a cluster_id whose rows outlive their cluster on purpose.
 KEPT_TABLES = (cluster_owners, team_schema.reports)
@@ -70,7 +84,7 @@ SQLITE_PAUSE = 0.1
 SNIPPET_CHUNK = 500
 
 
-def is_old(cutoff: float) -> sa.ColumnElement:
+def is_old(cutoff: float) -> sa.ColumnElement[bool]:
     """Clusters that ended before `cutoff` (started < cutoff only narrows it, and lets
     the `started` index find them)."""
     c = s.clusters.c
@@ -88,7 +102,7 @@ def prune(
     batch: int = BATCH,
     max_rows: int = MAX_ROWS,
     pause: float | None = None,
-    lock: Callable[[], AbstractContextManager] | None = None,
+    lock: Callable[[], AbstractContextManager[object]] | None = None,
     stop: Callable[[], bool] | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
@@ -103,7 +117,9 @@ def prune(
     if (older_than is None) == (cutoff is None):
         raise ValueError("give older_than (seconds) or cutoff (a time), not both")
     now = time.time() if now is None else now
-    cutoff = now - older_than if cutoff is None else cutoff
+    if cutoff is None:
+        assert older_than is not None  # one of the two, checked above
+        cutoff = now - older_than
     start = time.perf_counter()
     if dry_run:
         counts = _count(store, cutoff, now)
@@ -119,8 +135,7 @@ def prune(
             lock=lock or contextlib.nullcontext,
             stop=stop or (lambda: False),
         )
-    counts["seconds"] = round(time.perf_counter() - start, 3)
-    return counts
+    return {**counts, "seconds": round(time.perf_counter() - start, 3)}
 
 
 def _ordered(counts: dict[str, int]) -> dict[str, int]:
@@ -158,10 +173,12 @@ def _delete(
     batch: int,
     max_rows: int,
     pause: float,
-    lock: Callable[[], AbstractContextManager],
+    lock: Callable[[], AbstractContextManager[object]],
     stop: Callable[[], bool],
 ) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
+    if store.dialect == "postgresql":
+        _drop_partitions(store, cutoff, lock, stop, counts)
     while not stop():
         t0 = time.perf_counter()
         with lock():
@@ -177,14 +194,49 @@ def _delete(
     return _ordered(counts)
 
 
+def _drop_partitions(
+    store: Any,
+    cutoff: float,
+    lock: Callable[[], AbstractContextManager[object]],
+    stop: Callable[[], bool],
+    counts: dict[str, int],
+) -> None:
+    with store.reading() as conn:
+        expired = partitions.expired(conn, cutoff)
+    for part in expired:
+        if stop():
+            return
+        try:
+            with lock(), store.transaction() as conn:
+                counts[part.table] += partitions.drop(conn, part, is_old(cutoff))
+        except (StoreUnavailable, sa.exc.OperationalError) as e:
+            # lock_not_available (lock_timeout), deadlock_detected: another time.
+            if _sqlstate(e) not in ("55P03", "40P01"):
+                raise
+            logger.warning(
+                "dask-analytics retention: %s was busy; its old rows are deleted row by row "
+                "this time, the partition dropped next time",
+                part.name,
+            )
+
+
+def _sqlstate(e: BaseException) -> str | None:
+    cause = e if isinstance(e, sa.exc.DBAPIError) else e.__cause__
+    return getattr(getattr(cause, "orig", None), "sqlstate", None)
+
+
 def _retrying(store: Any, body: Callable[[sa.Connection], bool]) -> bool:
     """One write transaction; again once after a PostgreSQL deadlock with a writer."""
     for attempt in range(3):
         try:
             with store.transaction() as conn:
                 return body(conn)
-        except sa.exc.OperationalError as e:
-            if attempt == 2 or getattr(e.orig, "sqlstate", None) not in ("40P01", "40001"):
+        except (sa.exc.OperationalError, StoreUnavailable) as e:
+            # The store reports a driver's OperationalError as StoreUnavailable (its cause):
+            # a deadlock or serialization failure is one of those, and worth one more go.
+            driver = e.__cause__ if isinstance(e, StoreUnavailable) else e
+            sqlstate = getattr(getattr(driver, "orig", None), "sqlstate", None)
+            if attempt == 2 or sqlstate not in ("40P01", "40001"):
                 raise
     raise AssertionError("unreachable")
 
@@ -240,7 +292,9 @@ def _delete_rows(conn: sa.Connection, t: sa.Table, ids: list[str], limit: int) -
 
 
 # --- code snippets --------------------------------------------------------------
-def _sweep_snippets(store: Any, now: float, lock: Callable[[], AbstractContextManager]) -> int:
+def _sweep_snippets(
+    store: Any, now: float, lock: Callable[[], AbstractContextManager[object]]
+) -> int:
     """Delete the snippets no computation refers to, except in accounts that recorded lately.
 
     A live cluster's scheduler sends a snippet once, maybe in the batch before the
@@ -332,6 +386,6 @@ def _by_account(keys: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     return out
 
 
-def _chunks(items: list, n: int) -> Iterator[list]:
+def _chunks(items: list[T], n: int) -> Iterator[list[T]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]

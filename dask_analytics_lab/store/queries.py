@@ -21,6 +21,7 @@ from ..codecrypt import is_sealed, reading_cipher
 from ..ids import MAX_CANDIDATES, MIN_PREFIX
 from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
 from ..store_errors import ambiguous, unknown
+from . import partitions
 from . import schema as s
 from .budget import collect
 from .dynamic_code import Snippets, has_dynamic_code, place
@@ -42,13 +43,15 @@ LABEL_CUT = "…"
 _EMPTY_IS_NONE = {"computation_id", "task_group"}
 
 
-def _rows(result: sa.Result, *, blanks: bool = False, page: bool = False) -> list[dict]:
+def _rows(
+    result: sa.Result[Any], *, blanks: bool = False, page: bool = False
+) -> list[dict[str, Any]]:
     """page: a list query, which a server's answer budget may cut short (store/budget.py)."""
     rows = collect(result, page=page)
     return _blanks(rows) if blanks else rows
 
 
-def _blanks(rows: list[dict]) -> list[dict]:
+def _blanks(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         for k in _EMPTY_IS_NONE.intersection(r):
             if r[k] == "":
@@ -64,7 +67,7 @@ def _limit(limit: int | None) -> int | None:
     return limit
 
 
-def _in_account(table: sa.Table, account: str | None) -> sa.ColumnElement:
+def _in_account(table: sa.Table, account: str | None) -> sa.ColumnElement[bool]:
     if account is None:
         return sa.true()
     return table.c.cluster_id.in_(
@@ -82,7 +85,9 @@ def _require_cluster(conn: sa.Connection, cluster_id: str, account: str | None) 
     return cluster_id
 
 
-def _computation_row(conn: sa.Connection, computation_id: str, account: str | None) -> dict:
+def _computation_row(
+    conn: sa.Connection, computation_id: str, account: str | None
+) -> dict[str, Any]:
     """Its row; `computation_id` may be a unique prefix (ids.py): use the row's id after."""
     c = s.computations
     q = sa.select(c).where(c.c.computation_id == computation_id, _in_account(c, account))
@@ -113,7 +118,8 @@ def _by_prefix(
         raise unknown(what, prefix, command)
     if len(found) > 1:
         raise ambiguous(what, prefix, found[:MAX_CANDIDATES], more=len(found) > MAX_CANDIDATES)
-    return found[0]
+    full: str = found[0]
+    return full
 
 
 def _clock(now: float | None) -> float:
@@ -125,7 +131,7 @@ def lost_after(heartbeat: float | None) -> float:
     return LOST_AFTER_HEARTBEATS * (heartbeat or LEGACY_HEARTBEAT)
 
 
-def _lost_after_sql() -> sa.ColumnElement:
+def _lost_after_sql() -> sa.ColumnElement[float]:
     return LOST_AFTER_HEARTBEATS * sa.func.coalesce(s.clusters.c.heartbeat, LEGACY_HEARTBEAT)
 
 
@@ -135,7 +141,7 @@ def lifecycle(
     started: float,
     now: float,
     heartbeat: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The one rule for a cluster's lifecycle: {"status", "ended", "duration"}.
 
     "stopped" once its scheduler said it closed (it ended then); "lost" when nothing
@@ -153,7 +159,7 @@ def lifecycle(
     return {"status": status, "ended": ended, "duration": duration}
 
 
-def _with_lifecycle(row: dict, now: float) -> dict:
+def _with_lifecycle(row: dict[str, Any], now: float) -> dict[str, Any]:
     row.update(
         lifecycle(row["stopped"], row["last_seen"], row["started"], now, row.get("heartbeat"))
     )
@@ -161,7 +167,7 @@ def _with_lifecycle(row: dict, now: float) -> dict:
     return row
 
 
-def _with_cursors(comps: list[dict]) -> list[dict]:
+def _with_cursors(comps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in comps:
         r["cursor"] = encode_cursor(r["start"], r["computation_id"])
     return comps
@@ -179,7 +185,7 @@ def list_clusters(
     before: str | None = None,
     limit: int | None = 100,
     now: float | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Newest first by (started, cluster_id); each row with its `status`, `ended` and
     `duration` (see `lifecycle`) and its `cursor`: pass the last row's as `before=` for
     the next (older) page.
@@ -196,10 +202,12 @@ def list_clusters(
     return [_with_lifecycle(r, now) for r in _rows(conn.execute(q.limit(_limit(limit))), page=True)]
 
 
-def _cluster_filters(*, user: Any = None, state: Any = None, text: Any = None, now: float) -> list:
+def _cluster_filters(
+    *, user: Any = None, state: Any = None, text: Any = None, now: float
+) -> list[sa.ColumnElement[bool]]:
     """WHERE terms on clusters; the lifecycle's SQL twin for `state`."""
     c = s.clusters.c
-    terms: list = []
+    terms: list[sa.ColumnElement[bool]] = []
     user, text = parse_text(user, "user"), parse_text(text, "text")
     state = parse_state(state, CLUSTER_STATES)
     if user is not None:
@@ -216,15 +224,15 @@ def _cluster_filters(*, user: Any = None, state: Any = None, text: Any = None, n
 
 
 def _keyset(
-    q: sa.Select,
-    start: sa.Column,
-    ident: sa.Column,
+    q: sa.Select[Any],
+    start: sa.Column[float],
+    ident: sa.Column[str],
     *,
     since: Any,
     until: Any,
     before: Any,
     now: float,
-) -> sa.Select:
+) -> sa.Select[Any]:
     """The date range and the page: rows older than the cursor, newest first.
 
     `start <= S` on its own bounds the index range scan on both databases; the OR
@@ -242,7 +250,7 @@ def _keyset(
 
 def get_cluster(
     conn: sa.Connection, cluster_id: str, *, account: str | None = None, now: float | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The cluster row with its `status`, `ended` and `duration` (see `lifecycle`)."""
     q = sa.select(s.clusters).where(
         s.clusters.c.cluster_id == cluster_id, _in_account(s.clusters, account)
@@ -270,7 +278,9 @@ def _cluster_ends(conn: sa.Connection, cluster_ids: set[str], now: float) -> dic
     return ends
 
 
-def _mark_lost(conn: sa.Connection, comps: list[dict], now: float) -> list[dict]:
+def _mark_lost(
+    conn: sa.Connection, comps: list[dict[str, Any]], now: float
+) -> list[dict[str, Any]]:
     """A computation still running on a cluster that ended will never finish: it reads
     state "lost", stopped when its cluster ended."""
     running = {r["cluster_id"] for r in comps if r["state"] == "running"}
@@ -291,7 +301,7 @@ def list_cluster_samples(
     account: str | None = None,
     limit: int | None = 10_000,
     offset: int = 0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The newest `limit` samples (after skipping the newest `offset`), oldest first."""
     cluster_id = _require_cluster(conn, cluster_id, account)
     t = s.cluster_samples
@@ -312,7 +322,7 @@ def list_computations(
     before: str | None = None,
     limit: int | None = 100,
     now: float | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Newest first by (start, computation_id), with their totals, label, code line and
     `cursor` (pass the last row's as `before=` for the next page). The totals live on
     the row, so this reads `limit` rows of one table, however many task groups there
@@ -339,9 +349,9 @@ def list_computations(
 
 def _computation_filters(
     *, user: Any = None, state: Any = None, text: Any = None, now: float
-) -> list:
+) -> list[sa.ColumnElement[bool]]:
     c = s.computations.c
-    terms: list = []
+    terms: list[sa.ColumnElement[bool]] = []
     user, text = parse_text(user, "user"), parse_text(text, "text")
     state = parse_state(state, COMPUTATION_STATES)
     if user is not None:
@@ -384,12 +394,12 @@ def _computation_filters(
 
 def list_task_groups(
     conn: sa.Connection, computation_id: str, *, account: str | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     comp = _computation_row(conn, computation_id, account)
     return _task_groups(conn, comp)
 
 
-def _task_groups(conn: sa.Connection, comp: dict) -> list[dict]:
+def _task_groups(conn: sa.Connection, comp: dict[str, Any]) -> list[dict[str, Any]]:
     g = s.task_groups
     # By the computation's own cluster: another cluster reusing the id is not mixed in.
     q = sa.select(g).where(
@@ -404,7 +414,7 @@ def get_computation(
     *,
     account: str | None = None,
     now: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The computation with its "groups" and its "code" snippets (in the order sent;
     a snippet whose `code` message never arrived has text None).
 
@@ -423,10 +433,12 @@ def get_computation(
     return comp
 
 
-def _code(comps: list[dict], conn: sa.Connection) -> dict[tuple[str, str], list[dict]]:
+def _code(
+    comps: list[dict[str, Any]], conn: sa.Connection
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Each computation's code snippets, readable (open_code), by (cluster_id, computation_id)."""
     hashes = {h for comp in comps for h in comp["code_hashes"] or []}
-    found: dict[tuple[str, str], dict] = {}
+    found: dict[tuple[str, str], dict[str, Any]] = {}
     owners: dict[str, str] = {}
     if hashes:
         # Only the code each computation's own account sent.
@@ -437,17 +449,17 @@ def _code(comps: list[dict], conn: sa.Connection) -> dict[tuple[str, str], list[
         )
         found = {(r.pop("account"), r["hash"]): r for r in _rows(conn.execute(q))}
     blank = {"text": None, "filename": None, "lineno_frame": None, "lineno_relative": None}
-    out = {}
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for comp in comps:
-        hashes = comp["code_hashes"] or []
+        its: list[str] = comp["code_hashes"] or []
         frames = comp["code_frames"]
-        owner = owners[comp["cluster_id"]] if hashes else None
-        code = []
-        for i, h in enumerate(hashes):
+        owner = owners[comp["cluster_id"]] if its else ""  # read only for a hash
+        code: list[dict[str, Any]] = []
+        for i, h in enumerate(its):
             snippet = dict(found.get((owner, h)) or {"hash": h, **blank})
             if frames is not None:
                 # The i-th frame of this hash: one snippet may be sent for several frames.
-                frame = _frame_for(frames, h, sum(1 for x in hashes[:i] if x == h))
+                frame = _frame_for(frames, h, sum(1 for x in its[:i] if x == h))
                 snippet["lineno_frame"] = frame.get("lineno_frame") if frame else None
                 snippet["lineno_relative"] = frame.get("lineno_relative") if frame else None
             code.append(snippet)
@@ -455,7 +467,7 @@ def _code(comps: list[dict], conn: sa.Connection) -> dict[tuple[str, str], list[
     return out
 
 
-def _metrics(conn: sa.Connection, comp: dict) -> list[dict]:
+def _metrics(conn: sa.Connection, comp: dict[str, Any]) -> list[dict[str, Any]]:
     """The computation's fine performance metrics: [{prefix, context, activity, unit, value}]."""
     m = s.computation_metrics.c
     q = (
@@ -466,7 +478,7 @@ def _metrics(conn: sa.Connection, comp: dict) -> list[dict]:
     return [{**r, "prefix": r["prefix"] or None} for r in _rows(conn.execute(q))]
 
 
-def open_code_lines(rows: list[dict]) -> list[dict]:
+def open_code_lines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Computation rows with their code_line readable, as open_code does for snippets
     (one that cannot be opened reads None, with `code_error`)."""
     cipher = reading_cipher()
@@ -479,7 +491,7 @@ def open_code_lines(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def open_code(rows: list[dict]) -> list[dict]:
+def open_code(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Snippet rows with their text readable, when this process has the code key
     (codecrypt.local_cipher); text stored encrypted that its key does not open reads
     None, with `code_error` saying why.  Without a key here, encrypted text is left
@@ -488,7 +500,7 @@ def open_code(rows: list[dict]) -> list[dict]:
     return cipher.open_rows(rows) if cipher.enabled or cipher.problem else rows
 
 
-def _frame_for(frames: list[dict], h: str, nth: int) -> dict | None:
+def _frame_for(frames: list[dict[str, Any]], h: str, nth: int) -> dict[str, Any] | None:
     same = [f for f in frames if isinstance(f, dict) and f.get("hash") == h]
     return same[nth] if nth < len(same) else (same[-1] if same else None)
 
@@ -501,7 +513,7 @@ def list_exceptions(
     account: str | None = None,
     limit: int | None = 100,
     offset: int = 0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Newest (last seen) first, from the `offset`th; one row per distinct failure with its count."""
     e = s.exceptions
     q = sa.select(e).where(_in_account(e, account))
@@ -517,7 +529,7 @@ def list_exceptions(
     return _place_dynamic_code(conn, _rows(conn.execute(q), blanks=True, page=True))
 
 
-def _place_dynamic_code(conn: sa.Connection, rows: list[dict]) -> list[dict]:
+def _place_dynamic_code(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Frames of functions sent by value (`<dynamic-code>`) placed in the cell or file
     of their computation's snippets: see dynamic_code."""
     wanted = {
@@ -547,6 +559,24 @@ def _window(column: Any, since: float | None, until: float | None) -> Any:
     )
 
 
+# Reads of the time-partitioned tables (partitions.py) name a time range, so PostgreSQL
+# reads only the partitions in it.  A cluster's samples and events lie in its life as the
+# store saw it (first message to last), give or take LIFE_MARGIN: clocks disagree (a
+# worker's against its scheduler's), and a margin of one partition costs at most one
+# partition more each side.
+LIFE_MARGIN = partitions.INTERVAL
+
+
+def _in_life(conn: sa.Connection, column: Any, cluster_id: str) -> Any:
+    c = s.clusters.c
+    row = conn.execute(
+        sa.select(c.started, c.first_seen, c.last_seen, c.stopped).where(c.cluster_id == cluster_id)
+    ).one()
+    lo = min(t for t in (row.started, row.first_seen) if t is not None)
+    hi = max(t for t in (row.last_seen, row.stopped) if t is not None)
+    return _window(column, lo - LIFE_MARGIN, hi + LIFE_MARGIN)
+
+
 def list_events(
     conn: sa.Connection,
     *,
@@ -557,13 +587,13 @@ def list_events(
     since: float | None = None,
     until: float | None = None,
     offset: int = 0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Newest first, from the `offset`th; `since`/`until` bound their time."""
     ev = s.events
     q = sa.select(ev).where(_in_account(ev, account), _window(ev.c.time, since, until))
     if cluster_id is not None:
         cluster_id = _require_cluster(conn, cluster_id, account)
-        q = q.where(ev.c.cluster_id == cluster_id)
+        q = q.where(ev.c.cluster_id == cluster_id, _in_life(conn, ev.c.time, cluster_id))
     if topic is not None:
         q = q.where(ev.c.topic == topic)
     q = q.order_by(ev.c.time.desc(), ev.c.id.desc()).limit(_limit(limit)).offset(offset)
@@ -577,7 +607,7 @@ def get_profile(
     cluster_id: str | None = None,
     prefix: str | None = None,
     account: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Dask's profile tree: of one computation (of one of its task prefixes), or of a
     whole cluster (its computations' profiles merged with any cluster-level one).  An
     empty tree when none was recorded."""
@@ -622,14 +652,14 @@ def list_gpu_metrics(
     since: float | None = None,
     until: float | None = None,
     offset: int = 0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """One row per sample per GPU: the newest `limit` (of [since, until]; after skipping the
     newest `offset`), oldest first."""
     g = s.gpu_samples
     q = sa.select(g).where(_in_account(g, account), _window(g.c.time, since, until))
     if cluster_id is not None:
         cluster_id = _require_cluster(conn, cluster_id, account)
-        q = q.where(g.c.cluster_id == cluster_id)
+        q = q.where(g.c.cluster_id == cluster_id, _in_life(conn, g.c.time, cluster_id))
     if monitor_id is not None:
         q = q.where(g.c.monitor_id == monitor_id)
     if worker is not None:
@@ -648,12 +678,16 @@ def list_worker_samples(
     since: float | None = None,
     until: float | None = None,
     offset: int = 0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Each worker over time: the newest `limit` samples (of [since, until]; after skipping
     the newest `offset`), oldest first."""
     cluster_id = _require_cluster(conn, cluster_id, account)
     w = s.worker_samples
-    q = sa.select(w).where(w.c.cluster_id == cluster_id, _window(w.c.time, since, until))
+    q = sa.select(w).where(
+        w.c.cluster_id == cluster_id,
+        _window(w.c.time, since, until),
+        _in_life(conn, w.c.time, cluster_id),
+    )
     if worker is not None:
         q = q.where(w.c.worker == worker)
     q = q.order_by(w.c.time.desc(), w.c.id.desc()).limit(_limit(limit)).offset(offset)
@@ -667,17 +701,25 @@ def list_task_stream(
     account: str | None = None,
     limit: int | None = 100_000,
     offset: int = 0,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """A computation's task stream, by start (from the `offset`th): one row per task, or per bin (binned)."""
     comp = _computation_row(conn, computation_id, account)
-    t = s.task_stream
+    t, sp = s.task_stream, s.task_stream_spans
+    key = (comp["cluster_id"], comp["computation_id"])
     q = (
         sa.select(t)
-        .where(t.c.cluster_id == comp["cluster_id"], t.c.computation_id == comp["computation_id"])
+        .where(t.c.cluster_id == key[0], t.c.computation_id == key[1])
         .order_by(t.c.start, t.c.id)
         .limit(_limit(limit))
         .offset(offset)
     )
+    span = conn.execute(
+        sa.select(sp.c.first_start, sp.c.last_start).where(
+            sp.c.cluster_id == key[0], sp.c.computation_id == key[1]
+        )
+    ).first()
+    if span is not None:  # its time partitions only; without a span, all of them
+        q = q.where(_window(t.c.start, span.first_start, span.last_start))
     return _rows(conn.execute(q), page=True)
 
 
@@ -689,7 +731,7 @@ def cost_report(
     until: Any = None,
     account: str | None = None,
     now: float | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Cost per user, UTC day or UTC month: [{"key", "clusters", "computations",
     "core_hours", "cost"}], by user the dearest first, by day/month the newest first.
 
@@ -705,12 +747,12 @@ def cost_report(
         .where(s.computations.c.cluster_id == c.cluster_id)
         .scalar_subquery()
     )
-    per_cluster = sa.select(
+    clusters = sa.select(
         _bucket(conn, by).label("key"), c.core_seconds, c.cost, n_comps.label("n_comps")
     )
     per_cluster = (
         _keyset(
-            per_cluster.where(_in_account(s.clusters, account)),
+            clusters.where(_in_account(s.clusters, account)),
             c.started,
             c.cluster_id,
             since=since,
@@ -737,7 +779,7 @@ def cost_report(
     ]
 
 
-def _bucket(conn: sa.Connection, by: str) -> sa.ColumnElement:
+def _bucket(conn: sa.Connection, by: str) -> sa.ColumnElement[str]:
     """The report's key for a cluster: its user, or the UTC day/month it started."""
     c = s.clusters.c
     if by == "user":
@@ -750,9 +792,9 @@ def _bucket(conn: sa.Connection, by: str) -> sa.ColumnElement:
     )
 
 
-def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list[dict]]:
+def export(conn: sa.Connection, *, account: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every row of every data table (not the bookkeeping ones), by table name."""
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for table in s.DATA_TABLES:
         if table is s.code_snippets:
             # Scoped by their own account column, not by a cluster.
@@ -773,9 +815,9 @@ def export_page(
     table_name: str,
     *,
     account: str | None = None,
-    after: tuple | None = None,
+    after: tuple[Any, ...] | None = None,
     limit: int = 1000,
-) -> tuple[list[dict], tuple | None]:
+) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
     """`export`'s rows of one table, `limit` at most, in primary key order after `after`;
     with the key of the last row (None when there are no more)."""
     table = next(t for t in s.DATA_TABLES if t.name == table_name)

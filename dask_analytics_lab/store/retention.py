@@ -48,15 +48,15 @@ class Retention:
         *,
         every: float = DAY,
         delay: float = 0.0,
-        lock: Callable[[], AbstractContextManager] | None = None,
-        on_result: Callable[[dict], None] | None = None,
+        lock: Callable[[], AbstractContextManager[object]] | None = None,
+        on_result: Callable[[dict[str, Any]], None] | None = None,
         name: str = "dask-analytics-retention",
     ):
         self.seconds, self.every, self.delay = float(seconds), float(every), float(delay)
         self._store, self._lock, self._on_result = store, lock, on_result
         self._stop = threading.Event()
         self.runs = 0
-        self.last: dict | None = None
+        self.last: dict[str, Any] | None = None
         # time.monotonic() of the next run (the schedule, for status and tests).
         self.next_at: float | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -72,7 +72,7 @@ class Retention:
         if self._thread.is_alive():
             self._thread.join(timeout)
 
-    def run_once(self) -> dict:
+    def run_once(self) -> dict[str, Any]:
         opened = callable(self._store)
         store = self._store() if opened else self._store
         try:
@@ -91,7 +91,9 @@ class Retention:
         return result
 
     def _loop(self) -> None:
-        while not self._stop.wait(max(0.0, self.next_at - time.monotonic())):
+        next_at = self.next_at
+        assert next_at is not None  # start() sets it before it starts this thread
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
             try:
                 self.run_once()
             except Exception as e:  # a store outage: try again next time, the service goes on
@@ -100,4 +102,4 @@ class Retention:
                     self.every,
                     e,
                 )
-            self.next_at = time.monotonic() + self.every
+            next_at = self.next_at = time.monotonic() + self.every

@@ -11,6 +11,10 @@ group" in key columns, because NULLs never collide in a unique constraint.
 The team server's tables (accounts, tokens, reports ...) are in team_schema.py, which
 builds on this module and adds them to the same `metadata`: whatever needs every table
 (Alembic's env.py, the schema test) imports team_schema, never the other way round.
+
+On PostgreSQL, task_stream, worker_samples, gpu_samples and events are partitioned by
+time (partitions.py, migration 0011): there their primary key also holds the partition
+key, (id, start) or (id, time); ids still come from one sequence each.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ Time = sa.Double
 Json = sa.JSON(none_as_null=True)
 
 
-def _cluster_fk() -> sa.Column:
+def _cluster_fk() -> sa.Column[str]:
     return sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), nullable=False)
 
 
@@ -296,6 +300,18 @@ task_stream = sa.Table(
     sa.Column("busy", sa.Double),
     sa.Column("binned", sa.Boolean, nullable=False),
     sa.Index(None, "cluster_id", "computation_id", "start"),
+)
+
+# Each computation's task stream lies in [first_start, last_start] (of its rows' start,
+# widened by every message, never narrowed): a read of it names that range, so PostgreSQL
+# reads only the time partitions it falls in (partitions.py).  No row: read them all.
+task_stream_spans = sa.Table(
+    "task_stream_spans",
+    metadata,
+    sa.Column("cluster_id", sa.Text, sa.ForeignKey("clusters.cluster_id"), primary_key=True),
+    sa.Column("computation_id", sa.Text, primary_key=True),
+    sa.Column("first_start", Time, nullable=False),
+    sa.Column("last_start", Time, nullable=False),
 )
 
 # One row per sample per GPU.  A GPU is known by (host, gpu_uuid): indexes get

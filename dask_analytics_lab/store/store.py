@@ -13,7 +13,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from . import budget, queries
+from ..messages import Envelope
+from . import budget, partitions, queries
 from . import compare as _compare
 from . import ingest as _ingest
 from .engine import (
@@ -35,7 +36,7 @@ class Store:
     with it) and kept until close(); for a writer in a long-lived process.
     """
 
-    def __init__(self, url: str | os.PathLike, *, single_connection: bool = False) -> None:
+    def __init__(self, url: str | os.PathLike[str], *, single_connection: bool = False) -> None:
         url = os.fspath(url)
         if "://" not in url:  # a bare path is a SQLite file, as in config.validate_store
             url = "sqlite:///" + os.path.abspath(os.path.expanduser(url))
@@ -51,6 +52,8 @@ class Store:
         except BaseException:
             self._engine.dispose()
             raise
+        # PostgreSQL's time partitions, made ahead by whoever writes (partitions.py).
+        self._ahead = partitions.Ahead(self._engine) if self.dialect == "postgresql" else None
 
     @property
     def dialect(self) -> str:
@@ -91,11 +94,13 @@ class Store:
         with self._unavailable(), self._engine.begin() as conn:
             yield conn
 
-    def ingest(self, messages: list[dict]) -> int:
+    def ingest(self, messages: list[Envelope] | list[dict[str, Any]]) -> int:
         """Store a batch (all or nothing); returns how many messages were new.
 
         Raises messages.MessageError, and stores nothing, if any message is malformed.
         """
+        if self._ahead is not None:
+            self._ahead()
         with self._unavailable():
             return _ingest.ingest(self._engine, messages)
 
@@ -110,7 +115,7 @@ class Store:
         text: str | None = None,
         before: str | None = None,
         limit: int | None = 100,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_clusters(
                 conn,
@@ -124,7 +129,7 @@ class Store:
                 limit=limit,
             )
 
-    def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict:
+    def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict[str, Any]:
         with self.reading() as conn:
             return queries.get_cluster(conn, cluster_id, account=account)
 
@@ -135,7 +140,7 @@ class Store:
         account: str | None = None,
         limit: int | None = 10_000,
         offset: int = 0,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_cluster_samples(
                 conn, cluster_id, account=account, limit=limit, offset=offset
@@ -153,7 +158,7 @@ class Store:
         text: str | None = None,
         before: str | None = None,
         limit: int | None = 100,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_computations(
                 conn,
@@ -170,15 +175,17 @@ class Store:
 
     def cost_report(
         self, *, by: str = "user", since: Any = None, until: Any = None, account: str | None = None
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.cost_report(conn, by=by, since=since, until=until, account=account)
 
-    def get_computation(self, computation_id: str, *, account: str | None = None) -> dict:
+    def get_computation(self, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
         with self.reading() as conn:
             return queries.get_computation(conn, computation_id, account=account)
 
-    def list_task_groups(self, computation_id: str, *, account: str | None = None) -> list[dict]:
+    def list_task_groups(
+        self, computation_id: str, *, account: str | None = None
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_task_groups(conn, computation_id, account=account)
 
@@ -190,7 +197,7 @@ class Store:
         account: str | None = None,
         limit: int | None = 100,
         offset: int = 0,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_exceptions(
                 conn,
@@ -211,7 +218,7 @@ class Store:
         since: float | None = None,
         until: float | None = None,
         offset: int = 0,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_events(
                 conn,
@@ -231,7 +238,7 @@ class Store:
         cluster_id: str | None = None,
         prefix: str | None = None,
         account: str | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         with self.reading() as conn:
             return queries.get_profile(
                 conn,
@@ -251,7 +258,7 @@ class Store:
         since: float | None = None,
         until: float | None = None,
         offset: int = 0,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_worker_samples(
                 conn,
@@ -271,7 +278,7 @@ class Store:
         account: str | None = None,
         limit: int | None = 100_000,
         offset: int = 0,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_task_stream(
                 conn, computation_id, account=account, limit=limit, offset=offset
@@ -288,7 +295,7 @@ class Store:
         since: float | None = None,
         until: float | None = None,
         offset: int = 0,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return queries.list_gpu_metrics(
                 conn,
@@ -304,17 +311,17 @@ class Store:
 
     def list_runs(
         self, computation_id: str, *, account: str | None = None, limit: int | None = 100
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         with self.reading() as conn:
             return _compare.list_runs(conn, computation_id, account=account, limit=limit)
 
     def compare(
         self, computation_id: str, *, baseline: str | None = None, account: str | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         with self.reading() as conn:
             return _compare.compare(conn, computation_id, baseline=baseline, account=account)
 
-    def run_summary(self, computation_id: str, *, account: str | None = None) -> dict:
+    def run_summary(self, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
         with self.reading() as conn:
             return _compare.run_summary(conn, computation_id, account=account)
 
@@ -325,7 +332,7 @@ class Store:
         with self.reading() as conn:
             yield Snapshot(conn)
 
-    def export(self, *, account: str | None = None) -> dict[str, list[dict]]:
+    def export(self, *, account: str | None = None) -> dict[str, list[dict[str, Any]]]:
         with self.reading() as conn:
             return queries.export(conn, account=account)
 
@@ -334,9 +341,9 @@ class Store:
         table: str,
         *,
         account: str | None = None,
-        after: tuple | None = None,
+        after: tuple[Any, ...] | None = None,
         limit: int = 1000,
-    ) -> tuple[list[dict], tuple | None]:
+    ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
         """One page of `export`'s rows of one table, in primary key order, after the key
         `after`: (rows, the key to pass for the next page, or None after the last).  Each
         page is its own short read, so a streamed export holds no transaction open."""
@@ -356,7 +363,7 @@ class Store:
         return f"<Store {self.url}>"
 
 
-def open_store(url: str | os.PathLike, *, single_connection: bool = False) -> Store:
+def open_store(url: str | os.PathLike[str], *, single_connection: bool = False) -> Store:
     """Open (creating if need be, and upgrading to this release's schema) the store at
     `url`: sqlite:///absolute/path, postgresql://..., or a plain file path.
 

@@ -29,7 +29,7 @@ from .team_schema import (
 _REPORT_META = [c for c in reports.c if c.name not in ("html_gz", "twin_gz")]
 
 
-def _report(row: Any) -> dict:
+def _report(row: Any) -> dict[str, Any]:
     d = dict(row._mapping)
     d["id"] = d.pop("report_id")
     return d
@@ -79,7 +79,7 @@ class TeamStore:
 
     _FOUND = (tokens.c.token_id, tokens.c.account, tokens.c.user, tokens.c.expires)
 
-    def find_token(self, token_hash: str) -> dict | None:
+    def find_token(self, token_hash: str) -> dict[str, Any] | None:
         """The unrevoked token with this hash: {token_id, account, user, expires}, or None.
         An expired one is returned too (with its `expires`), so the caller can say so."""
         q = sa.select(*self._FOUND).where(
@@ -89,7 +89,7 @@ class TeamStore:
             row = conn.execute(q).first()
         return dict(row._mapping) if row else None
 
-    def find_token_by_id(self, token_id: str) -> dict | None:
+    def find_token_by_id(self, token_id: str) -> dict[str, Any] | None:
         """The same for a token id (a login session names its token by id)."""
         q = sa.select(*self._FOUND).where(tokens.c.token_id == token_id, tokens.c.revoked.is_(None))
         with self._store.reading() as conn:
@@ -102,7 +102,7 @@ class TeamStore:
         with self._store.transaction() as conn:
             conn.execute(q)
 
-    def list_tokens(self, *, account: str | None = None) -> list[dict]:
+    def list_tokens(self, *, account: str | None = None) -> list[dict[str, Any]]:
         """Tokens' ids, owners, expiry and last use (never their hashes), by account then age."""
         q = sa.select(
             tokens.c.token_id,
@@ -130,7 +130,7 @@ class TeamStore:
         with self._store.transaction() as conn:
             return conn.execute(q).rowcount > 0
 
-    def tokens_mark(self) -> tuple:
+    def tokens_mark(self) -> tuple[Any, ...]:
         """What changes whenever a token is made or revoked, by any process: one cheap
         aggregate over the (small) tokens table, so a server may cache token lookups and
         still see every revocation within seconds (context.py)."""
@@ -156,7 +156,7 @@ class TeamStore:
                 },
             )
 
-    def find_session(self, session_id: str) -> dict | None:
+    def find_session(self, session_id: str) -> dict[str, Any] | None:
         """The unrevoked token of a live session: {token_id, account, user, expires}, or
         None (logged out, expired, never made, or its token revoked)."""
         q = (
@@ -304,14 +304,14 @@ class TeamStore:
         return ids
 
     # --- reports -----------------------------------------------------------------
-    def add_report(self, row: dict) -> None:
+    def add_report(self, row: dict[str, Any]) -> None:
         """Store one report: its id as "id", the blobs as html_gz and twin_gz."""
         with self._store.transaction() as conn:
             conn.execute(
                 sa.insert(reports), {("report_id" if k == "id" else k): v for k, v in row.items()}
             )
 
-    def get_report(self, report_id: str, *, content: str | None = None) -> dict | None:
+    def get_report(self, report_id: str, *, content: str | None = None) -> dict[str, Any] | None:
         """One report's metadata, plus "html_gz" or "twin_gz" when content names it."""
         cols = list(_REPORT_META)
         if content in ("html", "twin"):
@@ -320,7 +320,7 @@ class TeamStore:
             row = conn.execute(sa.select(*cols).where(reports.c.report_id == report_id)).first()
         return _report(row) if row else None
 
-    def list_reports(self, *, account: str | None = None, limit: int = 100) -> list[dict]:
+    def list_reports(self, *, account: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """Reports' metadata (no blobs), newest first; every account's when account is None."""
         q = sa.select(*_REPORT_META)
         if account is not None:

@@ -30,24 +30,24 @@ class MonitorWidget(ShareMixin, LiveView):
     # The picker: the newest recorded clusters ({cluster_id, name, user, started,
     # status, ended, ...}), and the cluster it opened on: {"cluster_id", "follow", "label",
     # "tag"} (the "Back to <label>" button, the <tag> beside it in the list).
-    clusters = t.List().tag(sync=True)
+    clusters: t.List[dict[str, Any]] = t.List().tag(sync=True)
     home = t.Dict().tag(sync=True)
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
     follow = t.Bool(True).tag(sync=True)
     tab = t.Unicode("groups").tag(sync=True)
     cluster = t.Dict().tag(sync=True)
     computation = t.Dict().tag(sync=True)
-    exceptions = t.List().tag(sync=True)
+    exceptions: t.List[dict[str, Any]] = t.List().tag(sync=True)
     runs = t.Dict().tag(sync=True)
     # Why it was slow: {"computation_id", "findings": explain()'s}, once it ended (the
     # Findings tab, and the top one above the task groups).
     findings = t.Dict().tag(sync=True)
-    code = t.List().tag(sync=True)
+    code: t.List[dict[str, Any]] = t.List().tag(sync=True)
     # Where the chosen computation's time went: get_computation()["metrics"].
-    metrics = t.List().tag(sync=True)
+    metrics: t.List[dict[str, Any]] = t.List().tag(sync=True)
     profile = t.Dict().tag(sync=True)
     profile_title = t.Unicode("").tag(sync=True)
-    profile_prefixes = t.List().tag(sync=True)
+    profile_prefixes: t.List[str] = t.List().tag(sync=True)
     profile_prefix = t.Unicode("").tag(sync=True)
     share = t.Dict({"state": "idle"}).tag(sync=True)
     locals().update(table_traits("computations"))
@@ -59,7 +59,7 @@ class MonitorWidget(ShareMixin, LiveView):
     # Each worker over time (list_worker_samples, thinned per worker) and its joins and
     # departures (the worker-joined / worker-left events): the Cluster tab's Workers.
     locals().update(table_traits("workers"))
-    worker_events = t.List().tag(sync=True)
+    worker_events: t.List[dict[str, Any]] = t.List().tag(sync=True)
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import traitlets as t
 
@@ -17,7 +17,7 @@ class TaskGroups(LiveView):
     _esm = bundle("taskgroups")
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
     computation = t.Dict().tag(sync=True)
-    exceptions = t.List().tag(sync=True)
+    exceptions: t.List[dict[str, Any]] = t.List().tag(sync=True)
     runs = t.Dict().tag(sync=True)  # against the earlier runs of the same code
     locals().update(table_traits("groups"))
 
@@ -32,7 +32,7 @@ class TimeBreakdown(LiveView):
     _esm = bundle("time")
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
     computation = t.Dict().tag(sync=True)
-    metrics = t.List().tag(sync=True)
+    metrics: t.List[dict[str, Any]] = t.List().tag(sync=True)
     locals().update(table_traits("groups"))  # their dependency order orders the bars
 
     def __init__(self, computation_id: str, **kwargs: Any):
@@ -62,7 +62,7 @@ class Flamegraph(LiveView):
     profile_title = t.Unicode("").tag(sync=True)
     # The task prefixes the computation's profile can be narrowed to, and the one chosen
     # ("": all of them).
-    profile_prefixes = t.List().tag(sync=True)
+    profile_prefixes: t.List[str] = t.List().tag(sync=True)
     profile_prefix = t.Unicode("").tag(sync=True)
 
     def __init__(
@@ -81,7 +81,7 @@ class CodeSnippets(LiveView):
 
     _esm = bundle("code")
     computation_id = t.Unicode(None, allow_none=True).tag(sync=True)
-    code = t.List().tag(sync=True)
+    code: t.List[dict[str, Any]] = t.List().tag(sync=True)
 
     def __init__(self, computation_id: str, **kwargs: Any):
         super().__init__(computation_id=computation_id, **kwargs)
@@ -96,7 +96,7 @@ class ClusterSummary(LiveView):
     cluster = t.Dict().tag(sync=True)
     locals().update(table_traits("samples"))
     locals().update(table_traits("workers"))
-    worker_events = t.List().tag(sync=True)
+    worker_events: t.List[dict[str, Any]] = t.List().tag(sync=True)
 
     def __init__(self, cluster_id: str, **kwargs: Any):
         super().__init__(cluster_id=cluster_id, **kwargs)
@@ -113,7 +113,18 @@ class GpuMetrics(LiveView):
         super().__init__(cluster_id=cluster_id, **kwargs)
 
 
-class ShareMixin:
+if TYPE_CHECKING:
+
+    class _Shares(LiveView):
+        """What ShareMixin is mixed into: a view of one computation with a `share` trait."""
+
+        computation_id = t.Unicode(None, allow_none=True)
+        share = t.Dict()
+else:
+    _Shares = object
+
+
+class ShareMixin(_Shares):
     """The "Share report" button's kernel half (js/widgets/share.ts):
 
     - {type: "share", private} -> a stored report; its link (or what to do) in `share`;

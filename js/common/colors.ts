@@ -5,7 +5,17 @@
 // then what is still to come.  "erred" (raised), "cancelled" (running when cancelled) and
 // "never ran" (skipped because a dependency failed, released, cancelled before it ran)
 // are never drawn as done.
-export const SEGMENTS = [
+export type Segment =
+  | "memory"
+  | "done"
+  | "erred"
+  | "cancelled"
+  | "not-run"
+  | "processing"
+  | "no-worker"
+  | "queued"
+  | "waiting";
+export const SEGMENTS: [Segment, string, string][] = [
   ["memory", "in memory", "#2fa572"],
   ["done", "finished", "#7fa6dc"],
   ["erred", "erred", "#e5484d"],
@@ -19,14 +29,14 @@ export const SEGMENTS = [
 export const SEGMENT_COLOR = Object.fromEntries(SEGMENTS.map(([s, , c]) => [s, c]));
 export const SEGMENT_LABEL = Object.fromEntries(SEGMENTS.map(([s, l]) => [s, l]));
 
-function hash(text) {
+function hash(text: string): number {
   let x = 2166136261;
   for (let i = 0; i < text.length; i++) x = Math.imul(x ^ text.charCodeAt(i), 16777619);
   return x >>> 0;
 }
 
 /** A pleasant, stable colour for a task prefix ("random_sample", "mean_chunk" ...). */
-export function prefixColor(prefix) {
+export function prefixColor(prefix: string | null | undefined): string {
   const hue = hash(prefix || "") % 360;
   return `hsl(${hue} 62% 52%)`;
 }

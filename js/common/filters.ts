@@ -1,7 +1,7 @@
 // The list filters (user, state, dates, text) and the "Older" page button, shared by
 // the JupyterLab sidebar and the team page.  The store checks every value
 // (store/filters.py); this only turns what a person typed into the API's parameters.
-import { h } from "./dom.js";
+import { h, type Attrs } from "./dom.js";
 
 export interface Filters {
   user?: string;
@@ -44,23 +44,41 @@ export function filtersFrom(search: URLSearchParams): Filters {
 }
 
 /** A form with the five filters; `apply` gets them on submit, and empty on Clear. */
-export function filterBar(states: string[], initial: Filters, apply: (f: Filters) => void): HTMLFormElement {
-  const field = (name: string, label: string, attrs: Record<string, any>) =>
-    h("input", { name, "aria-label": label, title: label, value: (initial as any)[name] || "", ...attrs });
-  const state = h("select", { name: "state", "aria-label": "State", title: "State" },
+export function filterBar(
+  states: string[],
+  initial: Filters,
+  apply: (f: Filters) => void,
+): HTMLFormElement {
+  const field = (name: keyof Filters, label: string, attrs: Attrs) =>
+    h("input", { name, "aria-label": label, title: label, value: initial[name] || "", ...attrs });
+  const state = h(
+    "select",
+    { name: "state", "aria-label": "State", title: "State" },
     h("option", { value: "" }, "any state"),
-    states.map((s) => h("option", { value: s, selected: initial.state === s }, s)));
-  const form = h("form.dal-filters", { role: "search", "aria-label": "Filter" },
+    states.map((s) => h("option", { value: s, selected: initial.state === s }, s)),
+  );
+  const form = h(
+    "form.dal-filters",
+    { role: "search", "aria-label": "Filter" },
     field("user", "User", { type: "text", placeholder: "user", size: 8 }),
     state,
     h("label.dal-filter-date", "from ", field("since", "From (UTC day)", { type: "date" })),
     h("label.dal-filter-date", "to ", field("until", "To (UTC day, included)", { type: "date" })),
     field("text", "Name contains", { type: "search", placeholder: "name contains", size: 12 }),
     h("button", { type: "submit" }, "Filter"),
-    h("button", { type: "button", onclick: () => {
-      for (const el of Array.from(form.elements) as HTMLInputElement[]) if (el.name) el.value = "";
-      apply({});
-    } }, "Clear"));
+    h(
+      "button",
+      {
+        type: "button",
+        onclick: () => {
+          for (const el of Array.from(form.elements) as HTMLInputElement[])
+            if (el.name) el.value = "";
+          apply({});
+        },
+      },
+      "Clear",
+    ),
+  );
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const data = new FormData(form);
@@ -76,9 +94,16 @@ export function filterBar(states: string[], initial: Filters, apply: (f: Filters
 
 /** "Newest" (back to the first page, when on a later one) and "Older" (the page after
  *  the last row's cursor; none after a short page: nothing is older). */
-export function pager(rows: any[], limit: number, onPage: boolean, go: (before: string | null) => void): HTMLElement {
+export function pager(
+  rows: { cursor?: string | null }[],
+  limit: number,
+  onPage: boolean,
+  go: (before: string | null) => void,
+): HTMLElement {
   const older = rows.length >= limit && rows.length ? rows[rows.length - 1].cursor : null;
-  return h("div.dal-pager",
+  return h(
+    "div.dal-pager",
     onPage ? h("button", { type: "button", onclick: () => go(null) }, "« Newest") : null,
-    older ? h("button", { type: "button", onclick: () => go(older) }, "Older »") : null);
+    older ? h("button", { type: "button", onclick: () => go(older) }, "Older »") : null,
+  );
 }

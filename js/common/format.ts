@@ -1,7 +1,10 @@
 // Number, time and size formatting shared by every view.
 import { now } from "./clock.js";
 
-export function duration(s) {
+/** A figure as the store sends it: null (or absent) where it was not recorded. */
+type Figure = number | null | undefined;
+
+export function duration(s: Figure): string {
   if (s == null || !isFinite(s)) return "–";
   if (s < 0) s = 0;
   if (s < 1e-3) return s === 0 ? "0 s" : `${Math.round(s * 1e6)} µs`;
@@ -17,15 +20,18 @@ export function duration(s) {
   return `${Math.floor(hrs / 24)}d ${hrs % 24}h`;
 }
 
-export function bytes(n) {
+export function bytes(n: Figure): string {
   if (n == null || !isFinite(n)) return "–";
   const units = ["B", "kiB", "MiB", "GiB", "TiB", "PiB"];
   let i = 0;
-  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  while (Math.abs(n) >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
   return `${i === 0 ? n : n.toFixed(n < 10 ? 2 : n < 100 ? 1 : 0)} ${units[i]}`;
 }
 
-export function count(n) {
+export function count(n: Figure): string {
   if (n == null || !isFinite(n)) return "–";
   if (Math.abs(n) < 1e4) return String(Math.round(n));
   if (Math.abs(n) < 1e6) return `${(n / 1e3).toFixed(n < 1e5 ? 1 : 0)}k`;
@@ -33,22 +39,22 @@ export function count(n) {
 }
 
 /** Every digit, grouped: "12,345" (exact counts, where count() would say "12.3k"). */
-export function whole(n) {
+export function whole(n: Figure): string {
   if (n == null || !isFinite(n)) return "–";
   return Number(n).toLocaleString("en-US");
 }
 
-export function percent(x) {
+export function percent(x: Figure): string {
   if (x == null || !isFinite(x)) return "–";
   return x < 0.1 && x > 0 ? "<0.1%" : `${x.toFixed(x < 10 ? 1 : 0)}%`;
 }
 
-export function money(x) {
+export function money(x: Figure): string {
   if (x == null || !isFinite(x)) return "–";
   return x < 0.01 && x > 0 ? `$${x.toFixed(4)}` : `$${x.toFixed(2)}`;
 }
 
-export function clock(t) {
+export function clock(t: Figure): string {
   if (!t) return "–";
   const d = new Date(t * 1000);
   const now = new Date();
@@ -58,16 +64,18 @@ export function clock(t) {
 }
 
 /** A full local date and time, "2026-11-23 14:05:09", as the CLI prints it. */
-export function datetime(t) {
+export function datetime(t: Figure): string {
   if (!t) return "–";
   const d = new Date(t * 1000);
-  const pad = (n) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
-    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return (
+    `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+  );
 }
 
 /** "5m 02s ago", against the views' clock (a report's moment, in a report). */
-export function ago(t) {
+export function ago(t: Figure): string {
   if (!t) return "–";
   const s = now() - t;
   if (s < 5) return "just now";
@@ -75,7 +83,7 @@ export function ago(t) {
 }
 
 /** "tcp://127.0.0.1:34567" -> "127.0.0.1:34567"; long ids shortened in the middle. */
-export function short(text, max = 32) {
+export function short(text: string | number | null | undefined, max = 32): string {
   if (!text) return "";
   text = String(text).replace(/^\w+:\/\//, "");
   if (text.length <= max) return text;

@@ -6,7 +6,11 @@ const PREV = new Set(["ArrowUp", "ArrowLeft"]);
 
 /** Make the `selector` items inside `container` one keyboard stop.  `activateOnMove`:
  *  moving also activates (tabs: the pane follows the focus). */
-export function rovingFocus(container: HTMLElement, selector: string, { activateOnMove = false } = {}): void {
+export function rovingFocus(
+  container: HTMLElement,
+  selector: string,
+  { activateOnMove = false } = {},
+): void {
   container.addEventListener("keydown", (e: KeyboardEvent) => {
     const items = [...container.querySelectorAll<HTMLElement>(selector)];
     const current = (e.target as HTMLElement).closest<HTMLElement>(selector);
@@ -33,7 +37,12 @@ export function rovingFocus(container: HTMLElement, selector: string, { activate
 
 /** After a redraw: keep exactly one item in the tab order (the chosen one, else the
  *  first), and give focus back to the item that had it before the redraw. */
-export function settleFocus(container: HTMLElement, selector: string, chosen: HTMLElement | null, refocus: HTMLElement | null): void {
+export function settleFocus(
+  container: HTMLElement,
+  selector: string,
+  chosen: HTMLElement | null,
+  refocus: HTMLElement | null,
+): void {
   const items = [...container.querySelectorAll<HTMLElement>(selector)];
   for (const el of items) el.tabIndex = -1;
   const stop = chosen || items[0];

@@ -1,10 +1,15 @@
 // A stand-in for an anywidget model (get / set / on / off / save_changes / send), so
 // the same views render outside a kernel: in a shared report page, and in the
 // JupyterLab panels that read the server's JSON API.
+// Each event passes its own arguments (a custom message: the message and its buffers).
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a handler types what its event sends
 type Handler = (...args: any[]) => void;
 
 /** What a view needs of its model: anywidget's model, or a LocalModel. */
 export interface Model {
+  // A trait is whatever the kernel or the server's API sent: the view that reads it says
+  // what it expects (the row types of rows.ts), as anywidget's own model leaves it to it.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above
   get(name: string): any;
   set(name: string, value: unknown): void;
   on(event: string, cb: Handler): void;
@@ -25,21 +30,30 @@ export interface View {
 }
 
 export class LocalModel implements Model {
-  state: Record<string, any>;
+  state: Record<string, unknown>;
   handlers: Map<string, Set<Handler>>;
   onSend: ((msg: unknown, model: LocalModel) => void) | null;
   onSave: ((model: LocalModel) => void) | null;
 
-  constructor(state: Record<string, any> = {}, { onSend = null, onSave = null }: {
-    onSend?: ((msg: unknown, model: LocalModel) => void) | null;
-    onSave?: ((model: LocalModel) => void) | null;
-  } = {}) {
+  constructor(
+    state: Record<string, unknown> = {},
+    {
+      onSend = null,
+      onSave = null,
+    }: {
+      onSend?: ((msg: unknown, model: LocalModel) => void) | null;
+      onSave?: ((model: LocalModel) => void) | null;
+    } = {},
+  ) {
     this.state = { ...state };
     this.handlers = new Map();
     this.onSend = onSend;
     this.onSave = onSave;
   }
-  get(name: string): any { return this.state[name]; }
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as Model.get
+  get(name: string): any {
+    return this.state[name];
+  }
   set(name: string, value: unknown): void {
     if (this.state[name] === value) return;
     this.state[name] = value;
@@ -61,13 +75,20 @@ export class LocalModel implements Model {
     this.handlers.get(event)!.add(cb);
   }
   off(event?: string | null, cb?: Handler | null): void {
-    if (!event) { this.handlers.clear(); return; }
+    if (!event) {
+      this.handlers.clear();
+      return;
+    }
     if (!cb) this.handlers.delete(event);
     else this.handlers.get(event)?.delete(cb);
   }
   trigger(event: string, ...args: unknown[]): void {
     for (const cb of [...(this.handlers.get(event) || [])]) cb(...args);
   }
-  save_changes(): void { this.onSave?.(this); }
-  send(msg: unknown): void { this.onSend?.(msg, this); }
+  save_changes(): void {
+    this.onSave?.(this);
+  }
+  send(msg: unknown): void {
+    this.onSend?.(msg, this);
+  }
 }

@@ -21,14 +21,18 @@ export function reportOnScreen(model: Model, el: HTMLElement): () => void {
   };
   const update = () => send(intersecting && !document.hidden);
   // No IntersectionObserver (an old or headless front end): count the view as shown.
-  const observer = typeof IntersectionObserver === "function"
-    ? new IntersectionObserver((entries) => {
-      intersecting = entries[entries.length - 1].isIntersecting;
-      update();
-    })
-    : null;
+  const observer =
+    typeof IntersectionObserver === "function"
+      ? new IntersectionObserver((entries) => {
+          intersecting = entries[entries.length - 1].isIntersecting;
+          update();
+        })
+      : null;
   if (observer) observer.observe(el);
-  else { intersecting = true; update(); }
+  else {
+    intersecting = true;
+    update();
+  }
   const leave = () => send(false);
   document.addEventListener("visibilitychange", update);
   window.addEventListener("pagehide", leave);

@@ -13,6 +13,7 @@ import * as fmt from "./format.js";
 import { clusterUptime, statusBadge } from "./lifecycle.js";
 import { rovingFocus, settleFocus } from "./keys.js";
 import type { Model } from "./model.js";
+import type { ClusterRow } from "./rows.js";
 
 const OPTION = ".dal-pick-opt";
 const LISTED = 100; // what the kernel sends at most (MAX_CLUSTERS in _feed.py)
@@ -25,23 +26,48 @@ export interface ClusterPicker {
   dispose: () => void;
 }
 
+/** The cluster the monitor opened on: one cluster, or following the newest. */
+interface Home {
+  cluster_id?: string | null;
+  follow?: boolean;
+  label?: string;
+  tag?: string;
+}
+
 export function clusterPicker(model: Model): ClusterPicker {
   const name = h("span.dal-title");
-  const button = h("button.dal-pick-btn", {
-    type: "button", "aria-haspopup": "listbox", "aria-expanded": "false", title: "Show another recorded cluster",
-  }, name, h("span.dal-caret", { "aria-hidden": "true" }, "▾"));
+  const button = h(
+    "button.dal-pick-btn",
+    {
+      type: "button",
+      "aria-haspopup": "listbox",
+      "aria-expanded": "false",
+      title: "Show another recorded cluster",
+    },
+    name,
+    h("span.dal-caret", { "aria-hidden": "true" }, "▾"),
+  );
   const back = h("button.dal-btn.dal-pick-back", { type: "button", hidden: true });
   const el = h("span.dal-picker", button, back);
   const filter = h("input.dal-input.dal-pick-filter", {
-    type: "search", placeholder: "Filter by name, user or id…", "aria-label": "Filter clusters",
+    type: "search",
+    placeholder: "Filter by name, user or id…",
+    "aria-label": "Filter clusters",
   });
   const list = h("div.dal-pick-list", { role: "listbox", "aria-label": "Recorded clusters" });
   const foot = h("div.dal-pick-foot");
   // data-lm-suppress-shortcuts: JupyterLab's notebook shortcuts (arrows move cells,
   // "a" / "b" add some) stay out of the list and its filter.
-  const pop = h("div.dal-pick-pop", { hidden: true, "data-lm-suppress-shortcuts": "" }, filter, list, foot);
+  const pop = h(
+    "div.dal-pick-pop",
+    { hidden: true, "data-lm-suppress-shortcuts": "" },
+    filter,
+    list,
+    foot,
+  );
 
-  const home = () => model.get("home") || {};
+  const home = (): Home => model.get("home") || {};
+  const clusters = (): ClusterRow[] => model.get("clusters") || [];
   const away = () => {
     const hm = home();
     if (hm.follow) return !model.get("follow_cluster");
@@ -49,7 +75,7 @@ export function clusterPicker(model: Model): ClusterPicker {
   };
   const isOpen = () => !pop.hidden;
 
-  const choose = (id: string) => {
+  const choose = (id: string | undefined) => {
     model.set("follow_cluster", false);
     model.set("cluster_id", id);
     model.save_changes();
@@ -65,10 +91,15 @@ export function clusterPicker(model: Model): ClusterPicker {
 
   const drawButton = () => {
     const id = model.get("cluster_id");
-    const row = (model.get("clusters") || []).find((c) => c.cluster_id === id) || {};
-    const c = model.get("cluster") || {};
+    const row: ClusterRow = clusters().find((c) => c.cluster_id === id) || {};
+    const c: ClusterRow = model.get("cluster") || {};
     // Right after a switch the cluster row is not read yet: the list's name serves.
-    const text = (c.cluster_id === id && c.name) || row.name || (id ? fmt.short(id, 40) : "") || model.get("title") || "Dask analytics";
+    const text =
+      (c.cluster_id === id && c.name) ||
+      row.name ||
+      (id ? fmt.short(id, 40) : "") ||
+      model.get("title") ||
+      "Dask analytics";
     name.textContent = text;
     button.setAttribute("aria-label", `Cluster: ${text}. Choose another recorded cluster`);
     const hm = home();
@@ -78,12 +109,20 @@ export function clusterPicker(model: Model): ClusterPicker {
 
   const drawList = () => {
     if (!isOpen()) return;
-    const rows = model.get("clusters") || [];
+    const rows = clusters();
     const hm = home();
     const shown = model.get("cluster_id");
     const q = filter.value.trim().toLowerCase();
-    const match = (c) => !q || [c.name, c.user, c.cluster_id].some((s) => String(s || "").toLowerCase().includes(q));
-    const focused = list.contains(document.activeElement) ? (document.activeElement as HTMLElement).dataset.cluster : null;
+    const match = (c: ClusterRow) =>
+      !q ||
+      [c.name, c.user, c.cluster_id].some((s) =>
+        String(s || "")
+          .toLowerCase()
+          .includes(q),
+      );
+    const focused = list.contains(document.activeElement)
+      ? (document.activeElement as HTMLElement).dataset.cluster
+      : null;
     clear(list);
     const now = Date.now() / 1000;
     rows.forEach((c, i) => {
@@ -91,25 +130,45 @@ export function clusterPicker(model: Model): ClusterPicker {
       const selected = c.cluster_id === shown;
       const isHome = hm.follow ? i === 0 : c.cluster_id === hm.cluster_id;
       const ran = clusterUptime(c, now);
-      list.append(h(`div.dal-pick-opt${selected ? ".selected" : ""}`, {
-        role: "option", "aria-selected": String(selected), tabindex: -1, dataset: { cluster: c.cluster_id },
-        title: `${c.name || ""}\n${c.cluster_id}`.replace(/^\n/, ""), onclick: () => choose(c.cluster_id),
-      },
-      h("span.dal-pick-name", c.name || fmt.short(c.cluster_id, 40)),
-      statusBadge(c),
-      h("span.dal-pick-meta",
-        h("span", `started ${fmt.clock(c.started)}`),
-        ran != null ? h("span", `${c.status === "live" ? "up" : "ran"} ${fmt.duration(ran)}`) : null,
-        c.user ? h("span", c.user) : null,
-        isHome ? h("span.dal-pick-home", { title: hm.label || "" }, hm.tag || "home") : null)));
+      list.append(
+        h(
+          `div.dal-pick-opt${selected ? ".selected" : ""}`,
+          {
+            role: "option",
+            "aria-selected": String(selected),
+            tabindex: -1,
+            dataset: { cluster: c.cluster_id },
+            title: `${c.name || ""}\n${c.cluster_id}`.replace(/^\n/, ""),
+            onclick: () => choose(c.cluster_id),
+          },
+          h("span.dal-pick-name", c.name || fmt.short(c.cluster_id, 40)),
+          statusBadge(c),
+          h(
+            "span.dal-pick-meta",
+            h("span", `started ${fmt.clock(c.started)}`),
+            ran != null
+              ? h("span", `${c.status === "live" ? "up" : "ran"} ${fmt.duration(ran)}`)
+              : null,
+            c.user ? h("span", c.user) : null,
+            isHome ? h("span.dal-pick-home", { title: hm.label || "" }, hm.tag || "home") : null,
+          ),
+        ),
+      );
     });
     if (!list.childElementCount) {
-      list.append(h("div.dal-empty-hint.dal-pick-none", rows.length ? "No recorded cluster matches." : "No clusters recorded yet."));
+      list.append(
+        h(
+          "div.dal-empty-hint.dal-pick-none",
+          rows.length ? "No recorded cluster matches." : "No clusters recorded yet.",
+        ),
+      );
     }
-    foot.textContent = rows.length >= LISTED
-      ? `The newest ${LISTED} clusters; an older one: monitor(cluster_id=…)`
-      : `${rows.length} recorded cluster${rows.length === 1 ? "" : "s"}, newest first`;
-    const item = (id: string | null | undefined) => (id ? list.querySelector<HTMLElement>(`${OPTION}[data-cluster="${CSS.escape(id)}"]`) : null);
+    foot.textContent =
+      rows.length >= LISTED
+        ? `The newest ${LISTED} clusters; an older one: monitor(cluster_id=…)`
+        : `${rows.length} recorded cluster${rows.length === 1 ? "" : "s"}, newest first`;
+    const item = (id: string | null | undefined) =>
+      id ? list.querySelector<HTMLElement>(`${OPTION}[data-cluster="${CSS.escape(id)}"]`) : null;
     settleFocus(list, OPTION, item(shown), item(focused));
   };
 
@@ -189,7 +248,11 @@ export function clusterPicker(model: Model): ClusterPicker {
 
   drawButton();
   const unwatch = [
-    watch(model, ["cluster_id", "follow_cluster", "home", "cluster", "clusters", "title"], drawButton),
+    watch(
+      model,
+      ["cluster_id", "follow_cluster", "home", "cluster", "clusters", "title"],
+      drawButton,
+    ),
     watch(model, ["clusters", "cluster_id"], drawList),
   ];
   return {

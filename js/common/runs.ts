@@ -34,36 +34,59 @@ export function runsBanner(summary: RunSummary | null | undefined): HTMLElement 
   const notable = !!wall?.ratio && (wall.ratio >= NOTABLE || wall.ratio <= 1 / NOTABLE);
   if (!notable && !inputs) return null;
   if (!notable || !wall?.ratio) {
-    return h("div.dal-runs-banner.inputs", { role: "status", title: (summary.findings || []).join("\n") },
-      "Other inputs than the previous run of this code: ", h("span.dal-runs-inputs", inputs));
+    return h(
+      "div.dal-runs-banner.inputs",
+      { role: "status", title: (summary.findings || []).join("\n") },
+      "Other inputs than the previous run of this code: ",
+      h("span.dal-runs-inputs", inputs),
+    );
   }
   const note = inputs ? [", on other inputs: ", h("span.dal-runs-inputs", inputs)] : null;
   const slower = wall.ratio > 1;
   const x = slower ? wall.ratio : 1 / wall.ratio;
   // The first findings repeat the overall change and the inputs: show what moved most.
-  const detail = (summary.findings || []).find((f) => !/ overall \(/.test(f) && !f.startsWith("this run")
-    && !f.startsWith("the inputs differ"));
-  return h(`div.dal-runs-banner.${inputs ? "inputs" : slower ? "slower" : "faster"}`, { role: "status",
-    title: (summary.findings || []).join("\n") },
+  const detail = (summary.findings || []).find(
+    (f) =>
+      !/ overall \(/.test(f) && !f.startsWith("this run") && !f.startsWith("the inputs differ"),
+  );
+  return h(
+    `div.dal-runs-banner.${inputs ? "inputs" : slower ? "slower" : "faster"}`,
+    { role: "status", title: (summary.findings || []).join("\n") },
     h("b", `${times(x)} ${slower ? "slower" : "faster"}`),
     ` than the previous run of this code (${fmt.duration(wall.before)} → ${fmt.duration(wall.after)})`,
     note,
-    detail ? h("span.dal-runs-detail", ` · ${detail}`) : null);
+    detail ? h("span.dal-runs-detail", ` · ${detail}`) : null,
+  );
 }
 
 /** The runs' wall times as small bars, oldest first; this run's bar stands out. */
-export function runsTrend(summary: RunSummary | null | undefined, current: string | null): SVGElement | null {
+export function runsTrend(
+  summary: RunSummary | null | undefined,
+  current: string | null | undefined,
+): SVGElement | null {
   const runs = (summary?.runs || []).filter((r) => r.wall != null);
   if (runs.length < 2) return null;
-  const W = 120, H = 24, gap = 2;
+  const W = 120,
+    H = 24,
+    gap = 2;
   const top = Math.max(...runs.map((r) => r.wall as number), 1e-9);
   const bw = Math.min(10, Math.max(2, (W - gap * (runs.length - 1)) / runs.length));
-  const el = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "dal-runs-trend", role: "img",
-    "aria-label": `wall time of the last ${runs.length} runs of this code` });
+  const el = svg("svg", {
+    viewBox: `0 0 ${W} ${H}`,
+    class: "dal-runs-trend",
+    role: "img",
+    "aria-label": `wall time of the last ${runs.length} runs of this code`,
+  });
   runs.forEach((r, i) => {
     const bh = Math.max(1, ((r.wall as number) / top) * (H - 2));
-    const bar = svg("rect", { x: i * (bw + gap), y: H - bh, width: bw, height: bh, rx: 1,
-      class: r.computation_id === current ? "current" : r.state === "finished" ? "" : "other" });
+    const bar = svg("rect", {
+      x: i * (bw + gap),
+      y: H - bh,
+      width: bw,
+      height: bh,
+      rx: 1,
+      class: r.computation_id === current ? "current" : r.state === "finished" ? "" : "other",
+    });
     bar.append(svg("title", {}, `${fmt.datetime(r.start)} · ${fmt.duration(r.wall)} · ${r.state}`));
     el.append(bar);
   });

@@ -4,11 +4,20 @@
 
 import type { Model } from "./model.js";
 
-export function readTable(model: Model, name: string, key: string): any[] {
-  const base = model.get(`${name}_base`) || { v: 0, rows: [] };
-  const patch = model.get(`${name}_patch`) || { v: 0, rows: [], removed: [] };
+interface TableBase<Row> {
+  v: number;
+  rows?: Row[];
+}
+interface TablePatch<Row> extends TableBase<Row> {
+  removed?: unknown[];
+}
+
+/** The rows of table `name` (keyed by `key`); `Row`: what the kernel sends for it. */
+export function readTable<Row extends object>(model: Model, name: string, key: keyof Row): Row[] {
+  const base: TableBase<Row> = model.get(`${name}_base`) || { v: 0, rows: [] };
+  const patch: TablePatch<Row> = model.get(`${name}_patch`) || { v: 0, rows: [], removed: [] };
   if (!patch.rows?.length && !patch.removed?.length) return base.rows || [];
-  const rows = new Map<unknown, any>((base.rows || []).map((r) => [r[key], r]));
+  const rows = new Map<unknown, Row>((base.rows || []).map((r) => [r[key], r]));
   if (patch.v === base.v) {
     for (const k of patch.removed || []) rows.delete(k);
     for (const r of patch.rows || []) rows.set(r[key], r);

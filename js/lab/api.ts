@@ -4,6 +4,7 @@
 // Authorization header; the Jupyter token it carries is left to Jupyter's own login.)
 import { URLExt } from "@jupyterlab/coreutils";
 import { ServerConnection } from "@jupyterlab/services";
+import { errorText } from "./errors";
 
 export const PREFIX = "dask-analytics";
 
@@ -14,7 +15,10 @@ export function url(path: string): string {
 }
 
 export class ApiError extends Error {
-  constructor(public status: number, message: string) {
+  constructor(
+    public status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -25,20 +29,30 @@ async function request<T>(path: string, init: RequestInit): Promise<T> {
     // "no-cache", not ServerConnection's "no-store": that adds a cache-busting query
     // parameter, which the analytics API refuses as an unknown one.
     r = await ServerConnection.makeRequest(url(path), { cache: "no-cache", ...init }, settings);
-  } catch (e: any) {
-    throw new ApiError(0, `the Jupyter server did not answer (${e?.message || e})`);
+  } catch (e) {
+    throw new ApiError(0, `the Jupyter server did not answer (${errorText(e)})`);
   }
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw new ApiError(r.status, body.error || `${r.status} ${r.statusText}`);
+  const body: unknown = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    // The analytics API says why as {"error": "..."}.
+    const said = typeof body === "object" && body !== null && "error" in body ? body.error : null;
+    throw new ApiError(r.status, said ? String(said) : `${r.status} ${r.statusText}`);
+  }
+  // Unchecked: the caller's T says what the route sends.
   return body as T;
 }
 
-export function get<T = any>(path: string): Promise<T> {
+/** The JSON answer of GET `path`: `T` names the fields the caller reads. */
+export function get<T>(path: string): Promise<T> {
   return request<T>(path, { method: "GET", headers: { Accept: "application/json" } });
 }
 
-export function post<T = any>(path: string, payload: unknown): Promise<T> {
-  return request<T>(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(payload) });
+export function post<T>(path: string, payload: unknown): Promise<T> {
+  return request<T>(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(payload),
+  });
 }
 
 /** The link a stored report opens at, in this Jupyter server. */

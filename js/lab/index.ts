@@ -20,7 +20,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   optional: [ILayoutRestorer],
   activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null) => {
-    const tracker = new WidgetTracker<MainAreaWidget<ComputationPanel>>({ namespace: "dask-analytics" });
+    const tracker = new WidgetTracker<MainAreaWidget<ComputationPanel>>({
+      namespace: "dask-analytics",
+    });
 
     const open = (req: IOpenRequest) => {
       const existing = tracker.find((w) => w.content.model.get("cluster_id") === req.clusterId);
@@ -34,7 +36,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       widget.id = content.id;
       widget.title.icon = daskAnalyticsIcon;
       widget.title.label = content.title.label;
-      content.title.changed.connect(() => { widget.title.label = content.title.label; });
+      content.title.changed.connect(() => {
+        widget.title.label = content.title.label;
+      });
       widget.title.closable = true;
       void tracker.add(widget);
       app.shell.add(widget, "main");
@@ -50,7 +54,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.commands.addCommand("dask-analytics:open", {
       label: "Open Dask analytics",
       execute: (args) => {
-        if (args.clusterId) open({ clusterId: String(args.clusterId), computationId: args.computationId ? String(args.computationId) : null });
+        if (args.clusterId)
+          open({
+            clusterId: String(args.clusterId),
+            computationId: args.computationId ? String(args.computationId) : null,
+          });
         else app.shell.activateById(sidebar.id);
       },
     });

@@ -3,8 +3,24 @@
 import { Poll } from "@lumino/polling";
 import { LocalModel } from "../common/model.js";
 import { clusterStatus } from "../common/lifecycle.js";
+import type {
+  ClusterRow,
+  ClusterSample,
+  ComputationRow,
+  EventRow,
+  ExceptionRow,
+  GpuSample,
+  SentComputation,
+  SentDetail,
+  StreamRow,
+  WorkerSample,
+} from "../common/rows.js";
+import type { RunSummary } from "../common/runs.js";
+import type { Finding } from "../widgets/findings.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
 import { get, post, reportUrl } from "./api";
-import { RULES, Kept, everyPolls, historyPeriod, type Row } from "./polling";
+import { errorText } from "./errors";
+import { RULES, Kept, everyPolls, historyPeriod, type Stored } from "./polling";
 
 // How often and how much it reads, and what it keeps of each series: the notebook
 // monitor's rules (dask_analytics_lab/polling.json, through ./polling).
@@ -14,19 +30,36 @@ const SLOW = 1000 * historyPeriod(LIVE); // ... once everything shown is history
 const FINAL_AFTER = RULES.profile.final_after; // seconds after its stop by which a computation's final profile has landed
 const due = (polls: number, seconds: number): boolean => polls % everyPolls(seconds, LIVE) === 0;
 
+/** What a view asks of its model (widgets/share.ts): {type: "share", private} or
+ *  {type: "download"}. */
+function viewRequest(msg: unknown): { type: unknown; private: boolean } {
+  if (typeof msg !== "object" || msg === null) return { type: undefined, private: false };
+  return { type: "type" in msg ? msg.type : undefined, private: "private" in msg && !!msg.private };
+}
+
+/** POST lab/share's answer (lab/serverext.py ShareHandler). */
+interface SharedReport {
+  id: string;
+  url: string | null;
+  local: boolean | null;
+  private: boolean | null;
+  server: string | null;
+  hint: string | null;
+}
+
 export class RestModel extends LocalModel {
   private polls = 0;
   private loadedProfile: string | null = null;
   private shownProfile = ""; // computation, prefix and sample count of the profile shown
-  private detailUpdated: number | null = null;
+  private detailUpdated: number | null | undefined = null;
   private loadedStream: string | null = null; // the computation whose whole task stream is shown
   // What is kept of the cluster's series (thinned as the notebook's feed thins them), and
   // where each next read starts; seriesOf: the cluster they are of.
-  private samples = new Kept("samples");
-  private samplesTime: unknown = undefined; // the cluster row's sample_time at the last read
-  private workers = new Kept("workers");
-  private gpu = new Kept("gpu");
-  private events = new Map<string, Kept>();
+  private samples = new Kept<Stored<ClusterSample>>("samples");
+  private samplesTime: number | null | undefined = undefined; // the cluster row's sample_time at the last read
+  private workers = new Kept<Stored<WorkerSample>>("workers");
+  private gpu = new Kept<Stored<GpuSample>>("gpu");
+  private events = new Map<string, Kept<Stored<EventRow>>>();
   private seriesOf: string | null = null;
   private active = true;
   // Fast while something runs, slow once all shown is history; asleep while the panel
@@ -40,21 +73,46 @@ export class RestModel extends LocalModel {
 
   constructor(clusterId: string, computationId: string | null, where: string) {
     super({
-      title: "Dask analytics", where, cluster_id: clusterId, computation_id: computationId, follow: !computationId,
-      tab: "groups", cluster: {}, computation: {}, exceptions: [], code: [], metrics: [], stream_base: { v: 0, rows: [] }, profile: {}, profile_title: "", runs: {}, findings: {},
-      profile_prefixes: [], profile_prefix: "",
-      share: { state: "idle" }, error: "",
-      computations_base: { v: 0, rows: [] }, groups_base: { v: 0, rows: [] },
-      samples_base: { v: 0, rows: [] }, gpu_base: { v: 0, rows: [] },
-      workers_base: { v: 0, rows: [] }, worker_events: [],
+      title: "Dask analytics",
+      where,
+      cluster_id: clusterId,
+      computation_id: computationId,
+      follow: !computationId,
+      tab: "groups",
+      cluster: {},
+      computation: {},
+      exceptions: [],
+      code: [],
+      metrics: [],
+      stream_base: { v: 0, rows: [] },
+      profile: {},
+      profile_title: "",
+      runs: {},
+      findings: {},
+      profile_prefixes: [],
+      profile_prefix: "",
+      share: { state: "idle" },
+      error: "",
+      computations_base: { v: 0, rows: [] },
+      groups_base: { v: 0, rows: [] },
+      samples_base: { v: 0, rows: [] },
+      gpu_base: { v: 0, rows: [] },
+      workers_base: { v: 0, rows: [] },
+      worker_events: [],
     });
-    this.onSend = (msg: any) => {
-      if (msg?.type === "share") void this.share(!!msg.private);
-      else if (msg?.type === "download") void this.download();
+    this.onSend = (msg: unknown) => {
+      const asked = viewRequest(msg);
+      if (asked.type === "share") void this.share(asked.private);
+      else if (asked.type === "download") void this.download();
     };
     this.on("change:computation_id", () => this.selected());
-    this.on("change:follow", () => { if (this.get("follow")) this.poke(); });
-    this.on("change:profile_prefix", () => { this.loadedProfile = null; this.poke(); });
+    this.on("change:follow", () => {
+      if (this.get("follow")) this.poke();
+    });
+    this.on("change:profile_prefix", () => {
+      this.loadedProfile = null;
+      this.poke();
+    });
   }
 
   /** Poll only while the panel is on screen. */
@@ -75,8 +133,20 @@ export class RestModel extends LocalModel {
     this.loadedProfile = null;
     this.detailUpdated = null;
     this.loadedStream = null;
-    this.update({ computation: {}, groups_base: { v: Date.now(), rows: [] }, code: [], metrics: [], stream_base: { v: Date.now(), rows: [] }, exceptions: [], profile: {},
-      runs: {}, findings: {}, profile_prefixes: [], profile_prefix: "", share: { state: "idle" } });
+    this.update({
+      computation: {},
+      groups_base: { v: Date.now(), rows: [] },
+      code: [],
+      metrics: [],
+      stream_base: { v: Date.now(), rows: [] },
+      exceptions: [],
+      profile: {},
+      runs: {},
+      findings: {},
+      profile_prefixes: [],
+      profile_prefix: "",
+      share: { state: "idle" },
+    });
     this.poke();
   }
 
@@ -85,26 +155,33 @@ export class RestModel extends LocalModel {
     try {
       live = await this.load();
       this.update({ error: "" });
-    } catch (e: any) {
-      this.update({ error: String(e?.message || e) });
+    } catch (e) {
+      this.update({ error: errorText(e) });
     }
     this.polls++;
     const interval = live ? FAST : SLOW;
-    if (this.poll.frequency.interval !== interval) this.poll.frequency = { ...this.poll.frequency, interval };
+    if (this.poll.frequency.interval !== interval)
+      this.poll.frequency = { ...this.poll.frequency, interval };
   }
 
   private async load(): Promise<boolean> {
     const cid = this.get("cluster_id");
     const [{ cluster }, { computations }] = await Promise.all([
-      get(`api/clusters/${encodeURIComponent(cid)}`),
-      get(`lab/computations?cluster_id=${encodeURIComponent(cid)}&limit=${RULES.computations.limit}`),
+      get<{ cluster: ClusterRow }>(`api/clusters/${encodeURIComponent(cid)}`),
+      get<{ computations: SentComputation[] }>(
+        `lab/computations?cluster_id=${encodeURIComponent(cid)}&limit=${RULES.computations.limit}`,
+      ),
     ]);
     const values: Record<string, unknown> = { cluster, title: cluster.name || cid };
-    const rows: Row[] = computations.map((c: Row) => ({ ...c, label: c.label ?? null }));
+    const rows = computations.map((c) => ({ ...c, label: c.label ?? null }));
     values.computations_base = { v: 0, rows };
     Object.assign(values, await this.loadSeries(cid, cluster));
     this.update(values);
-    if ((this.get("follow") || !this.get("computation_id")) && rows.length && rows[0].computation_id !== this.get("computation_id")) {
+    if (
+      (this.get("follow") || !this.get("computation_id")) &&
+      rows.length &&
+      rows[0].computation_id !== this.get("computation_id")
+    ) {
       this.set("computation_id", rows[0].computation_id); // -> selected() -> poke()
       return true;
     }
@@ -113,17 +190,28 @@ export class RestModel extends LocalModel {
     if (compId) {
       const listed = rows.find((r) => r.computation_id === compId);
       if (!listed || listed.updated !== this.detailUpdated) {
-        const { computation } = await get(`api/computations/${encodeURIComponent(compId)}`);
+        const { computation } = await get<{ computation: SentDetail }>(
+          `api/computations/${encodeURIComponent(compId)}`,
+        );
         const { groups = [], code = [], metrics = [], ...detail } = computation;
         // The last metrics land after the stop: read it again until they have.
-        const late = detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop < RULES.metrics.after;
+        const late =
+          detail.state !== "running" &&
+          detail.stop &&
+          Date.now() / 1000 - detail.stop < RULES.metrics.after;
         this.detailUpdated = late ? null : detail.updated;
         if (late) running = true;
-        const update: Record<string, unknown> = { computation: detail, groups_base: { v: 0, rows: groups },
-          code: code.filter((c: Row) => c.text), metrics,
-          profile_prefixes: [...new Set(groups.map((g: Row) => g.prefix || g.name))].sort() };
+        const update: Record<string, unknown> = {
+          computation: detail,
+          groups_base: { v: 0, rows: groups },
+          code: code.filter((c) => c.text),
+          metrics,
+          profile_prefixes: [...new Set(groups.map((g) => g.prefix || g.name))].sort(),
+        };
         if (detail.n_erred) {
-          const { exceptions } = await get(`api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=${RULES.exceptions.limit}`);
+          const { exceptions } = await get<{ exceptions: ExceptionRow[] }>(
+            `api/exceptions?computation_id=${encodeURIComponent(compId)}&limit=${RULES.exceptions.limit}`,
+          );
           update.exceptions = exceptions;
         }
         if (detail.state !== "running") {
@@ -131,8 +219,10 @@ export class RestModel extends LocalModel {
           // And why it was slow (findings/): from the whole record, so only once it ended;
           // read again with the late metrics, which some findings rest on.
           const [{ summary }, { findings }] = await Promise.all([
-            get(`api/computations/${encodeURIComponent(compId)}/summary`),
-            get(`api/computations/${encodeURIComponent(compId)}/findings`),
+            get<{ summary: RunSummary | null }>(
+              `api/computations/${encodeURIComponent(compId)}/summary`,
+            ),
+            get<{ findings: Finding[] }>(`api/computations/${encodeURIComponent(compId)}/findings`),
           ]);
           update.runs = summary;
           update.findings = { computation_id: compId, findings };
@@ -140,15 +230,21 @@ export class RestModel extends LocalModel {
         this.update(update);
         running = running || detail.state === "running";
       }
-      const detail = (this.get("computation") as any) || {};
+      const detail: ComputationRow = this.get("computation") || {};
       // A running computation's profile grows (the scheduler records it every few
       // seconds); a finished one's final profile lands a profile cycle after its end.
-      const settled = detail.state && detail.state !== "running" && detail.stop && Date.now() / 1000 - detail.stop > FINAL_AFTER;
+      const settled =
+        detail.state &&
+        detail.state !== "running" &&
+        detail.stop &&
+        Date.now() / 1000 - detail.stop > FINAL_AFTER;
       const profileDue = detail.state !== "running" || due(this.polls, RULES.profile.every);
       if (detail.state && profileDue && this.loadedProfile !== compId) {
         const prefix = this.get("profile_prefix") || "";
-        const { profile } = await get(`api/computations/${encodeURIComponent(compId)}/profile` +
-          (prefix ? `?prefix=${encodeURIComponent(prefix)}` : ""));
+        const { profile } = await get<{ profile: ProfileNode | null }>(
+          `api/computations/${encodeURIComponent(compId)}/profile` +
+            (prefix ? `?prefix=${encodeURIComponent(prefix)}` : ""),
+        );
         const key = `${compId} ${prefix} ${profile?.count}`;
         if (key !== this.shownProfile) {
           this.shownProfile = key;
@@ -158,10 +254,18 @@ export class RestModel extends LocalModel {
         else if (detail.state !== "running") running = true; // the final one is on its way
       }
       // The task stream grows while it runs; its last rows land a collector tick after the stop.
-      if (detail.state && this.loadedStream !== compId && (detail.state !== "running" || due(this.polls, RULES.stream.every))) {
+      if (
+        detail.state &&
+        this.loadedStream !== compId &&
+        (detail.state !== "running" || due(this.polls, RULES.stream.every))
+      ) {
         // Ended and no more to come: no stop recorded (nothing will land), or its last tick is past.
-        const done = detail.state !== "running" && (!detail.stop || Date.now() / 1000 - detail.stop > FINAL_AFTER);
-        const { tasks } = await get(`api/computations/${encodeURIComponent(compId)}/tasks?limit=${RULES.stream.limit}`);
+        const done =
+          detail.state !== "running" &&
+          (!detail.stop || Date.now() / 1000 - detail.stop > FINAL_AFTER);
+        const { tasks } = await get<{ tasks: StreamRow[] }>(
+          `api/computations/${encodeURIComponent(compId)}/tasks?limit=${RULES.stream.limit}`,
+        );
         if (this.get("computation_id") !== compId) return true; // another one was chosen meanwhile
         this.update({ stream_base: { v: 0, rows: tasks } });
         if (done) this.loadedStream = compId;
@@ -174,7 +278,7 @@ export class RestModel extends LocalModel {
 
   /** The cluster's series, each read when its rule says, from where its last read ended,
    *  and thinned: the traits that changed. */
-  private async loadSeries(cid: string, cluster: Row): Promise<Record<string, unknown>> {
+  private async loadSeries(cid: string, cluster: ClusterRow): Promise<Record<string, unknown>> {
     if (this.seriesOf !== cid) {
       this.seriesOf = cid;
       this.samples = new Kept("samples");
@@ -190,30 +294,50 @@ export class RestModel extends LocalModel {
     const reads: Promise<void>[] = [];
     const { samples, workers, gpu, events } = this;
     if (cluster.sample_time !== this.samplesTime) {
-      reads.push(get(`api/clusters/${at}/samples?${samples.query()}`).then(({ samples: read }) => {
-        values.samples_base = { v: 0, rows: samples.merge(read) };
-        this.samplesTime = cluster.sample_time;
-      }));
+      reads.push(
+        get<{ samples: Stored<ClusterSample>[] }>(
+          `api/clusters/${at}/samples?${samples.query()}`,
+        ).then(({ samples: read }) => {
+          values.samples_base = { v: 0, rows: samples.merge(read) };
+          this.samplesTime = cluster.sample_time;
+        }),
+      );
     }
     if (workers.due(this.polls, LIVE, ended)) {
-      reads.push(get(`api/clusters/${at}/workers?${workers.query()}`).then(({ workers: read }) => {
-        values.workers_base = { v: 0, rows: workers.merge(read, ended) };
-      }));
+      reads.push(
+        get<{ workers: Stored<WorkerSample>[] }>(
+          `api/clusters/${at}/workers?${workers.query()}`,
+        ).then(({ workers: read }) => {
+          values.workers_base = { v: 0, rows: workers.merge(read, ended) };
+        }),
+      );
     }
     if (gpu.due(this.polls, LIVE, ended)) {
-      reads.push(get(`api/gpu?cluster_id=${at}&${gpu.query()}`).then(({ gpu: read }) => {
-        values.gpu_base = { v: 0, rows: gpu.merge(read, ended) };
-      }));
+      reads.push(
+        get<{ gpu: Stored<GpuSample>[] }>(`api/gpu?cluster_id=${at}&${gpu.query()}`).then(
+          ({ gpu: read }) => {
+            values.gpu_base = { v: 0, rows: gpu.merge(read, ended) };
+          },
+        ),
+      );
     }
     let eventsRead = false;
     for (const [topic, kept] of events) {
       if (!kept.due(this.polls, LIVE, ended)) continue;
       eventsRead = true;
-      reads.push(get(`api/events?cluster_id=${at}&topic=${encodeURIComponent(topic)}&${kept.query()}`)
-        .then(({ events: read }) => { kept.merge(read, ended); }));
+      reads.push(
+        get<{ events: Stored<EventRow>[] }>(
+          `api/events?cluster_id=${at}&topic=${encodeURIComponent(topic)}&${kept.query()}`,
+        ).then(({ events: read }) => {
+          kept.merge(read, ended);
+        }),
+      );
     }
     await Promise.all(reads);
-    if (eventsRead) values.worker_events = [...events.values()].flatMap((k) => k.rows).sort((a, b) => a.time - b.time);
+    if (eventsRead)
+      values.worker_events = [...events.values()]
+        .flatMap((k) => k.rows)
+        .sort((a, b) => a.time - b.time);
     return values;
   }
 
@@ -224,11 +348,21 @@ export class RestModel extends LocalModel {
     try {
       // Uploaded to the team server when this Jupyter server has one configured; the
       // server's answer says where, and what to do when it cannot.
-      const { report } = await post("lab/share", { computation_id: compId, private: isPrivate });
-      this.set("share", { state: "done", url: report.local ? reportUrl(report.id) : report.url, id: report.id,
-        local: false, private: report.private, server: report.server, message: report.hint || "" });
-    } catch (e: any) {
-      this.set("share", { state: "error", private: isPrivate, message: String(e?.message || e) });
+      const { report } = await post<{ report: SharedReport }>("lab/share", {
+        computation_id: compId,
+        private: isPrivate,
+      });
+      this.set("share", {
+        state: "done",
+        url: report.local ? reportUrl(report.id) : report.url,
+        id: report.id,
+        local: false,
+        private: report.private,
+        server: report.server,
+        message: report.hint || "",
+      });
+    } catch (e) {
+      this.set("share", { state: "error", private: isPrivate, message: errorText(e) });
     }
   }
 
@@ -237,10 +371,12 @@ export class RestModel extends LocalModel {
     const compId = this.get("computation_id");
     try {
       if (!compId) throw new Error("Choose a computation first.");
-      const { filename, html } = await post("lab/report-file", { computation_id: compId });
+      const { filename, html } = await post<{ filename: string; html: string }>("lab/report-file", {
+        computation_id: compId,
+      });
       this.trigger("msg:custom", { type: "download", filename, html });
-    } catch (e: any) {
-      this.trigger("msg:custom", { type: "download", error: String(e?.message || e) });
+    } catch (e) {
+      this.trigger("msg:custom", { type: "download", error: errorText(e) });
     }
   }
 }

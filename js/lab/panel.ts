@@ -1,7 +1,7 @@
 // A computation (and its cluster) in the main area: the notebook's monitor view over
 // the JSON API.
 import { Widget } from "@lumino/widgets";
-import { Message } from "@lumino/messaging";
+import type { ClusterRow } from "../common/rows.js";
 import monitor from "../widgets/monitor.js";
 import { RestModel } from "./model";
 
@@ -16,7 +16,8 @@ export class ComputationPanel extends Widget {
     this.title.closable = true;
     this.model = new RestModel(clusterId, computationId, where);
     this.cleanup = monitor.render({ model: this.model, el: this.node }) as () => void;
-    const name = () => (this.model.get("cluster") as any)?.name || clusterId.slice(0, 16);
+    const name = () =>
+      (this.model.get("cluster") as ClusterRow | undefined)?.name || clusterId.slice(0, 16);
     this.title.label = computationId ? `Computation · ${name()}` : `Cluster · ${name()}`;
     this.model.on("change:cluster", () => {
       this.title.label = computationId ? `Computation · ${name()}` : `Cluster · ${name()}`;
@@ -33,11 +34,11 @@ export class ComputationPanel extends Widget {
     }
   }
 
-  protected onAfterShow(msg: Message): void {
+  protected onAfterShow(): void {
     this.model.setActive(true);
   }
 
-  protected onAfterHide(msg: Message): void {
+  protected onAfterHide(): void {
     this.model.setActive(false);
   }
 

@@ -6,8 +6,21 @@ import rules from "../../dask_analytics_lab/polling.json";
 
 export const RULES = rules;
 
-/** A row of a series as the JSON API answers it. */
-export type Row = Record<string, any>;
+/** A row of a kept series as the JSON API answers it: the store's id (ids grow as rows
+ *  land) and its time, and what thinning reads of a worker's or a GPU's sample. */
+export interface SeriesRow {
+  id: number;
+  time: number;
+  worker?: string | null;
+  gpu_uuid?: string | null;
+  managed?: number | null;
+  unmanaged?: number | null;
+  cpu?: number | null;
+  processing?: number | null;
+}
+
+/** A row of js/common/rows.ts as the store answers it: with its id. */
+export type Stored<R> = R & { id: number };
 
 export type SeriesKind = "samples" | "workers" | "gpu" | "events";
 
@@ -31,23 +44,23 @@ export function everyPolls(seconds: number, interval: number): number {
   return Math.max(1, Math.floor(seconds / Math.max(interval, 0.001) + 0.5));
 }
 
-const byTime = (a: Row, b: Row): number => a.time - b.time;
+const byTime = (a: SeriesRow, b: SeriesRow): number => a.time - b.time;
 
 /** At most `most` rows, evenly spread over time, always keeping the newest (display.downsample). */
-export function downsample(rows: Row[], most: number): Row[] {
+export function downsample<R>(rows: R[], most: number): R[] {
   if (rows.length <= most) return rows;
   const step = rows.length / most;
-  const picked: Row[] = [];
+  const picked: R[] = [];
   for (let i = 0; i < most - 1; i++) picked.push(rows[Math.floor(i * step)]);
   picked.push(rows[rows.length - 1]);
   return picked;
 }
 
 // The worker process's memory, what its limit bounds (spilled data is on disk).
-const memory = (r: Row): number => (r.managed || 0) + (r.unmanaged || 0);
+const memory = (r: SeriesRow): number => (r.managed || 0) + (r.unmanaged || 0);
 
 // The first row with the largest key, as Python's max() picks it.
-function top(part: Row[], key: (r: Row) => number): Row {
+function top<R>(part: R[], key: (r: R) => number): R {
   let best = part[0];
   for (const r of part) if (key(r) > key(best)) best = r;
   return best;
@@ -55,13 +68,13 @@ function top(part: Row[], key: (r: Row) => number): Row {
 
 /** Worker samples, at most 3 x `most` per worker: of each of `most` stretches, the rows
  *  with the most memory, CPU and tasks processing (display.worker_peaks). By time. */
-export function workerPeaks(rows: Row[], most: number): Row[] {
-  const byWorker = new Map<unknown, Row[]>();
+export function workerPeaks<R extends SeriesRow>(rows: R[], most: number): R[] {
+  const byWorker = new Map<unknown, R[]>();
   for (const r of [...rows].sort(byTime)) {
     if (!byWorker.has(r.worker)) byWorker.set(r.worker, []);
     byWorker.get(r.worker)!.push(r);
   }
-  const kept: Row[] = [];
+  const kept: R[] = [];
   for (const series of byWorker.values()) {
     if (series.length <= 3 * most) {
       kept.push(...series);
@@ -71,7 +84,13 @@ export function workerPeaks(rows: Row[], most: number): Row[] {
     for (let i = 0; i < most; i++) {
       const part = series.slice(Math.floor(i * step), Math.floor((i + 1) * step));
       if (part.length) {
-        kept.push(...new Set([top(part, memory), top(part, (r) => r.cpu || 0), top(part, (r) => r.processing || 0)]));
+        kept.push(
+          ...new Set([
+            top(part, memory),
+            top(part, (r) => r.cpu || 0),
+            top(part, (r) => r.processing || 0),
+          ]),
+        );
       }
     }
   }
@@ -79,20 +98,21 @@ export function workerPeaks(rows: Row[], most: number): Row[] {
 }
 
 /** What the panel keeps of a series of `kind`, by time (polling.thin). */
-export function thin(kind: SeriesKind, rows: Row[]): Row[] {
+export function thin<R extends SeriesRow>(kind: SeriesKind, rows: R[]): R[] {
   const keep = (RULES[kind] as SeriesRule).keep;
   rows = [...rows].sort(byTime);
   if (kind === "workers") return workerPeaks(rows, keep);
   if (kind === "samples") return rows.length > 2 * keep ? downsample(rows, keep) : rows;
   if (kind === "gpu") {
-    const byGpu = new Map<string, Row[]>();
+    const byGpu = new Map<string, R[]>();
     for (const r of rows) {
       const k = JSON.stringify([r.worker ?? null, r.gpu_uuid ?? null]);
       if (!byGpu.has(k)) byGpu.set(k, []);
       byGpu.get(k)!.push(r);
     }
-    const kept: Row[] = [];
-    for (const series of byGpu.values()) kept.push(...(series.length > 2 * keep ? downsample(series, keep) : series));
+    const kept: R[] = [];
+    for (const series of byGpu.values())
+      kept.push(...(series.length > 2 * keep ? downsample(series, keep) : series));
     return kept.sort(byTime);
   }
   return rows.slice(-keep); // events
@@ -101,8 +121,8 @@ export function thin(kind: SeriesKind, rows: Row[]): Row[] {
 /** What the panel keeps of one series it reads again and again, and where its next read
  *  starts (polling.Kept): a row is new when its id is above every id read before; a
  *  since= read starts at the newest time read less the kind's `late` seconds. */
-export class Kept {
-  rows: Row[] = [];
+export class Kept<R extends SeriesRow = SeriesRow> {
+  rows: R[] = [];
   reads = 0;
   done = false; // read once after the cluster ended: nothing more comes
   private rule: SeriesRule;
@@ -138,7 +158,7 @@ export class Kept {
   }
 
   /** Add what a read found to what is kept; returns what is kept now, by time. */
-  merge(read: Row[], ended = false): Row[] {
+  merge(read: R[], ended = false): R[] {
     const newest = this.id;
     const fresh = read.filter((r) => newest === null || r.id > newest);
     for (const r of fresh) {

@@ -1,15 +1,22 @@
 // The left-area panel: live and past clusters from the store, newest first, each with
 // its computations; it refreshes itself while it is visible.
 import { Widget } from "@lumino/widgets";
-import { Message } from "@lumino/messaging";
 import { Poll } from "@lumino/polling";
 import { h, clear } from "../common/dom.js";
 import * as fmt from "../common/format.js";
-import { clusterStatus, clusterEnded, clusterUptime, clusterSize, statusBadge } from "../common/lifecycle.js";
+import {
+  clusterStatus,
+  clusterEnded,
+  clusterUptime,
+  clusterSize,
+  statusBadge,
+} from "../common/lifecycle.js";
 import { computationItem, LOGO } from "../widgets/monitor.js";
 import { rovingFocus, settleFocus } from "../common/keys.js";
 import { Filters, filterBar, filterParams, pager } from "../common/filters.js";
-import { get, url } from "./api";
+import type { SentCluster, SentComputation } from "../common/rows.js";
+import { ApiError, get, url } from "./api";
+import { errorText } from "./errors";
 
 // Cluster heads and computation rows: one keyboard stop, walked with the arrow keys.
 const ITEMS = ".dal-cl-head, .dal-comp";
@@ -51,19 +58,36 @@ export class Sidebar extends Widget {
     const logo = h("span");
     logo.innerHTML = LOGO;
     this.status = h("span.dal-faint");
-    this.list = h("div.dal-sidebar-list", { role: "tree", "aria-label": "Clusters and their computations" });
+    this.list = h("div.dal-sidebar-list", {
+      role: "tree",
+      "aria-label": "Clusters and their computations",
+    });
     rovingFocus(this.list, ITEMS);
     this.footer = h("div.dal-sidebar-foot");
     this.pages = h("div.dal-sidebar-pages");
     this.problem = h("div.dal-filter-error", { role: "alert" });
     // A new filter starts again from the newest page.
-    const bar = filterBar(["live", "stopped", "lost"], {}, (f) => { this.filters = f; this.turn(null); });
+    const bar = filterBar(["live", "stopped", "lost"], {}, (f) => {
+      this.filters = f;
+      this.turn(null);
+    });
     this.node.append(
-      h("div.dal-sidebar-head", logo.firstChild, h("span.dal-title", "Dask analytics"), h("span.dal-spacer"), this.status),
-      bar, this.problem, this.list, this.pages, this.footer);
+      h(
+        "div.dal-sidebar-head",
+        logo.firstChild,
+        h("span.dal-title", "Dask analytics"),
+        h("span.dal-spacer"),
+        this.status,
+      ),
+      bar,
+      this.problem,
+      this.list,
+      this.pages,
+      this.footer,
+    );
   }
 
-  protected onAfterShow(msg: Message): void {
+  protected onAfterShow(): void {
     void this.refresh();
   }
 
@@ -86,19 +110,25 @@ export class Sidebar extends Widget {
   private async load(): Promise<void> {
     try {
       if (!this.where) {
-        const info = await get("lab-info");
+        const info = await get<{ store: string }>("lab-info");
         this.where = info.store;
-        clear(this.footer).append(h("span", { title: info.store }, `store: ${fmt.short(info.store, 60)}`), " · ",
-          h("a", { href: url(""), target: "_blank" }, "team view"));
+        clear(this.footer).append(
+          h("span", { title: info.store }, `store: ${fmt.short(info.store, 60)}`),
+          " · ",
+          h("a", { href: url(""), target: "_blank" }, "team view"),
+        );
       }
-      const query = new URLSearchParams({ limit: String(MAX_CLUSTERS), ...filterParams(this.filters) });
+      const query = new URLSearchParams({
+        limit: String(MAX_CLUSTERS),
+        ...filterParams(this.filters),
+      });
       if (this.before) query.set("before", this.before);
-      let clusters: any[];
+      let clusters: SentCluster[];
       try {
-        ({ clusters } = await get(`api/clusters?${query}`));
-      } catch (e: any) {
-        if (e?.status !== 400) throw e;
-        this.problem.textContent = e.message;  // a filter the store refused: it says why
+        ({ clusters } = await get<{ clusters: SentCluster[] }>(`api/clusters?${query}`));
+      } catch (e) {
+        if (!(e instanceof ApiError) || e.status !== 400) throw e;
+        this.problem.textContent = e.message; // a filter the store refused: it says why
         return;
       }
       this.problem.textContent = "";
@@ -106,46 +136,77 @@ export class Sidebar extends Widget {
         this.expanded.add(clusters[0].cluster_id); // the newest cluster opens by itself
         this.autoExpanded = true;
       }
-      const computations: Record<string, any[]> = {};
-      await Promise.all(clusters.filter((c: any) => this.expanded.has(c.cluster_id)).map(async (c: any) => {
-        const r = await get(`lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`);
-        computations[c.cluster_id] = r.computations;
-      }));
+      const computations: Record<string, SentComputation[]> = {};
+      await Promise.all(
+        clusters
+          .filter((c) => this.expanded.has(c.cluster_id))
+          .map(async (c) => {
+            const r = await get<{ computations: SentComputation[] }>(
+              `lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`,
+            );
+            computations[c.cluster_id] = r.computations;
+          }),
+      );
       const key = JSON.stringify([clusters, computations, [...this.expanded]]);
       if (key !== this.last) {
         this.last = key;
         this.draw(clusters, computations);
-        clear(this.pages).append(pager(clusters, MAX_CLUSTERS, this.before !== null, (b) => this.turn(b)));
+        clear(this.pages).append(
+          pager(clusters, MAX_CLUSTERS, this.before !== null, (b) => this.turn(b)),
+        );
       }
       this.status.textContent = "";
-    } catch (e: any) {
+    } catch (e) {
       this.status.textContent = "offline";
-      this.status.title = String(e?.message || e);
+      this.status.title = errorText(e);
       if (!this.list.childElementCount) {
-        this.list.append(h("div.dal-empty", h("div.dal-empty-title", "Analytics not available"),
-          h("div.dal-empty-hint", String(e?.message || e))));
+        this.list.append(
+          h(
+            "div.dal-empty",
+            h("div.dal-empty-title", "Analytics not available"),
+            h("div.dal-empty-hint", errorText(e)),
+          ),
+        );
       }
     }
   }
 
-  private draw(clusters: any[], computations: Record<string, any[]>): void {
+  private draw(clusters: SentCluster[], computations: Record<string, SentComputation[]>): void {
     // A redraw replaces the items: the one with the keyboard focus gets it back.
-    const had = this.list.contains(document.activeElement) ? (document.activeElement as HTMLElement) : null;
-    const again = had?.dataset.computation ? `.dal-comp[data-computation="${CSS.escape(had.dataset.computation)}"]`
-      : had?.dataset.cluster ? `.dal-cl-head[data-cluster="${CSS.escape(had.dataset.cluster)}"]` : null;
+    const had = this.list.contains(document.activeElement)
+      ? (document.activeElement as HTMLElement)
+      : null;
+    const again = had?.dataset.computation
+      ? `.dal-comp[data-computation="${CSS.escape(had.dataset.computation)}"]`
+      : had?.dataset.cluster
+        ? `.dal-cl-head[data-cluster="${CSS.escape(had.dataset.cluster)}"]`
+        : null;
     this.drawItems(clusters, computations);
     settleFocus(this.list, ITEMS, null, again ? this.list.querySelector<HTMLElement>(again) : null);
   }
 
-  private drawItems(clusters: any[], computations: Record<string, any[]>): void {
+  private drawItems(
+    clusters: SentCluster[],
+    computations: Record<string, SentComputation[]>,
+  ): void {
     clear(this.list);
     if (!clusters.length && (this.before || Object.keys(this.filters).length)) {
       this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No cluster matches")));
       return;
     }
     if (!clusters.length) {
-      this.list.append(h("div.dal-empty", h("div.dal-empty-title", "No clusters recorded yet"),
-        h("div.dal-empty-hint", "In a notebook: ", h("code", "%load_ext dask_analytics"), ", then create a Client.")));
+      this.list.append(
+        h(
+          "div.dal-empty",
+          h("div.dal-empty-title", "No clusters recorded yet"),
+          h(
+            "div.dal-empty-hint",
+            "In a notebook: ",
+            h("code", "%load_ext dask_analytics"),
+            ", then create a Client.",
+          ),
+        ),
+      );
       return;
     }
     for (const c of clusters) {
@@ -154,35 +215,63 @@ export class Sidebar extends Widget {
       const status = clusterStatus(c);
       const ended = clusterEnded(c);
       const size = clusterSize(c);
-      const head = h("div.dal-cl-head", {
-        dataset: { cluster: c.cluster_id, status }, role: "treeitem", "aria-expanded": String(open),
-        title: `${c.cluster_id}\n${c.address || ""}`,
-        onclick: () => {
-          open ? this.expanded.delete(c.cluster_id) : this.expanded.add(c.cluster_id);
-          void this.refresh();
+      const head = h(
+        "div.dal-cl-head",
+        {
+          dataset: { cluster: c.cluster_id, status },
+          role: "treeitem",
+          "aria-expanded": String(open),
+          title: `${c.cluster_id}\n${c.address || ""}`,
+          onclick: () => {
+            if (open) this.expanded.delete(c.cluster_id);
+            else this.expanded.add(c.cluster_id);
+            void this.refresh();
+          },
         },
-      },
-      h("span.dal-chev", open ? "▾" : "▸"),
-      h("span.dal-cl-name", c.name || fmt.short(c.cluster_id, 24)),
-      statusBadge(c),
-      h("button.dal-cl-open", { title: "Open this cluster", onclick: (e: Event) => {
-        e.stopPropagation();
-        this.open({ clusterId: c.cluster_id, computationId: null });
-      } }, "open"));
-      const meta = h("div.dal-cl-meta",
-        h("span", c.user || ""), h("span", fmt.clock(c.started)),
-        ended != null ? h("span.dal-cl-ended", `${status === "lost" ? "last seen" : "ended"} ${fmt.clock(ended)}`) : null,
+        h("span.dal-chev", open ? "▾" : "▸"),
+        h("span.dal-cl-name", c.name || fmt.short(c.cluster_id, 24)),
+        statusBadge(c),
+        h(
+          "button.dal-cl-open",
+          {
+            title: "Open this cluster",
+            onclick: (e: Event) => {
+              e.stopPropagation();
+              this.open({ clusterId: c.cluster_id, computationId: null });
+            },
+          },
+          "open",
+        ),
+      );
+      const meta = h(
+        "div.dal-cl-meta",
+        h("span", c.user || ""),
+        h("span", fmt.clock(c.started)),
+        ended != null
+          ? h(
+              "span.dal-cl-ended",
+              `${status === "lost" ? "last seen" : "ended"} ${fmt.clock(ended)}`,
+            )
+          : null,
         h("span.dal-cl-uptime", fmt.duration(clusterUptime(c))),
-        h("span.dal-cl-size", { title: size.peak ? "How big it got (its peak)" : "Now" },
-          `${size.peak ? "peak " : ""}${fmt.count(size.workers)} workers · ${fmt.count(size.threads)} threads · ${fmt.bytes(size.memory)}`),
-        h("span", fmt.money(c.cost)));
+        h(
+          "span.dal-cl-size",
+          { title: size.peak ? "How big it got (its peak)" : "Now" },
+          `${size.peak ? "peak " : ""}${fmt.count(size.workers)} workers · ${fmt.count(size.threads)} threads · ${fmt.bytes(size.memory)}`,
+        ),
+        h("span", fmt.money(c.cost)),
+      );
       const box = h("div.dal-cl", head, meta);
       if (open) {
         const comps = computations[c.cluster_id] || [];
         const inner = h("div.dal-cl-comps");
         if (!comps.length) inner.append(h("div.dal-faint.dal-cl-none", "no computations yet"));
         for (const comp of comps) {
-          inner.append(computationItem(comp, false, () => this.open({ clusterId: c.cluster_id, computationId: comp.computation_id })));
+          inner.append(
+            computationItem(comp, false, () =>
+              this.open({ clusterId: c.cluster_id, computationId: comp.computation_id }),
+            ),
+          );
         }
         box.append(inner);
       }

@@ -10,13 +10,29 @@ import { LocalModel } from "../common/model.js";
 import { freeze } from "../common/clock.js";
 import { h } from "../common/dom.js";
 import * as fmt from "../common/format.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
 
-export function render(el, state) {
+/** The monitor's traits as stored with the report (reports/render.py), and the moment
+ *  it was made; profiles: each task prefix's profile, for the flamegraph's group picker. */
+export interface ReportState extends Record<string, unknown> {
+  snapshot_time?: number | null;
+  profile?: ProfileNode | null;
+  profiles?: Record<string, ProfileNode> | null;
+}
+
+export function render(el: HTMLElement, state: ReportState): void | (() => void) {
   freeze(state.snapshot_time);
   el.classList.add("dal-frozen");
   if (state.snapshot_time) {
-    el.append(h("div.dal.dal-asof", { title: "Everything below is as it was recorded when the report was made" },
-      "Snapshot of ", h("b", fmt.datetime(state.snapshot_time)), ": the figures below are as of then."));
+    el.append(
+      h(
+        "div.dal.dal-asof",
+        { title: "Everything below is as it was recorded when the report was made" },
+        "Snapshot of ",
+        h("b", fmt.datetime(state.snapshot_time)),
+        ": the figures below are as of then.",
+      ),
+    );
   }
   const model = new LocalModel({ ...state, shareable: false });
   // The flamegraph's group picker: each prefix's profile came with the report.

@@ -13,19 +13,32 @@ let redirecting = false;
 /** GET {PREFIX}/api{path}?params (null and undefined left out): the JSON answer, or the
  *  server's error as an Error. */
 export async function api<T>(path: string, params?: Record<string, unknown>): Promise<T> {
-  const given = Object.entries(params || {}).filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => [k, String(v)]);
+  const given = Object.entries(params || {})
+    .filter(([, v]) => v !== null && v !== undefined)
+    .map(([k, v]) => [k, String(v)]);
   const q = params ? "?" + new URLSearchParams(given) : "";
-  const response = await fetch(`${PREFIX}/api${path}${q}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  const response = await fetch(`${PREFIX}/api${path}${q}`, {
+    credentials: "same-origin",
+    headers: { Accept: "application/json" },
+  });
   if (response.status === 401) {
-    if (!redirecting) {  // several calls fail at once: navigate once
+    if (!redirecting) {
+      // several calls fail at once: navigate once
       redirecting = true;
       location.replace(`${PREFIX}/login?next=${enc(location.pathname)}`);
     }
     throw new Error(NOT_LOGGED_IN);
   }
   let data: unknown = null;
-  try { data = await response.json(); } catch { /* not JSON */ }
-  if (!response.ok) throw new Error((data as { error?: string } | null)?.error || `${response.status} ${response.statusText}`);
+  try {
+    data = await response.json();
+  } catch {
+    /* not JSON */
+  }
+  if (!response.ok)
+    throw new Error(
+      (data as { error?: string } | null)?.error || `${response.status} ${response.statusText}`,
+    );
   return data as T;
 }
 

@@ -18,14 +18,21 @@ import { whoami } from "./whoami.js";
 /** A page fills `main` from the API; `arg` is the id in its URL, if it has one. */
 type Page = (main: HTMLElement, arg: string) => Promise<void>;
 
-const PAGES: Record<string, Page> = { clusters: clustersPage, cluster: clusterPage, computation: computationPage,
-  exceptions: exceptionsPage, reports: reportsPage, costs: costsPage };
+const PAGES: Record<string, Page> = {
+  clusters: clustersPage,
+  cluster: clusterPage,
+  computation: computationPage,
+  exceptions: exceptionsPage,
+  reports: reportsPage,
+  costs: costsPage,
+};
 
 const main = document.getElementById("app")!;
 const page = PAGES[document.body.dataset.page || ""];
 if (page) {
   whoami();
   page(main, document.body.dataset.arg0 ?? "").catch((e: Error) => {
-    if (e.message !== NOT_LOGGED_IN) main.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
+    if (e.message !== NOT_LOGGED_IN)
+      main.replaceChildren(h("p", { class: "error", role: "alert" }, e.message));
   });
 }

@@ -2,8 +2,13 @@
 // failures, events and, on demand, its profile.
 import { h } from "../common/dom.js";
 import { bytes, datetime, duration, money, whole } from "../common/format.js";
-import { clusterEnded as ended, clusterSize as size, clusterStatus as status, clusterUptime as uptime,
-  computationDuration as compDuration } from "../common/lifecycle.js";
+import {
+  clusterEnded as ended,
+  clusterSize as size,
+  clusterStatus as status,
+  clusterUptime as uptime,
+  computationDuration as compDuration,
+} from "../common/lifecycle.js";
 import { clusterCharts } from "../widgets/cluster.js";
 import { workersView } from "../widgets/workers.js";
 import { api, enc, link } from "./api.js";
@@ -12,68 +17,167 @@ import { exceptionsList, failureCount } from "./failures.js";
 import { facts, table } from "./tables.js";
 import { counts, numCell, taskBar } from "./tasks.js";
 import { flamegraph } from "./views.js";
-import type { ClusterRow, ComputationRow, EventRow, ExceptionRow, ProfileTree, ViewRow } from "./rows.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
+import type { RawWorkerEvent } from "../widgets/workers.js";
+import type {
+  ClusterSample,
+  EventRow,
+  SentCluster,
+  SentComputation,
+  SentException,
+  WorkerSample,
+} from "../common/rows.js";
 
-function computationsTable(computations: ComputationRow[]): HTMLElement {
-  return table<ComputationRow>([
-    { label: "Computation", value: (c) => h("div", { class: "comp" },
-      link(`/computations/${enc(c.computation_id)}`, c.label || `computation ${c.computation_id.slice(0, 12)}`),
-      c.code_line ? h("code", { class: "code-line", title: c.code_line }, c.code_line.trim()) : null,
-      h("small", { class: "muted id" }, c.computation_id.slice(0, 12))) },
-    { label: "State", value: (c) => stateBadge(c.state) },
-    { label: "Start", value: (c) => h("span", { class: "nowrap" }, datetime(c.start)) },
-    { label: "Duration", num: true, value: (c) => duration(compDuration(c, Date.now() / 1000)) },
-    { label: "Tasks", value: (c) => taskBar(counts(c)) },
-    { label: "Finished", num: true, value: (c) => `${whole(counts(c).done)} / ${whole(c.n_tasks)}` },
-    { label: "Erred", num: true, value: (c) => numCell(counts(c).erred, "error") },
-    { label: "Never ran", num: true, value: (c) => numCell(counts(c)["not-run"], "not-run") },
-    { label: "Compute", num: true, value: (c) => duration(c.compute) },
-    { label: "Transfer", num: true, value: (c) => duration(c.transfer) },
-    { label: "Bytes", num: true, value: (c) => bytes(c.nbytes) },
-  ], computations, "No computation recorded.");
+function computationsTable(computations: SentComputation[]): HTMLElement {
+  return table<SentComputation>(
+    [
+      {
+        label: "Computation",
+        value: (c) =>
+          h(
+            "div",
+            { class: "comp" },
+            link(
+              `/computations/${enc(c.computation_id)}`,
+              c.label || `computation ${c.computation_id.slice(0, 12)}`,
+            ),
+            c.code_line
+              ? h("code", { class: "code-line", title: c.code_line }, c.code_line.trim())
+              : null,
+            h("small", { class: "muted id" }, c.computation_id.slice(0, 12)),
+          ),
+      },
+      { label: "State", value: (c) => stateBadge(c.state) },
+      { label: "Start", value: (c) => h("span", { class: "nowrap" }, datetime(c.start)) },
+      { label: "Duration", num: true, value: (c) => duration(compDuration(c, Date.now() / 1000)) },
+      { label: "Tasks", value: (c) => taskBar(counts(c)) },
+      {
+        label: "Finished",
+        num: true,
+        value: (c) => `${whole(counts(c).done)} / ${whole(c.n_tasks)}`,
+      },
+      { label: "Erred", num: true, value: (c) => numCell(counts(c).erred, "error") },
+      { label: "Never ran", num: true, value: (c) => numCell(counts(c)["not-run"], "not-run") },
+      { label: "Compute", num: true, value: (c) => duration(c.compute) },
+      { label: "Transfer", num: true, value: (c) => duration(c.transfer) },
+      { label: "Bytes", num: true, value: (c) => bytes(c.nbytes) },
+    ],
+    computations,
+    "No computation recorded.",
+  );
 }
 
 export async function clusterPage(main: HTMLElement, id: string): Promise<void> {
-  const [{ cluster: c }, { samples }, { computations }, { exceptions }, { events }, { workers }, joined, left] = await Promise.all([
-    api<{ cluster: ClusterRow }>(`/clusters/${enc(id)}`),
-    api<{ samples: ViewRow[] }>(`/clusters/${enc(id)}/samples`, { limit: 5000 }),
-    api<{ computations: ComputationRow[] }>(`/clusters/${enc(id)}/computations`, { limit: 500 }),
-    api<{ exceptions: ExceptionRow[] }>("/exceptions", { cluster_id: id, limit: 500 }),
+  const [
+    { cluster: c },
+    { samples },
+    { computations },
+    { exceptions },
+    { events },
+    { workers },
+    joined,
+    left,
+  ] = await Promise.all([
+    api<{ cluster: SentCluster }>(`/clusters/${enc(id)}`),
+    api<{ samples: ClusterSample[] }>(`/clusters/${enc(id)}/samples`, { limit: 5000 }),
+    api<{ computations: SentComputation[] }>(`/clusters/${enc(id)}/computations`, { limit: 500 }),
+    api<{ exceptions: SentException[] }>("/exceptions", { cluster_id: id, limit: 500 }),
     api<{ events: EventRow[] }>("/events", { cluster_id: id, limit: 200 }),
-    api<{ workers: ViewRow[] }>(`/clusters/${enc(id)}/workers`, { limit: 100000 }),
-    api<{ events: EventRow[] }>("/events", { cluster_id: id, topic: "worker-joined", limit: 5000 }),
-    api<{ events: EventRow[] }>("/events", { cluster_id: id, topic: "worker-left", limit: 5000 })]);
+    api<{ workers: WorkerSample[] }>(`/clusters/${enc(id)}/workers`, { limit: 100000 }),
+    api<{ events: RawWorkerEvent[] }>("/events", {
+      cluster_id: id,
+      topic: "worker-joined",
+      limit: 5000,
+    }),
+    api<{ events: RawWorkerEvent[] }>("/events", {
+      cluster_id: id,
+      topic: "worker-left",
+      limit: 5000,
+    }),
+  ]);
   document.title = `${c.name} · dask-analytics`;
   const now = Date.now() / 1000;
   const z = size(c);
   const versions = c.versions || {};
-  const profileBox = h("div", {}, h("button", { onclick: async () => {
-    profileBox.replaceChildren(h("p", { class: "muted" }, "Loading…"));
-    const { profile } = await api<{ profile: ProfileTree | null }>(`/clusters/${enc(id)}/profile`);
-    profileBox.replaceChildren(flamegraph(profile));
-  } }, "Show the cluster's profile"));
+  const profileBox = h(
+    "div",
+    {},
+    h(
+      "button",
+      {
+        onclick: async () => {
+          profileBox.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+          const { profile } = await api<{ profile: ProfileNode | null }>(
+            `/clusters/${enc(id)}/profile`,
+          );
+          profileBox.replaceChildren(flamegraph(profile));
+        },
+      },
+      "Show the cluster's profile",
+    ),
+  );
   main.replaceChildren(
     h("h1", {}, c.name || c.cluster_id, " ", clusterBadge(c)),
-    facts([["Id", c.cluster_id], ["Status", statusTitle(c)], ["User", c.user], ["Account", c.account], ["Address", c.address],
+    facts([
+      ["Id", c.cluster_id],
+      ["Status", statusTitle(c)],
+      ["User", c.user],
+      ["Account", c.account],
+      ["Address", c.address],
       ["Started", datetime(c.started)],
-      [status(c) === "lost" ? "Last seen" : "Ended", ended(c) !== null ? `${datetime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}` : ""],
+      [
+        status(c) === "lost" ? "Last seen" : "Ended",
+        ended(c) !== null
+          ? `${datetime(ended(c))}${c.stop_reason ? ` (${c.stop_reason})` : ""}`
+          : "",
+      ],
       ["Duration", duration(uptime(c, now))],
-      [z.peak ? "Peak workers" : "Workers", whole(z.workers)], [z.peak ? "Peak threads" : "Threads", whole(z.threads)],
-      z.peak ? ["Peak memory", bytes(z.memory)]
+      [z.peak ? "Peak workers" : "Workers", whole(z.workers)],
+      [z.peak ? "Peak threads" : "Threads", whole(z.threads)],
+      z.peak
+        ? ["Peak memory", bytes(z.memory)]
         : ["Memory", c.memory_total ? `${bytes(c.memory_used)} of ${bytes(c.memory_total)}` : ""],
-      ["Worker time", duration(c.worker_seconds)], ["Cost", money(c.cost)],
-      ["Idle since", c.idle_since ? datetime(c.idle_since) : ""], ["Dropped messages", c.dropped_messages ? whole(c.dropped_messages) : ""],
-      ["Versions", Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")],
-      ["Platform", c.platform ? `${c.platform.os || ""} ${c.platform.arch || ""} ${c.platform.python || ""}` : ""]]),
+      ["Worker time", duration(c.worker_seconds)],
+      ["Cost", money(c.cost)],
+      ["Idle since", c.idle_since ? datetime(c.idle_since) : ""],
+      ["Dropped messages", c.dropped_messages ? whole(c.dropped_messages) : ""],
+      [
+        "Versions",
+        Object.entries(versions)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", "),
+      ],
+      [
+        "Platform",
+        c.platform
+          ? `${c.platform.os || ""} ${c.platform.arch || ""} ${c.platform.python || ""}`
+          : "",
+      ],
+    ]),
     h("h2", {}, "Workers, memory and tasks over time"),
     clusterCharts(samples) || h("p", { class: "muted" }, "Not enough samples for a chart yet."),
     // The notebook's Workers section: which worker ran out of memory, when, during what.
     h("h2", {}, "Workers over time"),
-    h("div", { class: "dal workers" }, workersView(workers, [...joined.events, ...left.events], computations)),
-    h("h2", {}, `Computations (${computations.length})`), computationsTable(computations),
-    h("h2", {}, `Exceptions (${failureCount(exceptions)})`), exceptionsList(exceptions, false),
+    h(
+      "div",
+      { class: "dal workers" },
+      workersView(workers, [...joined.events, ...left.events], computations),
+    ),
+    h("h2", {}, `Computations (${computations.length})`),
+    computationsTable(computations),
+    h("h2", {}, `Exceptions (${failureCount(exceptions)})`),
+    exceptionsList(exceptions, false),
     h("h2", {}, `Events (${events.length})`),
-    table<EventRow>([{ label: "Time", value: (e) => datetime(e.time) }, { label: "Topic", value: (e) => e.topic },
-      { label: "Message", value: (e) => h("code", {}, JSON.stringify(e.msg).slice(0, 300)) }], events, "No events recorded."),
-    h("h2", {}, "Profile"), profileBox);
+    table<EventRow>(
+      [
+        { label: "Time", value: (e) => datetime(e.time) },
+        { label: "Topic", value: (e) => e.topic },
+        { label: "Message", value: (e) => h("code", {}, JSON.stringify(e.msg).slice(0, 300)) },
+      ],
+      events,
+      "No events recorded.",
+    ),
+    h("h2", {}, "Profile"),
+    profileBox,
+  );
 }

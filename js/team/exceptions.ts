@@ -3,11 +3,14 @@
 import { h } from "../common/dom.js";
 import { api } from "./api.js";
 import { exceptionsList, failureCount } from "./failures.js";
-import type { ExceptionRow } from "./rows.js";
+import type { SentException } from "../common/rows.js";
 
 export async function exceptionsPage(main: HTMLElement): Promise<void> {
   document.title = "Exceptions · dask-analytics";
-  const { exceptions } = await api<{ exceptions: ExceptionRow[] }>("/exceptions", { limit: 500 });
-  main.replaceChildren(h("h1", {}, "Exceptions"), exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : "",
-    exceptionsList(exceptions, true));
+  const { exceptions } = await api<{ exceptions: SentException[] }>("/exceptions", { limit: 500 });
+  main.replaceChildren(
+    h("h1", {}, "Exceptions"),
+    exceptions.length ? h("p", { class: "muted" }, failureCount(exceptions)) : "",
+    exceptionsList(exceptions, true),
+  );
 }

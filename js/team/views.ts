@@ -8,14 +8,21 @@ import timeView from "../widgets/time.js";
 import streamView from "../widgets/stream.js";
 import findingsView from "../widgets/findings.js";
 import type { Finding } from "../widgets/findings.js";
-import type { ComputationDetail, ProfileTree, ViewRow } from "./rows.js";
+import type { ComputationDetail, StreamRow } from "../common/rows.js";
+import type { ProfileNode } from "../widgets/flamegraph.js";
 
 /** Dask's profile tree as the notebook's flamegraph (zoom on click, search, hover for
  *  file, line and code). */
-export function flamegraph(tree: ProfileTree | null): HTMLElement {
+export function flamegraph(tree: ProfileNode | null): HTMLElement {
   const wrap = h("div", { class: "flame" });
   if (!tree || !tree.count) {
-    wrap.appendChild(h("p", { class: "muted" }, "No profile recorded (analytics.profile.transmit off, or too short to sample)."));
+    wrap.appendChild(
+      h(
+        "p",
+        { class: "muted" },
+        "No profile recorded (analytics.profile.transmit off, or too short to sample).",
+      ),
+    );
     return wrap;
   }
   flamegraphView.render({ model: new LocalModel({ profile: tree }), el: wrap });
@@ -25,15 +32,24 @@ export function flamegraph(tree: ProfileTree | null): HTMLElement {
 /** Where each task group's time went: the notebook's Time tab over the stored metrics. */
 export function timeBreakdown(c: ComputationDetail): HTMLElement {
   const wrap = h("div", { class: "time" });
-  timeView.render({ model: new LocalModel({ metrics: c.metrics || [], computation: c,
-    groups_base: { v: 0, rows: c.groups || [] } }), el: wrap });
+  timeView.render({
+    model: new LocalModel({
+      metrics: c.metrics || [],
+      computation: c,
+      groups_base: { v: 0, rows: c.groups || [] },
+    }),
+    el: wrap,
+  });
   return wrap;
 }
 
 /** When and where each task ran: the notebook's Task stream tab over the stored rows. */
-export function taskStream(c: ComputationDetail, tasks: ViewRow[]): HTMLElement {
+export function taskStream(c: ComputationDetail, tasks: StreamRow[]): HTMLElement {
   const wrap = h("div", { class: "stream" });
-  streamView.render({ model: new LocalModel({ stream_base: { v: 0, rows: tasks }, computation: c }), el: wrap });
+  streamView.render({
+    model: new LocalModel({ stream_base: { v: 0, rows: tasks }, computation: c }),
+    el: wrap,
+  });
   return wrap;
 }
 

@@ -6,59 +6,98 @@
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { onScreen } from "../common/onscreen.js";
+import type { Model, RenderProps } from "../common/model.js";
+import type { ComputationRow } from "../common/rows.js";
 
 export interface Finding {
-  kind: string; title: string; evidence: string; advice: string; impact: number;
-  groups: string[]; workers: string[];
+  kind: string;
+  title: string;
+  evidence: string;
+  advice: string;
+  impact: number;
+  groups: string[];
+  workers: string[];
 }
 
 /** The findings of the computation the model shows, or null when they are not (yet) its. */
-export function findingsOf(model): Finding[] | null {
-  const comp = model.get("computation") || {};
-  const f = model.get("findings") || {};
+export function findingsOf(model: Model): Finding[] | null {
+  const comp: ComputationRow = model.get("computation") || {};
+  const f: { computation_id?: string; findings?: Finding[] } = model.get("findings") || {};
   if (!comp.computation_id || f.computation_id !== comp.computation_id) return null;
   return f.findings || [];
 }
 
 /** "Straggler: a straggler in spin held up the end by 2.83 s (~2.8 s lost)": the top
  *  finding as one line above the task groups; clicking it opens the Findings tab. */
-export function topFinding(model): HTMLElement | null {
+export function topFinding(model: Model): HTMLElement | null {
   const found = findingsOf(model);
   if (!found || !found.length) return null;
   const f = found[0];
   const more = found.length > 1 ? ` · ${found.length - 1} more` : "";
-  return h("div.dal-top-finding", { role: "status", title: f.evidence,
-    onclick: () => { model.set("tab", "findings"); model.save_changes(); } },
-    h("span.dal-finding-kind", f.kind), h("b", f.title), h("span.dal-finding-cost", ` ~${fmt.duration(f.impact)} lost`),
-    h("span.dal-finding-more", `${more} — see Findings`));
+  return h(
+    "div.dal-top-finding",
+    {
+      role: "status",
+      title: f.evidence,
+      onclick: () => {
+        model.set("tab", "findings");
+        model.save_changes();
+      },
+    },
+    h("span.dal-finding-kind", f.kind),
+    h("b", f.title),
+    h("span.dal-finding-cost", ` ~${fmt.duration(f.impact)} lost`),
+    h("span.dal-finding-more", `${more} — see Findings`),
+  );
 }
 
 function card(f: Finding): HTMLElement {
-  const names = [...(f.groups || []).map((g) => h("span.dal-chip", { title: "task group" }, g)),
-    ...(f.workers || []).map((w) => h("span.dal-chip.worker", { title: "worker" }, w))];
-  return h("div.dal-finding", { dataset: { kind: f.kind } },
-    h("div.dal-finding-head", h("span.dal-finding-kind", f.kind), h("b.dal-finding-title", f.title),
-      h("span.dal-finding-cost", { title: "wall time it cost (an estimate: see the evidence)" },
-        `~${fmt.duration(f.impact)} lost`)),
+  const names = [
+    ...(f.groups || []).map((g) => h("span.dal-chip", { title: "task group" }, g)),
+    ...(f.workers || []).map((w) => h("span.dal-chip.worker", { title: "worker" }, w)),
+  ];
+  return h(
+    "div.dal-finding",
+    { dataset: { kind: f.kind } },
+    h(
+      "div.dal-finding-head",
+      h("span.dal-finding-kind", f.kind),
+      h("b.dal-finding-title", f.title),
+      h(
+        "span.dal-finding-cost",
+        { title: "wall time it cost (an estimate: see the evidence)" },
+        `~${fmt.duration(f.impact)} lost`,
+      ),
+    ),
     h("div.dal-finding-evidence", h("span.dal-finding-label", "Evidence "), f.evidence),
     h("div.dal-finding-advice", h("span.dal-finding-label", "Advice "), f.advice),
-    names.length ? h("div.dal-finding-names", names) : null);
+    names.length ? h("div.dal-finding-names", names) : null,
+  );
 }
 
-function render({ model, el }) {
+function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-findings");
   el.append(root);
   const draw = throttle(() => {
     clear(root);
-    const comp = model.get("computation") || {};
+    const comp: ComputationRow = model.get("computation") || {};
     const found = findingsOf(model);
     if (!comp.computation_id) {
       root.append(empty("No computation yet", "Findings appear once a computation ends."));
     } else if (found === null) {
-      root.append(empty(comp.state === "running" ? "Still running" : "Reading the record…",
-        "Findings are made from the whole record, once the computation ends."));
+      root.append(
+        empty(
+          comp.state === "running" ? "Still running" : "Reading the record…",
+          "Findings are made from the whole record, once the computation ends.",
+        ),
+      );
     } else if (!found.length) {
-      root.append(empty("No findings", "Nothing here cost enough time to mention (analytics.findings.* thresholds)."));
+      root.append(
+        empty(
+          "No findings",
+          "Nothing here cost enough time to mention (analytics.findings.* thresholds).",
+        ),
+      );
     } else {
       for (const f of found) root.append(card(f));
     }

@@ -9,6 +9,8 @@ Revises: 0002
 Create Date: 2026-11-23
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -19,7 +21,7 @@ depends_on = None
 
 JSON = sa.JSON(none_as_null=True)
 
-COLUMNS = {
+COLUMNS: dict[str, list[sa.Column[Any]]] = {
     "clusters": [
         sa.Column("peak_workers", sa.BigInteger()),
         sa.Column("peak_threads", sa.BigInteger()),

@@ -40,7 +40,7 @@ def _copy_snippets_to_their_accounts(bind: sa.Connection) -> None:
             "WHERE c.code_hashes IS NOT NULL"
         )
     ).fetchall()
-    pairs = set()
+    pairs: set[tuple[str, str]] = set()
     for hashes, account in uses:
         if isinstance(hashes, str):
             hashes = json.loads(hashes)

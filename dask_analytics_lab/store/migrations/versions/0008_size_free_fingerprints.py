@@ -20,6 +20,7 @@ Create Date: 2026-11-26
 
 import hashlib
 import re
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 from alembic import op
@@ -34,7 +35,7 @@ _MARK = "fernet:gAAAAA"
 _CHUNK = 1000
 
 
-def _fingerprint(code_line, prefixes):
+def _fingerprint(code_line: str | None, prefixes: Iterable[str]) -> str:
     if code_line:
         text = "line\0" + code_line
     else:
@@ -44,12 +45,12 @@ def _fingerprint(code_line, prefixes):
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _opener():
+def _opener() -> Callable[[str | None], tuple[str | None, bool]]:
     from dask_analytics_lab.codecrypt import reading_cipher
 
     cipher = reading_cipher()
 
-    def line(text):
+    def line(text: str | None) -> tuple[str | None, bool]:
         if not (isinstance(text, str) and text.startswith(_MARK)):
             return text, True
         if not cipher.enabled:
@@ -106,7 +107,7 @@ def upgrade() -> None:
         .where(no_line)
         .distinct()
     )
-    prefixes: dict = {}
+    prefixes: dict[tuple[str, str], set[str]] = {}
     for cid, comp_id, prefix in conn.execute(q):
         prefixes.setdefault((cid, comp_id), set()).add(prefix)
     line_of = _opener()
