@@ -310,7 +310,7 @@ def accounted(
     print(
         f"{'workload':<18} {'tasks':>7} {'loop s':>7} "
         + " ".join(f"{p:>8}" for p in parts)
-        + f" {'share':>7} {'of it gc':>8} {'longest ms':>10} {'in':<8} {'threads s':>9}"
+        + f" {'share':>7} {'of it gc':>8} {'longest ms':>10} {'in':<8} {'gc ms':>7} {'threads s':>9}"
     )
     for n in sizes:
         for name, work in WORKLOADS.items():
@@ -330,7 +330,8 @@ def accounted(
                 f"{name:<18} {tasks:>7} {loop:>7.2f} "
                 + " ".join(f"{spent[p]:>8.3f}" for p in parts)
                 + f" {total / loop * 100:>6.2f}% {(c1['gc_seconds'] - c0['gc_seconds']) / max(total, 1e-9) * 100:>7.1f}%"
-                f" {c1['longest_call_ms']:>10.2f} {c1['longest_part'][:8]:<8} {threads:>9.3f}"
+                f" {c1['longest_call_ms']:>10.2f} {c1['longest_part'][:8]:<8}"
+                f" {c1['longest_gc_ms']:>7.2f} {threads:>9.3f}"
             )
     time.sleep(3)  # the last computation's fetch and samples
     c0 = _cost(client)
@@ -347,7 +348,8 @@ def accounted(
     print(
         "(loop s: the event loop's CPU over the run; share: the parts' sum over it; of it gc: collections"
         " started by analytics code, already inside the parts; longest ms: the longest single callback"
-        " so far, in: its part; threads s: the shipper's writer and profile merging, off the loop)"
+        " so far, less the collections inside it, in: its part; gc ms: the longest collection that"
+        " started in analytics code (it walks Dask's whole heap); threads s: the shipper's writer and profile merging, off the loop)"
     )
 
 

@@ -35,7 +35,10 @@ noise is several points), so the cost is accounted where it is spent:
   While they hold the GIL the loop may wait; that wait is not measured.
 
 `longest_call` is the longest single timed callback on the loop (a sampled transition
-call, update_graph, a tick, an event, a profile-fetch step).
+call, update_graph, a tick, an event, a profile-fetch step), less the collections that
+ran inside it: a full collection walks every object of the scheduler's heap (a 100,000-task
+graph's: tens of milliseconds) and would have run at Dask's next allocation had ours not
+crossed the threshold.  `longest_gc` is the longest such collection, shown beside it.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ FINISHED_KWARGS = {
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
 # What `enter` hands to `leave`: (part, the part it interrupted, thread CPU at entry).
-Token = tuple[str, str | None, float]
+Token = tuple[str, str | None, float, float]
 THREAD_PREFIX = "dask-analytics"  # our threads' names start so
 
 
@@ -82,6 +85,8 @@ class CostMeter:
         self.seconds = dict.fromkeys(PARTS, 0.0)
         self.longest_call = 0.0
         self.longest_part = ""
+        self.longest_gc = 0.0  # the longest collection that started inside a part
+        self._gc_all = 0.0  # collections inside any part, all together
         # The part whose code runs on the loop now (for the GC callback), or None.
         self.inside: str | None = None
         self.transition_calls = 0
@@ -119,20 +124,21 @@ class CostMeter:
                 pass
 
     # --- charging ----------------------------------------------------------------
-    def charge(self, part: str, seconds: float) -> None:
+    def charge(self, part: str, seconds: float, gc_seconds: float = 0.0) -> None:
+        """A call of `part` took `seconds`, `gc_seconds` of it in collections."""
         self.seconds[part] += seconds
-        if seconds > self.longest_call:
-            self.longest_call, self.longest_part = seconds, part
+        if seconds - gc_seconds > self.longest_call:
+            self.longest_call, self.longest_part = seconds - gc_seconds, part
 
     def enter(self, part: str) -> Token:
         """Start timing a callback of `part`; hand what it returns to `leave`."""
         outer, self.inside = self.inside, part
-        return part, outer, time.thread_time()
+        return part, outer, time.thread_time(), self._gc_all
 
     def leave(self, token: Token) -> None:
-        part, outer, t0 = token
+        part, outer, t0, gc0 = token
         self.inside = outer
-        self.charge(part, time.thread_time() - t0)
+        self.charge(part, time.thread_time() - t0, self._gc_all - gc0)
 
     def begin_sample(self) -> None:
         self.inside = "hooks"
@@ -159,7 +165,10 @@ class CostMeter:
         if phase == "start":
             self._gc_start = time.thread_time()
         elif self._gc_start:
-            self._gc_inside[part] += time.thread_time() - self._gc_start
+            seconds = time.thread_time() - self._gc_start
+            self._gc_inside[part] += seconds
+            self._gc_all += seconds
+            self.longest_gc = max(self.longest_gc, seconds)
             self._gc_start = 0.0
 
     def calibrate(self, calls: int = 2000) -> None:
@@ -260,6 +269,7 @@ class CostMeter:
             else 0.0,
             "longest_call_ms": 1e3 * self.longest_call,
             "longest_part": self.longest_part,
+            "longest_gc_ms": 1e3 * self.longest_gc,
             "gc_seconds": gc_seconds,
             "hook_samples": self._sampled_calls,
             "hook_outliers": self.outliers,
@@ -286,7 +296,7 @@ class _Metered:
         throw: BaseException | None = None
         meter = self._meter
         while True:
-            t0 = time.thread_time()
+            t0, gc0 = time.thread_time(), meter._gc_all
             outer, meter.inside = meter.inside, self._part
             try:
                 yielded = inner.throw(throw) if throw is not None else inner.send(send)
@@ -294,7 +304,7 @@ class _Metered:
                 return done.value
             finally:
                 meter.inside = outer
-                meter.charge(self._part, time.thread_time() - t0)
+                meter.charge(self._part, time.thread_time() - t0, meter._gc_all - gc0)
             try:
                 send, throw = (yield yielded), None
             except BaseException as e:  # noqa: BLE001 (handed on to the coroutine, as await does)
