@@ -611,12 +611,9 @@ def main() -> None:
                         args.threads,
                     )
                 )
-                r = results[-1]
-                print(
-                    f"  {r['messages']:,} messages, every one stored once; p99 ingest "
-                    f"{r['p99'] * 1e3:.0f} ms",
-                    flush=True,
-                )
+                if n != counts[-1]:  # what is measured so far, should the run not finish
+                    show(results, args)
+                    print("\n", flush=True)
         finally:
             if pg:
                 pg.stop()
