@@ -21,7 +21,7 @@ from dask_analytics_lab.store.migrate import alembic_config
 from dask_analytics_lab.store.prune import prune
 
 from .factories import Cluster
-from .test_prune import DAY, NOW, kept_part, scenario
+from .retention_scenario import DAY, NOW, kept_part, scenario
 
 TABLES = [t.name for t in partitions.TABLES]
 # Rows of messages_at() per table.
