@@ -41,6 +41,7 @@ from ..messages import (
     check_batch,
 )
 from . import schema as s
+from .bulk import insert_rows
 from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
 
@@ -241,18 +242,13 @@ def _clusters_stmt(dialect: str) -> Any:
 
 def _cluster_samples(conn: sa.Connection, msgs: list[ClusterSampleMessage]) -> None:
     rows = [{"cluster_id": m.cluster_id, "time": m.time, **asdict(m.data)} for m in msgs]
-    conn.execute(_plain_insert(s.cluster_samples), rows)
+    insert_rows(conn, s.cluster_samples, rows)
     # The cluster row keeps the newest sample's figures, for list_clusters.
     conn.execute(
         _LATEST_SAMPLE,
         [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))],
     )
     _peaks(conn, rows)
-
-
-@functools.cache
-def _plain_insert(table: sa.Table) -> Any:
-    return sa.insert(table)
 
 
 _c = s.clusters.c
@@ -478,8 +474,9 @@ def _exceptions_stmt(dialect: str) -> Any:
 
 
 def _events(conn: sa.Connection, msgs: list[EventMessage]) -> None:
-    conn.execute(
-        _plain_insert(s.events),
+    insert_rows(
+        conn,
+        s.events,
         [
             {
                 "cluster_id": m.cluster_id,
@@ -533,7 +530,7 @@ def _gpu_samples(conn: sa.Connection, msgs: list[GpuSamplesMessage]) -> None:
                 }
             )
     if rows:
-        conn.execute(_plain_insert(s.gpu_samples), rows)
+        insert_rows(conn, s.gpu_samples, rows)
 
 
 def _metrics(conn: sa.Connection, msgs: list[MetricsMessage]) -> None:
@@ -572,7 +569,7 @@ def _worker_samples(conn: sa.Connection, msgs: list[WorkerSamplesMessage]) -> No
         {"cluster_id": m.cluster_id, **asdict(sample)} for m in msgs for sample in m.data.samples
     ]
     if rows:
-        conn.execute(_plain_insert(s.worker_samples), rows)
+        insert_rows(conn, s.worker_samples, rows)
 
 
 def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
@@ -596,7 +593,7 @@ def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
             for r in d.rows
         ]
     if rows:
-        conn.execute(_plain_insert(t), rows)
+        insert_rows(conn, t, rows)
         _task_stream_spans(conn, rows)
 
 
