@@ -509,13 +509,13 @@ def show(results: list[dict], args: argparse.Namespace) -> None:
         f"{os.getloadavg()[0]:.1f}"
     )
     print(
-        f"\n{'replicas':>8} {'msg/s':>6} {'live':>6} {'POST/s':>6} {'p50 ms':>7} {'p99 ms':>7} "
+        f"\n{'replicas':>8} {'messages':>9} {'msg/s':>6} {'live':>6} {'POST/s':>6} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'wait p99':>8} {'lag p99':>7} {'pages':>5} {'page p50':>8} {'page p99':>8} "
         f"{'retries':>7} {'backlog':>7} {'drain':>6} {'MiB/cl-h':>8}  stored once"
     )
     for r in results:
         print(
-            f"{r['replicas']:>8} {r['msg_s']:>6,.0f} {r['live_msg_s']:>6,.0f} {r['posts_s']:>6,.0f} "
+            f"{r['replicas']:>8} {r['messages']:>9,} {r['msg_s']:>6,.0f} {r['live_msg_s']:>6,.0f} {r['posts_s']:>6,.0f} "
             f"{r['p50'] * 1e3:>7.1f} {r['p99'] * 1e3:>7.1f} {r['wait_p99']:>7.2f}s {r['lag_p99']:>6.2f}s {r['pages']:>5} "
             f"{r['page_p50'] * 1e3:>6.0f}ms {r['page_p99'] * 1e3:>6.0f}ms {r['retries']:>7} "
             f"{r['backlog']:>7,} {r['drain']:>5.1f}s "
@@ -611,12 +611,9 @@ def main() -> None:
                         args.threads,
                     )
                 )
-                r = results[-1]
-                print(
-                    f"  {r['messages']:,} messages, every one stored once; p99 ingest "
-                    f"{r['p99'] * 1e3:.0f} ms",
-                    flush=True,
-                )
+                if n != counts[-1]:  # what is measured so far, should the run not finish
+                    show(results, args)
+                    print("\n", flush=True)
         finally:
             if pg:
                 pg.stop()

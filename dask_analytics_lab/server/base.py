@@ -229,7 +229,9 @@ class BaseHandler(RequestHandler):
             if known is not None:
                 return known
             self.refuse_if_throttled(token)
-        found: TokenCheck = await self.call(self.ctx.check_token, digest)
+        found = self.ctx.fresh_token(digest)
+        if found is None:
+            found = await self.call(self.ctx.check_token, digest)
         if found.principal is not None:
             return found.principal
         tid = token_id_of(token)

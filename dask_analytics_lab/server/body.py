@@ -57,6 +57,9 @@ COST_PER_VALUE = 80
 # After a body this big, hand freed memory back to the system (glibc keeps it otherwise,
 # and the process's RSS would stay at its high-water mark).
 TRIM_AFTER = 16 * 2**20
+# Bodies up to this size are costed on the event loop (parse_cost: well under a
+# millisecond), not on a body thread: the hop there and back cost more than the count.
+COST_ON_LOOP = 2**20
 
 
 def _trim() -> None:
@@ -388,7 +391,10 @@ class BodyReader(BaseHandler):
         self._inflate = None
         if not raw.strip():
             raise ApiError(400, "request body is empty; send JSON")
-        cost = await self.call(parse_cost, raw, executor=self.ctx.body_executor)
+        if len(raw) <= COST_ON_LOOP:
+            cost = parse_cost(raw)
+        else:
+            cost = await self.call(parse_cost, raw, executor=self.ctx.body_executor)
         budget = self.ctx.parsing
         if cost > budget.total:
             raise ApiError(

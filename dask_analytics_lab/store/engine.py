@@ -62,9 +62,11 @@ def masked(url: URL | str) -> str:
         return "<unparsable URL>"
 
 
-def dialect_insert(conn: sa.Connection, table: sa.Table) -> Any:
-    """INSERT with ON CONFLICT for this connection's dialect (the same API on both)."""
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+def dialect_insert(conn: sa.Connection | str, table: sa.Table) -> Any:
+    """INSERT with ON CONFLICT for this connection's dialect, or the dialect named (the
+    same API on both)."""
+    name = conn if isinstance(conn, str) else conn.dialect.name
+    return (postgresql.insert if name == "postgresql" else sqlite.insert)(table)
 
 
 def is_memory(u: URL) -> bool:

@@ -11,6 +11,7 @@ out of order after a retry.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,6 +41,7 @@ from ..messages import (
     check_batch,
 )
 from . import schema as s
+from .bulk import insert_rows
 from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
 
@@ -115,6 +117,19 @@ def _store(engine: sa.Engine, msgs: list[Any]) -> int:
         return len(msgs) + len(beats)
 
 
+def _per_dialect(build: Callable[..., Any]) -> Callable[..., Any]:
+    """`build(dialect, *args)` once per dialect name (and args), then that statement
+    again: building an upsert (its `excluded` columns) and its cache key took a good
+    share of a small batch's CPU, and a statement never changes once built, so every
+    thread can run the same one."""
+    built = functools.cache(build)
+
+    def get(conn: sa.Connection, *args: Any) -> Any:
+        return built(conn.dialect.name, *args)
+
+    return get
+
+
 def _newer(table: sa.Table, stmt: Any) -> sa.ColumnElement[bool]:
     """Upsert guard: the incoming row is from a message no older than the stored one."""
     return sa.or_(table.c.updated.is_(None), stmt.excluded.updated >= table.c.updated)
@@ -130,16 +145,35 @@ def _latest(rows: list[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, 
     return list({tuple(r[k] for k in key): r for r in rows}.values())
 
 
-def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
-    stmt = (
-        _insert(conn, s.ingested)
+@_per_dialect
+def _claim_stmt(dialect: str) -> Any:
+    return (
+        _insert(dialect, s.ingested)
         .on_conflict_do_nothing()
         .returning(s.ingested.c.cluster_id, s.ingested.c.seq)
     )
+
+
+def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
     rows = conn.execute(
-        stmt, [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs]
+        _claim_stmt(conn),
+        [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs],
     )
     return {(r.cluster_id, r.seq) for r in rows}
+
+
+@_per_dialect
+def _touch_stmt(dialect: str) -> Any:
+    stmt = _insert(dialect, s.clusters)
+    c = s.clusters.c
+    return stmt.on_conflict_do_update(
+        index_elements=[c.cluster_id],
+        set_={
+            "last_seen": sa.case(
+                (stmt.excluded.last_seen > c.last_seen, stmt.excluded.last_seen), else_=c.last_seen
+            )
+        },
+    )
 
 
 def _touch_clusters(conn: sa.Connection, msgs: list[Any]) -> None:
@@ -151,18 +185,8 @@ def _touch_clusters(conn: sa.Connection, msgs: list[Any]) -> None:
         cid, t = m.cluster_id, m.time
         first[cid] = min(first.get(cid, t), t)
         last[cid] = max(last.get(cid, t), t)
-    stmt = _insert(conn, s.clusters)
-    c = s.clusters.c
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[c.cluster_id],
-        set_={
-            "last_seen": sa.case(
-                (stmt.excluded.last_seen > c.last_seen, stmt.excluded.last_seen), else_=c.last_seen
-            )
-        },
-    )
     conn.execute(
-        stmt,
+        _touch_stmt(conn),
         [
             {
                 "cluster_id": cid,
@@ -189,7 +213,12 @@ def _clusters(conn: sa.Connection, msgs: list[ClusterMessage]) -> None:
                 "updated": m.time,
             }
         )
-    stmt = _insert(conn, s.clusters)
+    conn.execute(_clusters_stmt(conn), _latest(rows, ("cluster_id",)))
+
+
+@_per_dialect
+def _clusters_stmt(dialect: str) -> Any:
+    stmt = _insert(dialect, s.clusters)
     fields = [
         "name",
         "address",
@@ -204,34 +233,36 @@ def _clusters(conn: sa.Connection, msgs: list[ClusterMessage]) -> None:
         "heartbeat",
         "updated",
     ]
-    stmt = stmt.on_conflict_do_update(
+    return stmt.on_conflict_do_update(
         index_elements=[s.clusters.c.cluster_id],
         set_=_set_from_excluded(stmt, fields),
         where=_newer(s.clusters, stmt),
     )
-    conn.execute(stmt, _latest(rows, ("cluster_id",)))
 
 
 def _cluster_samples(conn: sa.Connection, msgs: list[ClusterSampleMessage]) -> None:
     rows = [{"cluster_id": m.cluster_id, "time": m.time, **asdict(m.data)} for m in msgs]
-    conn.execute(sa.insert(s.cluster_samples), rows)
+    insert_rows(conn, s.cluster_samples, rows)
     # The cluster row keeps the newest sample's figures, for list_clusters.
-    c = s.clusters.c
-    stmt = (
-        sa.update(s.clusters)
-        .where(c.cluster_id == sa.bindparam("b_cluster_id"))
-        .where(sa.or_(c.sample_time.is_(None), c.sample_time <= sa.bindparam("b_time")))
-        .values(
-            {
-                **{f: sa.bindparam("b_" + f) for f in SAMPLE_FIELDS},
-                "sample_time": sa.bindparam("b_time"),
-            }
-        )
-    )
     conn.execute(
-        stmt, [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))]
+        _LATEST_SAMPLE,
+        [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))],
     )
     _peaks(conn, rows)
+
+
+_c = s.clusters.c
+_LATEST_SAMPLE = (
+    sa.update(s.clusters)
+    .where(_c.cluster_id == sa.bindparam("b_cluster_id"))
+    .where(sa.or_(_c.sample_time.is_(None), _c.sample_time <= sa.bindparam("b_time")))
+    .values(
+        {
+            **{f: sa.bindparam("b_" + f) for f in SAMPLE_FIELDS},
+            "sample_time": sa.bindparam("b_time"),
+        }
+    )
+)
 
 
 def _peaks(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
@@ -242,23 +273,8 @@ def _peaks(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
         p["workers"] = max(p["workers"], r.get("n_workers") or 0)
         p["threads"] = max(p["threads"], r.get("n_threads") or 0)
         p["memory"] = max(p["memory"], r.get("memory_total") or 0)
-    c = s.clusters.c
-
-    def grow(column: sa.Column[int], name: str) -> sa.ColumnElement[int]:
-        new: sa.BindParameter[int] = sa.bindparam("b_" + name)
-        return sa.case((sa.func.coalesce(column, -1) < new, new), else_=column)
-
-    stmt = (
-        sa.update(s.clusters)
-        .where(c.cluster_id == sa.bindparam("b_cluster_id"))
-        .values(
-            peak_workers=grow(c.peak_workers, "workers"),
-            peak_threads=grow(c.peak_threads, "threads"),
-            peak_memory=grow(c.peak_memory, "memory"),
-        )
-    )
     conn.execute(
-        stmt,
+        _PEAKS,
         [
             {"b_cluster_id": cid, **{"b_" + k: v for k, v in p.items()}}
             for cid, p in sorted(peaks.items())
@@ -266,17 +282,23 @@ def _peaks(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
     )
 
 
-def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
-    c = s.clusters.c
-    stmt = (
-        sa.update(s.clusters)
-        .where(c.cluster_id == sa.bindparam("b_cluster_id"))
-        .values(
-            stopped=sa.bindparam("b_stopped"),
-            stop_reason=sa.bindparam("b_reason"),
-            idle_shutdown=sa.bindparam("b_idle_shutdown"),
-        )
+def _grow(column: sa.Column[int], name: str) -> sa.ColumnElement[int]:
+    new: sa.BindParameter[int] = sa.bindparam("b_" + name)
+    return sa.case((sa.func.coalesce(column, -1) < new, new), else_=column)
+
+
+_PEAKS = (
+    sa.update(s.clusters)
+    .where(_c.cluster_id == sa.bindparam("b_cluster_id"))
+    .values(
+        peak_workers=_grow(_c.peak_workers, "workers"),
+        peak_threads=_grow(_c.peak_threads, "threads"),
+        peak_memory=_grow(_c.peak_memory, "memory"),
     )
+)
+
+
+def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
     rows = [
         {
             "b_cluster_id": m.cluster_id,
@@ -286,7 +308,18 @@ def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
         }
         for m in msgs
     ]
-    conn.execute(stmt, _latest(rows, ("b_cluster_id",)))
+    conn.execute(_STOP, _latest(rows, ("b_cluster_id",)))
+
+
+_STOP = (
+    sa.update(s.clusters)
+    .where(_c.cluster_id == sa.bindparam("b_cluster_id"))
+    .values(
+        stopped=sa.bindparam("b_stopped"),
+        stop_reason=sa.bindparam("b_reason"),
+        idle_shutdown=sa.bindparam("b_idle_shutdown"),
+    )
+)
 
 
 def _code(conn: sa.Connection, msgs: list[CodeMessage]) -> None:
@@ -304,8 +337,14 @@ def _code(conn: sa.Connection, msgs: list[CodeMessage]) -> None:
         for row in rows.values():
             if isinstance(row.get("text"), str):
                 row["text"] = cipher.encrypt(row["text"])
-    stmt = _insert(conn, s.code_snippets).on_conflict_do_nothing(index_elements=["account", "hash"])
-    conn.execute(stmt, list(rows.values()))
+    conn.execute(_code_stmt(conn), list(rows.values()))
+
+
+@_per_dialect
+def _code_stmt(dialect: str) -> Any:
+    return _insert(dialect, s.code_snippets).on_conflict_do_nothing(
+        index_elements=["account", "hash"]
+    )
 
 
 def cluster_accounts(conn: sa.Connection, cluster_ids: set[str]) -> dict[str, str]:
@@ -348,9 +387,18 @@ def _computations(conn: sa.Connection, msgs: list[ComputationMessage]) -> None:
         for g in d.groups or []:
             groups.append({**asdict(g), "cluster_id": cid, "computation_id": d.id, "updated": t})
 
-    stmt = _insert(conn, s.computations)
-    fields = [col for col in comps[0] if col not in ("computation_id", "cluster_id")]
-    stmt = stmt.on_conflict_do_update(
+    fields = tuple(col for col in comps[0] if col not in ("computation_id", "cluster_id"))
+    conn.execute(_computations_stmt(conn, fields), _latest(comps, ("computation_id",)))
+    if groups:
+        key = ("cluster_id", "computation_id", "name")
+        fields = tuple(col for col in groups[0] if col not in key)
+        conn.execute(_task_groups_stmt(conn, fields), _latest(groups, key))
+
+
+@_per_dialect
+def _computations_stmt(dialect: str, fields: tuple[str, ...]) -> Any:
+    stmt = _insert(dialect, s.computations)
+    return stmt.on_conflict_do_update(
         index_elements=[s.computations.c.computation_id],
         set_=_set_from_excluded(stmt, fields),
         # A computation id another cluster already used is not overwritten by this one.
@@ -358,17 +406,16 @@ def _computations(conn: sa.Connection, msgs: list[ComputationMessage]) -> None:
             s.computations.c.cluster_id == stmt.excluded.cluster_id, _newer(s.computations, stmt)
         ),
     )
-    conn.execute(stmt, _latest(comps, ("computation_id",)))
 
-    if groups:
-        stmt = _insert(conn, s.task_groups)
-        key = ("cluster_id", "computation_id", "name")
-        stmt = stmt.on_conflict_do_update(
-            index_elements=list(key),
-            set_=_set_from_excluded(stmt, [col for col in groups[0] if col not in key]),
-            where=_newer(s.task_groups, stmt),
-        )
-        conn.execute(stmt, _latest(groups, key))
+
+@_per_dialect
+def _task_groups_stmt(dialect: str, fields: tuple[str, ...]) -> Any:
+    stmt = _insert(dialect, s.task_groups)
+    return stmt.on_conflict_do_update(
+        index_elements=["cluster_id", "computation_id", "name"],
+        set_=_set_from_excluded(stmt, fields),
+        where=_newer(s.task_groups, stmt),
+    )
 
 
 def _exceptions(conn: sa.Connection, msgs: list[ExceptionMessage]) -> None:
@@ -396,9 +443,14 @@ def _exceptions(conn: sa.Connection, msgs: list[ExceptionMessage]) -> None:
             }
         )
     key = ("cluster_id", "computation_id", "task_group", "hash")
-    stmt = _insert(conn, s.exceptions)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=list(key),
+    conn.execute(_exceptions_stmt(conn), _latest(rows, key))
+
+
+@_per_dialect
+def _exceptions_stmt(dialect: str) -> Any:
+    stmt = _insert(dialect, s.exceptions)
+    return stmt.on_conflict_do_update(
+        index_elements=["cluster_id", "computation_id", "task_group", "hash"],
         # count, first_time and last_time are cumulative in the message: they replace
         set_=_set_from_excluded(
             stmt,
@@ -419,12 +471,12 @@ def _exceptions(conn: sa.Connection, msgs: list[ExceptionMessage]) -> None:
         ),
         where=_newer(s.exceptions, stmt),
     )
-    conn.execute(stmt, _latest(rows, key))
 
 
 def _events(conn: sa.Connection, msgs: list[EventMessage]) -> None:
-    conn.execute(
-        sa.insert(s.events),
+    insert_rows(
+        conn,
+        s.events,
         [
             {
                 "cluster_id": m.cluster_id,
@@ -449,14 +501,17 @@ def _profiles(conn: sa.Connection, msgs: list[ProfileMessage]) -> None:
         }
         for m in msgs
     ]
-    key = ("cluster_id", "computation_id", "prefix")
-    stmt = _insert(conn, s.profiles)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=list(key),
+    conn.execute(_profiles_stmt(conn), _latest(rows, ("cluster_id", "computation_id", "prefix")))
+
+
+@_per_dialect
+def _profiles_stmt(dialect: str) -> Any:
+    stmt = _insert(dialect, s.profiles)
+    return stmt.on_conflict_do_update(
+        index_elements=["cluster_id", "computation_id", "prefix"],
         set_=_set_from_excluded(stmt, ["tree", "count", "updated"]),
         where=_newer(s.profiles, stmt),
     )
-    conn.execute(stmt, _latest(rows, key))
 
 
 def _gpu_samples(conn: sa.Connection, msgs: list[GpuSamplesMessage]) -> None:
@@ -475,7 +530,7 @@ def _gpu_samples(conn: sa.Connection, msgs: list[GpuSamplesMessage]) -> None:
                 }
             )
     if rows:
-        conn.execute(sa.insert(s.gpu_samples), rows)
+        insert_rows(conn, s.gpu_samples, rows)
 
 
 def _metrics(conn: sa.Connection, msgs: list[MetricsMessage]) -> None:
@@ -496,13 +551,17 @@ def _metrics(conn: sa.Connection, msgs: list[MetricsMessage]) -> None:
     if not rows:
         return
     key = ("cluster_id", "computation_id", "prefix", "context", "activity", "unit")
-    stmt = _insert(conn, s.computation_metrics)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=list(key),
+    conn.execute(_metrics_stmt(conn), _latest(rows, key))
+
+
+@_per_dialect
+def _metrics_stmt(dialect: str) -> Any:
+    stmt = _insert(dialect, s.computation_metrics)
+    return stmt.on_conflict_do_update(
+        index_elements=["cluster_id", "computation_id", "prefix", "context", "activity", "unit"],
         set_=_set_from_excluded(stmt, ["value", "updated"]),
         where=_newer(s.computation_metrics, stmt),
     )
-    conn.execute(stmt, _latest(rows, key))
 
 
 def _worker_samples(conn: sa.Connection, msgs: list[WorkerSamplesMessage]) -> None:
@@ -510,7 +569,7 @@ def _worker_samples(conn: sa.Connection, msgs: list[WorkerSamplesMessage]) -> No
         {"cluster_id": m.cluster_id, **asdict(sample)} for m in msgs for sample in m.data.samples
     ]
     if rows:
-        conn.execute(sa.insert(s.worker_samples), rows)
+        insert_rows(conn, s.worker_samples, rows)
 
 
 def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
@@ -534,7 +593,7 @@ def _task_stream(conn: sa.Connection, msgs: list[TaskStreamMessage]) -> None:
             for r in d.rows
         ]
     if rows:
-        conn.execute(sa.insert(t), rows)
+        insert_rows(conn, t, rows)
         _task_stream_spans(conn, rows)
 
 
@@ -544,22 +603,26 @@ def _task_stream_spans(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         span = spans.setdefault((r["cluster_id"], r["computation_id"]), [r["start"], r["start"]])
         span[0], span[1] = min(span[0], r["start"]), max(span[1], r["start"])
+    conn.execute(
+        _spans_stmt(conn),
+        [
+            {"cluster_id": c, "computation_id": comp, "first_start": lo, "last_start": hi}
+            for (c, comp), (lo, hi) in sorted(spans.items())
+        ],
+    )
+
+
+@_per_dialect
+def _spans_stmt(dialect: str) -> Any:
     sp = s.task_stream_spans
-    stmt = _insert(conn, sp)
+    stmt = _insert(dialect, sp)
     first, last = stmt.excluded.first_start, stmt.excluded.last_start
-    stmt = stmt.on_conflict_do_update(
+    return stmt.on_conflict_do_update(
         index_elements=["cluster_id", "computation_id"],
         set_={
             "first_start": sa.case((first < sp.c.first_start, first), else_=sp.c.first_start),
             "last_start": sa.case((last > sp.c.last_start, last), else_=sp.c.last_start),
         },
-    )
-    conn.execute(
-        stmt,
-        [
-            {"cluster_id": c, "computation_id": comp, "first_start": lo, "last_start": hi}
-            for (c, comp), (lo, hi) in sorted(spans.items())
-        ],
     )
 
 

@@ -1,0 +1,66 @@
+"""A batch's many rows (store/bulk.py: one INSERT of arrays on PostgreSQL) are stored
+as sent, value for value and in their order, on SQLite and on PostgreSQL alike."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from dask_analytics_lab.store import open_store, schema
+
+from .factories import Cluster
+
+
+def rows(store, table: sa.Table, cluster_id: str) -> list[dict]:
+    with store.reading() as conn:
+        q = sa.select(table).where(table.c.cluster_id == cluster_id).order_by(table.c.id)
+        return [{k: v for k, v in r._mapping.items() if k != "id"} for r in conn.execute(q)]
+
+
+def test_row_tables_hold_what_was_sent_in_order(store_url):
+    c = Cluster(account="acme")
+    # Starts out of order (ids must follow the rows, not the times), ints where floats
+    # belong (1 s times exact in JSON), NULLs, text outside ASCII, JSON of every shape.
+    tasks = [
+        {
+            "worker": f"tcp://10.0.0.{i % 3}:4000",
+            "thread": 140000 + i,
+            "prefix": "größe" if i == 1 else "ones",
+            "task_group": None if i == 2 else "ones-abc",
+            "state": "memory",
+            "start": c.t + (5 - i),
+            "stop": c.t + 7.25,
+            "n_tasks": i + 1,
+            "busy": None if i == 3 else 0.5 * i,
+            "binned": i % 2 == 0,
+        }
+        for i in range(5)
+    ]
+    msgs = [
+        c.cluster(),
+        c.sample(worker_seconds=10, idle_since=None),
+        c.sample(worker_seconds=11.5),
+        c.event(msg={"nested": [1, {"a": None}], "ü": "ß"}),
+        c.event(topic="worker-joined", msg=[1, 2.5, "x"]),
+        c.event(topic="plain", msg="text"),
+        c.workers(3, cpu=7),
+        c.tasks("comp-1", tasks),
+    ]
+    with open_store(store_url) as store:
+        assert store.ingest(msgs) == len(msgs)
+        got = rows(store, schema.task_stream, c.id)
+        assert [r["thread"] for r in got] == [t["thread"] for t in tasks]
+        for sent, stored in zip(tasks, got):
+            assert stored == {**sent, "cluster_id": c.id, "computation_id": "comp-1"}
+            assert type(stored["start"]) is float
+        events = rows(store, schema.events, c.id)
+        assert [(e["topic"], e["msg"]) for e in events] == [
+            ("worker-fail-hard", {"nested": [1, {"a": None}], "ü": "ß"}),
+            ("worker-joined", [1, 2.5, "x"]),
+            ("plain", "text"),
+        ]
+        samples = rows(store, schema.cluster_samples, c.id)
+        assert [s["worker_seconds"] for s in samples] == [10.0, 11.5]
+        assert samples[0]["idle_since"] is None and samples[0]["memory_total"] == 2**34
+        workers = rows(store, schema.worker_samples, c.id)
+        assert [w["worker"] for w in workers] == [f"tcp://10.0.0.{i + 1}:4000" for i in range(3)]
+        assert all(w["cpu"] == 7.0 and w["spilled"] == 0 for w in workers)
