@@ -135,7 +135,7 @@ def _clean_strings(value: Any) -> Any:
     return root[0]
 
 
-def parse_json(raw: bytes, *, what: str = "body") -> Any:
+def parse_json(raw: bytes | bytearray, *, what: str = "body") -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -381,6 +381,16 @@ class BodyReader(BaseHandler):
     # --- parsing -------------------------------------------------------------------
     async def body_json(self) -> Any:
         """The parsed body (off the loop, within the parse budget), or ApiError."""
+        raw = await self.body_raw()
+        return await self.call(self.parse_body, raw, executor=self.ctx.body_executor)
+
+    def parse_body(self, raw: bytearray) -> Any:
+        """body_raw's bytes parsed (parse_json), on a body thread."""
+        return parse_json(raw)
+
+    async def body_raw(self) -> bytearray:
+        """The body's bytes, within the parse budget, for the caller to parse_body on a
+        body thread (with its own work after, in the same thread call), or ApiError."""
         self._processing = True
         if self._watch is not None:
             IOLoop.current().remove_timeout(self._watch)
@@ -407,4 +417,4 @@ class BodyReader(BaseHandler):
         # The estimate covers the raw bytes too: their own share is no longer needed.
         self.ctx.receiving.release(self._held_receive)
         self._held_receive = 0
-        return await self.call(parse_json, raw, executor=self.ctx.body_executor)
+        return raw
