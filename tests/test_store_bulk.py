@@ -64,3 +64,28 @@ def test_row_tables_hold_what_was_sent_in_order(store_url):
         workers = rows(store, schema.worker_samples, c.id)
         assert [w["worker"] for w in workers] == [f"tcp://10.0.0.{i + 1}:4000" for i in range(3)]
         assert all(w["cpu"] == 7.0 and w["spilled"] == 0 for w in workers)
+
+
+def test_upserts_of_a_batch_end_as_row_by_row_would(store_url):
+    """A batch's upserts (one statement each on PostgreSQL) keep the newest value of each
+    key, whatever else the batch or the store holds, and claim each (cluster, seq) once."""
+    a, b = Cluster(account="acme"), Cluster(account="acme")
+
+    def metric(value: float) -> list[dict]:
+        row = {"prefix": "ones", "context": "execute", "activity": "cpu", "unit": "seconds"}
+        return [{**row, "value": value}, {**row, "activity": "noncpu", "value": value / 2}]
+
+    with open_store(store_url) as store:
+        first = [a.cluster(), b.cluster(), a.metrics("c-a", metric(1.0))]
+        newer = b.metrics("c-b", metric(9.0))
+        assert store.ingest(first + [newer]) == 4
+        older = {**b.metrics("c-b", metric(5.0)), "time": newer["time"] - 1}
+        batch = [older, a.metrics("c-a", metric(2.0)), a.metrics("c-a", metric(3.0))]
+        assert store.ingest(batch) == 3
+        assert store.ingest(batch) == 0  # each (cluster, seq) is stored once
+        m = schema.computation_metrics.c
+        with store.reading() as conn:
+            got = conn.execute(sa.select(m.cluster_id, m.activity, m.value)).all()
+        assert sorted(map(tuple, got)) == sorted(
+            [(a.id, "cpu", 3.0), (a.id, "noncpu", 1.5), (b.id, "cpu", 9.0), (b.id, "noncpu", 4.5)]
+        )

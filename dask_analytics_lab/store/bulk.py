@@ -1,46 +1,71 @@
-"""Many new rows into one table in one statement: a batch's task stream, samples, events.
+"""Many rows into one table in one statement: a batch's task stream, samples, events, and
+its upserts (metrics, task groups, the claim of its (cluster, seq) pairs).
 
 SQLAlchemy runs a list of rows as the driver's executemany, and psycopg sends each row
 as a statement of its own (bound, sent and answered one by one, pipelined): with a few
 hundred task stream rows a computation tick, that took a team server replica more CPU
 than the rest of a batch's ingest, and PostgreSQL one statement per row.  On PostgreSQL
-the rows go instead as one array per column, unnested by one INSERT ... SELECT, in
-their order (WITH ORDINALITY: ids follow the rows as with executemany).  The values are
-those SQLAlchemy would bind (each column type's bind processor: JSON serialised the
-same way); SQLite keeps executemany (it runs in-process: no round trips to save).
+the rows go instead as one JSON document, written by the json module's C encoder and
+read by json_to_recordset in one INSERT ... SELECT, in their order (WITH ORDINALITY:
+ids follow the rows as with executemany).  One array per column, as this module sent
+before, cost the replica more again: psycopg builds an array's text element by element
+in Python.  A JSON column's values are those SQLAlchemy would bind (its bind processor:
+serialised the same way), sent as text in the document and cast back.  A value JSON
+cannot hold (NaN, an infinity) sends the rows as executemany; so does SQLite (it runs
+in-process: no round trips to save).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
-# PostgreSQL's array type for the column types of the row tables (schema.py).
-_ARRAYS: list[tuple[type, str]] = [
-    (sa.Boolean, "bool[]"),
-    (sa.BigInteger, "int8[]"),
-    (sa.Double, "float8[]"),
-    (sa.Text, "text[]"),
-    (sa.JSON, "json[]"),
+# The type each column type is read as from the document (schema.py's column types);
+# JSON values travel as their text.
+_TYPES: list[tuple[type, str]] = [
+    (sa.Boolean, "bool"),
+    (sa.BigInteger, "int8"),
+    (sa.Double, "float8"),
+    (sa.Text, "text"),
+    (sa.JSON, "text"),
 ]
+
+# Compact, and UTF-8 as it is (PostgreSQL reads it as such: no escapes to undo).  NaN
+# and the infinities raise: PostgreSQL's JSON has no such numbers.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
     """INSERT rows that no constraint can refuse as duplicates (all have rows[0]'s keys)."""
+    upsert_rows(conn, _insert(table), rows)
+
+
+def upsert_rows(conn: sa.Connection, stmt: Any, rows: list[dict[str, Any]]) -> Any:
+    """Run an INSERT (its ON CONFLICT and RETURNING clauses too) for all rows (each with
+    rows[0]'s keys) at once; the result.  On PostgreSQL all rows go in one statement, so
+    an ON CONFLICT DO UPDATE must not meet one key twice (store/ingest.py's _latest)."""
     if conn.dialect.name != "postgresql" or len(rows) < 2:
-        conn.execute(_insert(table), rows)
-        return
+        return conn.execute(stmt, rows)
     names = tuple(rows[0])
-    built = _BUILT.get((table, names))
-    if built is None:  # with the first engine's dialect: make_engine sets all up alike
-        built = _BUILT[table, names] = _unnest_insert(table, names, conn.dialect)
-    sql, convert = built
-    conn.exec_driver_sql(
-        sql, {f"c{i}": f([r[name] for r in rows]) for i, (name, f) in enumerate(convert)}
-    )
+    key = (stmt, names)
+    if key not in _BUILT:  # with the first engine's dialect: make_engine sets all up alike
+        _BUILT[key] = _recordset_insert(stmt, names, conn.dialect)
+    built = _BUILT[key]
+    if built is None:  # a column type or clause this module cannot send as a document
+        return conn.execute(stmt, rows)
+    sql, serialise = built
+    sent = rows
+    if serialise:
+        sent = [{**r, **{name: f(r[name]) for name, f in serialise}} for r in rows]
+    try:
+        doc = _ENCODER.encode(sent)
+    except (ValueError, TypeError):  # NaN or an infinity (or a value JSON has no name for)
+        return conn.execute(stmt, rows)
+    return conn.exec_driver_sql(sql, {"rows": doc})
 
 
 @functools.cache
@@ -48,38 +73,47 @@ def _insert(table: sa.Table) -> Any:
     return sa.insert(table)
 
 
-_BUILT: dict[tuple[sa.Table, tuple[str, ...]], Any] = {}
+_BUILT: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
 
-def _unnest_insert(
-    table: sa.Table, names: tuple[str, ...], dialect: sa.Dialect
-) -> tuple[str, list[tuple[str, Callable[[list[Any]], list[Any]]]]]:
-    """The statement for rows with these keys, and how to make each column's array."""
+def _recordset_insert(
+    stmt: Any, names: tuple[str, ...], dialect: sa.Dialect
+) -> tuple[str, list[tuple[str, Callable[[Any], Any]]]] | None:
+    """The statement for rows with these keys, and the bind processors of their JSON
+    columns (None where the rows cannot go as a document: executemany then)."""
+    table = stmt.table
     q = dialect.identifier_preparer
-    arrays, convert = [], []
+    fields: list[str] = []
+    selected: list[str] = []
+    serialise: list[tuple[str, Callable[[Any], Any]]] = []
     for i, name in enumerate(names):
         col = table.c[name]
-        pg_array = next(a for t, a in _ARRAYS if isinstance(col.type, t))
-        arrays.append(f"%(c{i})s::{pg_array}")
-        convert.append((name, _column(col.type, dialect)))
+        pg_type = next((t for kind, t in _TYPES if isinstance(col.type, kind)), None)
+        if pg_type is None:
+            return None
+        fields.append(f"{q.quote(name)} {pg_type}")
+        if isinstance(col.type, sa.JSON):
+            selected.append(f"c{i}::json")
+            process = col.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                serialise.append((name, process))
+        else:
+            selected.append(f"c{i}")
+    # What follows VALUES (ON CONFLICT ..., RETURNING ...), as SQLAlchemy writes it for
+    # these columns; one that binds values of its own cannot be reused for all rows.
+    compiled = stmt.compile(dialect=dialect, column_keys=list(names), for_executemany=True)
+    if set(compiled.params) != set(names):
+        return None
+    text = str(compiled)
+    # VALUES holds only bind parameters: the first of these words starts the tail.
+    starts = [i for i in (text.find(" ON CONFLICT "), text.find(" RETURNING ")) if i >= 0]
+    tail = text[min(starts) :] if starts else ""
     cols = ", ".join(q.quote(n) for n in names)
     aliases = ", ".join(f"c{i}" for i in range(len(names)))
     sql = (
         f"INSERT INTO {q.format_table(table)} ({cols}) "
-        f"SELECT {aliases} FROM unnest({', '.join(arrays)}) WITH ORDINALITY "
-        f"AS u({aliases}, n) ORDER BY n"
+        f"SELECT {', '.join(selected)} "
+        f"FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS ({', '.join(fields)})) "
+        f"WITH ORDINALITY AS u({aliases}, n) ORDER BY n{tail}"
     )
-    return sql, convert
-
-
-def _column(
-    type_: sa.types.TypeEngine[Any], dialect: sa.Dialect
-) -> Callable[[list[Any]], list[Any]]:
-    process = type_.dialect_impl(dialect).bind_processor(dialect)
-    if isinstance(type_, sa.Double):
-        # An int where a float belongs (exact in JSON, e.g. a time of 1700000000): psycopg
-        # dumps a list of one Python type only, and PostgreSQL would have cast it anyway.
-        return lambda values: [v if v is None or type(v) is float else float(v) for v in values]
-    if process is None:
-        return lambda values: values
-    return lambda values: [process(v) for v in values]
+    return sql, serialise

@@ -41,7 +41,7 @@ from ..messages import (
     check_batch,
 )
 from . import schema as s
-from .bulk import insert_rows
+from .bulk import insert_rows, upsert_rows
 from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
 
@@ -155,7 +155,8 @@ def _claim_stmt(dialect: str) -> Any:
 
 
 def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
-    rows = conn.execute(
+    rows = upsert_rows(
+        conn,
         _claim_stmt(conn),
         [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs],
     )
@@ -185,7 +186,8 @@ def _touch_clusters(conn: sa.Connection, msgs: list[Any]) -> None:
         cid, t = m.cluster_id, m.time
         first[cid] = min(first.get(cid, t), t)
         last[cid] = max(last.get(cid, t), t)
-    conn.execute(
+    upsert_rows(
+        conn,
         _touch_stmt(conn),
         [
             {
@@ -213,7 +215,7 @@ def _clusters(conn: sa.Connection, msgs: list[ClusterMessage]) -> None:
                 "updated": m.time,
             }
         )
-    conn.execute(_clusters_stmt(conn), _latest(rows, ("cluster_id",)))
+    upsert_rows(conn, _clusters_stmt(conn), _latest(rows, ("cluster_id",)))
 
 
 @_per_dialect
@@ -337,7 +339,7 @@ def _code(conn: sa.Connection, msgs: list[CodeMessage]) -> None:
         for row in rows.values():
             if isinstance(row.get("text"), str):
                 row["text"] = cipher.encrypt(row["text"])
-    conn.execute(_code_stmt(conn), list(rows.values()))
+    upsert_rows(conn, _code_stmt(conn), list(rows.values()))
 
 
 @_per_dialect
@@ -388,11 +390,11 @@ def _computations(conn: sa.Connection, msgs: list[ComputationMessage]) -> None:
             groups.append({**asdict(g), "cluster_id": cid, "computation_id": d.id, "updated": t})
 
     fields = tuple(col for col in comps[0] if col not in ("computation_id", "cluster_id"))
-    conn.execute(_computations_stmt(conn, fields), _latest(comps, ("computation_id",)))
+    upsert_rows(conn, _computations_stmt(conn, fields), _latest(comps, ("computation_id",)))
     if groups:
         key = ("cluster_id", "computation_id", "name")
         fields = tuple(col for col in groups[0] if col not in key)
-        conn.execute(_task_groups_stmt(conn, fields), _latest(groups, key))
+        upsert_rows(conn, _task_groups_stmt(conn, fields), _latest(groups, key))
 
 
 @_per_dialect
@@ -443,7 +445,7 @@ def _exceptions(conn: sa.Connection, msgs: list[ExceptionMessage]) -> None:
             }
         )
     key = ("cluster_id", "computation_id", "task_group", "hash")
-    conn.execute(_exceptions_stmt(conn), _latest(rows, key))
+    upsert_rows(conn, _exceptions_stmt(conn), _latest(rows, key))
 
 
 @_per_dialect
@@ -501,7 +503,9 @@ def _profiles(conn: sa.Connection, msgs: list[ProfileMessage]) -> None:
         }
         for m in msgs
     ]
-    conn.execute(_profiles_stmt(conn), _latest(rows, ("cluster_id", "computation_id", "prefix")))
+    upsert_rows(
+        conn, _profiles_stmt(conn), _latest(rows, ("cluster_id", "computation_id", "prefix"))
+    )
 
 
 @_per_dialect
@@ -551,7 +555,7 @@ def _metrics(conn: sa.Connection, msgs: list[MetricsMessage]) -> None:
     if not rows:
         return
     key = ("cluster_id", "computation_id", "prefix", "context", "activity", "unit")
-    conn.execute(_metrics_stmt(conn), _latest(rows, key))
+    upsert_rows(conn, _metrics_stmt(conn), _latest(rows, key))
 
 
 @_per_dialect
@@ -603,7 +607,8 @@ def _task_stream_spans(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         span = spans.setdefault((r["cluster_id"], r["computation_id"]), [r["start"], r["start"]])
         span[0], span[1] = min(span[0], r["start"]), max(span[1], r["start"])
-    conn.execute(
+    upsert_rows(
+        conn,
         _spans_stmt(conn),
         [
             {"cluster_id": c, "computation_id": comp, "first_start": lo, "last_start": hi}
