@@ -5,23 +5,25 @@ SQLAlchemy runs a list of rows as the driver's executemany, and psycopg sends ea
 as a statement of its own (bound, sent and answered one by one, pipelined): with a few
 hundred task stream rows a computation tick, that took a team server replica more CPU
 than the rest of a batch's ingest, and PostgreSQL one statement per row.  On PostgreSQL
-the rows go instead as one JSON document, written by the json module's C encoder and
-read by json_to_recordset in one INSERT ... SELECT, in their order (WITH ORDINALITY:
-ids follow the rows as with executemany).  One array per column, as this module sent
-before, cost the replica more again: psycopg builds an array's text element by element
-in Python.  A JSON column's values are those SQLAlchemy would bind (its bind processor:
-serialised the same way), sent as text in the document and cast back.  A value JSON
-cannot hold (NaN, an infinity) sends the rows as executemany; so does SQLite (it runs
-in-process: no round trips to save).
+the rows go instead as one JSON document, written by msgspec's encoder and read by
+json_to_recordset in one INSERT ... SELECT, in their order (WITH ORDINALITY: ids follow
+the rows as with executemany).  One array per column, as this module sent before, cost
+the replica more again (psycopg builds an array's text element by element in Python),
+and the json module's encoder ten times msgspec's (its floats).  msgspec writes NaN and
+the infinities as null: the rows come from messages the contract checked
+(messages.check_batch refuses those numbers), so none is there to write.  A JSON
+column's values are those SQLAlchemy would bind (its bind processor: serialised the
+same way), sent as text in the document and cast back.  SQLite keeps executemany (it
+runs in-process: no round trips to save).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import sqlalchemy as sa
 
 # The type each column type is read as from the document (schema.py's column types);
@@ -34,9 +36,7 @@ _TYPES: list[tuple[type, str]] = [
     (sa.JSON, "text"),
 ]
 
-# Compact, and UTF-8 as it is (PostgreSQL reads it as such: no escapes to undo).  NaN
-# and the infinities raise: PostgreSQL's JSON has no such numbers.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_ENCODER = msgspec.json.Encoder()
 
 
 def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
@@ -62,8 +62,8 @@ def upsert_rows(conn: sa.Connection, stmt: Any, rows: list[dict[str, Any]]) -> A
     if serialise:
         sent = [{**r, **{name: f(r[name]) for name, f in serialise}} for r in rows]
     try:
-        doc = _ENCODER.encode(sent)
-    except (ValueError, TypeError):  # NaN or an infinity (or a value JSON has no name for)
+        doc = _ENCODER.encode(sent).decode()
+    except (TypeError, OverflowError, msgspec.EncodeError):  # a value JSON has no form for
         return conn.execute(stmt, rows)
     return conn.exec_driver_sql(sql, {"rows": doc})
 
