@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 Emit = Callable[[str, dict[str, Any]], None]
 # A finished task's compute interval, as the hook hands it over: (its computation's
@@ -324,7 +324,7 @@ class TaskStreamRecorder:
         groups: dict[Any, tuple[str | None, str | None]] = {}
         floor = math.floor
         last_cid: str | None = None
-        stream = _Stream("", max_bins)  # last_cid's (replaced before first use)
+        stream = cast(_Stream, None)  # last_cid's: set before first use (cid is never None)
         for i in range(begin, end):
             who, tg, state, worker, thread, start, stop = pending[i]
             cid = who if who.__class__ is str else who.cid
