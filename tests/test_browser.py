@@ -223,9 +223,13 @@ def test_code_and_cluster_views(page):
     assert "workers" in page.locator(".dal-monitor .dal-cards").inner_text().lower()
     # Its key/value lists are two columns in JupyterLab's output area too, whose own rules
     # float every dt and dd (issue 23, item 6).
-    kv = page.locator(".dal-monitor .dal-cluster dl.dal-kv").first
-    assert kv.evaluate("e => getComputedStyle(e).display") == "grid"
-    assert kv.evaluate("e => getComputedStyle(e.querySelector('dt')).float") == "none"
+    # One step in the page: the live summary is redrawn as samples arrive, and a list found
+    # in one call may be detached (no computed style) by the next.
+    layout = page.evaluate("""() => {
+        const kv = document.querySelector('.dal-monitor .dal-cluster dl.dal-kv');
+        return [getComputedStyle(kv).display, getComputedStyle(kv.querySelector('dt')).float];
+    }""")
+    assert layout == ["grid", "none"], layout
     # Workers over time, live: each worker's memory, drawn while the cluster runs.
     page.wait_for_selector(
         ".dal-monitor .dal-workers-memory svg path", state="attached", timeout=60_000
@@ -253,6 +257,9 @@ def test_share_button_link_opens_the_report(page):
 def test_cluster_picker_shows_a_past_cluster_and_goes_back(page):
     # In the kernel: the picker switches the monitor to another recorded cluster.
     monitor = page.locator(".dal-monitor").first
+    # The rows it checks are the Task groups tab's (where the test before leaves the monitor,
+    # unless it failed half way).
+    monitor.locator(".dal-tab", has_text="Task groups").click()
     monitor.locator(".dal-pick-btn").focus()
     page.keyboard.press("ArrowDown")  # opens it (the notebook's shortcuts leave the keys alone)
     pop = monitor.locator(".dal-pick-pop")
