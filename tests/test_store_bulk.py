@@ -89,3 +89,30 @@ def test_upserts_of_a_batch_end_as_row_by_row_would(store_url):
         assert sorted(map(tuple, got)) == sorted(
             [(a.id, "cpu", 3.0), (a.id, "noncpu", 1.5), (b.id, "cpu", 9.0), (b.id, "noncpu", 4.5)]
         )
+
+
+def test_sqlite_rows_go_to_the_driver_as_tuples(tmp_path):
+    """The embedded store writes in the scheduler's process: a batch's rows reach sqlite3
+    as tuples in one executemany, not through SQLAlchemy's per-row parameters."""
+    c = Cluster(account="acme")
+    task = {"worker": "w", "thread": 1, "prefix": "p", "task_group": "g", "state": "memory"}
+    tasks = [
+        {**task, "start": c.t + i, "stop": c.t + i + 1, "n_tasks": 1, "busy": None, "binned": False}
+        for i in range(5)
+    ]
+    seen: list[tuple[str, bool, bool]] = []
+
+    def executed(conn, cursor, statement, params, context, many):
+        if statement.startswith("INSERT INTO task_stream "):
+            rows_are_tuples = many and all(type(p) is tuple for p in params)
+            seen.append((statement, rows_are_tuples, context.compiled is None))
+
+    with open_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+        sa.event.listen(store._engine, "before_cursor_execute", executed)
+        assert store.ingest([c.cluster(), c.tasks("comp-1", tasks)]) == 2
+        got = rows(store, schema.task_stream, c.id)
+    assert [(s.split("(")[0].strip(), tuples, driver) for s, tuples, driver in seen] == [
+        ("INSERT INTO task_stream", True, True)
+    ]
+    assert [r["start"] for r in got] == [t["start"] for t in tasks]
+    assert all(r["binned"] is False and r["busy"] is None for r in got)
