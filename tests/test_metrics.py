@@ -637,3 +637,56 @@ def test_the_time_section_of_the_team_page_and_a_shared_report(recorded, page, t
     page.goto((tmp_path / "report.html").as_uri())
     page.locator(".dal-tab", has_text="Time").click()
     _check_first(_bars(page.locator("[data-pane=time] .dal-time")))
+
+
+def test_a_large_heartbeat_is_folded_in_by_ticks_in_parts():
+    """A heartbeat at thousands of prefixes holds tens of thousands of keys: the ticks fold
+    it in a part at a time (their deadline), and send its rows once all of it is in, with
+    the same totals as one fold."""
+    from types import SimpleNamespace
+
+    from distributed.spans import SpansSchedulerExtension
+
+    from dask_analytics_lab.collect import metrics
+
+    sent: list[dict] = []
+    scheduler = SimpleNamespace(
+        tasks={},
+        computations=deque(maxlen=3),
+        total_nthreads_history=[(0.0, 2)],
+        _task_to_msg=lambda ts: {"key": "k", "span_id": ts.group.span_id},
+        cumulative_worker_metrics={},
+    )
+    ext = SpansSchedulerExtension(scheduler)
+    scheduler.extensions = {"spans": ext}
+    rec = MetricsRecorder(lambda kind, data: sent.append(data), scheduler)
+    scheduler.computations.append(SimpleNamespace(id="a", groups=set()))
+    tg = _Group(ext._ensure_span(("run-a",), ("span-a",)).id)
+    ext.spans[tg.span_id].groups.add(tg)
+    scheduler.tasks["f-1"] = SimpleNamespace(group=tg)
+    rec.waiting(scheduler.tasks["f-1"])
+    prefixes = 3 * metrics.FOLD_EVERY
+    beat = {("execute", tg.span_id, f"p{i}", "thread-cpu", "seconds"): 1.0 for i in range(prefixes)}
+    for _ in range(2):  # two workers' heartbeats
+        ext.heartbeat(None, dict(beat))
+    assert not sent and ext.spans[tg.span_id].cumulative_worker_metrics  # Dask's, at once
+    ticks = 0
+    while True:
+        ticks += 1
+        # A deadline already past: each call does its least, a part.
+        rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations, time.perf_counter())
+        if not rec.behind:
+            break
+        assert not sent or ticks >= 6  # rows only once both heartbeats are in (6 parts)
+        assert ticks < 100
+    assert ticks > 6  # 6 parts of FOLD_EVERY keys, then the rows, a part at a time too
+    rows = {r["prefix"]: r["value"] for d in sent for r in d["rows"]}
+    assert rows == {f"p{i}": 2.0 for i in range(prefixes)}
+    # Without a deadline (the last tick of a closing recorder): all at once.
+    sent.clear()
+    ext.heartbeat(None, dict(beat))
+    rec.tick(scheduler.cumulative_worker_metrics, scheduler.computations)
+    assert not rec.behind
+    assert {r["prefix"]: r["value"] for d in sent for r in d["rows"]} == rows | {
+        p: 3.0 for p in rows
+    }

@@ -10,8 +10,8 @@ elsewhere (`("gather-dep", "network", "seconds")`, `("get-data", "memory-read", 
 `execute` and `p2p` metrics come with the span id of the task they were measured for,
 and Dask's spans extension sums them per span.  Each computation's tasks leave with a
 span id of its own (collect/run_spans.py says how, and why Dask sees no difference), and
-each heartbeat's span-keyed metrics go to the computation owning the id, as the
-heartbeat lands.  A computation's figures are exactly what Dask attributed to its spans,
+each heartbeat's span-keyed metrics go to the computation owning the id (the next tick
+folds each heartbeat in, before it lets go of any id).  A computation's figures are exactly what Dask attributed to its spans,
 however late a worker's heartbeat comes.  Splitting Dask's cluster-wide sums in time
 cannot be exact: a heartbeat that lands after run 2 started still carries run 1's last
 tasks (run 1 showed 2.0 s of CPU where Dask measured 3.0 s, run 2 3.0 s where it
@@ -32,8 +32,9 @@ to the newest computation (Dask makes a new Computation only when the cluster is
 so it is the one running, or the one that just ran and whose last heartbeat this is).
 
 Rows sent are the computation's cumulative values (the store upserts them), only the
-ones that changed.  Costs: per heartbeat, O(its span-keyed keys), as Dask's own; per
-tick, O(metric keys without a span) plus O(rows changed) plus O(keys the scheduler
+ones that changed.  Costs: per heartbeat, O(its span-keyed keys), as Dask's own, in the
+tick after it (with its deadline: a heartbeat's keys at 4,000 prefixes are tens of
+thousands); per tick, O(metric keys without a span) plus O(rows changed) plus O(keys the scheduler
 added since the last tick); per task, the O(1) check in run_spans.
 Nothing here raises into the scheduler: the plugin guards each call, and the heartbeat
 and transition paths guard themselves.
@@ -43,8 +44,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
+from operator import length_hint
 from typing import Any
 
 from distributed.spans import CONTEXTS_WITH_SPAN_ID
@@ -60,6 +63,8 @@ Split = tuple[str | None, str, str, str]
 Cumulative = dict[Any, float]
 
 CHUNK = 5000  # rows per message
+FOLD_EVERY = 2048  # heartbeat keys a tick with a deadline folds in between two looks at the clock
+_MAX_PENDING = 1_000_000  # heartbeat keys held for the next tick; past this, folded as they land
 SEND_CHUNK = 250  # rows a tick with a deadline sends between two looks at the clock
 _NAME = 200  # characters of a prefix, context or activity kept (a key in the store)
 _MAX_ROWS = 10_000  # rows one computation holds; past this new keys are counted, not kept
@@ -107,6 +112,9 @@ class MetricsRecorder:
         # Keys without a span: their last value (the scheduler's when recording started:
         # what came before is no computation's).
         self._plain: dict[MetricKey, float] = {}
+        # Heartbeats not folded in yet: an iterator over each one's items.
+        self._pending: deque[Iterator[tuple[Any, float]]] = deque()
+        self._pending_keys = 0
         self._keys = 0  # len(cumulative) when its keys were last looked through
         self._newest: Any = None  # computations[-1] at the last tick
         self._live: set[str] = set()  # ids of the computations Dask holds
@@ -130,24 +138,44 @@ class MetricsRecorder:
             tap(scheduler, ext, self.spans, self._heartbeat, self)
         self._look_through(scheduler.cumulative_worker_metrics, baseline=True)
 
-    # --- what Dask attributed to a span: as each heartbeat lands ----------------------
+    # --- what Dask attributed to a span: each heartbeat, folded in by the next tick ------
     def _heartbeat(self, data: SpanMetrics) -> None:
-        """One worker's `{(context, span id, *rest): value}`, before Dask adds it to its spans.
-        (`_add`, inline: a heartbeat holds a value per prefix, activity and unit of each
-        span, and each worker sends one every few hundred milliseconds.)"""
-        cpu = time.thread_time()
-        try:
-            if self.spans is None:  # tapped only where there are spans
-                return
-            owner = self.spans.owner
-            routes = self._routes
+        """One worker's `{(context, span id, *rest): value}`, before Dask adds it to its
+        spans: held for the next tick (Dask only reads it).  A heartbeat holds a value per
+        prefix, activity and unit of each span: at 4,000 prefixes, tens of thousands of
+        keys, and folding them in as it lands held the loop ~8 ms; the tick folds them in
+        with its deadline.  A span id's computation changes only when the tick lets go of
+        it (`_forget`), after the fold: the figures are the same."""
+        if self.spans is None or not data:  # tapped only where there are spans
+            return
+        self._pending.append(iter(data.items()))
+        self._pending_keys += len(data)
+        self.keys_seen += len(data)
+        if self._pending_keys > _MAX_PENDING:  # no tick for a long while: bounded anyway
+            cpu = time.thread_time()
+            try:
+                self._fold(None)
+            finally:
+                spent = time.thread_time() - cpu
+                self.seconds += spent
+                self.heartbeat_seconds += spent
+
+    def _fold(self, deadline: float | None) -> bool:
+        """Add the held heartbeats' values to their computations' rows; False when the
+        deadline (time.perf_counter()) came first (the rest at the next call)."""
+        assert self.spans is not None
+        owner = self.spans.owner
+        routes = self._routes
+        pending = self._pending
+        while pending:
             if len(routes) > _MAX_KEYS:
                 routes.clear()  # span ids of computations long gone
-            self.keys_seen += len(data)
+            items = pending[0]
             last_cid: str | None = None
-            totals: dict[Split, float] = {}  # last_cid's (set before first use: cid is never None)
+            totals: dict[Split, float] = {}  # last_cid's (set before first use)
             changed: set[Split] | None = None
-            for key, value in data.items():
+            # (_add, inline: the loop over every key of every heartbeat.)
+            for key, value in islice(items, FOLD_EVERY) if deadline is not None else items:
                 route = routes.get(key)
                 if route is None:
                     cid = owner.get(key[1]) if len(key) > 2 else None
@@ -177,12 +205,14 @@ class MetricsRecorder:
                     if changed is None:
                         changed = self._changed[cid] = set()
                 changed.add(split)
-        except Exception:
-            logger.exception("dask-analytics: could not attribute a heartbeat's metrics")
-        finally:
-            spent = time.thread_time() - cpu
-            self.seconds += spent
-            self.heartbeat_seconds += spent
+            if deadline is None or not length_hint(items):
+                pending.popleft()
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+        if not pending:
+            self._pending_keys = 0
+            return True
+        return False
 
     # --- the periodic tick ---------------------------------------------------------------
     def tick(
@@ -200,6 +230,9 @@ class MetricsRecorder:
     def _tick(
         self, cumulative: Cumulative, computations: Any, deadline: float | None = None
     ) -> None:
+        if self._pending and not self._fold(deadline):
+            self.behind = True  # the rest, and what follows, at the next call
+            return
         newest = computations[-1] if computations else None
         if newest is not self._newest:
             self._newest = newest
