@@ -5,6 +5,9 @@ Each test runs on SQLite and on a real PostgreSQL (the `store_url` fixture).
 
 from __future__ import annotations
 
+import json
+import random
+
 import pytest
 
 from dask_analytics_lab.store import NotFound, open_store
@@ -705,6 +708,42 @@ def test_peaks_survive_a_stop(store):
     assert (row["n_workers"], row["n_threads"], row["memory_total"]) == (0, 0, 0)
     assert (row["peak_workers"], row["peak_threads"], row["peak_memory"]) == (4, 8, 2**32)
     assert store.list_clusters()[0]["peak_workers"] == 4
+
+
+def test_a_batch_leaves_the_cluster_rows_as_its_messages_one_at_a_time_do(store):
+    """One statement writes what a batch does to its clusters' rows (last_seen, the
+    newest sample's figures, the peaks): the same rows as the messages one call each,
+    arriving in any order (each call then holds one sample: nothing to merge)."""
+    rng = random.Random(7)
+
+    def messages(c: Cluster) -> list[dict]:
+        msgs = [c.cluster()]
+        for i in range(6):
+            n = rng.choice([0, 1, 3, 5.0, None])  # a Count may come as a whole float
+            at = T0 + 100 + rng.random() * 50 + i * 100  # distinct times, any order of seq
+            msgs.append(c.sample(at=at, n_workers=n, memory_total=rng.choice([2**30, None])))
+        msgs.append(c.msg("heartbeat", {}, time=T0 + 900))
+        return msgs
+
+    batch, alone = [], []
+    for k in range(2):  # two clusters in the batch: one statement for several rows
+        template = messages(Cluster())
+        rest = template[1:]  # the `cluster` message first: first_seen is the first arrival's
+        rng.shuffle(rest)
+        template[1:] = rest
+        for ms, into in ((template, batch), (json.loads(json.dumps(template)), alone)):
+            for m in ms:
+                m["cluster_id"] = f"cluster-{k}-{'alone' if into is alone else 'batch'}"
+            into.extend(ms)
+    assert store.ingest(batch[:5]) == 5  # the rest after: stored figures meet older ones
+    assert store.ingest(batch[5:]) == len(batch) - 5
+    for m in alone:
+        assert store.ingest([m]) == 1
+    rows = {r["cluster_id"]: r for r in store.export()["clusters"]}
+    for k in range(2):
+        got, want = rows[f"cluster-{k}-batch"], rows[f"cluster-{k}-alone"]
+        assert got["sample_time"] is not None and got["last_seen"] == T0 + 900
+        assert {**got, "cluster_id": None} == {**want, "cluster_id": None}
 
 
 def test_each_computation_reads_its_own_code_line(store):

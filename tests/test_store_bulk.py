@@ -37,7 +37,7 @@ def test_row_tables_hold_what_was_sent_in_order(store_url):
     ]
     msgs = [
         c.cluster(),
-        c.sample(worker_seconds=10, idle_since=None),
+        c.sample(worker_seconds=10, idle_since=None, n_workers=3.0),  # a whole float: a Count
         c.sample(worker_seconds=11.5),
         c.event(msg={"nested": [1, {"a": None}], "ü": "ß"}),
         c.event(topic="worker-joined", msg=[1, 2.5, "x"]),
@@ -61,6 +61,7 @@ def test_row_tables_hold_what_was_sent_in_order(store_url):
         samples = rows(store, schema.cluster_samples, c.id)
         assert [s["worker_seconds"] for s in samples] == [10.0, 11.5]
         assert samples[0]["idle_since"] is None and samples[0]["memory_total"] == 2**34
+        assert samples[0]["n_workers"] == 3 and type(samples[0]["n_workers"]) is int
         workers = rows(store, schema.worker_samples, c.id)
         assert [w["worker"] for w in workers] == [f"tcp://10.0.0.{i + 1}:4000" for i in range(3)]
         assert all(w["cpu"] == 7.0 and w["spilled"] == 0 for w in workers)

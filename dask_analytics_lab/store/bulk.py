@@ -32,14 +32,15 @@ from typing import Any
 import msgspec
 import sqlalchemy as sa
 
-# The type each column type is read as from the document (schema.py's column types);
-# JSON values travel as their text.
-_TYPES: list[tuple[type, str]] = [
-    (sa.Boolean, "bool"),
-    (sa.BigInteger, "int8"),
-    (sa.Double, "float8"),
-    (sa.Text, "text"),
-    (sa.JSON, "text"),
+# The type each column type is read as from the document, and cast to (schema.py's
+# column types); JSON values travel as their text.  A whole number may come as a float
+# (the contract's Count: 5.0), which int8 does not read: numeric does, exactly.
+_TYPES: list[tuple[type, str, str]] = [
+    (sa.Boolean, "bool", ""),
+    (sa.BigInteger, "numeric", "::int8"),
+    (sa.Double, "float8", ""),
+    (sa.Text, "text", ""),
+    (sa.JSON, "text", "::json"),
 ]
 
 _ENCODER = msgspec.json.Encoder()
@@ -120,17 +121,15 @@ def _recordset_insert(
     serialise: list[tuple[str, Callable[[Any], Any]]] = []
     for i, name in enumerate(names):
         col = table.c[name]
-        pg_type = next((t for kind, t in _TYPES if isinstance(col.type, kind)), None)
-        if pg_type is None:
+        read = next((t[1:] for t in _TYPES if isinstance(col.type, t[0])), None)
+        if read is None:
             return None
-        fields.append(f"{q.quote(name)} {pg_type}")
+        fields.append(f"{q.quote(name)} {read[0]}")
+        selected.append(f"c{i}{read[1]}")
         if isinstance(col.type, sa.JSON):
-            selected.append(f"c{i}::json")
             process = col.type.dialect_impl(dialect).bind_processor(dialect)
             if process is not None:
                 serialise.append((name, process))
-        else:
-            selected.append(f"c{i}")
     # What follows VALUES (ON CONFLICT ..., RETURNING ...), as SQLAlchemy writes it for
     # these columns; one that binds values of its own cannot be reused for all rows.
     compiled = stmt.compile(dialect=dialect, column_keys=list(names), for_executemany=True)

@@ -163,29 +163,53 @@ def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
     return {(r.cluster_id, r.seq) for r in rows}
 
 
+# {peak column: the sample field it is the largest of}
+_PEAKS = {"peak_workers": "n_workers", "peak_threads": "n_threads", "peak_memory": "memory_total"}
+_NO_SAMPLE = dict.fromkeys((*SAMPLE_FIELDS, "sample_time", *_PEAKS))
+
+
 @_per_dialect
 def _touch_stmt(dialect: str) -> Any:
     stmt = _insert(dialect, s.clusters)
-    c = s.clusters.c
+    c, new = s.clusters.c, stmt.excluded
+    # The batch's newest sample (none: NULL) replaces an older or equally old one.
+    newer = sa.and_(
+        new.sample_time.is_not(None),
+        sa.or_(c.sample_time.is_(None), c.sample_time <= new.sample_time),
+    )
     return stmt.on_conflict_do_update(
         index_elements=[c.cluster_id],
         set_={
-            "last_seen": sa.case(
-                (stmt.excluded.last_seen > c.last_seen, stmt.excluded.last_seen), else_=c.last_seen
-            )
+            "last_seen": sa.case((new.last_seen > c.last_seen, new.last_seen), else_=c.last_seen),
+            **{f: sa.case((newer, new[f]), else_=c[f]) for f in (*SAMPLE_FIELDS, "sample_time")},
+            # The largest size it reached, whatever order samples arrive in (none: NULL).
+            **{
+                f: sa.case((sa.func.coalesce(c[f], -1) < new[f], new[f]), else_=c[f])
+                for f in _PEAKS
+            },
         },
     )
 
 
 def _touch_clusters(conn: sa.Connection, msgs: list[Any]) -> None:
     """Make a stub row for a cluster not seen yet (its `cluster` message may have been
-    dropped, or be in a later batch) and move last_seen on."""
+    dropped, or be in a later batch), move last_seen on, and keep the newest sample's
+    figures and the peaks (for list_clusters): one statement for all the batch does to
+    the cluster rows but for `cluster` and `cluster_stop` messages (once a cluster)."""
     first: dict[str, float] = {}
     last: dict[str, float] = {}
+    samples: dict[str, dict[str, Any]] = {}
     for m in msgs:
         cid, t = m.cluster_id, m.time
         first[cid] = min(first.get(cid, t), t)
         last[cid] = max(last.get(cid, t), t)
+    # Oldest first, so the newest of a cluster comes last and stays.
+    for m in sorted(
+        (m for m in msgs if type(m) is ClusterSampleMessage), key=lambda m: (m.time, m.seq)
+    ):
+        row = samples.get(m.cluster_id)
+        peaks = {p: max(row[p] if row else 0, getattr(m.data, f) or 0) for p, f in _PEAKS.items()}
+        samples[m.cluster_id] = {**asdict(m.data), "sample_time": m.time, **peaks}
     upsert_rows(
         conn,
         _touch_stmt(conn),
@@ -195,6 +219,7 @@ def _touch_clusters(conn: sa.Connection, msgs: list[Any]) -> None:
                 "started": first[cid],
                 "first_seen": first[cid],
                 "last_seen": last[cid],
+                **samples.get(cid, _NO_SAMPLE),
             }
             for cid in sorted(first)
         ],
@@ -243,61 +268,9 @@ def _clusters_stmt(dialect: str) -> Any:
 
 
 def _cluster_samples(conn: sa.Connection, msgs: list[ClusterSampleMessage]) -> None:
+    # The cluster row's latest figures and peaks: _touch_clusters.
     rows = [{"cluster_id": m.cluster_id, "time": m.time, **asdict(m.data)} for m in msgs]
     insert_rows(conn, s.cluster_samples, rows)
-    # The cluster row keeps the newest sample's figures, for list_clusters.
-    conn.execute(
-        _LATEST_SAMPLE,
-        [{"b_" + k: v for k, v in r.items()} for r in _latest(rows, ("cluster_id",))],
-    )
-    _peaks(conn, rows)
-
-
-_c = s.clusters.c
-_LATEST_SAMPLE = (
-    sa.update(s.clusters)
-    .where(_c.cluster_id == sa.bindparam("b_cluster_id"))
-    .where(sa.or_(_c.sample_time.is_(None), _c.sample_time <= sa.bindparam("b_time")))
-    .values(
-        {
-            **{f: sa.bindparam("b_" + f) for f in SAMPLE_FIELDS},
-            "sample_time": sa.bindparam("b_time"),
-        }
-    )
-)
-
-
-def _peaks(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
-    """Keep the largest size each cluster reached, whatever order samples arrive in."""
-    peaks: dict[str, dict[str, int]] = {}
-    for r in rows:
-        p = peaks.setdefault(r["cluster_id"], {"workers": 0, "threads": 0, "memory": 0})
-        p["workers"] = max(p["workers"], r.get("n_workers") or 0)
-        p["threads"] = max(p["threads"], r.get("n_threads") or 0)
-        p["memory"] = max(p["memory"], r.get("memory_total") or 0)
-    conn.execute(
-        _PEAKS,
-        [
-            {"b_cluster_id": cid, **{"b_" + k: v for k, v in p.items()}}
-            for cid, p in sorted(peaks.items())
-        ],
-    )
-
-
-def _grow(column: sa.Column[int], name: str) -> sa.ColumnElement[int]:
-    new: sa.BindParameter[int] = sa.bindparam("b_" + name)
-    return sa.case((sa.func.coalesce(column, -1) < new, new), else_=column)
-
-
-_PEAKS = (
-    sa.update(s.clusters)
-    .where(_c.cluster_id == sa.bindparam("b_cluster_id"))
-    .values(
-        peak_workers=_grow(_c.peak_workers, "workers"),
-        peak_threads=_grow(_c.peak_threads, "threads"),
-        peak_memory=_grow(_c.peak_memory, "memory"),
-    )
-)
 
 
 def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
@@ -313,6 +286,7 @@ def _cluster_stops(conn: sa.Connection, msgs: list[ClusterStopMessage]) -> None:
     conn.execute(_STOP, _latest(rows, ("b_cluster_id",)))
 
 
+_c = s.clusters.c
 _STOP = (
     sa.update(s.clusters)
     .where(_c.cluster_id == sa.bindparam("b_cluster_id"))
