@@ -306,14 +306,21 @@ class ComputationTracker:
         owner, all_counts = self._owner, self.counts
         claims, claim_of, dirty, names = record.claims, record.claim_of, record.dirty, record.names
         prefixes = record.prefixes
-        for tg in groups:
+        n_before = len(claims)
+        columns = len(record.compute)  # the next new row's place
+        listed_here = 0
+        new_in_get = new_in.get
+        made: list[_Claim] = []
+        # Locals, one loop, no call but the objects made: 4,000 live groups of a re-run
+        # are claimed inside Dask's update_graph.
+        for i, tg in enumerate(groups, n_before):
             previous = owner.get(tg)
-            claim = _Claim(tg, len(claims))
             if previous is not None and previous is not record:
                 counts = all_counts.get(tg)
                 if counts is None:
                     counts = all_counts[tg] = GroupCounts()
-                claim.base = base = _cumulative(tg, counts, new_in.get(tg, 0))
+                base = _cumulative(tg, counts, new_in_get(tg, 0))
+                claim = _Claim(tg, i, base)
                 old = previous.claim_of.get(tg)
                 if old is not None and old.closed is None:
                     # Its final figures as of now; the summary is built when next looked at.
@@ -331,25 +338,33 @@ class ComputationTracker:
                     previous.dirty.add(old)
                 # Timing is the new owner's own from here.
                 counts.first = counts.last = 0.0
+            else:
+                claim = _Claim(tg, i)
             owner[tg] = record
-            claims.append(claim)
             claim_of[tg] = claim
-            dirty.add(claim)
+            made.append(claim)
             if tg in listed:
-                record.listed += 1
-            row = names.get(tg.name)
+                listed_here += 1
+            name = tg.name
+            row = names.get(name)
             if row is None:
                 # Rows and their columns in claim order: the order Dask's groups were first seen.
-                row = names[tg.name] = _Row(len(record.compute))
-                record.compute.append(0.0)
-                record.transfer.append(0.0)
-                record.disk.append(0.0)
-                record.stops.append(None)
+                row = names[name] = _Row(columns)
+                columns += 1
             row.claims.append(claim)
             prefix = tg.prefix.name
             if prefix not in prefixes:
                 prefixes[prefix] = None
                 record.sorted_prefixes = None
+        claims += made
+        dirty.update(made)
+        record.listed += listed_here
+        more = columns - len(record.compute)
+        if more:
+            record.compute += [0.0] * more
+            record.transfer += [0.0] * more
+            record.disk += [0.0] * more
+            record.stops += [None] * more
 
     # --- the periodic poll ----------------------------------------------------------
     def poll(
