@@ -866,27 +866,30 @@ def _label(claims: list[_Claim]) -> str:
     groups = {c.tg for c in claims}
 
     def level(tg: Any) -> int:
-        # Iterative longest path from a root over this computation's groups; a group
-        # being visited is skipped, so a cycle (a group feeding itself) ends.  Each
-        # group's level is worked out once (the walk of an earlier group may have).
+        # Longest path from a root over this computation's groups, by an iterative
+        # depth-first walk: a group on the current path is skipped, so a cycle (a group
+        # feeding itself) ends; a group only waiting on the stack is not (it was, and a
+        # group depending on a sibling of its own got the wrong level).  Each group's
+        # level is worked out once (the walk of an earlier group may have).
         known = depth.get(tg)
         if known is not None:
             return known
-        visiting = {tg}
-        stack = [tg]
+        path = {tg}
+        stack = [(tg, iter(tg.dependencies))]
         while stack:
-            g = stack[-1]
-            deps = [
-                d for d in g.dependencies if d in groups and d not in depth and d not in visiting
-            ]
-            if deps:
-                visiting.update(deps)
-                stack.extend(deps)
-                continue
-            stack.pop()
-            depth[g] = 1 + max(
-                (depth.get(d, -1) for d in g.dependencies if d in groups and d is not g), default=-1
-            )
+            g, deps = stack[-1]
+            for d in deps:
+                if d in groups and d not in depth and d not in path:
+                    path.add(d)
+                    stack.append((d, iter(d.dependencies)))
+                    break
+            else:
+                stack.pop()
+                path.discard(g)
+                depth[g] = 1 + max(
+                    (depth.get(d, -1) for d in g.dependencies if d in groups and d is not g),
+                    default=-1,
+                )
         return depth[tg]
 
     # A root is at level 0 without the walk (the walk gives it the same); `i` keeps
