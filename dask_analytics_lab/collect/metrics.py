@@ -63,7 +63,7 @@ Split = tuple[str | None, str, str, str]
 Cumulative = dict[Any, float]
 
 CHUNK = 5000  # rows per message
-FOLD_EVERY = 2048  # heartbeat keys a tick with a deadline folds in between two looks at the clock
+FOLD_EVERY = 512  # heartbeat keys a tick with a deadline folds in between two looks at the clock
 _MAX_PENDING = 1_000_000  # heartbeat keys held for the next tick; past this, folded as they land
 SEND_CHUNK = 250  # rows a tick with a deadline sends between two looks at the clock
 _NAME = 200  # characters of a prefix, context or activity kept (a key in the store)
