@@ -590,7 +590,7 @@ class ComputationTracker:
         new_set = record.labelled != len(record.claims)
         if deadline is not None:
             # A new group set's fingerprint and label are O(groups): each in a turn of the
-            # loop of its own (at most two turns' wait, so a busy computation still gets
+            # loop of its own (at most three turns' wait, so a busy computation still gets
             # its message); the message at the next call, with whatever moved meanwhile.
             if made and (time.perf_counter() > deadline or (new_set and record.waits < 2)):
                 record.waits += 1
@@ -600,10 +600,20 @@ class ComputationTracker:
                 if new_set and record.waits < 2:
                     record.waits += 1
                     return None
+            if new_set:
+                self._relabel(record)
+                if record.waits < 3:
+                    record.waits += 1
+                    return None
         elif record.fingerprinted != len(record.claims):
             self._fingerprint(record)
         record.waits = 0
         return self._send(record, comp, now)
+
+    @staticmethod
+    def _relabel(record: _Tracked) -> None:
+        record.labelled = len(record.claims)
+        record.label = _label(record.claims)
 
     @staticmethod
     def _fingerprint(record: _Tracked) -> None:
@@ -672,8 +682,7 @@ class ComputationTracker:
         elif record.stop is None or changed_groups:
             record.stop = max(filter(None, record.stops), default=None) or now
         if record.labelled != len(record.claims) or new_code:
-            record.labelled = len(record.claims)
-            record.label = _label(record.claims)
+            self._relabel(record)
         if new_code:
             record.fingerprint = fingerprint(record.code_line, record.prefixes)
         message_totals = {
