@@ -61,7 +61,7 @@ def test_a_collector_batch_is_read_in_one_pass_as_in_two():
 @pytest.mark.parametrize(
     "value, taken",
     [
-        ('"caf\\u00e9 \\ud83d\\ude00"', True),  # escapes, a surrogate pair among them
+        ('"na\\u00efve \\ud83d\\ude00"', True),  # escapes, a surrogate pair among them
         ("1e-400", True),
         ("12345678901234567", True),
         ("0.00022222222222222223", True),  # a long fraction: read alike
