@@ -17,8 +17,8 @@ from dask_analytics_lab.server.errors import ApiError
 from dask_analytics_lab.server.ingest import MAX_MESSAGES, check_messages, decode_messages
 
 from .factories import Cluster, tree
+from .fuzz_helpers import FUZZ, hostile_batches
 from .server_helpers import full_cluster
-from .test_server_fuzz import FUZZ, hostile_batches
 
 
 def _two_step(raw: bytes) -> bytes | None:
