@@ -210,7 +210,7 @@ class ProfileFetcher:
             else:
                 windows[prefix] = (start, None)
         replies = await asyncio.wait_for(
-            self._ask_workers({p: w for p, (w, _) in windows.items()}, stop), self._timeout
+            self._ask_workers({p: w for p, (w, _) in windows.items()}, stop, live), self._timeout
         )
         trees = await asyncio.to_thread(self._combine, windows, replies, stop, live)
         self.fetched += 1
@@ -229,12 +229,15 @@ class ProfileFetcher:
                     },
                 )
 
-    async def _ask_workers(self, starts: dict[str, float], stop: float) -> list[Any]:
+    async def _ask_workers(self, starts: dict[str, float], stop: float, live: bool) -> list[Any]:
         """Each worker's {prefix: tree} for the windows (maybe still serialised)."""
         workers = list(self._scheduler.workers)
         args = dumps((starts, stop))
         replies = await asyncio.gather(
-            *(metered(self._ask(w, starts, stop, args), self._meter, "profiles") for w in workers),
+            *(
+                metered(self._ask(w, starts, stop, args, live), self._meter, "profiles")
+                for w in workers
+            ),
             return_exceptions=True,
         )
         answers = [r for r in replies if not isinstance(r, BaseException)]
@@ -243,7 +246,9 @@ class ProfileFetcher:
             raise RuntimeError(f"none of {len(workers)} workers answered: {replies[0]!r}")
         return answers
 
-    async def _ask(self, worker: str, starts: dict[str, float], stop: float, args: bytes) -> Any:
+    async def _ask(
+        self, worker: str, starts: dict[str, float], stop: float, args: bytes, live: bool
+    ) -> Any:
         if worker not in self._by_prefix:
             self.rpcs += 1
             try:
@@ -268,7 +273,13 @@ class ProfileFetcher:
                 prefix_trees.__module__,
                 reply.get("exception_text"),
             )
-        # Dask's own handler: one prefix a call.
+        # Dask's own handler: one prefix a call.  It gives nothing for a prefix until a
+        # chunk holding it has closed (it leaves the cycle in progress out then), and a
+        # worker closes its cycle from a periodic callback on its event loop, late when
+        # that loop is busy: a final fetch waits one more cycle for it.
+        late = stop + 2 * self._cycle - time.time()
+        if not live and late > 0:
+            await asyncio.sleep(late)
         self.rpcs += len(starts)
         trees = await asyncio.gather(
             *(
