@@ -210,7 +210,9 @@ class ProfileFetcher:
             else:
                 windows[prefix] = (start, None)
         replies = await asyncio.wait_for(
-            self._ask_workers({p: w for p, (w, _) in windows.items()}, stop, live), self._timeout
+            self._ask_workers({p: w for p, (w, _) in windows.items()}, stop, live),
+            # A worker asked a prefix at a time is asked a cycle later (_ask).
+            self._timeout + (0.0 if live else self._cycle),
         )
         trees = await asyncio.to_thread(self._combine, windows, replies, stop, live)
         self.fetched += 1
