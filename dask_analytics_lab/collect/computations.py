@@ -18,6 +18,7 @@ Work here is O(groups of the computations that changed), never O(tasks).
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -879,37 +880,47 @@ def _label(claims: list[_Claim]) -> str:
         # depth-first walk: a group on the current path is skipped, so a cycle (a group
         # feeding itself) ends; a group only waiting on the stack is not (it was, and a
         # group depending on a sibling of its own got the wrong level).  Each group's
-        # level is worked out once (the walk of an earlier group may have).
+        # level is worked out once (the walk of an earlier group may have), and each
+        # dependency looked at once: a frame keeps the highest level among its group's
+        # dependencies so far, and a group's level goes to its parent's frame as it is
+        # known.
         known = depth.get(tg)
         if known is not None:
             return known
         path = {tg}
-        stack = [(tg, iter(tg.dependencies))]
+        stack: list[list[Any]] = [[tg, iter(tg.dependencies), -1]]
         while stack:
-            g, deps = stack[-1]
-            for d in deps:
-                if d in groups and d not in depth and d not in path:
+            frame = stack[-1]
+            for d in frame[1]:
+                found = depth.get(d)
+                if found is not None:
+                    if found > frame[2]:
+                        frame[2] = found
+                elif d in groups and d not in path:
                     path.add(d)
-                    stack.append((d, iter(d.dependencies)))
+                    stack.append([d, iter(d.dependencies), -1])
                     break
             else:
                 stack.pop()
-                path.discard(g)
-                depth[g] = 1 + max(
-                    (depth.get(d, -1) for d in g.dependencies if d in groups and d is not g),
-                    default=-1,
-                )
+                path.discard(frame[0])
+                found = depth[frame[0]] = frame[2] + 1
+                if stack and found > stack[-1][2]:
+                    stack[-1][2] = found
         return depth[tg]
 
-    # A root is at level 0 without the walk (the walk gives it the same); `i` keeps
-    # the order of equal keys as sorted() with a key function does.
-    ordered = sorted(
-        [
-            (level(g) if g.dependencies else 0, g.start or 0.0, g.name, i, g)
-            for i, g in enumerate(groups)
-        ]
-    )
-    prefixes = list(dict.fromkeys(t[4].prefix.name for t in ordered))
-    if len(prefixes) > 4:
-        prefixes = prefixes[:2] + ["…", prefixes[-1]]
-    return " → ".join(prefixes)
+    # The prefixes in the order of their first group by (level, start, name): each
+    # prefix's least key, in one pass, and of those only the two least and the greatest
+    # when there are more than four (no sort of every group: a new set of 4,000 groups
+    # is labelled in a turn of the loop of its own).  A root is at level 0 without the
+    # walk (the walk gives it the same); `i` orders equal keys as a stable sort would.
+    first: dict[str, tuple[int, float, str, int]] = {}
+    for i, g in enumerate(groups):
+        key = (level(g) if g.dependencies else 0, g.start or 0.0, g.name, i)
+        prefix = g.prefix.name
+        least = first.get(prefix)
+        if least is None or key < least:
+            first[prefix] = key
+    if len(first) <= 4:
+        return " → ".join(sorted(first, key=first.__getitem__))
+    two = heapq.nsmallest(2, first, key=first.__getitem__)
+    return " → ".join([*two, "…", max(first, key=first.__getitem__)])
