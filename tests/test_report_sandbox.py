@@ -135,7 +135,7 @@ def test_a_report_page_contacts_no_other_host(sqlite_url, browser):
             page = browser.new_page()
             page.goto(control.url + "/control.html")
             expected = {"/img", "/fetch?token=dal_stolen", "/image-from-js", "/form"}
-            wait_for(lambda: expected <= set(reached.paths), timeout=30, what=f"{expected} reached")
+            wait_for(lambda: expected <= set(reached.paths), timeout=60, what=f"{expected} reached")
             # ... and by then any request of the report page would have arrived too.
             assert other.paths == [], other.paths
     finally:
