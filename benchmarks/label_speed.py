@@ -26,25 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from distributed.scheduler import TaskGroup, TaskPrefix  # noqa: E402
 
 from dask_analytics_lab.collect.computations import _label  # noqa: E402
+from tests.test_tracker import _label_by_sorting  # noqa: E402  (the label as defined)
 
 
 def by_definition(claims: list[Any]) -> str:
     groups = {c.tg for c in claims}
-    depth: dict[Any, int] = {}
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(groups) + 100))
-
-    def level(g: Any) -> int:
-        if g not in depth:
-            depth[g] = -1  # being visited: a cycle ends here
-            inside = [level(d) for d in g.dependencies if d in groups and d is not g]
-            depth[g] = 1 + max(inside, default=-1)
-        return depth[g]
-
-    ordered = sorted(groups, key=lambda g: (level(g), g.start or 0.0, g.name))
-    prefixes = list(dict.fromkeys(g.prefix.name for g in ordered))
-    if len(prefixes) > 4:
-        prefixes = prefixes[:2] + ["…", prefixes[-1]]
-    return " → ".join(prefixes)
+    return _label_by_sorting(groups)
 
 
 def claims_of(n_groups: int, n_prefixes: int, deps: int) -> list[Any]:

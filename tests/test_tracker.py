@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -270,7 +271,7 @@ def test_label_runs_from_inputs_to_outputs():
     assert sim.last(0)["label"] == "read_parquet → assign → groupby-agg"
 
 
-def _label_by_sorting(groups: list) -> str:
+def _label_by_sorting(groups: Collection) -> str:
     """The label as defined: every group sorted by (level, start, name), the prefixes in
     the order of their first group, at most the first two, "…" and the last."""
     depth: dict = {}
