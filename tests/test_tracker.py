@@ -424,3 +424,98 @@ def test_a_tick_reads_only_the_groups_that_moved():
         work[n] = lines_run(sim.settle)
         assert figures(sim.last(0)) == ("finished", n, n, 0, 0)
     assert work[1000] < 1.3 * work[100] + 50, work
+
+
+def observed_lines(sim: Sim) -> list[int]:
+    """lines_run of each observe_graph call (the update_graph hook) from now on."""
+    lines: list[int] = []
+    observe = sim.tracker.observe_graph
+
+    def counted(*args, **kwargs):
+        lines.append(lines_run(lambda: observe(*args, **kwargs)))
+
+    sim.tracker.observe_graph = counted
+    return lines
+
+
+def test_a_rerun_after_a_tick_reads_no_group_inside_update_graph():
+    """The groups of a re-run that did not move since the last tick are taken in passes
+    in C: update_graph's own work is the same at any number of groups.  Their claims are
+    built by the next poll."""
+    lines = {}
+    for n in (200, 800):
+        sim = Sim()
+        names = [f"g{i}" for i in range(n)]
+        sim.run(sim.submit_groups(names, new_computation=True))
+        sim.settle()  # a tick after the first run's last task
+        observed = observed_lines(sim)
+        sim.submit_groups(names, new_computation=True)
+        (lines[n],) = observed
+        assert sim.tracker.behind  # claims left to build: the next tick comes soon
+        sim.settle()
+        assert figures(sim.last(0)) == ("finished", n, n, 0, 0)
+        assert figures(sim.last(1)) == ("running", n, 0, 0, 0)
+    assert lines[800] == lines[200], lines
+
+
+def test_a_rerun_before_a_tick_reads_only_the_groups_that_moved():
+    """Groups that moved since the last tick are read inside update_graph (their old
+    claim's last summary is out of date): that work grows with them, not with the rest."""
+    lines = {}
+    for moved in (50, 200):
+        sim = Sim()
+        names = [f"g{i}" for i in range(400)]
+        tasks = sim.submit_groups(names, new_computation=True)
+        sim.run(tasks[moved:])
+        sim.settle()
+        sim.run(tasks[:moved])  # no tick since these finished
+        observed = observed_lines(sim)
+        sim.submit_groups(names, new_computation=True)
+        (lines[moved],) = observed
+        sim.settle()
+        assert figures(sim.last(0)) == ("finished", 400, 400, 0, 0)
+    per_moved = (lines[200] - lines[50]) / 150
+    assert per_moved >= 1, lines
+    # What does not grow with the moved groups: nothing for each of the 400.
+    assert lines[50] - 50 * per_moved < 100, lines
+
+
+def test_the_record_is_the_same_whether_a_tick_ran_before_the_rerun():
+    """A re-run taken over quiet groups (their last summary is final) and one taken over
+    moving groups (read inside update_graph) give the same record, failures, cancels and
+    dependencies included."""
+    records = []
+    for tick_between in (True, False):
+        sim = Sim()
+        sim.submit("load", 4, new_computation=True)
+        first = sim.submit("f", 6, new_computation=False, deps=("load",))
+        sim.submit("g", 2, new_computation=False)  # still waiting when the re-run comes
+        sim.run([t for t in sim.tasks.values() if t.group.name == "load"])
+        sim.run(first[:4], fail=lambda t: t is first[0])
+        for task in first[4:]:
+            sim.move(task, "released")
+            sim.tracker.counts_for(task.group).cancelled += 1
+        if tick_between:
+            sim.settle()
+            assert sim.last(0)["state"] == "running"
+        sim.submit("load", 2, new_computation=True)
+        second = sim.submit("f", 3, new_computation=False, deps=("load",))
+        sim.submit("g", 1, new_computation=False)
+        sim.run([t for t in sim.tasks.values() if t.state == "waiting"])
+        sim.run(second)
+        sim.settle()
+        # (The label is made when a group set is first seen, from the groups' starts then:
+        # a tick between the runs makes it earlier.)
+        records.append(
+            [{k: v for k, v in sim.last(i).items() if k not in ("id", "label")} for i in (0, 1)]
+        )
+    assert records[0] == records[1]
+    first_run = records[0][0]
+    assert first_run["state"] == "erred"
+    assert {g["name"]: g["states"] for g in first_run["groups"]} == {
+        "load": {"memory": 4},
+        "f": {"memory": 3, "erred": 1, "released": 2},
+        "g": {"waiting": 2},
+    }
+    assert first_run["totals"]["n_not_run"] == 4  # the two cancelled, the two never run
+    assert records[0][1]["totals"]["n_tasks"] == 6

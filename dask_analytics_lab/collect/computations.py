@@ -11,7 +11,9 @@ before it.  Two things keep the record true:
   first submits to it, with a baseline of the group's cumulative figures then.  A
   computation's figures are "now minus its baseline"; when a newer computation claims
   the group, the older one's figures are frozen.  Dask makes a new Computation only
-  when the scheduler is idle, so nothing of the older one is still running then.
+  when the scheduler is idle, so nothing of the older one is still running then.  A
+  group that did not move since the older claim was last summarised needs no reading
+  then: that summary is its final one.
 
 Work here is O(groups of the computations that changed), never O(tasks).
 """
@@ -20,10 +22,11 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress, islice, repeat
+from operator import attrgetter, eq
 from typing import Any
 
 from ..messages import code_hash, fingerprint
@@ -42,6 +45,12 @@ _Closed = tuple[
 ]
 # (group row: the data of one messages.TaskGroup, pending, cancelled)
 _Summary = tuple[dict[str, Any], int, int]
+# A group update_graph gave a computation, its claim not built yet (see _settle): None
+# (no computation had it), the computation it was taken from (the group did not move
+# since that one's claim was last summarised: that summary is its final one), or
+# (that computation, the new claim's baseline, the old claim's final figures) read then.
+_Taken = tuple[Any, _Figures, _Closed]
+_Unsettled = dict[Any, Any]  # TaskGroup -> None, the _Tracked it was taken from, or _Taken
 
 
 class GroupCounts:
@@ -111,7 +120,7 @@ _ZERO: _Figures = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0)
 class _Claim:
     """One computation's hold on one TaskGroup object, from its first submission to it."""
 
-    __slots__ = ("tg", "index", "base", "closed", "frozen", "signature", "summary")
+    __slots__ = ("tg", "index", "base", "closed", "frozen", "signature", "summary", "cur")
 
     def __init__(self, tg: Any, index: int, base: _Figures = _ZERO):
         self.tg = tg
@@ -123,6 +132,7 @@ class _Claim:
         self.frozen: _Summary | None = None  # that final summary, once built
         self.signature: tuple[Any, ...] = ()
         self.summary: _Summary | None = None  # as of `signature`
+        self.cur: _Figures = _ZERO  # the group's cumulative figures `summary` was made from
 
 
 class _Row:
@@ -150,6 +160,8 @@ class _Tracked:
     claims: list[_Claim] = field(default_factory=list)
     claim_of: dict[Any, _Claim] = field(default_factory=dict)  # TaskGroup -> its claim here
     listed: int = 0  # claims of groups that the Computation lists (comp.groups)
+    # Groups update_graph gave it, their claims not built yet -> what _build needs.
+    unsettled: _Unsettled = field(default_factory=dict)
     names: dict[str, _Row] = field(
         default_factory=dict
     )  # by group name, in the order first summarised
@@ -194,7 +206,9 @@ class _Tracked:
 
 
 _GROUP = attrgetter("group")
-_GROUP_STATE = attrgetter("group", "state")
+_STATE = attrgetter("state")
+# Claims update_graph left are built this many groups at a time between looks at the clock.
+_SETTLE_EVERY = 128
 # Summaries made between two looks at the clock while a tick has a deadline.
 _CLOCK_EVERY = 32
 
@@ -221,6 +235,9 @@ class ComputationTracker:
         # counts that are no longer the group's.
         self.last: list[Any] = [None, None]
         self._owner: dict[Any, _Tracked] = {}
+        # (computation, {group: what _build needs}) of each update_graph whose claims are
+        # not built yet, oldest first: they are built in that order.
+        self._unsettled: deque[tuple[_Tracked, _Unsettled]] = deque()
         self._gone: set[str] = set()
         self.behind = False  # the last poll ran out of time: call again soon
         self.summarised = 0  # group summaries built, over all polls (a measure of the work)
@@ -252,36 +269,111 @@ class ComputationTracker:
                     break
         return record.cid if record is not None else ""
 
-    def observe_graph(self, comp: Any, tasks: dict[Any, Any], keys: Iterable[Any]) -> None:
+    def observe_graph(
+        self, comp: Any, tasks: dict[Any, Any], keys: Iterable[Any], *, lost: bool = False
+    ) -> None:
         """A graph was submitted to `comp` (the plugin's update_graph hook, before any of
-        its tasks moved): claim the groups its tasks are in, while baselines are exact.
+        its tasks moved): the groups its tasks are in become its own.  `lost`: tasks
+        done once are waiting to run again (collect/lost.py): read every group taken
+        from another computation now.
 
         Dask adds a re-run's tasks to a live group of the same name without listing that
-        group on the new Computation: only the submitted keys say where they went.  One
-        pass over them in C (map, filter, dict.fromkeys), once per submission."""
+        group on the new Computation: only the submitted keys say where they went.  This
+        runs inside Dask's update_graph, and a re-run takes 4,000 live groups at once, so
+        only passes in C are made over the groups here, and the claims are built by the
+        next polls (_settle), a slice at a time.  What must be read before the tasks
+        move is read here, for the groups that moved since their claim was last
+        summarised (O(groups that changed)); the others' last summary is what they are
+        at this moment."""
         record = self._record(comp)
         found = list(filter(None, map(tasks.get, keys)))
         groups = dict.fromkeys(map(_GROUP, found))
-        # Their new tasks were added without a transition: their states moved.
-        self.touched.update(groups)
-        claim_of = record.claim_of
+        claim_of, unsettled = record.claim_of, record.unsettled
         listed = comp.groups
-        new = [tg for tg in groups if tg not in claim_of]
+        if claim_of or unsettled:
+            new = [tg for tg in groups if tg not in claim_of and tg not in unsettled]
+        else:  # its first submission
+            new = list(groups)
+        # A re-run into live groups has none listed.
+        n_listed = sum(map(listed.__contains__, new)) if listed else 0
         # A group Dask made for this computation but no submitted task is in: found by
         # the count of listed groups, without a pass over them when there is none.
-        if len(listed) != record.listed + sum(1 for tg in new if tg in listed):
-            new += [tg for tg in listed if tg not in claim_of and tg not in groups]
-        if not new:
+        if len(listed) != record.listed + n_listed:
+            more = [
+                tg
+                for tg in listed
+                if tg not in claim_of and tg not in unsettled and tg not in groups
+            ]
+            new += more
+            n_listed += len(more)
+        if new:
+            batch = dict(zip(new, map(self._owner.get, new)))
+            owners = set(batch.values())  # none is `record`: those are claimed or unsettled
+            if owners != {None}:
+                self._take_over(batch, owners, found, lost)
+            self._owner.update(dict.fromkeys(new, record))
+            unsettled.update(batch)
+            record.listed += n_listed
+            self._unsettled.append((record, batch))
+            self.behind = True
+        # Their new tasks were added without a transition: their states moved.
+        self.touched.update(groups)
+
+    def _take_over(
+        self, batch: dict[Any, Any], owners: set[_Tracked | None], found: list[Any], lost: bool
+    ) -> None:
+        """Groups of `batch` taken from the computations in `owners` (None: not owned
+        before).  Those whose old claim's last summary is not what they are now (they
+        moved since, or it was never made) are read now; the others' counts start
+        afresh (the old counts are in that summary)."""
+        taken = set(batch) if None not in owners else set(compress(batch, batch.values()))
+        if lost:
+            moving = taken
+        else:
+            moving = taken.intersection(self.touched)
+            for p in owners:
+                if p is None:
+                    continue
+                moving.update(taken.intersection(p.unsettled))
+                moving.update(taken.intersection([c.tg for c in p.dirty]))
+                moving.update(taken.intersection([c.tg for c in p.parked]))
+            # The counts of a group taken from another computation are the new owner's
+            # own from here: the old ones are in the old claim's last summary.
+            quiet = taken - moving
+            if quiet:
+                deque(map(self.counts.pop, quiet, repeat(None)), maxlen=0)
+                self.last[:] = (None, None)
+        if not moving:
             return
-        new_in: dict[Any, int] = {}
-        shared = {tg for tg in new if self._owner.get(tg) not in (None, record)}
-        if shared:
-            # Their baselines must leave out the tasks this submission just added (still
-            # "released"): a second pass, for submissions into an earlier run's group only.
-            for (tg, state), n in Counter(map(_GROUP_STATE, found)).items():
-                if state == "released" and tg in shared:
-                    new_in[tg] = new_in.get(tg, 0) + n
-        self._claim(record, new, new_in, listed)
+        # Their baselines must leave out the tasks this submission just added (still
+        # "released"): a second pass, for submissions into an earlier run's group only.
+        released = map(eq, map(_STATE, found), repeat("released"))
+        new_in = Counter(map(_GROUP, compress(found, released)))
+        all_counts = self.counts
+        for tg in moving:
+            counts = all_counts.get(tg)
+            if counts is None:
+                counts = all_counts[tg] = GroupCounts()
+            added = new_in[tg]
+            base = _cumulative(tg, counts, added)
+            states = dict(tg.states)
+            if added:
+                states["released"] -= added
+            # Its old claim's final figures as of now; its summary is built when next looked at.
+            closed = (
+                base,
+                states,
+                counts.lost_waiting,
+                counts.first,
+                counts.last,
+                counts.cancelled_at,
+                tg.start,
+                tg.stop,
+                tuple(tg.dependencies),
+            )
+            batch[tg] = (batch[tg], base, closed)
+            # Timing is the new owner's own from here.
+            counts.first = counts.last = 0.0
 
     def _record(self, comp: Any) -> _Tracked:
         cid = str(comp.id)
@@ -291,61 +383,74 @@ class ComputationTracker:
         return record
 
     def _claim_all(self, comp: Any) -> _Tracked:
+        self._settle(None)
         record = self._record(comp)
         if len(comp.groups) != record.listed:
             claim_of = record.claim_of
-            self._claim(record, [tg for tg in comp.groups if tg not in claim_of], {}, comp.groups)
+            groups = [tg for tg in comp.groups if tg not in claim_of]
+            batch = dict(zip(groups, map(self._owner.get, groups)))
+            owners = set(batch.values())
+            if owners != {None}:
+                self._take_over(batch, owners, [], True)
+            self._owner.update(dict.fromkeys(groups, record))
+            record.listed += len(groups)
+            self._build(record, list(batch.items()))
         record.seen_groups = len(comp.groups)
         return record
 
-    def _claim(
-        self, record: _Tracked, groups: list[Any], new_in: dict[Any, int], listed: Any
-    ) -> None:
-        """Make `record` the owner of these groups.  `new_in`: tasks a submission just
-        added to each (left out of its baseline); `listed`: the Computation's groups.
-        O(1) a group, in one loop: a re-run claims every live group in one update_graph."""
-        owner, all_counts = self._owner, self.counts
+    def _settle(self, deadline: float | None) -> bool:
+        """Build the claims update_graph left, oldest submission first (a group taken
+        twice is closed in its first claim before the second is made); False when
+        `deadline` (time.perf_counter()) came first: the next call goes on."""
+        queue = self._unsettled
+        while queue:
+            record, batch = queue[0]
+            if deadline is None:
+                items = list(batch.items())
+                batch.clear()
+            else:
+                items = list(islice(batch.items(), _SETTLE_EVERY))
+                for tg, _ in items:
+                    del batch[tg]
+            if not batch:
+                queue.popleft()
+            self._build(record, items)
+            if deadline is not None and queue and time.perf_counter() > deadline:
+                return False
+        return True
+
+    def _build(self, record: _Tracked, items: list[tuple[Any, Any]]) -> None:
+        """Claims of these groups for `record` (it owns them already), with what
+        update_graph found out (`_Taken`).  O(1) a group."""
         claims, claim_of, dirty, names = record.claims, record.claim_of, record.dirty, record.names
-        prefixes = record.prefixes
+        unsettled, prefixes = record.unsettled, record.prefixes
         n_before = len(claims)
         columns = len(record.compute)  # the next new row's place
-        listed_here = 0
-        new_in_get = new_in.get
         made: list[_Claim] = []
-        # Locals, one loop, no call but the objects made: 4,000 live groups of a re-run
-        # are claimed inside Dask's update_graph.
-        for i, tg in enumerate(groups, n_before):
-            previous = owner.get(tg)
-            if previous is not None and previous is not record:
-                counts = all_counts.get(tg)
-                if counts is None:
-                    counts = all_counts[tg] = GroupCounts()
-                base = _cumulative(tg, counts, new_in_get(tg, 0))
+        for i, (tg, taken) in enumerate(items, n_before):
+            unsettled.pop(tg, None)
+            if taken is None:
+                claim = _Claim(tg, i)
+            elif type(taken) is tuple:
+                previous, base, closed = taken
                 claim = _Claim(tg, i, base)
                 old = previous.claim_of.get(tg)
                 if old is not None and old.closed is None:
-                    # Its final figures as of now; the summary is built when next looked at.
-                    old.closed = (
-                        base,
-                        dict(tg.states),
-                        counts.lost_waiting,
-                        counts.first,
-                        counts.last,
-                        counts.cancelled_at,
-                        tg.start,
-                        tg.stop,
-                        tuple(tg.dependencies),
-                    )
+                    old.closed = closed
                     previous.dirty.add(old)
-                # Timing is the new owner's own from here.
-                counts.first = counts.last = 0.0
             else:
-                claim = _Claim(tg, i)
-            owner[tg] = record
+                # It did not move since the old claim's last summary: that summary is
+                # its final one, and the figures it was made from the new baseline
+                # (the counts started afresh).
+                old = taken.claim_of[tg]
+                cur = old.cur
+                claim = _Claim(tg, i, (cur[0], 0, 0, 0, 0, cur[5], cur[6], cur[7], cur[8], cur[9]))
+                if old.closed is None:
+                    old.frozen = _finalised(old)
+                    old.closed = _CLOSED
+                    taken.dirty.add(old)
             claim_of[tg] = claim
             made.append(claim)
-            if tg in listed:
-                listed_here += 1
             name = tg.name
             row = names.get(name)
             if row is None:
@@ -359,7 +464,6 @@ class ComputationTracker:
                 record.sorted_prefixes = None
         claims += made
         dirty.update(made)
-        record.listed += listed_here
         more = columns - len(record.compute)
         if more:
             record.compute += [0.0] * more
@@ -383,6 +487,9 @@ class ComputationTracker:
         `deadline` (time.perf_counter()): summarise no more after it, set `behind`, and
         go on from there at the next poll."""
         now = time.time() if now is None else now
+        if self._unsettled and not self._settle(deadline):
+            self.behind = True
+            return []  # the claims first: a computation's figures wait for all of them
         self._take_touched()
         ended: list[tuple[str, float, float, list[str]]] = []
         live: set[str] = set()
@@ -442,7 +549,9 @@ class ComputationTracker:
         for tg in touched:
             record = owner.get(tg)
             if record is not None:
-                record.dirty.add(record.claim_of[tg])
+                claim = record.claim_of.get(tg)
+                if claim is not None:  # else not built yet: it is marked when it is
+                    record.dirty.add(claim)
 
     def _live_moved(self, record: _Tracked, task_groups: dict[str, Any]) -> bool:
         """An ended computation changes only through a group still its own and still
@@ -472,7 +581,7 @@ class ComputationTracker:
         return [
             (r.cid, r.start, r.sorted_prefix_names())
             for r in reversed(self._tracked.values())
-            if r.state == "running" and r.claims
+            if r.state == "running" and (r.claims or r.unsettled)
         ]
 
     def forget_gone(self) -> set[str]:
@@ -482,15 +591,16 @@ class ComputationTracker:
 
     def _drop(self, record: _Tracked) -> None:
         self._gone.add(record.cid)
-        for claim in record.claims:
-            if self._owner.get(claim.tg) is record:
-                del self._owner[claim.tg]
-                self.counts.pop(claim.tg, None)
+        for tg in [claim.tg for claim in record.claims] + list(record.unsettled):
+            if self._owner.get(tg) is record:
+                del self._owner[tg]
+                self.counts.pop(tg, None)
                 self.last[:] = (None, None)
 
     def finalize(self, now: float) -> None:
         """The scheduler restarted and forgot every task: send each computation's last
         figures (what had not run never will) and start afresh."""
+        self._settle(None)
         for record in self._tracked.values():
             self._final(record, now)
         self._tracked.clear()
@@ -502,6 +612,7 @@ class ComputationTracker:
     def closing(self, now: float) -> None:
         """The scheduler closes: what is still running never finishes.  Send each such
         computation's last figures (stopped now, what had not run never will)."""
+        self._settle(None)
         for record in self._tracked.values():
             if record.state == "running":
                 self._final(record, now)
@@ -538,10 +649,11 @@ class ComputationTracker:
         counts = self.counts.get(tg)
         if counts is None:
             counts = self.counts[tg] = GroupCounts()
+        claim.cur = cur = _cumulative(tg, counts)
         return _figures(
             tg,
             claim.base,
-            _cumulative(tg, counts),
+            cur,
             tg.states,
             counts.lost_waiting,
             counts.first,
@@ -785,9 +897,9 @@ def _figures(
     compute, transfer, dread, dwrite = (a - b for a, b in zip(cur[5:9], base[5:9]))
     nbytes = cur[9] - base[9]
     pending = 0 if final else max(0, sum(states.get(s, 0) for s in NOT_DONE) - lost_waiting)
-    n_erred = max(raised, 0)
-    n_done = max(0, min(done, total - n_erred - pending))
-    n_cancelled = max(0, min(cancelled_running, total - n_done - n_erred - pending))
+    n_done, n_erred, n_cancelled, n_not_run = _outcome(
+        total, done, raised, cancelled_running, pending
+    )
     shared = base is not _ZERO
     start = (None if shared else tg_start) or first or None
     stop = (None if shared else tg_stop) or last or None
@@ -801,7 +913,7 @@ def _figures(
             "n_tasks": total,
             "n_done": n_done,
             "n_erred": n_erred,
-            "n_not_run": max(0, total - n_done - n_erred - n_cancelled - pending),
+            "n_not_run": n_not_run,
             "n_cancelled": n_cancelled,
             "compute": float(compute),
             "transfer": float(transfer),
@@ -815,6 +927,35 @@ def _figures(
         pending,
         cancelled,
     )
+
+
+def _outcome(
+    total: int, done: int, raised: int, cancelled_running: int, pending: int
+) -> tuple[int, int, int, int]:
+    """(n_done, n_erred, n_cancelled, n_not_run) of a claim's `total` tasks."""
+    n_erred = max(raised, 0)
+    n_done = max(0, min(done, total - n_erred - pending))
+    n_cancelled = max(0, min(cancelled_running, total - n_done - n_erred - pending))
+    return n_done, n_erred, n_cancelled, max(0, total - n_done - n_erred - n_cancelled - pending)
+
+
+def _finalised(claim: _Claim) -> _Summary:
+    """A claim's last summary as a final one (nothing of it runs any more), for a claim
+    whose group did not move since it was made."""
+    assert claim.summary is not None
+    row, _, cancelled = claim.summary
+    cur, base = claim.cur, claim.base
+    n_done, n_erred, n_cancelled, n_not_run = _outcome(
+        cur[0] - base[0], cur[1] - base[1], cur[2] - base[2], cur[4] - base[4], 0
+    )
+    final = {
+        **row,
+        "n_done": n_done,
+        "n_erred": n_erred,
+        "n_cancelled": n_cancelled,
+        "n_not_run": n_not_run,
+    }
+    return final, 0, cancelled
 
 
 def _signature(claim: _Claim, counts: GroupCounts | None) -> tuple[Any, ...]:

@@ -291,7 +291,12 @@ class AnalyticsPlugin(SchedulerPlugin):
         token = self._meter.enter("graph")
         try:
             if scheduler.computations:
-                self._computations.observe_graph(scheduler.computations[-1], scheduler.tasks, tasks)
+                self._computations.observe_graph(
+                    scheduler.computations[-1],
+                    scheduler.tasks,
+                    tasks,
+                    lost=bool(self._lost.keys),
+                )
             self.jobs.graph_submitted(scheduler, tasks)
         except Exception:
             logger.exception("dask-analytics: could not follow a submitted graph")
