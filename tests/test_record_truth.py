@@ -97,6 +97,47 @@ def test_clean_rerun_after_a_failed_run_is_finished(sqlite_url, hold):
     )
 
 
+@pytest.mark.parametrize("tick_between", [True, False], ids=["tick-between", "no-tick"])
+def test_a_rerun_into_held_groups_is_recorded_whether_a_tick_came_between(sqlite_url, tick_between):
+    """The re-run takes the first run's live groups inside update_graph: without reading
+    them when a tick has summarised them since they last moved, reading them when none has
+    (no periodic tick here: only the flushes).  Either way the record is what Dask ran."""
+    n = 40
+    tag = uuid.uuid4().hex[:8]
+    with recorded_cluster(sqlite_url, config={"analytics.interval": "1h"}) as (client, info):
+        first = client.map(flaky, range(-2, 8))
+        first += client.map(inc, range(n), key=[f"g{i}x-{tag}a" for i in range(n)])
+        wait(first)
+        if tick_between:
+            dal.flush(client)
+        second = client.map(flaky, range(100, 110))
+        second += client.map(inc, range(n), key=[f"g{i}x-{tag}b" for i in range(n)])
+        wait(second)  # the first still held: the same TaskGroup objects
+        dal.flush(client)
+        cluster_id = info["cluster_id"]
+
+    failed, clean = _comps(cluster_id, sqlite_url)
+    assert (failed["state"], failed["n_tasks"], failed["n_done"], failed["n_erred"]) == (
+        "erred",
+        n + 10,
+        n + 8,
+        2,
+    )
+    assert (clean["state"], clean["n_tasks"], clean["n_done"], clean["n_erred"]) == (
+        "finished",
+        n + 10,
+        n + 10,
+        0,
+    )
+    for comp, flaky_figures in ((failed, (10, 8, 2)), (clean, (10, 10, 0))):
+        groups = {
+            g["name"]: (g["n_tasks"], g["n_done"], g["n_erred"])
+            for g in dal.list_task_groups(comp["computation_id"], store=sqlite_url)
+        }
+        assert groups.pop("flaky") == flaky_figures
+        assert sorted(groups.values()) == [(1, 1, 0)] * n
+
+
 def test_clean_rerun_after_a_cancelled_run_is_finished(sqlite_url):
     with recorded_cluster(sqlite_url, processes=True) as (client, info):
         futures = client.map(slow, range(4))
