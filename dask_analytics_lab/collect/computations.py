@@ -383,11 +383,12 @@ class ComputationTracker:
         return record
 
     def _claim_all(self, comp: Any) -> _Tracked:
-        self._settle(None)
         record = self._record(comp)
         if len(comp.groups) != record.listed:
-            claim_of = record.claim_of
-            groups = [tg for tg in comp.groups if tg not in claim_of]
+            claim_of, unsettled = record.claim_of, record.unsettled
+            groups = [tg for tg in comp.groups if tg not in claim_of and tg not in unsettled]
+            # The claims update_graph left first: a group taken twice is closed in order.
+            self._settle(None)
             batch = dict(zip(groups, map(self._owner.get, groups)))
             owners = set(batch.values())
             if owners != {None}:
