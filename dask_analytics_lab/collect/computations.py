@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import attrgetter, eq
@@ -207,6 +207,7 @@ class _Tracked:
 
 _GROUP = attrgetter("group")
 _STATE = attrgetter("state")
+_STATES = attrgetter("states")
 # Claims update_graph left are built this many groups at a time between looks at the clock.
 _SETTLE_EVERY = 128
 # Summaries made between two looks at the clock while a tick has a deadline.
@@ -238,6 +239,9 @@ class ComputationTracker:
         # (computation, {group: what _build needs}) of each update_graph whose claims are
         # not built yet, oldest first: they are built in that order.
         self._unsettled: deque[tuple[_Tracked, _Unsettled]] = deque()
+        # Groups taken from another computation whose figures are still to be read for its
+        # old claim (see _take_over) -> that reading (also in its _unsettled batch).
+        self._unread: dict[Any, list[Any]] = {}
         self._gone: set[str] = set()
         self.behind = False  # the last poll ran out of time: call again soon
         self.summarised = 0  # group summaries built, over all polls (a measure of the work)
@@ -256,6 +260,9 @@ class ComputationTracker:
             self.touched.add(tg)
         c = self.counts.get(tg)
         if c is None:
+            reading = self._unread.pop(tg, None) if self._unread else None
+            if reading is not None:  # the new owner's first count: its old claim's figures first
+                self._read(tg, reading)
             c = self.counts[tg] = GroupCounts()
         return c
 
@@ -288,6 +295,13 @@ class ComputationTracker:
         record = self._record(comp)
         found = list(filter(None, map(tasks.get, keys)))
         groups = dict.fromkeys(map(_GROUP, found))
+        if self._unread:
+            unread = self._unread.keys() & groups
+            if unread:
+                # More tasks in a group not read yet: read it first, without them.
+                new_in = _released_in(found, unread)
+                for tg in unread:
+                    self._read(tg, self._unread.pop(tg), new_in[tg])
         claim_of, unsettled = record.claim_of, record.unsettled
         listed = comp.groups
         if claim_of or unsettled:
@@ -323,57 +337,72 @@ class ComputationTracker:
         self, batch: dict[Any, Any], owners: set[_Tracked | None], found: list[Any], lost: bool
     ) -> None:
         """Groups of `batch` taken from the computations in `owners` (None: not owned
-        before).  Those whose old claim's last summary is not what they are now (they
-        moved since, or it was never made) are read now; the others' counts start
-        afresh (the old counts are in that summary)."""
+        before).  A group whose old claim's last summary is what it is now needs nothing
+        more: that summary is the old claim's final one.  The others' old claims need
+        their figures as of now; Dask made this Computation because every group was
+        done, so until one of the re-run's tasks starts only their states can move:
+        those are copied here, the rest is read before the new owner's first count
+        (`counts_for`) or when the claim is built, whichever comes first.  Either way
+        the counts start afresh (the old ones stay with the old claim).  With tasks
+        `lost` (their counts must go on), every group is read here."""
         taken = set(batch) if None not in owners else set(compress(batch, batch.values()))
         if lost:
-            moving = taken
-        else:
-            moving = taken.intersection(self.touched)
-            for p in owners:
-                if p is None:
-                    continue
-                moving.update(taken.intersection(p.unsettled))
-                moving.update(taken.intersection([c.tg for c in p.dirty]))
-                moving.update(taken.intersection([c.tg for c in p.parked]))
-            # The counts of a group taken from another computation are the new owner's
-            # own from here: the old ones are in the old claim's last summary.
-            quiet = taken - moving
-            if quiet:
-                deque(map(self.counts.pop, quiet, repeat(None)), maxlen=0)
-                self.last[:] = (None, None)
-        if not moving:
+            self._read_now(batch, taken, _released_in(found, taken))
             return
-        # Their baselines must leave out the tasks this submission just added (still
-        # "released"): a second pass, for submissions into an earlier run's group only.
-        released = map(eq, map(_STATE, found), repeat("released"))
-        new_in = Counter(map(_GROUP, compress(found, released)))
+        moving = taken.intersection(self.touched)
+        for p in owners:
+            if p is None:
+                continue
+            moving.update(taken.intersection(p.unsettled))
+            moving.update(taken.intersection([c.tg for c in p.dirty]))
+            moving.update(taken.intersection([c.tg for c in p.parked]))
+        quiet = taken - moving if moving else taken
+        counts_pop = self.counts.pop
+        if quiet:
+            deque(map(counts_pop, quiet, repeat(None)), maxlen=0)
+        if moving:
+            groups = list(moving)
+            new_in = _released_in(found, moving)
+            # [taken from, its counts, its states, tasks this submission added] a group:
+            # lists made in C, read into _Taken by _read.
+            reading = list(
+                map(
+                    list,
+                    zip(
+                        map(batch.__getitem__, groups),
+                        map(counts_pop, groups, repeat(None)),
+                        map(dict, map(_STATES, groups)),
+                        map(new_in.get, groups, repeat(0)),
+                    ),
+                )
+            )
+            batch.update(zip(groups, reading))
+            self._unread.update(zip(groups, reading))
+        self.last[:] = (None, None)
+
+    def _read_now(self, batch: dict[Any, Any], groups: set[Any], new_in: Counter[Any]) -> None:
+        """Each group's figures now, for its old claim's final ones; counts go on, their
+        timing the new owner's own from here."""
         all_counts = self.counts
-        for tg in moving:
+        for tg in groups:
             counts = all_counts.get(tg)
             if counts is None:
                 counts = all_counts[tg] = GroupCounts()
             added = new_in[tg]
             base = _cumulative(tg, counts, added)
-            states = dict(tg.states)
-            if added:
-                states["released"] -= added
-            # Its old claim's final figures as of now; its summary is built when next looked at.
-            closed = (
-                base,
-                states,
-                counts.lost_waiting,
-                counts.first,
-                counts.last,
-                counts.cancelled_at,
-                tg.start,
-                tg.stop,
-                tuple(tg.dependencies),
-            )
-            batch[tg] = (batch[tg], base, closed)
-            # Timing is the new owner's own from here.
+            batch[tg] = (batch[tg], base, _closed(tg, base, dict(tg.states), added, counts))
             counts.first = counts.last = 0.0
+
+    def _read(self, tg: Any, reading: list[Any], added_since: int = 0) -> None:
+        """Turn a group's `reading` (see _take_over) into its _Taken, in place, before any
+        of the re-run's tasks changed the group's figures.  `added_since`: tasks a later
+        submission added to it meanwhile."""
+        previous, counts, states, added = reading
+        if counts is None:
+            counts = GroupCounts()
+        cur = _cumulative(tg, counts, added + added_since)
+        base = (cur[0], 0, 0, 0, 0, cur[5], cur[6], cur[7], cur[8], cur[9])  # counts afresh
+        reading[:] = (previous, base, _closed(tg, cur, states, added, counts))
 
     def _record(self, comp: Any) -> _Tracked:
         cid = str(comp.id)
@@ -432,7 +461,11 @@ class ComputationTracker:
             unsettled.pop(tg, None)
             if taken is None:
                 claim = _Claim(tg, i)
-            elif type(taken) is tuple:
+            elif isinstance(taken, (tuple, list)):
+                if isinstance(taken, list) and len(taken) == 4:
+                    # Not read yet: nothing of the re-run changed its figures so far.
+                    del self._unread[tg]
+                    self._read(tg, taken)
                 previous, base, closed = taken
                 claim = _Claim(tg, i, base)
                 old = previous.claim_of.get(tg)
@@ -606,6 +639,7 @@ class ComputationTracker:
             self._final(record, now)
         self._tracked.clear()
         self._owner.clear()
+        self._unread.clear()
         self.counts.clear()
         self.last[:] = (None, None)
         self.touched.clear()
@@ -774,11 +808,12 @@ class ComputationTracker:
 
         new_code = comp is not None and self._take_code(comp, record)
         was_running = record.state in ("", "running")
-        # Ended by a close or a restart with work left undone.  One whose last tasks ended
-        # before the last tick could say so is finished, not cancelled.
+        # Ended by a close or a restart with work left undone (one no tick has sent yet
+        # too: a restart right after its submission).  One whose last tasks ended before
+        # the last tick could say so is finished, not cancelled.
         cut_short = (
             record.final
-            and record.state == "running"
+            and was_running
             and totals["n_done"] + totals["n_erred"] < totals["n_tasks"]
         )
         if running:
@@ -876,6 +911,33 @@ class ComputationTracker:
 
 
 _CLOSED: tuple[()] = ()  # a closed claim whose final summary is built
+
+
+def _released_in(found: list[Any], groups: Collection[Any]) -> Counter[Any]:
+    """Tasks of `found` in `groups` still "released" (just submitted), by group: in C
+    (a task's state is a property: read for those tasks only)."""
+    mine = list(compress(found, map(groups.__contains__, map(_GROUP, found))))
+    return Counter(map(_GROUP, compress(mine, map(eq, map(_STATE, mine), repeat("released")))))
+
+
+def _closed(
+    tg: Any, cur: _Figures, states: dict[str, int], added: int, counts: GroupCounts
+) -> _Closed:
+    """A claim's final figures: `cur` and `states` less the `added` tasks of the
+    submission that took the group, `counts` the claim's own."""
+    if added:
+        states["released"] -= added
+    return (
+        cur,
+        states,
+        counts.lost_waiting,
+        counts.first,
+        counts.last,
+        counts.cancelled_at,
+        tg.start,
+        tg.stop,
+        tuple(tg.dependencies),
+    )
 
 
 def _figures(
