@@ -6,7 +6,9 @@ time, under the tick's deadline).
 Two cases, on the same real TaskGroup objects:
   quiet  a tick summarised the first run after its last task finished: the groups are
          taken without being read (their old claim's last summary is the final one);
-  moved  the re-run comes before any tick did: every group is read inside the hook.
+  moved  the re-run comes before any tick did: each group's states are copied inside
+         the hook, the rest of it read before the re-run's first count in it or when
+         its claim is built.
 The baseline is `moved`, in the same run: the ratio is what taking a group unread saves.
 CPU ms, the best of --repeat, collections off.
 
