@@ -47,10 +47,12 @@ _Closed = tuple[
 _Summary = tuple[dict[str, Any], int, int]
 # A group update_graph gave a computation, its claim not built yet (see _settle): None
 # (no computation had it), the computation it was taken from (the group did not move
-# since that one's claim was last summarised: that summary is its final one), or
-# (that computation, the new claim's baseline, the old claim's final figures) read then.
+# since that one's claim was last summarised: that summary is its final one), a reading
+# of it to finish ([that computation, its counts, its states, tasks just added]: see
+# _take_over), or, once read, (that computation, the new claim's baseline, the old
+# claim's final figures).
 _Taken = tuple[Any, _Figures, _Closed]
-_Unsettled = dict[Any, Any]  # TaskGroup -> None, the _Tracked it was taken from, or _Taken
+_Unsettled = dict[Any, Any]  # TaskGroup -> None, a _Tracked, a reading or a _Taken
 
 
 class GroupCounts:
@@ -287,11 +289,9 @@ class ComputationTracker:
         Dask adds a re-run's tasks to a live group of the same name without listing that
         group on the new Computation: only the submitted keys say where they went.  This
         runs inside Dask's update_graph, and a re-run takes 4,000 live groups at once, so
-        only passes in C are made over the groups here, and the claims are built by the
-        next polls (_settle), a slice at a time.  What must be read before the tasks
-        move is read here, for the groups that moved since their claim was last
-        summarised (O(groups that changed)); the others' last summary is what they are
-        at this moment."""
+        only passes in C are made over the groups here (see _take_over for what is kept
+        of a group taken from another computation), and the claims are built by the
+        next polls (_settle), a slice at a time."""
         record = self._record(comp)
         found = list(filter(None, map(tasks.get, keys)))
         groups = dict.fromkeys(map(_GROUP, found))
