@@ -401,8 +401,7 @@ class ComputationTracker:
         if counts is None:
             counts = GroupCounts()
         cur = _cumulative(tg, counts, added + added_since)
-        base = (cur[0], 0, 0, 0, 0, cur[5], cur[6], cur[7], cur[8], cur[9])  # counts afresh
-        reading[:] = (previous, base, _closed(tg, cur, states, added, counts))
+        reading[:] = (previous, _afresh(cur), _closed(tg, cur, states, added, counts))
 
     def _record(self, comp: Any) -> _Tracked:
         cid = str(comp.id)
@@ -477,8 +476,7 @@ class ComputationTracker:
                 # its final one, and the figures it was made from the new baseline
                 # (the counts started afresh).
                 old = taken.claim_of[tg]
-                cur = old.cur
-                claim = _Claim(tg, i, (cur[0], 0, 0, 0, 0, cur[5], cur[6], cur[7], cur[8], cur[9]))
+                claim = _Claim(tg, i, _afresh(old.cur))
                 if old.closed is None:
                     old.frozen = _finalised(old)
                     old.closed = _CLOSED
@@ -664,21 +662,7 @@ class ComputationTracker:
         tg = claim.tg
         closed = claim.closed
         if closed:  # captured, its summary not built yet (it is () once built: frozen)
-            cur, states, lost_waiting, first, last, cancelled_at, tg_start, tg_stop, deps = closed
-            claim.frozen = _figures(
-                tg,
-                claim.base,
-                cur,
-                states,
-                lost_waiting,
-                first,
-                last,
-                cancelled_at,
-                tg_start,
-                tg_stop,
-                deps,
-                final=True,
-            )
+            claim.frozen = _figures(tg, claim.base, *closed, final=True)
             claim.closed = _CLOSED  # built: the capture can go
             return claim.frozen
         counts = self.counts.get(tg)
@@ -911,6 +895,11 @@ class ComputationTracker:
 
 
 _CLOSED: tuple[()] = ()  # a closed claim whose final summary is built
+
+
+def _afresh(cur: _Figures) -> _Figures:
+    """A new owner's baseline from a group's cumulative figures, its counts started afresh."""
+    return (cur[0], 0, 0, 0, 0, cur[5], cur[6], cur[7], cur[8], cur[9])
 
 
 def _released_in(found: list[Any], groups: Collection[Any]) -> Counter[Any]:
