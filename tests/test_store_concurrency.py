@@ -11,6 +11,7 @@ import random
 import threading
 import time
 import traceback
+from unittest import mock
 
 import pytest
 import sqlalchemy as sa
@@ -243,3 +244,67 @@ def test_reads_do_not_wait_for_a_writer(store_url):
     finally:
         writer.close()
         reader.close()
+
+
+def _fail_first_event_insert(store, sqlstate: str) -> None:
+    """A trigger that makes the next INSERT into `events` fail once, with `sqlstate`,
+    raised by the server itself (as a deadlock or a refused value would be)."""
+    with store._engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE fail_once (n int)")
+        conn.exec_driver_sql(
+            f"""CREATE FUNCTION fail_once() RETURNS trigger AS $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM fail_once) THEN
+                    RAISE EXCEPTION 'injected' USING ERRCODE = '{sqlstate}';
+                END IF;
+                RETURN NEW; END $$ LANGUAGE plpgsql"""
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER fail_once BEFORE INSERT ON events FOR EACH STATEMENT "
+            "EXECUTE FUNCTION fail_once()"
+        )
+
+
+@pytest.mark.postgres
+def test_a_deadlock_in_a_batchs_writes_is_retried_and_stored_once(postgres_url):
+    """PostgreSQL may pick a batch's transaction as a deadlock's victim after its claim:
+    the whole batch is tried once more, and every message is stored once."""
+    from dask_analytics_lab.store import ingest
+
+    c = Cluster()
+    with open_store(postgres_url) as store:
+        store.ingest([c.cluster()])
+        _fail_first_event_insert(store, "40P01")
+        tries = []
+        real = ingest._store
+
+        def counted(engine, msgs):
+            tries.append(len(msgs))
+            if len(tries) == 2:  # the retry: this time the trigger lets it through
+                with engine.begin() as conn:
+                    conn.exec_driver_sql("INSERT INTO fail_once VALUES (1)")
+            return real(engine, msgs)
+
+        batch = [c.computation("comp-1"), c.event(), c.event()]
+        with mock.patch.object(ingest, "_store", counted):
+            assert store.ingest(batch) == 3
+        assert tries == [3, 3]
+        assert store.ingest(batch) == 0  # claimed once, by the retry
+        assert len(store.list_events(limit=None)) == 2
+        assert [r["computation_id"] for r in store.list_computations(limit=None)] == ["comp-1"]
+
+
+@pytest.mark.postgres
+def test_a_value_the_database_refuses_is_a_message_error(postgres_url):
+    """A value the contract lets through but PostgreSQL refuses (SQLSTATE class 22) is
+    the sender's to drop, not to retry (MessageError); the batch leaves nothing behind."""
+    from dask_analytics_lab.messages import MessageError
+
+    c = Cluster()
+    with open_store(postgres_url) as store:
+        store.ingest([c.cluster()])
+        _fail_first_event_insert(store, "22023")
+        batch = [c.computation("comp-1"), c.event()]
+        with pytest.raises(MessageError, match="the store refused data in this batch: injected"):
+            store.ingest(batch)
+        assert store.list_events(limit=None) == []
+        assert store.list_computations(limit=None) == []
