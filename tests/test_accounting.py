@@ -53,6 +53,8 @@ def test_status_accounts_every_part_of_the_cost(sqlite_url):
     )
     assert cost["threads"]["dask-analytics-shipper"] > 0  # it wrote what the plugin sent
     assert 0 <= cost["gc_seconds"] <= cost["seconds"]
+    # Dask's own cost of calling the hook, a part of hooks: the floor of any transition hook
+    assert 0 < cost["dispatch_seconds"] < cost["parts"]["hooks"]
 
 
 def test_the_longest_call_is_the_plugins_own_work_and_a_collection_inside_it_is_shown_apart():
