@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import attrgetter, eq
@@ -208,6 +208,9 @@ class _Tracked:
 
 
 _GROUP = attrgetter("group")
+# observe_graph reads a first graph's tasks from its listed groups only where it has this
+# many times more tasks than groups (a sum of each group's states: dearer than a key).
+_LISTED_ONLY = 4
 _STATE = attrgetter("state")
 _STATES = attrgetter("states")
 # Claims update_graph left are built this many groups at a time between looks at the clock.
@@ -293,6 +296,20 @@ class ComputationTracker:
         of a group taken from another computation), and the claims are built by the
         next polls (_settle), a slice at a time."""
         record = self._record(comp)
+        claim_of, unsettled = record.claim_of, record.unsettled
+        listed = comp.groups
+        if (
+            listed
+            and not (claim_of or unsettled or record.listed)
+            and isinstance(keys, Sized)
+            and _LISTED_ONLY * len(listed) < len(keys)
+            and sum(map(len, listed)) == len(keys)
+        ):
+            # A computation's first graph whose every task is new, in a group Dask made
+            # for it (those are listed, and hold nothing else yet: no task has moved),
+            # takes no live group: no pass over the keys (O(tasks): 60 ms at 100,000).
+            self._observe_new(record, list(listed))
+            return
         found = list(filter(None, map(tasks.get, keys)))
         groups = dict.fromkeys(map(_GROUP, found))
         if self._unread:
@@ -302,8 +319,6 @@ class ComputationTracker:
                 new_in = _released_in(found, unread)
                 for tg in unread:
                     self._read(tg, self._unread.pop(tg), new_in[tg])
-        claim_of, unsettled = record.claim_of, record.unsettled
-        listed = comp.groups
         if claim_of or unsettled:
             new = [tg for tg in groups if tg not in claim_of and tg not in unsettled]
         else:  # its first submission
@@ -325,13 +340,22 @@ class ComputationTracker:
             owners = set(batch.values())  # none is `record`: those are claimed or unsettled
             if owners != {None}:
                 self._take_over(batch, owners, found, lost)
-            self._owner.update(dict.fromkeys(new, record))
-            unsettled.update(batch)
-            record.listed += n_listed
-            self._unsettled.append((record, batch))
-            self.behind = True
+            self._settle_later(record, batch, n_listed)
         # Their new tasks were added without a transition: their states moved.
         self.touched.update(groups)
+
+    def _observe_new(self, record: _Tracked, groups: list[Any]) -> None:
+        """observe_graph for groups Dask just made for `record`'s computation."""
+        self._settle_later(record, dict.fromkeys(groups), len(groups))
+        self.touched.update(groups)
+
+    def _settle_later(self, record: _Tracked, batch: dict[Any, Any], n_listed: int) -> None:
+        # The groups are `record`'s from now on; their claims are built by the next polls.
+        self._owner.update(dict.fromkeys(batch, record))
+        record.unsettled.update(batch)
+        record.listed += n_listed
+        self._unsettled.append((record, batch))
+        self.behind = True
 
     def _take_over(
         self, batch: dict[Any, Any], owners: set[_Tracked | None], found: list[Any], lost: bool
