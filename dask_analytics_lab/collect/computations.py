@@ -208,8 +208,9 @@ class _Tracked:
 
 
 _GROUP = attrgetter("group")
-# observe_graph reads a first graph's tasks from its listed groups only where it has this
-# many times more tasks than groups (a sum of each group's states: dearer than a key).
+# observe_graph counts a first graph's tasks in its listed groups only where it has this
+# many times more tasks than groups: each group's len() is a call into Python, about as
+# dear as a key's lookup, and where they are few the count saves little.
 _LISTED_ONLY = 4
 _STATE = attrgetter("state")
 _STATES = attrgetter("states")
