@@ -309,7 +309,9 @@ class ComputationTracker:
             # A computation's first graph whose every task is new, in a group Dask made
             # for it (those are listed, and hold nothing else yet: no task has moved),
             # takes no live group: no pass over the keys (O(tasks): 60 ms at 100,000).
-            self._observe_new(record, list(listed))
+            made = dict.fromkeys(listed)
+            self._settle_later(record, made, len(made))
+            self.touched.update(made)
             return
         found = list(filter(None, map(tasks.get, keys)))
         groups = dict.fromkeys(map(_GROUP, found))
@@ -343,11 +345,6 @@ class ComputationTracker:
                 self._take_over(batch, owners, found, lost)
             self._settle_later(record, batch, n_listed)
         # Their new tasks were added without a transition: their states moved.
-        self.touched.update(groups)
-
-    def _observe_new(self, record: _Tracked, groups: list[Any]) -> None:
-        """observe_graph for groups Dask just made for `record`'s computation."""
-        self._settle_later(record, dict.fromkeys(groups), len(groups))
         self.touched.update(groups)
 
     def _settle_later(self, record: _Tracked, batch: dict[Any, Any], n_listed: int) -> None:
