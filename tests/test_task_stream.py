@@ -12,6 +12,7 @@ from distributed import wait
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect.buffer import Later
 from dask_analytics_lab.collect.task_stream import LATE_ROWS, Bins, TaskStreamRecorder, bin_rows
 from dask_analytics_lab.config import ConfigError, resolve
 
@@ -154,13 +155,36 @@ def test_the_recorder_keeps_rows_then_bins_and_stays_bounded():
             assert rec.held_bins() <= 50 + 12 and rec.pending <= 100_001
     rec.tick("big", 2e6, force=True)
     last_replace = max(i for i, d in enumerate(out) if d.get("replace"))
-    rows = out[last_replace]["rows"]
+    rows = out[last_replace]["rows"].build()  # as the shipper's writer thread does
     assert sum(r["n_tasks"] for r in rows) == 1_000_000
     assert sum(r["busy"] for r in rows) == pytest.approx(1_000_000 * 0.01)
     assert len(rows) <= 50 + 12
     assert all(len(d["rows"]) <= 5000 for d in out)
     # Transfers are not compute: only the compute interval is a row.
     assert rec.recorded == 1_000_000
+
+
+def test_a_replace_sends_the_bins_as_they_were_and_its_rows_are_made_later():
+    out = []
+    rec = TaskStreamRecorder(lambda kind, data: out.append(data), max_tasks=10, max_bins=50)
+    for i in range(20):
+        _task(rec, "a", i)
+    rec.tick("a", 100.0)  # past max_tasks: bins from now on, sent as a replace
+    (replace,) = [d for d in out if d.get("replace")]
+    rows = replace["rows"]
+    # Not made on the event loop: the shipper's writer makes them (buffer.built).
+    assert isinstance(rows, Later) and len(rows) == len(rec._streams["a"].bins)
+    for i in range(20, 60):
+        _task(rec, "a", i)  # the same bins' cells grow in place
+    rec.tick("a", 101.0)  # within replace_every: nothing more sent
+    assert [d for d in out if d.get("replace")] == [replace]
+    made = rows.build()
+    assert sum(r["n_tasks"] for r in made) == 20  # the bins as they were when sent
+    assert sum(r["busy"] for r in made) == pytest.approx(20 * 0.01)
+    assert [r["start"] for r in made] == sorted(r["start"] for r in made)
+    rec.tick("a", 200.0, force=True)
+    last = [d for d in out if d.get("replace")][-1]["rows"].build()
+    assert sum(r["n_tasks"] for r in last) == 60
 
 
 def test_raw_rows_are_sent_incrementally_and_old_computations_are_sealed():

@@ -1,7 +1,7 @@
 """A bounded buffer and a writer thread between the scheduler and the store.
 
 `put` is what the event loop calls: O(1), never blocks, never raises.  The
-thread checks each message against the contract once (messages.check: a message
+thread makes what a message left for it to make (buffer.Later), checks each message against the contract once (messages.check: a message
 the store would refuse is dropped alone, and logged, instead of costing its whole
 batch), writes the typed messages in batches, retries with jittered backoff while
 the store is down, and, once the buffer is full (analytics.buffer.max-bytes or
@@ -27,7 +27,7 @@ from typing import Any
 from dask.utils import format_bytes
 
 from ..messages import HEARTBEAT, Envelope, MessageError, check
-from .buffer import DETAILS, SAMPLES, Buffer, Entry, measure
+from .buffer import DETAILS, SAMPLES, Buffer, Entry, built, measure
 from .sinks import Sink
 
 logger = logging.getLogger("dask_analytics_lab")
@@ -371,7 +371,7 @@ class Shipper:
         for number, message in entries:
             if number not in self._typed:
                 try:
-                    self._typed[number] = check(message)
+                    self._typed[number] = check(built(message))
                 except MessageError as e:
                     # A collector's bug: lose that message, not the batch it came in.
                     logger.error("dask-analytics: dropped a message the store would refuse: %s", e)
