@@ -1,12 +1,13 @@
 """A bounded buffer and a writer thread between the scheduler and the store.
 
-`put` is what the event loop calls: O(1), never blocks, never raises.  The
-thread makes what a message left for it to make (buffer.Later), checks each
-message against the contract once (messages.check: a message the store would
-refuse is dropped alone, and logged, instead of costing its whole batch), writes the typed messages in batches, retries with jittered backoff while
-the store is down, and, once the buffer is full (analytics.buffer.max-bytes or
-max-messages), drops the oldest samples first, computations and failures last
-(collect/buffer.py), counts what it drops by kind, and says so once per outage.
+`put` is what the event loop calls: O(1), never blocks, never raises.  The thread
+makes what a message left for it to make (buffer.Later), checks each message against
+the contract once (messages.check: a message the store would refuse is dropped
+alone, and logged, instead of costing its whole batch), writes the typed messages in
+batches, retries with jittered backoff while the store is down, and, once the buffer
+is full (analytics.buffer.max-bytes or max-messages), drops the oldest samples
+first, computations and failures last (collect/buffer.py), counts what it drops by
+kind, and says so once per outage.
 
 The sink is opened as the shipper starts, not at the first write: the store's
 connections and files are open before the scheduler serves anything and stay
