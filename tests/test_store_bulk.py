@@ -3,11 +3,13 @@ as sent, value for value and in their order, on SQLite and on PostgreSQL alike."
 
 from __future__ import annotations
 
+import psycopg
+import pytest
 import sqlalchemy as sa
 
 from dask_analytics_lab.store import open_store, schema
 
-from .factories import Cluster
+from .factories import Cluster, group
 
 
 def rows(store, table: sa.Table, cluster_id: str) -> list[dict]:
@@ -117,3 +119,58 @@ def test_sqlite_rows_go_to_the_driver_as_tuples(tmp_path):
     ]
     assert [r["start"] for r in got] == [t["start"] for t in tasks]
     assert all(r["binned"] is False and r["busy"] is None for r in got)
+
+
+@pytest.mark.postgres
+def test_every_kinds_rows_reach_postgresql_as_one_document_a_table(postgres_url, monkeypatch):
+    """A batch of every kind, single rows and JSON columns among them: each table's
+    rows go as one INSERT ... json_to_recordset, none row by row, and read back as sent."""
+    c = Cluster(account="acme")
+    batch = [
+        c.cluster(),
+        c.sample(),
+        c.computation("comp", code=["h"], groups=[group("ones"), group("twos")]),
+        c.computation("older", frames=None),  # a JSON column left out: NULL, not 'null'
+        c.code("h"),
+        c.exception("comp", "ones"),
+        c.event(msg={"k": [1, "x", None]}),
+        c.metrics("comp"),
+        c.workers(1),
+        c.tasks("comp", [{"worker": "w", "start": c.t, "stop": c.t + 1}]),
+        c.gpu(n=1),
+        c.stop(),
+    ]
+    inserts: list[str] = []
+    many: list[str] = []
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+    def seen_execute(self, query, *args, **kw):
+        inserts.append(str(query))
+        return execute(self, query, *args, **kw)
+
+    def seen_executemany(self, query, *args, **kw):
+        many.append(str(query))
+        return executemany(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", seen_execute)
+    monkeypatch.setattr(psycopg.Cursor, "executemany", seen_executemany)
+    with open_store(postgres_url) as store:
+        inserts.clear()
+        assert store.ingest(batch) == len(batch)
+        monkeypatch.undo()
+        tables = {q.split()[2] for q in inserts if q.startswith("INSERT INTO")}
+        assert {"clusters", "ingested", "task_groups", "computations", "events"} <= tables
+        assert [q for q in inserts if q.startswith("INSERT") and "json_to_recordset" not in q] == []
+        assert [q for q in many if q.startswith("INSERT")] == []
+        comp = store.get_computation("comp")
+        assert [g["name"] for g in comp["groups"]] == ["ones", "twos"]
+        assert comp["groups"][0]["states"] == group("ones")["states"]
+        (event,) = store.list_events(cluster_id=c.id, topic="worker-fail-hard")
+        assert event["msg"] == {"k": [1, "x", None]}
+        with store.reading() as conn:
+            frames = conn.execute(
+                sa.select(schema.computations.c.code_frames.is_(None)).where(
+                    schema.computations.c.computation_id == "older"
+                )
+            ).scalar_one()
+        assert frames is True

@@ -12,11 +12,13 @@ the replica more again (psycopg builds an array's text element by element in Pyt
 and the json module's encoder ten times msgspec's (its floats).  msgspec writes NaN and
 the infinities as null: the rows come from messages the contract checked
 (messages.check_batch refuses those numbers), so none is there to write.  A JSON
-column's values are those SQLAlchemy would bind (its bind processor: serialised the
-same way), sent as text in the document and cast back, where that processor gives
-text.  psycopg's gives a wrapper object no encoder writes, so there rows with a JSON
-column (a computation, its task groups, an exception) go through executemany: sending
-them as nested JSON instead measured no cheaper, for the replica or for PostgreSQL.
+column's value is nested in the document as it is and read as json (a JSON null there
+is SQL NULL: what SQLAlchemy binds for a column with none_as_null, the only kind sent
+this way).  A single row goes as a document too, and the statement runs on the driver's
+connection in the SQLAlchemy transaction, not through exec_driver_sql: a statement's
+execution context cost a replica as much CPU as psycopg's own execute, and a batch
+makes several (benchmarks/team_ingest_cpu.py measures a replica's CPU and PostgreSQL's
+a message).
 
 SQLite runs in-process (no round trips to save) and keeps executemany, but at the driver:
 SQLAlchemy's executemany builds each row's parameters in Python, in the scheduler's
@@ -43,7 +45,7 @@ _TYPES: list[tuple[type, str, str]] = [
     (sa.BigInteger, "numeric", "::int8"),
     (sa.Double, "float8", ""),
     (sa.Text, "text", ""),
-    (sa.JSON, "text", "::json"),
+    (sa.JSON, "json", ""),
 ]
 
 _ENCODER = msgspec.json.Encoder()
@@ -56,10 +58,11 @@ def insert_rows(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]
 
 def upsert_rows(conn: sa.Connection, stmt: Any, rows: list[dict[str, Any]]) -> Any:
     """Run an INSERT (its ON CONFLICT and RETURNING clauses too) for all rows (each with
-    rows[0]'s keys) at once; the result.  On PostgreSQL all rows go in one statement, so
-    an ON CONFLICT DO UPDATE must not meet one key twice (store/ingest.py's _latest)."""
+    rows[0]'s keys) at once; what it returns, to iterate as tuples.  On PostgreSQL all
+    rows go in one statement, so an ON CONFLICT DO UPDATE must not meet one key twice
+    (store/ingest.py's _latest)."""
     dialect = conn.dialect
-    if len(rows) < 2 or dialect.name not in ("postgresql", "sqlite"):
+    if not rows or dialect.name not in ("postgresql", "sqlite"):
         return conn.execute(stmt, rows)
     names = tuple(rows[0])
     key = (stmt, names, dialect.name)
@@ -74,15 +77,25 @@ def upsert_rows(conn: sa.Connection, stmt: Any, rows: list[dict[str, Any]]) -> A
         # One list per column, each through its bind processor, zipped into rows in C.
         values = [list(map(f, map(get, rows))) if f else list(map(get, rows)) for get, f in columns]
         return conn.exec_driver_sql(sql, list(zip(*values)))
-    sql, serialise = built
-    sent = rows
-    if serialise:
-        sent = [{**r, **{name: f(r[name]) for name, f in serialise}} for r in rows]
     try:
-        doc = _ENCODER.encode(sent).decode()
+        doc = _ENCODER.encode(rows).decode()
     except (TypeError, OverflowError, msgspec.EncodeError):  # a value JSON has no form for
         return conn.execute(stmt, rows)
-    return conn.exec_driver_sql(sql, {"rows": doc})
+    return _driver_execute(conn, built, {"rows": doc})
+
+
+def _driver_execute(conn: sa.Connection, sql: str, params: dict[str, Any]) -> Any:
+    """The statement on the connection's driver connection, in its transaction: what
+    exec_driver_sql does, less its execution context (which cost a replica as much
+    client CPU as psycopg's own execute).  A driver error is raised as SQLAlchemy's
+    would be (DataError, IntegrityError, OperationalError: what ingest tells apart)."""
+    dbapi = conn.dialect.loaded_dbapi
+    try:
+        return conn.connection.driver_connection.execute(sql, params)  # type: ignore[union-attr]
+    except dbapi.Error as e:
+        raise sa.exc.DBAPIError.instance(
+            sql, params, e, dbapi.Error, hide_parameters=True, dialect=conn.dialect
+        ) from e
 
 
 @functools.cache
@@ -112,27 +125,22 @@ def _driver_insert(
     return sql, columns
 
 
-def _recordset_insert(
-    stmt: Any, names: tuple[str, ...], dialect: sa.Dialect
-) -> tuple[str, list[tuple[str, Callable[[Any], Any]]]] | None:
-    """The statement for rows with these keys, and the bind processors of their JSON
-    columns (None where the rows cannot go as a document: executemany then)."""
+def _recordset_insert(stmt: Any, names: tuple[str, ...], dialect: sa.Dialect) -> str | None:
+    """The statement for rows with these keys (None where the rows cannot go as a
+    document: executemany then)."""
     table = stmt.table
     q = dialect.identifier_preparer
     fields: list[str] = []
     selected: list[str] = []
-    serialise: list[tuple[str, Callable[[Any], Any]]] = []
     for i, name in enumerate(names):
         col = table.c[name]
         read = next((t[1:] for t in _TYPES if isinstance(col.type, t[0])), None)
-        if read is None:
+        # A JSON column's value is nested in the document as it is; a JSON null there
+        # is SQL NULL, which is what SQLAlchemy binds only where none_as_null is set.
+        if read is None or (isinstance(col.type, sa.JSON) and not col.type.none_as_null):
             return None
         fields.append(f"{q.quote(name)} {read[0]}")
         selected.append(f"c{i}{read[1]}")
-        if isinstance(col.type, sa.JSON):
-            process = col.type.dialect_impl(dialect).bind_processor(dialect)
-            if process is not None:
-                serialise.append((name, process))
     # What follows VALUES (ON CONFLICT ..., RETURNING ...), as SQLAlchemy writes it for
     # these columns; one that binds values of its own cannot be reused for all rows.
     compiled = stmt.compile(dialect=dialect, column_keys=list(names), for_executemany=True)
@@ -150,4 +158,4 @@ def _recordset_insert(
         f"FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS ({', '.join(fields)})) "
         f"WITH ORDINALITY AS u({aliases}, n) ORDER BY n{tail}"
     )
-    return sql, serialise
+    return sql

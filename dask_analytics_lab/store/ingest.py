@@ -160,7 +160,7 @@ def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
         _claim_stmt(conn),
         [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs],
     )
-    return {(r.cluster_id, r.seq) for r in rows}
+    return {(cluster_id, seq) for cluster_id, seq in rows}
 
 
 # {peak column: the sample field it is the largest of}
@@ -183,8 +183,12 @@ def _touch_stmt(dialect: str) -> Any:
             "last_seen": sa.case((new.last_seen > c.last_seen, new.last_seen), else_=c.last_seen),
             **{f: sa.case((newer, new[f]), else_=c[f]) for f in (*SAMPLE_FIELDS, "sample_time")},
             # The largest size it reached, whatever order samples arrive in (none: NULL).
+            # -1 written in, not bound: a statement with values of its own cannot take
+            # its rows as one document (bulk.py).
             **{
-                f: sa.case((sa.func.coalesce(c[f], -1) < new[f], new[f]), else_=c[f])
+                f: sa.case(
+                    (sa.func.coalesce(c[f], sa.literal_column("-1")) < new[f], new[f]), else_=c[f]
+                )
                 for f in _PEAKS
             },
         },
