@@ -2,6 +2,7 @@
 
     python benchmarks/large_cluster.py [--case large|regroup|both] [--rounds 1]
     python benchmarks/large_cluster.py --case large --workers 100 --groups 2000 --tasks 100000
+    python benchmarks/large_cluster.py --case large --parts     # each part of a tick timed too
 
 Cases (each run with and without analytics in the same invocation, every run in a fresh
 process, in the order off, on, on, off, ... so drift falls on both sides):
@@ -486,6 +487,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int)
     parser.add_argument("--groups", type=int)
     parser.add_argument("--tasks", type=int)
+    parser.add_argument(
+        "--parts", action="store_true", help="time each part of a tick too (poll, stream, ...)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--analytics", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
@@ -494,6 +498,8 @@ def main() -> None:
     if args.child:
         child(args.child, args.analytics == "on", json.loads(args.spec), args.out)
         return
+    if args.parts:
+        os.environ["DAL_BENCH_PARTS"] = "1"  # how the child processes are told
     for case in ("large", "regroup") if args.case == "both" else (args.case,):
         spec = dict(CASES[case])
         for key in ("workers", "groups", "tasks"):
