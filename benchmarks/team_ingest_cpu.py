@@ -25,12 +25,12 @@ from pathlib import Path
 from unittest import mock
 
 import msgspec
-import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._simulated_cluster import SimCluster  # noqa: E402
+from benchmarks.team_scale import postmaster, tree_cpu  # noqa: E402
 from dask_analytics_lab.server.ingest import decode_messages  # noqa: E402
 from dask_analytics_lab.store import bulk, open_store  # noqa: E402
 
@@ -61,31 +61,19 @@ def executemany():
     bulk._BUILT.clear()
 
 
-def postgres_cpu() -> float:
-    total = 0.0
-    for p in psutil.process_iter(["username"]):
-        if p.info["username"] == "postgres":
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                pass
-    return total
-
-
-def run(url: str, raws: list[bytes]) -> tuple[float, float, int]:
-    """(this thread's CPU, PostgreSQL's CPU, messages) past the warm-up."""
+def run(pg, url: str, raws: list[bytes]) -> tuple[float, float, int]:
+    """(this thread's CPU, the server's CPU, messages) past the warm-up."""
     warm = len(raws) // 10
     with open_store(url) as store:
         for raw in raws[:warm]:
             store.ingest(decode_messages(raw))
         n = 0
-        c0, p0 = time.thread_time(), postgres_cpu()
+        c0, p0 = time.thread_time(), tree_cpu(postmaster(pg))
         for raw in raws[warm:]:
             batch = decode_messages(raw)
             n += len(batch)
             store.ingest(batch)
-        return time.thread_time() - c0, postgres_cpu() - p0, n
+        return time.thread_time() - c0, tree_cpu(postmaster(pg)) - p0, n
 
 
 def main() -> None:
@@ -99,8 +87,8 @@ def main() -> None:
     pg = PostgresServer().start()
     try:
         with executemany():
-            base = run(pg.url(pg.create_database("base")), raws)
-        new = run(pg.url(pg.create_database("bulk")), raws)
+            base = run(pg, pg.url(pg.create_database("base")), raws)
+        new = run(pg, pg.url(pg.create_database("bulk")), raws)
     finally:
         pg.stop()
     n = new[2]
