@@ -247,8 +247,23 @@ FAST_MACHINE = {"analytics.findings.min-impact": "200ms"}
 def found_kind(store: str, cid: str, kind: str, config: dict | None = None) -> dict:
     with dask.config.set(config or {}):
         found = explained(store, cid)
-    assert kind in [f["kind"] for f in found[:2]], found
+    assert kind in [f["kind"] for f in found[:2]], (found, _what_was_stored(store, cid))
     return next(f for f in found if f["kind"] == kind)
+
+
+def _what_was_stored(store: str, cid: str) -> dict:
+    """What the rules read, for a failure's message: scenarios on real clusters depend on
+    the machine's timing, and a failure in CI must say which part was missing."""
+    comp = dal.get_computation(cid, store=store)
+    return {
+        "computation": {k: comp.get(k) for k in ("state", "start", "stop", "n_tasks")},
+        "exceptions": dal.list_exceptions(computation_id=cid, store=store),
+        "events": [
+            (e["time"], e["topic"], e["msg"])
+            for e in dal.list_events(comp["cluster_id"], store=store)
+            if e["time"] >= comp["start"] - 5
+        ],
+    }
 
 
 def healthy(store: str, cid: str, config: dict | None = None) -> None:
