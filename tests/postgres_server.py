@@ -154,10 +154,11 @@ class PostgresServer:
         ) as c:
             c.execute(sql)
 
-    def create_database(self, prefix: str = "test") -> str:
-        """Make a fresh empty database and return its name."""
+    def create_database(self, prefix: str = "test", template: str | None = None) -> str:
+        """Make a fresh database and return its name: empty, or a copy of `template`
+        (a database nobody is connected to)."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-        self.admin(f'CREATE DATABASE "{name}"')
+        self.admin(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
         return name
 
     def drop_database(self, name: str) -> None:

@@ -25,6 +25,12 @@ from .factories import Cluster
 from .postgres_server import PostgresServer, free_port
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request):
+    """conftest's, but empty on PostgreSQL too: these tests are of the first open."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+
+
 def alembic_version(url: str) -> list[str]:
     engine = make_engine(url)
     try:
