@@ -19,6 +19,9 @@ FAST = {
     "analytics.interval": "100ms",
     "analytics.retry.min-delay": "50ms",
     "analytics.retry.max-delay": "200ms",
+    # A computation's profile is fetched once the workers' cycle in progress has closed
+    # (collect/profiles.py): dal.flush() waits that long after a computation ends.
+    "distributed.worker.profile.cycle": "250ms",
 }
 
 

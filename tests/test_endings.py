@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -249,10 +250,13 @@ def test_a_killed_scheduler_reads_lost_within_three_heartbeats(tmp_path, sqlite_
 
 
 # --- cancelled while running ----------------------------------------------------------
-def nap(seconds):
-    import time
+# Set once the test is done with the running tasks: a cancelled task's thread cannot be
+# stopped, and the cluster's close waits for it.
+_CANCELLED = threading.Event()
 
-    time.sleep(seconds)  # the task's work: still running when it is cancelled
+
+def nap(seconds):
+    _CANCELLED.wait(seconds)  # the task's work: still running when it is cancelled
     return seconds
 
 
@@ -261,22 +265,30 @@ def test_cancel_counts_running_tasks_as_cancelled_and_ends_the_wall_time(store_u
     ones are cancelled (not "never ran"), and the computation ended at the cancel."""
     import time
 
+    _CANCELLED.clear()
     # One task per thread at a time, so what the scheduler calls processing is running.
     with recorded_cluster(
         store_url, n_workers=2, config={"distributed.scheduler.worker-saturation": 1.0}
     ) as (client, info):
-        futures = client.map(nap, [0.01, 0.01, 30, 30, 30, 30], pure=False)
-        wait(futures[:2])
-        wait_for(lambda: sum(map(len, client.processing().values())) == 2, what="two tasks running")
-        before = time.time()
-        client.cancel(futures)
-        after = time.time()
-        wait_for(
-            lambda: not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)),
-            what="the scheduler to forget the cancelled tasks",
-        )
-        dal.flush(client)
-        (comp,) = dal.list_computations(info["cluster_id"], store=store_url)
+        try:
+            futures = client.map(nap, [0.01, 0.01, 30, 30, 30, 30], pure=False)
+            wait(futures[:2])
+            wait_for(
+                lambda: sum(map(len, client.processing().values())) == 2, what="two tasks running"
+            )
+            before = time.time()
+            client.cancel(futures)
+            after = time.time()
+            wait_for(
+                lambda: (
+                    not client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+                ),
+                what="the scheduler to forget the cancelled tasks",
+            )
+            dal.flush(client)
+            (comp,) = dal.list_computations(info["cluster_id"], store=store_url)
+        finally:
+            _CANCELLED.set()
     assert comp["state"] == "cancelled"
     assert {k: comp[k] for k in ("n_tasks", "n_done", "n_cancelled", "n_not_run")} == {
         "n_tasks": 6,

@@ -52,7 +52,12 @@ def test_cancelled_computation(store_url):
 def test_idle_timeout_closes_scheduler_and_says_so(store_url):
     # Counted from the end of register (the plugin's start): 3 s leaves a loaded machine
     # time to submit before it runs out.
-    config = {"analytics.idle.timeout": "3s"}
+    config = {
+        "analytics.idle.timeout": "3s",
+        # LocalCluster.close() asks the scheduler, gone by then, to retire its workers:
+        # Dask waits its connect timeout (30 s by default) before it gives up.
+        "distributed.comm.timeouts.connect": "2s",
+    }
     with dask.config.set({**FAST, **config}):
         cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
         client = Client(cluster)

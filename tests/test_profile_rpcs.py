@@ -20,7 +20,7 @@ from distributed.protocol.pickle import loads
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
 
-from .cluster_helpers import recorded_cluster
+from .cluster_helpers import FAST, recorded_cluster
 
 
 def _spin(seconds: float) -> None:
@@ -170,7 +170,8 @@ def test_no_live_fetch_while_a_computation_is_younger_than_a_cycle(tmp_path, mon
         flushed = dal.flush(client, timeout=60)
         windows = {w.address: [a for addr, a in _WINDOWS if addr == w.address] for w in workers}
     (comp,) = _comps(info["cluster_id"], store)
-    cycle = 1.1  # distributed.worker.profile.cycle, and the margin the collector adds
+    # distributed.worker.profile.cycle, and the margin the collector adds
+    cycle = dask.utils.parse_timedelta(FAST["distributed.worker.profile.cycle"]) + 0.1
     for asked in windows.values():
         *live, (_, final_stop) = asked
         assert abs(final_stop - comp["stop"]) < 1e-3
