@@ -338,8 +338,14 @@ def test_back_to_back_runs_are_each_exactly_what_dask_measured_for_them(tmp_path
             def exact():
                 dal.flush(client)
                 dask = client.run_on_scheduler(_dask_span_execute, span_ids=span_ids)
+                # Workers send metrics with their heartbeats: until Dask has every task's
+                # CPU, equal to Dask's is not yet the whole run.
+                heard = all(
+                    d.get(("spin", "thread-cpu", "seconds"), 0) >= n * seconds
+                    for (n, seconds), d in zip(RUNS, dask)
+                )
                 ours = [_execute(dal.get_computation(c, store=store)["metrics"]) for c in comp_ids]
-                return (ours, dask) if all(map(_same, ours, dask)) else None
+                return (ours, dask) if heard and all(map(_same, ours, dask)) else None
 
             ours, dask = wait_for(
                 exact, timeout=30, what="each run's metrics equal to Dask's span metrics"
@@ -411,7 +417,10 @@ def test_runs_that_share_a_span_are_each_their_own(tmp_path, processes, shared):
                     )
                     for c in comp_ids
                 ]
-                done = view["cluster"] > 0 and sum(ours) == pytest.approx(view["cluster"], rel=1e-9)
+                # Workers send metrics with their heartbeats: Dask has every task's CPU
+                # once its total reaches what the tasks measured themselves.
+                heard = view["cluster"] >= sum(spent)
+                done = heard and sum(ours) == pytest.approx(view["cluster"], rel=1e-9)
                 return (ours, view) if done else None
 
             ours, view = wait_for(settled, timeout=30, what="all three runs' metrics recorded")
