@@ -188,7 +188,9 @@ task_groups = sa.Table(
 code_snippets = sa.Table(
     "code_snippets",
     metadata,
-    sa.Column("account", sa.Text, primary_key=True),
+    # The default: what migration 0004 gave the rows it found (each was then copied to
+    # the accounts that used it).
+    sa.Column("account", sa.Text, primary_key=True, server_default=""),
     sa.Column("hash", sa.Text, primary_key=True),
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("filename", sa.Text),
