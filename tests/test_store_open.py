@@ -87,7 +87,10 @@ def sqlite_schema(path: Path) -> dict[str, tuple]:
     (the order of columns aside: migrations add theirs at the end, and every query names
     its columns)."""
     with sqlite3.connect(path) as conn:
-        q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
+
+        def q(sql: str) -> list:
+            return conn.execute(sql).fetchall()
+
         out = {}
         for (table,) in q("SELECT name FROM sqlite_master WHERE type = 'table'"):
             columns = sorted(r[1:] for r in q(f'PRAGMA table_info("{table}")'))
