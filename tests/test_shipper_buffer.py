@@ -341,7 +341,14 @@ def test_size_estimates_follow_real_messages(sqlite_url):
         da.ones((1000, 1000), chunks=100).sum().compute()
         wait(client.map(lambda i: 1 / (i % 5), range(40)))
         client.log_event("mine", {"a": [1, 2, 3]})
-        dal.flush(client)
+
+        def metrics_sent() -> bool:
+            # Workers send fine metrics with their heartbeats: one may land after the last
+            # task (a flush straight away found none, in CI).
+            dal.flush(client)
+            return any(m["kind"] == "metrics" for m in seen)
+
+        wait_for(metrics_sent, what="a metrics message")
     kinds = set()
     for message in seen:
         size, exact = estimate(message["kind"], message["data"])
