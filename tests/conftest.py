@@ -12,7 +12,7 @@ session's server (create_database(), url(name), halt()/resume()).  `module_store
 is `store_url` shared by a module's tests (a module fixture fills it once per backend,
 for tests that only read).  `store_url`'s PostgreSQL databases are copies of one the
 session migrated to head (a copy takes ~30 ms, migrating ~300 ms; a SQLite store is
-new, and migrated at its first open); `postgres_url`'s are empty: the tests of
+new, made at head at its first open); `postgres_url`'s are empty: the tests of
 migrations themselves use it (tests/test_store_open.py runs them on both backends).
 Deselect the PostgreSQL runs with `-m "not postgres"`.
 
