@@ -3,6 +3,7 @@ share of the event loop's own CPU, and `dal.status` shows it."""
 
 from __future__ import annotations
 
+import pytest
 from distributed import wait
 from distributed.diagnostics.plugin import SchedulerPlugin
 
@@ -54,7 +55,39 @@ def test_status_accounts_every_part_of_the_cost(sqlite_url):
     assert cost["threads"]["dask-analytics-shipper"] > 0  # it wrote what the plugin sent
     assert 0 <= cost["gc_seconds"] <= cost["seconds"]
     # Dask's own cost of calling the hook, a part of hooks: the floor of any transition hook
-    assert 0 < cost["dispatch_seconds"] < cost["parts"]["hooks"]
+    assert 0 < cost["dispatch_seconds"] <= cost["parts"]["hooks"]
+    # The hook's own cost is timed calls less timed calls of it for a key no task has,
+    # Dask's call of it that less the clock alone: both baselines were taken.
+    assert cost["hook_samples"] > 0 and cost["hook_baselines"] > 0
+
+
+def test_the_hooks_cost_and_dispatch_come_from_timed_calls_and_their_baselines():
+    from dask_analytics_lab.collect.accounting import CLOCK, NO_OP, OUTLIER, CostMeter
+
+    meter = CostMeter()
+    meter.transition_calls = 1000
+
+    def timed(seconds: float, what: int = 0) -> None:
+        meter.begin_sample()
+        meter.end_sample(seconds, what)
+
+    timed(3e-6)
+    timed(5e-6)
+    assert meter.dispatch_seconds() == 0.0  # no baseline yet: all of it is the hook's
+    assert meter.hooks_seconds() == pytest.approx(1000 * 4e-6)
+    timed(1.5e-6, NO_OP)
+    timed(2 * OUTLIER, NO_OP)  # descheduled: left out
+    timed(0.5e-6, CLOCK)
+    # Dask's call of the hook where it runs, less the clock: 1 us; the hook's own
+    # work: 4 - 1.5 us; in all, the timed calls less the clock.
+    assert meter.dispatch_seconds() == pytest.approx(1000 * 1e-6)
+    assert meter.hooks_seconds() == pytest.approx(1000 * 3.5e-6)
+    report = meter.report()
+    assert report["hook_samples"] == 2 and report["hook_baselines"] == 2
+    assert report["dispatch_us"] == pytest.approx(1.0)
+    # Noise that puts the baseline above the hook: its own part is nothing, not less.
+    timed(40e-6, NO_OP)
+    assert meter.hooks_seconds() == meter.dispatch_seconds() == pytest.approx(1000 * 20.25e-6)
 
 
 def test_the_longest_call_is_the_plugins_own_work_and_a_collection_inside_it_is_shown_apart():

@@ -8,20 +8,23 @@ noise is several points), so the cost is accounted where it is spent:
   than reading a thread's CPU clock twice (a system call) would add.  The scheduler
   counts the calls (`transition_counter`); the hook (collect/hook.py) times one call
   in SAMPLE_EVERY, at random gaps of a countdown (the transitions of a regular graph
-  come in cycles), by the wall clock (read in user space: tens of nanoseconds,
-  measured at start and taken off).  A timed call calls the hook once more
-  (one more copy of Dask's keyword arguments): that call's cost, measured at start, is
-  taken off too.  A wall clock also runs while the thread is descheduled, which on a
-  busy machine adds about as much as the call costs: a sample over OUTLIER is left out
-  (and counted), and the collections that ran inside timed calls are taken out of the
-  samples and added back, scaled by calls over timed calls.  Dask's own cost of calling
-  one more plugin (its loop over the plugins, the arguments) is measured once at start
-  (`calibrate`) and added per call.  Both that cost and the timed call's own second call
-  grow with the keyword arguments Dask passes (none for most transitions, eight for a
-  task that finished: building them into a dict is most of a call's cost), so both are
-  measured with none and with a finished task's, and each timed call counts them at
-  its own number of keyword arguments: the average over the samples is that over all
-  calls.
+  come in cycles), by the wall clock (read in user space).  A timed call calls the
+  hook once more, with Dask's keyword arguments, between two readings of the clock.
+  Two in three timed calls, chosen at random, time something else in its place (then
+  the hook runs, untimed): the hook called the same way for no task (it returns before
+  any lookup), or nothing.  Measured in place, all three carry what the moment adds
+  (Dask's work leaves the caches cold: two readings of the clock take ~0.5 us there,
+  0.08 us in a tight loop), so their differences are what the calls cost there: the
+  call for no task less the clock is Dask's cost of calling one more plugin's hook,
+  `dispatch` (a new dict of its keyword arguments, none for most transitions, eight
+  for a task that finished: what any plugin with a hook pays, however little the hook
+  does), and the timed calls less the call for no task are the hook's own work.
+  (Until 2026-11-27 the clock and Dask's call were timed once at start, in a tight
+  loop: the in-place part of both was counted as the hook's work, and dispatch at
+  about half what it is.)  A wall clock also runs while the thread is descheduled,
+  which on a busy machine adds about as much as the call costs: a sample over OUTLIER
+  is left out (and counted), and the collections that ran inside timed calls are
+  taken out of the samples and added back, scaled by calls over timed calls.
 - update_graph, ticks, the other hooks (events, workers joining and leaving), profile
   fetches (each step of their coroutines on the loop: `metered`) and fine-metrics
   heartbeats: timed per call.
@@ -52,18 +55,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SAMPLE_EVERY = 64  # transitions per timed hook call, on average
-# The keyword arguments Dask passes the hook when a task finished (processing -> memory),
-# besides stimulus_id: what calibrate() calls with.
-FINISHED_KWARGS = {
-    "worker": "tcp://127.0.0.1:40000",
-    "nbytes": 28,
-    "type": b"\x80\x05\x95\x14\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x03int\x94\x93\x94.",
-    "typename": "int",
-    "metadata": {},
-    "thread": 140000000000000,
-    "startstops": ({"action": "compute", "start": 1.7e9, "stop": 1.7e9 + 1e-4},),
-    "status": "OK",
-}
+# What a timed hook call timed: the hook, the hook for a key no task has, or nothing.
+SAMPLED, NO_OP, CLOCK = 0, 1, 2
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
 # What `enter` hands to `leave`: (part, the part it interrupted, thread CPU at entry).
@@ -98,15 +91,9 @@ class CostMeter:
         self._sampled_calls = 0
         self.outliers = 0  # sampled calls left out: over OUTLIER
         self._gc_mark = 0.0
-        # Dask's cost of one call of one more plugin's hook: with no keyword arguments
-        # but stimulus_id, and what each one more adds.
-        self.dispatch = 0.0
-        self.dispatch_per_kwarg = 0.0
-        self.clock = 0.0  # what reading the wall clock adds to a timed hook call
-        # What a timed hook call's second call of the hook adds (as dispatch).
-        self.recall = 0.0
-        self.recall_per_kwarg = 0.0
-        self._sampled_kwargs = 0  # keyword arguments of the counted timed calls
+        # The baselines (see the module doc): [seconds, calls] of the hook for a key no
+        # task has (NO_OP) and of the clock alone (CLOCK).
+        self._baselines = {NO_OP: [0.0, 0], CLOCK: [0.0, 0]}
         self._loop_thread = threading.get_ident()
         self._loop_cpu0 = time.thread_time()
         self._gc_start = 0.0
@@ -144,17 +131,26 @@ class CostMeter:
         self.inside = "hooks"
         self._gc_mark = self._gc_inside["hooks"]
 
-    def end_sample(self, seconds: float, kwargs: int = 0) -> None:
-        """A timed hook call took `seconds` (wall clock), Dask passed it `kwargs` keyword
-        arguments besides stimulus_id."""
+    def end_sample(self, seconds: float, what: int = SAMPLED) -> None:
+        """A timed call of the hook (SAMPLED), of the hook for a key no task has (NO_OP)
+        or of nothing (CLOCK) took `seconds` (wall clock)."""
         self.inside = None
-        seconds -= self._gc_inside["hooks"] - self._gc_mark  # counted whole, in hooks_seconds
+        collected = self._gc_inside["hooks"] - self._gc_mark
+        seconds -= collected
+        if what != SAMPLED:
+            # Set off by our measurement's own allocation, not the hook's: not counted.
+            self._gc_inside["hooks"] = self._gc_mark
+            if seconds <= OUTLIER:
+                baseline = self._baselines[what]
+                baseline[0] += seconds
+                baseline[1] += 1
+            return
+        # The collections are counted whole, in hooks_seconds.
         if seconds > OUTLIER:
             self.outliers += 1
             return
         self._sampled_seconds += seconds
         self._sampled_calls += 1
-        self._sampled_kwargs += kwargs
         if seconds > self.longest_call:
             self.longest_call, self.longest_part = seconds, "hooks"
 
@@ -171,70 +167,27 @@ class CostMeter:
             self.longest_gc = max(self.longest_gc, seconds)
             self._gc_start = 0.0
 
-    def calibrate(self, calls: int = 2000) -> None:
-        """Dask's own cost of calling a plugin's transition hook once (scheduler.py: a loop
-        over the plugins, positional and keyword arguments), measured here on a no-op,
-        with no keyword arguments but stimulus_id and with a finished task's."""
-
-        class _Noop:
-            def transition(
-                self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any
-            ) -> None:
-                return None
-
-        clock = float("inf")
-        for _ in range(200):
-            t0 = time.perf_counter()
-            clock = min(clock, time.perf_counter() - t0)
-        self.clock = clock
-        plugins = {"noop": _Noop()}
-        noop = plugins["noop"]
-
-        def dispatch(kwargs: dict[str, Any]) -> float:
-            best = float("inf")
-            for _ in range(3):  # the best of three: a context switch only ever adds
-                t0 = time.thread_time()
-                for _ in range(calls):
-                    for plugin in list(plugins.values()):
-                        plugin.transition("x", "processing", "memory", **kwargs)
-                best = min(best, (time.thread_time() - t0) / calls)
-            return best
-
-        def recall(kwargs: dict[str, Any]) -> float:
-            # A timed hook call's extra call of the hook, as it makes it (the wall clock,
-            # as the samples are timed).
-            best = float("inf")
-            for _ in range(3):
-                t0 = time.perf_counter()
-                for _ in range(calls):
-                    noop.transition("x", "processing", "memory", **kwargs)
-                best = min(best, (time.perf_counter() - t0) / calls)
-            return best
-
-        bare = {"stimulus_id": "calibrate"}
-        full = {**bare, **FINISHED_KWARGS}
-        n = len(FINISHED_KWARGS)
-        self.dispatch = dispatch(bare)
-        self.dispatch_per_kwarg = max(0.0, dispatch(full) - self.dispatch) / n
-        self.recall = recall(bare)
-        self.recall_per_kwarg = max(0.0, recall(full) - self.recall) / n
-
     # --- reading -------------------------------------------------------------------
     def hooks_seconds(self) -> float:
         n = self._sampled_calls
-        # The keyword arguments of an average call, as the timed calls had them.
-        kwargs = self._sampled_kwargs / n if n else 0.0
-        recall = self.recall + self.recall_per_kwarg * kwargs
-        per_call = max(0.0, self._sampled_seconds / n - self.clock - recall) if n else 0.0
-        return self.transition_calls * per_call + self.dispatch_seconds() + self._hooks_gc()
+        # Before the first baselines, the whole timed call is the hook's: more, never less.
+        per_call = max(0.0, self._sampled_seconds / n - self._mean(CLOCK)) if n else 0.0
+        body = max(0.0, per_call - self._dispatch_per_call())
+        return self.transition_calls * body + self.dispatch_seconds() + self._hooks_gc()
 
     def dispatch_seconds(self) -> float:
         """Of hooks_seconds, Dask's own cost of calling the hooks: what any plugin with a
         transition hook pays, however little the hook does."""
-        n = self._sampled_calls
-        kwargs = self._sampled_kwargs / n if n else 0.0
-        dispatch = self.dispatch + self.dispatch_per_kwarg * kwargs
-        return self.transition_calls * dispatch * (1 + self.other_plugins)
+        return self.transition_calls * self._dispatch_per_call() * (1 + self.other_plugins)
+
+    def _dispatch_per_call(self) -> float:
+        if not self._baselines[NO_OP][1]:
+            return 0.0
+        return max(0.0, self._mean(NO_OP) - self._mean(CLOCK))
+
+    def _mean(self, what: int) -> float:
+        seconds, calls = self._baselines[what]
+        return seconds / calls if calls else 0.0
 
     def _hooks_gc(self) -> float:
         # The collections that started in timed hook calls stand for those of all calls.
@@ -277,6 +230,8 @@ class CostMeter:
             "longest_gc_ms": 1e3 * self.longest_gc,
             "gc_seconds": gc_seconds,
             "hook_samples": self._sampled_calls,
+            "hook_baselines": self._baselines[NO_OP][1] + self._baselines[CLOCK][1],
+            "dispatch_us": 1e6 * self._dispatch_per_call(),
             "hook_outliers": self.outliers,
             "threads": threads,
             "threads_share_of_a_core": sum(threads.values()) / wall,

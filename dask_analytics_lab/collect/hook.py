@@ -11,8 +11,10 @@ the group's names and bins it when a tick folds it in), and gives a task going t
 
 One call in SAMPLE_EVERY, at random gaps (a regular graph's transitions come in
 cycles: a fixed step would time one kind of transition only), is timed for the meter
-by the wall clock: a CPU clock is a system call that costs more than the call it
-times.  Nothing is counted on the other calls (the scheduler counts transitions).
+by the wall clock (a CPU clock is a system call that costs more than the call it
+times); two in three of those time the hook's call for no task, or nothing, instead:
+the baselines (collect/accounting.py says why).  Nothing is counted on the other
+calls (the scheduler counts transitions).
 Never raises into the scheduler.
 """
 
@@ -23,10 +25,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .accounting import SAMPLE_EVERY
+from .accounting import NO_OP, SAMPLE_EVERY, SAMPLED
 from .computations import NOT_DONE
 
 logger = logging.getLogger("dask_analytics_lab")
+
+NO_TASK = object()  # the baseline's key: the hook returns at once
 
 # Stimuli under which a not-yet-finished task being released means the user gave up on it.
 CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
@@ -72,17 +76,32 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
         nonlocal left
         left -= 1
         if not left:
-            # One more than the gap: the timed call below takes one off.
-            left = gap() + 1
+            if stream is not None:
+                stream.bound(meter)  # the tasks it holds between ticks, checked now and then
+            what = randint(0, 2)  # SAMPLED, NO_OP or CLOCK, evenly
+            if what == SAMPLED:
+                # One more than the gap: the timed call below takes one off.
+                left = gap() + 1
+                meter.begin_sample()
+                t0 = clock()
+                try:
+                    transition(key, start, finish, stimulus_id=stimulus_id, **kwargs)
+                finally:
+                    meter.end_sample(clock() - t0)
+                return
+            # A baseline, timed the same way at the same moment: the hook called as Dask
+            # calls it, for no task (it returns at once), or nothing; then this call,
+            # untimed.
+            left = gap() + (what == NO_OP)  # the call below takes one off
             meter.begin_sample()
             t0 = clock()
             try:
-                transition(key, start, finish, stimulus_id=stimulus_id, **kwargs)
+                if what == NO_OP:
+                    transition(NO_TASK, start, finish, stimulus_id=stimulus_id, **kwargs)
             finally:
-                meter.end_sample(clock() - t0, len(kwargs))
-            if stream is not None:
-                stream.bound(meter)  # the tasks it holds between ticks, checked now and then
-            return
+                meter.end_sample(clock() - t0, what)
+        elif key is NO_TASK:
+            return  # the baseline's call, before a lookup (a key no task has misses the caches)
         try:
             ts = tasks_get(key)
             if ts is None:
