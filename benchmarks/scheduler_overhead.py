@@ -12,7 +12,8 @@
    10 groups (real TaskGroup/Computation objects, counts set directly).
 3. The plugin's memory after 50, 100 and 200 computations.
 (1c, --parts: the with/without difference with one part of analytics off at a time;
-1d, --gc: the garbage collector's CPU on the event loop, with and without.)
+1d, --gc: the garbage collector's CPU on the event loop, with and without;
+1e, --dispatch N: Dask's cost of calling N plugins that do nothing, per plugin.)
 """
 
 from __future__ import annotations
@@ -351,7 +352,7 @@ def accounted(
     print(
         "(loop s: the event loop's CPU over the run; share: the parts' sum over it; dispatch: of the"
         " share, Dask's own cost of calling the transition hook, ~6 calls a task, which any plugin with"
-        " one pays however little it does (measured at start on a no-op); of it gc: collections"
+        " one pays however little it does (the hook called for no task, timed where it runs, less the clock); of it gc: collections"
         " started by analytics code, already inside the parts; longest ms: the longest single callback"
         " so far, less the collections inside it, in: its part; gc ms: the longest collection that"
         " started in analytics code (it walks Dask's whole heap); threads s: the shipper's writer and profile merging, off the loop)"
@@ -371,6 +372,49 @@ PARTS = [
     ("- fine metrics", "", {"DASK_ANALYTICS__METRICS__TRANSMIT": "false"}),
     ("- worker samples", "", {"DASK_ANALYTICS__WORKERS__TRANSMIT": "false"}),
 ]
+
+
+NOTHING_PRELOAD = str(Path(__file__).with_name("_plugins_that_do_nothing.py"))
+
+
+def dispatch(repeats: int, n: int, store: str, plugins: int) -> None:
+    """What Dask pays to call one more plugin's transition hook, seen from outside the
+    plugin: client.map's loop CPU per task on a scheduler with `plugins` plugins that
+    do nothing, against one without (no analytics on either), ABBA in each round.
+    Many plugins make the difference large enough to resolve on a small machine; each
+    one's share is the difference over their number (a lower bound for a single one:
+    the later calls of a run of them find Dask's arguments and the call path warm)."""
+    off = Cluster(False, store)
+    on = Cluster(True, store, preload=NOTHING_PRELOAD, env={"DAL_BENCH_PLUGINS": str(plugins)})
+    work = WORKLOADS["client.map"]
+    try:
+        for c in (off, on):
+            work(c.client, 500)
+        shares, bases = [], []
+        for r in range(repeats):
+            a1 = _run_once(off, work, n)
+            b1 = _run_once(on, work, n)
+            b2 = _run_once(on, work, n)
+            a2 = _run_once(off, work, n)
+            base = (a1 + a2) / 2
+            bases.append(base)
+            shares.append(((b1 + b2) / 2 / base - 1) * 100 / plugins)
+            print(
+                f"  round {r + 1}: without {base:.1f} us/task, with {plugins}:"
+                f" {(b1 + b2) / 2:.1f}; a plugin {shares[-1]:+.3f}%",
+                flush=True,
+            )
+        share, base = statistics.median(shares), statistics.median(bases)
+        print(
+            f"\n1e. client.map, {n} tasks, {repeats} rounds: one more plugin that does nothing"
+            f" costs {share:.2f}% of the loop's CPU (95% interval of the median"
+            f" +/- {_median_ci(shares):.2f} points), {share / 100 * base:.2f} us a task of"
+            f" {base:.0f}; the accounted `dispatch` (1b) measures the same cost inside the"
+            " analytics plugin's hook"
+        )
+    finally:
+        off.close()
+        on.close()
 
 
 def parts(repeats: int, n: int, store: str, workloads: list[str]) -> None:
@@ -546,6 +590,13 @@ def main() -> None:
         default=None,
         help="only section 1c, where the cost goes, for these workloads (default: client.map)",
     )
+    parser.add_argument(
+        "--dispatch",
+        type=int,
+        metavar="PLUGINS",
+        default=None,
+        help="only section 1e, Dask's cost of calling this many plugins that do nothing",
+    )
     args = parser.parse_args()
     store = args.store or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     dask.config.set({"distributed.admin.tick.limit": "1h"})
@@ -570,6 +621,9 @@ def main() -> None:
             )
         finally:
             on.close()
+        return
+    if args.dispatch is not None:
+        dispatch(args.repeats, args.tasks, store, args.dispatch)
         return
     if args.parts is not None:
         parts(args.repeats, args.tasks, store, args.parts or ["client.map"])
