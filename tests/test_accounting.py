@@ -56,7 +56,7 @@ def test_status_accounts_every_part_of_the_cost(sqlite_url):
     assert 0 <= cost["gc_seconds"] <= cost["seconds"]
     # Dask's own cost of calling the hook, a part of hooks: the floor of any transition hook
     assert 0 < cost["dispatch_seconds"] <= cost["parts"]["hooks"]
-    # The hook's own cost is timed calls less timed calls of it for a key no task has,
+    # The hook's own cost is timed calls less timed calls of it for no task,
     # Dask's call of it that less the clock alone: both baselines were taken.
     assert cost["hook_samples"] > 0 and cost["hook_baselines"] > 0
 

@@ -21,7 +21,8 @@ noise is several points), so the cost is accounted where it is spent:
   does), and the timed calls less the call for no task are the hook's own work.
   (Until 2026-11-27 the clock and Dask's call were timed once at start, in a tight
   loop: the in-place part of both was counted as the hook's work, and dispatch at
-  about half what it is.)  A wall clock also runs while the thread is descheduled,
+  about half the in-place figure.  Seen from outside, `scheduler_overhead.py
+  --dispatch`, one more plugin costs about that half: the README has both.)  A wall clock also runs while the thread is descheduled,
   which on a busy machine adds about as much as the call costs: a sample over OUTLIER
   is left out (and counted), and the collections that ran inside timed calls are
   taken out of the samples and added back, scaled by calls over timed calls.
@@ -55,7 +56,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SAMPLE_EVERY = 64  # transitions per timed hook call, on average
-# What a timed hook call timed: the hook, the hook for a key no task has, or nothing.
+# What a timed hook call timed: the hook, the hook for no task, or nothing.
 SAMPLED, NO_OP, CLOCK = 0, 1, 2
 OUTLIER = 50e-6  # a sampled hook call this long was descheduled, not working
 PARTS = ("hooks", "graph", "ticks", "events", "profiles", "metrics")
@@ -91,8 +92,8 @@ class CostMeter:
         self._sampled_calls = 0
         self.outliers = 0  # sampled calls left out: over OUTLIER
         self._gc_mark = 0.0
-        # The baselines (see the module doc): [seconds, calls] of the hook for a key no
-        # task has (NO_OP) and of the clock alone (CLOCK).
+        # The baselines (see the module doc): [seconds, calls] of the hook for no task
+        # (NO_OP) and of the clock alone (CLOCK).
         self._baselines = {NO_OP: [0.0, 0], CLOCK: [0.0, 0]}
         self._loop_thread = threading.get_ident()
         self._loop_cpu0 = time.thread_time()
@@ -132,8 +133,8 @@ class CostMeter:
         self._gc_mark = self._gc_inside["hooks"]
 
     def end_sample(self, seconds: float, what: int = SAMPLED) -> None:
-        """A timed call of the hook (SAMPLED), of the hook for a key no task has (NO_OP)
-        or of nothing (CLOCK) took `seconds` (wall clock)."""
+        """A timed call of the hook (SAMPLED), of the hook for no task (NO_OP) or of
+        nothing (CLOCK) took `seconds` (wall clock)."""
         self.inside = None
         collected = self._gc_inside["hooks"] - self._gc_mark
         seconds -= collected
