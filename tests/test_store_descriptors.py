@@ -46,6 +46,19 @@ def n_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def fd_kinds() -> Counter:
+    """This process's descriptors by what they are open on (a file's path; "socket",
+    "pipe" and the like without their inode numbers): what a leak was made of."""
+    found: Counter = Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        found[target.split(":[")[0]] += 1
+    return found
+
+
 def cluster_message(seq: int) -> dict:
     return messages.make(
         "fd-test", seq, "event", time.time(), {"topic": "t", "time": time.time(), "msg": seq}
@@ -151,6 +164,7 @@ def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path)
                     return counts[-1] if counts[-1] == counts[-2] else None
 
                 before = wait_for(settled, what="the descriptor count to settle")
+                kinds_before = fd_kinds()
                 for i in range(1, 4):
                     round_of_work(i)
                 assert dal.flush(client)["flushed"]
@@ -158,10 +172,15 @@ def test_scheduler_descriptors_stay_constant_while_workers_come_and_go(tmp_path)
 
                 assert open_files(folder) == store_files
                 # Everything else a worker brought (comms) goes with it.
-                wait_for(
-                    lambda: settled_fds() <= before,
-                    what=f"descriptors back to {before} (now {n_fds()})",
-                )
+                try:
+                    wait_for(lambda: settled_fds() <= before, what="the descriptors back")
+                except AssertionError:
+                    pytest.fail(
+                        f"descriptors not back to {before} (now {n_fds()}); open now and not"
+                        f" before: {dict(fd_kinds() - kinds_before)}; closed since:"
+                        f" {dict(kinds_before - fd_kinds())}",
+                        pytrace=False,
+                    )
         comps = dal.list_computations(info["cluster_id"], store=store)
         assert len(comps) >= 4
     finally:
