@@ -352,7 +352,8 @@ def accounted(
     print(
         "(loop s: the event loop's CPU over the run; share: the parts' sum over it; dispatch: of the"
         " share, Dask's own cost of calling the transition hook, ~6 calls a task, which any plugin with"
-        " one pays however little it does (the hook called for no task, timed where it runs, less the clock); of it gc: collections"
+        " one pays however little it does (the hook called for no task, timed where it runs, less"
+        " the clock); of it gc: collections"
         " started by analytics code, already inside the parts; longest ms: the longest single callback"
         " so far, less the collections inside it, in: its part; gc ms: the longest collection that"
         " started in analytics code (it walks Dask's whole heap); threads s: the shipper's writer and profile merging, off the loop)"

@@ -6,26 +6,26 @@ noise is several points), so the cost is accounted where it is spent:
 
 - hooks: the transition hook runs ~6 times a task and costs under a microsecond, less
   than reading a thread's CPU clock twice (a system call) would add.  The scheduler
-  counts the calls (`transition_counter`); the hook (collect/hook.py) times one call
-  in SAMPLE_EVERY, at random gaps of a countdown (the transitions of a regular graph
-  come in cycles), by the wall clock (read in user space).  A timed call calls the
-  hook once more, with Dask's keyword arguments, between two readings of the clock.
-  Two in three timed calls, chosen at random, time something else in its place (then
-  the hook runs, untimed): the hook called the same way for no task (it returns before
-  any lookup), or nothing.  Measured in place, all three carry what the moment adds
-  (Dask's work leaves the caches cold: two readings of the clock take ~0.5 us there,
-  0.08 us in a tight loop), so their differences are what the calls cost there: the
-  call for no task less the clock is Dask's cost of calling one more plugin's hook,
-  `dispatch` (a new dict of its keyword arguments, none for most transitions, eight
-  for a task that finished: what any plugin with a hook pays, however little the hook
-  does), and the timed calls less the call for no task are the hook's own work.
-  (Until 2026-11-27 the clock and Dask's call were timed once at start, in a tight
-  loop: the in-place part of both was counted as the hook's work, and dispatch at
+  counts the calls (`transition_counter`); the hook (collect/hook.py) times one call in
+  SAMPLE_EVERY, at random gaps of a countdown (the transitions of a regular graph come
+  in cycles), by the wall clock (read in user space).  A timed call calls the hook once
+  more, with Dask's keyword arguments, between two readings of the clock.  Two in three
+  timed calls, chosen at random, time something else in its place (then the hook runs,
+  untimed): the hook called the same way for no task (it returns before any lookup), or
+  nothing.  Measured in place, all three carry what the moment adds (two readings of the
+  clock take ~0.5 us there, 0.08 us in a tight loop), so their differences are what the
+  calls cost there: the call for no task less the clock is Dask's cost of calling one
+  more plugin's hook, `dispatch` (a new dict of its keyword arguments, none for most
+  transitions, eight for a task that finished: what any plugin with a hook pays, however
+  little the hook does), and the timed calls less the call for no task are the hook's
+  own work.  (Until 2026-11-27 the clock and Dask's call were timed once at start, in a
+  tight loop: the in-place part of both was counted as the hook's work, and dispatch at
   about half the in-place figure.  Seen from outside, `scheduler_overhead.py
-  --dispatch`, one more plugin costs about that half: the README has both.)  A wall clock also runs while the thread is descheduled,
-  which on a busy machine adds about as much as the call costs: a sample over OUTLIER
-  is left out (and counted), and the collections that ran inside timed calls are
-  taken out of the samples and added back, scaled by calls over timed calls.
+  --dispatch`, one more plugin costs about that half: the README has both.) A wall clock
+  also runs while the thread is descheduled, which on a busy machine adds about as much
+  as the call costs: a sample over OUTLIER is left out (and counted), and the
+  collections that ran inside timed calls are taken out of the samples and added back,
+  scaled by calls over timed calls.
 - update_graph, ticks, the other hooks (events, workers joining and leaving), profile
   fetches (each step of their coroutines on the loop: `metered`) and fine-metrics
   heartbeats: timed per call.

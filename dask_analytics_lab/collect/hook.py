@@ -101,7 +101,8 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
             finally:
                 meter.end_sample(clock() - t0, what)
         elif key is NO_TASK:
-            return  # the baseline's call, before a lookup (a key no task has misses the caches)
+            # The baseline's call, before the lookup: a key no task has costs more there.
+            return
         try:
             ts = tasks_get(key)
             if ts is None:
