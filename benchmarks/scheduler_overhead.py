@@ -33,6 +33,8 @@ import dask.array as da
 import dask.bag as db
 from distributed import Client
 
+from dask_analytics_lab.collect.accounting import hook_seconds, sums_between
+
 
 def inc(x):
     return x + 1
@@ -326,9 +328,14 @@ def accounted(
             tasks = _tasks_in_last(client)
             loop = c1["loop_cpu_seconds"] - c0["loop_cpu_seconds"]
             spent = {p: c1["parts"][p] - c0["parts"][p] for p in parts}
+            # The hooks at this row's own means (timed calls and baselines), not the
+            # running means of every row so far.
+            hooks, dispatch = hook_seconds(sums_between(c0["hook_sums"], c1["hook_sums"]))
+            spent["hooks"] += hooks - (
+                hook_seconds(c1["hook_sums"])[0] - hook_seconds(c0["hook_sums"])[0]
+            )
             total = sum(spent.values())
             threads = sum(c1["threads"].values()) - sum(c0["threads"].values())
-            dispatch = c1["dispatch_seconds"] - c0["dispatch_seconds"]
             print(
                 f"{name:<18} {tasks:>7} {loop:>7.2f} "
                 + " ".join(f"{spent[p]:>8.3f}" for p in parts)

@@ -90,6 +90,38 @@ def test_the_hooks_cost_and_dispatch_come_from_timed_calls_and_their_baselines()
     assert meter.hooks_seconds() == meter.dispatch_seconds() == pytest.approx(1000 * 20.25e-6)
 
 
+def test_an_intervals_hook_cost_comes_from_its_own_timed_calls():
+    # A benchmark's row: the difference of two readings, costed with the row's own means
+    # (the running means of all calls before would reprice the earlier rows' calls).
+    from dask_analytics_lab.collect.accounting import (
+        CLOCK,
+        NO_OP,
+        CostMeter,
+        hook_seconds,
+        sums_between,
+    )
+
+    meter = CostMeter()
+
+    def timed(seconds: float, what: int = 0) -> None:
+        meter.begin_sample()
+        meter.end_sample(seconds, what)
+
+    meter.transition_calls = 1000
+    for seconds, what in ((2e-6, 0), (1e-6, NO_OP), (0.5e-6, CLOCK)):
+        timed(seconds, what)
+    before = meter.hook_sums()
+    assert hook_seconds(before) == pytest.approx((1000 * 1.5e-6, 1000 * 0.5e-6))
+    meter.transition_calls = 3000  # 2,000 more calls, each dearer
+    for seconds, what in ((6e-6, 0), (2e-6, NO_OP), (0.5e-6, CLOCK)):
+        timed(seconds, what)
+    row = hook_seconds(sums_between(before, meter.hook_sums()))
+    # The row's own calls: 6 less the clock, of it 1.5 us Dask's call.
+    assert row == pytest.approx((2000 * 5.5e-6, 2000 * 1.5e-6))
+    # The running means would have said otherwise: (4 - 0.5) us over all 3,000 calls.
+    assert meter.hooks_seconds() - hook_seconds(before)[0] != pytest.approx(row[0])
+
+
 def test_the_longest_call_is_the_plugins_own_work_and_a_collection_inside_it_is_shown_apart():
     # A full collection that starts inside a tick walks the whole heap (the scheduler's, in
     # a real run): the tick is charged all of it, but its longest call is its own work.

@@ -88,13 +88,11 @@ class CostMeter:
         # transition hooks too, each call a dispatch.
         self.other_plugins = 0
         self._gc_inside = dict.fromkeys(PARTS, 0.0)
-        self._sampled_seconds = 0.0
-        self._sampled_calls = 0
         self.outliers = 0  # sampled calls left out: over OUTLIER
         self._gc_mark = 0.0
-        # The baselines (see the module doc): [seconds, calls] of the hook for no task
-        # (NO_OP) and of the clock alone (CLOCK).
-        self._baselines = {NO_OP: [0.0, 0], CLOCK: [0.0, 0]}
+        # [seconds, calls] of the timed calls: the hook (SAMPLED) and its baselines (see
+        # the module doc), the hook for no task (NO_OP) and the clock alone (CLOCK).
+        self._timed = {SAMPLED: [0.0, 0], NO_OP: [0.0, 0], CLOCK: [0.0, 0]}
         self._loop_thread = threading.get_ident()
         self._loop_cpu0 = time.thread_time()
         self._gc_start = 0.0
@@ -142,7 +140,7 @@ class CostMeter:
             # Set off by our measurement's own allocation, not the hook's: not counted.
             self._gc_inside["hooks"] = self._gc_mark
             if seconds <= OUTLIER:
-                baseline = self._baselines[what]
+                baseline = self._timed[what]
                 baseline[0] += seconds
                 baseline[1] += 1
             return
@@ -150,8 +148,9 @@ class CostMeter:
         if seconds > OUTLIER:
             self.outliers += 1
             return
-        self._sampled_seconds += seconds
-        self._sampled_calls += 1
+        sampled = self._timed[SAMPLED]
+        sampled[0] += seconds
+        sampled[1] += 1
         if seconds > self.longest_call:
             self.longest_call, self.longest_part = seconds, "hooks"
 
@@ -169,40 +168,37 @@ class CostMeter:
             self._gc_start = 0.0
 
     # --- reading -------------------------------------------------------------------
+    def hook_sums(self) -> dict[str, Any]:
+        """What the hooks' cost is made of (`hook_seconds` turns it into seconds): sums,
+        so that the cost of an interval is that of the difference of two readings."""
+        return {
+            "calls": self.transition_calls,
+            "plugins": 1 + self.other_plugins,
+            "hook": list(self._timed[SAMPLED]),
+            "no_op": list(self._timed[NO_OP]),
+            "clock": list(self._timed[CLOCK]),
+            "gc": self._gc_inside["hooks"],
+            "watched": self._timed[SAMPLED][1] + self.outliers,
+        }
+
     def hooks_seconds(self) -> float:
-        n = self._sampled_calls
-        # Before the first baselines, the whole timed call is the hook's: more, never less.
-        per_call = max(0.0, self._sampled_seconds / n - self._mean(CLOCK)) if n else 0.0
-        body = max(0.0, per_call - self._dispatch_per_call())
-        return self.transition_calls * body + self.dispatch_seconds() + self._hooks_gc()
+        return hook_seconds(self.hook_sums())[0]
 
     def dispatch_seconds(self) -> float:
         """Of hooks_seconds, Dask's own cost of calling the hooks: what any plugin with a
         transition hook pays, however little the hook does."""
-        return self.transition_calls * self._dispatch_per_call() * (1 + self.other_plugins)
-
-    def _dispatch_per_call(self) -> float:
-        if not self._baselines[NO_OP][1]:
-            return 0.0
-        return max(0.0, self._mean(NO_OP) - self._mean(CLOCK))
-
-    def _mean(self, what: int) -> float:
-        seconds, calls = self._baselines[what]
-        return seconds / calls if calls else 0.0
-
-    def _hooks_gc(self) -> float:
-        # The collections that started in timed hook calls stand for those of all calls.
-        watched = self._sampled_calls + self.outliers
-        return self._gc_inside["hooks"] * (self.transition_calls / watched) if watched else 0.0
+        return hook_seconds(self.hook_sums())[1]
 
     def report(
         self, extra: dict[str, float] | None = None, threads: dict[str, float] | None = None
     ) -> dict[str, Any]:
         """Must run on the loop's thread (it reads that thread's CPU clock).  `extra`: loop
         CPU counted elsewhere, by part; `threads`: CPU of work done in shared threads."""
+        sums = self.hook_sums()
+        hooks, dispatch = hook_seconds(sums)
         parts = dict(self.seconds)
-        parts["hooks"] = parts["hooks"] + self.hooks_seconds()
-        gc_seconds = self._hooks_gc() + sum(s for p, s in self._gc_inside.items() if p != "hooks")
+        parts["hooks"] += hooks
+        gc_seconds = _hooks_gc(sums) + sum(s for p, s in self._gc_inside.items() if p != "hooks")
         for name, seconds in (extra or {}).items():
             parts[name] = parts.get(name, 0.0) + seconds
         loop_cpu = time.thread_time() - self._loop_cpu0
@@ -222,22 +218,66 @@ class CostMeter:
             "loop_cpu_seconds": loop_cpu,
             "share": total / loop_cpu if loop_cpu > 0 else 0.0,
             "transition_calls": self.transition_calls,
-            "dispatch_seconds": self.dispatch_seconds(),  # inside parts["hooks"]
-            "transition_us": 1e6 * (self.hooks_seconds() / self.transition_calls)
-            if self.transition_calls
-            else 0.0,
+            "dispatch_seconds": dispatch,  # inside parts["hooks"]
+            "transition_us": 1e6 * hooks / self.transition_calls if self.transition_calls else 0.0,
             "longest_call_ms": 1e3 * self.longest_call,
             "longest_part": self.longest_part,
             "longest_gc_ms": 1e3 * self.longest_gc,
             "gc_seconds": gc_seconds,
-            "hook_samples": self._sampled_calls,
-            "hook_baselines": self._baselines[NO_OP][1] + self._baselines[CLOCK][1],
-            "dispatch_us": 1e6 * self._dispatch_per_call(),
+            "hook_samples": self._timed[SAMPLED][1],
+            "hook_baselines": self._timed[NO_OP][1] + self._timed[CLOCK][1],
+            "hook_sums": sums,
+            "dispatch_us": 1e6 * _dispatch_per_call(sums),
             "hook_outliers": self.outliers,
             "threads": threads,
             "threads_share_of_a_core": sum(threads.values()) / wall,
             "since": self._started,
         }
+
+
+def hook_seconds(sums: dict[str, Any]) -> tuple[float, float]:
+    """(the hooks' seconds, of it Dask's dispatch) for `sums` (CostMeter.hook_sums, or
+    the difference of two: `sums_between`): each call is charged the timed calls'
+    mean less the clock, the collections inside timed calls stand for all calls'."""
+    calls, (seconds, n) = sums["calls"], sums["hook"]
+    # Before the first baselines, the whole timed call is the hook's: more, never less.
+    per_call = max(0.0, seconds / n - _mean(sums["clock"])) if n else 0.0
+    dispatch = _dispatch_per_call(sums)
+    body = max(0.0, per_call - dispatch)
+    return calls * (body + dispatch * sums["plugins"]) + _hooks_gc(sums), (
+        calls * dispatch * sums["plugins"]
+    )
+
+
+def sums_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The hook sums of the interval between two readings of `hook_sums` (a benchmark's
+    row: its own timed calls, not the means of all before it)."""
+    between: dict[str, Any] = {}
+    for k, v in after.items():
+        if k == "plugins":  # a count of plugins, not a sum
+            between[k] = v
+        elif isinstance(v, list):  # [seconds, calls]
+            between[k] = [a - b for a, b in zip(v, before[k])]
+        else:
+            between[k] = v - before[k]
+    return between
+
+
+def _mean(pair: list[float]) -> float:
+    seconds, calls = pair
+    return seconds / calls if calls else 0.0
+
+
+def _dispatch_per_call(sums: dict[str, Any]) -> float:
+    if not sums["no_op"][1]:
+        return 0.0
+    return max(0.0, _mean(sums["no_op"]) - _mean(sums["clock"]))
+
+
+def _hooks_gc(sums: dict[str, Any]) -> float:
+    # The collections that started in timed hook calls stand for those of all calls.
+    watched = sums["watched"]
+    return sums["gc"] * (sums["calls"] / watched) if watched else 0.0
 
 
 def metered(awaitable: Awaitable[T], meter: CostMeter, part: str) -> Awaitable[T]:
