@@ -48,6 +48,8 @@ export class Sidebar extends Widget {
   private expanded = new Set<string>();
   private autoExpanded = false;
   private last = "";
+  // Loads started: a load that a newer one (a page turned, a filter) overtook draws nothing.
+  private loads = 0;
   where = "";
 
   constructor(private open: (req: IOpenRequest) => void) {
@@ -108,6 +110,7 @@ export class Sidebar extends Widget {
   }
 
   private async load(): Promise<void> {
+    const mine = ++this.loads;
     try {
       if (!this.where) {
         const info = await get<{ store: string }>("lab-info");
@@ -127,6 +130,7 @@ export class Sidebar extends Widget {
       try {
         ({ clusters } = await get<{ clusters: SentCluster[] }>(`api/clusters?${query}`));
       } catch (e) {
+        if (mine !== this.loads) return;
         if (!(e instanceof ApiError) || e.status !== 400) throw e;
         this.problem.textContent = e.message; // a filter the store refused: it says why
         return;
@@ -147,13 +151,15 @@ export class Sidebar extends Widget {
             computations[c.cluster_id] = r.computations;
           }),
       );
+      if (mine !== this.loads) return;
       const key = JSON.stringify([clusters, computations, [...this.expanded]]);
       if (key !== this.last) {
-        this.last = key;
         this.draw(clusters, computations);
         clear(this.pages).append(
           pager(clusters, MAX_CLUSTERS, this.before !== null, (b) => this.turn(b)),
         );
+        // Only once all of it is drawn: a draw that failed is tried again at the next poll.
+        this.last = key;
       }
       this.status.textContent = "";
     } catch (e) {
