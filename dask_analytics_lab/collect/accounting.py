@@ -256,7 +256,7 @@ def sums_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
     for k, v in after.items():
         if k == "plugins":  # a count of plugins, not a sum
             between[k] = v
-        elif isinstance(v, list):  # [seconds, calls]
+        elif isinstance(v, (list, tuple)):  # [seconds, calls] (a tuple once sent by RPC)
             between[k] = [a - b for a, b in zip(v, before[k])]
         else:
             between[k] = v - before[k]
