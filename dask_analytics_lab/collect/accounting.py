@@ -244,9 +244,8 @@ def hook_seconds(sums: dict[str, Any]) -> tuple[float, float]:
     per_call = max(0.0, seconds / n - _mean(sums["clock"])) if n else 0.0
     dispatch = _dispatch_per_call(sums)
     body = max(0.0, per_call - dispatch)
-    return calls * (body + dispatch * sums["plugins"]) + _hooks_gc(sums), (
-        calls * dispatch * sums["plugins"]
-    )
+    dispatched = calls * dispatch * sums["plugins"]  # our other plugins' calls too
+    return calls * body + dispatched + _hooks_gc(sums), dispatched
 
 
 def sums_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
