@@ -76,16 +76,25 @@ def _calls(dask_worker: Any = None) -> list[tuple[str, str, str]]:
     return [c for c in _CALLS if c[0] == dask_worker.address]
 
 
-def _dask_counts(prefixes: list[str], dask_worker: Any = None) -> dict[str, int]:
-    """Every sample the worker took of each prefix: its chunks and the cycle in progress."""
-    out = dict.fromkeys(prefixes, 0)
+def _dask_trees(prefixes: list[str], dask_worker: Any = None) -> dict[str, list[dict]]:
+    """Every tree of each prefix the worker holds: its chunks and the cycle in progress."""
+    out: dict[str, list[dict]] = {p: [] for p in prefixes}
     for _, trees in dask_worker.profile_keys_history:
         for p in prefixes:
-            out[p] += trees[p]["count"] if p in trees else 0
+            if p in trees:
+                out[p].append(trees[p])
     for p in prefixes:
         tree = dask_worker.profile_keys.get(p)
-        out[p] += tree["count"] if tree is not None else 0
+        if tree is not None:
+            out[p].append(tree)
     return out
+
+
+def _dask_counts(prefixes: list[str], dask_worker: Any = None) -> dict[str, int]:
+    """Every sample the worker took of each prefix."""
+    return {
+        p: sum(t["count"] for t in trees) for p, trees in _dask_trees(prefixes, dask_worker).items()
+    }
 
 
 def frames(tree: dict) -> set[str]:
@@ -95,6 +104,19 @@ def frames(tree: dict) -> set[str]:
         out.add(node.get("description", {}).get("name", ""))
         stack.extend(node.get("children", {}).values())
     return out
+
+
+def _own_frames_only(trees: dict[str, dict], dask_trees: list[dict[str, list[dict]]]) -> None:
+    """Each stored prefix profile holds the functions Dask's own trees of that prefix hold:
+    its own, never another prefix's.  A sample may catch the thread just outside the task's
+    function (in Dask's code around it: rare, on a loaded machine), so a prefix can have
+    samples and no frame of its function; most prefixes do have it."""
+    for name, tree in trees.items():
+        seen = {f for ts in dask_trees for t in ts[name] for f in frames(t)} & NAMES
+        assert seen <= {name}, (name, seen)
+        assert frames(tree) & NAMES == seen, name
+    sampled = [name for name, tree in trees.items() if tree["count"]]
+    assert 2 * sum(name in frames(trees[name]) for name in sampled) >= len(sampled), sampled
 
 
 def _in_process(client: Any) -> list[Any]:
@@ -131,6 +153,7 @@ def test_a_fetch_is_one_rpc_per_worker_at_30_prefixes(tmp_path):
         flushed = dal.flush(client, timeout=60)
         assert flushed["flushed"]
         calls = {w.address: _calls(w) for w in workers}
+        dask_trees = [_dask_trees(sorted(NAMES), w) for w in workers]
         dask_counts = [_dask_counts(sorted(NAMES), w) for w in workers]
     assert _per_worker(calls, "profile") == {w.address: 0 for w in workers}
     fetches = flushed["profiles_fetched"]
@@ -152,8 +175,7 @@ def test_a_fetch_is_one_rpc_per_worker_at_30_prefixes(tmp_path):
         name: sum(c[name] for c in dask_counts) for name in trees
     }
     assert sum(tree["count"] for tree in trees.values())
-    for name, tree in trees.items():
-        assert frames(tree) & NAMES == ({name} if tree["count"] else set()), name
+    _own_frames_only(trees, dask_trees)
 
 
 def test_no_live_fetch_while_a_computation_is_younger_than_a_cycle(tmp_path, monkeypatch):
@@ -229,6 +251,7 @@ def test_a_worker_that_blocks_run_is_asked_a_prefix_at_a_time(tmp_path):
         assert flushed["flushed"]
         calls = {w.address: _calls(w) for w in workers}
         names = [fn.__name__ for fn in WORK[:3]]
+        dask_trees = [_dask_trees(names, dask_worker=w) for w in workers]
         dask_counts = [_dask_counts(names, dask_worker=w) for w in workers]
     fetches = flushed["profiles_fetched"]
     assert fetches >= 1
@@ -246,8 +269,7 @@ def test_a_worker_that_blocks_run_is_asked_a_prefix_at_a_time(tmp_path):
         name: sum(c[name] for c in dask_counts) for name in names
     }
     assert sum(tree["count"] for tree in trees.values())
-    for name, tree in trees.items():
-        assert frames(tree) & NAMES == ({name} if tree["count"] else set()), name
+    _own_frames_only(trees, dask_trees)
 
 
 def _tree(name: str, count: int) -> dict:
