@@ -24,6 +24,8 @@ import pytest
 
 import dask_analytics_lab
 
+from .waiting import wait_for
+
 PACKAGE = Path(dask_analytics_lab.__file__).resolve().parent
 ROOT = PACKAGE.name
 # What store/ and collect/ may import besides themselves: the base modules.
@@ -442,3 +444,72 @@ def test_the_lazy_root_gives_every_public_name_and_only_those():
         with pytest.raises(AttributeError, match="no_such_name"):
             module.no_such_name  # noqa: B018
         assert not hasattr(module, "dask_teardown")  # the preload looks for it
+
+
+# A preload of the test's own (no analytics): what the process had loaded by the time
+# Dask ran its preloads, which is after the `dask` command imported its entry points.
+MODULES_SEEN = textwrap.dedent("""
+    import json, os, sys
+
+    def dask_setup(server):
+        with open(os.environ["MODULES_SEEN"] + "." + type(server).__name__, "w") as f:
+            json.dump(sorted(sys.modules), f)
+""")
+
+
+def test_dask_scheduler_and_worker_load_only_the_entry_points_shim(tmp_path):
+    """Dask's CLI imports every `dask_cli` entry point at each start: a `dask scheduler`
+    and a `dask worker` that do not use analytics load the shim and nothing else of ours."""
+    (tmp_path / "seen.py").write_text(MODULES_SEEN)
+    seen = tmp_path / "modules"
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {
+        **os.environ,
+        "MODULES_SEEN": str(seen),
+        "DASK_CONFIG": str(tmp_path / "no-config"),  # nobody's preloads but ours
+        "DASK_TEMPORARY_DIRECTORY": str(tmp_path),
+    }
+    dask = [sys.executable, "-m", "dask"]
+    procs = [
+        subprocess.Popen(
+            [*dask, "scheduler", "--port", "0", "--no-dashboard"]
+            + ["--scheduler-file", str(scheduler_file), "--preload", str(tmp_path / "seen.py")],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        wait_for(scheduler_file.exists, timeout=120, what="the scheduler's address file")
+        procs.append(
+            subprocess.Popen(
+                [*dask, "worker", "--scheduler-file", str(scheduler_file), "--no-dashboard"]
+                + ["--nthreads", "1", "--preload-nanny", str(tmp_path / "seen.py")],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        files = [Path(f"{seen}.Scheduler"), Path(f"{seen}.Nanny")]
+        wait_for(
+            lambda: all(f.exists() and f.stat().st_size for f in files),
+            timeout=120,
+            what="both processes' module lists",
+        )
+    finally:
+        # The worker first: a nanny whose scheduler went away first waits to reconnect.
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    for f in files:
+        loaded = json.loads(f.read_text())
+        ours = sorted(m for m in loaded if m.split(".")[0] in (ROOT, "dask_analytics"))
+        # The shim is there: Dask did load the entry point, so the test sees what it pays.
+        assert ours == [ROOT, f"{ROOT}.cli_entry"], (f.name, ours)
+        assert not [m for m in loaded if m.split(".")[0] in ("sqlalchemy", "alembic")], f.name
