@@ -531,3 +531,49 @@ def test_findings_over_the_team_server_are_scoped_to_the_token(tmp_path):
         assert status in (403, 405), body
         status, body, _ = request(url, token=ann)
         assert status == 200 and [f["kind"] for f in body["findings"]] == ["straggler"], body
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"workers_interval": "5", "idle_timeout": "300", "interval": "1"},
+        {"workers_interval": [5], "idle_timeout": {"s": 1}, "interval": None},
+        {"workers_interval": float("nan"), "idle_timeout": -1, "interval": True},
+    ],
+    ids=["strings", "list-and-object", "nan-negative-bool"],
+)
+def test_hostile_recorded_settings_cost_no_answer_its_findings(store_url, settings):
+    """#37 R6: `settings` is the cluster message's free JSON, stored as sent. A token holder
+    who records odd values there gets findings, not a 500 on every computation (settings
+    that are not an object are refused at ingest)."""
+    with ServerThread({"store_url": store_url}) as server:
+        token = server.token("acme")
+        c = Cluster(account="acme")
+        cluster = c.cluster()
+        cluster["data"]["settings"] = settings
+        batch = [cluster, *straggling(c, "slow-1"), c.sample(at=c.t + 600)]
+        status, body, _ = request(
+            server.url + "/api/ingest", method="POST", token=token, body=batch
+        )
+        assert status == 200, body
+        status, body, _ = request(server.url + "/api/computations/slow-1/findings", token=token)
+        assert status == 200, body
+        assert "straggler" in [f["kind"] for f in body["findings"]], body
+
+
+def test_a_short_id_gives_the_findings_of_the_full_id(store_url):
+    """#38: the CLI prints 8 characters of an id; explaining by them must not count the
+    computation as "a later computation" of itself (idle-cluster went missing)."""
+    c = Cluster(account="acme")
+    full = "3ec7ae23" + "0" * 24
+    t = c.t + 1
+    msgs = [
+        c.cluster(),
+        c.computation(full, start=t, stop=t + 1, groups=[group("load-abc", n_tasks=1)]),
+        c.sample(at=t + 600),
+    ]
+    with open_store(store_url) as store:
+        store.ingest(msgs)
+        by_full = explain(store, full)
+        assert "idle-cluster" in [f["kind"] for f in by_full], by_full
+        assert explain(store, full[:8]) == by_full

@@ -6,6 +6,7 @@ computation of 100,000 tasks stays a handful of reads (its task stream is then b
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -121,6 +122,26 @@ class Record:
         return out
 
 
+def _seconds(value: Any) -> float | None:
+    """A recorded interval or timeout: a positive finite number of seconds, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def _with_settings_checked(cluster: dict) -> dict:
+    """The cluster with the settings the rules compute with made numbers or None.
+
+    `settings` is the cluster message's free JSON object, stored as sent: anyone who may
+    ingest can send a string, a list or an object there, and a rule must not fail (a 500
+    for every computation of that cluster) on it."""
+    settings = cluster.get("settings")
+    settings = dict(settings) if isinstance(settings, dict) else {}
+    for key in ("interval", "workers_interval", "idle_timeout"):
+        settings[key] = _seconds(settings.get(key))
+    return {**cluster, "settings": settings}
+
+
 def _samples(
     reader: Any, cluster_id: str, start: float, stop: float, cluster: dict, account: str | None
 ) -> list[dict]:
@@ -149,7 +170,7 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
     """The record of one computation; NotFound (like every read) for an id the caller
     may not see."""
     comp = reader.get_computation(computation_id, account=account)
-    cluster = reader.get_cluster(comp["cluster_id"], account=account)
+    cluster = _with_settings_checked(reader.get_cluster(comp["cluster_id"], account=account))
     start = comp["start"]
     stop = comp.get("stop") or cluster.get("ended") or time.time()
     stream = reader.list_task_stream(computation_id, account=account, limit=STREAM_LIMIT)
@@ -172,7 +193,8 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         for c in reader.list_computations(
             cluster_id=comp["cluster_id"], account=account, since=start, limit=2
         )
-        if c["computation_id"] != computation_id
+        # The stored id: the one asked for may be a short prefix of it.
+        if c["computation_id"] != comp["computation_id"]
     ]
     return Record(
         comp=comp,
