@@ -374,7 +374,40 @@ def test_a_read_past_the_time_limit_is_cancelled_with_503(store_url, monkeypatch
         assert status == 503, body
         assert "query time limit of 0.5 s" in body["error"] and "query_timeout" in body["error"]
         assert "--query-timeout" in body["error"] and headers.get("Retry-After")
+        assert_names_no_store(body["error"], store_url)
         monkeypatch.setattr(queries, "cost_report", real)
         for _ in range(3):  # the pooled connections are fit for the next read
             status, body, _ = request(server.url + "/api/costs", token=token)
             assert status == 200, body
+
+
+def assert_names_no_store(text: str, store_url: str) -> None:
+    """#37 R7: an answer names no store URL, host, user, database or file path."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(store_url)
+    parts = [store_url, url.database or "", url.host or "", url.username or ""]
+    assert not [p for p in parts if p and p in text], (text, parts)
+    assert "sqlite" not in text.lower() and "postgres" not in text.lower(), text
+
+
+def test_an_unreachable_store_is_answered_without_its_url_or_the_drivers_words(
+    store_url, monkeypatch
+):
+    from dask_analytics_lab.store_errors import StoreUnavailable
+
+    def down(conn, **kw):
+        # What the store raises when its database refuses (store/engine.py's words).
+        raise StoreUnavailable(
+            f"cannot reach the analytics store {store_url}: connection refused "
+            '(FATAL: password authentication failed for user "analytics")'
+        )
+
+    with ServerThread({"store_url": store_url}) as server:
+        token = server.token("A")
+        monkeypatch.setattr(queries, "cost_report", down)
+        status, body, headers = request(server.url + "/api/costs", token=token)
+        assert status == 503 and headers.get("Retry-After"), body
+        assert "unavailable" in body["error"] and "try again" in body["error"], body
+        assert_names_no_store(body["error"], store_url)
+        assert "password" not in body["error"] and "FATAL" not in body["error"], body

@@ -152,12 +152,26 @@ class BaseHandler(RequestHandler):
                     f"{e} (max_answer_bytes); ask for less (a smaller limit=, a narrower "
                     "since=/until=), or raise it: `dask-analytics server --max-answer-bytes N`",
                 ) from None
+            # The store's own words name its URL (user, host, database; a SQLite path) and
+            # the driver's: for the operator's log, never for whoever asked (an anonymous
+            # reader of a public report, too).
             if isinstance(e, QueryTimeout):
                 logger.warning("dask-analytics server: %s", e)
-                raise ApiError(503, str(e), headers={"Retry-After": "30"}) from None
+                limit = self.ctx.store.read_timeout
+                raise ApiError(
+                    503,
+                    "a read of the analytics store ran past the query time limit"
+                    + (f" of {limit:g} s" if limit else "")
+                    + " and was cancelled; ask for less (a "
+                    "smaller limit= or a narrower since=/until=), or raise the limit (server "
+                    "setting query_timeout, `dask-analytics server --query-timeout SECONDS`)",
+                    headers={"Retry-After": "30"},
+                ) from None
             logger.warning("dask-analytics server: store unavailable: %s", e)
             raise ApiError(
-                503, f"the analytics store is unavailable; try again later ({e})"
+                503,
+                "the analytics store is unavailable; try again later (the server's log says why)",
+                headers={"Retry-After": "30"},
             ) from None
 
     # --- who is asking --------------------------------------------------------
