@@ -411,3 +411,37 @@ def test_an_unreachable_store_is_answered_without_its_url_or_the_drivers_words(
         assert "unavailable" in body["error"] and "try again" in body["error"], body
         assert_names_no_store(body["error"], store_url)
         assert "password" not in body["error"] and "FATAL" not in body["error"], body
+
+
+def test_an_export_of_rows_larger_than_an_answer_holds_every_row(store_url):
+    """#37 R2: a page of the export past max_answer_bytes was cut with a 200 and no word.
+    Pages are cut by bytes now, and a row alone past the budget is a page of its own."""
+    import dask
+
+    import dask_analytics_lab as dal
+    from dask_analytics_lab.api import close_readers
+
+    budget = 100_000
+    with ServerThread({"store_url": store_url, "max_answer_bytes": budget}) as server:
+        token = server.token("A")
+        c = Cluster(account="A")
+        msgs = [c.cluster()]
+        msgs += [c.event(msg={"i": i, "pad": "x" * 20_000}) for i in range(60)]
+        msgs += [c.event(msg={"i": 60, "pad": "y" * (budget * 3 // 2)})]  # alone past it
+        # Plain JSON: padding gzips past the server's compression-ratio guard.
+        sent = request(
+            server.url + "/api/ingest", method="POST", token=token, body=msgs, gzipped=False
+        )
+        assert sent[0] == 200, sent[1]
+        status, body, _ = request(server.url + "/api/export", token=token)
+        assert status == 200, str(body)[:300]
+        events = body["export"]["events"]
+        assert sorted(e["msg"]["i"] for e in events) == list(range(61))
+        assert all(len(e["msg"]["pad"]) in (20_000, budget * 3 // 2) for e in events)
+        # What `dask-analytics export` reads: the same rows.
+        try:
+            with dask.config.set({"analytics.token": token}):
+                exported = dal.export(store=server.url)
+        finally:
+            close_readers()
+        assert sorted(e["msg"]["i"] for e in exported["events"]) == list(range(61))

@@ -18,7 +18,7 @@ from tornado.iostream import StreamClosedError
 
 from ..display import dumps
 from ..store import schema as _schema
-from ..store.budget import answer_budget
+from ..store.budget import AnswerTooLarge, answer_budget
 from ..store.filters import (
     CLUSTER_STATES,
     COMPUTATION_STATES,
@@ -506,10 +506,15 @@ class Export(QueryHandler):
     def _page(
         self, table: str, account: str | None, after: Any, first: bool, z: Any
     ) -> tuple[bytes, Any]:
-        with answer_budget(self.ctx.max_answer_bytes):
-            rows, last = self.ctx.store.export_page(
-                table, account=account, after=after, limit=EXPORT_PAGE
-            )
+        try:
+            with answer_budget(self.ctx.max_answer_bytes):
+                rows, last = self.ctx.store.export_page(
+                    table, account=account, after=after, limit=EXPORT_PAGE
+                )
+        except AnswerTooLarge:
+            # The next row alone passes the budget: it goes as a page of its own (a row
+            # is bounded by what ingest accepts), so the export still holds every row.
+            rows, last = self.ctx.store.export_page(table, account=account, after=after, limit=1)
         if table == "code_snippets":
             self.ctx.cipher.open_rows(rows)
         elif table == "computations":

@@ -24,6 +24,7 @@ from ..store_errors import ambiguous, unknown
 from . import partitions
 from . import schema as s
 from .budget import collect
+from .budget import current as current_budget
 from .dynamic_code import Snippets, has_dynamic_code, place
 from .filters import (
     CLUSTER_STATES,
@@ -819,7 +820,9 @@ def export_page(
     limit: int = 1000,
 ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
     """`export`'s rows of one table, `limit` at most, in primary key order after `after`;
-    with the key of the last row (None when there are no more)."""
+    with the key of the last row (None when there are no more).  Under a server's answer
+    budget the page may hold fewer (store/budget.py): the key then points after the last
+    row kept, so an export of large rows is more pages, never a cut answer."""
     table = next(t for t in s.DATA_TABLES if t.name == table_name)
     where = (
         (sa.true() if account is None else table.c.account == account)
@@ -830,8 +833,9 @@ def export_page(
     q = sa.select(table).where(where)
     if after is not None:
         q = q.where(sa.tuple_(*key) > sa.tuple_(*after))
-    rows = _rows(conn.execute(q.order_by(*key).limit(limit + 1)))
-    more = len(rows) > limit
+    rows = _rows(conn.execute(q.order_by(*key).limit(limit + 1)), page=True)
+    budget = current_budget()
+    more = len(rows) > limit or (budget is not None and budget.truncated is not None)
     rows = rows[:limit]
     last = tuple(rows[-1][c.name] for c in key) if more else None  # before _blanks: the stored key
     _blanks(rows)
