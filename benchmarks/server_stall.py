@@ -6,11 +6,16 @@ uploads one public report of --report-mib MiB (random text: gzip shrinks it only
 then --readers anonymous clients read it --rounds times each (a quarter of them take no
 gzip), while a prober sends another account's small read every 50 ms and a sampler reads
 the server's RSS every 10 ms.  With --tasks N, the flood is instead --readers/16
-readers of one account's task stream of N rows (limit 1,000,000).
+readers of one account's task stream of N rows (limit 1,000,000).  With --twin-mib N
+(issue 37, R1), the report's twin is N MiB and the readers GET the page the server
+renders from it (on its own origin), while another account both ingests (a small batch
+every 50 ms) and reads; their latencies are printed beside the same probes run before
+the flood, in the same run (the baseline).
 
     python benchmarks/server_stall.py                        # 64 readers of a 4 MiB report
     python benchmarks/server_stall.py --report-mib 50 --readers 16
     python benchmarks/server_stall.py --tasks 300000 --readers 64
+    python benchmarks/server_stall.py --twin-mib 16 --readers 16   # issue 37's R1
 
 Prints: the prober's worst and median latency during the flood, the server's RSS before
 and its peak, and (when the server has one) its loop-lag probe's stall count and worst
@@ -96,6 +101,74 @@ def stall_figures(url: str) -> str:
     )
 
 
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile in milliseconds (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))] * 1000
+
+
+def twin_report(url: str, token: str, args: argparse.Namespace) -> tuple[str, dict, int, str]:
+    """Upload a public report whose twin is about --twin-mib MiB (performance_report's
+    kind: a task stream of compute intervals of random-named keys, all of which its page
+    shows); what the readers GET: its page on the server's own origin."""
+    row = 160  # bytes a task stream row takes as JSON, about
+    rows = [
+        {
+            "worker": f"tcp://10.0.0.{i % 16}:4000",
+            "thread": 140000 + i % 4,
+            "key": f"{os.urandom(6).hex()}-{i}",
+            "action": "compute",
+            "status": "OK",
+            "start": 1.7e9 + i * 1e-3,
+            "stop": 1.7e9 + i * 1e-3 + 5e-4,
+        }
+        for i in range(args.twin_mib * MiB // row)
+    ]
+    twin = {"summary": {"n_tasks": len(rows)}, "task_groups": [], "task_stream": rows}
+    status, body, _ = request(
+        url + "/api/reports",
+        method="POST",
+        token=token,
+        body={"html": "<p>report</p>", "twin": twin, "filename": "r.html", "private": False},
+    )
+    assert status == 201, body
+    what = (
+        f"{args.readers} anonymous readers x {args.rounds} of the page of a "
+        f"{args.twin_mib} MiB twin"
+    )
+    return "/reports/" + body["report"]["id"], {"Accept-Encoding": "gzip"}, args.readers, what
+
+
+def probes_of(
+    url: str,
+    token: str,
+    *,
+    seconds: float | None = None,
+    until: threading.Event | None = None,
+    into: dict[str, list[float]] | None = None,
+) -> dict[str, list[float]]:
+    """Another account's calls, one every 50 ms in turn: a small ingest batch (a sample of
+    its own cluster) and a read of its clusters; their latencies, by kind."""
+    out = into if into is not None else {"ingest": [], "read": []}
+    c = Cluster(account="B")
+    first = [c.cluster()]
+    end = time.monotonic() + (seconds or 0)
+    while (until is None and time.monotonic() < end) or (until is not None and not until.is_set()):
+        t0 = time.perf_counter()
+        status, _, _ = request(
+            url + "/api/ingest", method="POST", token=token, body=first + [c.sample()]
+        )
+        assert status == 200, status
+        first = []
+        out["ingest"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        status, _, _ = request(url + "/api/clusters", token=token)
+        assert status == 200, status
+        out["read"].append(time.perf_counter() - t0)
+        time.sleep(0.05)
+    return out
+
+
 def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
     a, b = make_token(db, "A"), make_token(db, "B")
     (tmp / "metrics.token").write_text(METRICS_TOKEN)
@@ -139,6 +212,8 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
                 max(1, args.readers // 16),
             )
             what = f"{readers} reads of a task stream of {args.tasks:,} rows"
+        elif args.twin_mib:
+            path, headers, readers, what = twin_report(server.url, a, args)
         else:
             html = (
                 "<html><body><pre>"
@@ -164,8 +239,11 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
             what = f"{readers} anonymous readers x {args.rounds} of a {args.report_mib} MiB public report"
         read_all(port, path, headers)  # warm
         time.sleep(1)
+        if args.twin_mib:
+            baseline = probes_of(server.url, b, seconds=5)
         before = proc.memory_info().rss
         peak, lat, done = [before], [], threading.Event()
+        flood_probes: dict[str, list[float]] = {"ingest": [], "read": []}
 
         def sample() -> None:
             while not done.is_set():
@@ -173,6 +251,9 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
                 time.sleep(0.01)
 
         def probe() -> None:
+            if args.twin_mib:
+                probes_of(server.url, b, until=done, into=flood_probes)
+                return
             while not done.is_set():
                 t0 = time.perf_counter()
                 request(server.url + "/api/whoami", token=b)
@@ -204,13 +285,30 @@ def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
         for t in helpers:
             t.join(5)
         bad = [s for s in sizes if s < 0]
+        good = [n for n in sizes if n >= 0]
         print(
-            f"{what}: {wall:.1f} s, {len(sizes) - len(bad)} answered 200, others {sorted(set(bad))}"
+            f"{what}: {wall:.1f} s, {len(good)} answered 200 ({max(good, default=0) / MiB:.1f} MiB "
+            f"the largest, as sent), others {sorted(set(bad))}"
         )
-        print(
-            f"  another account's read: worst {max(lat):.2f} s, median {statistics.median(lat) * 1000:.0f} ms "
-            f"({len(lat)} probes)"
-        )
+        if args.twin_mib:
+            print(
+                f"  another account's calls     {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'n':>5}"
+            )
+            for kind in ("ingest", "read"):
+                for when, got in (("before", baseline[kind]), ("flood", flood_probes[kind])):
+                    print(
+                        f"    {kind:<7} {when:<8}        {pct(got, 50):8.1f} {pct(got, 99):8.1f} "
+                        f"{max(got) * 1000:8.1f} {len(got):5d}"
+                    )
+            ratio = pct(flood_probes["ingest"], 99) / max(pct(baseline["ingest"], 99), 1e-9)
+            print(
+                f"    ingest p99 flood / before: {ratio:.2f}x  (targets: ingest p99 < 1500 ms, reads < 1000 ms)"
+            )
+        else:
+            print(
+                f"  another account's read: worst {max(lat):.2f} s, median {statistics.median(lat) * 1000:.0f} ms "
+                f"({len(lat)} probes)"
+            )
         print(
             f"  server RSS: {before / MiB:.0f} MiB before, peak {peak[0] / MiB:.0f} MiB "
             f"(+{(peak[0] - before) / MiB:.0f} MiB)"
@@ -226,6 +324,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--report-mib", type=int, default=4)
     p.add_argument("--tasks", type=int, default=0)
+    p.add_argument("--twin-mib", type=int, default=0)
     p.add_argument(
         "--postgres", metavar="URL", help="a scratch PostgreSQL database instead of SQLite"
     )

@@ -736,7 +736,8 @@ def _check_plain(v: Any, name: str) -> None:
             scalar(x)
 
 
-def _depth(v: Any) -> int:
+def json_depth(v: Any) -> int:
+    """How many levels deep a JSON value is (a scalar: 1); without recursion."""
     deepest, stack = 0, [(v, 1)]
     while stack:
         node, d = stack.pop()
@@ -770,7 +771,7 @@ def plain_json(v: Any, name: str, *, object_only: bool = True) -> Any:
             f"`{name}` must be plain JSON ({type(e).__name__}: {str(e)[:80]})"
         ) from None
     clean = json.loads(s)
-    if _depth(clean) > MAX_JSON_DEPTH:
+    if json_depth(clean) > MAX_JSON_DEPTH:
         raise ValueError(f"`{name}` must be JSON at most {MAX_JSON_DEPTH} levels deep")
     return clean
 

@@ -5,8 +5,11 @@ performance report (BokehJS inlined) still renders under the same policy."""
 
 from __future__ import annotations
 
+import http.client
 import http.server
+import re
 import threading
+import urllib.parse
 
 import dask
 import dask.array as da
@@ -292,11 +295,15 @@ def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):
                     continue
                 if private:
                     assert request(other)[0] == 404 and request(other, token=token)[0] == 404
-                    import html as html_module
-                    import re
-
-                    (signed,) = re.findall(r'href="(http://localhost:[^"]+)"', page)
-                    other = html_module.unescape(signed)
+                    # The page (the same for every reader) links to the server's own
+                    # origin, which hands the account's readers a signed link, no one else.
+                    (uploaded,) = re.findall(r'href="([^"]+/uploaded)"', page)
+                    assert uploaded == urllib.parse.urlsplit(url).path + "/uploaded"
+                    assert redirect_of(server.url + uploaded)[0] == 401
+                    assert redirect_of(server.url + uploaded, server.token("B"))[0] == 404
+                    status, other = redirect_of(server.url + uploaded, token)
+                    assert status == 302 and other.startswith(f"http://localhost:{server.port}/")
+                    assert "access=" in other
                 status, served, headers = request(other)
                 assert status == 200 and marker in served
                 assert headers["Content-Security-Policy"].startswith("sandbox")
@@ -311,3 +318,18 @@ def test_uploaded_report_html_is_never_served_on_the_servers_origin(store_url):
                     assert (
                         request(f"http://localhost:{server.port}{path}", token=token)[0] == 404
                     ), path
+
+
+def redirect_of(url: str, token: str | None = None) -> tuple[int, str | None]:
+    """(status, Location) of a GET, the redirect not followed."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.request(
+            "GET", parts.path, headers={"Authorization": f"token {token}"} if token else {}
+        )
+        r = conn.getresponse()
+        r.read()
+        return r.status, r.getheader("Location")
+    finally:
+        conn.close()

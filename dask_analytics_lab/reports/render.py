@@ -15,6 +15,9 @@ profile off no profile (an empty tree); `summary.recorded` says which were kept.
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import html
 import json
 import time
@@ -52,13 +55,32 @@ PAGE = """<!doctype html>
 (this link with <code>.json</code> at the end).</div>
 </div>
 <script type="application/json" id="dal-state">{state}</script>
-<script{nonce}>{script}</script>
-<script{nonce}>
-  DaskAnalyticsReport.render(document.getElementById("app"),
-    JSON.parse(document.getElementById("dal-state").textContent));
-</script>
+<script>{script}</script>
+<script>{boot}</script>
 </body></html>
 """
+# The page's second script: the same on every page, so a policy can name it by its hash.
+BOOT = """
+  DaskAnalyticsReport.render(document.getElementById("app"),
+    JSON.parse(document.getElementById("dal-state").textContent));
+"""
+
+
+@functools.cache
+def _bundle() -> tuple[str, str]:
+    """The views' bundle as the page inlines it, and the page's stylesheet."""
+    script = REPORT_SCRIPT.read_text().replace("</script", "<\\/script")
+    return script, (REPORT_SCRIPT.parent / "style.css").read_text()
+
+
+def page_script_sources() -> str:
+    """The page's two scripts as CSP sources ('sha256-...'): they are the same on every
+    report page, so a page rendered once can be served to every reader under a policy
+    that runs these and nothing else (a per-request nonce would need a render a request)."""
+    return " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+        for text in (_bundle()[0], BOOT)
+    )
 
 
 def _script_json(value: Any) -> str:
@@ -72,15 +94,13 @@ def report_page(
     subtitle: str,
     state: dict,
     *,
-    nonce: str | None = None,
     links: Sequence[tuple[str, str]] = (),
 ) -> str:
     """One self-contained report page: the views' bundle over `state`.  Every recorded
     string reaches the page as escaped text or inside the JSON state (which the views
-    put in the DOM as text); `nonce` marks the page's own two scripts for a policy
+    put in the DOM as text); its two scripts are page_script_sources(), for a policy
     that runs no other; `links` are (text, URL) shown under the title."""
-    script = REPORT_SCRIPT.read_text()
-    css = (REPORT_SCRIPT.parent / "style.css").read_text()
+    script, css = _bundle()
     shown = "".join(
         f' <a class="dal-report-link" href="{html.escape(url, quote=True)}">{html.escape(text)}</a>'
         for text, url in links
@@ -90,8 +110,8 @@ def report_page(
         subtitle=html.escape(subtitle),
         state=_script_json(state),
         css=css,
-        script=script.replace("</script", "<\\/script"),
-        nonce=f' nonce="{html.escape(nonce, quote=True)}"' if nonce else "",
+        script=script,
+        boot=BOOT,
         links=f'<div class="sub">{shown}</div>' if shown else "",
     )
 

@@ -17,9 +17,14 @@ from typing import Any, Protocol
 
 from ..codecrypt import CodeCipher, local_cipher, reading_cipher
 from ..display import dumps
+from ..messages import MAX_PROFILE_DEPTH, json_depth
 from .offline import inline_bokeh
 
 MAX_FILENAME = 1000
+# A twin is parsed and rendered into its page on the server: bound what that costs.  Deep
+# enough for profile trees (two levels a frame, MAX_PROFILE_DEPTH frames) in a twin.
+MAX_TWIN_BYTES = 32 * 2**20
+MAX_TWIN_DEPTH = 2 * MAX_PROFILE_DEPTH + 16
 FIELDS = ("html", "twin", "filename", "private", "title", "cluster_id", "account", "user")
 
 
@@ -76,6 +81,8 @@ def check_report(body: Any) -> dict:
         raise BadReport("html must be the report's HTML, a non-empty string")
     if not isinstance(twin, dict):
         raise BadReport("twin must be a JSON object (summary, task_groups, task_stream, profile)")
+    if json_depth(twin) > MAX_TWIN_DEPTH:
+        raise BadReport(f"twin must be JSON at most {MAX_TWIN_DEPTH} levels deep")
     private = body.get("private", False)
     if not isinstance(private, bool):
         raise BadReport("private must be true or false")
@@ -111,6 +118,12 @@ def make_row(
     if isinstance(summary.get("code"), str):
         summary["code"] = seal.encrypt(summary["code"])
     html_bytes = inline_bokeh(html).encode("utf-8", "replace")
+    twin_bytes = dumps(twin).encode()
+    if len(twin_bytes) > MAX_TWIN_BYTES:
+        raise BadReport(
+            f"twin is {len(twin_bytes):,} bytes of JSON, over the maximum of {MAX_TWIN_BYTES:,}: "
+            "share a narrower window or fewer task stream rows"
+        )
     return {
         "id": new_report_id(),
         "account": account,
@@ -123,7 +136,7 @@ def make_row(
         "size": len(html_bytes),
         "summary": summary,
         "html_gz": seal.seal_bytes(gzip.compress(html_bytes, 6)),
-        "twin_gz": seal.seal_bytes(gzip.compress(dumps(twin).encode(), 6)),
+        "twin_gz": seal.seal_bytes(gzip.compress(twin_bytes, 6)),
     }
 
 

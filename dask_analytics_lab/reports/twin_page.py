@@ -142,11 +142,9 @@ def twin_state(twin: dict, meta: dict) -> dict:
     }
 
 
-def twin_report_page(
-    twin: dict, meta: dict, *, nonce: str | None = None, links: Sequence[tuple[str, str]] = ()
-) -> str:
+def twin_report_page(twin: dict, meta: dict, *, links: Sequence[tuple[str, str]] = ()) -> str:
     """The whole page of a stored report, from its twin (see the module's doc)."""
     state = twin_state(twin, meta)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state["snapshot_time"]))
     subtitle = f"{meta.get('filename') or 'report'} · stored {when}"
-    return report_page(state["title"], subtitle, state, nonce=nonce, links=links)
+    return report_page(state["title"], subtitle, state, links=links)

@@ -141,12 +141,18 @@ class Metrics:
 
     # --- the page ---------------------------------------------------------------
     def render(
-        self, rows: dict[str, int], live: int, version: str, dialect: str, lag: Any = None
+        self,
+        rows: dict[str, int],
+        live: int,
+        version: str,
+        dialect: str,
+        lag: Any = None,
+        pages: Any = None,
     ) -> bytes:
         """The page in Prometheus' text format 0.0.4 (CONTENT_TYPE): the counters, and what
         was read for this scrape."""
         return generate_latest(
-            _Page(self.registry, list(_scraped(rows, live, version, dialect, lag)))
+            _Page(self.registry, list(_scraped(rows, live, version, dialect, lag, pages)))
         )
 
 
@@ -163,7 +169,7 @@ class _Page:
 
 
 def _scraped(
-    rows: dict[str, int], live: int, version: str, dialect: str, lag: Any
+    rows: dict[str, int], live: int, version: str, dialect: str, lag: Any, pages: Any
 ) -> Iterable[Metric]:
     info = GaugeMetricFamily(
         "dask_analytics_build_info",
@@ -188,9 +194,15 @@ def _scraped(
     if lag is not None:  # looplag.LoopLag
         yield CounterMetricFamily(
             "dask_analytics_loop_stalls",
-            f"Times the event loop ran a callback over {lag.stall:g} s late while its thread was busy "
-            f"(over {lag.stall:g} s of CPU in between: heavy work on the loop).",
+            f"Times the event loop ran a callback over {lag.stall:g} s late, whatever held it "
+            "(its own work, another thread holding the GIL, no free CPU).",
             value=lag.stalls,
+        )
+        yield CounterMetricFamily(
+            "dask_analytics_loop_busy_stalls",
+            f"Of those, the times its own thread used over {lag.stall:g} s of CPU in between "
+            "(heavy work on the loop itself).",
+            value=lag.busy_stalls,
         )
         yield GaugeMetricFamily(
             "dask_analytics_loop_lag_max_seconds",
@@ -201,6 +213,17 @@ def _scraped(
             "dask_analytics_loop_busy_max_seconds",
             "The most CPU the loop's thread used between two probes (every 0.1 s) since start.",
             value=float(lag.worst_busy),
+        )
+    if pages is not None:  # report_bodies.RenderedPages
+        yield CounterMetricFamily(
+            "dask_analytics_report_pages_rendered",
+            "Report pages rendered from their twins (each is kept and served as bytes after).",
+            value=pages.rendered,
+        )
+        yield GaugeMetricFamily(
+            "dask_analytics_report_pages_kept_bytes",
+            "Bytes of rendered report pages kept (gzip'd).",
+            value=pages.used,
         )
 
 

@@ -107,7 +107,12 @@ class Metrics(BaseHandler):
         self.set_header("Content-Type", CONTENT_TYPE)
         self.finish(
             self.ctx.metrics.render(
-                rows, live, __version__, self.ctx.store.dialect, self.ctx.loop_lag
+                rows,
+                live,
+                __version__,
+                self.ctx.store.dialect,
+                self.ctx.loop_lag,
+                self.ctx.report_bodies.pages,
             )
         )
 

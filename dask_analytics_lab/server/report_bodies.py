@@ -4,9 +4,15 @@ at the same time (server/report_handlers.py makes them; the context holds the ta
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+# Bytes of rendered report pages (gzip'd) a server keeps; past it, the least recently
+# read are dropped (and rendered again when read again).
+PAGES_BYTES = 256 * 2**20
 
 
 class Body:
@@ -27,6 +33,7 @@ class SharedBodies:
     def __init__(self) -> None:
         self._live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._making: dict[Any, asyncio.Future] = {}
+        self.pages = RenderedPages()
 
     async def get(self, key: Any, make: Callable[[], Awaitable[Body]]) -> Body:
         body = self._live.get(key)
@@ -42,3 +49,56 @@ class SharedBodies:
         self._making.pop(key, None)
         if not fut.cancelled() and fut.exception() is None:
             self._live[key] = fut.result()  # kept while some request still holds it
+
+
+class RenderedPages:
+    """Report pages rendered from their twins, gzip'd, by report id: a page is rendered
+    once and then served as bytes, so a reader's GET costs a lookup and a send, not a
+    parse and a render (which hold the GIL for as long, whoever waits on it).  A report's
+    page never changes: its twin and row are written once.  Read threads; locked."""
+
+    def __init__(self, limit: int = PAGES_BYTES):
+        self.limit = limit
+        self.used = 0
+        self.rendered = 0  # pages rendered since start (/metrics)
+        self._pages: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self._rendering: dict[str, threading.Lock] = {}
+
+    def get_or_make(self, report_id: str, make: Callable[[], bytes | None]) -> bytes | None:
+        """The kept page, else make() it (once, however many threads ask at the same time)
+        and keep it; None when make() finds no report."""
+        with self._lock:
+            page = self._kept(report_id)
+            if page is not None:
+                return page
+            rendering = self._rendering.setdefault(report_id, threading.Lock())
+        with rendering:
+            try:
+                with self._lock:
+                    page = self._kept(report_id)
+                if page is None:
+                    page = make()
+                    if page is not None:
+                        with self._lock:
+                            self.rendered += 1
+                            self._keep(report_id, page)
+            finally:
+                with self._lock:
+                    self._rendering.pop(report_id, None)
+        return page
+
+    def _kept(self, report_id: str) -> bytes | None:
+        page = self._pages.get(report_id)
+        if page is not None:
+            self._pages.move_to_end(report_id)
+        return page
+
+    def _keep(self, report_id: str, page: bytes) -> None:
+        if len(page) > self.limit:
+            return  # served, not kept: it would push out every other page
+        self._pages[report_id] = page
+        self.used += len(page)
+        while self.used > self.limit:
+            _, dropped = self._pages.popitem(last=False)
+            self.used -= len(dropped)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import secrets
 import urllib.parse
 from typing import Any
 
@@ -75,22 +74,27 @@ REPORT_CSP = "; ".join(
 )
 
 
-def load_report(ctx: Any, report_id: str, kind: str, gzip_ok: bool) -> Body:
-    """A report as it will be sent (blocking: on a read thread): "html", the uploaded
-    HTML, stored gzip sent as stored to a client that takes gzip; "json", the twin
-    re-encoded with the row's metadata; "page", the twin's bytes for its page."""
+def load_report(ctx: Any, meta: dict, kind: str, gzip_ok: bool) -> Body:
+    """A report as it will be sent (blocking: on a read thread), for its row `meta`:
+    "html", the uploaded HTML, stored gzip sent as stored to a client that takes gzip;
+    "json", the twin re-encoded with the row's metadata; "page", the page rendered from
+    the twin, kept once rendered (report_bodies.RenderedPages), gzip'd."""
+    report_id = meta["id"]
+    if kind == "page":
+        page = ctx.report_bodies.pages.get_or_make(report_id, lambda: _render_page(ctx, meta))
+        if page is None:
+            return Body(b"", None, None)
+        return Body(page, "gzip", meta) if gzip_ok else Body(gzip.decompress(page), None, meta)
     row = ctx.team.get_report(report_id, content="html" if kind == "html" else "twin")
     if row is None:
         return Body(b"", None, None)
     name = "html_gz" if kind == "html" else "twin_gz"
     try:
-        stored = opening_cipher(ctx.cipher).open_bytes(row.pop(name))
+        stored = _open(ctx, row.pop(name))
         if kind == "html":
             return (
                 Body(stored, "gzip", row) if gzip_ok else Body(gzip.decompress(stored), None, row)
             )
-        if kind == "page":
-            return Body(gzip.decompress(stored), None, row)
         twin = json.loads(gzip.decompress(stored))
     except CodeDecryptError as e:  # logged once by the cipher
         raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
@@ -102,6 +106,30 @@ def load_report(ctx: Any, report_id: str, kind: str, gzip_ok: bool) -> Body:
         {"report": meta, **{k: v for k, v in twin.items() if k != "report"}}, gzip_ok
     )
     return Body(data, encoding, row)
+
+
+def _open(ctx: Any, blob: bytes) -> bytes:
+    return opening_cipher(ctx.cipher).open_bytes(blob)
+
+
+def _render_page(ctx: Any, meta: dict) -> bytes | None:
+    """The page of a report from its stored twin, gzip'd (None: the report is gone)."""
+    from ..reports.twin_page import twin_report_page
+
+    row = ctx.team.get_report(meta["id"], content="twin")
+    if row is None:
+        return None
+    try:
+        twin = json.loads(gzip.decompress(_open(ctx, row.pop("twin_gz"))))
+    except CodeDecryptError as e:  # logged once by the cipher
+        raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
+    # Links the same for every reader: the page is rendered once for all of them.
+    base = f"{ctx.prefix}/reports/{row['id']}"
+    links = [("Data (JSON)", f"{base}.json")]
+    if ctx.report_url is not None:
+        links.append(("Dask's own report, as uploaded", f"{base}/uploaded"))
+    page = twin_report_page(twin if isinstance(twin, dict) else {}, row, links=links)
+    return gzip.compress(page.encode(), 6)
 
 
 def check_upload(body: Any, principal: Principal, cipher: CodeCipher | None = None) -> dict:
@@ -121,7 +149,10 @@ def check_upload(body: Any, principal: Principal, cipher: CodeCipher | None = No
     else:
         report["account"] = report["account"] or "default"
     check_text("account", report["account"])
-    return make_row(**report, cipher=cipher)
+    try:
+        return make_row(**report, cipher=cipher)
+    except BadReport as e:  # a twin past its size
+        raise ApiError(413, str(e)) from None
 
 
 class ReportsApi(QueryHandler):
@@ -161,12 +192,14 @@ class ReportsApi(QueryHandler):
         )
 
 
-def twin_page_csp(nonce: str) -> str:
+def twin_page_csp() -> str:
     """The policy of the page rendered from a report's twin: REPORT_CSP, but only the
-    page's own two scripts (by nonce) run, so no markup a recorded string could carry
-    would, were it ever to reach the page unescaped."""
+    page's own two scripts (by their hashes) run, so no markup a recorded string could
+    carry would, were it ever to reach the page unescaped."""
+    from ..reports.render import page_script_sources
+
     return REPORT_CSP.replace(
-        "script-src 'unsafe-inline' 'unsafe-eval'", f"script-src 'nonce-{nonce}'"
+        "script-src 'unsafe-inline' 'unsafe-eval'", f"script-src {page_script_sources()}"
     )
 
 
@@ -209,57 +242,51 @@ class ReportView(BaseHandler):
             raise ApiError(404, "no such report")
         uploaded = self.on_report_origin()  # prepare() let only the page through there
         principal = None if uploaded else await self.principal(required=False)
+        row = await self.readable(report_id, principal, uploaded)
         gzip_ok = self.accepts_gzip()
         # the twin (JSON), the page made from it, or the uploaded HTML (report origin only)
         kind = "json" if self.as_json else "html" if uploaded else "page"
         # Reading, decrypting, decompressing and encoding: on a read thread, once for
         # all the clients reading the same report at the same time.
         body = await self.ctx.report_bodies.get(
-            (report_id, kind, gzip_ok), lambda: self._load(principal, report_id, kind, gzip_ok)
+            (report_id, kind, gzip_ok), lambda: self._load(principal, row, kind, gzip_ok)
         )
-        row = body.meta
+        if body.meta is None:  # deleted since
+            raise ApiError(404, "no such report")
+        if kind == "json":
+            self.set_header("Content-Type", "application/json; charset=utf-8")
+        else:
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.set_header(
+                "Content-Security-Policy", twin_page_csp() if kind == "page" else REPORT_CSP
+            )
+        await self.send_body(body.data, body.encoding)
+
+    async def readable(self, report_id: str, principal: Principal | None, uploaded: bool) -> dict:
+        """The report's row, once the caller may read it: checked before any of the report
+        is read, decrypted or rendered (a lookup of its metadata, in the caller's share)."""
+        async with self.ctx.read_shares.hold(caller_key(principal)):
+            row = await self.call(self.ctx.team.get_report, report_id)
         if row is None:
             raise ApiError(404, "no such report")
-        if uploaded and row["private"] and not self.link_grants(row):
-            raise ApiError(
-                404, "no such report"
-            )  # open it from its page on the server's own origin
-        if not uploaded and not may_read(row, principal):
+        if uploaded:
+            if row["private"] and not self.link_grants(row):
+                # Opened from its page on the server's own origin, through /uploaded.
+                raise ApiError(404, "no such report")
+        elif not may_read(row, principal):
             if principal is None:
                 raise ApiError(
                     401,
                     f"this report is private to its account: log in at {self.ctx.prefix}/login "
                     "or send 'Authorization: token <token>'",
                 )
-            raise ApiError(
-                404, "no such report"
-            )  # a stranger learns nothing, not even that it exists
-        if kind == "page":
-            await self.finish_twin_page(row, body.data)
-            return
-        if kind == "json":
-            self.set_header("Content-Type", "application/json; charset=utf-8")
-        else:
-            self.set_header("Content-Type", "text/html; charset=utf-8")
-            self.set_header("Content-Security-Policy", REPORT_CSP)
-        await self.send_body(body.data, body.encoding)
+            # A stranger learns nothing, not even that it exists.
+            raise ApiError(404, "no such report")
+        return row
 
-    async def _load(
-        self, principal: Principal | None, report_id: str, kind: str, gzip_ok: bool
-    ) -> Body:
+    async def _load(self, principal: Principal | None, row: dict, kind: str, gzip_ok: bool) -> Body:
         async with self.ctx.read_shares.hold(caller_key(principal)):
-            return await self.call(load_report, self.ctx, report_id, kind, gzip_ok)
-
-    async def finish_twin_page(self, row: dict, blob: bytes) -> None:
-        nonce = secrets.token_urlsafe(16)
-        links = [("Data (JSON)", f"{self.ctx.prefix}/reports/{row['id']}.json")]
-        uploaded = self.uploaded_link(row)
-        if uploaded is not None:
-            links.append(("Dask's own report, as uploaded", uploaded))
-        # Parsing a twin and rendering its page (the views' bundle inline) is work for a thread.
-        page = await self.call(_twin_page, blob, row, nonce, links)
-        self.set_header("Content-Security-Policy", twin_page_csp(nonce))
-        self.finish(page)
+            return await self.call(load_report, self.ctx, row, kind, gzip_ok)
 
     def render_error(self, status_code: int, message: str) -> None:
         if self.as_json:
@@ -270,8 +297,21 @@ class ReportView(BaseHandler):
         self.finish(error_page(self.ctx.prefix, status_code, message))
 
 
-def _twin_page(blob: bytes, row: dict, nonce: str, links: list[tuple[str, str]]) -> str:
-    from ..reports.twin_page import twin_report_page
+class UploadedReport(ReportView):
+    """{prefix}/reports/{id}/uploaded: a link on the page, the same for every reader, to
+    where the report's uploaded HTML opens (the report origin; a private report's through
+    a link signed for it, made here for a reader who may read it)."""
 
-    twin = json.loads(blob)
-    return twin_report_page(twin if isinstance(twin, dict) else {}, row, nonce=nonce, links=links)
+    def initialize(self, ctx: Any, as_json: bool = False) -> None:
+        super().initialize(ctx, as_json=True)  # errors as JSON; never on the report origin
+
+    async def get(self, report_id: str) -> None:
+        if not _ID.match(report_id):
+            raise ApiError(404, "no such report")
+        principal = await self.principal(required=False)
+        row = await self.readable(report_id, principal, uploaded=False)
+        link = self.uploaded_link(row)
+        if link is None:
+            raise ApiError(404, "this server serves no uploaded report HTML (no report_url)")
+        self.set_header("Cache-Control", "no-store")  # a signed link lasts minutes
+        self.redirect(link)

@@ -110,6 +110,7 @@ size; a computation still running on an ended cluster reads state "lost".  With 
 token, a cluster's `user` is the token's and `reported_user` what its client said.
 Pages: /  /clusters/{id}  /computations/{id}  /exceptions  /reports  /costs  /login
        /reports/{id} (report HTML)  /reports/{id}.json (its twin)
+       /reports/{id}/uploaded (to the uploaded HTML on report_url, signed when private)
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ from .context import Context, make_context
 from .ingest import IngestHandler
 from .ops import Health, Metrics, Ready
 from .query import query_routes
-from .report_handlers import ReportsApi, ReportView
+from .report_handlers import ReportsApi, ReportView, UploadedReport
 from .web import WIDGETS, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
 
 
@@ -161,6 +162,7 @@ def routes_for(ctx: Context) -> list[URLSpec]:
     specs += [URLSpec(f"{p}/api{path}", handler, c) for path, handler in query_routes()]
     specs += [
         URLSpec(f"{p}/reports/([^/]+)\\.json", ReportView, {**c, "as_json": True}),
+        URLSpec(f"{p}/reports/{seg}/uploaded", UploadedReport, c),
         URLSpec(f"{p}/reports/{seg}", ReportView, c),
         URLSpec(f"{p}/", PageHandler, {**c, "page": "clusters", "title": "Clusters"}),
         URLSpec(f"{p}/clusters/{seg}", PageHandler, {**c, "page": "cluster", "title": "Cluster"}),
