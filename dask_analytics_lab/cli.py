@@ -19,7 +19,6 @@ from typing import Any
 import click
 
 from . import api, config, tables
-from .cli_entry import HELP
 from .config import ConfigError
 from .csvcells import write_rows
 from .prune_cli import prune
@@ -101,7 +100,7 @@ def limit_option(default: int) -> Any:
 @click.group(
     name="analytics",
     cls=_Group,
-    help=HELP,
+    help="Read what dask-analytics-lab recorded, and serve it to a team.",
 )
 @store_option
 def analytics() -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+# What `dask --help` lists; cli.analytics has the same (tests/test_layout.py holds them
+# equal: cli.py cannot import it from here without an import cycle).
 HELP = "Read what dask-analytics-lab recorded, and serve it to a team."
 
 

@@ -513,3 +513,11 @@ def test_dask_scheduler_and_worker_load_only_the_entry_points_shim(tmp_path):
         # The shim is there: Dask did load the entry point, so the test sees what it pays.
         assert ours == [ROOT, f"{ROOT}.cli_entry"], (f.name, ours)
         assert not [m for m in loaded if m.split(".")[0] in ("sqlalchemy", "alembic")], f.name
+
+
+def test_the_entry_points_stand_in_is_the_whole_cli_by_its_help_and_commands():
+    from dask_analytics_lab import cli, cli_entry
+
+    assert cli_entry.analytics.help == cli.analytics.help
+    ctx = cli.analytics.make_context("analytics", [])
+    assert cli_entry.analytics.list_commands(ctx) == cli.analytics.list_commands(ctx)
