@@ -61,14 +61,24 @@ def nbytes(n: float | None) -> str:
         return printable(repr(n))
 
 
-def short(text: str | None, width: int) -> str:
-    """The first line of `text`, made printable, cut to `width` characters (… marks a cut)."""
+def _first_line(text: str | None) -> str:
     if not text:
         return ""
     text = str(text)
-    line = text.strip().splitlines()[0].strip() if text.strip() else ""
-    line = printable(line)
+    return printable(text.strip().splitlines()[0].strip() if text.strip() else "")
+
+
+def short(text: str | None, width: int) -> str:
+    """The first line of `text`, made printable, cut to `width` characters (… marks a cut)."""
+    line = _first_line(text)
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def short_location(text: str | None, width: int) -> str:
+    """`path:line in function` cut at its start (… marks the cut): the file's name, the
+    line and the function tell a location, not the folders above it."""
+    line = _first_line(text)
+    return line if len(line) <= width else "…" + line[len(line) - width + 1 :]
 
 
 def render(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
@@ -204,7 +214,7 @@ def exceptions(rows: list[dict]) -> str:
             (
                 r.get("count"),
                 r.get("exc_type") or "",
-                short(r.get("location"), 50),
+                short_location(r.get("location"), 50),
                 short(r.get("pattern"), 50),
                 short(example(r), 60),
                 r.get("task_group"),

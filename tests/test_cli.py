@@ -196,7 +196,7 @@ def test_exceptions_one_row_per_failure(written, capsys):
                 h="v",
                 count=2,
                 exc_type="ValueError",
-                location="etl.py:50 in parse",
+                location="/home/ann/projects/nightly-etl/pipelines/steps/etl.py:50 in parse",
                 pattern="bad value <n>",
                 examples=["ValueError('bad value 3')"],
             ),
@@ -213,6 +213,8 @@ def test_exceptions_one_row_per_failure(written, capsys):
         and rows["KeyError"]["example"] == "KeyError('key-7')"
     )
     assert rows["ValueError"]["example"] == "ValueError('bad value 3')"
+    # A long path is cut at its start: the file, the line and the function stay.
+    assert rows["ValueError"]["location"] == "…ts/nightly-etl/pipelines/steps/etl.py:50 in parse"
     assert "--- KeyError etl.py:41 in load x500" in out
 
 

@@ -298,6 +298,115 @@ def test_failure_in_a_script_function_shows_the_script_and_line(store_url, scrip
     assert (odd["count"], missing["count"]) == (5, 5)
 
 
+LIBRARY = """\
+def check(x):
+    if x == 3:
+        raise LookupError(f"no row {x}")
+    return x
+"""
+
+# Compute two calls below the script's top level (as the README's demo does), helpers at
+# module level, in run(), in an imported module of the user's, and lambdas in both places.
+LAYOUTS = """\
+import sys
+
+import dask_analytics_lab as dal
+from distributed import Client, LocalCluster, wait
+
+import userlib
+
+
+def at_module_level(x):
+    raise ValueError(f"module-level helper {{x}}")
+
+
+def calls_the_library(x):
+    return userlib.check(x)
+
+
+halve = lambda x: x / 0
+
+
+def run(client):
+    def in_run(x):
+        raise KeyError(f"k{{x}}")
+
+    wait(client.map(at_module_level, range(2)))
+    wait(client.map(in_run, range(2)))
+    wait(client.map(calls_the_library, [3]))
+    wait(client.map(lambda x: [][x], range(2)))
+    wait(client.map(halve, range(2)))
+
+
+def main(store):
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes={processes},
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        info = dal.register(client, store=store)
+        run(client)
+        dal.flush(client)
+        return info["cluster_id"]
+
+
+if __name__ == "__main__":
+    print(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_every_layout_of_a_script_shows_the_file_line_and_source(store_url, script_dir, processes):
+    """Compute called below the script's top level: a helper at module level is in no
+    function's source, only in the file's; the record still names the file, the line and
+    its source, for every frame of every kind of failure."""
+    text = LAYOUTS.format(processes=processes)
+    script, library = script_dir / "nightly.py", script_dir / "userlib.py"
+    script.write_text(text)
+    library.write_text(LIBRARY)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(script), store_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=script_dir,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    cluster_id = done.stdout.split()[-1]
+    rows = {r["exc_type"]: r for r in dal.list_exceptions(cluster_id, store=store_url)}
+    assert set(rows) == {"ValueError", "KeyError", "LookupError", "IndexError", "ZeroDivisionError"}
+
+    def frame(path: Path, needle: str, function: str) -> tuple[str, str]:
+        line = _line_of(text if path == script else LIBRARY, needle)
+        return (
+            f"{path}:{line} in {function}",
+            f'  File "{path}", line {line}, in {function}\n    {needle}\n',
+        )
+
+    calls = frame(script, "return userlib.check(x)", "calls_the_library")
+    expected = {
+        "ValueError": [
+            frame(script, 'raise ValueError(f"module-level helper {x}")', "at_module_level")
+        ],
+        "KeyError": [frame(script, 'raise KeyError(f"k{x}")', "in_run")],
+        # The imported module is a real file on the worker too: Dask's frame, with its line.
+        "LookupError": [calls, frame(library, 'raise LookupError(f"no row {x}")', "check")],
+        "IndexError": [frame(script, "wait(client.map(lambda x: [][x], range(2)))", "<lambda>")],
+        "ZeroDivisionError": [frame(script, "halve = lambda x: x / 0", "<lambda>")],
+    }
+    for kind, frames in expected.items():
+        assert rows[kind]["location"] == frames[-1][0], kind
+        assert rows[kind]["traceback_text"] == "".join(f for _, f in frames), kind
+    # The computation is still told by the line that made it, not by the call of run().
+    comp = dal.get_computation(rows["ValueError"]["computation_id"], store=store_url)
+    assert comp["code_line"] == "wait(client.map(at_module_level, range(2)))"
+    (whole,) = [s for s in comp["code"] if s["text"] == text]
+    other = dal.get_computation(rows["KeyError"]["computation_id"], store=store_url)
+    assert whole["hash"] in [s["hash"] for s in other["code"]]
+
+
 def _snippet(text: str, call_line: int, filename: str = "/home/ann/job.py", first: int = 1) -> dict:
     return {
         "text": text,
@@ -340,6 +449,23 @@ def test_a_frame_is_placed_only_where_the_snippet_leaves_no_doubt():
         Snippets([_snippet(cell, 5), _snippet(cell, 5, filename="/other.py")]).find("load", 3)
         is None
     )
+    # compute from main(): Dask sends the whole file (the <module> frame, at main()'s
+    # call) and main's source; a helper at module level is only in the file.
+    script = textwrap.dedent("""\
+        def helper(x):
+            raise KeyError(x)
+        def main():
+            client.map(helper, [1])
+        if __name__ == "__main__":
+            main()
+        def after(x):
+            raise KeyError(x)
+        """)
+    main_source = "def main():\n    client.map(helper, [1])\n"
+    both = Snippets([_snippet(script, 6), _snippet(main_source, 4, first=3)])
+    assert both.find("helper", 2) == ("/home/ann/job.py", "raise KeyError(x)")
+    assert Snippets([_snippet(main_source, 4, first=3)]).find("helper", 2) is None
+    assert both.find("after", 8) is None  # not yet defined when main() ran
     # Text the reader could not open (sealed, or None) places nothing.
     assert Snippets([{**_snippet(cell, 5), "text": None}]).find("load", 3) is None
 
@@ -382,6 +508,19 @@ def elsewhere(x):
 wait(client.map(elsewhere, range(2)))
 dal.flush(client)
 """,
+    """\
+def shard_of(x):
+    return [][x]
+
+
+def run_all():
+    wait(client.map(shard_of, range(3)))
+    wait(client.map(lambda x: x / 0, range(2)))
+
+
+run_all()
+dal.flush(client)
+""",
     "client.close(); cluster.close()",
 ]
 
@@ -418,6 +557,21 @@ def test_failure_in_a_notebook_cell_shows_the_cell_and_line(sqlite_url):
     assert (
         elsewhere["location"] == "<dynamic-code>:2 in elsewhere"
         and "recorded_location" not in elsewhere
+    )
+    # Compute called in a function of the cell: the helper at the cell's top level is in
+    # the cell, not in that function's source; the cell is sent too.
+    shard, inline = rows["IndexError"], rows["ZeroDivisionError"]
+    comp = dal.get_computation(shard["computation_id"], store=sqlite_url)
+    assert comp["code_line"] == "wait(client.map(shard_of, range(3)))"
+    (cell_file,) = {s["filename"] for s in comp["code"] if s["text"] == CELLS[4]}
+    assert shard["location"] == f"{cell_file}:2 in shard_of"
+    assert (
+        shard["traceback_text"] == f'  File "{cell_file}", line 2, in shard_of\n    return [][x]\n'
+    )
+    assert inline["location"] == f"{cell_file}:7 in <lambda>"
+    assert inline["traceback_text"] == (
+        f'  File "{cell_file}", line 7, in <lambda>\n'
+        "    wait(client.map(lambda x: x / 0, range(2)))\n"
     )
 
 

@@ -15,6 +15,7 @@ import dask
 from distributed import Client
 
 import dask_analytics_lab as dal
+import dask_analytics_lab.demo as demo_module
 from dask_analytics_lab.api import close_readers
 
 from .cluster_helpers import preloaded_scheduler
@@ -53,6 +54,19 @@ def test_the_demo_says_no_warning(tmp_path):
     assert lines[0].startswith("Recording cluster "), lines[:10]
     assert [line for line in lines if NOISE.search(line)] == []
     assert "10 tasks failed on purpose" in lines
+    # Its failing helper is at module level, compute two calls down (run() from main()):
+    # the row names the demo's file, the line and its source, not `<dynamic-code>`.
+    demo = Path(demo_module.__file__)
+    try:
+        (row,) = dal.list_exceptions(limit=None, store=str(tmp_path / "demo.db"))
+    finally:
+        close_readers()
+    line = 1 + demo.read_text().splitlines().index("        raise ValueError(FAILURE)")
+    assert row["location"] == f"{demo}:{line} in _fails"
+    assert f"demo.py:{line} in _fails" in out.stdout  # its table keeps the file and line
+    assert row["traceback_text"].endswith(
+        f'File "{demo}", line {line}, in _fails\n    raise ValueError(FAILURE)\n'
+    )
 
 
 def test_the_jupyter_section_gives_its_install_command():

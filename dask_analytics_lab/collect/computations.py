@@ -885,6 +885,10 @@ class ComputationTracker:
         blocks = list(comp.code)
         record.code_seen = len(blocks)
         for frames in blocks:
+            if record.code_line is None and frames:
+                # Dask lists a call's frames outermost first: compute was called in the last.
+                made_by = frames[-1]
+                record.code_line = _line(made_by.code, made_by.lineno_relative)
             for source in frames:
                 digest = code_hash(source.filename, source.code)
                 frame = {
@@ -897,8 +901,6 @@ class ComputationTracker:
                 record.frames.append(frame)
                 if digest not in record.code:
                     record.code.append(digest)
-                if record.code_line is None:
-                    record.code_line = _line(source.code, source.lineno_relative)
                 if digest not in self._code_sent:
                     if len(self._code_sent) >= 10_000:
                         self._code_sent.clear()  # re-sending a snippet is harmless: stored once by hash

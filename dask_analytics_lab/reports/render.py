@@ -268,7 +268,9 @@ def computation_report(computation_id: str, *, store: str | None = None) -> tupl
             "compute": detail.get("compute"),
             "transfer": detail.get("transfer"),
             "nbytes": detail.get("nbytes"),
-            "code": code[0]["text"] if code else None,
+            # Snippets come outermost first (the script, then the functions called): the
+            # last is the one that called compute.
+            "code": code[-1]["text"] if code else None,
             "recorded": recorded,
         },
         "computations": [detail],

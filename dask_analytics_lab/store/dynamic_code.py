@@ -4,11 +4,13 @@ code snippets.
 cloudpickle sends a function defined in a script's `__main__` or in a notebook cell by
 value and names its code `<dynamic-code>` (keeping its name and line numbers), so the
 worker's traceback reads `File "<dynamic-code>", line 9, in boom` with no source line.
-The client's snippet of the computation (the cell, or the file or function that called
-compute) often holds that function: then the frame gets the snippet's file name and its
-source line.  A frame is placed only where the snippet leaves no doubt: it defines a
-function of that name, before the line that made the computation, whose lines hold the
-frame's line.  Anything else stays as Dask reported it.
+The client sends a snippet per frame that led to compute, up to
+`analytics.computation.code.nframes`: the function that called compute, its callers and,
+at the top, the whole script or cell (where a helper at module level is).  When one holds
+the function, the frame gets the snippet's file name and its source line.  A frame is
+placed only where the snippets leave no doubt: one file defines a function of that name,
+before the line that made the computation, whose lines hold the frame's line.  Anything
+else stays as Dask reported it (a function from another cell, which sent no snippet).
 
 Done when read, not in the scheduler: the scheduler would have to parse code in its
 event loop, and the rows it writes would hold source lines outside the privacy switch
