@@ -9,17 +9,22 @@ sends X-Forwarded-For (the replicas trust it from 127.0.0.1), and names the repl
 that answered in an `X-Replica` response header (r0, r1, ...), so the tests can see
 where each request landed.  A missing binary is an error, never a reason to skip: the
 README's test command installs it.
+
+HAProxy(backends, workdir, config=deploy_config) runs deploy/haproxy.cfg itself instead,
+with only its addresses made local (tests/test_deploy.py).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import re
 import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dask_analytics_lab.server.tokens import new_token, token_hash
 
@@ -60,12 +65,45 @@ backend replicas
 """
 
 
+DEPLOY_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "haproxy.cfg"
+
+
+def deploy_config(workdir: Path, port: int, servers: str) -> str:
+    """deploy/haproxy.cfg as shipped, its addresses made local: the frontend's `bind :8765`
+    lines on 127.0.0.1:port, the compose replicas' `server` lines replaced by `servers`,
+    and an admin socket in `workdir` (for stats()).  Its timeouts, limits and checks stay."""
+    text = DEPLOY_CONFIG.read_text()
+    text, binds = re.subn(r"(?m)^(\s*bind\s+):8765\b", rf"\g<1>127.0.0.1:{port}", text)
+    lines = text.splitlines()
+    at = [i for i, line in enumerate(lines) if re.match(r"\s*server\s", line)]
+    assert binds and at, "deploy/haproxy.cfg: no `bind :8765` or `server` lines to adapt"
+    lines[at[0] : at[-1] + 1] = servers.splitlines()
+    g = lines.index("global")
+    lines.insert(g + 1, f"    stats socket {workdir}/admin.sock mode 600 level admin")
+    return "\n".join(lines) + "\n"
+
+
+def own_config(workdir: Path, port: int, servers: str) -> str:
+    """The tests' own configuration (CONFIG): round robin, fast checks, X-Replica."""
+    return CONFIG.format(dir=workdir, port=port, check=CHECK_INTERVAL, servers=servers)
+
+
+class ConfigMaker(Protocol):
+    def __call__(self, workdir: Path, port: int, servers: str) -> str: ...
+
+
 class BalancerUnavailable(RuntimeError):
     """HAProxy could not be found or started; the text says why and what to do."""
 
 
 class HAProxy:
-    def __init__(self, backends: dict[str, int], workdir: Path):
+    def __init__(
+        self,
+        backends: dict[str, int],
+        workdir: Path,
+        config: ConfigMaker = own_config,
+        env: dict[str, str] | None = None,
+    ):
         self.binary = shutil.which("haproxy") or (
             "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
         )
@@ -74,20 +112,25 @@ class HAProxy:
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # deploy/haproxy.cfg serves HTTPS when TLS_CERT names a certificate; the tests'
+        # own environment never sets it.
+        self.env = {**os.environ, "TLS_CERT": "", **(env or {})}
+        scheme = "https" if self.env["TLS_CERT"] else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         servers = "\n".join(
             f"    server {name} 127.0.0.1:{port}" for name, port in backends.items()
         )
         self.config = self.dir / "haproxy.cfg"
-        self.config.write_text(
-            CONFIG.format(dir=self.dir, port=self.port, check=CHECK_INTERVAL, servers=servers)
-        )
+        self.config.write_text(config(self.dir, self.port, servers))
         self.proc: subprocess.Popen | None = None
         self.log = self.dir / "haproxy.log"
 
     def start(self) -> HAProxy:
         check = subprocess.run(
-            [self.binary, "-c", "-f", str(self.config)], capture_output=True, text=True
+            [self.binary, "-c", "-f", str(self.config)],
+            capture_output=True,
+            text=True,
+            env=self.env,
         )
         if check.returncode:
             raise BalancerUnavailable(
@@ -95,7 +138,10 @@ class HAProxy:
             )
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
-                [self.binary, "-db", "-f", str(self.config)], stdout=log, stderr=subprocess.STDOUT
+                [self.binary, "-db", "-f", str(self.config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
             )
 
         def listening() -> bool:
@@ -146,12 +192,16 @@ class Replicas:
     """n `dask-analytics server` processes on one database (started at once), sharing
     the code key and the login session secret as replicas must, behind HAProxy."""
 
-    def __init__(self, db: str, workdir: Path, n: int = 3):
+    def __init__(self, db: str, workdir: Path, n: int = 3, extra: list[str] | None = None):
+        """extra: more `dask-analytics server` options, the same for every replica."""
         self.db = db
         session = workdir / "session.secret"
         self.servers = {
             f"r{i}": ServerProcess(
-                db, free_port(), ["--forwarded-allow-ips", "127.0.0.1"], session_file=session
+                db,
+                free_port(),
+                ["--forwarded-allow-ips", "127.0.0.1", *(extra or [])],
+                session_file=session,
             )
             for i in range(n)
         }
