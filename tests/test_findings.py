@@ -577,3 +577,27 @@ def test_a_short_id_gives_the_findings_of_the_full_id(store_url):
         by_full = explain(store, full)
         assert "idle-cluster" in [f["kind"] for f in by_full], by_full
         assert explain(store, full[:8]) == by_full
+
+
+def test_hostile_event_messages_cost_one_rule_not_the_answer(store_url):
+    """#37 R6, events: their msg is free JSON; the memory-kill rule reads it."""
+    with ServerThread({"store_url": store_url}) as server:
+        token = server.token("acme")
+        c = Cluster(account="acme")
+        batch = [c.cluster(), *straggling(c, "slow-1")]
+        for msg in (
+            {"reason": "memory", "worker": {"x": 1}, "rss": "lots"},
+            {"reason": "memory", "worker": ["w"], "rss": [1]},
+            {"computation_id": "slow-1", "workers": 5, "group": {"g": 1}},
+            {"computation_id": "slow-1", "workers": [{"w": 1}], "group": ["g"]},
+        ):
+            c.t -= 4  # within the computation's window
+            topic = "worker-left" if "reason" in msg else "analytics-killed-worker"
+            batch.append(c.event(topic, msg))
+        status, body, _ = request(
+            server.url + "/api/ingest", method="POST", token=token, body=batch
+        )
+        assert status == 200, body
+        status, body, _ = request(server.url + "/api/computations/slow-1/findings", token=token)
+        assert status == 200, body
+        assert "straggler" in [f["kind"] for f in body["findings"]], body

@@ -87,9 +87,10 @@ def explain(
     for rule in RULES:
         try:
             found = rule(rec)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
-            # A record with a figure missing (an older release, a cut-short stream) loses
-            # that one rule, not the others.
+        except (AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError):
+            # A record with a figure missing (an older release, a cut-short stream), or a
+            # free-form value (an event's msg) of a shape no release sends, loses that one
+            # rule, not the others: never an answer.
             logger.warning(
                 "dask-analytics: finding rule %s failed on %s",
                 rule.__name__,
