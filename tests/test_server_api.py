@@ -4,7 +4,6 @@ code encrypted at rest, idempotency, TLS with a CA bundle, the token command."""
 from __future__ import annotations
 
 import contextlib
-import datetime
 import io
 
 import dask
@@ -17,7 +16,7 @@ from dask_analytics_lab.store import NotFound
 from dask_analytics_lab.store_errors import StoreUnavailable
 
 from .cluster_helpers import recorded_cluster
-from .server_helpers import ServerThread, full_cluster, request
+from .server_helpers import ServerThread, full_cluster, request, self_signed
 
 
 @pytest.fixture
@@ -85,45 +84,8 @@ def test_forged_code_hash_and_bad_batches_are_refused(server):
     assert server.ctx.store.list_clusters() == []  # the whole batch was refused
 
 
-def _self_signed(tmp_path):
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
-    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(certfile), str(keyfile)
-
-
 def test_tls_with_a_ca_bundle(sqlite_url, tmp_path):
-    certfile, keyfile = _self_signed(tmp_path)
+    certfile, keyfile = self_signed(tmp_path)
     with ServerThread({"store_url": sqlite_url}, certfile=certfile, keyfile=keyfile) as server:
         assert server.url.startswith("https://")
         token = server.token("team-a")

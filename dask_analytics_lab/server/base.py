@@ -20,6 +20,11 @@ the minute is over, before it is looked up.  Other credentials from the same add
 (a reverse proxy's) are not refused, so one that works always works.  The client
 address is the peer's, or X-Forwarded-For's right-most untrusted entry when the peer
 is in forwarded_allow_ips.
+
+The scheme and host the client used (the login cookie's Secure flag, HSTS, the links
+the server builds) are the connection's, or X-Forwarded-Proto's and X-Forwarded-Host's
+from a trusted proxy (the same rule: Context.trusted_proxy), whose forwarded host must
+pass the host check as well as its Host.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import asyncio
 import functools
 import gzip
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any, Literal, overload
@@ -53,6 +59,12 @@ SESSION_DAYS = 30
 MAX_ID = 200  # the longest id any path or query parameter may carry
 # Longest a failed authentication's answer waits for the count all replicas share.
 SHARED_COUNT_WAIT = 2.0
+# Strict-Transport-Security on every https answer of the standalone server: one year
+# (the usual value, and the least the browsers' preload lists take), for the server's
+# own name only: names under it may be other teams' plain-http services.
+HSTS = "max-age=31536000"
+# An X-Forwarded-Host a link may be built on: a name or [IPv6], an optional port.
+_HOST = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 
 
 def check_text(name: str, value: str) -> str:
@@ -68,11 +80,47 @@ class BaseHandler(RequestHandler):
 
     def initialize(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.set_transport_headers()
 
     def set_default_headers(self) -> None:
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Referrer-Policy", "same-origin")
         self.set_header("Cache-Control", "no-store")
+        # Called again when an error clears the headers; the first call comes before
+        # initialize() has the context.
+        if getattr(self, "ctx", None) is not None:
+            self.set_transport_headers()
+
+    def set_transport_headers(self) -> None:
+        """HSTS on https answers.  Not when a host app (Jupyter) serves the routes: a
+        year of https-only for its whole host name is its operator's decision."""
+        if self.ctx.local_auth is None and self.request_scheme() == "https":
+            self.set_header("Strict-Transport-Security", HSTS)
+
+    def request_scheme(self) -> str:
+        """The scheme ("https" or "http") the client reached the server by: the
+        connection's, or X-Forwarded-Proto's from a trusted proxy (which ends the
+        client's TLS)."""
+        said = self.ctx.forwarded(
+            self.request.remote_ip or "?", self.request.headers.get_list("X-Forwarded-Proto")
+        )
+        if said is not None and said.lower() in ("http", "https"):
+            return said.lower()
+        return self.request.protocol
+
+    def forwarded_host(self) -> str | None:
+        """X-Forwarded-Host from a trusted proxy (one that rewrites Host), else None."""
+        return self.ctx.forwarded(
+            self.request.remote_ip or "?", self.request.headers.get_list("X-Forwarded-Host")
+        )
+
+    def request_host(self) -> str:
+        """The host (and port) the client named: a trusted proxy's X-Forwarded-Host,
+        else Host.  Links the server builds start with it."""
+        forwarded = self.forwarded_host()
+        if forwarded is not None and _HOST.fullmatch(forwarded):
+            return forwarded
+        return self.request.host
 
     def check_xsrf_cookie(self) -> None:
         """No XSRF token for the JSON API (a host app such as Jupyter may turn the check
@@ -104,13 +152,25 @@ class BaseHandler(RequestHandler):
 
     def on_report_origin(self) -> bool:
         """Whether this request came for the report origin (report_url's Host)."""
-        host = self.request.headers.get("Host", "").strip().lower().rstrip(".")
-        return self.ctx.report_host is not None and host == self.ctx.report_host
+        if self.ctx.report_host is None:
+            return False
+        # Either name: a proxy keeps Host (HAProxy) or says it in X-Forwarded-Host
+        # (nginx), and what the report origin serves is the least of the two.
+        names = [self.request.headers.get("Host", ""), self.forwarded_host() or ""]
+        return any(h.strip().lower().rstrip(".") == self.ctx.report_host for h in names)
 
     def check_allowed_host(self) -> None:
         """Raises when Host is not allowed (DNS rebinding).  Not named check_host:
         Jupyter's handlers have one that returns a bool, and this class is mixed into them."""
-        host = self.request.headers.get("Host", "")
+        forwarded = self.forwarded_host()
+        if forwarded is not None and not _HOST.fullmatch(forwarded):
+            raise ApiError(400, "X-Forwarded-Host must be a host name, with a port or not")
+        # Both names: a proxy passes on an X-Forwarded-Host the client wrote (a rebound
+        # page's script may), and one that rewrites Host sends its own name there.
+        for host in [self.request.headers.get("Host", ""), *([forwarded] if forwarded else [])]:
+            self.refuse_host(host)
+
+    def refuse_host(self, host: str) -> None:
         if not self.ctx.host_allowed(host):
             logger.info(
                 "dask-analytics server: refused a request for Host %r from %s",

@@ -410,7 +410,8 @@ db_option = click.option("--db", help=DB_HELP)
     "--forwarded-allow-ips",
     metavar="ADDRS",
     help="reverse proxies (addresses or networks, comma-separated; '*': any) whose X-Forwarded-For "
-    "names the client; default: analytics.server.forwarded-allow-ips, else none",
+    "names the client, and X-Forwarded-Proto/-Host the scheme and host it used (https: Secure "
+    "login cookie, HSTS, https links); default: analytics.server.forwarded-allow-ips, else none",
 )
 @click.option(
     "--report-url",

@@ -457,12 +457,28 @@ class Context:
         # Otherwise networks, or None.
         return ip is not None and isinstance(allow, tuple) and any(ip in n for n in allow)
 
+    def trusted_proxy(self, peer: str) -> bool:
+        """Whether the direct peer is a trusted proxy (forwarded_allow_ips): the one
+        rule for every X-Forwarded-* header (For, Proto, Host).  From any other peer
+        they are whatever the client wrote, and count for nothing."""
+        return bool(self.forwarded_allow) and self._trusted(peer)
+
+    def forwarded(self, peer: str, lines: list[str]) -> str | None:
+        """What a trusted proxy says in an X-Forwarded-Proto or -Host header (its lines,
+        as sent), else None.  The right-most entry: the one the proxy next to us wrote
+        (as tornado's own xheaders reads X-Forwarded-Proto); one in front of it
+        appends, and anything to its left came from further away."""
+        if not lines or not self.trusted_proxy(peer):
+            return None
+        entries = [e.strip() for line in lines for e in line.split(",")]
+        return entries[-1] or None
+
     def client_address(self, peer: str, forwarded: list[str]) -> str:
         """The client's address: the peer's, unless the peer is a trusted proxy; then
         the right-most X-Forwarded-For entry that is not a trusted proxy (entries to
         its left are whatever the client wrote).  A peer that is not trusted cannot
         choose its address by sending the header."""
-        if not self.forwarded_allow or not forwarded or not self._trusted(peer):
+        if not forwarded or not self.trusted_proxy(peer):
             return peer
         hops = [h.strip() for line in forwarded for h in line.split(",") if h.strip()]
         address = peer

@@ -163,7 +163,7 @@ class ReportsApi(QueryHandler):
 
     def base(self) -> str:
         return (
-            self.ctx.public_url or f"{self.request.protocol}://{self.request.host}"
+            self.ctx.public_url or f"{self.request_scheme()}://{self.request_host()}"
         ) + self.ctx.prefix
 
     # Each handler's query takes its route's ids and its own params, by name.

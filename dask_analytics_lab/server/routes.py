@@ -39,7 +39,11 @@ settings (a dict; unknown keys are an error):
                   is logged (never the token), at most this many lines an address a minute.
   forwarded_allow_ips  reverse proxies (addresses or networks, a list or comma-separated;
                   "*": any) whose X-Forwarded-For names the client: its right-most entry
-                  that is not such a proxy.  Default None: the peer's address.
+                  that is not such a proxy; and whose X-Forwarded-Proto and -Host (their
+                  right-most entries) name the scheme and host the client used: the
+                  login cookie's Secure flag, HSTS and report links follow them, and the
+                  forwarded host must pass allowed_hosts as Host does.  Default None: the
+                  peer's address, the connection's scheme, the Host header.
   report_url      a second origin ("https://reports.example.com") on which this server
                   serves uploaded reports' own HTML (private ones through a signed link
                   that expires).  Default None: that HTML is served nowhere; a report link

@@ -103,11 +103,14 @@ def _safe_next(prefix: str, target: str | None) -> str:
     return target
 
 
-def cross_site(handler: RequestHandler, public_url: str | None = None) -> str | None:
+def cross_site(
+    handler: RequestHandler, public_url: str | None = None, forwarded_host: str | None = None
+) -> str | None:
     """Why a form post comes from another site, or None when it is this site's own (or
     no browser's: a non-browser client carries nobody's cookies).  Browsers send
     Sec-Fetch-Site, or at least Origin, with every form post; a sandboxed report page
-    posts from the opaque origin "null", which is another site too."""
+    posts from the opaque origin "null", which is another site too.  forwarded_host:
+    the name a trusted proxy says the browser used (X-Forwarded-Host)."""
     headers = handler.request.headers
     site = headers.get("Sec-Fetch-Site")
     origin = headers.get("Origin")
@@ -120,6 +123,8 @@ def cross_site(handler: RequestHandler, public_url: str | None = None) -> str | 
         ours = {headers.get("Host", "").lower()}
         if public_url:
             ours.add(urllib.parse.urlsplit(public_url).netloc.lower())
+        if forwarded_host:
+            ours.add(forwarded_host.lower())
         if netloc and netloc in ours:
             return None
         return f"a form of {origin[:100]} cannot post here"
@@ -133,7 +138,7 @@ class FormHandler(WebHandler):
 
     def check_same_site(self) -> None:
         # Not check_origin: tornado's and Jupyter's handlers have one returning a bool.
-        why = cross_site(self, self.ctx.public_url)
+        why = cross_site(self, self.ctx.public_url, self.forwarded_host())
         if why is not None:
             raise ApiError(403, f"{why}: log in and out from this server's own pages")
 
@@ -146,6 +151,13 @@ class FormHandler(WebHandler):
                 "this form has expired or did not come from this server: reload the login page "
                 "and try again",
             ) from None
+
+    def set_cookie(self, name: str, value: str | bytes, *args: Any, **kwargs: Any) -> None:
+        # Every cookie these forms set (the session, tornado's _xsrf, and their clearing)
+        # is Secure when the browser came over https, through a TLS-ending proxy too.
+        if self.request_scheme() == "https":
+            kwargs["secure"] = True
+        super().set_cookie(name, value, *args, **kwargs)
 
 
 def _has_control(text: str) -> bool:
@@ -233,7 +245,7 @@ class LoginHandler(FormHandler):
             path=path,
             httponly=True,
             samesite="Lax",
-            secure=self.request.protocol == "https",
+            secure=self.request_scheme() == "https",
             expires_days=days,
         )
         self.redirect(nxt)
