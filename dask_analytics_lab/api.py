@@ -16,6 +16,7 @@ from typing import Any
 import dask.config
 
 from . import config
+from .collect.endings import install_sigterm_handler
 from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin
 from .readers import close_readers, open_reader  # noqa: F401  (close_readers: public here too)
 from .urls import mask_url
@@ -64,6 +65,10 @@ def register(
         dask.config.set({"distributed.diagnostics.computations.nframes": settings["code_nframes"]})
     _warn_if_unreachable(settings)
     _check_scheduler_sees_store(client, settings["store"])
+    # A LocalCluster's scheduler dies with this process: on SIGTERM (a kernel restart
+    # ends with one), end its recording first.  Only the main thread may; %load_ext
+    # installs it from there for the Clients its preload registers in a thread.
+    install_sigterm_handler()
     try:
         # The GPU monitor's scheduler side is registered by the first Monitor: a plugin
         # costs Dask a call of its transition hook for every transition of every task.

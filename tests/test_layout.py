@@ -228,6 +228,7 @@ COLLECTOR = {
     "collect.buffer",
     "collect.cluster",
     "collect.computations",
+    "collect.endings",
     "collect.errors",
     "collect.gpu_jobs",
     "collect.hook",

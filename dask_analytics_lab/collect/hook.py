@@ -32,8 +32,9 @@ logger = logging.getLogger("dask_analytics_lab")
 
 NO_TASK = object()  # the baseline's key: the hook returns at once
 
-# Stimuli under which a not-yet-finished task being released means the user gave up on it.
-CANCEL_STIMULI = ("cancel-key", "client-releases-keys")
+# Stimuli under which a not-yet-finished task being released means the user gave up on it
+# (remove-client: its client left, e.g. a `with Client()` block that Ctrl-C ended).
+CANCEL_STIMULI = ("cancel-key", "client-releases-keys", "remove-client")
 
 
 def transition_hook(plugin: Any) -> Callable[..., None]:

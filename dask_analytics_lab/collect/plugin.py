@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -23,9 +24,10 @@ from tornado.ioloop import PeriodicCallback
 
 from .. import messages
 from ..urls import mask_url
+from . import endings
 from .accounting import CostMeter
 from .cluster import ClusterSampler
-from .computations import ComputationTracker
+from .computations import NOT_DONE, ComputationTracker
 from .errors import ErrorCounter
 from .gpu_jobs import JobTracker
 from .hook import transition_hook
@@ -109,6 +111,7 @@ class AnalyticsPlugin(SchedulerPlugin):
     def __init__(self, settings: dict[str, Any]):
         self.settings = settings
         self._started = False
+        self._ended = False  # the process ended the recording (collect/endings.py)
         # Hooks are no-ops until start() has made the state they use (a preload adds the
         # plugin before the scheduler starts, and the scheduler logs events meanwhile).
         self._ready = False
@@ -192,6 +195,11 @@ class AnalyticsPlugin(SchedulerPlugin):
             scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1, meter=self._meter
         )
         self._live_profiles_at = 0.0
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        # Reentrant: a signal handler may interrupt its holder on the same thread.
+        self._end_lock = threading.RLock()
+        self._ended = False
         self._ready = True
         # Dask calls plugin.transition: from now on the hook, a closure over what it moves.
         self.transition = transition_hook(self)  # type: ignore[method-assign]
@@ -236,13 +244,19 @@ class AnalyticsPlugin(SchedulerPlugin):
             own = scheduler.idle_timeout
             scheduler.idle_timeout = s["idle_timeout"] if not own else min(own, s["idle_timeout"])
             scheduler.idle_since = None
+        # A scheduler in the process of a script or a kernel ends with it (exit, SIGTERM).
+        endings.track(self)
         logger.info("dask-analytics: recording cluster %s into %s", self.cluster_id, mask_url(url))
 
     async def close(self) -> None:
         if not self._started:
             return
+        endings.untrack(self)
         try:
-            self._record_end()
+            with self._end_lock:
+                ended, self._ended = self._ended, True
+            if not ended:
+                self._record_end(time.time())
         except Exception:
             logger.exception("dask-analytics: recording the cluster's end failed")
         finally:
@@ -254,22 +268,82 @@ class AnalyticsPlugin(SchedulerPlugin):
             self._meter.close()
             self._started = False
 
-    def _record_end(self) -> None:
+    def _record_end(self, now: float, reason: str | None = None) -> None:
         self._callback.stop()
         self._profiles.close()
-        now = time.time()
         self._lifecycle.scheduler_closing(now)
         self._tick(force=True)
         self._computations.closing(now)
-        idle = self._closed_for_idleness()
+        idle = reason is None and self._closed_for_idleness()
         self.emit(
             "cluster_stop",
             {
                 "stopped": now,
-                "reason": "idle-timeout" if idle else "closed",
+                "reason": reason or ("idle-timeout" if idle else "closed"),
                 "idle_shutdown": idle,
             },
         )
+
+    def end_now(self, at: float, reason: str, timeout: float) -> bool:
+        """The process this scheduler lives in ends (interpreter exit, SIGTERM): record
+        the end as of `at` and wait (at most `timeout` seconds) until the store has it.
+        Called from any thread (atexit, a signal handler).  True when written."""
+        deadline = time.monotonic() + timeout
+        if not self._ready or self._ended:
+            return False
+        done = threading.Event()
+
+        def end() -> None:
+            try:
+                self._end(at, reason)
+            finally:
+                done.set()
+
+        loop = self._loop
+        if threading.get_ident() == self._loop_thread or loop.is_closed() or not loop.is_running():
+            end()  # the loop cannot run it (or this is the loop's thread, interrupted)
+        else:
+            try:
+                loop.call_soon_threadsafe(end)
+            except RuntimeError:  # closed meanwhile
+                end()
+            if not done.wait(timeout / 2):
+                # The loop is stuck (or busy for longer than the process has left): end
+                # from here; the lock lets only one of the two record it.
+                end()
+        return self._shipper.flush(max(0.0, deadline - time.monotonic()))
+
+    def _end(self, at: float, reason: str) -> None:
+        with self._end_lock:
+            if self._ended or not self._ready:
+                return
+            self._ended = True
+        try:
+            self._cancel_unfinished(at)
+            self._record_end(at, reason)
+        except Exception:
+            logger.exception("dask-analytics: recording the end of the process failed")
+        finally:
+            # Nothing after the end belongs to this recording: the workers' closing, the
+            # client's last releases.  close() still closes the shipper.
+            self._ready = False
+            self.__dict__.pop("transition", None)
+
+    def _cancel_unfinished(self, at: float) -> None:
+        """Count what has not finished as a `client.cancel` at `at` would: cancelled, those
+        processing then as cancelled while running.  O(task groups)."""
+        counts_for = self._computations.counts_for
+        for tg in list(self.scheduler.task_groups.values()):
+            states = tg.states
+            running = states.get("processing", 0)
+            unfinished = sum(states.get(s, 0) for s in NOT_DONE)
+            if not unfinished:
+                continue
+            counts = counts_for(tg)
+            # Done once and wanted again after a worker left with it: done, not cancelled.
+            counts.cancelled += max(0, unfinished - counts.lost_waiting)
+            counts.cancelled_running += running
+            counts.cancelled_at = at
 
     # --- the one way anything becomes a message --------------------------------
     def emit(self, kind: str, data: Mapping[str, Any]) -> None:

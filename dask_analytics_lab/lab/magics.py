@@ -50,12 +50,16 @@ def _running_clients() -> list[Any]:
 
 def load(ipython: Any) -> None:
     from .. import api, config
+    from ..collect.endings import install_sigterm_handler
 
     # Validate the analytics config now: a bad key fails here, with its name.
     settings = config.resolve()
     if settings["code_transmit"]:
         # Clients send their code only when nframes > 0; set before any computation.
         dask.config.set({"distributed.diagnostics.computations.nframes": settings["code_nframes"]})
+    # The preload registers each Client in a thread, where Python cannot set a signal
+    # handler: set here (the main thread) the one that ends a recording on SIGTERM.
+    install_sigterm_handler()
     preloads = list(dask.config.get("distributed.client.preload", []) or [])
     if PRELOAD not in preloads:
         dask.config.set({"distributed.client.preload": preloads + [PRELOAD]})
