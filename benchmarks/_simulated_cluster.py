@@ -13,8 +13,8 @@ The cadence is the collector's (collect/), at analytics.yaml's defaults:
   snippet once per cluster;
 - `worker-joined` / `worker-left` events as the workers come and go (both in the
   default events.allow), the `cluster` message first and `cluster_stop` last;
-- the shipper's `heartbeat` after HEARTBEAT (5 s) without a write: the runner sends it,
-  as the shipper's thread does.
+- the shipper's `heartbeat` BEAT (2 s) after the last write started: the runner sends it,
+  as the shipper's thread does (which also adds one to every write it makes).
 
 The sizes are those of a real recording: a LocalCluster of 4 workers x 2 threads running
 a 614-task dask.array computation (9 task groups) every minute, recorded through
@@ -157,7 +157,7 @@ class SimCluster:
         return make(self.id, self.seq, kind, now, data)
 
     def heartbeat(self, now: float) -> dict:
-        """The shipper's, after HEARTBEAT without a write: seq 0, not stored."""
+        """The shipper's, BEAT after the last write: seq 0, not stored."""
         self.heartbeats += 1
         return make(self.id, 0, "heartbeat", now, {})
 

@@ -5,7 +5,7 @@ into a real `dask-analytics server` (SQLite) while it runs a 614-task dask.array
 computation a minute; every batch its HttpSink posts is counted.  The simulated cluster
 (benchmarks/_simulated_cluster.py) is then run through the same span of time on a
 virtual clock, with the shipper's rules (a batch per burst of messages, a heartbeat
-after HEARTBEAT quiet seconds).  Both per cluster-minute: POSTs, messages by kind, and
+after BEAT quiet seconds).  Both per cluster-minute: POSTs, messages by kind, and
 bytes of JSON (raw and gzip'd as HttpSink sends it).
 
     python benchmarks/recorder_traffic.py              # 3 minutes
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._simulated_cluster import SimCluster  # noqa: E402
 from dask_analytics_lab import remote  # noqa: E402
-from dask_analytics_lab.messages import HEARTBEAT, check_batch  # noqa: E402
+from dask_analytics_lab.messages import BEAT, check_batch  # noqa: E402
 from dask_analytics_lab.remote import GZIP_LEVEL  # noqa: E402
 
 Posts = list[list[dict]]
@@ -94,8 +94,8 @@ def simulate(seconds: float) -> Posts:
     while t < sim.t0 + seconds:
         t += 1.0
         batch = sim.tick(t)
-        if not batch and t - written >= HEARTBEAT:
-            batch = [sim.heartbeat(written + HEARTBEAT)]
+        if not batch and t - written >= BEAT:
+            batch = [sim.heartbeat(written + BEAT)]
         if batch:
             posts.append(batch)
             written = t

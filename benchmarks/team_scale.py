@@ -61,7 +61,7 @@ from benchmarks._simulated_cluster import SimCluster  # noqa: E402
 from dask_analytics_lab import config  # noqa: E402
 from dask_analytics_lab.collect.buffer import estimate  # noqa: E402
 from dask_analytics_lab.collect.shipper import BATCH, BATCH_BYTES, retry_delay  # noqa: E402
-from dask_analytics_lab.messages import HEARTBEAT, MessageError  # noqa: E402
+from dask_analytics_lab.messages import BEAT, MessageError  # noqa: E402
 from dask_analytics_lab.remote import HttpSink, ServerClient  # noqa: E402
 from tests.balancer import Replicas  # noqa: E402
 
@@ -185,7 +185,7 @@ class Generator:
                     if not ship.pending:
                         ship.busy = False
                         break
-            self._at(now + HEARTBEAT, ship.sim.index, "quiet")
+            self._at(now + BEAT, ship.sim.index, "quiet")
         except BaseException as e:
             self.errors.append(f"{ship.sim.id}: {type(e).__name__}: {e}")
             raise
@@ -240,7 +240,7 @@ class Generator:
             self.put(ship, sim.profiles(now))
         elif what == "quiet":  # the shipper's heartbeat, when nothing was written meanwhile
             with self.lock:
-                quiet = not ship.busy and now - ship.written_at >= HEARTBEAT - 0.01
+                quiet = not ship.busy and now - ship.written_at >= BEAT - 0.01
             if quiet:
                 self.put(ship, [sim.heartbeat(now)])
 

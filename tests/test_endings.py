@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -225,7 +226,10 @@ def test_sigterm_to_the_scheduler_stops_the_cluster(tmp_path, sqlite_url):
 
 def test_a_killed_scheduler_reads_lost_within_three_heartbeats(tmp_path, sqlite_url):
     """kill -9: nothing can be written, so the record is what was heard last; readers
-    see the cluster lost once three heartbeats went unheard (no clock is faked here)."""
+    see the cluster lost once three heartbeats went unheard (no clock is faked here),
+    which is within 10 s of its death (issue 44, item 5)."""
+    from dask_analytics_lab.store.queries import lost_after
+
     with preloaded_scheduler(tmp_path, sqlite_url) as (sched, scheduler_file):
         with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
             client.wait_for_workers(1, timeout=60)
@@ -238,6 +242,7 @@ def test_a_killed_scheduler_reads_lost_within_three_heartbeats(tmp_path, sqlite_
                 what="a heartbeat of the idle scheduler",
             )
             assert dal.get_cluster(cluster_id, store=sqlite_url)["status"] == "live"
+            killed = time.time()
             os.kill(sched.pid, signal.SIGKILL)
             sched.wait(timeout=30)
     row = wait_for(
@@ -245,6 +250,10 @@ def test_a_killed_scheduler_reads_lost_within_three_heartbeats(tmp_path, sqlite_
         what="the killed scheduler's cluster to read lost",
     )
     assert row["ended"] == row["last_seen"] and row["stopped"] is None
+    # Its last word came before the kill, and the rule calls it lost that long after:
+    # every reader sees it lost within 10 s of the death.
+    assert row["last_seen"] <= killed
+    assert row["last_seen"] + lost_after(row["heartbeat"]) <= killed + 10.0
     (comp,) = dal.list_computations(cluster_id, store=sqlite_url)
     assert comp["state"] == "finished"  # it had finished before the kill
 

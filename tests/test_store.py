@@ -537,11 +537,12 @@ def read(store, fn: str, *args, now: float, **kw):
 
 
 def test_lost_after_n_silent_heartbeats():
-    # 3 heartbeats of 5 s: a killed kernel's cluster reads lost within 20 s of its end ...
+    # 3 heartbeats of 3 s: a killed scheduler's cluster reads lost within 10 s of its
+    # last word, so of its death ...
     life = queries.lifecycle
-    assert HEARTBEAT * LOST_AFTER_HEARTBEATS == 15.0
-    assert life(None, T0 + 100, T0, T0 + 115, HEARTBEAT)["status"] == "live"
-    assert life(None, T0 + 100, T0, T0 + 115.5, HEARTBEAT) == {
+    assert HEARTBEAT * LOST_AFTER_HEARTBEATS == 9.0
+    assert life(None, T0 + 100, T0, T0 + 109, HEARTBEAT)["status"] == "live"
+    assert life(None, T0 + 100, T0, T0 + 109.5, HEARTBEAT) == {
         "status": "lost",
         "ended": T0 + 100,
         "duration": 100,
@@ -634,6 +635,37 @@ def test_a_cluster_that_promised_heartbeats_is_lost_after_three_silent_ones(stor
                 beating_state == state,
                 legacy_state == state,
             )
+
+
+def test_each_cluster_is_lost_after_three_silent_heartbeats_of_its_own(store):
+    """A cluster of this release is lost 9 s after its last word; one recorded by the
+    release before (it promised a heartbeat every 5 s) keeps its 15 s, and one from
+    before heartbeats its 90 s: in Python and in the SQL state filter alike."""
+    now_, older, legacy = Cluster(), Cluster(), Cluster()
+    store.ingest(
+        [
+            now_.cluster(heartbeat=HEARTBEAT),
+            now_.sample(at=T0 + 10),
+            older.cluster(heartbeat=5.0),
+            older.sample(at=T0 + 10),
+            legacy.cluster(),
+            legacy.sample(at=T0 + 10),
+        ]
+    )
+    assert queries.lost_after(HEARTBEAT) <= 10.0
+    for now, states in [
+        (T0 + 19, ("live", "live", "live")),
+        (T0 + 19.5, ("lost", "live", "live")),
+        (T0 + 25, ("lost", "live", "live")),
+        (T0 + 25.5, ("lost", "lost", "live")),
+        (T0 + 100.5, ("lost", "lost", "lost")),
+    ]:
+        for c, state in zip((now_, older, legacy), states):
+            row = read(store, "get_cluster", c.id, now=now)
+            assert (row["status"], row["ended"]) == (state, T0 + 10 if state == "lost" else None)
+        for state in ("live", "lost"):
+            ids = {r["cluster_id"] for r in read(store, "list_clusters", state=state, now=now)}
+            assert ids == {c.id for c, s in zip((now_, older, legacy), states) if s == state}
 
 
 def test_the_store_and_its_readers_use_the_rule(store, monkeypatch):

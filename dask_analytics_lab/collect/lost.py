@@ -12,11 +12,17 @@ finished, and a program's end creates no failures.
 A lost result that Dask wants again still counts as done (it was), not as pending work
 of its computation, until Dask has computed it again (`GroupCounts.lost_waiting`).
 
+Only a task the worker was running counts as WorkerDied.  Dask's `processing` set of a
+worker (the remove-worker event's "processing-tasks") also holds the tasks sent to it
+that waited there for a thread: those lost nothing but their place in its queue.  The
+scheduler is not told when a worker starts a task; what it knows is `running`'s to read.
+
 Runs in the scheduler's hooks: a departure is O(its keys), a transition O(1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +44,7 @@ MAX_AGE = 3600.0
 class Departure:
     worker: str
     time: float
-    processing: int  # tasks it was running
+    processing: int  # tasks it was running (not those queued on it)
     lost: int  # results it held the only copy of
     stimulus_id: str | None
     closing: bool  # the worker was told to stop: what it took is no failure
@@ -54,15 +60,70 @@ class _Lost:
     started: bool = False  # Dask runs it again
 
 
+def running(ws: Any, keys: Iterable[Any], tasks: Mapping[Any, Any]) -> list[Any]:
+    """Of `keys`, the tasks processing on the departed worker `ws` (a WorkerState), those
+    it was running when it went.
+
+    Running: what the worker's last heartbeat said it was executing
+    (`WorkerState.executing`), or a task that seceded (`long_running`: the worker said
+    so).  A heartbeat comes every 0.5 s to a few s, so a task that killed its worker as
+    it started is in none: each thread the known ones leave free goes to the task the
+    worker would have started on it, highest priority first (as the worker picks from
+    its ready tasks).  O(keys log keys), once per departure.
+    """
+    if ws is None:  # a worker the plugin never saw join: nothing tells what it ran
+        return []
+    executing = getattr(ws, "executing", None) or {}
+    seceded = getattr(ws, "long_running", None) or set()
+    known: list[Any] = []
+    waiting: list[tuple[Any, Any]] = []
+    threads = getattr(ws, "nthreads", 0) or 0
+    for key in keys:
+        ts = tasks.get(key)
+        if ts is not None and (ts in executing or ts in seceded):
+            known.append(key)
+            if ts not in seceded:  # a seceded task gave its thread back
+                threads -= 1
+        elif ts is not None:
+            waiting.append((ts, key))
+    if threads > 0 and waiting:
+        try:
+            waiting.sort(key=lambda item: _priority(item[0]))
+        except TypeError:  # priorities that do not compare: Dask's order of the set
+            pass
+        known += [key for _, key in waiting[:threads]]
+    return known
+
+
+def _priority(ts: Any) -> tuple[Any, ...]:
+    # The worker runs its ready tasks by the priority the scheduler sent with each.
+    priority = getattr(ts, "priority", None)
+    return (0, priority) if priority is not None else (1, ())
+
+
 class LostTasks:
     def __init__(self, max_keys: int = MAX_KEYS):
         # Public so the transition hook can test it without a call: `if lost.keys`.
         self.keys: dict[Any, _Lost] = {}
         self._max = max_keys
+        # {address: WorkerState} of the workers there (the plugin keeps it as they come
+        # and go): Dask's remove-worker event names the worker it already forgot.
+        self.workers: dict[str, Any] = {}
 
-    def departed(self, msg: dict[str, Any], now: float, *, closing: bool) -> None:
-        """A remove-worker event of a worker that left without being retired."""
+    def departed(
+        self,
+        msg: dict[str, Any],
+        now: float,
+        *,
+        closing: bool,
+        tasks: Mapping[Any, Any] | None = None,
+    ) -> None:
+        """A remove-worker event of a worker that left without being retired; `tasks`:
+        the scheduler's, to tell the tasks it ran from those queued on it (without them,
+        every processing task counts as running)."""
         processing = msg.get("processing-tasks") or ()
+        if tasks is not None:
+            processing = running(self.workers.get(str(msg.get("worker", ""))), processing, tasks)
         lost = msg.get("lost-computed-tasks") or ()
         departure = Departure(
             str(msg.get("worker", "")),

@@ -231,6 +231,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             },
         )
         self._lifecycle.present(scheduler.workers, time.time())
+        self._lost.workers.update(scheduler.workers)
         scheduler.handlers["analytics_flush"] = self._handle_flush
         scheduler.handlers["analytics_info"] = self._handle_info
         self._tick()
@@ -480,6 +481,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             ws = scheduler.workers.get(worker)
             if ws is not None:
                 self._lifecycle.joined(worker, ws, time.time())
+                self._lost.workers[worker] = ws
         except Exception:
             logger.exception("dask-analytics: add_worker hook failed for %r", worker)
         finally:
@@ -492,6 +494,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             return
         token = self._meter.enter("events")
         try:
+            self._lost.workers.pop(worker, None)  # after its remove-worker event (log_event)
             self._lifecycle.left(worker, stimulus_id, time.time())
         except Exception:
             logger.exception("dask-analytics: remove_worker hook failed for %r", worker)
@@ -548,7 +551,10 @@ class AnalyticsPlugin(SchedulerPlugin):
         # was done, not cancelled.
         expected = bool(msg.get("expected"))
         self._lost.departed(
-            msg, time.time(), closing=expected or self._lifecycle.is_closing(worker)
+            msg,
+            time.time(),
+            closing=expected or self._lifecycle.is_closing(worker),
+            tasks=self.scheduler.tasks,
         )
         if expected:
             return

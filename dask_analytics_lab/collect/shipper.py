@@ -27,7 +27,7 @@ from typing import Any
 
 from dask.utils import format_bytes
 
-from ..messages import HEARTBEAT, Envelope, MessageError, check
+from ..messages import BEAT, Envelope, MessageError, check
 from .buffer import DETAILS, SAMPLES, Buffer, Entry, built, measure
 from .sinks import Sink
 
@@ -75,11 +75,13 @@ class Shipper:
         # stopped with Server.stop(), whose event loop then closes): the thread writes
         # what it holds, closes the store and ends rather than outliving it.
         self._alive = alive
-        # heartbeat(): a `heartbeat` message, queued by the thread when nothing was written
-        # for HEARTBEAT seconds.  The thread sends it, not the event loop: a scheduler busy
-        # for a while with a large graph is not dead, and readers must not call it lost.
+        # heartbeat(): a `heartbeat` message, made by the thread as each write starts and
+        # written alone BEAT seconds after the last write started.  The thread sends it,
+        # not the event loop: a scheduler busy for a while with a large graph is not dead,
+        # and readers must not call it lost.  With every write: a batch of a backlog holds
+        # messages made long ago, which would leave the cluster's last_seen behind.
         self._heartbeat = heartbeat
-        self._written_at = time.monotonic()
+        self._written_at = time.monotonic()  # when the last successful write started
         self._open_sink = open_sink
         self._sink: Sink | None = None  # the writer thread's alone
         self._buffer = Buffer(max_bytes, max_messages)
@@ -266,13 +268,11 @@ class Shipper:
                         self._closing = True
                         break
                     quiet = time.monotonic() - self._written_at
-                    if self._heartbeat is not None and quiet >= HEARTBEAT:
-                        self._buffer.add(self._heartbeat())
-                        self._trim()
-                        break
+                    if self._heartbeat is not None and quiet >= BEAT:
+                        break  # a batch of the heartbeat alone
                     wait = ALIVE_CHECK if self._alive is not None else None
                     if self._heartbeat is not None:
-                        wait = min(wait or HEARTBEAT, HEARTBEAT - quiet)
+                        wait = min(wait or BEAT, BEAT - quiet)
                     self._idle = True
                     self._cond.wait(wait)
                     self._idle = False
@@ -282,14 +282,17 @@ class Shipper:
                 entries = [
                     (e.number, e.message) for e in self._buffer.head(BATCH, self._batch_bytes)
                 ]
-                last = self._in_flight = entries[-1][0]
+                # Entries are numbered from 1: 0 takes none out (a heartbeat alone).
+                last = self._in_flight = entries[-1][0] if entries else 0
                 self._busy = True
             batch = self._checked(entries)
+            started = time.monotonic()
+            beat = self._beat() if self._heartbeat is not None else []
             try:
                 if self._sink is None:
                     self._sink = self._open_sink()
-                if batch:
-                    self.stored += self._sink.write(batch)
+                if batch or beat:
+                    self.stored += self._sink.write(batch + beat)
             except MessageError as e:
                 # Retrying a batch the store cannot read would wedge the queue.
                 logger.error(
@@ -309,7 +312,7 @@ class Shipper:
                 self._back_off(retry_delay(failures, self._min_delay, self._max_delay))
                 continue
             else:
-                self._done(last)
+                self._done(last, started)
                 if self.failing_since is not None:
                     self._recovered(self.failing_since)
                 failures = 0
@@ -383,12 +386,22 @@ class Shipper:
                 batch.append(typed)
         return batch
 
-    def _done(self, last: int) -> None:
+    def _beat(self) -> list[Envelope]:
+        """A heartbeat made now; none if it cannot be made (a bug: the thread goes on)."""
+        try:
+            assert self._heartbeat is not None
+            return [check(self._heartbeat())]
+        except Exception:
+            logger.exception("dask-analytics: could not make a heartbeat")
+            return []
+
+    def _done(self, last: int, started: float | None = None) -> None:
         with self._cond:
             # put() may have pushed part of the batch out meanwhile: it was written all the same.
             self._buffer.remove_through(last)
             self._unsure.clear()
-            self._written_at = time.monotonic()
+            if started is not None:  # a batch the store refused says nothing
+                self._written_at = started
             self._typed.clear()  # it held this batch only
             self._busy = False
             self._cond.notify_all()
