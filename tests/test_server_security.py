@@ -312,7 +312,9 @@ def test_parsing_and_storing_run_off_the_event_loop(server, monkeypatch):
     monkeypatch.setattr(
         server.ctx.store,
         "ingest",
-        lambda batch: threads.append(threading.current_thread().name) or store_ingest(batch),
+        lambda batch, **kw: (
+            threads.append(threading.current_thread().name) or store_ingest(batch, **kw)
+        ),
     )
     token = server.token("A")
     c, msgs = full_cluster("A")

@@ -166,6 +166,7 @@ def _metrics_token(args: SimpleNamespace) -> str | None:
 def _server(args: SimpleNamespace) -> int:
     from ..store import StoreUnavailable
     from .app import serve
+    from .quota import KEYS as QUOTA_KEYS
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -202,7 +203,7 @@ def _server(args: SimpleNamespace) -> int:
         "report_url": args.report_url or config.get("analytics.server.report-url"),
     }
     # Limits left unset keep the server's defaults (context.py).
-    for key in ("max_answer_bytes", "query_timeout", "quota_report_bytes", "quota_event_bytes"):
+    for key in ("max_answer_bytes", "query_timeout", *QUOTA_KEYS.values()):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
     try:
@@ -452,7 +453,36 @@ db_option = click.option("--db", help=DB_HELP)
     "quota_event_bytes",
     type=click.IntRange(min=0),
     metavar="N",
-    help="bytes of recorded events one account may keep (0: no quota); default 2 GiB",
+    help="bytes of recorded events and exceptions one account may keep (0: no quota); default 2 GiB",
+)
+@click.option(
+    "--task-stream-quota-bytes",
+    "quota_task_stream_bytes",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="bytes of task stream one account may keep (0: no quota); default 64 GiB",
+)
+@click.option(
+    "--profile-quota-bytes",
+    "quota_profile_bytes",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="bytes of profiles one account may keep (0: no quota); default 16 GiB",
+)
+@click.option(
+    "--sample-quota-bytes",
+    "quota_sample_bytes",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="bytes of cluster, worker and GPU samples and computation metrics one account may keep "
+    "(0: no quota); default 32 GiB",
+)
+@click.option(
+    "--account-quota-bytes",
+    "quota_account_bytes",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="bytes one account may keep in all, reports included (0: no quota); default 128 GiB",
 )
 def server(**options: Any) -> None:
     _call(_server, options)

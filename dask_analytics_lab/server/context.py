@@ -24,7 +24,9 @@ from ..codecrypt import CodeCipher
 from .errors import ApiError
 from .looplag import LoopLag
 from .metrics import Metrics
+from .quota import KEYS as QUOTA_KEYS
 from .quota import Quota
+from .quota import limits_from as quota_limits
 from .shares import ReadShares
 from .throttle import SharedFailures
 
@@ -75,8 +77,7 @@ KNOWN_SETTINGS = frozenset(
         "retention",
         "max_answer_bytes",
         "query_timeout",
-        "quota_report_bytes",
-        "quota_event_bytes",
+        *QUOTA_KEYS.values(),
         "forwarded_allow_ips",
         "report_url",
     }
@@ -85,9 +86,6 @@ KNOWN_SETTINGS = frozenset(
 MAX_ANSWER_BYTES = 16 * 2**20
 # Seconds a store read may run before it is cancelled (503).
 QUERY_TIMEOUT = 30.0
-# Per-account storage quotas (bytes).
-QUOTA_REPORT_BYTES = 2 * 2**30
-QUOTA_EVENT_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -645,13 +643,7 @@ def make_context(prefix: str, settings: dict) -> Context:
     return Context(
         max_answer_bytes=int(settings.get("max_answer_bytes") or MAX_ANSWER_BYTES),
         query_timeout=store.read_timeout,
-        quota=Quota(
-            team,
-            {
-                "reports": settings.get("quota_report_bytes", QUOTA_REPORT_BYTES),
-                "events": settings.get("quota_event_bytes", QUOTA_EVENT_BYTES),
-            },
-        ),
+        quota=Quota(team, quota_limits(settings)),
         prefix=prefix,
         store=store,
         team=team,

@@ -42,10 +42,10 @@ from ..messages import (
     check_batch,
     code_hash,
 )
+from ..store.usage import QuotaExceeded
 from .body import BodyReader
 from .context import Principal
 from .errors import ApiError
-from .quota import event_bytes
 
 logger = logging.getLogger("dask_analytics_lab.server")
 
@@ -158,6 +158,8 @@ class IngestHandler(BodyReader):
         if not batch:
             return 0, 0, 0
         claims = prepare(batch, principal, self.ctx.cipher)
+        # Measured as stored (code encrypted); 413 here, before any write: quota.py.
+        charge = self.ctx.quota.charge(principal.account, batch)
         claimed_at = time.time()
         wanted = {cid: acc for cid, acc in claims.items() if acc is not None}
         owners = self.ctx.cluster_owners(wanted, now=claimed_at)
@@ -180,13 +182,14 @@ class IngestHandler(BodyReader):
                 )
             stored = 0
             if batch:
-                self.ctx.quota.charge(
-                    principal.account, "events", event_bytes(batch)
-                )  # 413/507: quota.py
                 with self.ctx.write_lock:
                     t0 = time.perf_counter()
                     try:
-                        stored = self.ctx.store.ingest(batch)
+                        # 507 where the new messages would pass a quota: decided in the
+                        # transaction that stores them (quota.py), which then rolls back.
+                        stored = self.ctx.store.ingest(batch, charge=charge)
+                    except QuotaExceeded as e:
+                        raise self.ctx.quota.refusal(e) from None
                     finally:
                         self.ctx.metrics.store_call("ingest", time.perf_counter() - t0)
             # Remembered, so a repeat answers "stored": 0 as an unknown id's repeat does,

@@ -65,9 +65,13 @@ settings (a dict; unknown keys are an error):
                   cut and its answer says how to get the next page ("next").
   query_timeout   seconds a store read may run before it is cancelled (503), default 30;
                   None or 0: no limit.
-  quota_report_bytes, quota_event_bytes  bytes of stored reports / recorded events one
-                  account may keep, default 2 GiB each; None or 0: no quota.  Past it:
-                  413 (one write larger than the quota) or 507.
+  quota_task_stream_bytes, quota_profile_bytes, quota_event_bytes,
+  quota_sample_bytes, quota_report_bytes, quota_account_bytes  bytes of task stream,
+                  profiles, events and exceptions, samples, reports, and all of these
+                  with the rest, one account may keep: default 64, 16, 2, 32, 2 and 128
+                  GiB (quota.py); None or 0: no quota.  Counted in the database, so
+                  replicas share them.  Past one: 413 (one write larger than the quota)
+                  or 507.
 
 JSON API (errors: {"error": message, "status": code}; every read takes `account=`,
 which must be the token's own account; lists take `limit=`):

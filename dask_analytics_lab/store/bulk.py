@@ -43,6 +43,7 @@ import sqlalchemy as sa
 _TYPES: list[tuple[type, str, str]] = [
     (sa.Boolean, "bool", ""),
     (sa.BigInteger, "numeric", "::int8"),
+    (sa.SmallInteger, "numeric", "::int2"),
     (sa.Double, "float8", ""),
     (sa.Text, "text", ""),
     (sa.JSON, "json", ""),

@@ -41,6 +41,7 @@ from ..messages import (
     check_batch,
 )
 from . import schema as s
+from . import usage
 from .bulk import insert_rows, upsert_rows
 from .engine import dialect_insert as _insert
 from .team_schema import cluster_owners
@@ -62,11 +63,18 @@ KIND_ORDER = (
 )
 
 
-def ingest(engine: sa.Engine, messages: list[Envelope] | list[dict[str, Any]]) -> int:
+def ingest(
+    engine: sa.Engine,
+    messages: list[Envelope] | list[dict[str, Any]],
+    *,
+    charge: usage.Charge | None = None,
+) -> int:
     """Store the messages not stored before; return how many that was.
 
     `messages` are wire-form dicts, checked here, or typed messages that already were
-    (messages.check_batch: the server checks before it fixes accounts)."""
+    (messages.check_batch: the server checks before it fixes accounts).  charge: count
+    the new messages' bytes in its account's usage, in the same transaction (usage.py),
+    or raise usage.QuotaExceeded and store nothing."""
     batch: dict[tuple[str, int], Envelope] = {}
     for m in check_batch(messages):
         batch.setdefault((m.cluster_id, m.seq), m)  # a pair twice in one batch: the first
@@ -74,8 +82,10 @@ def ingest(engine: sa.Engine, messages: list[Envelope] | list[dict[str, Any]]) -
         return 0
     # Sorted, so concurrent batches take PostgreSQL's row locks in the same order.
     msgs = [batch[k] for k in sorted(batch)]
+    if charge is not None and charge.sizes is None:
+        charge.sizes = usage.measure(msgs)  # outside the transaction: SQLite's lock is held there
     try:
-        return _store(engine, msgs)
+        return _store(engine, msgs, charge)
     except sa.exc.DataError as e:
         # A value the contract lets through but the database refuses: retrying cannot help,
         # so say so as the shipper understands it (drop, don't retry).
@@ -87,7 +97,7 @@ def ingest(engine: sa.Engine, messages: list[Envelope] | list[dict[str, Any]]) -
         # between two batches: once more, and it sees the other's committed work.
         if isinstance(e, sa.exc.OperationalError) and not _is_retryable(e):
             raise
-        return _store(engine, msgs)
+        return _store(engine, msgs, charge)
 
 
 def _is_retryable(e: sa.exc.OperationalError) -> bool:
@@ -95,18 +105,30 @@ def _is_retryable(e: sa.exc.OperationalError) -> bool:
     return getattr(e.orig, "sqlstate", None) in ("40P01", "40001")
 
 
-def _store(engine: sa.Engine, msgs: list[Any]) -> int:
+def _store(engine: sa.Engine, msgs: list[Any], charge: usage.Charge | None = None) -> int:
+    sizes = charge.sizes if charge is not None else None
     with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE
         # A heartbeat only moves last_seen on (a max: idempotent without a claim), so a
         # quiet cluster's heartbeats add no `ingested` rows.
         beats = [m for m in msgs if type(m) is HeartbeatMessage]
         if beats:
             msgs = [m for m in msgs if type(m) is not HeartbeatMessage]
-        new = _claim(conn, msgs) if msgs else set()
+        new = _claim(conn, msgs, sizes) if msgs else set()
         msgs = [m for m in msgs if (m.cluster_id, m.seq) in new]
         if not msgs and not beats:
             return 0
         _touch_clusters(conn, msgs + beats)
+        if charge is not None and sizes is not None and msgs:
+            # Only what this transaction claimed: a retried message was counted once
+            # already.  Before the batch's rows are written, so a refused batch costs
+            # its claims and cluster touch; after the touch, so its locks come in
+            # prune's order (cluster rows, then usage).
+            usage.charge(
+                conn,
+                charge.account,
+                usage.by_kind(sizes[m.cluster_id, m.seq] for m in msgs),
+                charge.limits,
+            )
         by_kind: dict[type, list[Any]] = defaultdict(list)
         for m in msgs:
             by_kind[type(m)].append(m)
@@ -154,12 +176,21 @@ def _claim_stmt(dialect: str) -> Any:
     )
 
 
-def _claim(conn: sa.Connection, msgs: list[Any]) -> set[tuple[str, int]]:
-    rows = upsert_rows(
-        conn,
-        _claim_stmt(conn),
-        [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs],
-    )
+def _claim(
+    conn: sa.Connection,
+    msgs: list[Any],
+    sizes: dict[tuple[str, int], tuple[int, int]] | None = None,
+) -> set[tuple[str, int]]:
+    if sizes is None:
+        claims = [{"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time} for m in msgs]
+    else:  # kept, for prune to give back (usage.give_back)
+        claims = []
+        for m in msgs:
+            kind, n = sizes[m.cluster_id, m.seq]
+            claims.append(
+                {"cluster_id": m.cluster_id, "seq": m.seq, "time": m.time, "kind": kind, "bytes": n}
+            )
+    rows = upsert_rows(conn, _claim_stmt(conn), claims)
     return {(cluster_id, seq) for cluster_id, seq in rows}
 
 

@@ -9,8 +9,9 @@ clusters' own clocks (as every time in the store is).
 
 What goes with an old cluster: its row and the rows of every table with a cluster_id
 column (CHILD_TABLES, read from the schema, so a table added later goes too), its
-`ingested` bookkeeping among them (a retried message of a pruned cluster then makes a
-stub row, itself old, that the next prune takes).  Kept: its `cluster_owners` claim
+`ingested` bookkeeping among them (whose deletion gives its messages' bytes back to
+their account's storage usage, usage.py; a retried message of a pruned cluster then
+makes a stub row, itself old, that the next prune takes).  Kept: its `cluster_owners` claim
 (one small row: the id stays its account's, so no other account can write under it)
 and reports (a published report is its author's to keep).
 
@@ -53,7 +54,7 @@ import sqlalchemy as sa
 
 from ..config import parse_age  # noqa: F401 - the CLI's and tests' way in
 from ..store_errors import StoreUnavailable
-from . import partitions, team_schema
+from . import partitions, team_schema, usage
 from . import schema as s
 from .ingest import cluster_accounts
 from .team_schema import cluster_owners
@@ -288,6 +289,14 @@ def _delete_rows(conn: sa.Connection, t: sa.Table, ids: list[str], limit: int) -
     pk = list(t.primary_key.columns)
     key = pk[0] if len(pk) == 1 else sa.tuple_(*pk)
     some = sa.select(*pk).where(t.c.cluster_id.in_(ids)).limit(limit)
+    if t is s.ingested:
+        # Each claim holds what its message added to its account's usage: given back in
+        # the transaction that deletes it, so usage falls exactly as retention deletes.
+        deleted = conn.execute(
+            sa.delete(t).where(key.in_(some)).returning(t.c.cluster_id, t.c.kind, t.c.bytes)
+        ).all()
+        usage.give_back(conn, deleted)
+        return len(deleted)
     return conn.execute(sa.delete(t).where(key.in_(some))).rowcount
 
 

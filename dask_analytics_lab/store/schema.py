@@ -360,6 +360,11 @@ ingested = sa.Table(
     sa.Column("cluster_id", sa.Text, primary_key=True),
     sa.Column("seq", sa.BigInteger, primary_key=True),
     sa.Column("time", Time, nullable=False),
+    # What the message added to its account's storage usage (usage.py: its kind's code
+    # and its bytes as ingested), given back when prune deletes this row; null where
+    # nothing was counted (no account: an embedded store; or before migration 0013).
+    sa.Column("kind", sa.SmallInteger),
+    sa.Column("bytes", sa.BigInteger),
 )
 
 # Tables a user's export holds, in an order where every row's cluster comes first.

@@ -27,6 +27,7 @@ from .engine import (
 )
 from .migrate import upgrade
 from .snapshot import Snapshot
+from .usage import Charge
 
 
 class Store:
@@ -94,15 +95,19 @@ class Store:
         with self._unavailable(), self._engine.begin() as conn:
             yield conn
 
-    def ingest(self, messages: list[Envelope] | list[dict[str, Any]]) -> int:
+    def ingest(
+        self, messages: list[Envelope] | list[dict[str, Any]], *, charge: Charge | None = None
+    ) -> int:
         """Store a batch (all or nothing); returns how many messages were new.
 
         Raises messages.MessageError, and stores nothing, if any message is malformed.
+        charge: a usage.Charge (the team server's quotas): raises usage.QuotaExceeded,
+        and stores nothing, where the new messages would pass one.
         """
         if self._ahead is not None:
             self._ahead()
         with self._unavailable():
-            return _ingest.ingest(self._engine, messages)
+            return _ingest.ingest(self._engine, messages, charge=charge)
 
     def list_clusters(
         self,

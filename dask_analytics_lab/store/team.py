@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from . import schema as s
+from . import usage
 from .engine import dialect_insert
 from .store import Store
 from .team_schema import (
@@ -304,9 +305,14 @@ class TeamStore:
         return ids
 
     # --- reports -----------------------------------------------------------------
-    def add_report(self, row: dict[str, Any]) -> None:
-        """Store one report: its id as "id", the blobs as html_gz and twin_gz."""
+    def add_report(self, row: dict[str, Any], *, charge: usage.Charge | None = None) -> None:
+        """Store one report: its id as "id", the blobs as html_gz and twin_gz.  charge:
+        count the blobs' bytes in the account's usage in the same transaction, or raise
+        usage.QuotaExceeded and store nothing."""
         with self._store.transaction() as conn:
+            if charge is not None:
+                n = len(row["html_gz"]) + len(row["twin_gz"])
+                usage.charge(conn, charge.account, {"reports": n}, charge.limits)
             conn.execute(
                 sa.insert(reports), {("report_id" if k == "id" else k): v for k, v in row.items()}
             )
@@ -330,22 +336,7 @@ class TeamStore:
             return [_report(r) for r in conn.execute(q)]
 
     # --- storage quota -----------------------------------------------------------
-    def stored_bytes(self, account: str, kind: str) -> int:
-        """Bytes an account's `kind` ("reports": their stored blobs; "events": their
-        messages as JSON text) take in the store, for the server's quota."""
-        if kind == "reports":
-            r = reports.c
-            q = sa.select(
-                sa.func.coalesce(
-                    sa.func.sum(sa.func.length(r.html_gz) + sa.func.length(r.twin_gz)), 0
-                )
-            ).where(r.account == account)
-        elif kind == "events":
-            ev, c = s.events.c, s.clusters.c
-            q = sa.select(
-                sa.func.coalesce(sa.func.sum(sa.func.length(sa.cast(ev.msg, sa.Text))), 0)
-            ).where(ev.cluster_id.in_(sa.select(c.cluster_id).where(c.account == account)))
-        else:
-            raise ValueError(f"no quota for {kind!r}")
+    def usage(self, account: str) -> dict[str, int]:
+        """{kind: bytes} the account stores (usage.py), as the server's quotas count it."""
         with self._store.reading() as conn:
-            return int(conn.execute(q).scalar_one())
+            return usage.usage(conn, account)

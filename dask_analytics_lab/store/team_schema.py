@@ -1,9 +1,10 @@
 """The team server's tables: accounts, users, tokens, cluster ownership, reports,
-login sessions, the messages dropped for other accounts' clusters and failed
-authentications.
+login sessions, the messages dropped for other accounts' clusters, failed
+authentications and each account's storage usage.
 
 Registered on schema.metadata, so whoever imports this module (Alembic's env.py, the
-schema test) sees every table; made by migrations 0002_team, 0009_sessions and 0010_auth_failures.  Queries: team.py.
+schema test) sees every table; made by migrations 0002_team, 0009_sessions, 0010_auth_failures and
+0013_account_usage.  Queries: team.py.
 """
 
 from __future__ import annotations
@@ -109,6 +110,21 @@ auth_failures = sa.Table(
     sa.Column("since", Time, nullable=False),
     sa.Column("failures", sa.Integer, nullable=False),
     sa.Index(None, "since"),
+)
+
+# Bytes each account stores, by kind (usage.py: what each kind holds, how it is
+# counted): one row an account, so one statement charges a batch to every quota at once
+# and every server replica of the database counts against the same figures.
+account_usage = sa.Table(
+    "account_usage",
+    metadata,
+    sa.Column("account", sa.Text, primary_key=True),
+    sa.Column("task_stream", sa.BigInteger, nullable=False),
+    sa.Column("profiles", sa.BigInteger, nullable=False),
+    sa.Column("events", sa.BigInteger, nullable=False),
+    sa.Column("samples", sa.BigInteger, nullable=False),
+    sa.Column("records", sa.BigInteger, nullable=False),
+    sa.Column("reports", sa.BigInteger, nullable=False),
 )
 
 TEAM_TABLES = (accounts, users, tokens, cluster_owners, reports, sessions, dropped_messages)
