@@ -502,8 +502,11 @@ def test_a_lost_key_is_said_plainly_and_crashes_nothing(tmp_path):
         assert row["summary"]["code"] is None and "does not match" in row["code_error"]
         status, body, _ = request(server.url + f"/reports/{report_id}.json", token=token)
         assert status == 500 and "does not match" in body["error"]
+        # Where the key comes from (a file's path, a variable) is for the log, not the page.
+        assert codecrypt.CODE_KEY_ENV not in body["error"], body
         status, page, _ = request(server.url + f"/reports/{report_id}", token=token)
         assert status == 500 and "does not match" in page
+        assert codecrypt.CODE_KEY_ENV not in page
         assert request(server.url + "/api/clusters", token=token)[0] == 200  # still serving
         log = server.output()
     assert log.count("code stored encrypted cannot be read") == 1, log

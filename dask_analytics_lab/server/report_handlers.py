@@ -96,8 +96,8 @@ def load_report(ctx: Any, meta: dict, kind: str, gzip_ok: bool) -> Body:
                 Body(stored, "gzip", row) if gzip_ok else Body(gzip.decompress(stored), None, row)
             )
         twin = json.loads(gzip.decompress(stored))
-    except CodeDecryptError as e:  # logged once by the cipher
-        raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
+    except CodeDecryptError:  # logged once by the cipher, with the key's source
+        raise ApiError(500, UNOPENED) from None
     meta = {
         k: row.get(k)
         for k in ("id", "account", "user", "filename", "title", "private", "created", "cluster_id")
@@ -106,6 +106,13 @@ def load_report(ctx: Any, meta: dict, kind: str, gzip_ok: bool) -> Body:
         {"report": meta, **{k: v for k, v in twin.items() if k != "report"}}, gzip_ok
     )
     return Body(data, encoding, row)
+
+
+# The cipher's own words name where its key comes from (a file's path): for the log only.
+UNOPENED = (
+    "this report is stored encrypted and this server cannot open it: its code key does not "
+    "match the one the report was stored with, or is not set (the server's log says which)"
+)
 
 
 def _open(ctx: Any, blob: bytes) -> bytes:
@@ -121,8 +128,8 @@ def _render_page(ctx: Any, meta: dict) -> bytes | None:
         return None
     try:
         twin = json.loads(gzip.decompress(_open(ctx, row.pop("twin_gz"))))
-    except CodeDecryptError as e:  # logged once by the cipher
-        raise ApiError(500, f"this report is stored encrypted and cannot be shown: {e}") from None
+    except CodeDecryptError:  # logged once by the cipher, with the key's source
+        raise ApiError(500, UNOPENED) from None
     # Links the same for every reader: the page is rendered once for all of them.
     base = f"{ctx.prefix}/reports/{row['id']}"
     links = [("Data (JSON)", f"{base}.json")]
