@@ -103,6 +103,7 @@ def run(tmp_path: Path, body: str, store: str, *args: str) -> tuple[int, dict, f
         text=True,
         timeout=300,
         cwd=tmp_path,
+        start_new_session=True,  # its own process group, as a program run from a terminal
     )
     # Nothing of ours may fail while the program ends.
     assert "Plugin call failed" not in out.stderr and "dask-analytics" not in out.stderr, (
@@ -142,10 +143,15 @@ def assert_cancelled_at(comp: dict, store: str, at: float, by: float | None) -> 
 CTRL_C = """
 def interrupt():
     say(interrupt=time.time())
-    os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does to the program
+    if sys.argv[3] == "terminal":
+        # What Ctrl-C in a terminal does: SIGINT to the whole foreground process group,
+        # the nannies and workers too (which may leave before the program ends).
+        os.killpg(os.getpgid(0), signal.SIGINT)
+    else:
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does to the program
 
 if __name__ == "__main__":
-    if sys.argv[3] == "held":
+    if sys.argv[3] in ("held", "terminal"):
         # The program holds its futures (and the traceback them) until it ends.
         client = new_client()
         futures = start(client)
@@ -159,20 +165,24 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("how", ["held", "with-block"])
+@pytest.mark.parametrize("how", ["held", "with-block", "terminal"])
 def test_ctrl_c_reads_as_a_cancel_at_the_interrupt(tmp_path, sqlite_url, how):
     """Held: the program ends with its futures; the recording ends at exit, before the
     cluster's close takes the workers (whose nannies kill them 4 s later).  With-block:
     the Client leaves first, letting go of its tasks, then the cluster closes."""
     rc, said, removed = run(tmp_path, CTRL_C, sqlite_url, how)
+    ended = time.time()
     assert rc == -signal.SIGINT and "interrupt" in said, said  # ended by the KeyboardInterrupt
     cluster, comp = stored(sqlite_url)
     assert cluster["status"] == "stopped"
     assert removed is not None  # the close took the workers away: after the stop
-    assert_cancelled_at(comp, sqlite_url, said["interrupt"], removed)
-    if how == "held":
+    # From a terminal the workers have the signal too, and may leave before the program
+    # ends: their departure bounds nothing then, the program's end does.
+    by = ended if how == "terminal" else removed
+    assert_cancelled_at(comp, sqlite_url, said["interrupt"], by)
+    if how != "with-block":
         # The program's end is the cluster's too.
-        assert said["interrupt"] <= cluster["stopped"] <= removed
+        assert said["interrupt"] <= cluster["stopped"] <= by
         assert cluster["stop_reason"] == "closed"
 
 

@@ -32,7 +32,7 @@ from .errors import ErrorCounter
 from .gpu_jobs import JobTracker
 from .hook import transition_hook
 from .lost import TEXTS as LOST_TEXTS
-from .lost import LostTasks
+from .lost import WORKER_DIED, LostTasks
 from .metrics import MetricsRecorder
 from .offloop import off_loop
 from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
@@ -345,6 +345,13 @@ class AnalyticsPlugin(SchedulerPlugin):
             counts.cancelled += max(0, unfinished - counts.lost_waiting)
             counts.cancelled_running += running
             counts.cancelled_at = at
+        # A task that was running on a worker that left just before (a terminal's Ctrl-C
+        # reaches the workers too) is back to waiting: it ran, and was cancelled so.
+        # O(keys lost, bounded by lost.MAX_KEYS).
+        for key, entry in self._lost.keys.items():
+            ts = self.scheduler.tasks.get(key) if entry.kind == WORKER_DIED else None
+            if ts is not None and ts.state in NOT_DONE and ts.state != "processing":
+                counts_for(ts.group).cancelled_running += 1
 
     # --- the one way anything becomes a message --------------------------------
     def emit(self, kind: str, data: Mapping[str, Any]) -> None:
