@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_check.py                 # a GPU machine
     python benchmarks/gpu_check.py --fake          # here: the fake libnvidia-ml from tests/
+    python benchmarks/gpu_check.py --e2e [--fake]  # recorder + Monitor into a store (issue 39)
 
 Starts a LocalCluster (one worker per visible GPU, at most --workers), runs a real
 CuPy or PyTorch workload on every GPU if one of them is installed (else the GPUs
@@ -10,6 +11,16 @@ Prints: what attach() found, some samples, peak memory per worker per GPU, and t
 sampler's CPU cost, measured as the sampler thread's own CPU time (thread_time)
 over the run's wall time: target under 0.5% of one core at 10 Hz.  Also times one
 NVML read of all devices in this process, as a breakdown.
+
+--e2e runs the recorder (dal.register into a SQLite file) and the Monitor together on
+real clusters: two workers sharing the first GPU (CUDA_VISIBLE_DEVICES the same, as a
+LocalCluster on a one-GPU machine), then, with several GPUs, one worker per GPU; each
+runs a dask.array matmul (CuPy blocks when cupy imports, else NumPy, said so).  After
+the clusters close it reads everything back from the store and prints the share of
+samples tied to a job (all of those inside a computation's window must be), peak memory
+per GPU UUID (each GPU once, with the workers sharing it), the sampler's CPU and the
+findings.  Exit status 1 when a sample inside a window is untied or the sampler's CPU
+is over target.
 
 Not a test: a printed report for the closing note.
 """
@@ -136,9 +147,22 @@ def main() -> int:
         "--fake", action="store_true", help="use the fake libnvidia-ml.so.1 of the tests"
     )
     ap.add_argument("--csv", default=None, help="also write the CSVs into this folder")
+    ap.add_argument(
+        "--e2e",
+        action="store_true",
+        help="recorder + Monitor into a store, read back after the clusters close",
+    )
+    ap.add_argument(
+        "--size",
+        type=int,
+        default=None,
+        help="--e2e: side of the square matrix (default 8192 with CuPy, 2048 without)",
+    )
     args = ap.parse_args()
     if args.fake:
         _fake_env()
+    if args.e2e:
+        return e2e(args)
 
     from distributed import Client, LocalCluster
 
@@ -220,6 +244,173 @@ def main() -> int:
         verdict = "OK" if worst < TARGET_PCT else "OVER TARGET"
         print(f"  worst {worst:.3f}% (target < {TARGET_PCT}%): {verdict}")
         return 0 if worst < TARGET_PCT else 1
+
+
+def _matmul_job(client, size: int, chunk: int) -> tuple[str, float]:
+    """A dask.array matmul whose blocks move between workers (transfer-heavy, like the
+    issue's), on CuPy blocks made on the GPUs when cupy imports."""
+    import dask.array as da
+    import numpy
+
+    try:
+        import cupy
+
+        library = f"cupy {cupy.__version__}"
+        state = da.random.RandomState(RandomState=cupy.random.RandomState)
+    except ImportError:
+        library = "numpy (no CuPy here: the GPUs are sampled, not used)"
+        state = da.random.RandomState(RandomState=numpy.random.RandomState)
+    x = state.random_sample((size, size), chunks=chunk).astype("float32")
+    t0 = time.perf_counter()
+    float((x @ x.T).sum().compute())
+    return library, time.perf_counter() - t0
+
+
+def _run_cluster(url: str, specs: dict, args) -> dict:
+    """One cluster: register the recorder, monitor, run the job twice; what the Monitor said."""
+    from distributed import Client, LocalCluster
+
+    import dask_analytics_lab as dal
+    from dask_analytics_lab.gpu import Monitor
+
+    with (
+        LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        cluster.worker_spec.update(specs)
+        cluster.scale(len(specs))
+        client.wait_for_workers(len(specs), timeout=120)
+        cluster_id = dal.register(client, store=url)["cluster_id"]
+        monitor = Monitor(client, interval=args.interval)
+        monitor.attach()
+        monitor.start()
+        size = args.size or (8192 if _has_cupy() else 2048)
+        ran = [_matmul_job(client, size, max(256, size // 4)) for _ in range(2)]
+        time.sleep(1.0)  # idle samples after the job: they must stay untied
+        summary = monitor.stop()
+        peaks = monitor.peak_memory_by_worker()
+        flushed = dal.flush(client)
+    return {
+        "cluster_id": cluster_id,
+        "summary": summary,
+        "peaks": peaks,
+        "library": ran[0][0],
+        "seconds": [round(s, 2) for _lib, s in ran],
+        "size": size,
+        "flushed": flushed,
+    }
+
+
+def _has_cupy() -> bool:
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def e2e(args) -> int:
+    """The recorder and the Monitor together, read back from the store (issue 39)."""
+    from distributed import Nanny
+
+    import dask_analytics_lab as dal
+    from dask_analytics_lab.collect import gpu_nvml
+
+    t_start = time.monotonic()
+    found = gpu_nvml.probe()
+    uuids = [d["uuid"] for d in found.get("devices", []) if not d["mig"]]
+    print(f"this host: {len(uuids)} GPU(s) {uuids}")
+    if not uuids:
+        print("no GPU here: nothing to check (use --fake for the tests' fake NVML)")
+        return 1
+    url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='gpu-e2e-')) / 'analytics.db'}"
+    layouts = {
+        "two workers on one GPU": {
+            f"shared-{i}": {
+                "cls": Nanny,
+                "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": uuids[0]}},
+            }
+            for i in range(2)
+        }
+    }
+    if len(uuids) > 1:
+        layouts["one worker per GPU"] = {
+            f"gpu-{i}": {
+                "cls": Nanny,
+                "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": u}},
+            }
+            for i, u in enumerate(uuids[: args.workers])
+        }
+    runs = {name: _run_cluster(url, specs, args) for name, specs in layouts.items()}
+
+    ok = True
+    print(f"\nstore: {url} (read after every cluster closed)")
+    for name, r in runs.items():
+        cid, summary = r["cluster_id"], r["summary"]
+        rows = dal.list_gpu_metrics(cluster_id=cid, monitor_id=summary["monitor_id"], store=url)
+        comps = [
+            c
+            for c in dal.list_computations(cluster_id=cid, store=url)
+            if c["stop"] and c["stop"] >= summary["started"]
+        ]
+        print(f"\n== {name}: {r['library']}, {r['size']}x{r['size']} matmul, {r['seconds']} s")
+        fl = r["flushed"]
+        print(
+            f"  recorder: {fl['stored']} messages stored, {fl['dropped']} dropped, {fl['rejected']} rejected"
+        )
+        tied = sum(1 for row in rows if row["job"])
+        inside = [(row, c) for row in rows for c in comps if c["start"] <= row["time"] <= c["stop"]]
+        right = sum(
+            1
+            for row, c in inside
+            if c["computation_id"] == row["job"]
+            or any(j == c["computation_id"] for j, _d in row["jobs"] or ())
+        )
+        waits: dict = {}
+        for row, _c in inside:
+            if not row["task_groups"]:
+                waits[row["waiting"]] = waits.get(row["waiting"], 0) + 1
+        print(
+            f"  samples: {len(rows)} rows; tied to a job: {tied} ({tied / max(1, len(rows)):.0%}); "
+            f"inside a computation's window: {len(inside)}, of which tied to it: {right} "
+            f"({right / max(1, len(inside)):.0%}); untied to a task there, waiting on: {waits}"
+        )
+        ok &= right == len(inside) and bool(inside)
+        print("  peak memory per GPU (store rows; each GPU once):")
+        by_gpu: dict = {}
+        for row in rows:
+            key = (row["host"], row["gpu_uuid"])
+            g = by_gpu.setdefault(
+                key, {"peak": 0, "total": row["mem_total"], "workers": set(), "n": 0}
+            )
+            g["peak"] = max(g["peak"], row["mem_used"] or 0)
+            g["workers"] |= set(row["shared_by"] or [row["worker"]])
+            g["n"] += 1
+        for (host, uuid), g in sorted(by_gpu.items()):
+            print(
+                f"    {host} {uuid}: peak {g['peak'] / 2**30:.2f} GiB of "
+                f"{(g['total'] or 0) / 2**30:.1f} GiB, {g['n']} rows, workers {sorted(g['workers'])}"
+            )
+        print("  Monitor.peak_memory_by_worker():", r["peaks"])
+        run_wall = (summary["stopped"] or 0) - summary["started"]
+        for w, c in sorted(summary["sampler_cpu"].items()):
+            if c.get("samples"):
+                pct = 100 * c["cpu_seconds"] / run_wall
+                ok &= pct < TARGET_PCT
+                print(
+                    f"  sampler CPU {w}: {c['samples']} samples, {pct:.3f}% of one core "
+                    f"(target < {TARGET_PCT}%)"
+                )
+        for c in comps:
+            found_ = dal.explain(c["computation_id"], store=url)
+            kinds = ", ".join(f["kind"] for f in found_) or "none"
+            print(f"  findings of {c['computation_id'][:8]} ({c['label']}): {kinds}")
+            for f in found_:
+                print(
+                    f"    {f['kind']}: {f['title']}\n      {f['evidence']}\n      -> {f['advice']}"
+                )
+    print(f"\ne2e: {time.monotonic() - t_start:.0f} s, {'OK' if ok else 'FAILED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

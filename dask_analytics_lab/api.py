@@ -438,7 +438,7 @@ def explain(computation_id: str, *, store: str | None = None) -> list[dict]:
     counted, and quotes the recorded figures it rests on).  kind: one of
     findings.KINDS (small-tasks, straggler, imbalance, spilling, memory-kill,
     gil-contention, transfer-bound, serialization, too-few-tasks, failures,
-    slower-than-before, idle-cluster).  Findings under the thresholds of
+    slower-than-before, idle-cluster, gpu-underused).  Findings under the thresholds of
     `analytics.findings.*` are left out: a healthy computation gets [].  Against a
     team server, the server computes them, with its own thresholds."""
     from .findings import explain_from

@@ -59,10 +59,11 @@ def downsample(rows: list[dict], most: int, time_key: str = "time") -> list[dict
 
 
 def gpu_series(rows: list[dict], most: int) -> list[dict]:
-    """GPU samples downsampled per (worker, GPU), each series at most `most` points."""
+    """GPU samples downsampled per GPU, each series at most `most` points.  A GPU is
+    (host, uuid) wherever it is seen: workers sharing it make one series, not one each."""
     by_gpu: dict[tuple, list[dict]] = {}
     for r in rows:
-        by_gpu.setdefault((r.get("worker"), r.get("gpu_uuid")), []).append(r)
+        by_gpu.setdefault((r.get("host"), r.get("gpu_uuid")), []).append(r)
     return [r for series in by_gpu.values() for r in downsample(series, most)]
 
 

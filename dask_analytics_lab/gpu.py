@@ -153,13 +153,16 @@ class Monitor:
         return self._call("analytics_gpu_info", monitor_id=self.monitor_id)
 
     def peak_memory(self) -> list[list[int | None]]:
-        """Peak memory used in bytes, per worker (ordered by address), per GPU (by index)."""
+        """Peak memory used in bytes, per worker (ordered by address), per GPU (by index);
+        a GPU shared by workers counts once (see peak_memory_by_worker)."""
         return [
             [g["peak"] for g in gpus] for _w, gpus in sorted(self.peak_memory_by_worker().items())
         ]
 
     def peak_memory_by_worker(self) -> dict[str, list[dict]]:
-        """{worker: [{index, uuid, name, peak, mem_total}, ...]}: peak_memory() with names."""
+        """{worker: [{index, uuid, host, name, peak, mem_total, shared_by}, ...]}:
+        peak_memory() with names.  A GPU that workers share is listed once, under the
+        worker whose rows it is in; shared_by names them all."""
         reply = self._call("analytics_gpu_peaks", monitor_id=self.monitor_id)
         if reply is None:
             raise RuntimeError(
@@ -172,8 +175,10 @@ class Monitor:
 
         One row per GPU per sample: timestamp (s since start), job, dag, host,
         gpu_index, gpu_uuid, gpu_name, the attached metrics (total-mem in bytes,
-        mem-util and compute-util in %, power in W, temperature in C) and the task
-        groups running on that worker then (separated by ';').
+        mem-util and compute-util in %, power in W, temperature in C), the task
+        groups running then (separated by ';'), what the workers waited on when
+        none ran (inputs, memory, nothing) and the workers sharing the GPU.  A GPU
+        two workers share is in one worker's CSV only, its rows naming both.
         """
         # Rows stay as msgpack gives them (converting 200,000 rows would cost seconds).
         reply = self.client.sync(
@@ -193,7 +198,7 @@ class Monitor:
             )
         fields = reply["fields"]
         metrics = [m for m in info["metrics"] if m in _CSV_METRIC]
-        header = [*_CSV_ALWAYS, *metrics, "task_groups"]
+        header = [*_CSV_ALWAYS, *metrics, "task_groups", "waiting", "shared_by"]
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
@@ -229,6 +234,8 @@ class Monitor:
                                 for m in metrics
                             ),
                             csv_cell(";".join(r["task_groups"] or ())),
+                            csv_cell(r.get("waiting") or ""),
+                            csv_cell(";".join(r.get("shared_by") or ())),
                         ]
                     )
             paths.append(path)

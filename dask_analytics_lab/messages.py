@@ -402,7 +402,7 @@ class Profile(_Data):
 class GpuSample(_Data):
     """One GPU's reading: mem_* bytes, *_util percent; any figure may be None."""
 
-    _keys = {"gpu_uuid": ID_BYTES, "task_groups": NAME_BYTES}
+    _keys = {"gpu_uuid": ID_BYTES, "task_groups": NAME_BYTES, "shared_by": NAME_BYTES}
     timestamp: Number | None = None
     time: Time | None = None
     gpu_uuid: Id | None = None
@@ -417,6 +417,12 @@ class GpuSample(_Data):
     job: Text | None = None
     dag: Text | None = None
     task_groups: list[RequiredName] | None = None
+    # No task ran on its workers then: what they waited on ("inputs", "memory", "nothing").
+    waiting: Name | None = None
+    # Every [job, dag] running then, when more than one (job and dag above are the first).
+    jobs: list[list[Text | None]] | None = None
+    # The workers that see this GPU, when more than one (the row counts it once).
+    shared_by: list[RequiredName] | None = None
 
 
 class GpuSamples(_Data):

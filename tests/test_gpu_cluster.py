@@ -269,6 +269,8 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
                     "compute-util",
                     "power",
                     "task_groups",
+                    "waiting",
+                    "shared_by",
                 ]
                 rows[p.stem] = list(reader)
         by_worker = {
@@ -311,8 +313,12 @@ def test_monitor_end_to_end(tmp_path, monkeypatch, procs, capfd):
         assert job1 and job1 == job1_again and (dag0, dag1) == ("0", "1")
         (job2,) = {j for j, _d in job2_rows}
         assert job2 and job2 != job1 and {d for _j, d in job2_rows} == {"0", "1"}
+        # A sample with no task running is tied to a job only while one ran on the
+        # cluster; then it says what the worker waited on.
         idle = [r for r in ra if not r["task_groups"]]
-        assert idle and all(r["job"] == "" and r["dag"] == "" for r in idle)
+        assert idle and all(r["waiting"] in ("inputs", "memory", "nothing") for r in idle)
+        assert any(r["job"] == "" and r["dag"] == "" for r in idle)
+        assert all(r["waiting"] == "" for r in ra if r["task_groups"])
 
         assert {r["gpu_uuid"] for r in by_worker[b]} == {"GPU-ffff-5555"}
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
+from types import SimpleNamespace
 
 import pytest
 
 from dask_analytics_lab import messages
+from dask_analytics_lab.collect import gpu_jobs
 from dask_analytics_lab.collect.gpu_jobs import JobTracker
 from dask_analytics_lab.collect.gpu_monitor import (
+    ROW_FIELDS,
     GPUMonitorPlugin,
     MonitorRun,
     validate_metrics,
@@ -19,12 +23,15 @@ from dask_analytics_lab.collect.gpu_monitor import (
 class TG:
     def __init__(self, name):
         self.name = name
+        self.stop = 0.0  # the last task's end, as Dask's TaskGroup keeps it
+        self.done = False
 
 
 class Comp:
-    def __init__(self, cid):
+    def __init__(self, cid, start=None):
         self.id = cid
         self.groups = set()
+        self.start = time.time() if start is None else start
 
 
 class FakeScheduler:
@@ -34,10 +41,10 @@ class FakeScheduler:
         self.plugins = {}
 
 
-def submit(sched, tracker, *groups, new_computation=False, tasks=None):
+def submit(sched, tracker, *groups, new_computation=False, tasks=None, start=None):
     """What Scheduler.update_graph does before the hook: groups into the last Computation."""
     if new_computation or not sched.computations:
-        sched.computations.append(Comp(f"c{len(sched.computations) + 1}"))
+        sched.computations.append(Comp(f"c{len(sched.computations) + 1}", start))
     comp = sched.computations[-1]
     for g in groups:
         comp.groups.add(TG(g))
@@ -240,6 +247,9 @@ def test_ingest_tags_rows_emits_the_contract_and_tracks_peaks():
         "job",
         "dag",
         "task_groups",
+        "waiting",
+        "jobs",
+        "shared_by",
     }
     assert row["gpu_uuid"] == "GPU-b" and row["job"] == comp.id and row["dag"] == "0"
     assert row["task_groups"] == ["matmul"] and row["timestamp"] == pytest.approx(0.0)
@@ -266,9 +276,9 @@ def test_rows_kept_on_the_scheduler_are_bounded_fairly():
     run = MonitorRun(metrics=["total-mem"], interval=0.1, keep_rows=100, client=None)
     plugin.runs[run.id] = run
     for i in range(20):
-        for w in ("w1", "w2"):
+        for w in ("w1", "w2"):  # on two hosts: two GPUs each
             plugin._on_samples(
-                worker=w, monitor_id=run.id, host="h", samples=batch(run.started + i, 5)
+                worker=w, monitor_id=run.id, host=f"h-{w}", samples=batch(run.started + i, 5)
             )
     assert run.n_rows == 400
     assert run.kept <= 100 and run.dropped_rows == 400 - run.kept
@@ -277,3 +287,101 @@ def test_rows_kept_on_the_scheduler_are_bounded_fairly():
     assert newest == pytest.approx(run.started + 19.4)  # the newest rows are the ones kept
     # Peaks are exact however many rows were dropped.
     assert plugin.get_peaks(run.id)["workers"]["w1"][1]["peak"] == 8
+
+
+def idle_batch(t0, n, waiting="inputs", uuids=("GPU-a",), util=10.0):
+    """Samples of a worker that ran no task: what its sampler sends then."""
+    rows = batch(t0, n, uuids=uuids, groups=())
+    for r in rows:
+        r["waiting"] = waiting
+        for g in r["gpus"]:
+            g["compute_util"] = util
+    return rows
+
+
+def test_every_sample_taken_while_a_computation_runs_carries_its_job(monkeypatch):
+    """A worker waiting for its inputs runs no task: its samples still belong to the
+    computation running on the cluster, and say what it waited on; once the computation
+    ended (its last task's stop), samples are untied, also those that arrive late."""
+    clock = [1000.0]
+    monkeypatch.setattr(gpu_jobs, "time", SimpleNamespace(time=lambda: clock[0]))
+    plugin = make_plugin()
+    run = MonitorRun(metrics=["total-mem"], interval=0.1, keep_rows=10_000, client=None)
+    plugin.runs[run.id] = run
+    run.started = t0 = clock[0]
+    plugin.jobs.active = True
+    before = idle_batch(t0 - 5, 3, waiting="nothing")  # taken before anything ran
+    comp = submit(plugin.scheduler, plugin.jobs, "fetch-and-matmul", start=t0)
+    clock[0] = t0 + 0.5
+    plugin._on_samples(worker="w1", monitor_id=run.id, host="h", samples=before)
+    plugin._on_samples(worker="w1", monitor_id=run.id, host="h", samples=idle_batch(t0, 5))
+    # A second graph into the same computation while it runs: dag 1 from then on.
+    t1 = clock[0] = t0 + 1
+    submit(plugin.scheduler, plugin.jobs, "second")
+    clock[0] = t1 + 0.2  # still running when this batch came
+    plugin._on_samples(worker="w1", monitor_id=run.id, host="h", samples=idle_batch(t1, 3))
+    # It ends: its last task stopped at t1 + 0.25, seen by the scheduler a little later.
+    for tg in comp.groups:
+        tg.done, tg.stop = True, t1 + 0.25
+    plugin.scheduler.is_idle = True
+    # The next computation starts before the late samples of the first arrive.
+    clock[0] = t1 + 5
+    comp2 = submit(plugin.scheduler, plugin.jobs, "other", new_computation=True, start=t1 + 5)
+    clock[0] = t1 + 6
+    plugin._on_samples(worker="w1", monitor_id=run.id, host="h", samples=idle_batch(t1 + 0.3, 5))
+    plugin._on_samples(worker="w1", monitor_id=run.id, host="h", samples=idle_batch(t1 + 5, 2))
+
+    rows = [dict(zip(ROW_FIELDS, r)) for r in run.rows["w1"]]
+    inside = [r for r in rows if t0 <= r["time"] <= t1 + 0.25]
+    assert len(inside) == 8
+    assert all(r["job"] == comp.id and r["waiting"] == "inputs" for r in inside)
+    assert {r["dag"] for r in inside if r["time"] < t1} == {"0"}
+    assert {r["dag"] for r in inside if r["time"] >= t1} == {"1"}
+    outside = [r for r in rows if r["time"] < t0 or t1 + 0.25 < r["time"] < t1 + 5]
+    assert outside and all(r["job"] is None and r["dag"] is None for r in outside)
+    assert {r["waiting"] for r in outside if r["time"] < t0} == {"nothing"}
+    assert {r["job"] for r in rows if r["time"] >= t1 + 5} == {comp2.id}
+
+
+def test_a_gpu_two_workers_share_is_one_device():
+    """Two workers on one host see the same GPU UUID: its rows come from one of them,
+    carry both workers' task groups and name both; its peak is counted once."""
+    plugin = make_plugin()
+    run = MonitorRun(metrics=["total-mem"], interval=0.1, keep_rows=10_000, client=None)
+    plugin.runs[run.id] = run
+    t0 = run.started
+    both = ("GPU-shared",)
+    plugin._on_samples(
+        worker="w1", monitor_id=run.id, host="h", samples=batch(t0, 5, uuids=both, groups=("a",))
+    )
+    plugin._on_samples(
+        worker="w2",
+        monitor_id=run.id,
+        host="h",
+        samples=batch(t0 + 0.01, 5, uuids=both, groups=("b",), used=lambda i: 9),
+    )
+    plugin._on_samples(
+        worker="w1", monitor_id=run.id, host="h", samples=batch(t0 + 0.5, 5, uuids=both, groups=())
+    )
+    # Another host's GPU with the same UUID is another device.
+    plugin._on_samples(worker="w3", monitor_id=run.id, host="h2", samples=batch(t0, 2, uuids=both))
+
+    assert "w2" not in run.rows or not run.rows["w2"]  # no second copy of the device
+    rows = [dict(zip(ROW_FIELDS, r)) for r in run.rows["w1"]]
+    assert len(rows) == 10  # one row per sample of the device, not per worker
+    late = [r for r in rows if r["time"] >= t0 + 0.5]
+    assert all(r["shared_by"] == ["w1", "w2"] for r in late)
+    assert any("b" in r["task_groups"] for r in late)  # w2's tasks, sampled near then
+    assert [s["workers"] for s in run.info()["shared"]] == [["w1", "w2"]]
+    peaks = plugin.get_peaks(run.id)["workers"]
+    assert [(p["uuid"], p["host"], p["shared_by"]) for p in peaks["w1"]] == [
+        ("GPU-shared", "h", ["w1", "w2"])
+    ]
+    assert peaks.get("w2", []) == []
+    assert [p["host"] for p in peaks["w3"]] == ["h2"]
+
+    # The owner goes silent (it left): the other worker's samples make the rows now.
+    plugin._on_samples(
+        worker="w2", monitor_id=run.id, host="h", samples=batch(t0 + 30, 3, uuids=both)
+    )
+    assert len(run.rows["w2"]) == 3

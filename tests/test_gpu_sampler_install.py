@@ -78,7 +78,11 @@ def test_sampler_is_on_the_workers_only_while_a_monitor_runs(tmp_path, monkeypat
             client.wait_for_workers(3, timeout=60)
             (late,) = set(scheduler.workers) - before
             wait_for(lambda: late in with_sampler(client), what="the sampler on the late worker")
-            wait_for(lambda: len(run.rows.get(late, ())) >= 3, what="samples from the late worker")
+            # Every worker here shares the one fake GPU: its rows come from one worker,
+            # and the others' samples arrive all the same (`recent`, merged into them).
+            wait_for(
+                lambda: len(run.recent.get(late, ())) >= 3, what="samples from the late worker"
+            )
 
             summary = monitor.stop()
             assert summary["monitor_id"] == monitor_id and summary["workers"][late]["ok"]
@@ -94,7 +98,7 @@ def test_sampler_is_on_the_workers_only_while_a_monitor_runs(tmp_path, monkeypat
             assert second != monitor_id and with_sampler(client) == set(scheduler.workers)
             wait_for(
                 lambda: all(
-                    len(scheduler.plugins["dask-analytics-lab-gpu"].active.rows.get(w, ())) >= 2
+                    len(scheduler.plugins["dask-analytics-lab-gpu"].active.recent.get(w, ())) >= 2
                     for w in scheduler.workers
                 ),
                 what="samples from every worker in the second run",

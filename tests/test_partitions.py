@@ -125,7 +125,11 @@ def test_an_upgrade_from_0010_partitions_the_rows_in_place_and_a_downgrade_undoe
     before = all_rows(engine)
 
     with open_store(postgres_url) as store:  # upgrades to head
-        assert all_rows(engine) == before
+        # The rows as they were, in the columns they had (later revisions add columns).
+        assert {
+            t: [{k: r[k] for k in old[0]} for r in rows] if (old := before[t]) else rows
+            for t, rows in all_rows(engine).items()
+        } == before
         for t in TABLES:
             assert relkind(engine, t) == "p", t
             assert rows_by_partition(engine, t) == {

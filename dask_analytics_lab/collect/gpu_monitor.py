@@ -14,8 +14,20 @@ job: the id of the Computation the executing task groups belong to (the one the
      stays in its parent's job.
 dag: the index of the graph submission within that computation, from the
      `update_graph` hook, as text ("0", "1", ...: the store's column is text).  None
-     where it cannot be known (groups submitted before the monitor started; a
-     worker running nothing).
+     where it cannot be known (groups submitted before the monitor started).
+jobs: every (job, dag) running on the cluster then, when more than one (the row's job
+     and dag are the first): a sample taken while a computation runs belongs to it,
+     also when its worker ran no task then (gpu_jobs.py).
+waiting: on a sample whose workers ran no task, what they waited on (inputs, memory,
+     nothing: gpu_sampler.py).
+
+A GPU is one device wherever it is seen, known by (host, uuid): two workers that
+share one (CUDA_VISIBLE_DEVICES shared, as in a LocalCluster on a one-GPU machine) both
+sample it, and only the first to report it (its owner, until its samples stop) makes
+its rows.  Those rows carry the task groups of every worker sharing it, each taken
+from that worker's sample nearest in time (batches arrive about a second apart, so a
+sharer's groups may be that old), and name the workers in `shared_by`.  Peaks, CSVs,
+charts and the store then count the device once.
 """
 
 from __future__ import annotations
@@ -34,7 +46,15 @@ from distributed.protocol.serialize import Serialized, deserialize
 from . import gpu_nvml
 from .gpu_jobs import JobTracker
 from .gpu_sampler import PLUGIN_NAME as WORKER_PLUGIN_NAME
-from .gpu_sampler import STREAM_OP, GPUSamplerPlugin, Sample, probe_gpus
+from .gpu_sampler import (
+    STREAM_OP,
+    WAIT_INPUTS,
+    WAIT_MEMORY,
+    WAIT_NOTHING,
+    GPUSamplerPlugin,
+    Sample,
+    probe_gpus,
+)
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
 
@@ -61,12 +81,20 @@ ROW_FIELDS = (
     "job",
     "dag",
     "task_groups",
+    "waiting",
+    "jobs",
+    "shared_by",
 )
+# Which wait a row of several workers says, when none of them ran a task.
+_WAIT_ORDER = (WAIT_INPUTS, WAIT_MEMORY, WAIT_NOTHING)
+# Recent samples kept per worker, to merge into the rows of a GPU it shares.
+RECENT_SAMPLES = 64
 
 
 class Peak(TypedDict):
     """One GPU's peak memory in a run."""
 
+    worker: str  # the worker whose rows it is in (the GPU's first owner)
     index: int | None
     name: str | None
     peak: int | None
@@ -91,7 +119,13 @@ class MonitorRun:
         self.keep_rows = keep_rows
         self.dropped_rows = 0  # rows past keep_rows, gone from the scheduler (not from the store)
         self.worker_dropped: dict[str, int] = {}  # samples the workers could not ship
-        self.peaks: dict[tuple[str, str], Peak] = {}  # (worker, gpu uuid) -> its peak
+        self.peaks: dict[tuple[str | None, str], Peak] = {}  # (host, gpu uuid) -> its peak
+        # (host, gpu uuid) -> {worker that samples it: time of its latest sample}
+        self.seen_by: dict[tuple[str | None, str], dict[str, float]] = {}
+        # (host, gpu uuid) -> the worker whose samples make its rows
+        self.owner: dict[tuple[str | None, str], str] = {}
+        # worker -> its recent (time, task groups, keys, waiting), for GPUs it shares
+        self.recent: dict[str, deque[tuple[float, list[str], list[str], str | None]]] = {}
         self.workers: dict[str, Any] = {}  # worker -> start reply (devices or error)
         self.hosts: dict[str, str] = {}  # worker -> host name, as the worker says
         self.batches: dict[str, int] = {}  # worker -> batches received on the stream
@@ -126,7 +160,16 @@ class MonitorRun:
             "workers": self.workers,
             "hosts": self.hosts,
             "sampler_cpu": self.sampler_cpu,
+            "shared": self.shared(),
         }
+
+    def shared(self) -> list[dict[str, Any]]:
+        """The GPUs more than one worker saw: [{host, gpu_uuid, owner, workers}]."""
+        return [
+            {"host": host, "gpu_uuid": u, "owner": self.owner.get((host, u)), "workers": sorted(ws)}
+            for (host, u), ws in self.seen_by.items()
+            if len(ws) > 1
+        ]
 
 
 class GPUMonitorPlugin(SchedulerPlugin):
@@ -299,9 +342,16 @@ class GPUMonitorPlugin(SchedulerPlugin):
         run = self._run(monitor_id)
         if run is None:
             return None
+        # Each GPU once, under the worker whose rows it is in; the others sharing it
+        # are named, not counted again.
         out: dict[str, list[dict[str, Any]]] = {w: [] for w in run.workers}
-        for (worker, gpu_uuid), p in run.peaks.items():
-            out.setdefault(worker, []).append({**p, "uuid": gpu_uuid})
+        for (host, gpu_uuid), p in run.peaks.items():
+            entry = {k: v for k, v in p.items() if k != "worker"}
+            seen = sorted(run.seen_by.get((host, gpu_uuid), ()))
+            sharers = seen if len(seen) > 1 else []
+            out.setdefault(p["worker"], []).append(
+                {**entry, "uuid": gpu_uuid, "host": host, "shared_by": sharers}
+            )
         for gpus in out.values():
             gpus.sort(key=lambda g: (g["index"] if g["index"] is not None else 1 << 30, g["uuid"]))
         return {"monitor_id": run.id, "workers": out}
@@ -431,20 +481,58 @@ class GPUMonitorPlugin(SchedulerPlugin):
             run.worker_dropped[worker] = dropped
         if host:
             run.hosts[worker] = host
+        host = run.hosts.get(worker, host)
         if worker not in run.workers:  # joined after start() and started sampling by itself
             run.workers[worker] = {"ok": True, "host": host, "joined_later": True}
-        if not samples:
-            return
         rows = run.rows.get(worker)
         if rows is None:
             rows = run.rows[worker] = deque()
+        if not samples:
+            return
+        jobs = self.jobs
+        try:
+            jobs.observe(self.scheduler)
+        except Exception:  # a fake or odd Computation: tag by the groups alone
+            logger.debug("dask-analytics: GPU job windows not updated", exc_info=True)
+        recent = run.recent.get(worker)
+        if recent is None:
+            recent = run.recent[worker] = deque(maxlen=RECENT_SAMPLES)
+        stale = max(5.0, 20 * run.interval)  # an owner this long silent hands its GPUs on
+        near = 1.5 + 2 * run.interval  # a sharer's sample this near in time is merged
         out: list[dict[str, Any]] = []
         for sample in samples:
             t = sample["time"]
             groups = list(sample.get("task_groups") or ())
-            job, dag = self.jobs.lookup(self.scheduler, groups, sample.get("keys") or ())
-            dag_text = None if dag is None else str(dag)  # the store keeps dag as text
+            keys = list(sample.get("keys") or ())
+            waiting = None if groups else sample.get("waiting")
+            recent.append((t, groups, keys, waiting))
+            mine = []
             for g in sample.get("gpus") or ():
+                device = (host, g.get("gpu_uuid"))
+                seen = run.seen_by.get(device)
+                if seen is None:
+                    seen = run.seen_by[device] = {}
+                seen[worker] = t
+                owner = run.owner.get(device)
+                if owner is None or (owner != worker and t - seen.get(owner, t) > stale):
+                    owner = run.owner[device] = worker
+                if owner == worker:
+                    mine.append((g, seen))
+            if not mine:
+                continue
+            # Once per sample and set of workers sharing (not per GPU): tagging reads
+            # the job windows.
+            tagged: dict[tuple[str, ...], tuple[Any, ...]] = {}
+            for g, seen in mine:
+                others = tuple(sorted(w for w in seen if w != worker))
+                if others not in tagged:
+                    g_groups, g_keys, g_waiting = _merged(
+                        run, t, groups, keys, waiting, others, near
+                    )
+                    pairs = jobs.tag(self.scheduler, t, g_groups, g_keys)
+                    tagged[others] = (g_groups, g_waiting, pairs)
+                g_groups, g_waiting, pairs = tagged[others]
+                job, dag = pairs[0] if pairs else (None, None)
                 row: dict[str, Any] = {
                     "timestamp": round(t - run.started, 6),
                     "time": t,
@@ -458,12 +546,19 @@ class GPUMonitorPlugin(SchedulerPlugin):
                     "power_w": g.get("power_w"),
                     "temperature_c": g.get("temperature_c"),
                     "job": job,
-                    "dag": dag_text,
-                    "task_groups": groups,
+                    "dag": None if dag is None else str(dag),  # the store keeps dag as text
+                    "task_groups": g_groups,
+                    "waiting": g_waiting,
+                    "jobs": (
+                        [[j, None if d is None else str(d)] for j, d in pairs]
+                        if len(pairs) > 1
+                        else None
+                    ),
+                    "shared_by": sorted(seen) if len(seen) > 1 else None,
                 }
                 out.append(row)
                 rows.append(tuple(row[f] for f in ROW_FIELDS))
-                self._peak(run, worker, row)
+                self._peak(run, worker, host, row)
         run.n_rows += len(out)
         run.kept += len(out)
         if run.kept > run.keep_rows:
@@ -476,12 +571,13 @@ class GPUMonitorPlugin(SchedulerPlugin):
             )
 
     @staticmethod
-    def _peak(run: MonitorRun, worker: str, row: dict[str, Any]) -> None:
+    def _peak(run: MonitorRun, worker: str, host: str | None, row: dict[str, Any]) -> None:
         used = row["mem_used"]
-        key = (worker, row["gpu_uuid"])
+        key = (host, row["gpu_uuid"])
         p = run.peaks.get(key)
         if p is None:
             p = run.peaks[key] = {
+                "worker": worker,
                 "index": row["gpu_index"],
                 "name": row["gpu_name"],
                 "peak": None,
@@ -489,6 +585,36 @@ class GPUMonitorPlugin(SchedulerPlugin):
             }
         if used is not None and (p["peak"] is None or used > p["peak"]):
             p["peak"] = used
+
+
+def _merged(
+    run: MonitorRun,
+    t: float,
+    groups: list[str],
+    keys: list[str],
+    waiting: str | None,
+    others: tuple[str, ...],
+    near: float,
+) -> tuple[list[str], list[str], str | None]:
+    """Task groups, keys and wait of a GPU's row: its owner's sample at `t` and, for each
+    other worker sharing the GPU, that worker's sample nearest `t` (within `near` s)."""
+    if not others:
+        return groups, keys, waiting
+    all_groups, all_keys, waits = set(groups), list(keys), [waiting]
+    for other in others:
+        best = None
+        for entry in reversed(run.recent.get(other, ())):
+            if best is None or abs(entry[0] - t) < abs(best[0] - t):
+                best = entry
+            elif entry[0] < t:
+                break  # older still: farther
+        if best is not None and abs(best[0] - t) <= near:
+            all_groups.update(best[1])
+            all_keys += best[2]
+            waits.append(best[3])
+    if all_groups:
+        return sorted(all_groups), all_keys, None
+    return [], [], next((w for w in _WAIT_ORDER if w in waits), waiting)
 
 
 def heartbeat_gpu(scheduler: Any, worker: str) -> dict[str, Any] | None:

@@ -54,6 +54,14 @@ class Sample(TypedDict):
     task_groups: list[str]
     gpus: list[gpu_nvml.Reading]
     keys: NotRequired[list[str]]  # when at most MAX_KEYS tasks ran
+    # When no task ran: what the worker waited on (WAIT_INPUTS, WAIT_MEMORY, WAIT_NOTHING).
+    waiting: NotRequired[str]
+
+
+# What a worker running no task waits on, from its own state machine.
+WAIT_INPUTS = "inputs"  # tasks wait for data: being fetched, or still computed elsewhere
+WAIT_MEMORY = "memory"  # paused: over the memory pause threshold
+WAIT_NOTHING = "nothing"  # nothing to do here: no task waits on this worker
 
 
 class SamplingRun:
@@ -130,6 +138,8 @@ class SamplingRun:
         sample: Sample = {"time": t, "task_groups": groups, "gpus": gpus}
         if keys:
             sample["keys"] = keys
+        if not groups:
+            sample["waiting"] = self._waiting_on()
         with self._lock:
             if len(self._buffer) == self._buffer.maxlen:
                 self.dropped += 1
@@ -166,6 +176,20 @@ class SamplingRun:
             names.add(found[0])
             keys.append(found[1])
         return sorted(names), (sorted(keys) if len(keys) <= MAX_KEYS else [])
+
+    def _waiting_on(self) -> str:
+        """What this worker, running no task, waits on.  O(1): counters and set sizes
+        of the worker's state machine, read without a lock (a stale answer by one event
+        loop step is as good as any at 10 Hz)."""
+        state = self.worker.state
+        try:
+            if not state.running:
+                return WAIT_MEMORY
+            if state.in_flight_tasks or state.fetch_count or state.waiting:
+                return WAIT_INPUTS
+        except (AttributeError, RuntimeError):
+            pass
+        return WAIT_NOTHING
 
     def _request_flush(self) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ computation gets none.  Most costly first.
 
 Modules: record (the reads), tasks (how work was cut and spread), time_spent (fine
 metrics: GIL, transfers, serialization), memory (spilling, kills), history (failures,
-earlier runs, idle cluster).
+earlier runs, idle cluster), gpu (GPU samples: an underused GPU).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from .. import config
-from . import history, memory, tasks, time_spent
+from . import gpu, history, memory, tasks, time_spent
 from .record import read
 
 logger = logging.getLogger("dask_analytics_lab")
@@ -39,6 +39,7 @@ KINDS = (
     "failures",
     "slower-than-before",
     "idle-cluster",
+    "gpu-underused",
 )
 
 RULES = (
@@ -54,6 +55,7 @@ RULES = (
     history.failures,
     history.slower_than_before,
     history.idle_cluster,
+    gpu.gpu_underused,
 )
 
 # Their cost is not a share of the wall time: an erred computation is never healthy, and

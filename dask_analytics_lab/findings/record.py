@@ -36,6 +36,8 @@ class Record:
     compare: dict | None
     later: list[dict]
     settings: dict
+    # GPU samples (list_gpu_metrics) of the computation's cluster during it, if a Monitor ran
+    gpu: list[dict] = field(default_factory=list)
     memo: dict = field(default_factory=dict)  # what the rules derive once and share
 
     @property
@@ -196,6 +198,19 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         # The stored id: the one asked for may be a short prefix of it.
         if c["computation_id"] != comp["computation_id"]
     ]
+    # The same read every GPU view makes; a reader without it (an older server) has none.
+    list_gpu = getattr(reader, "list_gpu_metrics", None)
+    gpu = (
+        list_gpu(
+            cluster_id=comp["cluster_id"],
+            account=account,
+            since=start,
+            until=stop,
+            limit=SAMPLE_LIMIT,
+        )
+        if list_gpu is not None
+        else []
+    )
     return Record(
         comp=comp,
         cluster=cluster,
@@ -206,4 +221,5 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         compare=compared,
         later=later,
         settings=settings,
+        gpu=gpu,
     )

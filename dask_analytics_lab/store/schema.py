@@ -348,6 +348,11 @@ gpu_samples = sa.Table(
     sa.Column("job", sa.Text),
     sa.Column("dag", sa.Text),
     sa.Column("task_groups", Json),
+    # What workers running no task waited on; every [job, dag] when several ran; the
+    # workers that share this GPU (its rows come from one of them: collect/gpu_monitor.py).
+    sa.Column("waiting", sa.Text),
+    sa.Column("jobs", Json),
+    sa.Column("shared_by", Json),
     sa.Index(None, "cluster_id", "time"),
     sa.Index(None, "monitor_id", "time"),
     sa.Index(None, "host", "gpu_uuid", "time"),

@@ -43,3 +43,6 @@ class Snapshot:
 
     def compare(self, computation_id: str, **kw: Any) -> dict[str, Any]:
         return _compare.compare(self._conn, computation_id, **kw)
+
+    def list_gpu_metrics(self, **kw: Any) -> list[dict[str, Any]]:
+        return queries.list_gpu_metrics(self._conn, **kw)

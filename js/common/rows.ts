@@ -172,6 +172,14 @@ export interface GpuSample {
   mem_util?: number | null;
   compute_util?: number | null;
   task_groups?: string[] | null;
+  /** No task ran on its workers: what they waited on ("inputs", "memory", "nothing"). */
+  waiting?: string | null;
+  job?: string | null;
+  dag?: string | null;
+  /** Every [job, dag] running then, when more than one. */
+  jobs?: [string, string | null][] | null;
+  /** The workers that see this GPU, when more than one (its rows come from one). */
+  shared_by?: string[] | null;
 }
 
 /** A task of the task stream, or past the collector's limit a bin of a worker's tasks of

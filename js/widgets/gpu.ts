@@ -1,5 +1,6 @@
-// GPU utilisation and memory per worker and GPU over time, with the task groups that
-// were running on that worker underneath (hover a band for its name).
+// GPU utilisation and memory per GPU over time, with the task groups that were running
+// on its workers underneath (hover a band for its name).  A GPU is (host, uuid): workers
+// that share one make one chart, which names them.
 // Traits: gpu_base/gpu_patch (KeyedTable by "id"): rows of dask_analytics_lab.list_gpu_metrics.
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
@@ -35,6 +36,20 @@ export function groupBands(samples: GpuSample[]): ChartBand[] {
   return bands.concat([...openBands.values()]);
 }
 
+/** One device wherever it is seen: the host and the GPU's UUID (index: an older row). */
+export function gpuKey(r: GpuSample): string {
+  return `${r.host || r.worker}|${r.gpu_uuid || r.gpu_index}`;
+}
+
+/** Who samples a GPU: its one worker, or the workers that share it. */
+export function gpuWorkers(samples: GpuSample[]): string {
+  const shared = new Set<string>();
+  for (const s of samples) for (const w of s.shared_by || []) shared.add(w);
+  if (shared.size > 1) return `shared by ${[...shared].sort().join(", ")}`;
+  const last = samples[samples.length - 1];
+  return last.worker || last.host || "?";
+}
+
 function render({ model, el }: RenderProps) {
   const root = h("div.dal.dal-gpu");
   el.append(root);
@@ -57,7 +72,7 @@ function render({ model, el }: RenderProps) {
     }
     const byGpu = new Map<string, GpuSample[]>();
     for (const r of rows) {
-      const id = `${r.worker || r.host}|${r.gpu_uuid || r.gpu_index}`;
+      const id = gpuKey(r);
       if (!byGpu.has(id)) byGpu.set(id, []);
       byGpu.get(id)!.push(r);
     }
@@ -71,7 +86,7 @@ function render({ model, el }: RenderProps) {
       root.append(
         h(
           "div.dal-section",
-          `${last.worker || last.host} · GPU ${last.gpu_index ?? "?"}${last.gpu_name ? ` · ${last.gpu_name}` : ""}`,
+          `${last.host ? `${last.host} · ` : ""}GPU ${last.gpu_index ?? "?"}${last.gpu_name ? ` · ${last.gpu_name}` : ""} · ${gpuWorkers(samples)}`,
         ),
         h(
           "div.dal-charts",
