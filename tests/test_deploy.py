@@ -31,7 +31,7 @@ import yaml
 from dask_analytics_lab.server.cli import server as server_command
 
 from .balancer import HAProxy, deploy_config
-from .server_helpers import ServerProcess, add_token, free_port, request
+from .server_helpers import ServerProcess, add_token, free_port, request, self_signed
 from .waiting import wait_for
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
@@ -240,35 +240,8 @@ class Echo(http.server.BaseHTTPRequestHandler):
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
     """(certificate, HAProxy's PEM of certificate and key) for 127.0.0.1, self-signed, as
     README.md's openssl command makes them for a host name."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    crt = cert.public_bytes(serialization.Encoding.PEM)
-    secret = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    certfile, keyfile = self_signed(tmp_path)
+    crt, secret = Path(certfile).read_bytes(), Path(keyfile).read_bytes()
     certs = tmp_path / "certs"
     certs.mkdir()
     (certs / "analytics.crt").write_bytes(crt)
