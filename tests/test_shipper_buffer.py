@@ -397,3 +397,30 @@ def test_close_never_closes_the_sink_under_a_write_in_progress():
     sink.release.set()
     assert sink.closed.wait(30), "the writer thread closes the sink once its write returned"
     assert not sink.closed_during_write and len(sink.written) == 1
+
+
+def test_after_write_sees_what_the_store_took_and_a_failing_reader_stops_nothing(caplog):
+    """What reacts to the record (alerts, trace export) runs on the shipper's thread after
+    each write: it sees every message the store took, none it refused or never got, and
+    one that raises is logged and costs the writing nothing."""
+    sink = DownSink()
+    seen: list[Envelope] = []
+
+    def reader(batch: list[Envelope]) -> None:
+        seen.extend(batch)
+        raise RuntimeError("a reader that fails")
+
+    shipper = Shipper(lambda: sink, min_delay=0.001, max_delay=0.01, after_write=reader)
+    c = Cluster()
+    try:
+        for msg in [c.cluster(), c.sample(), c.sample()]:
+            shipper.put(msg)
+        sink.up.set()
+        assert shipper.flush(30)
+        for msg in [c.sample(), c.stop()]:
+            shipper.put(msg)
+        assert shipper.flush(30)
+    finally:
+        shipper.close()
+    assert seen == sink.written and len(seen) == 5
+    assert "a reader of the written record failed" in caplog.text

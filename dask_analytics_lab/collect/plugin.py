@@ -112,6 +112,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         self.settings = settings
         self._started = False
         self._ended = False  # the process ended the recording (collect/endings.py)
+        # Called on the shipper's thread with each batch the store took (_written).
+        self.written_readers: list[Callable[[list[messages.Envelope]], None]] = []
         # Hooks are no-ops until start() has made the state they use (a preload adds the
         # plugin before the scheduler starts, and the scheduler logs events meanwhile).
         self._ready = False
@@ -187,6 +189,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             describe=mask_url(url),
             alive=_loop_running(asyncio.get_running_loop()),
             heartbeat=lambda: messages.make(self.cluster_id, 0, "heartbeat", time.time(), {}),
+            after_write=self._written,
         )
         cycle = parse_timedelta(
             dask.config.get("distributed.worker.profile.cycle", "1s"), default="ms"
@@ -268,6 +271,15 @@ class AnalyticsPlugin(SchedulerPlugin):
             await off_loop(self._shipper.close, 10.0)
             self._meter.close()
             self._started = False
+
+    def _written(self, batch: list[messages.Envelope]) -> None:
+        """The shipper's thread, after the store took `batch`: each reader of the written
+        record in turn (never the event loop's work; one that fails costs only itself)."""
+        for reader in self.written_readers:
+            try:
+                reader(batch)
+            except Exception:
+                logger.exception("dask-analytics: %r failed on a written batch", reader)
 
     def _record_end(self, now: float, reason: str | None = None) -> None:
         self._callback.stop()

@@ -70,6 +70,7 @@ class Shipper:
         describe: str = "the analytics store",
         alive: Callable[[], bool] | None = None,
         heartbeat: Callable[[], dict[str, Any]] | None = None,
+        after_write: Callable[[list[Envelope]], None] | None = None,
     ):
         # alive(): False once the owner is gone without calling close() (a scheduler
         # stopped with Server.stop(), whose event loop then closes): the thread writes
@@ -81,6 +82,10 @@ class Shipper:
         # and readers must not call it lost.  With every write: a batch of a backlog holds
         # messages made long ago, which would leave the cluster's last_seen behind.
         self._heartbeat = heartbeat
+        # after_write(batch): on this thread, after each batch the store took (what reacts
+        # to the record, such as alerts and trace export, sees exactly what was stored).
+        # It must hand its work on, not do it here: the next write waits for it.
+        self._after_write = after_write
         self._written_at = time.monotonic()  # when the last successful write started
         self._open_sink = open_sink
         self._sink: Sink | None = None  # the writer thread's alone
@@ -316,6 +321,11 @@ class Shipper:
                 if self.failing_since is not None:
                     self._recovered(self.failing_since)
                 failures = 0
+                if self._after_write is not None and batch:
+                    try:
+                        self._after_write(batch)
+                    except Exception:
+                        logger.exception("dask-analytics: a reader of the written record failed")
 
     def _recovered(self, since: float) -> None:
         with self._cond:
