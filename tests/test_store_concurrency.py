@@ -277,12 +277,12 @@ def test_a_deadlock_in_a_batchs_writes_is_retried_and_stored_once(postgres_url):
         tries = []
         real = ingest._store
 
-        def counted(engine, msgs):
+        def counted(engine, msgs, *args):
             tries.append(len(msgs))
             if len(tries) == 2:  # the retry: this time the trigger lets it through
                 with engine.begin() as conn:
                     conn.exec_driver_sql("INSERT INTO fail_once VALUES (1)")
-            return real(engine, msgs)
+            return real(engine, msgs, *args)
 
         batch = [c.computation("comp-1"), c.event(), c.event()]
         with mock.patch.object(ingest, "_store", counted):

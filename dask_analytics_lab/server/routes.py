@@ -168,9 +168,10 @@ def routes_for(ctx: Context) -> list[URLSpec]:
         URLSpec(f"{p}/metrics", Metrics, c),
     ]
     specs += [URLSpec(f"{p}/api{path}", handler, c) for path, handler in query_routes()]
+    if ctx.report_url is not None:  # where uploaded HTML opens: only with a report origin
+        specs.append(URLSpec(f"{p}/reports/{seg}/uploaded", UploadedReport, c))
     specs += [
         URLSpec(f"{p}/reports/([^/]+)\\.json", ReportView, {**c, "as_json": True}),
-        URLSpec(f"{p}/reports/{seg}/uploaded", UploadedReport, c),
         URLSpec(f"{p}/reports/{seg}", ReportView, c),
         URLSpec(f"{p}/", PageHandler, {**c, "page": "clusters", "title": "Clusters"}),
         URLSpec(f"{p}/clusters/{seg}", PageHandler, {**c, "page": "cluster", "title": "Cluster"}),
