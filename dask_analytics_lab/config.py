@@ -136,7 +136,34 @@ def resolve(overrides: dict | None = None) -> dict:
         "retry_min_delay": min_delay,
         "retry_max_delay": max_delay,
         "retention": setting("retention"),
+        "otel": _otel(setting, raw),
     }
+
+
+def _otel(setting: Any, raw: dict) -> dict | None:
+    """analytics.otel.* as the scheduler's trace exporter takes them (collect/otel.py);
+    None when off, so that a scheduler with it off loads none of it (every key is checked
+    either way)."""
+    headers = setting("otel.headers")
+    if headers is not None:
+        # As OTEL_EXPORTER_OTLP_HEADERS: key=value pairs, comma-separated (or listed).
+        items = headers.split(",") if isinstance(headers, str) else headers
+        pairs = [item.partition("=") for item in items if item.strip()]
+        if not all(key.strip() and eq for key, eq, _ in pairs):
+            raise fail("analytics.otel.headers", raw["analytics.otel.headers"], _HEADERS)
+        headers = {key.strip(): value.strip() for key, _, value in pairs}
+    settings = {
+        "endpoint": setting("otel.endpoint"),
+        "protocol": setting("otel.protocol"),
+        "headers": headers or None,
+        "service_name": setting("otel.service-name"),
+        "timeout": setting("otel.timeout"),
+        "delay": setting("otel.delay"),
+    }
+    return settings if setting("otel.enabled") else None
+
+
+_HEADERS = "text such as 'key=value,key2=value2', or a list of 'key=value' strings"
 
 
 def findings_settings(overrides: dict | None = None) -> dict:

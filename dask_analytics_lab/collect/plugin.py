@@ -197,6 +197,22 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._profiles = ProfileFetcher(
             scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1, meter=self._meter
         )
+        # Traces of finished computations (analytics.otel): its own module and thread,
+        # loaded only when on (a scheduler with it off imports none of it).
+        self._otel: Any = None
+        if s.get("otel"):
+            from .otel import TraceExporter
+
+            self._otel = TraceExporter(
+                s["otel"],
+                {
+                    "id": self.cluster_id,
+                    "name": s.get("name") or self.cluster_id,
+                    "user": s["user"],
+                    "account": s["account"],
+                },
+            )
+            self.written_readers.append(self._otel.written)
         self._live_profiles_at = 0.0
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -269,6 +285,10 @@ class AnalyticsPlugin(SchedulerPlugin):
             # Inline when the interpreter exits (atexit closing a LocalCluster): the
             # writer thread is still there to drain, the executors are not.
             await off_loop(self._shipper.close, 10.0)
+            if getattr(self, "_otel", None) is not None:
+                # After the shipper: its last batches (the computations the close ended)
+                # reach the exporter first.
+                await off_loop(self._otel.close)
             self._meter.close()
             self._started = False
 
@@ -722,6 +742,9 @@ class AnalyticsPlugin(SchedulerPlugin):
             "metrics_dropped": self._metrics.dropped if self._metrics is not None else 0,
             "metrics_seconds": self._metrics.seconds if self._metrics is not None else 0.0,
             "worker_samples": self._workers.sent if self._workers is not None else 0,
+            # Traces handed to the OpenTelemetry SDK, and computations not (analytics.otel).
+            "otel_exported": self._otel.exported if self._otel is not None else 0,
+            "otel_dropped": self._otel.dropped if self._otel is not None else 0,
             # Every CPU second analytics costs this scheduler, by part (collect/accounting.py).
             "cost": self._cost(),
         }
