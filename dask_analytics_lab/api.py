@@ -69,10 +69,13 @@ def register(
     # ends with one), end its recording first.  Only the main thread may; %load_ext
     # installs it from there for the Clients its preload registers in a thread.
     install_sigterm_handler()
+    alerts = _alerts_plugin(settings, overrides)  # a bad analytics.alerts fails here
     try:
         # The GPU monitor's scheduler side is registered by the first Monitor: a plugin
         # costs Dask a call of its transition hook for every transition of every task.
         client.register_plugin(AnalyticsPlugin(settings))
+        if alerts is not None:
+            client.register_plugin(alerts)  # after: it hooks into the analytics plugin
     except (ModuleNotFoundError, ImportError) as e:
         raise RuntimeError(
             f"dask-analytics: the scheduler could not load the analytics plugin ({e}); "
@@ -81,6 +84,17 @@ def register(
     info = client.sync(client.scheduler.analytics_info)
     logger.info("dask-analytics: recording cluster %s into %s", info["cluster_id"], info["store"])
     return info
+
+
+def _alerts_plugin(settings: dict, overrides: dict | None = None) -> Any:
+    """The alerts plugin (alerts/recorder.py) when analytics.alerts has webhooks and
+    rules and the store is no team server; else None.  alerts/ loads only then."""
+    with dask.config.set(overrides or {}):
+        if not (config.get("analytics.alerts.rules") and config.get("analytics.alerts.webhooks")):
+            return None
+    from .alerts.recorder import plugin_for
+
+    return plugin_for(settings, overrides)
 
 
 def _started(client: Any) -> float | None:
@@ -476,6 +490,9 @@ def dask_setup(scheduler: Any) -> None:
         if settings["name"] is None:
             settings["name"] = config.default_cluster_name(getattr(scheduler, "time_started", None))
         scheduler.add_plugin(AnalyticsPlugin(settings))
+        alerts = _alerts_plugin(settings)
+        if alerts is not None:
+            scheduler.add_plugin(alerts)  # started after the analytics plugin
     count_file = os.environ.get("DASK_ANALYTICS_SETUP_COUNT_FILE")
     if count_file:
         # One write with O_APPEND: lines from concurrent processes do not mix.

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from . import api, config, tables
+from .alerts.cli import alerts as alerts_cli
 from .config import ConfigError
 from .csvcells import write_rows
 from .prune_cli import prune
@@ -295,6 +296,7 @@ def export(ctx: click.Context, fmt: str, output: str | None) -> None:
 analytics.add_command(prune)
 analytics.add_command(server)
 analytics.add_command(token)
+analytics.add_command(alerts_cli)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

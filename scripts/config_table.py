@@ -26,7 +26,7 @@ END = "<!-- end of config table -->"
 
 def _default(value: Any) -> str:
     if isinstance(value, list):
-        return ", ".join(_default(v) for v in value)
+        return ", ".join(_default(v) for v in value) if value else "`[]`"
     if value is None or isinstance(value, bool):
         return "`" + {None: "null", True: "true", False: "false"}[value] + "`"
     return f"`{value}`"

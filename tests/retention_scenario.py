@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from dask_analytics_lab.store.alerts import AlertLog
 from dask_analytics_lab.store.team import TeamStore
 
 from .factories import Cluster, every_table
@@ -33,6 +34,19 @@ def scenario(store) -> dict[str, str]:
     # Another account's messages for the old cluster, dropped by a team server and
     # remembered (store/team_schema.dropped_messages): they go with the cluster.
     TeamStore(store).remember_dropped("team-x", [(old.id, 7)], now=NOW - 100 * DAY)
+    # An alert fired for each cluster's computation (store/alerts.py): it goes with it.
+    for c, comp in ((old, "c-old"), (lost, "c-lost"), (recent, "c-recent"), (live, "c-live")):
+        AlertLog(store).claim(
+            rule="failed",
+            subject=comp,
+            webhook="team",
+            cluster_id=c.id,
+            computation_id=comp,
+            fired=c.t,
+            title=f"Computation failed: {comp}",
+            link=None,
+            body={},
+        )
     return {
         "old": old.id,
         "lost": lost.id,

@@ -109,6 +109,8 @@ async def serve(
         except (NotImplementedError, RuntimeError):  # not the main thread
             pass
     retention = start_retention(ctx)
+    if ctx.alerts is not None and ctx.alerts.link_base is None:
+        ctx.alerts.link_base = url  # no --public-url: the address it listens on
     logger.info("dask-analytics server listening at %s", url)
     if ready is not None:
         ready(url)

@@ -189,6 +189,15 @@ def _server(args: SimpleNamespace) -> int:
     except ValueError as e:
         print(f"dask-analytics server: {e}", file=sys.stderr)
         return 2
+    alerts = None
+    if config.get("analytics.alerts.rules") and config.get("analytics.alerts.webhooks"):
+        from ..alerts.settings import from_config
+
+        try:
+            alerts = from_config()  # the server's own Dask config: it evaluates the rules
+        except ValueError as e:  # ConfigError names the key
+            print(f"dask-analytics server: {e}", file=sys.stderr)
+            return 2
     settings: dict[str, Any] = {
         "store_url": _db(args),
         "retention": retention,
@@ -201,6 +210,7 @@ def _server(args: SimpleNamespace) -> int:
         "forwarded_allow_ips": args.forwarded_allow_ips
         or config.get("analytics.server.forwarded-allow-ips"),
         "report_url": args.report_url or config.get("analytics.server.report-url"),
+        "alerts": alerts,
     }
     # Limits left unset keep the server's defaults (context.py).
     for key in ("max_answer_bytes", "query_timeout", *QUOTA_KEYS.values()):

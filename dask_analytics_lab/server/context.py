@@ -80,6 +80,7 @@ KNOWN_SETTINGS = frozenset(
         *QUOTA_KEYS.values(),
         "forwarded_allow_ips",
         "report_url",
+        "alerts",  # alerts.settings.AlertSettings (analytics.alerts of the server's config)
     }
 )
 # The largest answer one read may send (bytes of JSON; lists are cut into pages).
@@ -296,6 +297,8 @@ class Context:
     # SQLite takes one writer at a time; threads waiting on its lock sleep in growing
     # steps (its busy handler), so this process queues its own writers instead.
     write_lock: Any = field(default_factory=contextlib.nullcontext)
+    # alerts.rules.Evaluator: ingest hands it each stored batch; None: no alerts configured.
+    alerts: Any = None
 
     # --- cluster ownership (blocking: call off the loop) ------------------------
     def cluster_owners(self, claims: dict[str, str], *, now: float | None = None) -> dict[str, str]:
@@ -573,6 +576,8 @@ class Context:
         if self.shared_failures is not None:
             self.shared_failures.close()
         self.loop_lag.stop()
+        if self.alerts is not None:
+            self.alerts.close(10.0)
         self.executor.shutdown(wait=True)
         self.body_executor.shutdown(wait=True)
         self.store.close()
@@ -676,7 +681,18 @@ def make_context(prefix: str, settings: dict) -> Context:
         write_lock=write_lock,
         report_bodies=_shared_bodies(),
         read_shares=ReadShares(threads),
+        alerts=_alerts(settings.get("alerts"), store, public_url),
     )
+
+
+def _alerts(settings: Any, store: Any, public_url: str | None) -> Any:
+    """The evaluator of analytics.alerts over the server's store (its own threads)."""
+    if settings is None or not settings.enabled:
+        return None
+    from ..alerts.rules import Evaluator
+
+    base = settings.link_base or (public_url.rstrip("/") if public_url else None)
+    return Evaluator(settings, store, link_base=base)
 
 
 def _shared_bodies() -> Any:

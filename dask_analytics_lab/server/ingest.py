@@ -192,6 +192,10 @@ class IngestHandler(BodyReader):
                         raise self.ctx.quota.refusal(e) from None
                     finally:
                         self.ctx.metrics.store_call("ingest", time.perf_counter() - t0)
+                if self.ctx.alerts is not None:
+                    # Committed: the evaluator queues it and runs the rules on its own
+                    # thread, so no request waits for a rule or a webhook.
+                    self.ctx.alerts.written(batch, principal.account)
             # Remembered, so a repeat answers "stored": 0 as an unknown id's repeat does,
             # and a write either way (the same class of time for both).
             n_dropped = 0

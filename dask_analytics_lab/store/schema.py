@@ -372,6 +372,32 @@ ingested = sa.Table(
     sa.Column("bytes", sa.BigInteger),
 )
 
+# Alerts fired (dask_analytics_lab/alerts/): one row per rule, subject (a computation or
+# a cluster's idle period) and webhook.  Whoever inserts the row sends it, so with several
+# server replicas (or a server and a scheduler) on one database each alert goes once; the
+# row then carries its delivery, so a delivery that fails is never lost silently.
+alerts = sa.Table(
+    "alerts",
+    metadata,
+    sa.Column("rule", sa.Text, primary_key=True),
+    sa.Column("subject", sa.Text, primary_key=True),
+    sa.Column("webhook", sa.Text, primary_key=True),
+    sa.Column("cluster_id", sa.Text, nullable=False),
+    sa.Column("computation_id", sa.Text, nullable=False),  # "" for a cluster's alert
+    sa.Column("account", sa.Text),
+    sa.Column("fired", Time, nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("link", sa.Text),
+    sa.Column("body", Json),  # what is sent, so a retry sends the same
+    sa.Column("state", sa.Text, nullable=False),  # pending, delivered or failed
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("last_error", sa.Text),
+    sa.Column("next_try", Time),
+    sa.Column("delivered", Time),
+    sa.Index(None, "fired"),
+    sa.Index(None, "cluster_id"),  # prune deletes by cluster
+)
+
 # Tables a user's export holds, in an order where every row's cluster comes first.
 DATA_TABLES = (
     clusters,
