@@ -69,13 +69,13 @@ def register(
     # ends with one), end its recording first.  Only the main thread may; %load_ext
     # installs it from there for the Clients its preload registers in a thread.
     install_sigterm_handler()
-    alerts = _alerts_plugin(settings, overrides)  # a bad analytics.alerts fails here
+    readers = _readers_plugin(settings, overrides)  # a bad analytics.alerts fails here
     try:
         # The GPU monitor's scheduler side is registered by the first Monitor: a plugin
         # costs Dask a call of its transition hook for every transition of every task.
         client.register_plugin(AnalyticsPlugin(settings))
-        if alerts is not None:
-            client.register_plugin(alerts)  # after: it hooks into the analytics plugin
+        if readers is not None:
+            client.register_plugin(readers)  # after: it hooks into the analytics plugin
     except (ModuleNotFoundError, ImportError) as e:
         raise RuntimeError(
             f"dask-analytics: the scheduler could not load the analytics plugin ({e}); "
@@ -86,13 +86,17 @@ def register(
     return info
 
 
-def _alerts_plugin(settings: dict, overrides: dict | None = None) -> Any:
-    """The alerts plugin (alerts/recorder.py) when analytics.alerts has webhooks and
-    rules and the store is no team server; else None.  alerts/ loads only then."""
-    with dask.config.set(overrides or {}):
-        if not (config.get("analytics.alerts.rules") and config.get("analytics.alerts.webhooks")):
-            return None
-    from .alerts.recorder import plugin_for
+def _readers_plugin(settings: dict, overrides: dict | None = None) -> Any:
+    """The plugin of alerts and trace export (written_readers.py) when analytics.alerts
+    (rules and webhooks, a store that is no team server) or analytics.otel is on; else
+    None.  One plugin for both: each plugin is a call on every transition of every task."""
+    if not settings.get("otel"):
+        with dask.config.set(overrides or {}):
+            if not (
+                config.get("analytics.alerts.rules") and config.get("analytics.alerts.webhooks")
+            ):
+                return None  # written_readers.py (and alerts/, otel/) not even imported
+    from .written_readers import plugin_for
 
     return plugin_for(settings, overrides)
 
@@ -195,7 +199,13 @@ def flush(client: Any = None, timeout: float = 10.0) -> dict:
 def status(client: Any = None) -> dict:
     """The plugin's counters on the client's cluster (cluster_id, store, pending, dropped ...)."""
     client = _client(client)
-    return client.sync(client.scheduler.analytics_info)
+    # The trace exporter's counts come from its plugin, there only with analytics.otel on.
+    return {
+        "otel_exported": 0,
+        "otel_dropped": 0,
+        "otel_findings_failed": 0,
+        **client.sync(client.scheduler.analytics_info),
+    }
 
 
 def where(store: str | None = None) -> str:
@@ -490,9 +500,9 @@ def dask_setup(scheduler: Any) -> None:
         if settings["name"] is None:
             settings["name"] = config.default_cluster_name(getattr(scheduler, "time_started", None))
         scheduler.add_plugin(AnalyticsPlugin(settings))
-        alerts = _alerts_plugin(settings)
-        if alerts is not None:
-            scheduler.add_plugin(alerts)  # started after the analytics plugin
+        readers = _readers_plugin(settings)
+        if readers is not None:
+            scheduler.add_plugin(readers)  # started after the analytics plugin
     count_file = os.environ.get("DASK_ANALYTICS_SETUP_COUNT_FILE")
     if count_file:
         # One write with O_APPEND: lines from concurrent processes do not mix.

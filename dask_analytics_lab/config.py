@@ -141,7 +141,7 @@ def resolve(overrides: dict | None = None) -> dict:
 
 
 def _otel(setting: Any, raw: dict) -> dict | None:
-    """analytics.otel.* as the scheduler's trace exporter takes them (collect/otel.py);
+    """analytics.otel.* as the scheduler's trace exporter takes them (otel/exporter.py);
     None when off, so that a scheduler with it off loads none of it (every key is checked
     either way)."""
     headers = setting("otel.headers")

@@ -19,7 +19,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab import messages
 from dask_analytics_lab.alerts.rules import Evaluator
 from dask_analytics_lab.alerts.settings import from_config, parse
-from dask_analytics_lab.api import _alerts_plugin
+from dask_analytics_lab.api import _readers_plugin
 from dask_analytics_lab.cli import main as cli
 from dask_analytics_lab.config import ConfigError
 from dask_analytics_lab.store import open_store
@@ -126,7 +126,7 @@ def test_a_failing_computation_posts_one_slack_message(sqlite_url):
             assert "ValueError" in section["text"]["text"]
 
             # More ticks, a flush, and the same message handed over again: nothing new.
-            evaluator = scheduler.plugins["dask-analytics-alerts"].evaluator
+            evaluator = scheduler.plugins["dask-analytics-readers"].evaluator
             ticks = dal.status(client)["ticks"]
             wait_for(lambda: dal.status(client)["ticks"] >= ticks + 5, what="five more ticks")
             dal.flush(client)
@@ -185,9 +185,9 @@ def cli_output(args: list[str], capsys: Any = None) -> str:
     return buf.getvalue()
 
 
-def test_a_recorder_without_alerts_registers_no_alerts_plugin(sqlite_url):
+def test_a_recorder_without_alerts_registers_no_readers_plugin(sqlite_url):
     with recorded_cluster(sqlite_url) as (client, _):
-        assert "dask-analytics-alerts" not in client.cluster.scheduler.plugins
+        assert "dask-analytics-readers" not in client.cluster.scheduler.plugins
         assert client.cluster.scheduler.plugins["dask-analytics-lab"].written_readers == []
 
 
@@ -328,7 +328,7 @@ def test_a_bad_alerts_value_names_its_key(overrides, key):
     }
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]") + " = "):
         # What register() calls before it sends anything to the scheduler.
-        _alerts_plugin({"store": "sqlite:///x.db", "account": None}, {**base, **overrides})
+        _readers_plugin({"store": "sqlite:///x.db", "account": None}, {**base, **overrides})
 
 
 def test_rules_have_stable_keys():

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import dask
@@ -20,7 +22,7 @@ from distributed import wait
 import dask_analytics_lab as dal
 from dask_analytics_lab import config, messages
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.collect.otel import TraceExporter
+from dask_analytics_lab.otel.exporter import TraceExporter
 
 from .cluster_helpers import recorded_cluster
 from .otlp_helpers import GrpcReceiver, HttpReceiver, closed_port
@@ -169,7 +171,8 @@ SCRIPT = textwrap.dedent("""
         loaded = sorted(
             m for m in sys.modules
             if m.split(".")[0] in ("opentelemetry", "grpc", "google")
-            or m == "dask_analytics_lab.collect.otel"
+            or m.startswith(("dask_analytics_lab.otel", "dask_analytics_lab.alerts"))
+            or m in ("dask_analytics_lab.written_readers", "dask_analytics_lab.findings")
         )
         print(json.dumps({"loaded": loaded, "exported": status["otel_exported"]}))
 """)
@@ -206,7 +209,9 @@ def test_with_otel_off_nothing_is_sent_and_nothing_of_it_is_loaded(sqlite_url, t
                 "DASK_ANALYTICS__OTEL__DELAY": "0",
             },
         )
-        assert "dask_analytics_lab.collect.otel" in on["loaded"]
+        assert "dask_analytics_lab.otel.exporter" in on["loaded"]
+        assert "dask_analytics_lab.written_readers" in on["loaded"]
+        assert not [m for m in on["loaded"] if m.startswith("dask_analytics_lab.alerts")]
         assert "opentelemetry.sdk.trace" in on["loaded"], on["loaded"]
         wait_for(
             lambda: roots(receiver.snapshot()), timeout=60, what="the trace of the run with otel on"
@@ -238,6 +243,31 @@ def test_a_receiver_that_is_down_costs_the_recording_nothing(sqlite_url, protoco
     assert len(dal.list_exceptions(cluster_id, store=sqlite_url)) == 2
     (cluster,) = [c for c in dal.list_clusters(store=sqlite_url) if c["cluster_id"] == cluster_id]
     assert cluster["stopped"] is not None
+
+
+def test_alerts_and_traces_share_one_plugin_beside_the_recorder(sqlite_url):
+    """Dask calls every plugin's transition for every task: both readers of the written
+    record live in one plugin, and the recorder knows neither."""
+    alerts = {
+        "analytics.alerts.webhooks": [
+            {"name": "team", "url": f"http://127.0.0.1:{closed_port()}/"}
+        ],
+        "analytics.alerts.rules": [{"on": "idle", "minutes": 30}],
+    }
+    with HttpReceiver() as receiver:
+        config = otel_config(receiver.endpoint, **alerts)
+        with recorded_cluster(sqlite_url, config=config) as (client, _):
+            plugins = client.cluster.scheduler.plugins
+            ours = sorted(n for n, p in plugins.items() if type(p).__module__.startswith("dask_"))
+            assert ours == ["dask-analytics-lab", "dask-analytics-readers"]
+            readers = plugins["dask-analytics-readers"]
+            assert plugins["dask-analytics-lab"].written_readers == [
+                readers.evaluator.written,
+                readers.exporter.written,
+            ]
+            client.submit(sum, [1, 2]).result()
+            dal.flush(client)
+            wait_for(lambda: roots(receiver.snapshot()), timeout=60, what="the trace")
 
 
 def test_the_readme_example_is_a_valid_config():
@@ -386,3 +416,139 @@ def test_without_the_otel_extra_it_says_what_to_install_and_drops(monkeypatch, c
     assert (exporter.exported, exporter.dropped) == (0, 2)
     (record,) = [r for r in caplog.records if "pip install" in r.getMessage()]
     assert "dask-analytics-lab[otel]" in record.getMessage()
+
+
+# --- findings on the spans ---------------------------------------------------------
+def test_a_failed_computation_carries_its_findings_on_its_spans(sqlite_url):
+    """The failures finding (an erred computation always has it), read from the store as
+    `dask-analytics explain` reads it, is on the root span and on the failing group's."""
+    with HttpReceiver() as receiver:
+        config = otel_config(receiver.endpoint, **{"analytics.otel.delay": "1s"})
+        with recorded_cluster(sqlite_url, config=config) as (client, info):
+            run_two(client)
+            dal.flush(client)
+            wait_for(
+                lambda: len(roots(receiver.snapshot())) >= 2,
+                timeout=120,
+                what="both computations' traces at the receiver",
+            )
+            status = dal.status(client)
+        spans = receiver.snapshot()
+    assert status["otel_findings_failed"] == 0
+    (failed,) = dal.list_computations(info["cluster_id"], store=sqlite_url, state="erred")
+    (root,) = [
+        r
+        for r in roots(spans)
+        if r["attributes"]["dask.computation.id"] == failed["computation_id"]
+    ]
+    kinds = root["attributes"]["dask.findings"]
+    assert "failures" in kinds, root["attributes"]
+    explained = dal.explain(failed["computation_id"], store=sqlite_url)
+    failures = next(f for f in explained if f["kind"] == "failures")
+    assert root["attributes"]["dask.findings.impact_seconds"] >= failures["impact"] > 0
+    (boom_span,) = [s for s in spans if s["parent_span_id"] == root["span_id"]]
+    assert boom_span["name"] in failures["groups"]
+    assert boom_span["attributes"]["dask.findings"] == ["failures"]
+
+
+def test_findings_that_fail_or_hang_cost_the_trace_only_its_findings():
+    msg = Feed()
+    release = threading.Event()
+    calls: list[str] = []
+
+    def findings(computation_id: str) -> list[dict]:
+        calls.append(computation_id)
+        if computation_id == "hangs":
+            release.wait(120)
+        if computation_id == "raises":
+            raise ConnectionError("the store is gone")
+        return [
+            {"kind": "straggler", "impact": 4.0, "groups": ["a-1"], "title": "a straggler"},
+            {"kind": "small-tasks", "impact": 1.5, "groups": ["a"], "title": "small"},
+        ]
+
+    with HttpReceiver() as receiver:
+        exporter = TraceExporter(
+            {"endpoint": receiver.endpoint, "protocol": "http", "delay": 600.0, "timeout": 5.0},
+            {"id": "Scheduler-feed"},
+            findings=findings,
+            findings_timeout=0.5,
+        )
+        done = {"start": 1e9, "stop": 1e9 + 1, "state": "finished", "groups": [group("a-1")]}
+        for cid in ("hangs", "raises"):
+            exporter.written([msg("computation", {**done, "id": cid})])
+            assert exporter.flush(60)
+        release.set()
+        exporter.written([msg("computation", {**done, "id": "ok"})])
+        assert exporter.flush(60)
+        exporter.close(30)
+        wait_for(lambda: len(roots(receiver.snapshot())) == 3, timeout=60, what="three traces")
+        spans = receiver.snapshot()
+    assert exporter.exported == 3 and exporter.findings_failed == 2
+    assert calls == ["hangs", "raises", "ok"]
+    by_id = {r["attributes"]["dask.computation.id"]: r for r in roots(spans)}
+    for cid in ("hangs", "raises"):
+        assert "dask.findings" not in by_id[cid]["attributes"]
+    ok = by_id["ok"]
+    assert ok["attributes"]["dask.findings"] == ["straggler", "small-tasks"]
+    assert ok["attributes"]["dask.findings.impact_seconds"] == 5.5
+    (child,) = [s for s in spans if s["parent_span_id"] == ok["span_id"]]
+    assert child["attributes"]["dask.findings"] == ["straggler", "small-tasks"]
+
+
+# --- the process's end -------------------------------------------------------------
+ENDS_WITHOUT_CLOSING = textwrap.dedent("""
+    import json, os, signal, sys, time
+    from distributed import Client
+    import dask_analytics_lab as dal
+
+    if __name__ == "__main__":
+        client = Client(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0")
+        info = dal.register(client, store=sys.argv[1])
+        assert client.submit(sum, [1, 2]).result() == 3
+        print(json.dumps({"cluster_id": info["cluster_id"]}), flush=True)
+        if sys.argv[2] == "sigterm":
+            # As a kernel's restart ends it: no atexit, no close, SIGTERM's 2 s to end.
+            # The SDK set up first, as it is by then in any process that ran for a while.
+            readers = client.cluster.scheduler.plugins["dask-analytics-readers"]
+            deadline = time.monotonic() + 120
+            while not readers.exporter.ready and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(120)  # not reached: the handler ends the process
+""")
+
+
+@pytest.mark.parametrize("ending", ["exit", "sigterm"])
+def test_a_script_that_ends_without_closing_sends_its_last_trace(sqlite_url, tmp_path, ending):
+    """A delay no script outlasts: the trace leaves only because the process ended, at
+    the interpreter's exit or on SIGTERM (where no plugin's close runs)."""
+    (tmp_path / "run.py").write_text(ENDS_WITHOUT_CLOSING)
+    with HttpReceiver() as receiver:
+        env = {
+            "DASK_ANALYTICS__INTERVAL": "100ms",
+            "DASK_ANALYTICS__OTEL__ENABLED": "true",
+            "DASK_ANALYTICS__OTEL__ENDPOINT": receiver.endpoint,
+            "DASK_ANALYTICS__OTEL__DELAY": "1h",
+        }
+        out = subprocess.run(
+            [sys.executable, str(tmp_path / "run.py"), sqlite_url, ending],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **env},
+            cwd=tmp_path,
+        )
+        assert out.returncode == (0 if ending == "exit" else -signal.SIGTERM), out.stderr[-3000:]
+        # The process is gone: whatever reached the receiver was sent before it ended.
+        spans = receiver.snapshot()
+    cluster_id = json.loads(out.stdout.strip().splitlines()[-1])["cluster_id"]
+    (comp,) = dal.list_computations(cluster_id, store=sqlite_url)
+    assert comp["state"] == "finished"
+    assert len(roots(spans)) == 1, out.stderr[-3000:]
+    (root,) = roots(spans)
+    assert root["attributes"]["dask.computation.id"] == comp["computation_id"]
+    assert root["resource"]["dask.cluster.id"] == cluster_id
+    assert [s["name"] for s in spans if s["parent_span_id"] == root["span_id"]] == [
+        g["name"] for g in dal.list_task_groups(comp["computation_id"], store=sqlite_url)
+    ]

@@ -69,7 +69,9 @@ def end_all(reason: str) -> None:
     Never raises (it runs in atexit and in a signal handler)."""
     at = time.time()
     with _lock:
-        plugins = list(_live)
+        # Readers of the written record (alerts, traces) after the recordings that feed
+        # them: their last batches come from those ends.
+        plugins = sorted(_live, key=lambda p: bool(getattr(p, "ends_after_recorders", False)))
         _live.clear()
     for plugin in plugins:
         try:

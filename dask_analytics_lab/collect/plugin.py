@@ -114,6 +114,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._ended = False  # the process ended the recording (collect/endings.py)
         # Called on the shipper's thread with each batch the store took (_written).
         self.written_readers: list[Callable[[list[messages.Envelope]], None]] = []
+        # More counters for analytics_info (dal.status) from the plugins of those readers.
+        self.info_parts: list[Callable[[], dict[str, Any]]] = []
         # Hooks are no-ops until start() has made the state they use (a preload adds the
         # plugin before the scheduler starts, and the scheduler logs events meanwhile).
         self._ready = False
@@ -197,22 +199,6 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._profiles = ProfileFetcher(
             scheduler, self.emit, timeout=s["profile_timeout"], cycle=cycle + 0.1, meter=self._meter
         )
-        # Traces of finished computations (analytics.otel): its own module and thread,
-        # loaded only when on (a scheduler with it off imports none of it).
-        self._otel: Any = None
-        if s.get("otel"):
-            from .otel import TraceExporter
-
-            self._otel = TraceExporter(
-                s["otel"],
-                {
-                    "id": self.cluster_id,
-                    "name": s.get("name") or self.cluster_id,
-                    "user": s["user"],
-                    "account": s["account"],
-                },
-            )
-            self.written_readers.append(self._otel.written)
         self._live_profiles_at = 0.0
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -285,10 +271,6 @@ class AnalyticsPlugin(SchedulerPlugin):
             # Inline when the interpreter exits (atexit closing a LocalCluster): the
             # writer thread is still there to drain, the executors are not.
             await off_loop(self._shipper.close, 10.0)
-            if getattr(self, "_otel", None) is not None:
-                # After the shipper: its last batches (the computations the close ended)
-                # reach the exporter first.
-                await off_loop(self._otel.close)
             self._meter.close()
             self._started = False
 
@@ -718,7 +700,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         return {**self._handle_info(), "flushed": written}
 
     def _handle_info(self) -> dict[str, Any]:
-        return {
+        info = {
             "cluster_id": self.cluster_id,
             "store": mask_url(self.settings["store"]),
             "pending": self._shipper.pending,
@@ -742,12 +724,15 @@ class AnalyticsPlugin(SchedulerPlugin):
             "metrics_dropped": self._metrics.dropped if self._metrics is not None else 0,
             "metrics_seconds": self._metrics.seconds if self._metrics is not None else 0.0,
             "worker_samples": self._workers.sent if self._workers is not None else 0,
-            # Traces handed to the OpenTelemetry SDK, and computations not (analytics.otel).
-            "otel_exported": self._otel.exported if self._otel is not None else 0,
-            "otel_dropped": self._otel.dropped if self._otel is not None else 0,
             # Every CPU second analytics costs this scheduler, by part (collect/accounting.py).
             "cost": self._cost(),
         }
+        for part in self.info_parts:
+            try:
+                info.update(part())
+            except Exception:
+                logger.exception("dask-analytics: %r failed to report", part)
+        return info
 
     def _cost(self) -> dict[str, Any]:
         self._meter.transition_calls = self.scheduler.transition_counter - self._counter0

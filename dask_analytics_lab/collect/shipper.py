@@ -317,15 +317,17 @@ class Shipper:
                 self._back_off(retry_delay(failures, self._min_delay, self._max_delay))
                 continue
             else:
-                self._done(last, started)
-                if self.failing_since is not None:
-                    self._recovered(self.failing_since)
-                failures = 0
+                # Before _done: flush() returns once the readers have the batch too (the
+                # process's end flushes the store, then what the readers hold: endings.py).
                 if self._after_write is not None and batch:
                     try:
                         self._after_write(batch)
                     except Exception:
                         logger.exception("dask-analytics: a reader of the written record failed")
+                self._done(last, started)
+                if self.failing_since is not None:
+                    self._recovered(self.failing_since)
+                failures = 0
 
     def _recovered(self, since: float) -> None:
         with self._cond:

@@ -1,14 +1,13 @@
 """Each finished computation as an OpenTelemetry trace (`analytics.otel`).
 
-The plugin imports this module only when `analytics.otel.enabled` is true, and this
-module imports nothing of OpenTelemetry itself: the SDK and the OTLP exporter (gRPC
-brings grpcio) load on the exporter's own thread when its first trace is due, never on
-the scheduler's event loop, and a scheduler with otel off loads none of it.  It lives
-in collect/ because the plugin (collect/) may import only collect/, store/ and the base
-modules (tests/test_layout.py): the recorder owns it, so it works for every kind of
-store, embedded or a team server.
+The scheduler imports this module only when `analytics.otel.enabled` is true (the
+readers' plugin, written_readers.py, makes the exporter), and this module imports
+nothing of OpenTelemetry itself: the SDK and the OTLP exporter (gRPC brings grpcio) load
+on the exporter's own thread as it starts, never on the scheduler's event loop, and a
+scheduler with otel off loads none of it.  It works for every kind of
+store, embedded or a team server: it reads what the recorder wrote, as it was written.
 
-How it is fed: `written(batch)` is one of the plugin's `written_readers`, called on the
+How it is fed: `written(batch)` is one of the recorder's `written_readers`, called on the
 shipper's thread with each batch the store took.  It only files what it needs under a
 lock (the next write waits for it) and wakes this module's thread, which does the rest:
 
@@ -20,17 +19,21 @@ lock (the next write waits for it) and wakes this module's thread, which does th
   its fine metrics (spilled bytes) are emitted in the same or a later tick, so they land
   in the same or a later batch.  What came by then is in the trace; what comes after is
   not (a computation is exported once: the ids exported are kept, bounded).
-- Findings (`findings.explain`) are not exported: they live in findings/, which reads the
-  store with SQLAlchemy, and collect/ may not reach it; and they need the task stream
-  and profile of the computation, written later than its end.
+- Its findings are read from the store when the trace is built (after the delay, so
+  what was recorded by then counts), through `findings(computation_id)`, the read path
+  the caller gives (findings.explain_from on the recorder's store): on a thread of its
+  own that this one waits for at most FINDINGS_TIMEOUT seconds, so a slow or unreachable
+  store costs a trace its findings (counted in `findings_failed`), never the trace.
 
 The trace: the computation is the root span (start and stop as recorded), each task group
 a child span (its own start and stop, else the computation's) with its figures as
 attributes, each failure an `exception` event on its group's span (the computation's
-when the group is unknown), the cluster (id, name, user, account) as resource
-attributes.  One TracerProvider per plugin, with a BatchSpanProcessor: the OTLP exporter
-sends on the processor's thread and gives up after `analytics.otel.timeout`, so a
-receiver that is down costs the scheduler nothing and the store's record is complete.
+when the group is unknown), the findings' kinds on the root (most costly first, with
+their total impact) and on each group's span they name, the cluster (id, name, user,
+account) as resource attributes.  One TracerProvider per exporter, with a
+BatchSpanProcessor: the OTLP exporter sends on the processor's thread and gives up after
+`analytics.otel.timeout`, so a receiver that is down costs the scheduler nothing and the
+store's record is complete.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -63,6 +66,11 @@ MAX_PENDING = 1_000
 MAX_EXPORTED = 10_000
 # Failures kept per computation (each distinct one is one event).
 MAX_FAILURES = 100
+# Longest one computation's findings may take to read (the store's reads, or the team
+# server's answer); past it the trace goes without them.
+FINDINGS_TIMEOUT = 5.0
+# Findings reads left running past their wait before traces stop trying to read them.
+MAX_STUCK_READS = 2
 # Longest close() waits for the last traces to leave (on a thread, never the loop).
 CLOSE_WAIT = 2.0
 INSTALL_HINT = (
@@ -97,10 +105,20 @@ class TraceExporter:
 
     settings: the plugin's `otel` settings (config.resolve()): endpoint, protocol,
     headers, service_name, timeout, delay.  cluster: the resource's id, name, user and
-    account."""
+    account.  findings: a computation's findings (dicts with kind, impact, groups, title,
+    most costly first) as the store has them; None: traces without findings."""
 
-    def __init__(self, settings: Mapping[str, Any], cluster: Mapping[str, Any]):
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        cluster: Mapping[str, Any],
+        findings: Callable[[str], list[dict[str, Any]]] | None = None,
+        findings_timeout: float = FINDINGS_TIMEOUT,
+    ):
         self._settings = dict(settings)
+        self._findings = findings
+        self._findings_timeout = findings_timeout
+        self._stuck: list[threading.Thread] = []  # findings reads still running past their wait
         self._cluster = dict(cluster)
         self._delay = float(settings.get("delay", 2.0))
         self._cond = threading.Condition()
@@ -114,6 +132,7 @@ class TraceExporter:
         self._failed = False  # the SDK could not be loaded or set up: said once, then nothing
         self.exported = 0  # traces handed to the SDK
         self.dropped = 0  # computations dropped unexported (too many pending, no SDK)
+        self.findings_failed = 0  # traces sent without findings: the read failed or timed out
         self._thread = threading.Thread(target=self._run, name="dask-analytics-otel", daemon=True)
         self._thread.start()
 
@@ -191,6 +210,11 @@ class TraceExporter:
         return ready
 
     def _run(self) -> None:
+        # The SDK is set up now, on this thread, not when the first trace is due: a
+        # process that ends before then (a script's last computation, sent by
+        # flush() from its atexit) could no longer make it (the SDK's Resource.create
+        # submits to an executor, which Python refuses once the interpreter shuts down).
+        self._setup()
         while True:
             with self._cond:
                 while True:
@@ -214,8 +238,8 @@ class TraceExporter:
                 return
 
     def _setup(self) -> bool:
-        """The TracerProvider and its exporter, made on first use (here, never on the
-        scheduler's loop: the SDK and grpcio take hundreds of ms to import)."""
+        """The TracerProvider and its exporter, made once (here, never on the scheduler's
+        loop: the SDK and grpcio take hundreds of ms to import)."""
         if self._tracer is not None or self._failed:
             return not self._failed
         try:
@@ -249,17 +273,25 @@ class TraceExporter:
                     endpoint=http_endpoint(endpoint), headers=headers or None, timeout=timeout
                 )
             c = self._cluster
-            resource = Resource.create(
-                {
-                    "service.name": s.get("service_name") or "dask-analytics",
-                    "service.instance.id": str(c.get("id", "")),
-                    "dask.cluster.id": str(c.get("id", "")),
-                    "dask.cluster.name": str(c.get("name") or c.get("id", "")),
-                    "dask.cluster.user": str(c.get("user") or ""),
-                    "dask.cluster.account": str(c.get("account") or ""),
-                    "user.name": str(c.get("user") or ""),
-                }
-            )
+            attributes = {
+                "service.name": s.get("service_name") or "dask-analytics",
+                "service.instance.id": str(c.get("id", "")),
+                "dask.cluster.id": str(c.get("id", "")),
+                "dask.cluster.name": str(c.get("name") or c.get("id", "")),
+                "dask.cluster.user": str(c.get("user") or ""),
+                "dask.cluster.account": str(c.get("account") or ""),
+                "user.name": str(c.get("user") or ""),
+            }
+            try:
+                resource = Resource.create(attributes)
+            except RuntimeError:
+                # At the interpreter's exit (the last traces, sent from its atexit):
+                # Resource.create runs its detectors on an executor, which Python
+                # refuses then.  The one it runs by default (OTEL_RESOURCE_ATTRIBUTES,
+                # OTEL_SERVICE_NAME), inline.
+                from opentelemetry.sdk.resources import OTELResourceDetector
+
+                resource = OTELResourceDetector().detect().merge(Resource(attributes))
             # No global provider: a process may hold several clusters, and the user's own.
             provider = TracerProvider(resource=resource, shutdown_on_exit=False)
             provider.add_span_processor(
@@ -286,6 +318,8 @@ class TraceExporter:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         c = entry.data
+        found = self._findings_of(c.id)
+        kinds_of_group = _kinds_by_group(found or [])
         start = _ns(c.start)
         stop = max(start, _ns(c.stop if c.stop is not None else c.start))
         totals = c.totals
@@ -310,6 +344,10 @@ class TraceExporter:
                 if entry.spilled
                 else 0,
                 "dask.computation.failures": len(entry.failures),
+                "dask.findings": _kinds(found) if found is not None else None,
+                "dask.findings.impact_seconds": sum(float(f.get("impact") or 0) for f in found)
+                if found is not None
+                else None,
             }
         )
         root = self._tracer.start_span(
@@ -349,6 +387,11 @@ class TraceExporter:
                         "dask.task_group.failures": sum(
                             1 for group, _ in entry.failures if group == name
                         ),
+                        "dask.findings": _kinds(
+                            kinds_of_group.get(name, []) + kinds_of_group.get(g.prefix or name, [])
+                        )
+                        if found is not None
+                        else None,
                     }
                 ),
                 start_time=g_start,
@@ -380,6 +423,52 @@ class TraceExporter:
         root.end(end_time=stop)
         self.exported += 1
 
+    def _findings_of(self, computation_id: str) -> list[dict[str, Any]] | None:
+        """The computation's findings, or None (no reader, or it failed or took too long).
+
+        The read runs on a daemon thread of its own, waited for here at most
+        `findings_timeout`: a store's query cannot be interrupted.  A read still stuck
+        past its wait is left to finish; while MAX_STUCK_READS are, traces go without
+        findings rather than pile up threads on a store that does not answer."""
+        if self._findings is None:
+            return None
+        self._stuck = [t for t in self._stuck if t.is_alive()]
+        if len(self._stuck) >= MAX_STUCK_READS:
+            self.findings_failed += 1
+            return None
+        read = self._findings
+        result: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                result["found"] = list(read(computation_id))
+            except Exception as e:
+                result["error"] = e
+
+        lookup = threading.Thread(target=run, name="dask-analytics-otel-findings", daemon=True)
+        lookup.start()
+        lookup.join(self._findings_timeout)
+        if "found" in result:
+            return result["found"]
+        self.findings_failed += 1
+        if lookup.is_alive():
+            self._stuck.append(lookup)
+        if "error" in result:
+            error = result["error"]
+            logger.warning(
+                "dask-analytics: the trace of %s goes without findings (%s: %s)",
+                computation_id,
+                type(error).__name__,
+                error,
+            )
+        else:
+            logger.warning(
+                "dask-analytics: the trace of %s goes without findings (not read in %g s)",
+                computation_id,
+                self._findings_timeout,
+            )
+        return None
+
     def _shutdown(self) -> None:
         provider = self._provider
         if provider is None:
@@ -390,6 +479,11 @@ class TraceExporter:
             logger.exception("dask-analytics: closing the OpenTelemetry exporter failed")
 
     # --- any thread -------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        """Whether the SDK and the OTLP exporter are set up (the thread does it first)."""
+        return self._tracer is not None
+
     def flush(self, timeout: float = 10.0) -> bool:
         """Export every ended computation now and wait for the SDK to send them."""
         with self._cond:
@@ -430,6 +524,21 @@ def _ns(seconds: float) -> int:
 def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
     """Attributes OpenTelemetry takes: no None (it drops them with a warning each)."""
     return {k: v for k, v in attributes.items() if v is not None}
+
+
+def _kinds(found: list[Any]) -> list[str]:
+    """Finding kinds in the order given (most costly first), each once."""
+    return list(dict.fromkeys(str(f["kind"] if isinstance(f, Mapping) else f) for f in found))
+
+
+def _kinds_by_group(found: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """{group name or prefix: the kinds of the findings that name it}: a finding names
+    task groups (failures, stragglers) or prefixes (memory, spilling)."""
+    by_group: dict[str, list[str]] = {}
+    for f in found:
+        for name in f.get("groups") or ():
+            by_group.setdefault(str(name), []).append(str(f["kind"]))
+    return by_group
 
 
 def _spilled_by_prefix(
