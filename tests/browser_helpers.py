@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .waiting import wait_for
+
 CHROMIUM = os.environ.get("DAL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -169,6 +171,48 @@ def jupyter_lab(tmp: Path, store_url: str, extra_env: dict | None = None) -> Ite
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def run_in_kernel(lab: JupyterLab, code: str) -> tuple[str, str]:
+    """Start a kernel in `lab` through its REST API and run `code` there: (the kernel's id,
+    what it printed and its errors).  A kernel that died, or code that failed, is an
+    AssertionError that holds Jupyter's log or the output."""
+    from jupyter_client import BlockingKernelClient
+
+    req = urllib.request.Request(
+        lab.url("api/kernels"),
+        data=b"{}",
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        kernel_id = json.load(r)["id"]
+    connection = Path(lab.env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"
+    wait_for(connection.exists, timeout=60, what="the kernel's connection file", every=0.2)
+    kc = BlockingKernelClient(connection_file=str(connection))
+    kc.load_connection_file()
+    kc.start_channels()
+    out: list[str] = []
+    try:
+        try:
+            kc.wait_for_ready(timeout=120)
+        except RuntimeError as e:  # the kernel died: Jupyter's log says why
+            raise AssertionError(f"{e}\n{lab.log.read_text()[-3000:]}") from e
+        reply = kc.execute_interactive(
+            code,
+            timeout=300,
+            output_hook=lambda msg: (
+                out.append(msg["content"]["text"])
+                if msg["msg_type"] == "stream"
+                else out.append(json.dumps(msg["content"]))
+                if msg["msg_type"] == "error"
+                else None
+            ),
+        )
+    finally:
+        kc.stop_channels()
+    assert reply["content"]["status"] == "ok", "".join(out)
+    return kernel_id, "".join(out)
 
 
 def open_notebook(page: Any, url: str) -> None:

@@ -268,46 +268,11 @@ print("CLUSTER", dal.flush(client)["cluster_id"])
 def test_a_kernel_restart_reads_stopped_at_the_restart(tmp_path):
     """JupyterLab's restart asks the kernel to shut down, sends SIGTERM 2.5 s later and
     SIGKILL 2.5 s after that: a process-based cluster's close does not fit in it."""
-    from jupyter_client import BlockingKernelClient
-
-    from .browser_helpers import jupyter_lab
+    from .browser_helpers import jupyter_lab, run_in_kernel
 
     store = f"sqlite:///{tmp_path / 'analytics.db'}"
     with jupyter_lab(tmp_path, store, {"PYTHONPATH": str(ROOT)}) as lab:
-        req = urllib.request.Request(
-            lab.url("api/kernels"),
-            data=b"{}",
-            method="POST",
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=60) as r:
-            kernel_id = json.load(r)["id"]
-        connection = Path(lab.env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"
-        wait_for(connection.exists, timeout=60, what="the kernel's connection file", every=0.2)
-        kc = BlockingKernelClient(connection_file=str(connection))
-        kc.load_connection_file()
-        kc.start_channels()
-        out: list[str] = []
-        try:
-            try:
-                kc.wait_for_ready(timeout=120)
-            except RuntimeError as e:  # the kernel died: Jupyter's log says why
-                raise AssertionError(f"{e}\n{lab.log.read_text()[-3000:]}") from e
-            reply = kc.execute_interactive(
-                KERNEL_CODE,
-                timeout=300,
-                output_hook=lambda msg: (
-                    out.append(msg["content"]["text"])
-                    if msg["msg_type"] == "stream"
-                    else out.append(json.dumps(msg["content"]))
-                    if msg["msg_type"] == "error"
-                    else None
-                ),
-            )
-        finally:
-            kc.stop_channels()
-        text = "".join(out)
-        assert reply["content"]["status"] == "ok", text
+        kernel_id, text = run_in_kernel(lab, KERNEL_CODE)
         assert "SUM 210" in text, text
         cluster_id = text.split("CLUSTER ")[1].split()[0]
         assert dal.get_cluster(cluster_id, store=store)["status"] == "live"

@@ -17,7 +17,6 @@ report made with BokehJS from the CDN (distributed's default) draws nothing ther
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -39,10 +38,9 @@ from dask_analytics_lab.reports import (
 )
 from dask_analytics_lab.reports.publish import SHARE_HINT
 
-from .browser_helpers import jupyter_lab, offline_page
+from .browser_helpers import jupyter_lab, offline_page, run_in_kernel
 from .cluster_helpers import recorded_cluster
 from .server_helpers import ServerThread, on_report_origin, report_server, request
-from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"^Performance Report Available at: (\S+)$", re.M)
@@ -218,47 +216,10 @@ with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_
 """
 
 
-def run_in_kernel(lab, code: str) -> str:
-    """Start a kernel in `lab` through its REST API and run `code` there; its stdout."""
-    from jupyter_client import BlockingKernelClient
-
-    req = urllib.request.Request(
-        lab.url("api/kernels"),
-        data=b"{}",
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=60) as r:
-        kernel_id = json.load(r)["id"]
-    connection_file = Path(lab.env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"
-    wait_for(connection_file.exists, timeout=60, what="the kernel's connection file", every=0.2)
-    kc = BlockingKernelClient(connection_file=str(connection_file))
-    kc.load_connection_file()
-    kc.start_channels()
-    out: list[str] = []
-    try:
-        kc.wait_for_ready(timeout=120)
-        reply = kc.execute_interactive(
-            code,
-            timeout=300,
-            output_hook=lambda msg: (
-                out.append(msg["content"]["text"])
-                if msg["msg_type"] == "stream"
-                else out.append(json.dumps(msg["content"]))
-                if msg["msg_type"] == "error"
-                else None
-            ),
-        )
-    finally:
-        kc.stop_channels()
-    assert reply["content"]["status"] == "ok", "".join(out)
-    return "".join(out)
-
-
 def test_a_kernel_under_jupyter_prints_that_servers_link(tmp_path, browser):
     store = f"sqlite:///{tmp_path / 'analytics.db'}"
     with jupyter_lab(tmp_path, store, {"PYTHONPATH": str(ROOT)}) as lab:
-        out = run_in_kernel(lab, KERNEL_CODE)
+        _, out = run_in_kernel(lab, KERNEL_CODE)
         [link, elsewhere] = LINK.findall(out)
         assert link.startswith(f"{lab.base}/dask-analytics/reports/"), out
         assert f"LISTED {link}" in out
