@@ -180,7 +180,7 @@ def _scraped(
     yield info
     table_rows = GaugeMetricFamily(
         "dask_analytics_table_rows",
-        f"Rows per table (PostgreSQL: the planner's estimate; refreshed at most every {ROWS_TTL:.0f} s).",
+        f"Rows per table (PostgreSQL: its statistics' live rows; refreshed at most every {ROWS_TTL:.0f} s).",
         labels=["table"],
     )
     for t, n in sorted(rows.items()):
@@ -248,13 +248,16 @@ def _count(store: Any, now: float) -> tuple[dict[str, int], int]:
     c = s.clusters.c
     with store.reading() as conn:
         if conn.dialect.name == "postgresql":
-            # count(*) reads a whole table there; the planner's estimate is free.  A
-            # time-partitioned table (store/partitions.py) has its rows in its partitions.
+            # count(*) reads a whole table there; the statistics' count of live rows is
+            # free (kept as rows are written, unlike the planner's reltuples, which reads
+            # 0 until the table is first analyzed).  A time-partitioned table
+            # (store/partitions.py) has its rows in its partitions.
             est = dict(
                 conn.execute(
                     sa.text(
                         "SELECT coalesce(p.relname, c.relname) AS name, "
-                        "sum(GREATEST(c.reltuples, 0))::bigint FROM pg_class c "
+                        "sum(GREATEST(st.n_live_tup, 0))::bigint FROM pg_class c "
+                        "JOIN pg_stat_user_tables st ON st.relid = c.oid "
                         "LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
                         "LEFT JOIN pg_class p ON p.oid = i.inhparent "
                         "WHERE c.relkind = 'r' AND coalesce(p.relname, c.relname) = ANY(:names) "
