@@ -252,13 +252,9 @@ def _line_of(text: str, needle: str) -> int:
     return n
 
 
-@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
-def test_failure_in_a_script_function_shows_the_script_and_line(store_url, script_dir, processes):
-    """boom and helper live in the script's __main__: cloudpickle sends them by value and
-    the worker's traceback names `<dynamic-code>`; the record names the script."""
-    text = SCRIPT.format(processes=processes)
-    script = script_dir / "etl_job.py"
-    script.write_text(text)
+def run_script(script: Path, store_url: str) -> str:
+    """Run `script STORE` in its own interpreter, in its folder (as a user runs a script);
+    the cluster id it printed last."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -268,11 +264,21 @@ def test_failure_in_a_script_function_shows_the_script_and_line(store_url, scrip
         capture_output=True,
         text=True,
         env=env,
-        cwd=script_dir,
+        cwd=script.parent,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    cluster_id = done.stdout.split()[-1]
+    return done.stdout.split()[-1]
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_failure_in_a_script_function_shows_the_script_and_line(store_url, script_dir, processes):
+    """boom and helper live in the script's __main__: cloudpickle sends them by value and
+    the worker's traceback names `<dynamic-code>`; the record names the script."""
+    text = SCRIPT.format(processes=processes)
+    script = script_dir / "etl_job.py"
+    script.write_text(text)
+    cluster_id = run_script(script, store_url)
     rows = {r["exc_type"]: r for r in dal.list_exceptions(cluster_id, store=store_url)}
     assert set(rows) == {"KeyError", "ValueError"}
     raise_line, helper_line, call_line = (
@@ -361,20 +367,7 @@ def test_every_layout_of_a_script_shows_the_file_line_and_source(store_url, scri
     script, library = script_dir / "nightly.py", script_dir / "userlib.py"
     script.write_text(text)
     library.write_text(LIBRARY)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, str(script), store_url],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=script_dir,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    cluster_id = done.stdout.split()[-1]
+    cluster_id = run_script(script, store_url)
     rows = {r["exc_type"]: r for r in dal.list_exceptions(cluster_id, store=store_url)}
     assert set(rows) == {"ValueError", "KeyError", "LookupError", "IndexError", "ZeroDivisionError"}
 
