@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dask_analytics_lab.remote import HttpReader, HttpSink  # noqa: E402
+from dask_analytics_lab.http_reader import HttpReader  # noqa: E402
+from dask_analytics_lab.remote import HttpSink  # noqa: E402
 from tests.server_helpers import Cluster, ServerProcess, free_port, make_tokens  # noqa: E402
 from tests.test_server_api import _self_signed  # noqa: E402
 

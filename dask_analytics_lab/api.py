@@ -1,7 +1,8 @@
 """The public functions users call: register a cluster, and read what was recorded.
 
 Readers take `store=` (a path or URL) and default to `analytics.store` from Dask's
-config.  Rows are plain dicts; times are seconds since the epoch.
+config.  Rows are plain dicts; times are seconds since the epoch.  The read functions
+come from their declarations (reads.py, written out in api_reads.py).
 """
 
 from __future__ import annotations
@@ -16,12 +17,26 @@ from typing import Any
 import dask.config
 
 from . import config
+from .api_reads import *  # noqa: F403  (the read functions: reads.py declares them)
+from .api_reads import __all__ as _reads
 from .collect.endings import install_sigterm_handler
 from .collect.plugin import PLUGIN_NAME, AnalyticsPlugin
-from .readers import close_readers, open_reader  # noqa: F401  (close_readers: public here too)
+from .readers import close_readers, open_reader
 from .urls import mask_url
 
 logger = logging.getLogger("dask_analytics_lab")
+
+__all__ = [
+    *_reads,
+    "close_readers",
+    "dask_setup",
+    "flush",
+    "open_reader",
+    "register",
+    "scheduler_sees_file",
+    "status",
+    "where",
+]
 
 
 def _client(client: Any = None) -> Any:
@@ -213,278 +228,6 @@ def where(store: str | None = None) -> str:
     return mask_url(
         config.validate_store(store if store is not None else config.get("analytics.store"))
     )
-
-
-def list_clusters(
-    *,
-    user: str | None = None,
-    account: str | None = None,
-    state: str | None = None,
-    since: Any = None,
-    until: Any = None,
-    text: str | None = None,
-    before: str | None = None,
-    limit: int = 100,
-    store: str | None = None,
-) -> list[dict]:
-    """Recorded clusters, newest first (by start, then id).
-
-    user / account: exactly (a team server's token reads its own account only);
-    state: "live", "stopped" or "lost"; since / until: started in [since, until),
-    each seconds since the epoch, a datetime, an ISO date or time ('2026-11-01',
-    '2026-11-01T12:00:00Z'; no offset means UTC) or an age ('7d': that long ago);
-    text: in the cluster's name, any case.
-
-    Each row has a `cursor`: `before=rows[-1]["cursor"]` gives the next, older page
-    (an empty list after the last).  A bad value raises ValueError saying what to pass.
-    """
-    return open_reader(store).list_clusters(
-        user=user,
-        account=account,
-        state=state,
-        since=_time(since, "since"),
-        until=_time(until, "until"),
-        text=text,
-        before=before,
-        limit=limit,
-    )
-
-
-def _time(value: Any, name: str) -> float | None:
-    # Here, not in the reader: a team server is then sent plain seconds, and an age
-    # ('7d') counts from this machine's clock.
-    from .store.filters import parse_time
-
-    return parse_time(value, name)
-
-
-def get_cluster(cluster_id: str, *, store: str | None = None) -> dict:
-    return open_reader(store).get_cluster(cluster_id)
-
-
-def list_cluster_samples(
-    cluster_id: str, *, limit: int = 10_000, store: str | None = None
-) -> list[dict]:
-    """Workers, threads and memory over time for one cluster, oldest first."""
-    return open_reader(store).list_cluster_samples(cluster_id, limit=limit)
-
-
-def list_computations(
-    cluster_id: str | None = None,
-    *,
-    user: str | None = None,
-    account: str | None = None,
-    state: str | None = None,
-    since: Any = None,
-    until: Any = None,
-    text: str | None = None,
-    before: str | None = None,
-    limit: int = 100,
-    store: str | None = None,
-) -> list[dict]:
-    """Computations with their totals, newest first (by start, then id); all clusters
-    when cluster_id is None.
-
-    user / account: of its cluster; state: "running", "finished", "erred",
-    "cancelled" or "lost" (was running when its cluster ended); since / until: start
-    in [since, until), as for list_clusters; text: in its label ("read_parquet →
-    groupby-agg"), its code line ("df.groupby('k').v.mean().compute()") or a task
-    prefix of it, any case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.
-    """
-    return open_reader(store).list_computations(
-        cluster_id=cluster_id,
-        user=user,
-        account=account,
-        state=state,
-        since=_time(since, "since"),
-        until=_time(until, "until"),
-        text=text,
-        before=before,
-        limit=limit,
-    )
-
-
-def cost_report(
-    by: str = "user",
-    *,
-    since: Any = None,
-    until: Any = None,
-    account: str | None = None,
-    store: str | None = None,
-) -> list[dict]:
-    """What the clusters cost, per user or per UTC day or month: a list of
-    {"key", "clusters", "computations", "core_hours", "cost"}; by user the dearest
-    first, by day/month the newest first.
-
-    A cluster counts whole in the day (month) it started, with its cost so far
-    (core-hours x analytics.cost.per-core-hour; cost is None where no cluster had a
-    price); since / until pick clusters by start, as for list_clusters."""
-    return open_reader(store).cost_report(
-        by=by, since=_time(since, "since"), until=_time(until, "until"), account=account
-    )
-
-
-def get_computation(computation_id: str, *, store: str | None = None) -> dict:
-    """One computation with its task groups and code snippets."""
-    return open_reader(store).get_computation(computation_id)
-
-
-def list_task_groups(computation_id: str, *, store: str | None = None) -> list[dict]:
-    return open_reader(store).list_task_groups(computation_id)
-
-
-def list_exceptions(
-    cluster_id: str | None = None,
-    *,
-    computation_id: str | None = None,
-    limit: int = 100,
-    store: str | None = None,
-) -> list[dict]:
-    """Failed tasks grouped by (computation, task group, exception), with counts and a traceback."""
-    return open_reader(store).list_exceptions(
-        cluster_id=cluster_id, computation_id=computation_id, limit=limit
-    )
-
-
-def list_events(
-    cluster_id: str | None = None,
-    *,
-    topic: str | None = None,
-    since: Any = None,
-    until: Any = None,
-    limit: int = 1000,
-    store: str | None = None,
-) -> list[dict]:
-    """Recorded events (topics in analytics.events.allow), newest first; since/until
-    (as list_clusters takes them) bound their time."""
-    return open_reader(store).list_events(
-        cluster_id=cluster_id,
-        topic=topic,
-        limit=limit,
-        since=_time(since, "since"),
-        until=_time(until, "until"),
-    )
-
-
-def get_profile(
-    computation_id: str | None = None,
-    *,
-    cluster_id: str | None = None,
-    prefix: str | None = None,
-    store: str | None = None,
-) -> dict:
-    """Dask's profile tree for one computation (of one of its task prefixes, with
-    prefix=), or merged over a whole cluster."""
-    if (computation_id is None) == (cluster_id is None):
-        raise ValueError("get_profile needs exactly one of computation_id= or cluster_id=")
-    if prefix is not None and computation_id is None:
-        raise ValueError(
-            "get_profile's prefix= picks a task prefix of one computation: pass computation_id= too"
-        )
-    return open_reader(store).get_profile(
-        computation_id=computation_id, cluster_id=cluster_id, prefix=prefix
-    )
-
-
-def list_worker_samples(
-    cluster_id: str,
-    *,
-    worker: str | None = None,
-    since: Any = None,
-    until: Any = None,
-    limit: int = 100_000,
-    store: str | None = None,
-) -> list[dict]:
-    """Each worker over the cluster's life (the newest `limit` samples of [since, until],
-    oldest first): memory managed by Dask, unmanaged and spilled, CPU, tasks processing."""
-    return open_reader(store).list_worker_samples(
-        cluster_id,
-        worker=worker,
-        limit=limit,
-        since=_time(since, "since"),
-        until=_time(until, "until"),
-    )
-
-
-def list_task_stream(
-    computation_id: str, *, limit: int = 100_000, store: str | None = None
-) -> list[dict]:
-    """A computation's task stream by start: one row per task (worker, thread, prefix,
-    group, state, start, stop), or, for a computation with too many tasks to keep each,
-    one row per worker, prefix and time bin (binned: n_tasks and busy seconds)."""
-    return open_reader(store).list_task_stream(computation_id, limit=limit)
-
-
-def list_gpu_metrics(
-    cluster_id: str | None = None,
-    *,
-    monitor_id: str | None = None,
-    worker: str | None = None,
-    since: Any = None,
-    until: Any = None,
-    limit: int = 100_000,
-    store: str | None = None,
-) -> list[dict]:
-    """GPU samples, one row per GPU per sample (the newest `limit` of [since, until],
-    oldest first), with the task groups running then."""
-    return open_reader(store).list_gpu_metrics(
-        cluster_id=cluster_id,
-        monitor_id=monitor_id,
-        worker=worker,
-        limit=limit,
-        since=_time(since, "since"),
-        until=_time(until, "until"),
-    )
-
-
-def compare(computation_id: str, baseline: str | None = None, *, store: str | None = None) -> dict:
-    """This computation against an earlier run of the same code: by default the latest
-    earlier finished one with the same fingerprint (the line that made it, whatever the
-    size of its input; without code, its task prefixes less the stages of tree
-    reductions), from any cluster this reader may see.
-
-    Returns {"computation_id", "baseline_id", "wall": {"before", "after", "ratio"},
-    "groups": [{"prefix", "before", "after", "ratio"}], "inputs_differ", "findings":
-    [str]}; before and after hold wall, compute, transfer, disk, nbytes, n_tasks; a
-    group's ratio is of its compute time.  inputs_differ is None when both runs had the
-    same inputs, else the input groups' tasks and bytes, {"before": {"n_tasks",
-    "nbytes"}, "after": {...}, "groups": [{"prefix", "before", "after"}], "sentence"}
-    (input groups: those that depend on no other group of the run).  baseline_id is
-    None when there is no earlier run."""
-    return open_reader(store).compare(computation_id, baseline=baseline)
-
-
-def explain(computation_id: str, *, store: str | None = None) -> list[dict]:
-    """Why this computation was slow, and what to change: findings, most costly first,
-    each {"kind", "title", "evidence", "advice", "impact", "groups", "workers"}.
-
-    impact: the seconds of wall time it cost (an estimate; `evidence` says how it is
-    counted, and quotes the recorded figures it rests on).  kind: one of
-    findings.KINDS (small-tasks, straggler, imbalance, spilling, memory-kill,
-    gil-contention, transfer-bound, serialization, too-few-tasks, failures,
-    slower-than-before, idle-cluster, gpu-underused).  Findings under the thresholds of
-    `analytics.findings.*` are left out: a healthy computation gets [].  Against a
-    team server, the server computes them, with its own thresholds."""
-    from .findings import explain_from
-
-    return explain_from(open_reader(store), computation_id)
-
-
-def list_runs(computation_id: str, *, limit: int = 100, store: str | None = None) -> list[dict]:
-    """Every run of this computation's code, newest first, with its wall time, figures
-    and cost (compute time at its cluster's price per core-hour; None without a price)."""
-    return open_reader(store).list_runs(computation_id, limit=limit)
-
-
-def run_summary(computation_id: str, *, store: str | None = None) -> dict:
-    """What the views show of `compare`: the wall ratio, each prefix's ratio, the
-    findings and the last 20 runs' wall times (oldest first)."""
-    return open_reader(store).run_summary(computation_id)
-
-
-def export(*, store: str | None = None) -> dict[str, list[dict]]:
-    """Everything recorded, table by table."""
-    return open_reader(store).export()
 
 
 def dask_setup(scheduler: Any) -> None:

@@ -22,9 +22,9 @@ from . import api, config, tables
 from .alerts.cli import alerts as alerts_cli
 from .config import ConfigError
 from .csvcells import write_rows
+from .filters import CLUSTER_STATES, COMPUTATION_STATES, COST_BY
 from .prune_cli import prune
 from .server.cli import server, token
-from .store.filters import CLUSTER_STATES, COMPUTATION_STATES, COST_BY
 
 
 class CommandError(click.ClickException):

@@ -8,15 +8,18 @@ and the widgets, so a notebook that reads a store many times opens it once.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import config
 
-_readers: dict[tuple[str, str | None], Any] = {}
+if TYPE_CHECKING:
+    from .reader import Reader
+
+_readers: dict[tuple[str, str | None], Reader] = {}
 _readers_lock = threading.Lock()
 
 
-def open_reader(store: str | None = None, token: str | None = None) -> Any:
+def open_reader(store: str | None = None, token: str | None = None) -> Reader:
     """The reader of `store` (default `analytics.store`), opened on first use.
 
     token: for a server, default `analytics.token`; ignored for an embedded store.
@@ -27,10 +30,10 @@ def open_reader(store: str | None = None, token: str | None = None) -> Any:
         token = config.get("analytics.token")
     key = (url, token if url.startswith("http") else None)
     with _readers_lock:
-        reader = _readers.get(key)
+        reader: Reader | None = _readers.get(key)
         if reader is None:
             if url.startswith(("http://", "https://")):
-                from .remote import HttpReader
+                from .http_reader import HttpReader
 
                 reader = HttpReader(url, token=token, ca_file=config.get("analytics.ca-file"))
             else:

@@ -120,7 +120,7 @@ class WrittenReadersPlugin(SchedulerPlugin):
             if self._store is None:
                 url = self.settings["store"]
                 if url.startswith(("http://", "https://")):
-                    from .remote import HttpReader
+                    from .http_reader import HttpReader
 
                     self._store = HttpReader(
                         url, token=self.settings.get("token"), ca_file=self.settings.get("ca_file")

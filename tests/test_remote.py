@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from dask_analytics_lab.collect.shipper import retry_delay
-from dask_analytics_lab.remote import HttpReader, HttpSink
+from dask_analytics_lab.http_reader import HttpReader
+from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.store import StoreUnavailable
 
 from .server_helpers import Cluster, ServerProcess, free_port, make_tokens

@@ -11,7 +11,8 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab import api, cli
-from dask_analytics_lab.remote import HttpReader, HttpSink
+from dask_analytics_lab.http_reader import HttpReader
+from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.store import NotFound
 from dask_analytics_lab.store_errors import StoreUnavailable
 

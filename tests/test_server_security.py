@@ -31,7 +31,8 @@ import sqlalchemy as sa
 from tornado.web import create_signed_value
 
 from dask_analytics_lab import cli
-from dask_analytics_lab.remote import HttpReader, HttpSink
+from dask_analytics_lab.http_reader import HttpReader
+from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.server import body as body_module
 from dask_analytics_lab.server import ingest as ingest_module
 from dask_analytics_lab.store import open_store

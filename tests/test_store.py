@@ -508,7 +508,7 @@ def test_empty_profile(store):
     }
     assert store.get_profile(computation_id="comp") == empty
     assert store.get_profile(cluster_id=c.id) == empty
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="exactly one of computation_id= or cluster_id="):
         store.get_profile()
 
 

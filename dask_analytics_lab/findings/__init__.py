@@ -106,10 +106,7 @@ def explain(
 
 
 def explain_from(reader: Any, computation_id: str) -> list[dict]:
-    """explain() through whatever reader a store URL opened (readers.open_reader): a team
-    server computes the findings itself, with its own thresholds and the token's scope."""
-    from ..remote import HttpReader
-
-    if isinstance(reader, HttpReader):
-        return reader.explain(computation_id)
-    return explain(reader, computation_id)
+    """`reader.explain(computation_id)`: whatever reader a store URL opened, a Store
+    computes them here and a team server itself, with its own thresholds and the token's
+    scope."""
+    return reader.explain(computation_id)

@@ -42,10 +42,10 @@ from tornado.iostream import StreamClosedError
 from tornado.web import HTTPError, RequestHandler, decode_signed_value
 
 from ..display import dumps
+from ..filters import printable
 from ..messages import MessageError
 from ..store import NotFound, StoreUnavailable
 from ..store.budget import AnswerTooLarge
-from ..store.filters import printable
 from ..store_errors import QueryTimeout
 from .context import Context, Principal, TokenCheck
 from .errors import ApiError
@@ -68,7 +68,7 @@ _HOST = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])
 
 
 def check_text(name: str, value: str) -> str:
-    """An id or filter value in a request: store/filters.printable, as a 400."""
+    """An id or filter value in a request: filters.printable, as a 400."""
     try:
         return printable(value, name, MAX_ID)
     except ValueError as e:

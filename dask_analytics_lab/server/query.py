@@ -8,6 +8,7 @@ account and must equal a token's own account.
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.parse
 import zlib
@@ -16,18 +17,10 @@ from typing import Any
 
 from tornado.iostream import StreamClosedError
 
+from .. import reads
 from ..display import dumps
 from ..store import schema as _schema
 from ..store.budget import AnswerTooLarge, answer_budget
-from ..store.filters import (
-    CLUSTER_STATES,
-    COMPUTATION_STATES,
-    decode_cursor,
-    parse_by,
-    parse_state,
-    parse_text,
-    parse_time,
-)
 from .base import BaseHandler, check_text, encode_answer
 from .context import Principal
 from .errors import ApiError
@@ -35,80 +28,23 @@ from .shares import caller_key
 
 
 def limit_param(default: int, most: int) -> Callable[[str], int]:
+    """A limit= of a route that is no declared read (the reports list)."""
+    param = reads.Param("limit", reads.LIMIT, default, most=most)
+
     def parse(value: str) -> int:
         try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if not 1 <= n <= most:
-            raise ApiError(
-                400, f"limit must be a whole number from 1 to {most}, got {value[:40]!r}"
-            )
+            n: int = reads.from_query(param, value)
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
         return n
 
     parse.default = default  # type: ignore[attr-defined]
     return parse
 
 
-def _offset(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= 10_000_000:
-        raise ApiError(400, f"offset must be a whole number from 0 to 10000000, got {value[:40]!r}")
-    return n
-
-
-_offset.default = 0  # type: ignore[attr-defined]
-# A list's page after the first (see QueryHandler.next_page).
-OFFSET = {"offset": _offset}
-
-
 # Rows per page of a streamed export, and its tables in export order.
 EXPORT_PAGE = 1000
 EXPORT_TABLES = [t.name for t in _schema.DATA_TABLES]
-
-
-def _text(name: str) -> Callable[[str], str]:
-    return lambda value: check_text(name, value)
-
-
-def _checked(parse: Callable[[str], Any], default: Any = None) -> Callable[[str], Any]:
-    """A store filter's own check (store/filters.py), its ValueError answered as 400."""
-
-    def run(value: str) -> Any:
-        try:
-            return parse(value)
-        except ValueError as e:
-            raise ApiError(400, str(e)) from None
-
-    if default is not None:
-        run.default = default  # type: ignore[attr-defined]
-    return run
-
-
-def _cursor(value: str) -> str:
-    decode_cursor(value)
-    return value
-
-
-# A time window (since=, until=) on a series: samples, GPU samples, events.
-_WINDOW = {
-    "since": _checked(lambda v: parse_time(v, "since")),
-    "until": _checked(lambda v: parse_time(v, "until")),
-}
-
-
-def _filters(states: tuple[str, ...]) -> dict[str, Callable[[str], Any]]:
-    """The list filters: user, state, since, until, text and before (account= is the scope)."""
-    return {
-        "user": _checked(lambda v: parse_text(v, "user")),
-        "state": _checked(lambda v: parse_state(v, states)),
-        **_WINDOW,
-        "text": _checked(lambda v: parse_text(v, "text")),
-        "before": _checked(_cursor),
-    }
 
 
 class QueryHandler(BaseHandler):
@@ -160,13 +96,14 @@ class QueryHandler(BaseHandler):
         params = self.parse_params()
         account = self.scope(principal)
         ids = [check_text("id", p) for p in path]
+        params = self.checked(params, account, ids)
         async with self.ctx.read_shares.hold(caller_key(principal)):
             body, encoding = await self.call(self.answer, account, ids, params, self.accepts_gzip())
         self.set_header("Content-Type", "application/json; charset=utf-8")
         await self.send_body(body, encoding)
 
     def answer(
-        self, account: str | None, ids: list[str], params: dict, gzip_ok: bool
+        self, account: str | None, ids: list[str], params: dict[str, Any], gzip_ok: bool
     ) -> tuple[bytes, str | None]:
         """The encoded answer (blocking: on a read thread).  Its rows are read within
         max_answer_bytes (store/budget.py): a list cut short says how to get the rest."""
@@ -179,7 +116,9 @@ class QueryHandler(BaseHandler):
             value["next"] = self.next_page(result, params, budget.truncated)
         return encode_answer(value, gzip_ok, limit=limit)
 
-    def next_page(self, rows: list[dict], params: dict, n: int) -> dict:
+    def next_page(
+        self, rows: list[dict[str, Any]], params: dict[str, Any], n: int
+    ) -> dict[str, Any]:
         """What to ask for the rest of a list cut at `n` rows by max_answer_bytes."""
         args = {k: v[0].decode("utf-8", "replace") for k, v in self.request.query_arguments.items()}
         if "before" in self.params:
@@ -196,75 +135,15 @@ class QueryHandler(BaseHandler):
             "next page",
         }
 
+    def checked(
+        self, params: dict[str, Any], account: str | None, ids: list[str]
+    ) -> dict[str, Any]:
+        """The parameters once checked together (still on the loop: a bad value is
+        refused before any work is queued)."""
+        return params
+
     def query(self, account: str | None, *ids: str, **params: Any) -> Any:
         raise NotImplementedError
-
-
-class Clusters(QueryHandler):
-    key = "clusters"
-    params = {"limit": limit_param(100, 10_000), **_filters(CLUSTER_STATES)}
-
-    def query(self, account, limit, **filters):
-        return self.ctx.store.list_clusters(account=account, limit=limit, **filters)
-
-
-class Cluster(QueryHandler):
-    key = "cluster"
-
-    def query(self, account, cluster_id):
-        return self.ctx.store.get_cluster(cluster_id, account=account)
-
-
-class ClusterComputations(QueryHandler):
-    key = "computations"
-    params = {"limit": limit_param(100, 10_000), **_filters(COMPUTATION_STATES)}
-
-    def query(self, account, cluster_id, limit, **filters):
-        self.ctx.store.get_cluster(cluster_id, account=account)  # 404 rather than [] for a stranger
-        rows = self.ctx.store.list_computations(
-            cluster_id=cluster_id, account=account, limit=limit, **filters
-        )
-        return open_code_lines(self.ctx.cipher, rows)
-
-
-class ClusterSamples(QueryHandler):
-    key = "samples"
-    params = {"limit": limit_param(10_000, 100_000), **OFFSET}
-
-    def query(self, account, cluster_id, limit, offset=0):
-        return self.ctx.store.list_cluster_samples(
-            cluster_id, account=account, limit=limit, offset=offset
-        )
-
-
-class ClusterProfile(QueryHandler):
-    key = "profile"
-
-    def query(self, account, cluster_id):
-        return self.ctx.store.get_profile(cluster_id=cluster_id, account=account)
-
-
-class Computations(QueryHandler):
-    key = "computations"
-    params = {
-        "limit": limit_param(100, 10_000),
-        "cluster_id": _text("cluster_id"),
-        **_filters(COMPUTATION_STATES),
-    }
-
-    def query(self, account, limit, cluster_id=None, **filters):
-        rows = self.ctx.store.list_computations(
-            cluster_id=cluster_id, account=account, limit=limit, **filters
-        )
-        return open_code_lines(self.ctx.cipher, rows)
-
-
-class Costs(QueryHandler):
-    key = "costs"
-    params = {"by": _checked(parse_by, default="user"), **_WINDOW}
-
-    def query(self, account, by, since=None, until=None):
-        return self.ctx.store.cost_report(by=by, since=since, until=until, account=account)
 
 
 def open_code_lines(cipher: Any, rows: Any) -> Any:
@@ -278,183 +157,81 @@ def open_code_lines(cipher: Any, rows: Any) -> Any:
     return rows
 
 
-class Computation(QueryHandler):
-    key = "computation"
-
-    def query(self, account, computation_id):
-        comp = self.ctx.store.get_computation(computation_id, account=account)
-        self.ctx.cipher.open_rows(comp.get("code"))
-        open_code_lines(self.ctx.cipher, [comp])
-        return comp
+def _open_computation(cipher: Any, comp: Any) -> Any:
+    cipher.open_rows(comp.get("code"))
+    open_code_lines(cipher, [comp])
+    return comp
 
 
-class ComputationGroups(QueryHandler):
-    key = "groups"
-
-    def query(self, account, computation_id):
-        return self.ctx.store.list_task_groups(computation_id, account=account)
-
-
-class ComputationProfile(QueryHandler):
-    key = "profile"
-    params = {"prefix": _text("prefix")}
-
-    def query(self, account, computation_id, prefix=None):
-        return self.ctx.store.get_profile(
-            computation_id=computation_id, prefix=prefix, account=account
-        )
+# What the server does to a read's answer before it leaves: code is stored encrypted
+# under the server's key, and only the server opens it.
+OPENED = {"list_computations": open_code_lines, "get_computation": _open_computation}
+# Reads that bound their own reads (findings/record.py): findings from a page of a task
+# stream would be wrong, not short, so no answer budget cuts them.
+UNBUDGETED = {"explain"}
 
 
-class ComputationTasks(QueryHandler):
-    key = "tasks"
-    params = {"limit": limit_param(100_000, 1_000_000), **OFFSET}
+class ReadHandler(QueryHandler):
+    """One declared read (reads.py) at one of its paths: the query string parsed by the
+    read's parameters, the path's ids named by its template, the answer the store's."""
 
-    def query(self, account, computation_id, limit, offset=0):
-        return self.ctx.store.list_task_stream(
-            computation_id, account=account, limit=limit, offset=offset
-        )
+    def initialize(self, ctx: Any, read: reads.Read, path: reads.Path) -> None:  # type: ignore[override]
+        super().initialize(ctx)
+        self.read, self.path = read, path
+        self.key = read.key
+        self.params = {
+            p.name: functools.partial(_parsed, p)
+            for p in read.params
+            if p.name != "account" and p.name not in path.names
+        }
 
+    def parse_params(self) -> dict[str, Any]:
+        args = self.request.query_arguments
+        allowed = set(self.params) | {"account"}
+        unknown = set(args) - allowed
+        if unknown:
+            raise ApiError(
+                400,
+                f"unknown query parameter(s) {sorted(unknown)}; this endpoint takes {sorted(allowed)}",
+            )
+        return {name: parse(self._one(name)) for name, parse in self.params.items() if name in args}
 
-class ClusterWorkers(QueryHandler):
-    key = "workers"
-    params = {
-        "limit": limit_param(100_000, 1_000_000),
-        "worker": _text("worker"),
-        **_WINDOW,
-        **OFFSET,
-    }
+    def checked(
+        self, params: dict[str, Any], account: str | None, ids: list[str]
+    ) -> dict[str, Any]:
+        given = {**params, **dict(zip(self.path.names, ids, strict=True)), "account": account}
+        try:
+            args = reads.check(self.read, given)
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+        del args["account"]  # query() is given it apart
+        return args
 
-    def query(self, account, cluster_id, limit, worker=None, since=None, until=None, offset=0):
-        return self.ctx.store.list_worker_samples(
-            cluster_id,
-            worker=worker,
-            account=account,
-            limit=limit,
-            since=since,
-            until=until,
-            offset=offset,
-        )
-
-
-class ComputationRuns(QueryHandler):
-    key = "runs"
-    params = {"limit": limit_param(100, 10_000)}
-
-    def query(self, account, computation_id, limit):
-        return self.ctx.store.list_runs(computation_id, account=account, limit=limit)
-
-
-class ComputationCompare(QueryHandler):
-    key = "compare"
-    params = {"baseline": _text("baseline")}
-
-    def query(self, account, computation_id, baseline=None):
-        return self.ctx.store.compare(computation_id, baseline=baseline, account=account)
-
-
-class ComputationRunSummary(QueryHandler):
-    key = "summary"
-
-    def query(self, account, computation_id):
-        return self.ctx.store.run_summary(computation_id, account=account)
-
-
-class ComputationFindings(QueryHandler):
-    """Findings (findings/), computed here from the store with this server's
-    analytics.findings.* thresholds."""
-
-    key = "findings"
+    def query(self, account: str | None, *ids: str, **args: Any) -> Any:
+        if self.path.exists is not None:
+            # The path names one thing: an unknown (or another account's) is 404, not [].
+            getattr(self.ctx.store, self.path.exists)(ids[0], account=account)
+        answer = getattr(self.ctx.store, self.read.name)(**args, account=account)
+        opened = OPENED.get(self.read.name)
+        return opened(self.ctx.cipher, answer) if opened is not None else answer
 
     def answer(
-        self, account: str | None, ids: list[str], params: dict, gzip_ok: bool
+        self, account: str | None, ids: list[str], params: dict[str, Any], gzip_ok: bool
     ) -> tuple[bytes, str | None]:
-        # No answer budget around the reads: findings/record.py bounds them itself, and
-        # findings from a page of a task stream would be wrong, not short.
+        if self.read.name not in UNBUDGETED:
+            return super().answer(account, ids, params, gzip_ok)
         return encode_answer(
             {self.key: self.query(account, *ids, **params)},
             gzip_ok,
             limit=self.ctx.max_answer_bytes,
         )
 
-    def query(self, account, computation_id):
-        from ..findings import explain
 
-        return explain(self.ctx.store, computation_id, account=account)
-
-
-class Exceptions(QueryHandler):
-    key = "exceptions"
-    params = {
-        "limit": limit_param(100, 10_000),
-        "cluster_id": _text("cluster_id"),
-        "computation_id": _text("computation_id"),
-        **OFFSET,
-    }
-
-    def query(self, account, limit, cluster_id=None, computation_id=None, offset=0):
-        return self.ctx.store.list_exceptions(
-            cluster_id=cluster_id,
-            computation_id=computation_id,
-            account=account,
-            limit=limit,
-            offset=offset,
-        )
-
-
-class Events(QueryHandler):
-    key = "events"
-    params = {
-        "limit": limit_param(1000, 100_000),
-        "cluster_id": _text("cluster_id"),
-        "topic": _text("topic"),
-        **_WINDOW,
-        **OFFSET,
-    }
-
-    def query(self, account, limit, cluster_id=None, topic=None, since=None, until=None, offset=0):
-        return self.ctx.store.list_events(
-            cluster_id=cluster_id,
-            topic=topic,
-            account=account,
-            limit=limit,
-            since=since,
-            until=until,
-            offset=offset,
-        )
-
-
-class Gpu(QueryHandler):
-    key = "gpu"
-    params = {
-        "limit": limit_param(100_000, 1_000_000),
-        "cluster_id": _text("cluster_id"),
-        "monitor_id": _text("monitor_id"),
-        "worker": _text("worker"),
-        **_WINDOW,
-        **OFFSET,
-    }
-
-    def query(
-        self,
-        account,
-        limit,
-        cluster_id=None,
-        monitor_id=None,
-        worker=None,
-        since=None,
-        until=None,
-        offset=0,
-    ):
-        return self.ctx.store.list_gpu_metrics(
-            cluster_id=cluster_id,
-            monitor_id=monitor_id,
-            worker=worker,
-            account=account,
-            limit=limit,
-            since=since,
-            until=until,
-            offset=offset,
-        )
+def _parsed(param: reads.Param, text: str) -> Any:
+    try:
+        return reads.from_query(param, text)
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
 
 
 class Export(QueryHandler):
@@ -542,29 +319,13 @@ class WhoAmI(QueryHandler):
         )
 
 
-def query_routes() -> list[tuple[str, type]]:
-    """(path under {prefix}/api, handler); ids are one path segment."""
-    seg = "([^/]+)"
-    return [
-        ("/whoami", WhoAmI),
-        ("/clusters", Clusters),
-        (f"/clusters/{seg}", Cluster),
-        (f"/clusters/{seg}/computations", ClusterComputations),
-        (f"/clusters/{seg}/samples", ClusterSamples),
-        (f"/clusters/{seg}/profile", ClusterProfile),
-        (f"/clusters/{seg}/workers", ClusterWorkers),
-        ("/computations", Computations),
-        (f"/computations/{seg}", Computation),
-        (f"/computations/{seg}/groups", ComputationGroups),
-        (f"/computations/{seg}/profile", ComputationProfile),
-        (f"/computations/{seg}/tasks", ComputationTasks),
-        (f"/computations/{seg}/runs", ComputationRuns),
-        (f"/computations/{seg}/compare", ComputationCompare),
-        (f"/computations/{seg}/summary", ComputationRunSummary),
-        (f"/computations/{seg}/findings", ComputationFindings),
-        ("/exceptions", Exceptions),
-        ("/events", Events),
-        ("/gpu", Gpu),
-        ("/costs", Costs),
-        ("/export", Export),
-    ]
+def query_routes() -> list[tuple[str, type, dict[str, Any]]]:
+    """(path under {prefix}/api, handler, its extra kwargs): every declared read at each
+    of its paths (ids are one path segment), and who is asking."""
+    out: list[tuple[str, type, dict[str, Any]]] = [("/whoami", WhoAmI, {})]
+    for read in reads.READS:
+        for path in read.paths:
+            handler = Export if read.streamed else ReadHandler
+            kwargs = {} if read.streamed else {"read": read, "path": path}
+            out.append((path.pattern, handler, kwargs))
+    return out

@@ -77,7 +77,7 @@ JSON API (errors: {"error": message, "status": code}; every read takes `account=
 which must be the token's own account; lists take `limit=`):
   GET  /api/whoami                                   {"whoami": {account, user, via, token_required}}
   GET  /api/clusters?limit=                          {"clusters": [...]}, newest first; filters (and
-       &user=&state=&since=&until=&text=&before=     on the computation lists): store/filters.py;
+       &user=&state=&since=&until=&text=&before=     on the computation lists): filters.py;
                                                      before= a row's `cursor`: the next, older page
   GET  /api/clusters/{id}                            {"cluster": {...}}
   GET  /api/clusters/{id}/computations?limit=        {"computations": [...]}
@@ -167,7 +167,10 @@ def routes_for(ctx: Context) -> list[URLSpec]:
         URLSpec(f"{p}/ready", Ready, c),
         URLSpec(f"{p}/metrics", Metrics, c),
     ]
-    specs += [URLSpec(f"{p}/api{path}", handler, c) for path, handler in query_routes()]
+    specs += [
+        URLSpec(f"{p}/api{path}", handler, {**c, **kwargs})
+        for path, handler, kwargs in query_routes()
+    ]
     if ctx.report_url is not None:  # where uploaded HTML opens: only with a report origin
         specs.append(URLSpec(f"{p}/reports/{seg}/uploaded", UploadedReport, c))
     specs += [

@@ -18,15 +18,7 @@ import sqlalchemy as sa
 from distributed import profile as dask_profile
 
 from ..codecrypt import is_sealed, reading_cipher
-from ..ids import MAX_CANDIDATES, MIN_PREFIX
-from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
-from ..store_errors import ambiguous, unknown
-from . import partitions
-from . import schema as s
-from .budget import collect
-from .budget import current as current_budget
-from .dynamic_code import Snippets, has_dynamic_code, place
-from .filters import (
+from ..filters import (
     CLUSTER_STATES,
     COMPUTATION_STATES,
     decode_cursor,
@@ -36,6 +28,14 @@ from .filters import (
     parse_text,
     parse_time,
 )
+from ..ids import MAX_CANDIDATES, MIN_PREFIX
+from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
+from ..store_errors import ambiguous, unknown
+from . import partitions
+from . import schema as s
+from .budget import collect
+from .budget import current as current_budget
+from .dynamic_code import Snippets, has_dynamic_code, place
 from .ingest import cluster_accounts
 
 # Where a computation's label leaves prefixes out (collect/computations.py _label).

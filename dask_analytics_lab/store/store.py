@@ -14,8 +14,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..messages import Envelope
+from ..reader import Reader
+from ..reads import Read
 from . import budget, partitions, queries
-from . import compare as _compare
 from . import ingest as _ingest
 from .engine import (
     is_connection_error,
@@ -30,8 +31,11 @@ from .snapshot import Snapshot
 from .usage import Charge
 
 
-class Store:
+class Store(Reader):
     """Open with open_store(url). Every method may raise StoreUnavailable.
+
+    The read methods are the Reader's (reads.py declares them): each runs its query in
+    one read transaction; `snapshot()` gives several reads one transaction.
 
     single_connection: one connection, opened here (SQLite's -wal and -shm files
     with it) and kept until close(); for a writer in a long-lived process.
@@ -43,7 +47,7 @@ class Store:
             url = "sqlite:///" + os.path.abspath(os.path.expanduser(url))
         self.url = masked(url)  # as given, safe to print: the password is hidden
         self._engine = make_engine(url, single_connection=single_connection)
-        self._read = read_options(self._engine)
+        self._read_options = read_options(self._engine)
         # Seconds a read may run before it is cancelled (QueryTimeout); None: no limit.
         # The team server sets it (its query_timeout); embedded readers have none.
         self.read_timeout: float | None = None
@@ -79,7 +83,7 @@ class Store:
         set, a read running longer is cancelled (QueryTimeout); under a server's answer
         budget (budget.py), PostgreSQL rows come through a server-side cursor, so a big
         result is never held whole by the driver."""
-        options = dict(self._read)
+        options = dict(self._read_options)
         if budget.current() is not None and self.dialect == "postgresql":
             options.update(stream_results=True, max_row_buffer=1000)
         with self._unavailable(), self._engine.connect().execution_options(**options) as conn:
@@ -109,226 +113,11 @@ class Store:
         with self._unavailable():
             return _ingest.ingest(self._engine, messages, charge=charge)
 
-    def list_clusters(
-        self,
-        *,
-        account: str | None = None,
-        user: str | None = None,
-        state: str | None = None,
-        since: Any = None,
-        until: Any = None,
-        text: str | None = None,
-        before: str | None = None,
-        limit: int | None = 100,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_clusters(
-                conn,
-                account=account,
-                user=user,
-                state=state,
-                since=since,
-                until=until,
-                text=text,
-                before=before,
-                limit=limit,
-            )
-
-    def get_cluster(self, cluster_id: str, *, account: str | None = None) -> dict[str, Any]:
-        with self.reading() as conn:
-            return queries.get_cluster(conn, cluster_id, account=account)
-
-    def list_cluster_samples(
-        self,
-        cluster_id: str,
-        *,
-        account: str | None = None,
-        limit: int | None = 10_000,
-        offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_cluster_samples(
-                conn, cluster_id, account=account, limit=limit, offset=offset
-            )
-
-    def list_computations(
-        self,
-        *,
-        cluster_id: str | None = None,
-        account: str | None = None,
-        user: str | None = None,
-        state: str | None = None,
-        since: Any = None,
-        until: Any = None,
-        text: str | None = None,
-        before: str | None = None,
-        limit: int | None = 100,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_computations(
-                conn,
-                cluster_id=cluster_id,
-                account=account,
-                user=user,
-                state=state,
-                since=since,
-                until=until,
-                text=text,
-                before=before,
-                limit=limit,
-            )
-
-    def cost_report(
-        self, *, by: str = "user", since: Any = None, until: Any = None, account: str | None = None
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.cost_report(conn, by=by, since=since, until=until, account=account)
-
-    def get_computation(self, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
-        with self.reading() as conn:
-            return queries.get_computation(conn, computation_id, account=account)
-
-    def list_task_groups(
-        self, computation_id: str, *, account: str | None = None
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_task_groups(conn, computation_id, account=account)
-
-    def list_exceptions(
-        self,
-        *,
-        cluster_id: str | None = None,
-        computation_id: str | None = None,
-        account: str | None = None,
-        limit: int | None = 100,
-        offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_exceptions(
-                conn,
-                cluster_id=cluster_id,
-                computation_id=computation_id,
-                account=account,
-                limit=limit,
-                offset=offset,
-            )
-
-    def list_events(
-        self,
-        *,
-        cluster_id: str | None = None,
-        topic: str | None = None,
-        account: str | None = None,
-        limit: int | None = 1000,
-        since: float | None = None,
-        until: float | None = None,
-        offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_events(
-                conn,
-                cluster_id=cluster_id,
-                topic=topic,
-                account=account,
-                limit=limit,
-                since=since,
-                until=until,
-                offset=offset,
-            )
-
-    def get_profile(
-        self,
-        *,
-        computation_id: str | None = None,
-        cluster_id: str | None = None,
-        prefix: str | None = None,
-        account: str | None = None,
-    ) -> dict[str, Any]:
-        with self.reading() as conn:
-            return queries.get_profile(
-                conn,
-                computation_id=computation_id,
-                cluster_id=cluster_id,
-                prefix=prefix,
-                account=account,
-            )
-
-    def list_worker_samples(
-        self,
-        cluster_id: str,
-        *,
-        worker: str | None = None,
-        account: str | None = None,
-        limit: int | None = 100_000,
-        since: float | None = None,
-        until: float | None = None,
-        offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_worker_samples(
-                conn,
-                cluster_id,
-                worker=worker,
-                account=account,
-                limit=limit,
-                since=since,
-                until=until,
-                offset=offset,
-            )
-
-    def list_task_stream(
-        self,
-        computation_id: str,
-        *,
-        account: str | None = None,
-        limit: int | None = 100_000,
-        offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_task_stream(
-                conn, computation_id, account=account, limit=limit, offset=offset
-            )
-
-    def list_gpu_metrics(
-        self,
-        *,
-        cluster_id: str | None = None,
-        monitor_id: str | None = None,
-        worker: str | None = None,
-        account: str | None = None,
-        limit: int | None = 100_000,
-        since: float | None = None,
-        until: float | None = None,
-        offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return queries.list_gpu_metrics(
-                conn,
-                cluster_id=cluster_id,
-                monitor_id=monitor_id,
-                worker=worker,
-                account=account,
-                limit=limit,
-                since=since,
-                until=until,
-                offset=offset,
-            )
-
-    def list_runs(
-        self, computation_id: str, *, account: str | None = None, limit: int | None = 100
-    ) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return _compare.list_runs(conn, computation_id, account=account, limit=limit)
-
-    def compare(
-        self, computation_id: str, *, baseline: str | None = None, account: str | None = None
-    ) -> dict[str, Any]:
-        with self.reading() as conn:
-            return _compare.compare(conn, computation_id, baseline=baseline, account=account)
-
-    def run_summary(self, computation_id: str, *, account: str | None = None) -> dict[str, Any]:
-        with self.reading() as conn:
-            return _compare.run_summary(conn, computation_id, account=account)
+    def _answer(self, read: Read, args: dict[str, Any]) -> Any:
+        if read.over == "reader":  # a read made of reads (findings): they share a snapshot
+            return read.function()(self, **args)
+        with self.snapshot() as snap:
+            return snap._answer(read, args)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Snapshot]:
@@ -336,10 +125,6 @@ class Store:
         must agree, e.g. everything findings/ reads of one computation."""
         with self.reading() as conn:
             yield Snapshot(conn)
-
-    def export(self, *, account: str | None = None) -> dict[str, list[dict[str, Any]]]:
-        with self.reading() as conn:
-            return queries.export(conn, account=account)
 
     def export_page(
         self,

@@ -1,6 +1,6 @@
 // The list filters (user, state, dates, text) and the "Older" page button, shared by
 // the JupyterLab sidebar and the team page.  The store checks every value
-// (store/filters.py); this only turns what a person typed into the API's parameters.
+// (dask_analytics_lab/filters.py); this only turns what a person typed into the API's parameters.
 import { h, type Attrs } from "./dom.js";
 
 export interface Filters {

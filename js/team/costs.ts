@@ -3,7 +3,7 @@ import { h } from "../common/dom.js";
 import { money, whole } from "../common/format.js";
 import { api, visit } from "./api.js";
 import { table } from "./tables.js";
-import type { CostRow } from "./rows.js";
+import type { CostRow } from "../common/rows.js";
 
 const NAMES: Record<string, string> = { user: "User", day: "Day (UTC)", month: "Month (UTC)" };
 

@@ -15,15 +15,6 @@ export interface ReportRow {
   json_url: string;
 }
 
-/** GET /costs: one row per user, day or month; key null when unknown. */
-export interface CostRow {
-  key: string | null;
-  clusters: number;
-  computations: number;
-  core_hours: number;
-  cost: number | null;
-}
-
 export interface Whoami {
   account: string | null;
   user: string | null;

@@ -7,17 +7,9 @@ import { h, clear, watch, throttle, empty } from "../common/dom.js";
 import * as fmt from "../common/format.js";
 import { onScreen } from "../common/onscreen.js";
 import type { Model, RenderProps } from "../common/model.js";
-import type { ComputationRow } from "../common/rows.js";
+import type { ComputationRow, Finding } from "../common/rows.js";
 
-export interface Finding {
-  kind: string;
-  title: string;
-  evidence: string;
-  advice: string;
-  impact: number;
-  groups: string[];
-  workers: string[];
-}
+export type { Finding };
 
 /** The findings of the computation the model shows, or null when they are not (yet) its. */
 export function findingsOf(model: Model): Finding[] | null {

@@ -74,7 +74,7 @@ def _parse_time_text(text: str, name: str, now: float | None) -> float:
     if when is not None:
         return parse_time(when, name)  # type: ignore[return-value]
     if text[0].isdigit() and text[-1].isalpha():
-        from ..config import parse_age
+        from .config import parse_age
 
         try:
             return (time.time() if now is None else now) - parse_age(text, what=name)
