@@ -20,6 +20,7 @@ __all__ = [
     "list_task_groups",
     "list_exceptions",
     "list_events",
+    "list_topics",
     "get_profile",
     "list_worker_samples",
     "list_task_stream",
@@ -201,6 +202,15 @@ def list_events(
         offset=offset,
         account=account,
     )
+
+
+def list_topics(
+    cluster_id: str, *, account: str | None = None, store: str | None = None
+) -> list[dict[str, Any]]:
+    """The event topics a cluster recorded (those in analytics.events.allow), with how
+    many events and the newest's time, the most frequent first.
+    """
+    return open_reader(store).list_topics(cluster_id=cluster_id, account=account)
 
 
 def get_profile(

@@ -37,6 +37,7 @@ __all__ = [
     "RunSummary",
     "StreamRow",
     "TaskGroupRow",
+    "TopicRow",
     "WorkerSample",
 ]
 
@@ -224,6 +225,14 @@ class EventRow(Row, kw_only=True):
     topic: str
     time: float
     msg: Any
+
+
+class TopicRow(Row, kw_only=True):
+    """An event topic a cluster recorded: how many events, and the newest's time."""
+
+    topic: str
+    events: int
+    last_time: float
 
 
 class WorkerSample(Row, kw_only=True):

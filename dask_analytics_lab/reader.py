@@ -198,6 +198,15 @@ class Reader(ReaderBase):
         )
         return answer
 
+    def list_topics(self, cluster_id: str, *, account: str | None = None) -> list[dict[str, Any]]:
+        """The event topics a cluster recorded (those in analytics.events.allow), with how
+        many events and the newest's time, the most frequent first.
+        """
+        answer: list[dict[str, Any]] = self._read(
+            "list_topics", {"cluster_id": cluster_id, "account": account}
+        )
+        return answer
+
     def get_profile(
         self,
         computation_id: str | None = None,

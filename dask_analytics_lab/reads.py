@@ -264,6 +264,17 @@ READS: tuple[Read, ...] = (
         keywords=(Param("topic"), _limit(1000, 100_000), *_WINDOW, _OFFSET),
     ),
     Read(
+        "list_topics",
+        """The event topics a cluster recorded (those in analytics.events.allow), with how
+        many events and the newest's time, the most frequent first.""",
+        (Path("/clusters/{cluster_id}/topics"),),
+        "topics",
+        rows.TopicRow,
+        True,
+        "store.queries:list_topics",
+        positional=(_CLUSTER_ID,),
+    ),
+    Read(
         "get_profile",
         """Dask's profile tree for one computation (of one of its task prefixes, with
         prefix=), or merged over a whole cluster.""",

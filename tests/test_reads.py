@@ -112,6 +112,7 @@ def calls(r: dict) -> list[tuple[str, tuple, dict]]:
         ("list_exceptions", (cid,), {}),
         ("list_exceptions", (), {"computation_id": r["failed"]}),
         ("list_events", (cid,), {"topic": "my-topic"}),
+        ("list_topics", (cid,), {}),
         ("get_profile", (comp,), {}),
         ("get_profile", (), {"cluster_id": cid}),
         ("get_profile", (comp,), {"prefix": "spin"}),

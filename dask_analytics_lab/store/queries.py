@@ -601,6 +601,23 @@ def list_events(
     return _rows(conn.execute(q), page=True)
 
 
+def list_topics(
+    conn: sa.Connection, cluster_id: str, *, account: str | None = None
+) -> list[dict[str, Any]]:
+    """The event topics a cluster recorded, with how many events and the newest's time,
+    the most frequent first."""
+    ev = s.events
+    cluster_id = _require_cluster(conn, cluster_id, account)
+    n = sa.func.count().label("events")
+    q = (
+        sa.select(ev.c.topic, n, sa.func.max(ev.c.time).label("last_time"))
+        .where(ev.c.cluster_id == cluster_id, _in_life(conn, ev.c.time, cluster_id))
+        .group_by(ev.c.topic)
+        .order_by(n.desc(), ev.c.topic)
+    )
+    return _rows(conn.execute(q))
+
+
 def get_profile(
     conn: sa.Connection,
     *,

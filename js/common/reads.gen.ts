@@ -308,6 +308,13 @@ export interface TaskGroupRow {
   updated?: number | null;
 }
 
+/** An event topic a cluster recorded: how many events, and the newest's time. */
+export interface TopicRow {
+  topic: string;
+  events: number;
+  last_time: number;
+}
+
 /** A worker at one moment of its cluster's life. */
 export interface WorkerSample {
   id?: number;
@@ -336,6 +343,7 @@ export const READ_PATHS = {
   list_task_groups: ["/computations/{computation_id}/groups"],
   list_exceptions: ["/exceptions"],
   list_events: ["/events"],
+  list_topics: ["/clusters/{cluster_id}/topics"],
   get_profile: ["/computations/{computation_id}/profile", "/clusters/{cluster_id}/profile"],
   list_worker_samples: ["/clusters/{cluster_id}/workers"],
   list_task_stream: ["/computations/{computation_id}/tasks"],
