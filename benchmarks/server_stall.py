@@ -63,7 +63,7 @@ def make_token(db: str, account: str) -> str:
             account,
             "--user",
             "ann",
-            "--db",
+            "--store",
             db,
         ],
         capture_output=True,
@@ -182,6 +182,9 @@ def probes_of(
 
 
 def run(db: str, args: argparse.Namespace, tmp: Path) -> None:
+    from dask_analytics_lab.store import open_store
+
+    open_store(db).close()  # the server's store, made as its start makes it, before its tokens
     a, b = make_token(db, "A"), make_token(db, "B")
     (tmp / "metrics.token").write_text(METRICS_TOKEN)
     port = free_port()

@@ -18,13 +18,13 @@ from typing import Any
 
 import click
 
-from . import api, config, tables
+from . import api, tables
 from .alerts.cli import alerts as alerts_cli
 from .config import ConfigError
 from .csvcells import write_rows
 from .filters import CLUSTER_STATES, COMPUTATION_STATES, COST_BY
 from .prune_cli import prune
-from .server.cli import server, token
+from .server.cli import named_store, resolve_store, server, store_option, token
 
 
 class CommandError(click.ClickException):
@@ -38,7 +38,7 @@ class CommandError(click.ClickException):
 
 TOKEN_HELP = (
     "set analytics.token (or DASK_ANALYTICS__TOKEN) to a token of this server: its operator makes "
-    "one with `dask analytics token create --account A --user U`"
+    "one with `dask analytics token create --store <the server's database> --account A --user U`"
 )
 
 
@@ -54,30 +54,16 @@ class _Group(click.Group):
             raise CommandError(f"{e}; {TOKEN_HELP}") from None
 
 
-STORE = "dask_analytics.store"  # the --store given, in the context's meta (shared by subcommands)
-
-
-def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    # Before or after the subcommand alike; after it wins (it is read later).
-    if value is not None:
-        ctx.meta[STORE] = value
-
-
-store_option = click.option(
-    "--store",
-    callback=_remember_store,
-    expose_value=False,
-    is_eager=True,
-    help="store path or URL (default: analytics.store from Dask's config)",
+reader_store = store_option(
+    "store: a SQLite path, or a sqlite:///, postgresql:// or http(s):// server URL "
+    "(default: analytics.store); before or after the command's name"
 )
 
 
 def _store(ctx: click.Context) -> str:
     """The store a reading command reads: never one it would create, so a path with no file
     (a typo, another machine's path) is an error, not an empty new store."""
-    url = config.validate_store(
-        ctx.meta.get(STORE) if ctx.meta.get(STORE) is not None else config.get("analytics.store")
-    )
+    url, _ = resolve_store(named_store(ctx))
     if url.startswith("sqlite"):
         from .store.engine import is_memory, parse
 
@@ -103,16 +89,16 @@ def limit_option(default: int) -> Any:
     cls=_Group,
     help="Read what dask-analytics-lab recorded, and serve it to a team.",
 )
-@store_option
+@reader_store
 def analytics() -> None:
     pass
 
 
 @analytics.command(help="print the store in use")
-@store_option
+@reader_store
 @click.pass_context
 def where(ctx: click.Context) -> None:
-    click.echo(tables.printable(api.where(ctx.meta.get(STORE))))
+    click.echo(tables.printable(api.where(named_store(ctx))))
 
 
 def filter_options(states: tuple[str, ...]) -> Any:
@@ -158,7 +144,7 @@ def _more(rows: list[dict], limit: int) -> None:
 @analytics.command(help="recorded clusters, newest first: live, stopped or lost")
 @filter_options(CLUSTER_STATES)
 @limit_option(50)
-@store_option
+@reader_store
 @click.pass_context
 def clusters(ctx: click.Context, limit: int, **filters: Any) -> None:
     rows = api.list_clusters(limit=limit, store=_store(ctx), **filters)
@@ -170,7 +156,7 @@ def clusters(ctx: click.Context, limit: int, **filters: Any) -> None:
 @cluster_option
 @filter_options(COMPUTATION_STATES)
 @limit_option(50)
-@store_option
+@reader_store
 @click.pass_context
 def computations(ctx: click.Context, cluster: str | None, limit: int, **filters: Any) -> None:
     rows = api.list_computations(cluster, limit=limit, store=_store(ctx), **filters)
@@ -190,7 +176,7 @@ def computations(ctx: click.Context, cluster: str | None, limit: int, **filters:
 )
 @click.option("--until", metavar="WHEN", help="clusters started before, as --since")
 @click.option("--account", help="only this account's")
-@store_option
+@reader_store
 @click.pass_context
 def costs(
     ctx: click.Context, by: str, since: str | None, until: str | None, account: str | None
@@ -207,7 +193,7 @@ def costs(
 @click.option("--computation", help="only this computation id")
 @click.option("--traceback", is_flag=True, help="print each traceback")
 @limit_option(50)
-@store_option
+@reader_store
 @click.pass_context
 def exceptions(
     ctx: click.Context, cluster: str | None, computation: str | None, traceback: bool, limit: int
@@ -226,7 +212,7 @@ def exceptions(
 @cluster_option
 @click.option("--topic")
 @limit_option(100)
-@store_option
+@reader_store
 @click.pass_context
 def events(ctx: click.Context, cluster: str | None, topic: str | None, limit: int) -> None:
     click.echo(tables.events(api.list_events(cluster, topic=topic, limit=limit, store=_store(ctx))))
@@ -238,7 +224,7 @@ def events(ctx: click.Context, cluster: str | None, topic: str | None, limit: in
 @click.argument("computation_id")
 @click.option("--baseline", help="compare with this computation id instead")
 @click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
-@store_option
+@reader_store
 @click.pass_context
 def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_json: bool) -> None:
     result = api.compare(computation_id, baseline, store=_store(ctx))
@@ -250,7 +236,7 @@ def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_js
 )
 @click.argument("computation_id")
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
-@store_option
+@reader_store
 @click.pass_context
 def explain(ctx: click.Context, computation_id: str, as_json: bool) -> None:
     found = api.explain(computation_id, store=_store(ctx))
@@ -262,7 +248,7 @@ def explain(ctx: click.Context, computation_id: str, as_json: bool) -> None:
 )
 @click.argument("computation_id")
 @limit_option(50)
-@store_option
+@reader_store
 @click.pass_context
 def runs(ctx: click.Context, computation_id: str, limit: int) -> None:
     click.echo(tables.runs(api.list_runs(computation_id, limit=limit, store=_store(ctx))))
@@ -275,7 +261,7 @@ def runs(ctx: click.Context, computation_id: str, limit: int) -> None:
 @click.option(
     "--output", "-o", help="JSON: a file (default stdout); CSV: a folder, one file per table"
 )
-@store_option
+@reader_store
 @click.pass_context
 def export(ctx: click.Context, fmt: str, output: str | None) -> None:
     data = api.export(store=_store(ctx))

@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
 
-STORE = "dask_analytics.store"  # the group's --store (cli.py)
+from .server.cli import named_store, resolve_store, store_option
 
 
 def _age(ctx: click.Context, param: click.Parameter, value: Any) -> float:
@@ -74,11 +75,9 @@ def _age_text(seconds: float) -> str:
     help="count the age from this time, not now (ISO 8601, e.g. 2026-11-26T14:08:37Z): the dry run "
     "prints its own, so that the prune after it deletes exactly what it counted",
 )
-@click.option(
-    "--store",
-    "store_opt",
-    help="store: SQLite path or sqlite:/// or postgresql:// URL "
-    "(default: the group's --store, else analytics.store)",
+@store_option(
+    "store: a SQLite path, or a sqlite:/// or postgresql:// URL (default: analytics.store); "
+    "before or after the command's name"
 )
 @click.option(
     "--batch",
@@ -93,21 +92,27 @@ def prune(
     older_than: float,
     dry_run: bool,
     as_of: float | None,
-    store_opt: str | None,
     batch: int,
 ) -> None:
-    from . import config, tables
+    from . import tables
     from .store import open_store
+    from .store.engine import is_memory, parse
     from .store.prune import prune as run
+    from .urls import mask_url
 
-    given = store_opt if store_opt is not None else ctx.meta.get(STORE)
-    url = config.validate_store(given if given is not None else config.get("analytics.store"))
+    url, default = resolve_store(named_store(ctx))
+    shown = tables.printable(mask_url(url)) + (f" ({default})" if default else "")
     if url.startswith(("http://", "https://")):
         raise click.UsageError(
-            f"{tables.printable(url)} is a team server: prune its database on the server "
+            f"{shown} is a team server: prune its database on the server "
             "(dask-analytics prune --store <its sqlite/postgresql URL>), or start it with "
             "analytics.retention set"
         )
+    u = parse(url)
+    if u.get_backend_name() == "sqlite" and not is_memory(u) and u.database:
+        if not Path(u.database).expanduser().exists():
+            # Pruning never makes a store: a typo would read as "deleted 0 clusters".
+            raise click.UsageError(f"no store at {shown}; --store names another")
     # Whole seconds, so the instant the dry run prints is the one it used.
     now = float(math.floor(time.time())) if as_of is None else as_of
     cutoff = now - older_than
@@ -116,7 +121,7 @@ def prune(
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(cutoff))
     verb = "would delete" if dry_run else "deleted"
     click.echo(
-        f"{verb} {result['clusters']} clusters that ended before {when} from {tables.printable(store.url)} "
+        f"{verb} {result['clusters']} clusters that ended before {when} from {shown} "
         f"({result['seconds']:.1f} s):"
     )
     click.echo(

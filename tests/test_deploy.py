@@ -97,8 +97,8 @@ def test_compose_runs_postgres_haproxy_and_three_replicas_sharing_their_secrets(
     assert len({tuple(c) for c in commands.values()}) == 1  # one configuration, three processes
     argv = next(iter(commands.values()))
     opts = options(argv)
-    assert opts["--db"].startswith("postgresql://") and "@postgres:" in opts["--db"]
-    assert ":" not in opts["--db"].split("://")[1].split("@")[0]  # no password in argv
+    assert opts["--store"].startswith("postgresql://") and "@postgres:" in opts["--store"]
+    assert ":" not in opts["--store"].split("://")[1].split("@")[0]  # no password in argv
     for s in servers.values():
         assert s["depends_on"]["postgres"]["condition"] == "service_healthy"
         assert set(s["secrets"]) == {"session_secret", "code_key"} <= set(spec["secrets"])

@@ -13,7 +13,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab import api, cli
 from dask_analytics_lab.http_reader import HttpReader
 from dask_analytics_lab.remote import HttpSink
-from dask_analytics_lab.store import NotFound
+from dask_analytics_lab.store import NotFound, open_store
 from dask_analytics_lab.store_errors import StoreUnavailable
 
 from .cluster_helpers import recorded_cluster
@@ -111,11 +111,12 @@ def test_tls_with_a_ca_bundle(sqlite_url, tmp_path):
 
 
 def test_token_command_prints_a_working_token(sqlite_url):
+    open_store(sqlite_url).close()  # made, as a server's start makes it, before its tokens
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert (
             cli.main(
-                ["token", "create", "--account", "team-b", "--user", "bob", "--db", sqlite_url]
+                ["token", "create", "--account", "team-b", "--user", "bob", "--store", sqlite_url]
             )
             == 0
         )

@@ -533,6 +533,7 @@ def test_tokens_expire(server):
 
 
 def test_token_create_expires_and_list_shows_use(sqlite_url, capsys):
+    open_store(sqlite_url).close()  # made, as a server's start makes it, before its tokens
     assert (
         cli.main(
             [
@@ -544,7 +545,7 @@ def test_token_create_expires_and_list_shows_use(sqlite_url, capsys):
                 "ann",
                 "--expires",
                 "30d",
-                "--db",
+                "--store",
                 sqlite_url,
             ]
         )

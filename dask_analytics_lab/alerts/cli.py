@@ -8,10 +8,16 @@ from typing import Any
 
 import click
 
-STORE = "dask_analytics.store"  # the group's --store (cli.py)
+from ..server.cli import named_store, resolve_store, store_option
+
+store_help = (
+    "store: a SQLite path, or a sqlite:/// or postgresql:// URL (default: analytics.store); "
+    "before or after the command's name"
+)
 
 
 @click.group(name="alerts", help="alerts: send a sample to the webhooks, list those fired")
+@store_option(store_help)
 def alerts() -> None:
     pass
 
@@ -43,6 +49,9 @@ def _settings() -> Any:
     default=None,
     help="the body for a --webhook URL (default json)",
 )
+# Taken as on every command, so that a line naming one parses; the sample goes to the
+# webhooks only, nothing is read from or written to a store.
+@store_option("taken as on every command; this one reads and writes no store")
 def test(which: str | None, fmt: str | None) -> None:
     from .deliver import Alert, body, post
     from .settings import Webhook
@@ -91,21 +100,13 @@ def test(which: str | None, fmt: str | None) -> None:
 @click.option("--state", type=click.Choice(["pending", "delivered", "failed"]))
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print JSON rows")
-@click.option(
-    "--store",
-    "store_url",
-    help="store path or URL: a SQLite/PostgreSQL store (a team server's database)",
-)
+@store_option(store_help + ": a team server's alerts are in its database")
 @click.pass_context
-def list_(
-    ctx: click.Context, state: str | None, limit: int, as_json: bool, store_url: str | None
-) -> None:
-    from .. import config
+def list_(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
     from ..store import open_store
     from ..store.alerts import AlertLog
 
-    given = store_url or ctx.meta.get(STORE)
-    url = config.validate_store(given if given is not None else config.get("analytics.store"))
+    url, _ = resolve_store(named_store(ctx))
     if url.startswith(("http://", "https://")):
         raise click.ClickException(
             "alerts are recorded in the team server's database: run this with "

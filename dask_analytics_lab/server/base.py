@@ -52,6 +52,12 @@ from .errors import ApiError
 from .tokens import token_hash, token_id_of, well_formed
 
 logger = logging.getLogger("dask_analytics_lab.server")
+# How a refused caller gets a token: the store is the operator's to name (an answer never
+# says which database the server serves).
+MAKE_TOKEN = (
+    "`dask-analytics token create --store DB --account A --user U`, DB being the store "
+    "the server was started with"
+)
 
 SESSION_COOKIE = "dal_session"
 OLD_COOKIE = "dal_token"  # before sessions the cookie held the raw token: cleared on login/logout
@@ -294,7 +300,7 @@ class BaseHandler(RequestHandler):
             raise ApiError(
                 401,
                 "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
-                "make one with `dask-analytics token create --account A --user U`)",
+                f"make one with {MAKE_TOKEN})",
             )
         digest = token_hash(token)
         if self.ctx.throttled(self.client_address(), self.ctx.fingerprint(token)):
@@ -316,7 +322,7 @@ class BaseHandler(RequestHandler):
             raise ApiError(
                 401,
                 f"token {tid} expired on {_utc(found.expires)}; make a new one with "
-                "`dask-analytics token create --account A --user U [--expires 30d]`",
+                f"{MAKE_TOKEN} (and --expires 30d for another 30 days)",
             )
         await self.refuse_if_counted_over(
             self.auth_failure(f"unknown or revoked token {tid}", token), token
@@ -324,7 +330,7 @@ class BaseHandler(RequestHandler):
         raise ApiError(
             401,
             "unknown, revoked or malformed token (tokens look like dal_<id>_<secret>; "
-            "make one with `dask-analytics token create --account A --user U`)",
+            f"make one with {MAKE_TOKEN})",
         )
 
     def session_id(self) -> str | None:
@@ -372,7 +378,7 @@ class BaseHandler(RequestHandler):
             raise ApiError(
                 401,
                 "this server needs a token: send 'Authorization: token <token>' "
-                "(make one with `dask-analytics token create --account A --user U`), "
+                f"(make one with {MAKE_TOKEN}), "
                 f"or log in at {self.ctx.prefix}/login",
             )
         if self.ctx.local_auth is not None and not self.ctx.local_auth(self):

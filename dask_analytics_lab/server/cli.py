@@ -1,21 +1,28 @@
 """`dask analytics server` and `dask analytics token ...` (click commands).
 
 The package's CLI group (dask_analytics_lab/cli.py) adds `server` and `token`; `python
--m dask_analytics_lab.server ...` runs that group.  The store is `--db`,
-else the group's `--store`, else `analytics.store`.  Each command's body takes the
-parsed options as one namespace (`args`) and returns the exit status.
+-m dask_analytics_lab.server ...` runs that group.  The store is `--store`, named
+anywhere on the line (`--db`: its deprecated spelling), else `analytics.store`.  Each
+command's body takes the parsed options as one namespace (`args`) and returns the exit
+status.  The `--store` option itself is here too, for every command of the CLI.
+
+Whatever writes says which store it wrote (password masked), and `token create` writes
+only into a store a server has made its tables in, and only one that something named:
+the personal default store is no team server's database unless someone started one on
+it, and then they can name it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -31,16 +38,118 @@ def default_key_file() -> Path:
     return default_key_file()
 
 
-def _db(args: SimpleNamespace) -> str:
+# --- --store: every command of the CLI takes it (cli.py, prune_cli.py and alerts/cli.py
+# import it from here, as cli.py imports this module and they cannot import cli.py) ---
+F = TypeVar("F", bound=Callable[..., Any])
+STORE = "dask_analytics.store"  # ctx.meta key: the store the command line named
+_DB_SAID = "dask_analytics.db-deprecated"
+
+
+def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    # ctx.meta is one dict for the whole line, so a group's --store reaches its
+    # subcommands; a later one (after the subcommand) is processed later and wins.
+    if value is None:
+        return
+    if param.name == "db" and not ctx.meta.get(_DB_SAID):
+        ctx.meta[_DB_SAID] = True
+        click.echo("dask-analytics: --db is deprecated, use --store (the same store)", err=True)
+    ctx.meta[STORE] = value
+
+
+def store_option(help: str) -> Callable[[F], F]:
+    """`--store PATH_OR_URL`, for a group or a command: named anywhere on the line, read
+    with named_store().  `--db`, hidden, is its deprecated spelling (server and token
+    took it before every command took --store)."""
+
+    def wrap(fn: F) -> F:
+        fn = click.option(
+            "--db", "db", hidden=True, callback=_remember_store, expose_value=False, is_eager=True
+        )(fn)
+        return click.option(
+            "--store",
+            "store",
+            metavar="PATH_OR_URL",
+            callback=_remember_store,
+            expose_value=False,
+            is_eager=True,
+            help=help,
+        )(fn)
+
+    return wrap
+
+
+def named_store(ctx: click.Context | None = None) -> str | None:
+    """The store the command line named (--store, or --db), else None."""
+    return (ctx or click.get_current_context()).meta.get(STORE)
+
+
+def resolve_store(given: str | None) -> tuple[str, str | None]:
+    """(url, default): the store a command uses (`given`: the one its line named), as a
+    URL, and, when nothing named it (no --store, analytics.store unset), the words saying
+    that it is the personal default store; None when the line or analytics.store did."""
     from .. import config
 
-    value = args.db or getattr(args, "store", None)
-    url = config.validate_store(value if value is not None else config.get("analytics.store"))
+    if given is None:
+        given = config.get("analytics.store")
+    url = config.validate_store(given)
+    if given is not None:
+        return url, None
+    return url, "your personal default store: no --store given, analytics.store unset"
+
+
+def _resolved(args: SimpleNamespace) -> tuple[str, str | None]:
+    """resolve_store() for a command that works on a server's database, not through it."""
+    from ..urls import mask_url
+
+    url, default = resolve_store(args.store)
     if url.startswith(("http://", "https://")):
         raise SystemExit(
-            f"--db must be a SQLite path or a postgresql:// URL, not a server URL ({url})"
+            f"dask-analytics: {mask_url(url)} is a team server's URL: this command works on "
+            "its database, on the server's host: --store its SQLite path or postgresql:// URL "
+            "(the one `dask-analytics server --store` was given)"
         )
-    return url
+    return url, default
+
+
+def _has_team_tables(url: str) -> bool:
+    """Whether the store has the team server's tables (a server, or anything else that
+    opened it, made the whole schema), looked at without creating the store: open_store
+    would make a missing SQLite file, or the tables of an empty PostgreSQL database."""
+    import sqlite3
+    import urllib.request
+
+    import sqlalchemy as sa
+
+    from ..store.engine import is_memory, make_engine, parse, raise_unavailable
+    from ..urls import mask_url
+
+    u = parse(url)
+    if u.get_backend_name() == "sqlite":
+        if is_memory(u) or not u.database:
+            return False
+        path = Path(u.database).expanduser()
+        if not path.is_file():
+            return False
+        try:
+            # Read-only: sqlite3.connect would make an empty file of a path it cannot open.
+            with contextlib.closing(
+                sqlite3.connect(f"file:{urllib.request.pathname2url(str(path))}?mode=ro", uri=True)
+            ) as conn:
+                return bool(
+                    conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tokens'"
+                    ).fetchone()
+                )
+        except sqlite3.DatabaseError:
+            return True  # not a store at all: open_store says so, in its words
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return sa.inspect(conn).has_table("tokens")
+    except sa.exc.DBAPIError as e:
+        raise_unavailable(mask_url(url), "postgresql", e)
+    finally:
+        engine.dispose()
 
 
 def _code_keys(args: SimpleNamespace) -> list[str]:
@@ -198,8 +307,9 @@ def _server(args: SimpleNamespace) -> int:
         except ValueError as e:  # ConfigError names the key
             print(f"dask-analytics server: {e}", file=sys.stderr)
             return 2
+    store_url, default = _resolved(args)
     settings: dict[str, Any] = {
-        "store_url": _db(args),
+        "store_url": store_url,
         "retention": retention,
         "metrics_token": _metrics_token(args),
         "token_required": not args.no_token,
@@ -217,6 +327,16 @@ def _server(args: SimpleNamespace) -> int:
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
     try:
+        made = not _has_team_tables(store_url)  # before serve() opens (and makes) them
+
+        def ready(url: str) -> None:
+            from ..urls import mask_url
+
+            what = "made the team tables in" if made else "store"
+            note = f" ({default})" if default else ""
+            print(f"dask-analytics server: {what} {mask_url(store_url)}{note}", flush=True)
+            print(f"dask-analytics server at {url}", flush=True)
+
         asyncio.run(
             serve(
                 settings,
@@ -224,7 +344,7 @@ def _server(args: SimpleNamespace) -> int:
                 port=args.port,
                 certfile=args.certfile,
                 keyfile=args.keyfile,
-                ready=lambda url: print(f"dask-analytics server at {url}", flush=True),
+                ready=ready,
             )
         )
     except StoreUnavailable as e:
@@ -237,18 +357,59 @@ def _server(args: SimpleNamespace) -> int:
 
 
 def _team(args: SimpleNamespace) -> Any:
+    """The TeamStore of the named store; SystemExit, with what to do, for one that has no
+    team tables (never made here: a typo would be a new empty store)."""
     from ..store import open_store
     from ..store.team import TeamStore
+    from ..urls import mask_url
 
-    return TeamStore(open_store(_db(args)))
+    url, default = _resolved(args)
+    if not _has_team_tables(url):
+        where = f"{mask_url(url)} ({default})" if default else mask_url(url)
+        raise SystemExit(
+            f"dask-analytics: no team server's tables in {where}: no `dask-analytics server` "
+            "has run on it; --store names the server's database"
+        )
+    return TeamStore(open_store(url))
 
 
 def _token_create(args: SimpleNamespace) -> int:
+    import shlex
     import time
 
+    from ..store import open_store
+    from ..store.team import TeamStore
+    from ..urls import mask_url
     from .tokens import new_token, token_hash
 
-    team = _team(args)
+    url, default = _resolved(args)
+    shown = mask_url(url)
+    again = (
+        f"dask-analytics token create --store URL --account {shlex.quote(args.account)} "
+        f"--user {shlex.quote(args.user)}"
+    )
+    # The personal default store is a team server's only when someone started one on it
+    # without naming a store: writing there unasked is how a token ends up where no
+    # server reads it, so it must be named, like any other.
+    if default is not None:
+        print(
+            f"dask-analytics token create: the token would go into {_safe(shown)} ({default}), "
+            "and a team server keeps its tokens in its own database; nothing was written. "
+            f"Name that database, the --store the server was started with: {_safe(again)} "
+            f"(--store {_safe(shown)} if it was started without one)",
+            file=sys.stderr,
+        )
+        return 2
+    if not _has_team_tables(url):
+        print(
+            f"dask-analytics token create: {_safe(shown)} has no team server's tables (no "
+            "`dask-analytics server` has run on it: one makes them when it starts); nothing "
+            f"was written. Name the server's database, the --store it was started with: "
+            f"{_safe(again)}; or start the server on this store first",
+            file=sys.stderr,
+        )
+        return 2
+    team = TeamStore(open_store(url))
     token_id, token = new_token()
     expires = None if args.expires is None else time.time() + args.expires
     team.add_token(
@@ -265,8 +426,9 @@ def _token_create(args: SimpleNamespace) -> int:
         else "expires " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(expires))
     )
     print(
-        f"(token id {token_id} for user {_safe(args.user)!r} of account {_safe(args.account)!r}, {until}; "
-        "it is shown once: the server keeps only its hash)",
+        f"(wrote token id {token_id} for user {_safe(args.user)!r} of account "
+        f"{_safe(args.account)!r} into {_safe(shown)}, {until}: servers on that store accept "
+        "it; it is shown once: the server keeps only its hash)",
         file=sys.stderr,
     )
     return 0
@@ -332,13 +494,19 @@ def _token_list(args: SimpleNamespace) -> int:
 
 
 def _token_revoke(args: SimpleNamespace) -> int:
+    from ..urls import mask_url
+
+    url, default = _resolved(args)
+    shown = _safe(mask_url(url)) + (f" ({default})" if default else "")
     if _team(args).revoke_token(args.token_id):
         print(
-            f"revoked token {args.token_id} (every server replica stops accepting it within a few seconds)"
+            f"revoked token {_safe(args.token_id)} in {shown} (every server replica on it stops "
+            "accepting it within a few seconds)"
         )
         return 0
     print(
-        f"no active token with id {args.token_id!r}; `dask-analytics token list` shows them",
+        f"no active token with id {_safe(args.token_id)!r} in {shown}; `dask-analytics token "
+        "list` shows them, --store names the server's database",
         file=sys.stderr,
     )
     return 1
@@ -364,22 +532,23 @@ def _param(check: Callable[[str], Any]) -> Callable[[click.Context, click.Parame
 
 
 def _call(body: Callable[[SimpleNamespace], int], options: dict) -> None:
-    """Run a command's body with its options (and the group's --store) as one namespace;
-    its status becomes the exit status."""
-    store = click.get_current_context().meta.get("dask_analytics.store")
-    status = body(SimpleNamespace(store=store, **options))
+    """Run a command's body with its options (and the --store the line named, wherever
+    on it) as one namespace; its status becomes the exit status."""
+    status = body(SimpleNamespace(store=named_store(), **options))
     if status:
         raise SystemExit(status)
 
 
-DB_HELP = "store: SQLite path or sqlite:/// or postgresql:// URL (default: analytics.store)"
-db_option = click.option("--db", help=DB_HELP)
+database_option = store_option(
+    "the server's database: a SQLite path, or a sqlite:/// or postgresql:// URL "
+    "(default: analytics.store); before or after the command's name"
+)
 
 
 @click.command(
     name="server", help="run the team analytics server (ingest, query API, reports, web view)"
 )
-@db_option
+@database_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="interface to listen on")
 @click.option("--port", type=int, default=8765, show_default=True, help="port")
 @click.option("--certfile", help="TLS certificate (PEM); serves https")
@@ -499,6 +668,7 @@ def server(**options: Any) -> None:
 
 
 @click.group(name="token", help="API tokens of the analytics server")
+@database_option
 def token() -> None:
     pass
 
@@ -512,20 +682,20 @@ def token() -> None:
     callback=_param(_duration),
     help="refuse the token after this long, e.g. 30d, 12h, 2w (default: never)",
 )
-@db_option
+@database_option
 def token_create(**options: Any) -> None:
     _call(_token_create, options)
 
 
 @token.command(name="list", help="list tokens (ids, never the tokens)")
 @click.option("--account", callback=_param(_name("account")))
-@db_option
+@database_option
 def token_list(**options: Any) -> None:
     _call(_token_list, options)
 
 
 @token.command(name="revoke", help="revoke a token by its id")
 @click.argument("token_id")
-@db_option
+@database_option
 def token_revoke(**options: Any) -> None:
     _call(_token_revoke, options)

@@ -189,7 +189,7 @@ class LoginHandler(FormHandler):
 <form method="post" action="{p}/login?next={nxt}" class="login">{self.xsrf_form_html()}
 <label>Token <input type="password" name="token" autocomplete="current-password" required></label>
 <button type="submit">Log in</button></form>
-<p class="muted">Make a token with <code>dask-analytics token create --account A --user U</code>.</p>"""
+<p class="muted">Make a token with <code>dask-analytics token create --store DB --account A --user U</code>, DB being the store the server was started with.</p>"""
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.finish(_shell(self.ctx.prefix, "Log in", body))
