@@ -92,12 +92,18 @@ def parse_state(value: Any, allowed: tuple[str, ...]) -> str | None:
     return value
 
 
+def has_control(text: str) -> bool:
+    """Whether `text` holds a C0 or C1 control character, DEL or a lone surrogate: what
+    would act on a terminal, split a header or make PostgreSQL refuse the text (NUL)."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
 def printable(value: Any, name: str, most: int) -> str:
-    """Text of 1 to `most` characters with no control character or lone surrogate
-    (PostgreSQL refuses NUL in text): the one check of every id and filter value."""
+    """Text of 1 to `most` characters with no control character (has_control): the one
+    check of every id and filter value."""
     if not isinstance(value, str) or not value or len(value) > most:
         raise ValueError(f"{name} must be text of 1 to {most} characters; got {str(value)[:40]!r}")
-    if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+    if has_control(value):
         raise ValueError(f"{name} contains control characters")
     return value
 

@@ -17,7 +17,7 @@ from .cluster_helpers import recorded_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Runs the views' own JS through node and esbuild, which `bash scripts/dev test` installs:
+# Runs the views' own JS through node (README: Node 20) and esbuild (`npm ci` installs it):
 # without them this fails (a skip would hide a drift between the two).
 
 

@@ -1,4 +1,4 @@
-"""The package's imports flow one way (DESIGN.md, "Layout"): the import graph of
+"""The package's imports flow one way (README, "Architecture"): the import graph of
 dask_analytics_lab, read from the source with `ast` (imports inside functions too), has
 no cycle, and no arrow from store/ or collect/ up to the readers and front ends, from
 server/ to widgets/, from the API to server/, or from reports/ to server/ handlers or

@@ -28,7 +28,7 @@ END = 300  # the poll at which the cluster stops
 POLLS = 320
 TOPICS = RULES["events"]["topics"]
 
-# Runs the panel's own TS through node and esbuild, which `bash scripts/dev test` installs:
+# Runs the panel's own TS through node (README: Node 20) and esbuild (`npm ci` installs it):
 # without them this fails (a skip would hide a drift between the two).
 
 

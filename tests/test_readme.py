@@ -95,7 +95,7 @@ def test_the_lock_is_what_npm_install_resolves(tmp_path):
     """A clone's build runs `npm install` (hatch-jupyter-builder): with a lock that is not
     what npm resolves from package.json, that rewrites the lock and the clone is dirty."""
     npm = shutil.which("npm")
-    assert npm, "npm not found: the README's test command installs Node 20 and npm"
+    assert npm, "npm not found: install Node 20 and npm (README: Set-up on a fresh machine)"
     for name in ("package.json", "package-lock.json"):
         shutil.copy(ROOT / name, tmp_path / name)
     done = subprocess.run(

@@ -17,6 +17,7 @@ from typing import Any
 
 from tornado.web import HTTPError, RequestHandler, create_signed_value
 
+from ..filters import has_control
 from .base import OLD_COOKIE, SESSION_COOKIE, SESSION_DAYS, BaseHandler, _utc
 from .context import TokenCheck
 from .errors import ApiError
@@ -160,10 +161,6 @@ class FormHandler(WebHandler):
         super().set_cookie(name, value, *args, **kwargs)
 
 
-def _has_control(text: str) -> bool:
-    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
-
-
 class LoginHandler(FormHandler):
     def next_target(self) -> str:
         """Where to go after login: next= if it is a path on this server, else home.
@@ -171,7 +168,7 @@ class LoginHandler(FormHandler):
         CR/LF would split the Location header (tornado refused that with a 500), and
         the others tornado would silently strip from the argument."""
         for raw in self.request.query_arguments.get("next", []):
-            if _has_control(raw.decode("utf-8", "replace")):
+            if has_control(raw.decode("utf-8", "replace")):
                 raise ApiError(
                     400, "next= must be a path on this server, without control characters"
                 )

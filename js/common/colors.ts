@@ -29,7 +29,9 @@ export const SEGMENTS: [Segment, string, string][] = [
 export const SEGMENT_COLOR = Object.fromEntries(SEGMENTS.map(([s, , c]) => [s, c]));
 export const SEGMENT_LABEL = Object.fromEntries(SEGMENTS.map(([s, l]) => [s, l]));
 
-function hash(text: string): number {
+/** FNV-1a (32 bits) of the string's UTF-16 code units: the views' one hash, for colours
+ *  that stay the same from one render (and one view) to the next. */
+export function fnv1a(text: string): number {
   let x = 2166136261;
   for (let i = 0; i < text.length; i++) x = Math.imul(x ^ text.charCodeAt(i), 16777619);
   return x >>> 0;
@@ -37,7 +39,7 @@ function hash(text: string): number {
 
 /** A pleasant, stable colour for a task prefix ("random_sample", "mean_chunk" ...). */
 export function prefixColor(prefix: string | null | undefined): string {
-  const hue = hash(prefix || "") % 360;
+  const hue = fnv1a(prefix || "") % 360;
   return `hsl(${hue} 62% 52%)`;
 }
 

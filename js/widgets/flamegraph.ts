@@ -9,6 +9,7 @@
 // profile_prefixes [str], profile_prefix "" (all).
 import { h, clear, watch, empty, fitCanvas } from "../common/dom.js";
 import * as fmt from "../common/format.js";
+import { fnv1a } from "../common/colors.js";
 import { onScreen } from "../common/onscreen.js";
 import type { RenderProps } from "../common/model.js";
 
@@ -98,16 +99,10 @@ export function flatten(tree: ProfileNode): FlatProfile {
   };
 }
 
-function hash(s: string): number {
-  let x = 2166136261;
-  for (let i = 0; i < s.length; i++) x = Math.imul(x ^ s.charCodeAt(i), 16777619);
-  return x >>> 0;
-}
-
 /** Colour by where the code lives: your code warm, Dask blue, the numeric stack green. */
 export function colorFor(d: FrameDescription): string {
   const f = d.filename || "";
-  const v = hash(d.name || "") % 12;
+  const v = fnv1a(d.name || "") % 12;
   if (!f) return "hsl(220 10% 70%)";
   if (/[\\/](dask|distributed)[\\/]/.test(f)) return `hsl(${205 + v} 60% ${64 + (v % 4) * 3}%)`;
   if (/[\\/](numpy|pandas|pyarrow|scipy|numba|cupy|sklearn|xarray)[\\/]/.test(f))

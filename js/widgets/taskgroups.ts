@@ -10,7 +10,7 @@
 import { h, clear, watch, throttle, empty, type Child } from "../common/dom.js";
 import { prefixColor, type Segment } from "../common/colors.js";
 import * as fmt from "../common/format.js";
-import { readTable, tableTraits } from "../common/table.js";
+import { readTable, tableTraits, sortHeader, focusedSort, refocusSort } from "../common/table.js";
 import {
   taskCounts,
   addCounts,
@@ -172,6 +172,7 @@ function render({ model, el }: RenderProps) {
     const recorded = readTable<TaskGroupRow>(model, "groups", "name");
     const exceptions: ExceptionRow[] = model.get("exceptions") || [];
     const runs: RunSummary & { computation_id?: string } = model.get("runs") || {};
+    const focused = focusedSort(root);
     clear(root);
     if (!recorded.length) {
       root.append(
@@ -228,20 +229,21 @@ function render({ model, el }: RenderProps) {
     const head = h(
       "tr",
       columns.map((c) =>
-        h(
+        sortHeader(
           `th${c.num ? ".dal-num" : ""}`,
+          c.label,
+          sort.id !== c.id ? "none" : sort.desc ? "descending" : "ascending",
+          () => {
+            sort = { id: c.id, desc: sort.id === c.id ? !sort.desc : !!c.num };
+            draw();
+          },
           {
-            onclick: () => {
-              sort = { id: c.id, desc: sort.id === c.id ? !sort.desc : !!c.num };
-              draw();
-            },
+            dataset: { sort: c.id },
             title:
               c.id === "order"
                 ? "Dependency order: a group comes after the groups it depends on"
                 : c.title || `Sort by ${c.label.toLowerCase()}`,
           },
-          c.label,
-          sort.id === c.id ? h("span.dal-arrow", sort.desc ? "▼" : "▲") : null,
         ),
       ),
     );
@@ -316,6 +318,7 @@ function render({ model, el }: RenderProps) {
         ),
       );
     root.append(h("table.dal-table", h("thead", head), body));
+    refocusSort(root, focused);
   });
 
   draw();
