@@ -155,12 +155,14 @@ def test_server_extension_routes_are_behind_jupyter_login(store):
         assert cls.set_default_headers is JupyterRules.set_default_headers, pattern
     assert issubclass(patterns["/user/x/dask-analytics/api/clusters$"], APIHandler)
     assert issubclass(patterns["/user/x/dask-analytics/lab/share$"], APIHandler)
-    # The sidebar's list is the team server's own computations query, at the path it reads.
-    from dask_analytics_lab.server.query import Computations
-
-    for path in ("lab/computations$", "api/computations$"):
-        handler = patterns["/user/x/dask-analytics/" + path]
-        assert issubclass(handler, APIHandler) and issubclass(handler, Computations), path
+    # The sidebar's list is the team server's own computations query, at the path it reads:
+    # the same analytics handler (next after Jupyter's rules), with the same settings.
+    by_path = {s.regex.pattern: s for s in specs}
+    lab = by_path["/user/x/dask-analytics/lab/computations$"]
+    api = by_path["/user/x/dask-analytics/api/computations$"]
+    assert issubclass(lab.handler_class, APIHandler)
+    assert lab.handler_class.__mro__[2] is api.handler_class.__mro__[2]
+    assert lab.kwargs == api.kwargs
     report = patterns["/user/x/dask-analytics/reports/([^/]+)$"]
     assert not getattr(report.get, "__allow_unauthenticated", False), (
         "a report link needs the Jupyter login too"
@@ -191,3 +193,28 @@ def test_jupyter_config_enables_the_server_extension():
     from dask_analytics_lab.lab import _jupyter_server_extension_points
 
     assert _jupyter_server_extension_points()[0]["module"] == "dask_analytics_lab.lab"
+
+
+def test_a_store_it_cannot_serve_still_says_why_at_lab_info(tmp_path):
+    """A bad analytics.store: only lab-info is mounted (behind Jupyter's rules), and it
+    says why, so the sidebar shows the reason rather than "extension missing"."""
+    import logging
+    import types
+
+    from dask_analytics_lab.lab.serverext import JupyterRules, load
+
+    mounted: list = []
+    app = types.SimpleNamespace(
+        web_app=types.SimpleNamespace(
+            settings={"base_url": "/u/"}, add_handlers=lambda host, specs: mounted.extend(specs)
+        ),
+        log=logging.getLogger("test"),
+    )
+    with dask.config.set({"analytics.store": "mysql://nowhere/db"}):
+        load(app)
+    assert [s.regex.pattern for s in mounted] == ["/u/dask-analytics/lab-info$"]
+    spec = mounted[0]
+    assert spec.handler_class.__mro__[1] is JupyterRules
+    info = spec.kwargs["info"]
+    assert info["mounted"] is False and "analytics.store" in info["error"], info
+    assert "restart Jupyter" in info["error"]

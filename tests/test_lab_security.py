@@ -100,7 +100,9 @@ class Jupyter:
 
 
 @contextlib.contextmanager
-def jupyter_server(tmp: Path, store_url: str, db: Path) -> Iterator[Jupyter]:
+def jupyter_server(
+    tmp: Path, store_url: str, db: Path, extra_env: dict | None = None
+) -> Iterator[Jupyter]:
     for d in ("config", "runtime", "data", "root"):
         (tmp / d).mkdir(parents=True, exist_ok=True)
     name, value = CUSTOM_HEADER
@@ -115,6 +117,7 @@ def jupyter_server(tmp: Path, store_url: str, db: Path) -> Iterator[Jupyter]:
         "JUPYTER_DATA_DIR": str(tmp / "data"),
         "DASK_ANALYTICS__STORE": store_url,
         "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
         # The server imports this module's authorizer.
         "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
@@ -299,6 +302,11 @@ def cookies_of(headers: http.client.HTTPMessage) -> dict[str, str]:
 def browser(world) -> dict:
     """Jupyter's login cookie (from its login form, with the token) and a real _xsrf."""
     server, _, _ = world
+    return log_in(server)
+
+
+def log_in(server: Jupyter) -> dict:
+    """Log in as a browser does: Jupyter's login cookie and the _xsrf it set."""
     status, headers, page = server.request("GET", f"{BASE}login")
     assert status == 200
     xsrf = cookies_of(headers)["_xsrf"]
@@ -586,3 +594,394 @@ def test_another_host_name_is_refused_as_jupyter_refuses_it(world, routes, brows
                 "GET", path, {"Host": f"rebound.example:{server.port}", **cookie}
             )
             assert status == 403, (path, status, text[:200])
+
+
+# --- with a team server: analytics.store is a `dask-analytics server` (issue 36, item 3) ---------
+# The extension forwards only the Lab's reads (lab/team.py LAB_READS) to a real
+# `dask-analytics server` process, with the token in the Jupyter server's config.  What
+# reached that server is read from its own /metrics (requests answered, by route), so
+# "refused before the team server is contacted" is the team server's word, not ours.
+METRICS_TOKEN = "metrics-" + secrets.token_hex(16)
+
+
+class TeamServer:
+    def __init__(self, proc: Any, token: str, db: Path):
+        self.proc, self.token, self.db, self.url = proc, token, db, proc.url
+
+    def answered(self) -> dict[str, float]:
+        """Requests the team server has answered, by route and status class (its
+        /metrics, the scrapes themselves left out)."""
+        from tests.server_helpers import request as http
+
+        status, text, _ = http(
+            self.url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+        )
+        assert status == 200, (status, str(text)[:300])
+        counts: dict[str, float] = {}
+        for line in text.splitlines():
+            m = re.match(r"dask_analytics_request_seconds_count\{(.*)\} (\S+)$", line)
+            if m and 'route="/metrics"' not in m.group(1):
+                counts[m.group(1)] = float(m.group(2))
+        return counts
+
+    def reached_by(self, action: Any) -> dict[str, float]:
+        """What `action()` made the team server answer (nothing: {})."""
+        before = self.answered()
+        action()
+        after = self.answered()
+        return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+@pytest.fixture(scope="module")
+def team_world(tmp_path_factory) -> Iterator[tuple[Jupyter, TeamServer, dict]]:
+    from dask_analytics_lab.remote import HttpSink
+    from tests.server_helpers import ServerProcess, add_token, full_cluster
+
+    tmp = tmp_path_factory.mktemp("labteam")
+    db = tmp / "team.db"
+    url = config.validate_store(f"sqlite:///{db}")
+    token = add_token(url, "team", "ann")
+    stranger = add_token(url, "elsewhere", "eve")
+    (tmp / "metrics.token").write_text(METRICS_TOKEN)
+    proc = ServerProcess(
+        url, free_port(), extra=["--metrics-token-file", str(tmp / "metrics.token")]
+    ).start()
+    try:
+        ours, messages = full_cluster("team", name="team-cluster")
+        assert HttpSink(proc.url, token=token).write(messages) == len(messages)
+        theirs, messages = full_cluster("elsewhere", name="their-cluster")
+        assert HttpSink(proc.url, token=stranger).write(messages) == len(messages)
+        ids = {
+            "cluster": ours.id,
+            "computation": f"comp-{ours.id}",
+            "report": "no-reports-here",
+            "theirs": theirs.id,
+        }
+        team = TeamServer(proc, token, db)
+        with jupyter_server(
+            tmp / "jupyter", proc.url, db, {"DASK_ANALYTICS__TOKEN": token}
+        ) as server:
+            yield server, team, ids
+    finally:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def team_routes(team_world) -> list:
+    _, team, _ = team_world
+    return make_routes(BASE, config.validate_store(team.url))
+
+
+@pytest.fixture(scope="module")
+def team_browser(team_world) -> dict:
+    server, _, _ = team_world
+    return log_in(server)
+
+
+def test_with_a_team_server_only_the_labs_reads_are_mounted(team_routes):
+    from jupyter_server.base.handlers import APIHandler
+    from jupyter_server.serverapp import ServerWebApplication
+
+    from dask_analytics_lab.lab.serverext import JupyterRules
+    from dask_analytics_lab.lab.team import LAB_READS
+    from dask_analytics_lab.reads import BY_NAME
+
+    paths = [s.regex.pattern for s in team_routes]
+    reads = [f"{PREFIX}/api{path.pattern}$" for name in LAB_READS for path in BY_NAME[name].paths]
+    own = [
+        PREFIX + p + "$"
+        for p in ("/lab/share", "/lab/report-file", "/lab-info", "/lab/computations")
+    ]
+    assert sorted(paths) == sorted([*own, *reads, PREFIX + "/.*$"])
+    # Nothing the Lab does not read: no ingest, export, report upload, pages or metrics.
+    for absent in ("/api/ingest$", "/api/export$", "/api/reports$", "/metrics$", "/api/whoami$"):
+        assert PREFIX + absent not in paths
+    for spec in team_routes:
+        cls = spec.handler_class
+        assert issubclass(cls, APIHandler) and cls.__mro__[1] is JupyterRules, spec.regex.pattern
+        assert cls.check_xsrf_cookie is JupyterRules.check_xsrf_cookie
+        assert ServerWebApplication._check_handler_auth(None, spec.regex.pattern, cls) == []
+
+
+def test_with_a_team_server_anonymous_requests_never_reach_it(
+    team_world, team_routes, jupyter_csp_team
+):
+    server, team, ids = team_world
+    before = fingerprint(team.db)
+
+    def attempts() -> None:
+        for spec in team_routes:
+            path = request_path(spec, team_routes, ids)
+            for method in sorted({"GET", "POST", *methods(spec)}):
+                body, headers = post_body(path, ids) if method == "POST" else (None, {})
+                if method == "POST":
+                    headers = {**headers, "Cookie": f"_xsrf={FORGED}", "X-XSRFToken": FORGED}
+                status, answer, text = server.request(method, path, headers, body)
+                what = f"anonymous {method} {path}"
+                if status == 302:
+                    assert method in ("GET", "HEAD"), what
+                    assert answer["Location"].startswith(f"{BASE}login?next="), what
+                else:
+                    assert status == 403, (what, status, text[:300])
+                assert_jupyter_headers(answer, jupyter_csp_team, what)
+                # Not even where the team server is.
+                assert team.url.encode() not in text and b"team-cluster" not in text, what
+
+    assert team.reached_by(attempts) == {}, "an anonymous request reached the team server"
+    assert fingerprint(team.db) == before
+
+
+@pytest.fixture(scope="module")
+def jupyter_csp_team(team_world) -> set[str]:
+    server, _, _ = team_world
+    _, api, _ = server.request(
+        "GET", f"{BASE}api/status", {"Authorization": f"token {server.token}"}
+    )
+    _, page, _ = server.request("GET", f"{BASE}login")
+    return {api["Content-Security-Policy"], page["Content-Security-Policy"]}
+
+
+def test_with_a_team_server_a_strangers_post_is_refused_from_its_headers(team_world, team_routes):
+    server, team, ids = team_world
+
+    def attempts() -> None:
+        for spec in team_routes:
+            path = request_path(spec, team_routes, ids)
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(
+                    (
+                        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                        f"Content-Type: application/json\r\nContent-Length: {8 * 2**20}\r\n"
+                        f"Cookie: _xsrf={FORGED}\r\nX-XSRFToken: {FORGED}\r\n\r\n"
+                    ).encode()
+                )
+                head = s.recv(200).decode("latin-1")
+            assert head.startswith("HTTP/1.1 403"), (path, head)
+
+    assert team.reached_by(attempts) == {}
+
+
+def test_with_a_team_server_a_write_without_jupyters_xsrf_never_reaches_it(
+    team_world, team_routes, team_browser
+):
+    """Share (which uploads a report to the team server) and every other route, with a
+    logged-in browser's cookie but no, a mismatched or a made-up XSRF token."""
+    server, team, ids = team_world
+    login = team_browser["login"]
+    cases = {
+        "no XSRF token": {"Cookie": login},
+        "a mismatched pair": {
+            "Cookie": f"{login}; _xsrf={team_browser['xsrf']}",
+            "X-XSRFToken": FORGED,
+        },
+        "a made-up pair from another site": {
+            "Cookie": f"{login}; _xsrf={FORGED}",
+            "X-XSRFToken": FORGED,
+            "Origin": EVIL,
+        },
+        "a made-up pair from nowhere": {
+            "Cookie": f"{login}; _xsrf={FORGED}",
+            "X-XSRFToken": FORGED,
+        },
+    }
+    before = fingerprint(team.db)
+
+    def attempts() -> None:
+        for spec in team_routes:
+            path = request_path(spec, team_routes, ids)
+            for case, headers in cases.items():
+                body, content = post_body(path, ids)
+                status, _, text = server.request("POST", path, {**content, **headers}, body)
+                what = f"logged-in POST {path} with {case}"
+                assert status in ((403, 404) if "Origin" in headers else (403,)), (
+                    what,
+                    status,
+                    text[:300],
+                )
+
+    assert team.reached_by(attempts) == {}
+    assert fingerprint(team.db) == before, "a forged write reached the team server's store"
+
+
+def test_with_a_team_server_jupyters_authorizer_is_asked_first(
+    team_world, team_routes, team_browser
+):
+    server, team, ids = team_world
+    headers = {
+        "Cookie": f"{team_browser['login']}; _xsrf={team_browser['xsrf']}",
+        "X-XSRFToken": team_browser["xsrf"],
+        "Origin": server.origin,
+        DENY_HEADER: "1",
+    }
+
+    def attempts() -> None:
+        for spec in team_routes:
+            path = request_path(spec, team_routes, ids)
+            for method in sorted({"GET", "POST", *methods(spec)}):
+                body, content = post_body(path, ids) if method == "POST" else (None, {})
+                status, _, text = server.request(method, path, {**content, **headers}, body)
+                assert status == 403, (method, path, status, text[:300])
+
+    assert team.reached_by(attempts) == {}
+
+
+def test_with_a_team_server_hostile_paths_and_parameters_are_not_forwarded(
+    team_world, team_browser
+):
+    """Logged in, with Jupyter's XSRF token: paths the Lab does not read, ids that would
+    move along the team server's path, parameters the Lab does not send (another
+    account, a second limit): each answered here (4xx, saying why), none sent on."""
+    server, team, ids = team_world
+    cookie = {"Cookie": team_browser["login"]}
+    writer = {
+        "Cookie": f"{team_browser['login']}; _xsrf={team_browser['xsrf']}",
+        "X-XSRFToken": team_browser["xsrf"],
+        "Origin": server.origin,
+    }
+    q = urllib.parse.quote(ids["cluster"], safe="")
+    gets = [
+        "/api/export",
+        "/api/whoami",
+        "/api/reports",
+        "/api/costs",
+        "/metrics",
+        "/health",
+        "/",
+        "/login",
+        f"/clusters/{q}",
+        "/api/clusters/..",
+        "/api/clusters/%2E%2E",
+        "/api/computations/%2E%2E/tasks",
+        "/api/clusters/%2e/samples",
+        "/api/clusters/x/../../export",
+        "/api/clusters%2Fx",
+        "/api/clusters?account=elsewhere",
+        "/api/clusters?limit=1&limit=2",
+        f"/api/clusters?token={team.token}",
+        f"/lab/computations?cluster_id={q}&account=elsewhere",
+        f"/api/events?cluster_id={q}&topic=x&bogus=5",
+        f"/api/computations/{urllib.parse.quote(ids['computation'], safe='')}?account=elsewhere",
+        "/api/gpu?cluster_id=%FF",
+    ]
+    posts = ["/api/ingest", "/api/reports", "/api/clusters", "/lab/computations"]
+
+    def attempts() -> None:
+        for path in gets:
+            status, _, text = server.request("GET", PREFIX + path, cookie)
+            assert status in (400, 404, 405), (path, status, text[:300])
+            if status != 405 and text.startswith(b"{"):
+                assert json.loads(text)["error"], path
+        for path in posts:
+            body, content = post_body(PREFIX + path, ids)
+            status, _, text = server.request("POST", PREFIX + path, {**content, **writer}, body)
+            assert status in (404, 405), (path, status, text[:300])
+
+    before = fingerprint(team.db)
+    assert team.reached_by(attempts) == {}, (
+        "a request the Lab does not make reached the team server"
+    )
+    assert fingerprint(team.db) == before
+    # The measure itself: a read the Lab makes does reach the team server.
+    reached = team.reached_by(
+        lambda: server.request("GET", f"{PREFIX}/api/clusters?limit=5", cookie)
+    )
+    assert reached == {'route="/api/clusters",status="2xx"': 1}, reached
+    # Said in words: a parameter the Lab does not send.
+    status, _, text = server.request("GET", f"{PREFIX}/api/clusters?account=elsewhere", cookie)
+    assert status == 400 and "account" in json.loads(text)["error"]
+    # Another account's cluster is forwarded (an id is an id) and is unknown there.
+    theirs = urllib.parse.quote(ids["theirs"], safe="")
+    status, _, text = server.request("GET", f"{PREFIX}/api/clusters/{theirs}", cookie)
+    answer = json.loads(text)
+    assert status == 404 and answer["problem"] == "not-found", answer
+    assert b"their-cluster" not in text and team.url in answer["error"]
+
+
+def test_with_a_team_server_the_labs_reads_are_its_answers(team_world, team_browser):
+    """Logged in, each read the Lab makes answers what the team server answers the
+    token in Jupyter's config: its account's clusters only."""
+    from dask_analytics_lab.lab.team import LAB_READS
+    from dask_analytics_lab.reads import BY_NAME
+    from tests.server_helpers import request as http
+
+    server, team, ids = team_world
+    cookie = {"Cookie": team_browser["login"]}
+    cid = urllib.parse.quote(ids["cluster"], safe="")
+    comp = urllib.parse.quote(ids["computation"], safe="")
+    queries = {
+        "/clusters": "?limit=30",
+        "/computations": f"?cluster_id={cid}&limit=15",
+        "/clusters/{cluster_id}/samples": "?limit=100",
+        "/clusters/{cluster_id}/workers": "?limit=100&since=1000000000",
+        "/computations/{computation_id}/tasks": "?limit=100",
+        "/exceptions": f"?computation_id={comp}&limit=200",
+        "/gpu": f"?cluster_id={cid}&limit=100",
+        "/events": f"?cluster_id={cid}&topic=worker-joined&limit=100",
+    }
+    asked = [(BY_NAME[name], "api" + p.template) for name in LAB_READS for p in BY_NAME[name].paths]
+    asked.append((BY_NAME["list_computations"], "lab/computations"))
+    for read, template in asked:
+        route = template.removeprefix("api").replace("lab/computations", "/computations")
+        path = template.replace("{cluster_id}", cid).replace("{computation_id}", comp)
+        path += queries.get(route, "")
+        status, _, text = server.request("GET", f"{PREFIX}/{path}", cookie)
+        assert status == 200, (path, status, text[:300])
+        direct = path.replace("lab/computations", "api/computations")
+        status, answer, _ = http(f"{team.url}/{direct}", token=team.token)
+        assert status == 200, (direct, status)
+        assert json.loads(text)[read.key] == answer[read.key], path
+    status, _, text = server.request("GET", f"{PREFIX}/api/clusters", cookie)
+    names = {c["name"] for c in json.loads(text)["clusters"]}
+    assert names == {"team-cluster"}, names
+    status, _, text = server.request("GET", f"{PREFIX}/lab-info", cookie)
+    info = json.loads(text)
+    assert status == 200 and info["mounted"] and info["team_server"] == team.url
+    # A filter the team server's rules refuse is 400 with its words (the sidebar shows
+    # them under its filters).
+    status, _, text = server.request("GET", f"{PREFIX}/api/clusters?since=someday", cookie)
+    answer = json.loads(text)
+    assert status == 400 and answer["problem"] == "refused" and "since" in answer["error"], answer
+
+
+def test_with_a_team_server_share_uploads_the_report_there(team_world, team_browser):
+    """The panel's Share with Jupyter's XSRF token: the report lands on the team server
+    (uploaded with the token) and its link is the team server's."""
+    server, team, ids = team_world
+    headers = {
+        "Cookie": f"{team_browser['login']}; _xsrf={team_browser['xsrf']}",
+        "X-XSRFToken": team_browser["xsrf"],
+        "Origin": server.origin,
+        "Content-Type": "application/json",
+    }
+    n = report_count(team.db)
+    body = json.dumps({"computation_id": ids["computation"]}).encode()
+    status, _, text = server.request("POST", f"{PREFIX}/lab/share", headers, body)
+    assert status == 201, text[:500]
+    report = json.loads(text)["report"]
+    assert report["local"] is False and report["url"].startswith(team.url + "/reports/")
+    assert report_count(team.db) == n + 1
+    status, _, text = server.request("POST", f"{PREFIX}/lab/report-file", headers, body)
+    assert status == 200 and "<html" in json.loads(text)["html"].lower()
+
+
+def test_a_team_servers_refusals_are_answered_in_words(team_world, tmp_path):
+    """A token the team server refuses, and a team server nobody answers at: the Lab's
+    reads are 502 saying what to do, with the kind of problem for the sidebar."""
+    _, team, _ = team_world
+    nobody = f"http://127.0.0.1:{free_port()}"
+    for name, store, token, problem, words in (
+        ("bad-token", team.url, "dal_nope_" + "0" * 40, "token", "refused the token"),
+        ("no-token", team.url, "", "token", "analytics.token is not set"),
+        ("unreachable", nobody, team.token, "unreachable", "is not reachable"),
+    ):
+        env = {"DASK_ANALYTICS__TOKEN": token} if token else {}
+        with jupyter_server(tmp_path / name, store, team.db, env) as server:
+            cookie = {"Cookie": log_in(server)["login"]}
+            status, _, text = server.request("GET", f"{PREFIX}/api/clusters?limit=5", cookie)
+            answer = json.loads(text)
+            assert status == 502 and answer["problem"] == problem, (name, answer)
+            assert words in answer["error"] and store in answer["error"], (name, answer)
+            if problem == "token":
+                assert "analytics.token" in answer["error"] and "token create" in answer["error"]
+            if token:
+                assert token not in answer["error"], "the token itself must not be shown"

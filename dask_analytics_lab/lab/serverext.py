@@ -3,7 +3,10 @@
 
 It serves the store in `analytics.store` (the one the kernels record into by default)
 to the JupyterLab sidebar and panels, and opens shared report links
-({base_url}dask-analytics/reports/<id>) in the same server.
+({base_url}dask-analytics/reports/<id>) in the same server.  When that store is a team
+server (`dask-analytics server`), it mounts only the Lab's own reads and forwards them
+to it with `analytics.token` (team.py); reports then live, and open, on that server.
+A configuration it cannot serve still mounts lab-info, saying why.
 
 Every route it mounts (`make_routes`) runs behind Jupyter's rules, applied by
 `JupyterRules`, first in each handler's MRO, before the handler does anything:
@@ -345,23 +348,48 @@ class ReportFileHandler(ShareHandler):
         self.finish({"filename": filename, "html": page})
 
 
-def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
-    """Every route the extension mounts: the analytics server's routes (routes.py), the
-    same computations query at the path the sidebar reads (lab/computations) and the
-    sidebar's own, under base_url + "dask-analytics", each behind Jupyter's rules
-    (JupyterRules): none is left as it came."""
+def _is_team(store_url: str) -> bool:
+    return store_url.startswith(("http://", "https://"))
+
+
+def _lab_specs(prefix: str, store_url: str, info: dict) -> list[URLSpec]:
+    """The sidebar's own endpoints: lab-info and the panel's Share and Download HTML."""
     from jupyter_server.utils import url_path_join
 
-    from ..server.routes import routes
-
-    prefix = url_path_join(base_url, PATH).rstrip("/")
-    info = {"prefix": prefix, "store": _mask(store_url), "mounted": True}
     lab: list[tuple[str, type, dict[str, Any]]] = [
         (url_path_join(prefix, "lab", "share"), ShareHandler, {"store_url": store_url}),
         (url_path_join(prefix, "lab", "report-file"), ReportFileHandler, {"store_url": store_url}),
         (url_path_join(prefix, "lab-info"), LabInfo, {"info": info}),
     ]
-    specs = [URLSpec(path, jupyter_handler(cls, api=True), kwargs) for path, cls, kwargs in lab]
+    return [URLSpec(path, jupyter_handler(cls, api=True), kwargs) for path, cls, kwargs in lab]
+
+
+def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
+    """Every route the extension mounts, under base_url + "dask-analytics", each behind
+    Jupyter's rules (JupyterRules): none is left as it came.
+
+    An embedded store: the analytics server's routes (routes.py), the same computations
+    query at the path the sidebar reads (lab/computations) and the sidebar's own.
+    A team server (an http(s) store): the sidebar's own, and the Lab's reads forwarded
+    to that server with analytics.token (team.py); nothing else."""
+    from jupyter_server.utils import url_path_join
+
+    prefix = url_path_join(base_url, PATH).rstrip("/")
+    if _is_team(store_url):
+        from .team import team_specs
+
+        shown = _mask(store_url)
+        info = {"prefix": prefix, "store": shown, "mounted": True, "team_server": shown}
+        specs = _lab_specs(prefix, store_url, info)
+        specs += [
+            URLSpec(path, jupyter_handler(cls, api=True), kwargs)
+            for path, cls, kwargs in team_specs(prefix, store_url)
+        ]
+        return specs
+    from ..server.routes import routes
+
+    info = {"prefix": prefix, "store": _mask(store_url), "mounted": True, "team_server": None}
+    specs = _lab_specs(prefix, store_url, info)
     served = routes(
         prefix, {"store_url": store_url, "token_required": False, "local_auth": _logged_in}
     )
@@ -400,20 +428,46 @@ def _mask(url: str) -> str:
     return mask_url(url)
 
 
+def unavailable_routes(base_url: str, problem: str) -> list[URLSpec]:
+    """Only lab-info, saying why nothing else is served (the Lab shows it), behind
+    Jupyter's rules like every route."""
+    from jupyter_server.utils import url_path_join
+
+    prefix = url_path_join(base_url, PATH).rstrip("/")
+    info = {"prefix": prefix, "store": None, "mounted": False, "error": problem}
+    return [
+        URLSpec(
+            url_path_join(prefix, "lab-info"), jupyter_handler(LabInfo, api=True), {"info": info}
+        )
+    ]
+
+
 def load(serverapp: Any) -> None:
     from .. import config
 
+    base_url = serverapp.web_app.settings.get("base_url", "/")
     try:
         store_url = config.validate_store(config.get("analytics.store"))
     except Exception as e:
         serverapp.log.warning("dask-analytics: not serving analytics (%s)", e)
-        return
-    if store_url.startswith(("http://", "https://")):
-        # Kernels record to a team server; its own pages and links serve the team.
-        serverapp.log.info(
-            "dask-analytics: analytics.store is the team server %s; open it there", _mask(store_url)
+        serverapp.web_app.add_handlers(
+            ".*$",
+            unavailable_routes(
+                base_url,
+                f"this Jupyter server does not serve analytics: {e}; fix it and restart Jupyter",
+            ),
         )
         return
-    base_url = serverapp.web_app.settings.get("base_url", "/")
     serverapp.web_app.add_handlers(".*$", make_routes(base_url, store_url))
+    if _is_team(store_url):
+        serverapp.log.info(
+            "dask-analytics: serving the team server %s's reads to the Lab at %s%s/ (with %s)",
+            _mask(store_url),
+            base_url,
+            PATH,
+            "analytics.token"
+            if config.get("analytics.token")
+            else "no token: analytics.token is not set",
+        )
+        return
     serverapp.log.info("dask-analytics: serving %s at %s%s/", _mask(store_url), base_url, PATH)

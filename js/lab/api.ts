@@ -4,7 +4,7 @@
 // Authorization header; the Jupyter token it carries is left to Jupyter's own login.)
 import { URLExt } from "@jupyterlab/coreutils";
 import { ServerConnection } from "@jupyterlab/services";
-import { errorText } from "./errors";
+import { errorText, NO_EXTENSION } from "./errors";
 
 export const PREFIX = "dask-analytics";
 
@@ -14,10 +14,13 @@ export function url(path: string): string {
   return URLExt.join(settings.baseUrl, PREFIX, path);
 }
 
+/** A failed call: its HTTP status (0: no answer) and, when the extension said, what kind
+ *  of problem it was ("unreachable", "token", "not-found", "refused", "config", ...). */
 export class ApiError extends Error {
   constructor(
     public status: number,
     message: string,
+    public problem: string | null = null,
   ) {
     super(message);
   }
@@ -34,9 +37,17 @@ async function request<T>(path: string, init: RequestInit): Promise<T> {
   }
   const body: unknown = await r.json().catch(() => ({}));
   if (!r.ok) {
-    // The analytics API says why as {"error": "..."}.
-    const said = typeof body === "object" && body !== null && "error" in body ? body.error : null;
-    throw new ApiError(r.status, said ? String(said) : `${r.status} ${r.statusText}`);
+    // The analytics API says why as {"error": "...", "problem"?: "..."}.
+    const fields = typeof body === "object" && body !== null ? body : {};
+    const said = "error" in fields ? fields.error : null;
+    const problem = "problem" in fields && fields.problem ? String(fields.problem) : null;
+    // A 404 that is not the extension's own answer: nothing of it is mounted here.
+    const missing = r.status === 404 && !said ? NO_EXTENSION : null;
+    throw new ApiError(
+      r.status,
+      said ? String(said) : `${r.status} ${r.statusText}`,
+      problem ?? missing,
+    );
   }
   // Unchecked: the caller's T says what the route sends.
   return body as T;

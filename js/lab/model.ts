@@ -19,7 +19,7 @@ import type { RunSummary } from "../common/runs.js";
 import type { Finding } from "../widgets/findings.js";
 import type { ProfileNode } from "../widgets/flamegraph.js";
 import { get, post, reportUrl } from "./api";
-import { errorText } from "./errors";
+import { BACKOFF, errorText, trouble } from "./errors";
 import { RULES, Kept, everyPolls, historyPeriod, type Stored } from "./polling";
 
 // How often and how much it reads, and what it keeps of each series: the notebook
@@ -63,10 +63,11 @@ export class RestModel extends LocalModel {
   private seriesOf: string | null = null;
   private active = true;
   // Fast while something runs, slow once all shown is history; asleep while the panel
-  // is not on screen or the browser tab is hidden.
+  // is not on screen or the browser tab is hidden; after a failed read, longer waits
+  // (up to a minute) until one succeeds.
   private poll = new Poll({
     factory: () => this.tick(),
-    frequency: { interval: FAST, backoff: false, max: SLOW },
+    frequency: { interval: FAST, backoff: BACKOFF.growth, max: Math.max(SLOW, BACKOFF.max) },
     standby: () => !this.active || "when-hidden",
     name: "dask-analytics:panel",
   });
@@ -151,12 +152,16 @@ export class RestModel extends LocalModel {
   }
 
   private async tick(): Promise<void> {
-    let live = false;
+    let live: boolean;
     try {
       live = await this.load();
       this.update({ error: "" });
     } catch (e) {
-      this.update({ error: errorText(e) });
+      const said = trouble(e);
+      this.update({
+        error: said.problem === "other" ? errorText(e) : `${said.title}: ${said.hint}`,
+      });
+      throw e; // the Poll backs off
     }
     this.polls++;
     const interval = live ? FAST : SLOW;

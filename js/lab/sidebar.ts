@@ -16,7 +16,7 @@ import { rovingFocus, settleFocus } from "../common/keys.js";
 import { Filters, filterBar, filterParams, pager } from "../common/filters.js";
 import type { SentCluster, SentComputation } from "../common/rows.js";
 import { ApiError, get, url } from "./api";
-import { errorText } from "./errors";
+import { BACKOFF, trouble } from "./errors";
 
 // Cluster heads and computation rows: one keyboard stop, walked with the arrow keys.
 const ITEMS = ".dal-cl-head, .dal-comp";
@@ -34,14 +34,17 @@ export class Sidebar extends Widget {
   private list: HTMLElement;
   private pages: HTMLElement;
   private problem: HTMLElement;
+  private trouble: HTMLElement;
   private footer: HTMLElement;
   private filters: Filters = {};
   private before: string | null = null;
   private status: HTMLElement;
-  // Polls only while the sidebar is shown and the browser tab is visible.
+  // Polls only while the sidebar is shown and the browser tab is visible; after a
+  // failed read it waits longer each time (up to a minute), and after a good one
+  // polls at its rate again.
   private poll = new Poll({
     factory: () => this.load(),
-    frequency: { interval: POLL_MS, backoff: false },
+    frequency: { interval: POLL_MS, backoff: BACKOFF.growth, max: BACKOFF.max },
     standby: () => !this.isVisible || "when-hidden",
     name: "dask-analytics:sidebar",
   });
@@ -68,6 +71,7 @@ export class Sidebar extends Widget {
     this.footer = h("div.dal-sidebar-foot");
     this.pages = h("div.dal-sidebar-pages");
     this.problem = h("div.dal-filter-error", { role: "alert" });
+    this.trouble = h("div.dal-sidebar-trouble", { role: "status" });
     // A new filter starts again from the newest page.
     const bar = filterBar(["live", "stopped", "lost"], {}, (f) => {
       this.filters = f;
@@ -83,6 +87,7 @@ export class Sidebar extends Widget {
       ),
       bar,
       this.problem,
+      this.trouble,
       this.list,
       this.pages,
       this.footer,
@@ -112,68 +117,95 @@ export class Sidebar extends Widget {
   private async load(): Promise<void> {
     const mine = ++this.loads;
     try {
-      if (!this.where) {
-        const info = await get<{ store: string }>("lab-info");
-        this.where = info.store;
-        clear(this.footer).append(
-          h("span", { title: info.store }, `store: ${fmt.short(info.store, 60)}`),
-          " · ",
-          h("a", { href: url(""), target: "_blank" }, "team view"),
-        );
-      }
-      const query = new URLSearchParams({
-        limit: String(MAX_CLUSTERS),
-        ...filterParams(this.filters),
-      });
-      if (this.before) query.set("before", this.before);
-      let clusters: SentCluster[];
-      try {
-        ({ clusters } = await get<{ clusters: SentCluster[] }>(`api/clusters?${query}`));
-      } catch (e) {
-        if (mine !== this.loads) return;
-        if (!(e instanceof ApiError) || e.status !== 400) throw e;
-        this.problem.textContent = e.message; // a filter the store refused: it says why
-        return;
-      }
-      this.problem.textContent = "";
-      if (!this.autoExpanded && clusters.length) {
-        this.expanded.add(clusters[0].cluster_id); // the newest cluster opens by itself
-        this.autoExpanded = true;
-      }
-      const computations: Record<string, SentComputation[]> = {};
-      await Promise.all(
-        clusters
-          .filter((c) => this.expanded.has(c.cluster_id))
-          .map(async (c) => {
-            const r = await get<{ computations: SentComputation[] }>(
-              `lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`,
-            );
-            computations[c.cluster_id] = r.computations;
-          }),
-      );
-      if (mine !== this.loads) return;
-      const key = JSON.stringify([clusters, computations, [...this.expanded]]);
-      if (key !== this.last) {
-        this.draw(clusters, computations);
-        clear(this.pages).append(
-          pager(clusters, MAX_CLUSTERS, this.before !== null, (b) => this.turn(b)),
-        );
-        // Only once all of it is drawn: a draw that failed is tried again at the next poll.
-        this.last = key;
-      }
-      this.status.textContent = "";
+      await this.read(mine);
     } catch (e) {
-      this.status.textContent = "offline";
-      this.status.title = errorText(e);
-      if (!this.list.childElementCount) {
-        this.list.append(
-          h(
-            "div.dal-empty",
-            h("div.dal-empty-title", "Analytics not available"),
-            h("div.dal-empty-hint", errorText(e)),
-          ),
-        );
-      }
+      if (mine === this.loads) this.showTrouble(e);
+      throw e; // the Poll waits longer before the next try
+    }
+    if (mine !== this.loads) return;
+    this.status.textContent = "";
+    this.status.title = "";
+    clear(this.trouble);
+  }
+
+  /** What went wrong, in words, above whatever was drawn before. */
+  private showTrouble(e: unknown): void {
+    const said = trouble(e, url(""));
+    this.status.textContent = "offline";
+    this.status.title = said.hint;
+    clear(this.trouble).append(
+      h(
+        "div.dal-empty",
+        { dataset: { problem: said.problem } },
+        h("div.dal-empty-title", said.title),
+        h("div.dal-empty-hint", said.hint),
+      ),
+    );
+  }
+
+  private async readInfo(): Promise<void> {
+    const info = await get<{
+      store: string | null;
+      mounted: boolean;
+      team_server?: string | null;
+      error?: string;
+    }>("lab-info");
+    if (!info.mounted) {
+      // Loaded, but it could not serve analytics.store: it says why.
+      throw new ApiError(503, info.error || "the server extension serves no store", "config");
+    }
+    const store = info.store || "";
+    this.where = store;
+    const team = info.team_server;
+    clear(this.footer).append(
+      h("span", { title: store }, `${team ? "team server" : "store"}: ${fmt.short(store, 60)}`),
+      " · ",
+      // A team server's own pages, with its own login; else this Jupyter server's.
+      h("a", { href: team || url(""), target: "_blank", rel: "noopener" }, "team view"),
+    );
+  }
+
+  private async read(mine: number): Promise<void> {
+    if (!this.where) await this.readInfo();
+    const query = new URLSearchParams({
+      limit: String(MAX_CLUSTERS),
+      ...filterParams(this.filters),
+    });
+    if (this.before) query.set("before", this.before);
+    let clusters: SentCluster[];
+    try {
+      ({ clusters } = await get<{ clusters: SentCluster[] }>(`api/clusters?${query}`));
+    } catch (e) {
+      if (mine !== this.loads) return;
+      if (!(e instanceof ApiError) || e.status !== 400) throw e;
+      this.problem.textContent = e.message; // a filter the store refused: it says why
+      return;
+    }
+    this.problem.textContent = "";
+    if (!this.autoExpanded && clusters.length) {
+      this.expanded.add(clusters[0].cluster_id); // the newest cluster opens by itself
+      this.autoExpanded = true;
+    }
+    const computations: Record<string, SentComputation[]> = {};
+    await Promise.all(
+      clusters
+        .filter((c) => this.expanded.has(c.cluster_id))
+        .map(async (c) => {
+          const r = await get<{ computations: SentComputation[] }>(
+            `lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`,
+          );
+          computations[c.cluster_id] = r.computations;
+        }),
+    );
+    if (mine !== this.loads) return;
+    const key = JSON.stringify([clusters, computations, [...this.expanded]]);
+    if (key !== this.last) {
+      this.draw(clusters, computations);
+      clear(this.pages).append(
+        pager(clusters, MAX_CLUSTERS, this.before !== null, (b) => this.turn(b)),
+      );
+      // Only once all of it is drawn: a draw that failed is tried again at the next poll.
+      this.last = key;
     }
   }
 
