@@ -202,10 +202,12 @@ def test_a_script_recording_to_a_team_server_prints_its_link(tmp_path, sqlite_ur
 KERNEL_CODE = """
 import dask, dask.array as da
 from distributed import Client, LocalCluster
+import dask_analytics_lab as dal
 from dask_analytics_lab import list_performance_reports, performance_report
 
 with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, \\
-        Client(cluster):
+        Client(cluster) as client:
+    dal.register(client)  # the report's twin is what the recorder stored of the block
     with performance_report(filename="in-lab.html"):
         da.ones((400, 400), chunks=100).sum().compute()
     print("LISTED", list_performance_reports()[0]["url"])

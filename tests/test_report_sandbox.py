@@ -240,8 +240,8 @@ def test_recorded_code_runs_in_no_stored_or_served_report(client, sqlite_url, tm
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(report.url)
-        page.wait_for_selector(".dal-monitor", timeout=20_000)
-        page.click("[data-tab=code]")
+        # This cluster is not recorded: the page holds the block's code alone, as text.
+        page.wait_for_selector(".dal-report-norecord .dal-code", timeout=20_000)
         page.wait_for_function("document.body.textContent.includes('onerror=')", timeout=20_000)
         assert page.evaluate("window.__pwned === undefined")
         assert errors == [], errors

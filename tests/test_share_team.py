@@ -114,7 +114,7 @@ def test_share_errors_say_what_to_do(computation, team, case):
         assert "is not answering" in message and "`dask-analytics server`" in message
         assert "analytics.reports.server" in message and "Download HTML" in message
     else:
-        assert "`dask-analytics token create --account team-a --user ann`" in message
+        assert "`dask-analytics token create --store DB --account team-a --user ann`" in message
         assert "analytics.token" in message
         assert ("refused analytics.token" in message) is (case == "wrong token")
 

@@ -7,8 +7,11 @@
     list_performance_reports()  # [{"private": False, "filename": ..., "url": ...}, ...]
 
 `performance_report` is distributed's own, so the HTML file is written where you ask,
-as always.  On leaving the block it also gathers a machine-readable twin (summary,
-task groups, task stream, profile) and stores both in `analytics.store`:
+as always.  On leaving the block it flushes the analytics recorder and makes a
+machine-readable twin from what the store holds of the block's window (summary, its
+computations with their task groups, task stream, profile, findings and the comparison
+with earlier runs of the same code: twin.py, the same kind of twin as the Share
+buttons'), and stores both in `analytics.store`:
 
 - a team server (`analytics.reports.server`, else an http(s):// store: a `dask-analytics
   server`): uploaded with `analytics.token`, whatever store the computation is in; the
@@ -31,8 +34,14 @@ BokehJS is embedded in the HTML (mode="inline" unless you pass another mode): a 
 report is served with a policy that lets it load nothing from anywhere else.
 At rest the stored copy is encrypted with the code key (rows.py).
 
-Modules: record (the context manager), render (a stored computation as a report), share
-(the Share buttons), publish (storing and listing), rows (a stored report's row, what a
+A cluster analytics does not record has nothing in the store: its report's twin holds
+the block alone (times, code), and its page says that the report holds no cluster record.
+
+Modules: record (the context manager), twin (a report's twin from the store's rows),
+twin_page (a report page's state from a twin: every report page's one source), shell
+(the page's HTML around that state), render (a stored computation as a report), share
+(the Share buttons; with a team server that holds the rows, the server makes the
+report itself), publish (storing and listing), rows (a stored report's row, what a
 reader sees of it and who may read it), privacy (the switches).  The server, the Jupyter
 extension and the API import this package; it imports neither of them.
 """

@@ -1,6 +1,10 @@
-"""Recording a performance report: distributed's `performance_report`, which also
-gathers a machine-readable twin (summary, task groups, task stream, profile) and
-publishes both (publish.py).  See the package's docstring for how to use it."""
+"""Recording a performance report: distributed's `performance_report`, whose twin is
+the store's own rows of the block's window (twin.py, as the Share buttons' reports):
+after the block the recorder is flushed and the computations it stored in the window
+become the twin, through the same builder; both are published (publish.py).  A cluster
+analytics was not recording has no rows: its twin holds the block (times, code) and
+its page says the report holds no cluster record.  See the package's docstring for how
+to use it."""
 
 from __future__ import annotations
 
@@ -9,57 +13,31 @@ import html
 import logging
 import time
 import warnings
-from collections import defaultdict
 from typing import Any
 
-import dask
 import distributed
 
+from .. import config
 from .privacy import NO_CODE, privacy_switches
 from .publish import SHARE_HINT, publish
 
 logger = logging.getLogger("dask_analytics_lab")
 
-# Entries of the task stream kept in the twin: enough for any plot, bounded in size.
-MAX_TASK_STREAM = 100_000
+# Seconds the recorder may take to store what the block ran before the twin is read.
+FLUSH_TIMEOUT = 30.0
+# Computations whose start is this much before the block's (the client's and the
+# scheduler's clocks) still count as the block's.
+CLOCK_SLACK = 0.5
 
 
-def _groups_since() -> Any:
-    """A function for the scheduler: the computations active since `start`, each with
-    its task groups' own figures.  Made here so that it is pickled by value: the
-    scheduler needs nothing but distributed to run it."""
+def _has_recorder() -> Any:
+    """A function for the scheduler: whether analytics records this cluster.  Made here
+    so that it is pickled by value: the scheduler needs nothing but distributed."""
 
-    def groups_since(dask_scheduler: Any, start: float) -> list[dict]:
-        def summary(tg: Any) -> dict:
-            d = tg.all_durations
-            return {
-                "name": tg.name,
-                "prefix": tg.prefix.name,
-                "states": {state: n for state, n in tg.states.items() if n},
-                "n_tasks": sum(tg.states.values()),
-                "n_erred": tg.states.get("erred", 0),
-                "compute": float(d.get("compute", 0.0)),
-                "transfer": float(d.get("transfer", 0.0)),
-                "disk_read": float(d.get("disk-read", 0.0)),
-                "disk_write": float(d.get("disk-write", 0.0)),
-                "nbytes": int(tg.nbytes_total),
-                "start": tg.start or None,
-                "stop": tg.stop or None,
-                "dependencies": sorted(dep.name for dep in tg.dependencies),
-            }
+    def has_recorder(dask_scheduler: Any) -> bool:
+        return "analytics_flush" in dask_scheduler.handlers
 
-        out = []
-        for comp in list(dask_scheduler.computations):
-            if comp.stop is not None and 0 < comp.stop < start:
-                continue
-            groups = [summary(tg) for tg in comp.groups]
-            if groups:
-                out.append(
-                    {"id": str(comp.id), "start": comp.start, "stop": comp.stop, "groups": groups}
-                )
-        return out
-
-    return groups_since
+    return has_recorder
 
 
 def _profileless_report() -> Any:
@@ -93,29 +71,6 @@ def _profileless_report() -> Any:
         )
 
     return report
-
-
-def _task_stream_rows(stream: list[dict]) -> tuple[list[dict], dict[str, float]]:
-    """Compact task stream rows and the time spent per action (compute, transfer, ...)."""
-    rows: list[dict] = []
-    spent: dict[str, float] = defaultdict(float)
-    for d in stream:
-        for ss in d.get("startstops", ()):
-            spent[ss["action"]] += ss["stop"] - ss["start"]
-            if len(rows) < MAX_TASK_STREAM:
-                rows.append(
-                    {
-                        "key": str(d.get("key")),
-                        "worker": d.get("worker"),
-                        "thread": d.get("thread"),
-                        "action": ss["action"],
-                        "start": ss["start"],
-                        "stop": ss["stop"],
-                        "status": d.get("status"),
-                        "nbytes": d.get("nbytes"),
-                    }
-                )
-    return rows, dict(spent)
 
 
 def _announcement(url: str | None, filename: str) -> str:
@@ -166,11 +121,16 @@ class performance_report(distributed.performance_report):
         return self
 
     async def __aenter__(self) -> performance_report:
-        await super().__aenter__()  # also starts the scheduler's task stream plugin
-        # Tasks are picked by their position in the stream, not by time: the time
-        # filter compares the client's clock with the workers' and can drop tasks.
-        self._stream_index = await distributed.get_client().scheduler.get_task_stream_index()
+        await super().__aenter__()
         return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        # distributed's own, keeping where the block's code is (for the report's Code tab).
+        client = distributed.get_client()
+        frames = client._get_computation_code(self._stacklevel + 1, nframes=1)
+        self._frame = frames[0] if frames else None
+        code = frames[0].code if frames else "<Code not available>"
+        client.sync(self.__aexit__, exc_type, exc_value, traceback, code=code)
 
     async def __aexit__(
         self, exc_type: Any, exc_value: Any, traceback: Any, code: str | None = None
@@ -181,6 +141,7 @@ class performance_report(distributed.performance_report):
             code = NO_CODE
         elif code is None:  # the async path: one frame deeper than distributed's own
             frames = client._get_computation_code(self._stacklevel + 1, nframes=1)
+            self._frame = frames[0] if frames else None
             code = frames[0].code if frames else "<Code not available>"
         stop = time.time()
         # distributed puts the code into its page's HTML as it is (a <pre> that Bokeh
@@ -191,7 +152,7 @@ class performance_report(distributed.performance_report):
         else:
             await self._write_without_profile(client, shown)
         try:
-            twin = await self._twin(client, code if recorded["code"] else None, stop, recorded)
+            twin = await self._twin(client, code if recorded["code"] else None, stop)
             page = await asyncio.to_thread(self._read_html)
             self.report = await asyncio.to_thread(
                 publish,
@@ -231,50 +192,53 @@ class performance_report(distributed.performance_report):
         with fsspec.open(self.filename, mode="r", compression="infer", **self.storage_options) as f:
             return f.read()
 
-    async def _twin(
-        self, client: Any, code: str | None, stop: float, recorded: dict[str, bool]
-    ) -> dict:
-        from distributed import profile as dask_profile
-
-        start = self.start
-
-        async def no_profile() -> dict:
-            return dask_profile.create()
-
-        stream, profile, info = await asyncio.gather(
-            client.scheduler.get_task_stream(start_index=self._stream_index),
-            client.scheduler.profile(start=start) if recorded["profile"] else no_profile(),
-            client.scheduler.identity(),
-        )
+    async def _twin(self, client: Any, code: str | None, stop: float) -> dict:
+        """The store's rows of the block's window, once the recorder stored them."""
+        info = None
         try:
-            computations = await client.run_on_scheduler(_groups_since(), start=start)
-        except Exception as e:  # e.g. the scheduler cannot import this package
-            logger.info("dask-analytics: no task groups for the report: %r", e)
-            computations = []
-        rows, spent = _task_stream_rows(stream)
-        workers = info.get("workers", {})
-        summary = {
-            "start": start,
+            # Asked first: a scheduler logs a traceback for a handler it does not have.
+            if await client.run_on_scheduler(_has_recorder()):
+                info = await client.scheduler.analytics_flush(timeout=FLUSH_TIMEOUT)
+        except Exception as e:
+            logger.info("dask-analytics: the recorder could not be flushed for the report: %r", e)
+        frame = getattr(self, "_frame", None)
+        block = {
+            "start": self.start,
             "stop": stop,
-            "duration": stop - start,
-            "n_tasks": len(stream),
-            "time_per_action": spent,
-            "n_workers": len(workers),
-            "n_threads": sum(w.get("nthreads", 0) for w in workers.values()),
-            "memory_limit": sum(w.get("memory_limit", 0) or 0 for w in workers.values()),
-            "cluster_id": info.get("id"),
-            "scheduler": info.get("address"),
-            "versions": {"dask": dask.__version__, "distributed": distributed.__version__},
             "code": code,
-            "recorded": dict(recorded),
+            "frame": {
+                "filename": frame.filename,
+                "lineno_frame": frame.lineno_frame,
+                "lineno_relative": frame.lineno_relative,
+            }
+            if frame is not None
+            else None,
         }
-        return {
-            "summary": summary,
-            "computations": [{k: v for k, v in c.items() if k != "groups"} for c in computations],
-            "task_groups": [
-                dict(g, computation_id=c["id"]) for c in computations for g in c["groups"]
-            ],
-            "task_stream": rows,
-            "task_stream_truncated": len(rows) < sum(len(d.get("startstops", ())) for d in stream),
-            "profile": profile,
-        }
+        return await asyncio.to_thread(self._twin_from_store, info, block)
+
+    def _twin_from_store(self, info: dict | None, block: dict) -> dict:
+        from ..readers import open_reader
+        from .twin import build_twin
+
+        if info is None or not info.get("cluster_id"):
+            return build_twin(None, [], block=block)
+        reader = open_reader(self._recorder_store(info["store"]))
+        cluster_id = info["cluster_id"]
+        rows = reader.list_computations(cluster_id=cluster_id, limit=1000)
+        start, stop = block["start"] - CLOCK_SLACK, block["stop"]
+        ids = [
+            r["computation_id"]
+            for r in sorted(rows, key=lambda r: r.get("start") or 0)
+            if r.get("start") is not None and start <= r["start"] <= stop
+        ]
+        return build_twin(reader, ids, block=block, cluster_id=cluster_id)
+
+    def _recorder_store(self, masked: str) -> str:
+        """The store the recorder writes to, as this process names it: its URL comes back
+        from the scheduler with any password masked."""
+        from ..urls import mask_url
+
+        for url in (self.store, config.get("analytics.store")):
+            if url and mask_url(config.validate_store(str(url))) == masked:
+                return config.validate_store(str(url))
+        return masked

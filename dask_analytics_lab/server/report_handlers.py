@@ -5,6 +5,11 @@ GET  {prefix}/api/reports          the caller's account's reports, newest first
 GET  {prefix}/reports/{id}         the page (from the twin; on report_url: the uploaded HTML);
                                    anyone with the link unless private
 GET  {prefix}/reports/{id}.json    its machine-readable twin, same rules
+POST {prefix}/api/computations/{id}/share   {"private": bool} -> 201 {"report": {...}}: a
+                                   report of a computation of the token's account, made
+                                   from this server's own store (the Share buttons)
+GET  {prefix}/api/computations/{id}/report  {"report": {"filename", "html"}}: the same page,
+                                   stored nowhere (Download HTML)
 
 A report id is 128 random bits: for a public report the link is the permission.  A
 private one opens only for members of its account (token or login cookie).
@@ -40,7 +45,7 @@ from tornado.web import create_signed_value, decode_signed_value
 from ..codecrypt import CodeCipher, CodeDecryptError
 from ..reports.rows import BadReport, check_report, make_row, may_read, opening_cipher, public_row
 from .base import BaseHandler, check_text, encode_answer
-from .body import read_json
+from .body import SMALL_BODY, read_json
 from .context import Principal
 from .errors import ApiError
 from .query import QueryHandler, limit_param
@@ -200,7 +205,7 @@ def twin_page_csp() -> str:
     """The policy of the page rendered from a report's twin: REPORT_CSP, but only the
     page's own two scripts (by their hashes) run, so no markup a recorded string could
     carry would, were it ever to reach the page unescaped."""
-    from ..reports.render import page_script_sources
+    from ..reports.shell import page_script_sources
 
     return REPORT_CSP.replace(
         "script-src 'unsafe-inline' 'unsafe-eval'", f"script-src {page_script_sources()}"
@@ -319,3 +324,118 @@ class UploadedReport(ReportView):
             raise ApiError(404, "this server serves no uploaded report HTML (no report_url)")
         self.set_header("Cache-Control", "no-store")  # a signed link lasts minutes
         self.redirect(link)
+
+
+def _share_options(body: Any) -> bool:
+    """The share request's one option, `private`; anything else is refused by name."""
+    if not isinstance(body, dict):
+        raise ApiError(400, 'the body must be a JSON object: {"private": true or false}')
+    unknown = sorted(set(body) - {"private"})
+    if unknown:
+        raise ApiError(422, f'unknown field(s) {unknown}: the body takes only "private"')
+    private = body.get("private", False)
+    if not isinstance(private, bool):
+        raise ApiError(422, "private must be true or false")
+    return private
+
+
+def _report_filename(label: str) -> str:
+    safe = (
+        "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:60].strip("-")
+        or "computation"
+    )
+    return f"dask-report-{safe}.html"
+
+
+def _twin_of(ctx: Any, computation_id: str, principal: Principal | None) -> dict:
+    """A computation's twin from this server's store, in the caller's account only."""
+    from ..reports.twin import build_twin
+    from ..store import NotFound
+
+    try:
+        account = principal.account if principal is not None else None
+        return build_twin(ctx.store, [computation_id], account=account)
+    except NotFound:
+        # The same words for an id of another account: it learns nothing of it.
+        raise ApiError(
+            404,
+            f"no computation {computation_id!r} in your account's record: its id is not one "
+            "this server holds (list them at /api/computations)",
+        ) from None
+
+
+def report_file(ctx: Any, computation_id: str, principal: Principal) -> dict:
+    """{"filename", "html"}: a computation's report page, made here, stored nowhere."""
+    from ..reports.twin_page import page_title, twin_report_page
+
+    twin = _twin_of(ctx, computation_id, principal)
+    label = twin["summary"].get("label") or computation_id
+    return {
+        "filename": _report_filename(label),
+        "html": twin_report_page(twin, {"title": page_title(twin)}),
+    }
+
+
+def shared_row(ctx: Any, computation_id: str, principal: Principal, private: bool) -> dict:
+    """The stored row of a report of one computation, made from this server's store in
+    the caller's account (blocking: on a read thread).  The twin and the page come
+    from the same builders every report page does (reports/twin.py, twin_page.py)."""
+    from ..reports.twin_page import page_title, twin_report_page
+
+    twin = _twin_of(ctx, computation_id, principal)
+    title = page_title(twin)
+    summary = twin["summary"]
+    account = principal.account or (twin.get("cluster") or {}).get("account") or "default"
+    try:
+        return make_row(
+            html=twin_report_page(twin, {"title": title}),
+            twin=twin,
+            filename=_report_filename(summary.get("label") or computation_id),
+            private=private,
+            title=title,
+            cluster_id=summary.get("cluster_id"),
+            account=account,
+            user=principal.user,
+            cipher=ctx.cipher,
+        )
+    except BadReport as e:  # a twin past its size
+        raise ApiError(413, str(e)) from None
+
+
+class ShareComputation(BaseHandler):
+    """POST {prefix}/api/computations/{id}/share: the Share buttons' report, made here.
+
+    The token is checked first (no login cookie: a write), then the body (a small JSON
+    object), and only then is anything read: the computation in the token's account
+    (another account's id is 404, as an unknown one), its twin and page made on a read
+    thread within the caller's share, stored as an upload is (quota, encryption)."""
+
+    def base(self) -> str:
+        return ReportsApi.base(self)  # type: ignore[arg-type]
+
+    async def post(self, computation_id: str) -> None:
+        principal = await self.principal(allow_cookie=False)
+        body = read_json(self.request, max_bytes=SMALL_BODY, max_decompressed=SMALL_BODY)
+        private = _share_options(body)
+        check_text("computation id", computation_id)
+        async with self.ctx.read_shares.hold(caller_key(principal)):
+            row = await self.call(shared_row, self.ctx, computation_id, principal, private)
+        # Charged in the transaction that stores it: 413/507, quota.py.
+        await self.call(self.ctx.quota.add_report, row)
+        self.write_json(
+            {"report": public_row(row, self.base(), opening_cipher(self.ctx.cipher))}, status=201
+        )
+
+
+class ComputationReportFile(BaseHandler):
+    """GET {prefix}/api/computations/{id}/report: the Share report's page as a file to
+    download, made here from this server's store, in the caller's account; a read (a
+    token or a login)."""
+
+    async def get(self, computation_id: str) -> None:
+        principal = await self.principal()
+        check_text("computation id", computation_id)
+        async with self.ctx.read_shares.hold(caller_key(principal)):
+            made = await self.call(report_file, self.ctx, computation_id, principal)
+        self.set_header("Cache-Control", "no-store")
+        await self.send_json({"report": made})

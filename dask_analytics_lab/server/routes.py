@@ -105,6 +105,9 @@ which must be the token's own account; lists take `limit=`):
                         account's cluster are dropped, answered as for an unknown id)
   POST /api/reports     {html, twin, filename, private, title?, cluster_id?} -> 201 {"report": {..., url, json_url}}
   GET  /api/reports?limit=                           {"reports": [...]}
+  POST /api/computations/{id}/share  {"private"?} -> 201 {"report": {..., url, json_url}}: a report
+                        of the token's account's computation, made from this store
+  GET  /api/computations/{id}/report                 {"report": {"filename", "html"}}: that page, stored nowhere
 Operations (ops.py): GET /health (open, liveness, no database: {"status": "ok", "version"}),
   GET /ready (open, readiness: {"status": "ready", ...}, or 503 {"status": "unavailable",
   "reason"} when the database is unreachable or its schema not at this release's head)
@@ -132,7 +135,13 @@ from .context import Context, make_context
 from .ingest import IngestHandler
 from .ops import Health, Metrics, Ready
 from .query import query_routes
-from .report_handlers import ReportsApi, ReportView, UploadedReport
+from .report_handlers import (
+    ComputationReportFile,
+    ReportsApi,
+    ReportView,
+    ShareComputation,
+    UploadedReport,
+)
 from .web import WIDGETS, LoginHandler, LogoutHandler, NotFoundHandler, PageHandler
 
 
@@ -163,6 +172,8 @@ def routes_for(ctx: Context) -> list[URLSpec]:
     specs = [
         URLSpec(f"{p}/api/ingest", IngestHandler, c),
         URLSpec(f"{p}/api/reports", ReportsUpload, c),
+        URLSpec(f"{p}/api/computations/{seg}/share", ShareComputation, c),
+        URLSpec(f"{p}/api/computations/{seg}/report", ComputationReportFile, c),
         URLSpec(f"{p}/health", Health, c),
         URLSpec(f"{p}/ready", Ready, c),
         URLSpec(f"{p}/metrics", Metrics, c),

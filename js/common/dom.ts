@@ -80,7 +80,19 @@ export function throttle(fn: () => void): () => void {
   };
 }
 
+// Another reader's words for the views' empty states, by their title: the views speak to
+// the notebook's user ("run %load_ext …"), and a report page, whose reader can run
+// nothing, gives its own (js/report/page.ts).
+const retold = new Map<string, [string, string]>();
+
+/** From now on, `empty(title, …)` says `texts[title]` instead. */
+export function retellEmpty(texts: Record<string, [string, string]>): void {
+  for (const [title, said] of Object.entries(texts)) retold.set(title, said);
+}
+
 export function empty(text: Child, hint?: Child): HTMLElement {
+  const said = typeof text === "string" ? retold.get(text) : undefined;
+  if (said) [text, hint] = said;
   return h(
     "div.dal-empty",
     h("div.dal-empty-title", text),
