@@ -65,7 +65,8 @@ class TeamProblem(HTTPError):
 
 def _token_words() -> str:
     return (
-        "create one there with `dask-analytics token create --account <account> --user <you>`, "
+        "create one there with `dask-analytics token create --store DB --account <account> "
+        "--user <you>` (DB: the store the team server was started with), "
         "set analytics.token (or DASK_ANALYTICS__TOKEN) to it where this Jupyter server "
         "reads its Dask config, and restart Jupyter"
     )
