@@ -7,7 +7,7 @@ URL (a scratch database).  Account A stores a snippet; account B stores two comp
 that list a code hash: A's (the probe) and one nobody sent (the control).  B reads both,
 interleaved, --reads times each.  Prints the median of each and their difference.
 Target: the difference under half the larger median (or 10 ms).
-tests/test_code_privacy.py checks that both reads answer the same; the times are this
+tests/integration/test_code_privacy.py checks that both reads answer the same; the times are this
 script's.
 """
 

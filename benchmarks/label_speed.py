@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from distributed.scheduler import TaskGroup, TaskPrefix  # noqa: E402
 
 from dask_analytics_lab.collect.computations import _label  # noqa: E402
-from tests.test_tracker import _label_by_sorting  # noqa: E402  (the label as defined)
+from tests.unit.test_tracker import _label_by_sorting  # noqa: E402  (the label as defined)
 
 
 def by_definition(claims: list[Any]) -> str:

@@ -34,8 +34,13 @@ sys.path.insert(0, str(ROOT))
 
 from dask_analytics_lab.http_reader import HttpReader  # noqa: E402
 from dask_analytics_lab.remote import HttpSink  # noqa: E402
-from tests.server_helpers import Cluster, ServerProcess, free_port, make_tokens  # noqa: E402
-from tests.test_server_api import _self_signed  # noqa: E402
+from tests.server_helpers import (  # noqa: E402
+    Cluster,
+    ServerProcess,
+    free_port,
+    make_tokens,
+    self_signed,  # noqa: E402
+)
 
 
 def urllib_call(url: str, token: str, tls: ssl.SSLContext | None, body: list | None = None) -> dict:
@@ -64,7 +69,7 @@ def measure(n: int, batch_size: int, tls: bool) -> list[tuple[str, float, float]
     token = make_tokens(db, 1)[0]
     extra, ca_file, context = [], None, None
     if tls:
-        ca_file, keyfile = _self_signed(folder)
+        ca_file, keyfile = self_signed(folder)
         extra, context = (
             ["--certfile", ca_file, "--keyfile", keyfile],
             ssl.create_default_context(cafile=ca_file),

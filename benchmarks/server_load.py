@@ -6,9 +6,9 @@ answer, retries), on SQLite and PostgreSQL; then checks every message was stored
     python benchmarks/server_load.py --seconds 10 --clusters 50
     python benchmarks/server_load.py --postgres postgresql://user@host/scratch
 
-The suite runs the same for a few seconds (tests/test_server_load.py).  The fault test
+The suite runs the same for a few seconds (tests/integration/test_server_load.py).  The fault test
 at full length (the server killed for a minute under a working cluster):
-    DAL_OUTAGE_SECONDS=60 python -m pytest tests/test_server_faults.py
+    DAL_OUTAGE_SECONDS=60 python -m pytest tests/integration/test_server_faults.py
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.integration.test_server_load import check_stored_once, run_load  # noqa: E402
 from tests.server_helpers import ServerProcess, free_port, make_tokens  # noqa: E402
-from tests.test_server_load import check_stored_once, run_load  # noqa: E402
 
 
 def run(name: str, url: str, clusters: int, seconds: float) -> tuple:

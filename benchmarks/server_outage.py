@@ -8,7 +8,7 @@ records into it.  Round trips (one tiny task submitted and gathered) are timed, 
 followed by a small array computation: --rounds with the server up, then for --outage
 seconds after a SIGKILL of the server.  Prints the median round trip before and during
 the outage and the slowest one during it.  Target: the median during under 3x the one
-before (+0.1 s), none over 5 s.  tests/test_server_faults.py checks that everything held
+before (+0.1 s), none over 5 s.  tests/integration/test_server_faults.py checks that everything held
 through the outage arrives; the times are this script's.
 """
 

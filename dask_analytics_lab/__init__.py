@@ -2,7 +2,7 @@
 
 The public names load on first use (PEP 562): a scheduler that imports this package
 for its preload, or to unpickle the plugin, loads the collector and nothing of the
-readers, reports, widgets or Jupyter hook-ups (tests/test_layout.py holds it to that).
+readers, reports, widgets or Jupyter hook-ups (tests/unit/test_layout.py holds it to that).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-# What `dask --help` lists; cli.analytics has the same (tests/test_layout.py holds them
+# What `dask --help` lists; cli.analytics has the same (tests/unit/test_layout.py holds them
 # equal: cli.py cannot import it from here without an import cycle).
 HELP = "Read what dask-analytics-lab recorded, and serve it to a team."
 

@@ -13,7 +13,7 @@ from dask.utils import format_bytes as _format_bytes
 def duration(s: float) -> str:
     """A duration as every view shows it ("850 ms", "12.5 s", "4m 00s", "2h 03m", "3d 4h"):
     the Python twin of js/common/format.ts `duration`, so the CLI, the findings and the
-    UI print one figure one way (tests/test_cli_edges.py runs both)."""
+    UI print one figure one way (tests/integration/test_cli_edges.py runs both)."""
     if not math.isfinite(s):
         return "-"
     s = max(s, 0.0)

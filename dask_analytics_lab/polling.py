@@ -5,7 +5,7 @@ The rules are data, in polling.json next to this file: intervals, what each read
 for, and how much of each series a view keeps.  The Lab panel's bundle carries the same
 file (js/lab/polling.ts imports it), so the two cannot drift apart.  What the rules
 need as code, `Kept` (merging reads and thinning), is written twice, here and in
-js/lab/polling.ts, to one spec; tests/test_polling.py runs both on the same reads and
+js/lab/polling.ts, to one spec; tests/unit/test_polling.py runs both on the same reads and
 compares what they keep.
 """
 

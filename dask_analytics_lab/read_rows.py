@@ -5,7 +5,7 @@ Readers hand rows out as plain dicts (what the store's queries make and what JSO
 carries); these Structs say what those dicts hold, for three uses: the TypeScript row
 types (scripts/gen_reads.py writes js/common/reads.gen.ts from them), the read
 protocol's documentation, and the test that converts every row every store answers
-(tests/test_reads.py: a column a query adds and no Struct declares fails it).
+(tests/integration/test_reads.py: a column a query adds and no Struct declares fails it).
 
 A field with default None may be null (a nullable column; or missing from a report or
 store an older release made: the views show "–"); one with default UNSET is never null

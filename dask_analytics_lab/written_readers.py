@@ -2,7 +2,7 @@
 trace exporter (otel/), hosted by one scheduler plugin beside the analytics plugin.
 
 Why a plugin of its own: the recorder (collect/) may import only collect/, store/ and
-the base modules (tests/test_layout.py), while alerts and traces read findings
+the base modules (tests/unit/test_layout.py), while alerts and traces read findings
 (findings/); and a scheduler with neither configured loads none of this.  Why one
 plugin for both: Dask calls every scheduler plugin's `transition` for every transition of
 every task, so each plugin costs the loop, even one whose hook does nothing.  Named for

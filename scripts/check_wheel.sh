@@ -18,9 +18,12 @@ echo "+ building the wheel from a clean clone of $(git -C "$repo" rev-parse --sh
 (cd "$work/src" && "$work/build-env/bin/python" -m build --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1) || { tail -40 "$work/build.log"; exit 1; }
 wheel="$(ls "$work"/dist/*.whl)"
 echo "  $(basename "$wheel"): $(du -k "$wheel" | cut -f1) KiB"
+# The listing is read whole first: `unzip -l | grep -q` under pipefail fails at random,
+# when grep stops reading before unzip has written everything (SIGPIPE).
+unzip -l "$wheel" >"$work/listing"
 for f in dask_analytics_lab/static/monitor.js dask_analytics_lab/static/style.css dask_analytics_lab/static/team.js \
          dask_analytics_lab/labextension/package.json; do
-    unzip -l "$wheel" | grep -q " $f$" || { echo "MISSING from the wheel: $f"; exit 1; }
+    grep -q " $f$" "$work/listing" || { echo "MISSING from the wheel: $f"; exit 1; }
 done
 echo "  holds the built widgets, stylesheet, team page and JupyterLab extension"
 

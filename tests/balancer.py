@@ -11,7 +11,7 @@ where each request landed.  A missing binary is an error, never a reason to skip
 README's test command installs it.
 
 HAProxy(backends, workdir, config=deploy_config) runs deploy/haproxy.cfg itself instead,
-with only its addresses made local (tests/test_deploy.py).
+with only its addresses made local (tests/integration/test_deploy.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +38,7 @@ CHECK_INTERVAL = "300ms"
 CONFIG = """\
 global
     maxconn 2000
-    stats socket {dir}/admin.sock mode 600 level admin
+    stats socket {sockets}/admin.sock mode 600 level admin
 
 defaults
     mode http
@@ -68,10 +69,10 @@ backend replicas
 DEPLOY_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "haproxy.cfg"
 
 
-def deploy_config(workdir: Path, port: int, servers: str) -> str:
+def deploy_config(sockets: Path, port: int, servers: str) -> str:
     """deploy/haproxy.cfg as shipped, its addresses made local: the frontend's `bind :8765`
     lines on 127.0.0.1:port, the compose replicas' `server` lines replaced by `servers`,
-    and an admin socket in `workdir` (for stats()).  Its timeouts, limits and checks stay."""
+    and an admin socket in `sockets` (for stats()).  Its timeouts, limits and checks stay."""
     text = DEPLOY_CONFIG.read_text()
     text, binds = re.subn(r"(?m)^(\s*bind\s+):8765\b", rf"\g<1>127.0.0.1:{port}", text)
     lines = text.splitlines()
@@ -79,17 +80,17 @@ def deploy_config(workdir: Path, port: int, servers: str) -> str:
     assert binds and at, "deploy/haproxy.cfg: no `bind :8765` or `server` lines to adapt"
     lines[at[0] : at[-1] + 1] = servers.splitlines()
     g = lines.index("global")
-    lines.insert(g + 1, f"    stats socket {workdir}/admin.sock mode 600 level admin")
+    lines.insert(g + 1, f"    stats socket {sockets}/admin.sock mode 600 level admin")
     return "\n".join(lines) + "\n"
 
 
-def own_config(workdir: Path, port: int, servers: str) -> str:
+def own_config(sockets: Path, port: int, servers: str) -> str:
     """The tests' own configuration (CONFIG): round robin, fast checks, X-Replica."""
-    return CONFIG.format(dir=workdir, port=port, check=CHECK_INTERVAL, servers=servers)
+    return CONFIG.format(sockets=sockets, port=port, check=CHECK_INTERVAL, servers=servers)
 
 
 class ConfigMaker(Protocol):
-    def __call__(self, workdir: Path, port: int, servers: str) -> str: ...
+    def __call__(self, sockets: Path, port: int, servers: str) -> str: ...
 
 
 class BalancerUnavailable(RuntimeError):
@@ -121,7 +122,11 @@ class HAProxy:
             f"    server {name} 127.0.0.1:{port}" for name, port in backends.items()
         )
         self.config = self.dir / "haproxy.cfg"
-        self.config.write_text(config(self.dir, self.port, servers))
+        # A unix socket's path has at most ~100 bytes: a test's folder (deeper still under
+        # pytest-xdist's per-worker folders) can be longer, so the admin socket gets a
+        # short folder of its own.
+        self.sockets = Path(tempfile.mkdtemp(prefix="dal-ha-"))
+        self.config.write_text(config(self.sockets, self.port, servers))
         self.proc: subprocess.Popen | None = None
         self.log = self.dir / "haproxy.log"
 
@@ -158,7 +163,7 @@ class HAProxy:
     def stats(self) -> dict[str, dict]:
         """HAProxy's `show stat` rows of the replicas' backend, by server name (and "BACKEND")."""
         with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(self.dir / "admin.sock"))
+            s.connect(str(self.sockets / "admin.sock"))
             s.sendall(b"show stat\n")
             data = b""
             while chunk := s.recv(65536):
@@ -186,6 +191,7 @@ class HAProxy:
                 self.proc.kill()
                 self.proc.wait(10)
         self.proc = None
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 class Replicas:

@@ -13,7 +13,7 @@ is `store_url` shared by a module's tests (a module fixture fills it once per ba
 for tests that only read).  `store_url`'s PostgreSQL databases are copies of one the
 session migrated to head (a copy takes ~30 ms, migrating ~300 ms; a SQLite store is
 new, made at head at its first open); `postgres_url`'s are empty: the tests of
-migrations themselves use it (tests/test_store_open.py runs them on both backends).
+migrations themselves use it (tests/unit/test_store_open.py runs them on both backends).
 Deselect the PostgreSQL runs with `-m "not postgres"`.
 
 `replicas` is 3 `dask-analytics server` processes started at once on a fresh
@@ -21,6 +21,13 @@ PostgreSQL database, behind a real HAProxy (Debian's haproxy package; see
 tests/balancer.py): `.url` is the balancer's, `.servers` the replicas by name (r0..r2,
 also in each answer's X-Replica header), `.token(account)` makes a token.  Mark its
 tests `postgres`.
+
+Tiers: tests/unit/ (no cluster, browser, server or PostgreSQL: the model, the contract,
+store queries on SQLite, polling, layout, hygiene; its conftest refuses the rest),
+tests/integration/ (clusters, servers, PostgreSQL, Jupyter) and tests/browser/ (real
+Chromium); each test is marked with its tier's name (`-m unit`).  `bash scripts/dev
+test` runs `tests/unit -m "not postgres"` first, as a gate, then everything else in
+parallel with pytest-xdist: every fixture owns its ports, databases and folders.
 
 `browser` is one headless Chromium per test module; `page` a fresh page in it that
 fails its test on any JavaScript error, sized by the module's VIEWPORT if it has one.
@@ -33,6 +40,14 @@ import shutil
 import pytest
 
 from .postgres_server import PostgresServer, PostgresUnavailable
+
+TIERS = ("unit", "integration", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent.name in TIERS:
+            item.add_marker(item.path.parent.name)
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ kept reaches the store in the order it was put.
 Sizes estimate the Python memory a message holds (what the scheduler's memory pays,
 3-5x its JSON) from what `len` tells in O(1): rows times a per-row figure, lengths of
 texts.  The figures were measured with a deep `sys.getsizeof` of real messages
-(tests/test_shipper_buffer.py checks them against that).  Free-form JSON (a profile
+(tests/integration/test_shipper_buffer.py checks them against that).  Free-form JSON (a profile
 tree, an event's msg, the cluster's versions) has no O(1) size: those start at a
 provisional figure and the writer thread measures them (`measure`), off the event loop.
 Not thread-safe: the shipper holds its lock around every call.

@@ -82,7 +82,7 @@ def decode_messages(raw: bytes | bytearray) -> list[Envelope] | None:
     path (body.parse_json, then check_messages) must answer: a body it would refuse
     (for the words of its error) or read otherwise.  Parsing to Python objects and
     converting those took a third of a replica's CPU under load; this takes half of
-    that, and gives the same messages (tests/test_ingest_decode.py)."""
+    that, and gives the same messages (tests/unit/test_ingest_decode.py)."""
     if b"\\u0000" in raw or _LONG_INTEGER in raw.translate(_SHAPE):
         return None
     if not raw.isascii():

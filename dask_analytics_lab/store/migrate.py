@@ -5,7 +5,7 @@ in every process, the scheduler's included) is imported only when a migration ru
 an open of a store already at head reads its revision with one query, and a new SQLite
 file is made at head from schema.py's tables and stamped with the head revision, as
 Alembic stamps it (22-28 ms in a fresh process; replaying every migration took 270-320
-ms, and a scheduler's first embedded store imported Alembic for it).  tests/test_store_open.py
+ms, and a scheduler's first embedded store imported Alembic for it).  tests/unit/test_store_open.py
 checks that the two make the same schema.  A new PostgreSQL database replays the
 migrations: its time partitions are made there (0011), not by schema.py.
 """

@@ -1,6 +1,6 @@
 // How the panel polls the store: the rules are dask_analytics_lab/polling.json, the file
 // the notebook monitor's feed reads (through dask_analytics_lab/polling.py), bundled in.
-// Kept and thin follow polling.py's spec line for line; tests/test_polling.py runs both
+// Kept and thin follow polling.py's spec line for line; tests/unit/test_polling.py runs both
 // on the same reads and compares what they keep.
 import rules from "../../dask_analytics_lab/polling.json";
 

@@ -1,5 +1,5 @@
 // js/widgets/flamegraph.ts: the profile tree as the chart lays it out, and "Hide Dask
-// internals".  tests/test_flamegraph_fold.py folds a real cluster's profile; here the
+// internals".  tests/integration/test_flamegraph_fold.py folds a real cluster's profile; here the
 // rules, on trees small enough to check by hand.
 import assert from "node:assert/strict";
 import { test } from "node:test";

@@ -1,5 +1,5 @@
 // js/lab/polling.ts: how the Lab panel polls (the rules of dask_analytics_lab/polling.json).
-// That it keeps what the notebook feed keeps is tests/test_polling.py's (both languages,
+// That it keeps what the notebook feed keeps is tests/unit/test_polling.py's (both languages,
 // the same reads); here: the rules on their own.
 import assert from "node:assert/strict";
 import { test } from "node:test";
