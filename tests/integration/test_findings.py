@@ -8,7 +8,9 @@ Scenarios that need the same kind of cluster share one (each is its own computat
 
 from __future__ import annotations
 
+import math
 import pprint
+import re
 import time
 
 import dask
@@ -299,7 +301,14 @@ def test_a_healthy_computation_gets_no_finding(plain):
 def test_small_tasks(plain):
     f = found_kind(plain["store"], plain["ids"]["small-tasks"], "small-tasks", FAST_MACHINE)
     assert f["groups"][0] == "inc" and "group inc: 1,000 tasks" in f["evidence"], f
-    assert "about 4 tasks" in f["advice"]  # 2 x the 2 threads: inc's compute is tiny
+    # Enough tasks of target-task (100 ms) for inc's measured compute, and at least 2 per
+    # thread (2 threads): 4 on a quiet machine, where inc's compute is tiny; more where a
+    # busy machine made each inc slower.
+    with open_store(plain["store"]) as store:
+        groups = store.list_task_groups(plain["ids"]["small-tasks"])
+    [inc] = [g for g in groups if g["name"] == f["groups"][0]]
+    aim = max(4, math.ceil(inc["compute"] / 0.1))
+    assert f"about {aim} tasks" in f["advice"], (inc["compute"], f["advice"])
 
 
 def test_a_straggler(plain):
@@ -374,10 +383,9 @@ def test_spilling_and_its_twin(threads):
 def test_the_command_line_explains(plain, capsys):
     assert cli(["--store", plain["store"], "explain", plain["ids"]["straggler"]]) == 0
     out = capsys.readouterr().out
-    assert (
-        out.startswith("1. [straggler] a straggler in spin")
-        and "evidence: a task of spin ran" in out
-    )
+    # Among the first two (a busy machine may add one of its own), with its evidence.
+    assert re.search(r"^[12]\. \[straggler\] a straggler in spin", out, re.M), out
+    assert "evidence: a task of spin ran" in out
     assert cli(["--store", plain["store"], "explain", plain["ids"]["healthy"], "--json"]) == 0
     assert capsys.readouterr().out.strip() == "[]"
     assert cli(["--store", plain["store"], "explain", "no-such-id"]) == 2

@@ -47,6 +47,21 @@ def slow(x):
     return x
 
 
+def _flaky_or_inc(task: tuple[str, int]) -> int:
+    kind, x = task
+    return flaky(x) if kind == "flaky" else inc(x)
+
+
+def _one_graph(client, flaky_inputs, n: int, tag: str) -> list:
+    """One run: `flaky` over flaky_inputs and n groups g{i}x of one `inc` each, sent in one
+    update_graph, so it is one computation however soon a busy or quiet machine finishes
+    the first tasks (two map calls are two computations when the first ends between)."""
+    tasks = [("flaky", x) for x in flaky_inputs] + [("inc", i) for i in range(n)]
+    keys = [f"flaky-{tag}{i}" for i in range(len(flaky_inputs))]
+    keys += [f"g{i}x-{tag}" for i in range(n)]
+    return client.map(_flaky_or_inc, tasks, key=keys)
+
+
 def _comps(cluster_id, store):
     """Computations oldest first."""
     return dal.list_computations(cluster_id, store=store)[::-1]
@@ -105,13 +120,11 @@ def test_a_rerun_into_held_groups_is_recorded_whether_a_tick_came_between(sqlite
     n = 40
     tag = uuid.uuid4().hex[:8]
     with recorded_cluster(sqlite_url, config={"analytics.interval": "1h"}) as (client, info):
-        first = client.map(flaky, range(-2, 8))
-        first += client.map(inc, range(n), key=[f"g{i}x-{tag}a" for i in range(n)])
+        first = _one_graph(client, range(-2, 8), n, tag + "a")
         wait(first)
         if tick_between:
             dal.flush(client)
-        second = client.map(flaky, range(100, 110))
-        second += client.map(inc, range(n), key=[f"g{i}x-{tag}b" for i in range(n)])
+        second = _one_graph(client, range(100, 110), n, tag + "b")
         wait(second)  # the first still held: the same TaskGroup objects
         dal.flush(client)
         cluster_id = info["cluster_id"]
