@@ -31,6 +31,7 @@ __all__ = [
     "close_readers",
     "dask_setup",
     "flush",
+    "is_recording",
     "open_reader",
     "register",
     "scheduler_sees_file",
@@ -122,6 +123,11 @@ def _started(client: Any) -> float | None:
         return client.scheduler_info(n_workers=0).get("started")
     except Exception:
         return None
+
+
+def is_recording(dask_scheduler: Any) -> bool:
+    """Runs on the scheduler (client.run_on_scheduler): has it the recorder?"""
+    return PLUGIN_NAME in dask_scheduler.plugins
 
 
 def scheduler_sees_file(path: str, token: str) -> bool:

@@ -2,7 +2,7 @@
 terminal, export it, and run the team server.
 
 The group is registered under Dask's `dask_cli` entry point, so Dask's own `dask`
-command lists it.  Whatever it prints of the store goes through tables.printable:
+command lists it.  Whatever it prints of the store goes through tables.escaped:
 recorded strings come from the clusters, and their control characters (terminal
 escapes) are shown escaped.  JSON export escapes them by itself; CSV goes to files, its text cells
 quoted so that no spreadsheet runs them as formulas (csvcells.py).
@@ -33,7 +33,7 @@ class CommandError(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"dask-analytics: {tables.printable(self.message, lines=True)}", err=True)
+        click.echo(f"dask-analytics: {tables.escaped(self.message, lines=True)}", err=True)
 
 
 TOKEN_HELP = (
@@ -98,7 +98,7 @@ def analytics() -> None:
 @reader_store
 @click.pass_context
 def where(ctx: click.Context) -> None:
-    click.echo(tables.printable(api.where(named_store(ctx))))
+    click.echo(tables.escaped(api.where(named_store(ctx))))
 
 
 def filter_options(states: tuple[str, ...]) -> Any:
@@ -205,7 +205,7 @@ def exceptions(
             what = " ".join(x for x in (r.get("exc_type"), r.get("location")) if x)
             head = f"--- {what or r['task_group']} x{r['count']} (task group {r['task_group']})"
             body = f"{r['traceback_text'] or ''}{tables.example(r)}"
-            click.echo(f"\n{tables.printable(head)}\n{tables.printable(body, lines=True)}")
+            click.echo(f"\n{tables.escaped(head)}\n{tables.escaped(body, lines=True)}")
 
 
 @analytics.command(help="recorded events")
@@ -276,7 +276,7 @@ def export(ctx: click.Context, fmt: str, output: str | None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for table, rows in data.items():
         write_rows(folder / f"{table}.csv", sorted({c for r in rows for c in r}), rows)
-    click.echo(f"wrote {len(data)} tables to {tables.printable(folder)}/")
+    click.echo(f"wrote {len(data)} tables to {tables.escaped(folder)}/")
 
 
 analytics.add_command(prune)

@@ -101,7 +101,7 @@ def prune(
     from .urls import mask_url
 
     url, default = resolve_store(named_store(ctx))
-    shown = tables.printable(mask_url(url)) + (f" ({default})" if default else "")
+    shown = tables.escaped(mask_url(url)) + (f" ({default})" if default else "")
     if url.startswith(("http://", "https://")):
         raise click.UsageError(
             f"{shown} is a team server: prune its database on the server "

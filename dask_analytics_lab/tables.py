@@ -1,6 +1,6 @@
 """Plain-text tables and human-readable figures for the command line and the demo.
 
-Every recorded string goes through `printable` before it reaches a terminal: task
+Every recorded string goes through `escaped` before it reaches a terminal: task
 names, messages and tracebacks come from whatever ran on a cluster, and an escape
 sequence in one (ESC [ ..., an OSC 8 link, a title change, a bidi override) would
 otherwise act on the reader's terminal.
@@ -31,7 +31,7 @@ def _escape(m: re.Match) -> str:
     return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
 
 
-def printable(text: Any, *, lines: bool = False) -> str:
+def escaped(text: Any, *, lines: bool = False) -> str:
     """`text` with control characters shown as escapes (ESC as \\x1b), safe to print.
     lines=True keeps newlines and tabs (for tracebacks)."""
     text = "" if text is None else str(text)
@@ -44,28 +44,28 @@ def when(t: float | None) -> str:
     try:
         return _dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
     except (OverflowError, OSError, ValueError, TypeError):
-        return printable(repr(t))  # stored before the store bounded times: show it, do not fail
+        return escaped(repr(t))  # stored before the store bounded times: show it, do not fail
 
 
 def seconds(s: float | None) -> str:
     try:
         return "-" if s is None else duration(float(s))
     except (OverflowError, ValueError, TypeError):
-        return printable(repr(s))
+        return escaped(repr(s))
 
 
 def nbytes(n: float | None) -> str:
     try:
         return "-" if n is None else format_bytes(int(n))
     except (OverflowError, ValueError, TypeError):
-        return printable(repr(n))
+        return escaped(repr(n))
 
 
 def _first_line(text: str | None) -> str:
     if not text:
         return ""
     text = str(text)
-    return printable(text.strip().splitlines()[0].strip() if text.strip() else "")
+    return escaped(text.strip().splitlines()[0].strip() if text.strip() else "")
 
 
 def short(text: str | None, width: int) -> str:
@@ -84,7 +84,7 @@ def short_location(text: str | None, width: int) -> str:
 def render(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
     """A table; every cell is made printable (one line, control characters escaped)."""
     cells = [[str(c) for c in headers]] + [
-        ["" if c is None else printable(c) for c in row] for row in rows
+        ["" if c is None else escaped(c) for c in row] for row in rows
     ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
@@ -110,7 +110,7 @@ def _cost(value: Any) -> str:
             f"{float(value or 0):.4f}" if abs(float(value or 0)) < 1e12 else f"{float(value):.4g}"
         )
     except (TypeError, ValueError):
-        return printable(repr(value))
+        return escaped(repr(value))
 
 
 def clusters(rows: list[dict]) -> str:
@@ -290,16 +290,16 @@ def comparison(result: dict) -> str:
     """A run against its baseline: the findings, then one row per task prefix."""
     wall = result["wall"]
     ids = shorten(x for x in (result["computation_id"], result["baseline_id"]) if x is not None)
-    head = [f"computation {printable(ids[result['computation_id']])}"]
+    head = [f"computation {escaped(ids[result['computation_id']])}"]
     if result["baseline_id"] is None:
         head.append("no baseline")
     else:
         head.append(
-            f"against {printable(ids[result['baseline_id']])}: wall {seconds(wall['before'])} → "
+            f"against {escaped(ids[result['baseline_id']])}: wall {seconds(wall['before'])} → "
             f"{seconds(wall['after'])} ({_ratio(wall['ratio'])})"
         )
     lines = [", ".join(head)]
-    lines += [f"  - {printable(f)}" for f in result["findings"]]
+    lines += [f"  - {escaped(f)}" for f in result["findings"]]
 
     def figure(side: dict | None, key: str, show: Any) -> str:
         return "-" if side is None else show(side.get(key))
@@ -339,8 +339,8 @@ def findings(rows: list[dict]) -> str:
     out = []
     for i, f in enumerate(rows, 1):
         out.append(
-            f"{i}. [{printable(f['kind'])}] {printable(f['title'])} (~{seconds(f['impact'])} lost)"
+            f"{i}. [{escaped(f['kind'])}] {escaped(f['title'])} (~{seconds(f['impact'])} lost)"
         )
-        out.append(f"   evidence: {printable(f['evidence'])}")
-        out.append(f"   advice:   {printable(f['advice'])}")
+        out.append(f"   evidence: {escaped(f['evidence'])}")
+        out.append(f"   advice:   {escaped(f['advice'])}")
     return "\n".join(out)

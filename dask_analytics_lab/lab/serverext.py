@@ -46,6 +46,8 @@ from tornado import web
 from tornado.httputil import parse_body_arguments
 from tornado.web import HTTPError, RequestHandler, URLSpec, stream_request_body
 
+from ..urls import mask_url
+
 logger = logging.getLogger("dask_analytics_lab")
 
 PATH = "dask-analytics"
@@ -342,6 +344,9 @@ class ReportFileHandler(ShareHandler):
                 report_file, args["computation_id"], store=self.store_url
             )
         except Exception as e:
+            logger.warning(
+                "dask-analytics: report file of %s failed: %s", args["computation_id"], e
+            )
             self.set_status(502)
             self.finish({"error": str(e), "status": 502})
             return
@@ -378,7 +383,7 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
     if _is_team(store_url):
         from .team import team_specs
 
-        shown = _mask(store_url)
+        shown = mask_url(store_url)
         info = {"prefix": prefix, "store": shown, "mounted": True, "team_server": shown}
         specs = _lab_specs(prefix, store_url, info)
         specs += [
@@ -388,7 +393,7 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
         return specs
     from ..server.routes import routes
 
-    info = {"prefix": prefix, "store": _mask(store_url), "mounted": True, "team_server": None}
+    info = {"prefix": prefix, "store": mask_url(store_url), "mounted": True, "team_server": None}
     specs = _lab_specs(prefix, store_url, info)
     served = routes(
         prefix, {"store_url": store_url, "token_required": False, "local_auth": _logged_in}
@@ -420,12 +425,6 @@ def make_routes(base_url: str, store_url: str) -> list[URLSpec]:
             )
         )
     return specs
-
-
-def _mask(url: str) -> str:
-    from ..urls import mask_url
-
-    return mask_url(url)
 
 
 def unavailable_routes(base_url: str, problem: str) -> list[URLSpec]:
@@ -462,7 +461,7 @@ def load(serverapp: Any) -> None:
     if _is_team(store_url):
         serverapp.log.info(
             "dask-analytics: serving the team server %s's reads to the Lab at %s%s/ (with %s)",
-            _mask(store_url),
+            mask_url(store_url),
             base_url,
             PATH,
             "analytics.token"
@@ -470,4 +469,4 @@ def load(serverapp: Any) -> None:
             else "no token: analytics.token is not set",
         )
         return
-    serverapp.log.info("dask-analytics: serving %s at %s%s/", _mask(store_url), base_url, PATH)
+    serverapp.log.info("dask-analytics: serving %s at %s%s/", mask_url(store_url), base_url, PATH)

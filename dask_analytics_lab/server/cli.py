@@ -435,9 +435,9 @@ def _token_create(args: SimpleNamespace) -> int:
 
 
 def _safe(text: Any) -> str:
-    from ..tables import printable
+    from ..tables import escaped
 
-    return printable(text)
+    return escaped(text)
 
 
 def _duration(value: str) -> float:

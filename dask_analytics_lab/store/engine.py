@@ -29,6 +29,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import QueuePool, StaticPool
 
 from ..store_errors import QueryTimeout, StoreUnavailable
+from ..urls import mask_url
 
 # Execution options of a read-only connection: deferred BEGIN on SQLite.
 READ = {"dal_read": True}
@@ -55,11 +56,8 @@ def parse(url: str) -> URL:
 
 
 def masked(url: URL | str) -> str:
-    """The URL with any password hidden, for error messages and logs."""
-    try:
-        return (url if isinstance(url, URL) else make_url(url)).render_as_string(hide_password=True)
-    except Exception:
-        return "<unparsable URL>"
+    """The URL with any password hidden (urls.mask_url), for error messages and logs."""
+    return mask_url(str(url))  # a URL object prints its password as *** already
 
 
 def dialect_insert(conn: sa.Connection | str, table: sa.Table) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,10 @@ from ._feed import Feed
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 _DISPLAYED = "(displayed by the kernel)"  # a view assumed on screen until views report
+# Seconds after the cell that displayed a widget ends (the kernel is then free to hear
+# its views) within which a view must speak; else no front end shows it (a terminal,
+# nbconvert, a front end without the widget manager) and it stops reading the store.
+SILENT_VIEW = 10.0
 
 _MISSING = """
 export default { render({ el }) {
@@ -80,7 +85,32 @@ class LiveView(anywidget.AnyWidget):
         if not self._heard_from_views:
             self._views_on_screen.add(_DISPLAYED)
             self._follow_views()
+            self._await_views()
         return super()._repr_mimebundle_(**kwargs)
+
+    def _await_views(self) -> None:
+        """A view speaks once the kernel is free to hear it: give it SILENT_VIEW seconds
+        after the displaying cell ends, then take the display for nobody's."""
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
+        if shell is None:
+            return
+
+        def cell_ended(*_: Any) -> None:
+            shell.events.unregister("post_run_cell", cell_ended)
+            timer = threading.Timer(SILENT_VIEW, self._views_silent)
+            timer.daemon = True
+            timer.start()
+
+        shell.events.register("post_run_cell", cell_ended)
+
+    def _views_silent(self) -> None:
+        if not self._heard_from_views:
+            self._views_on_screen.discard(_DISPLAYED)
+            self._follow_views()
 
     @property
     def polling(self) -> bool:

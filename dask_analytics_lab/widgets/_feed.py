@@ -11,6 +11,7 @@ A feed serves any widget: it fills the traits the widget has and skips the rest.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -20,6 +21,8 @@ from ..display import clean, label_of, stream_rows
 from ..polling import RULES, Kept, every_polls, history_period
 from ._sync import KeyedTable
 from ._ticker import TICKER
+
+logger = logging.getLogger("dask_analytics_lab")
 
 MAX_CLUSTERS = 100  # the cluster picker's list: the newest clusters of the store
 CLUSTERS_EVERY = 10  # ticks between reads of that list (opening the picker reads it at once)
@@ -177,7 +180,10 @@ class Feed:
                         w.error = ""
                 self.live = live
             except Exception as e:  # the store may be away for a moment: say so, try again
-                w.error = f"{type(e).__name__}: {e}"
+                said = f"{type(e).__name__}: {e}"
+                if said != w.error:  # logged as shown: once, not at every tick it lasts
+                    logger.warning("dask-analytics: the monitor shows: %s", said)
+                w.error = said
             self.ticks += 1
 
     def _tick(self, store: str | None) -> bool:

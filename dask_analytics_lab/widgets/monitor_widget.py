@@ -144,11 +144,24 @@ def _current_cluster(client: Any = None) -> str | None:
             client = default_client()
         except (ImportError, ValueError):
             return None
+    if _recording(client):
+        return api.status(client)["cluster_id"]  # its trouble is the user's to see
+    return api.register(client)["cluster_id"]
+
+
+def _recording(client: Any) -> bool:
+    """Whether the scheduler has the recorder: asked directly, so that a recorder that is
+    slow to answer is not registered a second time."""
     try:
-        return api.status(client)["cluster_id"]
+        return bool(client.run_on_scheduler(api.is_recording))
     except Exception:
-        # Not registered yet (the scheduler has no analytics handler): record it now.
-        return api.register(client)["cluster_id"]
+        # It runs no function sent to it (distributed.scheduler.pickle off): the
+        # recorder's own handler answers only where there is one.
+        try:
+            api.status(client)
+        except Exception:
+            return False
+        return True
 
 
 def monitor(

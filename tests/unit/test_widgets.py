@@ -553,6 +553,32 @@ def test_displayed_widget_polls_before_its_views_report(fake_store):
         w.close()
 
 
+def test_a_widget_whose_views_never_speak_stops_polling(fake_store, monkeypatch):
+    """Displayed where no front end renders widgets (a terminal, nbconvert): no view ever
+    speaks, so once the displaying cell has ended and SILENT_VIEW passed, it stops; a
+    widget whose view spoke in time polls on."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from dask_analytics_lab.widgets import _base
+
+    monkeypatch.setattr(_base, "SILENT_VIEW", 0.05)
+    shell = InteractiveShell.instance()
+    silent = MonitorWidget("k1", interval=0.02)
+    heard = MonitorWidget("k1", interval=0.02)
+    try:
+        silent._repr_mimebundle_()
+        heard._repr_mimebundle_()
+        assert silent.polling and heard.polling  # the cell still runs: it may be blocked
+        _view(heard, "a", True)
+        shell.events.trigger("post_run_cell", None)  # the cell ends
+        _wait_until(lambda: not silent.polling, "the unseen widget stops polling")
+        assert heard.polling
+    finally:
+        silent.close()
+        heard.close()
+        InteractiveShell.clear_instance()
+
+
 def test_widget_made_with_start_false_never_polls(fake_store):
     w = MonitorWidget("k1", interval=0.02, start=False)
     try:
