@@ -3,11 +3,9 @@ it cost (seconds of wall time, an estimate whose sum the evidence spells out).""
 
 from __future__ import annotations
 
-from dask.utils import format_time
+from ..figures import duration, format_bytes
 
-from ..figures import format_bytes
-
-__all__ = ["finding", "format_bytes", "format_time", "secs", "short"]
+__all__ = ["finding", "format_bytes", "secs", "short"]
 
 
 def finding(
@@ -32,8 +30,9 @@ def finding(
 
 
 def secs(x: float) -> str:
-    """A duration as the evidence quotes it: 3.2 s, 150 ms, 40 us."""
-    return format_time(x)
+    """A duration as every table and view prints it (figures.duration: "150 ms",
+    "12.5 s", "5m 00s"), so the evidence quotes the figures a reader sees there."""
+    return duration(x)
 
 
 def short(names: list[str], n: int = 3) -> str:

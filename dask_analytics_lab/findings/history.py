@@ -150,7 +150,7 @@ def idle_cluster(rec: Record) -> list[dict]:
         + (f"; its idle timeout was {secs(own)}" if own else "; no idle timeout was set")
         + ". Impact: the idle time (cluster time, beside the wall time)"
     )
-    suggest = secs(rec.settings["idle_min"])
+    suggest = f"{rec.settings['idle_min']:g}s"  # a value the config takes, not a figure
     advice = (
         f"Close clusters when done (client.close(); cluster.close()), or let them close themselves: "
         f'analytics.idle.timeout: "{suggest}" (or distributed.scheduler.idle-timeout)'
