@@ -179,22 +179,12 @@ class ReadHandler(QueryHandler):
         super().initialize(ctx)
         self.read, self.path = read, path
         self.key = read.key
+        # No defaults here: reads.check gives every parameter not sent its declared one.
         self.params = {
             p.name: functools.partial(_parsed, p)
             for p in read.params
             if p.name != "account" and p.name not in path.names
         }
-
-    def parse_params(self) -> dict[str, Any]:
-        args = self.request.query_arguments
-        allowed = set(self.params) | {"account"}
-        unknown = set(args) - allowed
-        if unknown:
-            raise ApiError(
-                400,
-                f"unknown query parameter(s) {sorted(unknown)}; this endpoint takes {sorted(allowed)}",
-            )
-        return {name: parse(self._one(name)) for name, parse in self.params.items() if name in args}
 
     def checked(
         self, params: dict[str, Any], account: str | None, ids: list[str]
