@@ -485,8 +485,7 @@ def test_findings_from_stored_messages_are_scoped_by_account(store_url):
             and f["workers"] == ["tcp://10.0.0.2:4000"]
         )
         assert (
-            "ran 5.00 s on tcp://10.0.0.2:4000, 50x its group's median of 100 ms"
-            in f["evidence"]
+            "ran 5.00 s on tcp://10.0.0.2:4000, 50x its group's median of 100 ms" in f["evidence"]
         ), f
         # It started at 0.1 s; with the median it would have ended at 0.2 s, as the others
         # did: the remaining 4.9 s are the straggler's.
