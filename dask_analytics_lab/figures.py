@@ -6,8 +6,18 @@ A base module: store/ uses it too, and it imports nothing of the package."""
 from __future__ import annotations
 
 import math
+import re
 
 from dask.utils import format_bytes as _format_bytes
+
+# A group's name ends in its graph's token ("random_sample-78306eba..."): the views show
+# the prefix and the token's first 6 digits (js/widgets/taskgroups.ts splitName).
+_TOKEN = re.compile(r"-([0-9a-f]{8,})$")
+
+
+def group_name(name: str) -> str:
+    """A task group's name as the task-group table shows it: "random_sample-78306e"."""
+    return _TOKEN.sub(lambda m: "-" + m.group(1)[:6], name)
 
 
 def duration(s: float) -> str:

@@ -6,6 +6,7 @@ failures, slower-than-before and idle-cluster.
 
 from __future__ import annotations
 
+from ..figures import group_name
 from .finding import finding, secs, short
 from .memory import memory_kills
 from .record import Record
@@ -53,7 +54,8 @@ def failures(rec: Record) -> list[dict]:
         impact = sum(x["count"] * mean.get(x.get("task_group"), 0.0) for x in rows)
         how = "each failure's count x its group's mean task time"
     evidence = (
-        f"{total:,} failure(s): {top['count']:,} x {what} in group {top.get('task_group') or '(unknown)'}"
+        f"{total:,} failure(s): {top['count']:,} x {what} in group "
+        f"{group_name(top.get('task_group') or '(unknown)')}"
         + (f" ({top['pattern']})" if top.get("pattern") else "")
         + (f", raised at {top['location']}" if top.get("location") else "")
         + (f"; {len(rows) - 1} other kind(s)" if len(rows) > 1 else "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ..figures import group_name
 from .finding import finding, secs, short
 from .record import Record
 
@@ -38,23 +39,23 @@ def small_tasks(rec: Record) -> list[dict]:
     lost, g, typical = hits[0]
     aim = max(2 * threads, math.ceil((g.get("compute") or 0.0) / st["target_task"]))
     evidence = (
-        f"group {g['name']}: {g['n_tasks']:,} tasks, median {secs(typical)} each, below the "
+        f"group {group_name(g['name'])}: {g['n_tasks']:,} tasks, median {secs(typical)} each, below the "
         f"~{secs(st['task_overhead'])} the scheduler spends per task; they took "
         f"{secs(g['stop'] - g['start'])} of wall time for {secs(g.get('compute') or 0.0)} of compute on "
         f"{threads} threads. Impact: that wall time less compute/threads, at most tasks x "
         f"{secs(st['task_overhead'])}"
     )
     if len(hits) > 1:
-        evidence += f"; also {short([h[1]['name'] for h in hits[1:]])}"
+        evidence += f"; also {short([group_name(h[1]['name']) for h in hits[1:]])}"
     advice = (
         f"Make fewer, larger tasks: about {aim:,} tasks of ~{secs(st['target_task'])} or more for "
-        f"{g['name']} (larger chunks / partitions, e.g. repartition(npartitions={aim}) or bigger array "
+        f"{group_name(g['name'])} (larger chunks / partitions, e.g. repartition(npartitions={aim}) or bigger array "
         "chunks), or batch the work inside each task"
     )
     return [
         finding(
             "small-tasks",
-            f"{g['n_tasks']:,} tiny tasks in {g['name']}: scheduling overhead dominates",
+            f"{g['n_tasks']:,} tiny tasks in {group_name(g['name'])}: scheduling overhead dominates",
             evidence,
             advice,
             min(sum(h[0] for h in hits), rec.wall),
@@ -111,7 +112,7 @@ def straggler(rec: Record) -> list[dict]:
     )
     d = worst["stop"] - worst["start"]
     evidence = (
-        f"a task of {group} ran {secs(d)} on {worst['worker']}, {d / med:.0f}x its group's median of "
+        f"a task of {group_name(group)} ran {secs(d)} on {worst['worker']}, {d / med:.0f}x its group's median of "
         f"{secs(med)} ({len(rec.durations()[group])} tasks, {n_slow} this slow; task stream); "
         f"had it taken the median, the other tasks' remaining {secs(left)} of work over {rec.threads} threads would "
         f"have been done {secs(lost)} before it ended. Impact: that difference"
@@ -123,7 +124,7 @@ def straggler(rec: Record) -> list[dict]:
     return [
         finding(
             "straggler",
-            f"a straggler in {group} held up the end by {secs(lost)}",
+            f"a straggler in {group_name(group)} held up the end by {secs(lost)}",
             evidence,
             advice,
             lost,

@@ -6,6 +6,7 @@ gil-contention, transfer-bound and serialization.
 
 from __future__ import annotations
 
+from ..figures import group_name
 from .finding import finding, secs
 from .record import Record
 
@@ -104,7 +105,7 @@ def transfer_bound(rec: Record) -> list[dict]:
     threads = len(ran_on) or rec.threads
     network = sum(rec.metric("network").values())
     evidence = (
-        f"{g['name']}: {secs(g['transfer'])} fetching inputs against {secs(g.get('compute') or 0.0)} of "
+        f"{group_name(g['name'])}: {secs(g['transfer'])} fetching inputs against {secs(g.get('compute') or 0.0)} of "
         f"compute ({g['transfer'] / (g['transfer'] + (g.get('compute') or 0.0)):.0%} transfer; task groups)"
         + (f"; workers spent {secs(network)} on the network (fine metrics)" if network else "")
         + f". Impact: the transfer time over the {threads} thread(s) that ran them"
@@ -117,7 +118,7 @@ def transfer_bound(rec: Record) -> list[dict]:
     return [
         finding(
             "transfer-bound",
-            f"{g['name']} waited on data transfers",
+            f"{group_name(g['name'])} waited on data transfers",
             evidence,
             advice,
             min(sum(h["transfer"] for h in hits) / threads, rec.wall),

@@ -440,15 +440,16 @@ def test_a_worker_killed_for_its_memory_and_the_run_after(processes):
 
 
 # --- the same from stored messages: PostgreSQL too, scoped by account, on the team server --
-def straggling(c: Cluster, comp_id: str) -> list[dict]:
-    """A computation of 8 `load` tasks on 2 workers of 2 threads, one of them 50x the others."""
+def straggling(c: Cluster, comp_id: str, name: str = "load-abc") -> list[dict]:
+    """A computation of 8 `load` tasks (group `name`) on 2 workers of 2 threads, one of
+    them 50x the others."""
     t = c.t + 1
     rows = [
         {
             "worker": f"tcp://10.0.0.{i % 2 + 1}:4000",
             "thread": 140000 + i % 4,
             "prefix": "load",
-            "task_group": "load-abc",
+            "task_group": name,
             "state": "memory",
             "start": t + (i // 4) * 0.1,
             "stop": t + (i // 4) * 0.1 + (5.0 if i == 5 else 0.1),
@@ -461,10 +462,23 @@ def straggling(c: Cluster, comp_id: str) -> list[dict]:
             comp_id,
             start=t,
             stop=t + 5.1,
-            groups=[group("load-abc", n_tasks=8, compute=5.7, start=t, stop=t + 5.1)],
+            groups=[group(name, n_tasks=8, compute=5.7, start=t, stop=t + 5.1)],
         ),
         c.tasks(comp_id, rows),
     ]
+
+
+def test_a_groups_token_is_shown_as_the_tables_show_it(sqlite_url):
+    """Evidence names a group as the task-group table does (its prefix and 6 digits of
+    its token); the finding's `groups` keep the whole name, which the views match."""
+    key = "load-" + "5e3f8a0b9c7d6e5f4a3b2c1d0e9f8a7b"
+    c = Cluster()
+    with open_store(sqlite_url) as store:
+        store.ingest([c.cluster(), *straggling(c, "tokened", name=key)])
+        (f,) = explain(store, "tokened")
+    assert f["groups"] == [key]
+    assert "a task of load-5e3f8a ran" in f["evidence"] and key not in f["evidence"], f
+    assert f["title"].startswith("a straggler in load-5e3f8a held up the end"), f
 
 
 def test_findings_from_stored_messages_are_scoped_by_account(store_url):
