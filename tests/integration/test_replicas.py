@@ -115,18 +115,20 @@ def test_a_revoked_token_is_refused_by_every_replica_within_seconds(replicas):
     ) as store:  # as `dask-analytics token revoke` does, from another process
         assert TeamStore(store).revoke_token(token_id_of(token))
 
+    # Refused is 401, or 429 once the failures the waiting itself makes pass the
+    # throttle's count (sooner on a busy machine, where the waiting takes longer).
+    refused = {401, 429}
+
     def refused_everywhere() -> bool:
         answers = [request(replicas.url + "/api/whoami", token=token) for _ in NAMES]
-        return [a[0] for a in answers] == [401] * 3 and {served_by(a) for a in answers} == set(
-            NAMES
-        )
+        return {a[0] for a in answers} <= refused and {served_by(a) for a in answers} == set(NAMES)
 
     # Each replica caches a lookup for 30 s, but empties its cache within 2 s of any revocation.
     wait_for(
         refused_everywhere, timeout=10, what="every replica to refuse the revoked token", every=0.2
     )
     answers = [request(replicas.url + "/api/whoami", token=token) for _ in range(6)]
-    assert {a[0] for a in answers} == {401}
+    assert {a[0] for a in answers} <= refused
     answers = [
         opened(opener, replicas.url + "/api/whoami") for _ in range(6)
     ]  # its login session too
