@@ -303,6 +303,17 @@ class ShareHandler(_LabHandler):
             }
         )
 
+    async def _made(self, what: str, make: Callable[..., Any], cid: str, **kw: Any) -> Any:
+        """make(cid, **kw) on a thread; a failure is logged and answered 502 in its words
+        (None is returned then)."""
+        try:
+            return await asyncio.to_thread(make, cid, **kw)
+        except Exception as e:
+            logger.warning("dask-analytics: %s of %s failed: %s", what, cid, e)
+            self.set_status(502)
+            self.finish({"error": str(e), "status": 502})
+            return None
+
     async def post(self) -> None:
         from ..reports.share import share_computation
 
@@ -310,19 +321,14 @@ class ShareHandler(_LabHandler):
             args = _share_body(self.request.body)
         except ValueError:
             return self._bad_body()
-        try:
-            row = await asyncio.to_thread(
-                share_computation,
-                args["computation_id"],
-                store=self.store_url,
-                private=args["private"],
-            )
-        except Exception as e:
-            logger.warning(
-                "dask-analytics: share report of %s failed: %s", args["computation_id"], e
-            )
-            self.set_status(502)
-            self.finish({"error": str(e), "status": 502})
+        row = await self._made(
+            "share report",
+            share_computation,
+            args["computation_id"],
+            store=self.store_url,
+            private=args["private"],
+        )
+        if row is None:
             return
         self.set_status(201)
         self.finish({"report": {k: row.get(k) for k in self.fields}})
@@ -339,17 +345,12 @@ class ReportFileHandler(ShareHandler):
             args = _share_body(self.request.body)
         except ValueError:
             return self._bad_body()
-        try:
-            filename, page = await asyncio.to_thread(
-                report_file, args["computation_id"], store=self.store_url
-            )
-        except Exception as e:
-            logger.warning(
-                "dask-analytics: report file of %s failed: %s", args["computation_id"], e
-            )
-            self.set_status(502)
-            self.finish({"error": str(e), "status": 502})
+        made = await self._made(
+            "report file", report_file, args["computation_id"], store=self.store_url
+        )
+        if made is None:
             return
+        filename, page = made
         self.finish({"filename": filename, "html": page})
 
 
