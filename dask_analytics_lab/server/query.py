@@ -201,7 +201,7 @@ class ReadHandler(QueryHandler):
         if self.path.exists is not None:
             # The path names one thing: an unknown (or another account's) is 404, not [].
             getattr(self.ctx.store, self.path.exists)(ids[0], account=account)
-        answer = getattr(self.ctx.store, self.read.name)(**args, account=account)
+        answer = self.ctx.store.answer_checked(self.read, {**args, "account": account})
         opened = OPENED.get(self.read.name)
         return opened(self.ctx.cipher, answer) if opened is not None else answer
 
