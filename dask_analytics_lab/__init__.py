@@ -34,6 +34,7 @@ _PUBLIC = {
     "list_runs": "api",
     "list_task_groups": "api",
     "list_task_stream": "api",
+    "list_topics": "api",
     "list_worker_samples": "api",
     "Monitor": "gpu",
     "monitor": "widgets",
@@ -41,6 +42,7 @@ _PUBLIC = {
     "performance_report": "reports",
     "list_performance_reports": "reports",
     "register": "api",
+    "run_summary": "api",
     "status": "api",
     "where": "api",
 }

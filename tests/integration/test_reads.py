@@ -205,8 +205,12 @@ def test_every_reader_has_every_read_with_one_signature():
         for read in reads.READS:
             method = getattr(cls, read.name)
             assert method is getattr(Reader, read.name), f"{cls.__name__}.{read.name} is its own"
-    # The api functions take the reader's arguments, and `store`.
+    # The api functions take the reader's arguments, and `store`; each is public at the
+    # package's root too.
+    import dask_analytics_lab
     from dask_analytics_lab import api
+
+    assert set(reads.BY_NAME) <= set(dask_analytics_lab.__all__)
 
     for read in reads.READS:
         fn = inspect.signature(getattr(api, read.name))
