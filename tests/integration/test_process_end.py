@@ -46,7 +46,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 import dask_analytics_lab as dal
 
 class FirstRemoval(SchedulerPlugin):
-    # When the cluster's close starts taking its workers away.
+    # When the cluster's close starts taking its workers away, and when the scheduler
+    # let the client go (after it released the client's keys).
     name = "first-removal"
 
     def __init__(self, path):
@@ -55,6 +56,11 @@ class FirstRemoval(SchedulerPlugin):
     def remove_worker(self, scheduler, worker, **kwargs):
         if not os.path.exists(self.path):
             with open(self.path, "w") as f:
+                f.write(repr(time.time()))
+
+    def remove_client(self, scheduler, client):
+        if not client.startswith("fire-and-forget"):
+            with open(self.path + ".client", "w") as f:
                 f.write(repr(time.time()))
 
 def nap(seconds):
@@ -85,12 +91,15 @@ def say(**what):
 
 def run(tmp_path: Path, body: str, store: str, *args: str) -> tuple[int, dict, float | None]:
     """Run PRELUDE + body as `python script.py STORE REMOVAL_FILE *args`: its exit
-    status, what it said (its JSON lines merged) and when its cluster's close first
-    took a worker away (None: never)."""
+    status, what it said (its JSON lines merged, and `client_left`: when the scheduler
+    let its client go, if it did) and when its cluster's close first took a worker away
+    (None: never)."""
     script = tmp_path / "script.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
     removal = tmp_path / "first-removal"
     removal.unlink(missing_ok=True)
+    client_left = Path(f"{removal}.client")
+    client_left.unlink(missing_ok=True)
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -113,6 +122,8 @@ def run(tmp_path: Path, body: str, store: str, *args: str) -> tuple[int, dict, f
     for line in out.stdout.splitlines():
         if line.startswith("{"):
             said.update(json.loads(line))
+    if client_left.exists():
+        said["client_left"] = float(client_left.read_text())
     removed = float(removal.read_text()) if removal.exists() else None
     return out.returncode, said, removed
 
@@ -177,8 +188,11 @@ def test_ctrl_c_reads_as_a_cancel_at_the_interrupt(tmp_path, sqlite_url, how):
     assert cluster["status"] == "stopped"
     assert removed is not None  # the close took the workers away: after the stop
     # From a terminal the workers have the signal too, and may leave before the program
-    # ends: their departure bounds nothing then, the program's end does.
-    by = ended if how == "terminal" else removed
+    # ends: their departure bounds nothing then, the program's end does.  A with-block
+    # sends the client's close and then closes the cluster, on two connections: on a busy
+    # machine the scheduler may take the first worker away before it reads the client's
+    # close, whose release is the cancel.  The later of the two bounds the stop then.
+    by = {"terminal": ended, "held": removed}.get(how) or max(removed, said["client_left"])
     assert_cancelled_at(comp, sqlite_url, said["interrupt"], by)
     if how != "with-block":
         # The program's end is the cluster's too.
