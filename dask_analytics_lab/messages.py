@@ -298,6 +298,12 @@ class Totals(_Record):
     transfer: Number | None = None
     disk: Number | None = None
     nbytes: Count | None = None
+    # The scheduler's host while it ran: percent of all its cores busy (anything running
+    # there, not only Dask), and how many cores it has.  Sent once it stopped running.
+    host_cpu: Annotated[float, Meta(ge=0, le=100, description="a percent from 0 to 100")] | None = (
+        None
+    )
+    host_cores: Count | None = None
 
 
 class CodeFrame(_Data):

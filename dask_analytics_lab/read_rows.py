@@ -134,6 +134,9 @@ class ComputationRow(Row, kw_only=True):
     transfer: float | None = None
     disk: float | None = None
     nbytes: int | None = None
+    # The scheduler's host while it ran: percent of its cores busy, and its cores.
+    host_cpu: float | None = None
+    host_cores: int | None = None
     updated: float | None = None
     cursor: str | None = None
 

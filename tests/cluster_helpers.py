@@ -112,6 +112,22 @@ def preloaded_scheduler(tmp_path, url: str, env: dict | None = None):
                 p.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def cores_taken() -> Iterator[None]:
+    """Two processes spinning per core, as other programs on a busy laptop: no core is free."""
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(2 * (os.cpu_count() or 1))
+    ]
+    try:
+        yield
+    finally:
+        for p in burners:
+            p.kill()
+        for p in burners:
+            p.wait()
+
+
 class Scenarios:
     """Runs each scenario on a recorded cluster as its own computation and remembers its
     id by name (`run(name, fn)`; `run.ids[name]`)."""

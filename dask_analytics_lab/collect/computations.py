@@ -30,6 +30,7 @@ from operator import attrgetter, eq
 from typing import Any
 
 from ..messages import code_hash, fingerprint
+from . import host_cpu
 
 # A task in one of these states has not finished.
 NOT_DONE = frozenset({"waiting", "processing", "no-worker", "queued"})
@@ -198,6 +199,10 @@ class _Tracked:
     fingerprint: str | None = None
     state: str = ""
     stop: float | None = None
+    # The host's CPU counters when it began, and how busy the host was while it ran
+    # (set when it stops running).
+    host_since: tuple[float, float] | None = field(default_factory=host_cpu.reading)
+    host_cpu: float | None = None
     final: bool = False  # after a restart: nothing of it runs any more
     sent_totals: dict[str, Any] = field(default_factory=dict)
 
@@ -830,6 +835,8 @@ class ComputationTracker:
             state = "cancelled"
         else:
             state = "finished"
+        if not running and was_running:
+            record.host_cpu = host_cpu.busy_percent(record.host_since)
         if running:
             record.stop = None
         elif cut_short:
@@ -851,6 +858,8 @@ class ComputationTracker:
             "transfer": sum(record.transfer),
             "disk": sum(record.disk),
             "nbytes": totals["nbytes"],
+            "host_cpu": record.host_cpu,
+            "host_cores": host_cpu.CORES,
         }
         state_changed = state != record.state
         if not (

@@ -11,8 +11,9 @@ thresholds are `analytics.findings.*` (analytics.yaml).  Findings that cost less
 computation gets none.  Most costly first.
 
 Modules: record (the reads), tasks (how work was cut and spread), time_spent (fine
-metrics: GIL, transfers, serialization), memory (spilling, kills), history (failures,
-earlier runs, idle cluster), gpu (GPU samples: an underused GPU).
+metrics and the host's CPU: GIL, a busy machine, transfers, serialization), memory
+(spilling, kills), history (failures, earlier runs, idle cluster), gpu (GPU samples: an
+underused GPU).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ KINDS = (
     "spilling",
     "memory-kill",
     "gil-contention",
+    "cpu-starved",
     "transfer-bound",
     "serialization",
     "too-few-tasks",
@@ -49,6 +51,7 @@ RULES = (
     memory.spilling,
     memory.memory_kill,
     time_spent.gil_contention,
+    time_spent.cpu_starved,
     time_spent.transfer_bound,
     time_spent.serialization,
     tasks.too_few_tasks,

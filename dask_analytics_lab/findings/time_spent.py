@@ -1,7 +1,7 @@
 """Rules read from where the time went: Dask's fine performance metrics per task prefix,
 the task groups' transfer time, and the workers' CPU.
 
-gil-contention, transfer-bound and serialization.
+gil-contention, cpu-starved, transfer-bound and serialization.
 """
 
 from __future__ import annotations
@@ -75,6 +75,63 @@ def gil_contention(rec: Record) -> list[dict]:
             sum(h[0] for h in hits) / rec.threads,
             groups=[h[2] for h in hits],
             workers=multi,
+        )
+    ]
+
+
+def cpu_starved(rec: Record) -> list[dict]:
+    """cpu-starved: the tasks' threads waited off the CPU (execute thread-noncpu) at least
+    `starved-wait-share` of their time, yet did run on it now and then (at least 1% of
+    it: waiting on sleep or I/O alone runs near 0), while the scheduler's host had at
+    least `starved-host-cpu` percent of all its cores busy (the computation's `host_cpu`):
+    the threads were ready and no core was free - other programs on the machine, or more
+    threads than cores.
+
+    Impact: the waiting over the computation's threads, what a core free for each thread
+    would have saved; at most the wall time."""
+    st = rec.settings
+    host = rec.comp.get("host_cpu")
+    if host is None or host < st["starved_host_cpu"]:
+        return []
+    off = rec.metric("thread-noncpu", context="execute")
+    waited = sum(off.values())
+    ran = sum(rec.metric("thread-cpu", context="execute").values())
+    spent = waited + ran
+    if spent <= 0 or waited < st["starved_wait_share"] * spent or ran < 0.01 * spent:
+        return []
+    cores: int | None = rec.comp.get("host_cores")
+    threads = rec.threads
+    most = sorted((p for p in off if p), key=lambda p: -off[p])
+    evidence = (
+        f"threads waited {secs(waited)} off the CPU and ran {secs(ran)} on it ({waited / spent:.0%} waiting; "
+        f"execute thread-noncpu vs thread-cpu), while the scheduler's host had {host:.0f}% of "
+        + (f"its {cores} cores" if cores else "its cores")
+        + f" busy; the workers had {threads} threads"
+        + (" (more threads than cores)" if cores and threads > cores else "")
+        + f". Impact: the waiting over the {threads} threads"
+    )
+    if cores and threads > cores:
+        title = f"more threads ({threads}) than cores ({cores}): threads waited for a free core"
+        advice = (
+            f"Use at most one thread per core: n_workers x threads_per_worker <= {cores} "
+            f"(e.g. LocalCluster(n_workers={max(1, cores // 2)}, threads_per_worker=2)), and keep "
+            "other work off the machine while it runs"
+        )
+    else:
+        title = "the machine was busy: threads waited for a free core"
+        advice = (
+            "Free the machine's cores: stop other programs (another notebook's cluster, a build, "
+            "a browser tab spinning) or run where cores are free; every figure of a run on a "
+            "busy machine is slower than the code is"
+        )
+    return [
+        finding(
+            "cpu-starved",
+            title,
+            evidence,
+            advice,
+            min(waited / threads, rec.wall),
+            groups=most[:3],
         )
     ]
 

@@ -149,6 +149,10 @@ computations = sa.Table(
     sa.Column("transfer", sa.Double),
     sa.Column("disk", sa.Double),
     sa.Column("nbytes", sa.BigInteger),
+    # How busy the scheduler's host was while it ran (percent of all its cores), and
+    # its cores: tells waiting for a free core from waiting on I/O.
+    sa.Column("host_cpu", sa.Double),
+    sa.Column("host_cores", sa.Integer),
     sa.Column("updated", Time, nullable=False),
     sa.Index(None, "start", "computation_id"),
     sa.Index(None, "cluster_id", "start", "computation_id"),

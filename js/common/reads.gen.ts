@@ -108,6 +108,8 @@ export interface ComputationDetail {
   transfer?: number | null;
   disk?: number | null;
   nbytes?: number | null;
+  host_cpu?: number | null;
+  host_cores?: number | null;
   updated?: number | null;
   cursor?: string | null;
   groups: TaskGroupRow[];
@@ -139,6 +141,8 @@ export interface ComputationRow {
   transfer?: number | null;
   disk?: number | null;
   nbytes?: number | null;
+  host_cpu?: number | null;
+  host_cores?: number | null;
   updated?: number | null;
   cursor?: string | null;
 }

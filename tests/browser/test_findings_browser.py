@@ -39,6 +39,26 @@ VIEWPORT = {"width": 1100, "height": 700}  # the `page` fixture's (conftest.py)
 pytestmark = pytest.mark.timeout(180)
 
 
+def healthy_findings(url: str, cid: str) -> list[dict]:
+    """The healthy twin's findings: none of its own.  On a busy machine it may have one
+    about the machine (cpu-starved), true of anything run there: the views show that."""
+    found = dal.explain(cid, store=url)
+    assert all(f["kind"] == "cpu-starved" for f in found), found
+    return found
+
+
+def shows_healthy(root, found: list[dict]) -> None:
+    """`root`'s findings pane says there is nothing to tell, or shows only the machine's."""
+    pane = root.locator(".dal-pane[data-pane='findings']")
+    if found:
+        pane.locator(".dal-finding[data-kind='cpu-starved']").wait_for(timeout=30_000)
+        assert pane.locator(".dal-finding").count() == len(found)
+    else:
+        pane.get_by_text("No findings").wait_for(timeout=30_000)
+        assert pane.locator(".dal-finding").count() == 0
+    assert root.locator(".dal-top-finding").count() == len(found[:1])
+
+
 @pytest.fixture(scope="module")
 def straggled(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('findings') / 'analytics.db'}"
@@ -102,9 +122,8 @@ def test_the_monitor_shows_why_it_was_slow(straggled, page, tmp_path):
         # A healthy computation: no line, and the tab says there is nothing to tell.
         page.evaluate("() => window.show('healthy')")
         monitor.locator(".dal-taskgroups table").wait_for()
-        assert monitor.locator(".dal-top-finding").count() == 0
         monitor.locator(".dal-tab[data-tab='findings']").click()
-        assert "No findings" in monitor.locator(".dal-pane[data-pane='findings']").inner_text()
+        shows_healthy(monitor, healthy_findings(url, ids["healthy"]))
 
 
 def test_a_shared_report_shows_why_it_was_slow(straggled, browser, tmp_path):
@@ -135,13 +154,12 @@ def test_a_shared_report_shows_why_it_was_slow(straggled, browser, tmp_path):
 
     # A healthy computation's report: nothing to tell, and it says so.
     html, twin, _ = computation_report(ids["healthy"], store=url)
-    assert twin["findings"] == []
+    assert twin["findings"] == healthy_findings(url, ids["healthy"])
     path.write_text(html)
     page.goto(path.as_uri())
     monitor.locator(".dal-taskgroups table").wait_for(timeout=30_000)
-    assert monitor.locator(".dal-top-finding").count() == 0
     monitor.locator(".dal-tab[data-tab='findings']").click()
-    assert "No findings" in monitor.locator(".dal-pane[data-pane='findings']").inner_text()
+    shows_healthy(monitor, twin["findings"])
 
 
 def test_the_lab_panel_shows_why_it_was_slow(straggled, browser, tmp_path):
@@ -179,13 +197,8 @@ def test_the_lab_panel_shows_why_it_was_slow(straggled, browser, tmp_path):
 
         # Another computation in the same panel: its own findings (none), not the last one's.
         open_panel(ids["healthy"])
-        pane = panel.locator(".dal-pane[data-pane='findings']")
         panel.locator(".dal-tab[data-tab='findings']").click()
-        pane.get_by_text("No findings").wait_for(timeout=30_000)
-        assert (
-            panel.locator(".dal-finding").count() == 0
-            and panel.locator(".dal-top-finding").count() == 0
-        )
+        shows_healthy(panel, healthy_findings(url, ids["healthy"]))
         assert errors == []
 
 
@@ -208,7 +221,9 @@ def test_the_team_page_shows_why_it_was_slow(straggled, browser):
         assert found["advice"] in card.locator(".dal-finding-advice").inner_text()
         card.screenshot(path=save("findings-team.png"))
 
+        calm = healthy_findings(url, ids["healthy"])
         page.goto(f"{server.url}/computations/{ids['healthy']}")
-        page.wait_for_selector("h2:has-text('Findings (0)')")
-        assert "No findings" in page.inner_text("main .dal-findings")
+        page.wait_for_selector(f"h2:has-text('Findings ({len(calm)})')")
+        if not calm:
+            assert "No findings" in page.inner_text("main .dal-findings")
         assert errors == []

@@ -236,6 +236,7 @@ COLLECTOR = {
     "collect.errors",
     "collect.gpu_jobs",
     "collect.hook",
+    "collect.host_cpu",
     "collect.lost",
     "collect.metrics",
     "collect.offloop",

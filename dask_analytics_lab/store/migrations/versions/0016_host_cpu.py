@@ -1,0 +1,30 @@
+"""How busy the scheduler's host was while each computation ran: the cpu-starved
+finding tells waiting for a free core from waiting on I/O with it.
+
+Rows stored before this revision have these empty: read as "not known".
+
+Frozen once released: change the schema in a new revision.
+
+Revision ID: 0016
+Revises: 0015
+Create Date: 2026-11-29
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0016"
+down_revision = "0015"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("computations", sa.Column("host_cpu", sa.Double(), nullable=True))
+    op.add_column("computations", sa.Column("host_cores", sa.Integer(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("computations") as batch:
+        batch.drop_column("host_cores")
+        batch.drop_column("host_cpu")
