@@ -172,6 +172,9 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
     """The record of one computation; NotFound (like every read) for an id the caller
     may not see."""
     comp = reader.get_computation(computation_id, account=account)
+    # The stored id from here on: the one asked for may be a short prefix of it, and every
+    # read after this one must see the same computation.
+    computation_id = comp["computation_id"]
     cluster = _with_settings_checked(reader.get_cluster(comp["cluster_id"], account=account))
     start = comp["start"]
     stop = comp.get("stop") or cluster.get("ended") or time.time()
@@ -195,8 +198,7 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         for c in reader.list_computations(
             cluster_id=comp["cluster_id"], account=account, since=start, limit=2
         )
-        # The stored id: the one asked for may be a short prefix of it.
-        if c["computation_id"] != comp["computation_id"]
+        if c["computation_id"] != computation_id
     ]
     # The same read every GPU view makes; a reader without it (an older server) has none.
     list_gpu = getattr(reader, "list_gpu_metrics", None)

@@ -13,13 +13,34 @@ from .finding import finding, secs, short
 from .record import Record
 
 
-def small_tasks(rec: Record) -> list[dict]:
-    """small-tasks: a group of at least `small-tasks-min` tasks whose median task (task
-    stream; the mean when the stream is binned) ran shorter than what the scheduler
-    spends per task (`task-overhead`): the scheduler, not the workers, set the pace.
+def _others_busy(rec: Record, name: str, start: float, stop: float) -> float:
+    """Thread seconds the task stream shows other groups' tasks running within [start,
+    stop]: time the group's own tasks could not have had (binned rows count their busy
+    share of the overlap)."""
+    busy = 0.0
+    for r in rec.stream:
+        if r.get("task_group") == name:
+            continue
+        overlap = min(r["stop"], stop) - max(r["start"], start)
+        if overlap <= 0:
+            continue
+        span = r["stop"] - r["start"]
+        if r.get("binned") and span > 0:
+            overlap *= min(1.0, (r.get("busy") or 0.0) / span)
+        busy += overlap
+    return busy
 
-    Impact: the group's wall time less what its compute needed on the cluster's threads,
-    but no more than its tasks x task-overhead (the scheduler time they cost)."""
+
+def small_tasks(rec: Record) -> list[dict]:
+    """small-tasks: a group of at least `small-tasks-min` tasks, each shorter than
+    `target-task` (median, task stream; the mean when it is binned), whose threads spent
+    more time per task outside the tasks than in them: the cost of each task (the
+    scheduler's decision, the messages, the worker's bookkeeping), measured, not assumed,
+    so a busy machine, where it grows, is seen too.
+
+    Measured: the group's wall time on the threads, less its compute and the other
+    groups' tasks running meanwhile (task stream), per task.  Impact: that overhead, less
+    what the advice's fewer tasks would still cost at the same rate per task."""
     st = rec.settings
     medians, threads = rec.medians(), rec.threads
     hits = []
@@ -27,35 +48,41 @@ def small_tasks(rec: Record) -> list[dict]:
         n = g.get("n_tasks") or 0
         if n < st["small_tasks_min"] or not g.get("start") or not g.get("stop"):
             continue
-        typical = medians.get(g["name"], (g.get("compute") or 0.0) / n)
-        if typical >= st["task_overhead"]:
+        compute = g.get("compute") or 0.0
+        typical = medians.get(g["name"], compute / n)
+        if typical >= st["target_task"]:
             continue
-        needed = (g.get("compute") or 0.0) / threads
-        lost = min(max(0.0, g["stop"] - g["start"] - needed), n * st["task_overhead"])
-        hits.append((lost, g, typical))
+        wall = g["stop"] - g["start"]
+        spare = wall * threads - compute - _others_busy(rec, g["name"], g["start"], g["stop"])
+        per_task = max(0.0, spare) / n
+        if per_task <= typical:
+            continue
+        aim = max(2 * threads, math.ceil(compute / st["target_task"]))
+        lost = max(0.0, spare - aim * per_task) / threads
+        hits.append((lost, g, typical, per_task, aim))
     if not hits:
         return []
     hits.sort(key=lambda h: -h[0])
-    lost, g, typical = hits[0]
-    aim = max(2 * threads, math.ceil((g.get("compute") or 0.0) / st["target_task"]))
+    lost, g, typical, per_task, aim = hits[0]
+    name = group_name(g["name"])
     evidence = (
-        f"group {group_name(g['name'])}: {g['n_tasks']:,} tasks, median {secs(typical)} each, below the "
-        f"~{secs(st['task_overhead'])} the scheduler spends per task; they took "
-        f"{secs(g['stop'] - g['start'])} of wall time for {secs(g.get('compute') or 0.0)} of compute on "
-        f"{threads} threads. Impact: that wall time less compute/threads, at most tasks x "
-        f"{secs(st['task_overhead'])}"
+        f"group {name}: {g['n_tasks']:,} tasks, median {secs(typical)} each; they took "
+        f"{secs(g['stop'] - g['start'])} of wall time on {threads} threads for {secs(g.get('compute') or 0.0)} "
+        f"of compute: about {secs(per_task)} per task went to running the task rather than its work "
+        f"(the threads' time less compute and other groups' tasks, per task). Impact: that overhead "
+        f"less what {aim:,} tasks would still cost"
     )
     if len(hits) > 1:
         evidence += f"; also {short([group_name(h[1]['name']) for h in hits[1:]])}"
     advice = (
         f"Make fewer, larger tasks: about {aim:,} tasks of ~{secs(st['target_task'])} or more for "
-        f"{group_name(g['name'])} (larger chunks / partitions, e.g. repartition(npartitions={aim}) or bigger array "
+        f"{name} (larger chunks / partitions, e.g. repartition(npartitions={aim}) or bigger array "
         "chunks), or batch the work inside each task"
     )
     return [
         finding(
             "small-tasks",
-            f"{g['n_tasks']:,} tiny tasks in {group_name(g['name'])}: scheduling overhead dominates",
+            f"{g['n_tasks']:,} tiny tasks in {name}: the cost per task outweighs their work",
             evidence,
             advice,
             min(sum(h[0] for h in hits), rec.wall),
