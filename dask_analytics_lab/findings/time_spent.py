@@ -6,7 +6,7 @@ gil-contention, cpu-starved, transfer-bound and serialization.
 
 from __future__ import annotations
 
-from ..figures import group_name
+from ..figures import format_bytes, group_name
 from .finding import finding, secs
 from .record import Record
 
@@ -139,7 +139,9 @@ def cpu_starved(rec: Record) -> list[dict]:
 def transfer_bound(rec: Record) -> list[dict]:
     """transfer-bound: groups whose tasks spent at least `transfer-share` of their time
     (transfer + compute, the task groups' figures) fetching their inputs from other
-    workers.
+    workers.  What they fetched was at most their input groups' size (nbytes); fetched
+    slower than `transfer-latency-rate`, the time was waiting (busy workers, a fetch per
+    small input), not volume, and the advice says so.
 
     Impact: the transfer time over the threads that ran those groups (task stream; the
     cluster's threads without one), at most the wall time: a task waits for its inputs
@@ -161,21 +163,37 @@ def transfer_bound(rec: Record) -> list[dict]:
     }
     threads = len(ran_on) or rec.threads
     network = sum(rec.metric("network").values())
+    sizes = {x["name"]: x.get("nbytes") or 0 for x in rec.groups}
+    moved = sum(sizes.get(d, 0) for d in g.get("dependencies") or ())
+    rate = moved / g["transfer"]
+    latency = rate < rec.settings["transfer_latency_rate"]
+    name = group_name(g["name"])
     evidence = (
-        f"{group_name(g['name'])}: {secs(g['transfer'])} fetching inputs against {secs(g.get('compute') or 0.0)} of "
-        f"compute ({g['transfer'] / (g['transfer'] + (g.get('compute') or 0.0)):.0%} transfer; task groups)"
+        f"{name}: {secs(g['transfer'])} fetching inputs against {secs(g.get('compute') or 0.0)} of "
+        f"compute ({g['transfer'] / (g['transfer'] + (g.get('compute') or 0.0)):.0%} transfer; task groups); "
+        f"its inputs hold {format_bytes(moved)}, so at most that moved, at {format_bytes(rate)}/s or less"
         + (f"; workers spent {secs(network)} on the network (fine metrics)" if network else "")
         + f". Impact: the transfer time over the {threads} thread(s) that ran them"
     )
-    advice = (
-        "Move less data between workers: reduce before combining (e.g. aggregate per partition first), "
-        "keep the data with the work (persist inputs where they are used, avoid shuffles of wide data), "
-        "or give workers more memory and fewer, larger workers"
-    )
+    if latency:
+        title = f"{name} waited on fetches of little data"
+        advice = (
+            f"The fetches moved little data ({format_bytes(rate)}/s at most): their time was waiting, on "
+            "workers too busy to answer or on one fetch per small input. Give each task more of its "
+            "inputs at once (fewer, larger partitions or chunks; a tree reduction with a larger "
+            "split_every), or free the workers' event loop (fewer threads per worker)"
+        )
+    else:
+        title = f"{name} waited on data transfers"
+        advice = (
+            "Move less data between workers: reduce before combining (e.g. aggregate per partition "
+            "first), keep the data with the work (persist inputs where they are used, avoid shuffles "
+            "of wide data), or give workers more memory and fewer, larger workers"
+        )
     return [
         finding(
             "transfer-bound",
-            f"{group_name(g['name'])} waited on data transfers",
+            title,
             evidence,
             advice,
             min(sum(h["transfer"] for h in hits) / threads, rec.wall),

@@ -432,7 +432,44 @@ def test_transfer_bound_and_its_twin(processes):
         and "count: " in f["evidence"]
         and "fetching inputs" in f["evidence"]
     ), f
+    # 8 blocks of 100 MiB: volume, and the advice is to move less of it.
+    assert "its inputs hold 800.00 MiB" in f["evidence"], f
+    assert f["advice"].startswith("Move less data"), f
     healthy(processes["store"], processes["ids"]["little-moved"], FAST_MACHINE)
+
+
+def test_transfer_time_for_little_data_is_told_from_volume(sqlite_url):
+    """A tree reduction's partials (scalars) that waited 6 s for 288 bytes: the time
+    was waiting on busy workers, not the network, and moving less data would not help."""
+    c = Cluster()
+    t = c.t + 1
+    parts = group(
+        "part-1", n_tasks=32, compute=0.01, transfer=0.0, nbytes=32 * 9, start=t, stop=t + 1
+    )
+    total_ = group(
+        "sum-2",
+        n_tasks=4,
+        compute=0.004,
+        transfer=6.0,
+        nbytes=4 * 9,
+        start=t + 1,
+        stop=t + 7,
+        dependencies=["part-1"],
+    )
+    with open_store(sqlite_url) as store:
+        store.ingest(
+            [
+                c.cluster(),
+                c.workers(2, at=t),
+                c.computation("tree", start=t, stop=t + 7, groups=[parts, total_]),
+            ]
+        )
+        found = explain(store, "tree")
+    f = next(f for f in found if f["kind"] == "transfer-bound")
+    assert f["groups"] == ["sum-2"], f
+    assert "its inputs hold 288 B, so at most that moved, at 48.0 B/s or less" in f["evidence"], f
+    assert f["title"] == "sum-2 waited on fetches of little data", f
+    assert "moved little data" in f["advice"] and "Move less data" not in f["advice"], f
 
 
 def test_cpu_starved_and_its_twin(processes):
