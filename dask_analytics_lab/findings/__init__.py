@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from .. import config
+from ..figures import duration
 from . import gpu, history, memory, tasks, time_spent
 from .record import read
 
@@ -64,6 +65,35 @@ RULES = (
 # Their cost is not a share of the wall time: an erred computation is never healthy, and
 # an idle cluster costs beside it.
 _NOT_BY_SHARE = ("idle-cluster",)
+# Its cost lies outside the computation's wall time, so outside what the others share.
+_OUTSIDE_WALL = ("idle-cluster",)
+
+
+def _folded(found: list[dict]) -> list[dict]:
+    """A finding another one explains is folded into it: work piled on the worker that
+    ran a straggler is that straggler (imbalance already leaves the straggler's excess
+    out; what is left on that worker is the straggler's wait)."""
+    slow = {w for f in found if f["kind"] == "straggler" for w in f["workers"]}
+    return [f for f in found if not (f["kind"] == "imbalance" and f["workers"][0] in slow)]
+
+
+def _within_wall(found: list[dict], rec: Any) -> list[dict]:
+    """Together the findings cannot save more than the wall time less the ideal time
+    (`Record.ideal`): most costly first, each keeps what is left of that budget.  Their
+    estimates overlap (the GIL and a busy machine both explain the same waiting): what
+    one claims, the next cannot claim again."""
+    left = max(0.0, rec.wall - rec.ideal)
+    for f in sorted(found, key=lambda f: -f["impact"]):
+        if f["kind"] in _OUTSIDE_WALL:
+            continue
+        if f["impact"] > left:
+            f["evidence"] += (
+                f" (cut from {duration(f['impact'])}: with the findings above it, no more than "
+                f"the wall time less the ideal time can be saved)"
+            )
+            f["impact"] = round(left, 3)
+        left -= f["impact"]
+    return found
 
 
 def _shown(f: dict, wall: float, comp: dict, st: dict) -> bool:
@@ -103,7 +133,8 @@ def explain(
                 exc_info=True,
             )
             continue
-        out += [f for f in found if _shown(f, rec.wall, rec.comp, st)]
+        out += found
+    out = [f for f in _within_wall(_folded(out), rec) if _shown(f, rec.wall, rec.comp, st)]
     out.sort(key=lambda f: -f["impact"])
     return out
 

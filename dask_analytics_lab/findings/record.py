@@ -57,6 +57,16 @@ class Record:
         return max(0.0, self.stop - self.start)
 
     @property
+    def ideal(self) -> float:
+        """The wall time the work needed at best: its CPU time (execute thread-cpu, fine
+        metrics; the task groups' compute without them) over the threads.  Waiting - for
+        the GIL, a free core, I/O - is not work, so it is not in the ideal."""
+        cpu = sum(self.metric("thread-cpu", context="execute").values())
+        if cpu <= 0:
+            cpu = sum(g.get("compute") or 0.0 for g in self.groups)
+        return cpu / self.threads
+
+    @property
     def groups(self) -> list[dict]:
         return self.comp.get("groups") or []
 

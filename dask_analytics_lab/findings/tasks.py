@@ -116,8 +116,10 @@ def straggler(rec: Record) -> list[dict]:
     that held up the end.
 
     Impact: how much later the latest straggler ended than the computation's tasks
-    would have, had it taken its group's median: from then on, the work the other tasks
-    (not its dependents, which wait for it) still had to do, spread over every thread."""
+    would have, had its work been split evenly (the advice): from when it would have
+    ended at its group's median, the work the other tasks (not its dependents, which
+    wait for it) still had to do plus its own extra work, spread over every thread.
+    Splitting moves that extra work; it does not make it vanish."""
     slow = stragglers(rec)
     if not slow:
         return []
@@ -132,7 +134,8 @@ def straggler(rec: Record) -> list[dict]:
         for r in rows
         if id(r) not in slow and r["start"] < end
     )
-    would = t0 + left / rec.threads
+    extra = end - t0
+    would = t0 + (left + extra) / rec.threads
     lost = max(0.0, end - would)
     n_slow = sum(
         1 for r in rows if id(r) in slow and (r.get("task_group") or r.get("prefix")) == group
@@ -141,8 +144,8 @@ def straggler(rec: Record) -> list[dict]:
     evidence = (
         f"a task of {group_name(group)} ran {secs(d)} on {worst['worker']}, {d / med:.0f}x its group's median of "
         f"{secs(med)} ({len(rec.durations()[group])} tasks, {n_slow} this slow; task stream); "
-        f"had it taken the median, the other tasks' remaining {secs(left)} of work over {rec.threads} threads would "
-        f"have been done {secs(lost)} before it ended. Impact: that difference"
+        f"split evenly, its {secs(extra)} beyond the median and the other tasks' remaining {secs(left)} of work "
+        f"over {rec.threads} threads would have been done {secs(lost)} before it ended. Impact: that difference"
     )
     advice = (
         "Find what makes those tasks long: a skewed partition (repartition, or split on a better key), "

@@ -67,7 +67,7 @@ def straggled(tmp_path_factory):
         run(
             "straggler",
             lambda: client.compute(
-                delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])
+                delayed(total)([delayed(spin)(3.0 if i == 5 else 0.05, i) for i in range(10)])
             ).result(),
         )
         run(

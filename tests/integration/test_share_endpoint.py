@@ -42,7 +42,7 @@ def team(tmp_path_factory):
     url = "sqlite:///" + str(tmp_path_factory.mktemp("endpoint") / "analytics.db")
     with recorded_cluster(url) as (client, info):
         client.compute(
-            delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])
+            delayed(total)([delayed(spin)(3.0 if i == 5 else 0.05, i) for i in range(10)])
         ).result()
         assert dal.flush(client)["flushed"]
         [comp] = dal.list_computations(info["cluster_id"], store=url)
