@@ -6,6 +6,8 @@ failures, slower-than-before and idle-cluster.
 
 from __future__ import annotations
 
+import statistics
+
 from ..figures import group_name
 from .finding import finding, secs, short
 from .memory import memory_kills
@@ -80,30 +82,38 @@ def failures(rec: Record) -> list[dict]:
 
 
 def slower_than_before(rec: Record) -> list[dict]:
-    """slower-than-before: against `compare`'s baseline (the latest earlier finished run
-    of the same code), wall time `slower-ratio` times or more, on the same inputs (with
-    other inputs, a longer run may be the size, not a problem). Names the group whose
-    compute time moved most.
+    """slower-than-before: against the earlier finished runs of the same code with as
+    many tasks (at least two; `compare`'s baseline, the latest, on the same inputs): wall
+    time `slower-ratio` times their median or more, and beyond the slowest of them by
+    more than their spread (slowest less fastest) - what a machine's noise made of the
+    same work before is not news.  With other inputs, a longer run may be the size, not a
+    problem.  Names the group whose compute time moved most against the baseline.
 
-    Impact: this run's wall time less the baseline's."""
+    Impact: this run's wall time less the median of the earlier ones."""
     c = rec.compare
     if not c or not c.get("baseline_id") or c.get("inputs_differ") is not None:
         return []
-    wall = c["wall"]
-    if not wall.get("ratio") or wall["ratio"] < rec.settings["slower_ratio"]:
+    walls = sorted(r["wall"] for r in rec.runs)
+    if len(walls) < 2:
         return []
+    typical = statistics.median(walls)
+    now = rec.wall
+    if now < rec.settings["slower_ratio"] * typical or now <= walls[-1] + (walls[-1] - walls[0]):
+        return []
+    wall = c["wall"]
     moved = [g for g in c["groups"] if g.get("before") and g.get("after")]
     g = moved[0] if moved else None
     evidence = (
-        f"wall time {secs(wall['before'])} → {secs(wall['after'])} ({wall['ratio']:.1f}x) against run "
-        f"{c['baseline_id']} of the same code on the same inputs (compare)"
+        f"wall time {secs(now)}, {now / typical:.1f}x the median {secs(typical)} of {len(walls)} earlier runs of "
+        f"the same code ({secs(walls[0])} to {secs(walls[-1])}); against run {c['baseline_id']}, the latest, "
+        f"on the same inputs: {secs(wall['before'])} → {secs(wall['after'])} (compare)"
         + (
             f"; {g['prefix']}: compute {secs(g['before']['compute'])} → {secs(g['after']['compute'])}"
             + (f" ({g['ratio']:.1f}x)" if g.get("ratio") else "")
             if g
             else ""
         )
-        + ". Impact: wall time now less before"
+        + ". Impact: wall time now less the earlier runs' median"
     )
     advice = (
         f"Look at what changed in {g['prefix']}: its code, its libraries, or the cluster it ran on; "
@@ -113,10 +123,10 @@ def slower_than_before(rec: Record) -> list[dict]:
     return [
         finding(
             "slower-than-before",
-            f"{wall['ratio']:.1f}x slower than before" + (f", most in {g['prefix']}" if g else ""),
+            f"{now / typical:.1f}x slower than before" + (f", most in {g['prefix']}" if g else ""),
             evidence,
             advice,
-            wall["after"] - wall["before"],
+            now - typical,
             groups=[g["prefix"]] if g else [],
         )
     ]
@@ -124,22 +134,30 @@ def slower_than_before(rec: Record) -> list[dict]:
 
 def idle_cluster(rec: Record) -> list[dict]:
     """idle-cluster: this was the cluster's last computation, and the cluster then sat
-    idle at least `idle-min` (until it stopped, was lost, or now while it lives).
+    idle at least `idle-min` (until it stopped, was lost, or now while it lives).  A
+    cluster its own idle timeout closed, of `idle-min` or less, followed the advice: no
+    finding.
 
-    Impact: those idle seconds of the cluster (beside this computation's wall time:
-    the cost of keeping the cluster, not a delay), priced at its price per core-hour."""
+    Impact: what an idle timeout of `idle-min` (the advice) would have saved: the idle
+    seconds beyond it (beside this computation's wall time: the cost of keeping the
+    cluster, not a delay), priced at its price per core-hour."""
     if rec.later or rec.comp.get("stop") is None:
         return []
     end = rec.cluster.get("ended") or rec.cluster.get("sample_time") or rec.stop
     idle = end - rec.comp["stop"]
-    if idle < rec.settings["idle_min"]:
-        return []
-    threads = int(rec.cluster.get("peak_threads") or rec.threads)
-    core_hours = idle * threads / 3600
-    price = rec.cluster.get("price_per_core_hour")
+    least = rec.settings["idle_min"]
     own = (rec.cluster.get("settings") or {}).get("idle_timeout")
+    timed_out = rec.cluster.get("stop_reason") == "idle-timeout"
+    if idle < least or (timed_out and own is not None and own <= least):
+        return []
+    saved = idle - least
+    threads = int(rec.cluster.get("peak_threads") or rec.threads)
+    core_hours = saved * threads / 3600
+    price = rec.cluster.get("price_per_core_hour")
     how = (
-        "it stopped"
+        "its idle timeout closed it"
+        if timed_out
+        else "it stopped"
         if rec.cluster.get("status") == "stopped"
         else "it was lost"
         if rec.cluster.get("status") == "lost"
@@ -147,10 +165,11 @@ def idle_cluster(rec: Record) -> list[dict]:
     )
     evidence = (
         f"the cluster ran no computation for {secs(idle)} after this one, its last, until {how}, "
-        f"{threads} threads: {core_hours:.2f} core-hours"
-        + (f", ~{core_hours * price:.2f} at {price:g} per core-hour" if price else "")
+        f"{threads} threads"
         + (f"; its idle timeout was {secs(own)}" if own else "; no idle timeout was set")
-        + ". Impact: the idle time (cluster time, beside the wall time)"
+        + f". Impact: the idle time beyond {secs(least)} (the timeout advised; cluster time, beside the "
+        f"wall time): {core_hours:.2f} core-hours"
+        + (f", ~{core_hours * price:.2f} at {price:g} per core-hour" if price else "")
     )
     suggest = f"{rec.settings['idle_min']:g}s"  # a value the config takes, not a figure
     advice = (
@@ -163,7 +182,7 @@ def idle_cluster(rec: Record) -> list[dict]:
             f"the cluster sat idle {secs(idle)} after this computation",
             evidence,
             advice,
-            idle,
+            saved,
             workers=[],
         )
     ]

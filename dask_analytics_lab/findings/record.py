@@ -19,6 +19,7 @@ from ..store_errors import NotFound
 EVENT_SLACK = 10.0
 STREAM_LIMIT = 100_000
 SAMPLE_LIMIT = 20_000
+RUNS_LIMIT = 20  # runs of the same code read: the spread of the recent ones
 # A long computation's worker samples are read at its start, middle and end, one sample
 # interval each (which workers were there, their threads, what they had spilled), not
 # every one: 100 workers sampled every 5 s for 10 minutes are 12,000 rows, ~150 ms to read.
@@ -34,6 +35,8 @@ class Record:
     exceptions: list[dict]
     events: list[dict]
     compare: dict | None
+    # Earlier finished runs of the same code with as many tasks, newest first (list_runs).
+    runs: list[dict]
     later: list[dict]
     settings: dict
     # GPU samples (list_gpu_metrics) of the computation's cluster during it, if a Monitor ran
@@ -202,6 +205,15 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         compared = reader.compare(computation_id, account=account)
     except NotFound:  # recorded without a fingerprint: no earlier run to name
         compared = None
+    runs = [
+        r
+        for r in reader.list_runs(computation_id, account=account, limit=RUNS_LIMIT)
+        if r["computation_id"] != computation_id
+        and r.get("state") == "finished"
+        and (r.get("start") or 0) < start
+        and r.get("n_tasks") == comp.get("n_tasks")
+        and r.get("wall")
+    ]
     # Two: is there any computation after this one on its cluster?
     later = [
         c
@@ -231,6 +243,7 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         exceptions=exceptions,
         events=events,
         compare=compared,
+        runs=runs,
         later=later,
         settings=settings,
         gpu=gpu,

@@ -132,9 +132,10 @@ def plain(tmp_path_factory):
 
         def idle_recorded():
             dal.flush(client)  # a snapshot now: the cluster samples only on change otherwise
-            return (dal.get_cluster(info["cluster_id"], store=store)["sample_time"] or 0) > stop + 4
+            return (dal.get_cluster(info["cluster_id"], store=store)["sample_time"] or 0) > stop + 5
 
-        wait_for(idle_recorded, what="the cluster idle for 4 s", every=0.5)
+        # 2 s beyond the 3 s an idle timeout would have allowed: what the advice saves.
+        wait_for(idle_recorded, what="the cluster idle for 5 s", every=0.5)
     yield {"store": store, "ids": run.ids, "workers": (a, b)}
     close_readers()
 
@@ -657,6 +658,64 @@ def test_hostile_recorded_settings_cost_no_answer_its_findings(store_url, settin
         status, body, _ = request(server.url + "/api/computations/slow-1/findings", token=token)
         assert status == 200, body
         assert "straggler" in [f["kind"] for f in body["findings"]], body
+
+
+def test_a_rerun_as_slow_as_the_noise_before_is_not_news(sqlite_url):
+    """#43: an identical re-run made 1.75x slower by a busy machine, when the runs before
+    already spread that far, is no finding; one beyond that spread is."""
+    c = Cluster()
+    msgs = [c.cluster()]
+    t = c.t + 10
+
+    def run(cid: str, wall: float) -> None:
+        nonlocal t
+        grp = group("load-abc", n_tasks=8, compute=1.0, start=t, stop=t + wall)
+        msgs.append(
+            c.computation(cid, start=t, stop=t + wall, groups=[grp], fingerprint="same-line")
+        )
+        t += wall + 60
+
+    for cid, wall in (("r1", 10.0), ("r2", 17.5), ("r3", 17.5), ("r4", 40.0)):
+        run(cid, wall)
+    with open_store(sqlite_url) as store:
+        store.ingest(msgs)
+        kinds = {cid: [f["kind"] for f in explain(store, cid)] for cid in ("r2", "r3", "r4")}
+        (f,) = [f for f in explain(store, "r4") if f["kind"] == "slower-than-before"]
+    assert "slower-than-before" not in kinds["r2"] + kinds["r3"], kinds  # 1 run, then noise
+    assert "median 17.5 s of 3 earlier runs" in f["evidence"], f
+    assert f["impact"] == pytest.approx(40.0 - 17.5, abs=0.01), f
+
+
+@pytest.mark.parametrize("timeout", [None, 300, 3600])
+def test_an_idle_timeout_that_closed_the_cluster_followed_the_advice(sqlite_url, timeout):
+    """#43: an idle timeout of idle-min or less that closed the cluster is the advice
+    applied: no finding.  A longer one saves only what lies beyond idle-min."""
+    c = Cluster()
+    t = c.t + 1
+    settings = {"idle_timeout": timeout} if timeout else {}
+    c.t = t + 1 + (timeout or 3600)  # the cluster stops when its timeout ran out
+    with open_store(sqlite_url) as store:
+        store.ingest(
+            [
+                c.cluster(settings=settings),
+                c.computation("last", start=t, stop=t + 1, groups=[group("load-abc")]),
+                c.stop(reason="idle-timeout" if timeout else "closed", idle_shutdown=bool(timeout)),
+            ]
+        )
+        found = explain(
+            store,
+            "last",
+            settings=config.findings_settings({"analytics.findings.idle-min": "5 minutes"}),
+        )
+    idle = [f for f in found if f["kind"] == "idle-cluster"]
+    if timeout == 300:
+        assert idle == [], found
+    else:
+        (f,) = idle
+        ended = dal.get_cluster(c.id, store=sqlite_url)["ended"]
+        # Idle ~an hour: the advice (a 5-minute timeout) would have saved all but 5 minutes.
+        assert f["impact"] == pytest.approx(ended - (t + 1) - 300, abs=0.01), f
+        assert f["impact"] > 3000
 
 
 def test_a_short_id_gives_the_findings_of_the_full_id(store_url):
