@@ -371,6 +371,9 @@ class Failure(_Data):
     traceback_text: Text | None = None
     key: Text | None = None
     count: Count | None = None
+    # Of count: attempts Dask ran again (a task's retries=), and tasks that then succeeded.
+    retried: Count | None = None
+    recovered: Count | None = None
     first_time: Time | None = None
     last_time: Time | None = None
 

@@ -91,6 +91,8 @@ class FailureRow(TypedDict):
     traceback_text: str
     key: str
     count: int
+    retried: int  # of count: attempts Dask ran again (retries=)
+    recovered: int  # tasks that succeeded after a retried attempt
     first_time: float
     last_time: float
 
@@ -151,8 +153,10 @@ class ErrorCounter:
         location: str | None = None,
         workers: Iterable[str] = (),
         count: int = 1,
-    ) -> None:
-        """Count `count` failures.  O(1) in the number of rows; runs in the transition hook."""
+        retried: bool = False,
+    ) -> tuple[str, str, str]:
+        """Count `count` failures (`retried`: Dask runs them again); the key of the row
+        they went to.  O(1) in the number of rows; runs in the transition hook."""
         text = exception_text[:MAX_TEXT]
         exc_type = exc_type or exception_type(text)
         location = raising_frame(traceback_text) if location is None else location
@@ -191,6 +195,8 @@ class ErrorCounter:
                     row_key, row = self._overflow_row(place, fields, exc_type, location, "message")
                     example = self._fold(place, row, hash(pattern), "message")
         row["count"] += count
+        if retried:
+            row["retried"] += count
         row["last_time"] = t
         if example and len(row["examples"]) < EXAMPLES and text not in row["examples"]:
             row["examples"].append(text)
@@ -198,6 +204,14 @@ class ErrorCounter:
             if len(row["workers"]) < 20 and w not in row["workers"]:
                 row["workers"].append(w)
         self._dirty.add(row_key)
+        return row_key
+
+    def recovered(self, row_key: tuple[str, str, str]) -> None:
+        """A task whose retried failure `row_key` counted succeeded in the end."""
+        row = self._rows.get(row_key)
+        if row is not None:
+            row["recovered"] += 1
+            self._dirty.add(row_key)
 
     def _overflow_row(
         self, place: _Place, fields: _Fields, exc_type: str, location: str, what: str
@@ -286,6 +300,8 @@ def _row(fields: _Fields, digest: str, exc_type: str, location: str, pattern: st
         "traceback_text": traceback_text,
         "key": key,
         "count": 0,
+        "retried": 0,
+        "recovered": 0,
         "first_time": t,
         "last_time": t,
     }

@@ -51,6 +51,8 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
     lost = plugin._lost
     lost_keys = lost.keys  # tested without a call: empty unless a worker left with tasks
     suspects = plugin._suspects
+    retried = plugin._retries.pending  # tested without a call: empty unless retries= failed
+    recovered = plugin._errors.recovered
     stream = plugin._stream
     stream_in = stream.incoming.append if stream is not None else None
     # Fine metrics' span ids (None: metrics off, or no spans extension).
@@ -129,6 +131,10 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
                     counts.last = now()
                 if suspects:
                     suspects.pop(key, None)
+                if retried:
+                    row = retried.pop(key, None)
+                    if row is not None:
+                        recovered(row)
                 if start == "processing" and stream_in is not None:
                     # Inline, as _to_stream: this is most tasks' costliest call.
                     startstops = kwargs.get("startstops")
@@ -200,6 +206,8 @@ def transition_hook(plugin: Any) -> Callable[..., None]:
                     if was is not None and was.waiting:  # computed again: raised now
                         counts.lost_waiting = max(0, counts.lost_waiting - 1)
                 counts.last = now()
+                if retried:
+                    retried.pop(key, None)  # failed again: its retries ran out
                 plugin._erred(key, tg, counts, kwargs)
                 if suspects:
                     suspects.pop(key, None)

@@ -36,6 +36,7 @@ from .lost import WORKER_DIED, LostTasks
 from .metrics import MetricsRecorder
 from .offloop import off_loop
 from .profiles import LIVE_EVERY, LIVE_MAX, ProfileFetcher
+from .retries import Retries
 from .shipper import DEFAULT_MAX_BYTES, Shipper
 from .sinks import open_sink
 from .task_stream import TaskStreamRecorder
@@ -165,6 +166,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         # What departed workers took with them, a failure only once Dask runs it again.
         self._lost = LostTasks()
         self._gave_up: list[Any] = []  # keys Dask just gave up on for a worker's death
+        # Failures that retries= hid (read from the workers' task-erred messages).
+        self._retries = Retries(scheduler, self._retried)
         self._unlisted_topics: set[str] = set()
         self._sampler = ClusterSampler(s["price_per_core_hour"], time.time())
         self._last_counter = -1
@@ -208,6 +211,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._ready = True
         # Dask calls plugin.transition: from now on the hook, a closure over what it moves.
         self.transition = transition_hook(self)  # type: ignore[method-assign]
+        self._retries.install()
 
         from .environment import platform_info, versions
 
@@ -268,6 +272,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         finally:
             self._ready = False
             self.__dict__.pop("transition", None)  # the class's no-op again
+            self._retries.uninstall()
             # Inline when the interpreter exits (atexit closing a LocalCluster): the
             # writer thread is still there to drain, the executors are not.
             await off_loop(self._shipper.close, 10.0)
@@ -444,6 +449,25 @@ class AnalyticsPlugin(SchedulerPlugin):
             )
         # else: a dependent of a failed task, which never ran: the summary counts it so
 
+    def _retried(self, key: Any, ts: Any, msg: dict[str, Any]) -> Any:
+        """A failed attempt Dask will run again (retries=): a failure, counted as retried;
+        the key of its row.  The task's own outcome is counted when it has one."""
+        if not self._ready:
+            return None
+        tg = ts.group
+        owner = self._computations.owner_id(tg, self.scheduler.computations)
+        worker = msg.get("worker")
+        return self._errors.record(
+            owner,
+            tg.name,
+            key,
+            str(msg.get("exception_text") or "Exception"),
+            msg.get("traceback_text"),
+            time.time(),
+            workers=[worker] if isinstance(worker, str) else (),
+            retried=True,
+        )
+
     def _rerun(self, key: Any, tg: Any, lost: Any) -> None:
         """Dask runs again (or gives up on) a task a departed worker took with it: now it
         is a failure, unless the worker was closing."""
@@ -487,6 +511,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             for row in self._errors.drain():
                 self.emit("exception", row)
             self._errors.clear()
+            self._retries.pending.clear()
             self._suspects.clear()
             self._lost.clear()
             if self._stream is not None:

@@ -39,6 +39,8 @@ def failures(rec: Record) -> list[dict]:
         return []
     rows.sort(key=lambda x: -x["count"])
     total = sum(x["count"] for x in rows)
+    retried = sum(x.get("retried") or 0 for x in rows)
+    recovered = sum(x.get("recovered") or 0 for x in rows)
     groups = list(dict.fromkeys(x["task_group"] for x in rows if x.get("task_group")))
     workers = list(
         dict.fromkeys(w for x in rows for w in x.get("workers") or [] if isinstance(w, str))
@@ -62,11 +64,23 @@ def failures(rec: Record) -> list[dict]:
         + (f", raised at {top['location']}" if top.get("location") else "")
         + (f"; {len(rows) - 1} other kind(s)" if len(rows) > 1 else "")
         + (f"; on {short(workers)}" if workers else "")
-        + ("" if erred else "; the computation still finished: Dask ran them again, hiding them")
+        + (
+            f"; Dask ran {retried:,} of the failed attempts again (retries=) and {recovered:,} task(s) then "
+            "succeeded"
+            if retried
+            else ""
+        )
+        + (
+            ""
+            if erred
+            else "; the computation still finished: "
+            + ("retries hid them" if retried else "Dask ran them again, hiding them")
+        )
         + f" (exceptions). Impact: {how}"
     )
     advice = (
-        "Read the traceback (dask analytics exceptions --computation ID --traceback) and fix the cause"
+        f"Read the traceback (dask analytics exceptions --computation {rec.comp['computation_id']} "
+        "--traceback) and fix the cause"
         + (
             ""
             if erred

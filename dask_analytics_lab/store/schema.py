@@ -221,6 +221,9 @@ exceptions = sa.Table(
     sa.Column("traceback_text", sa.Text),
     sa.Column("example_key", sa.Text),
     sa.Column("count", sa.BigInteger, nullable=False),
+    # Of count, the attempts Dask ran again (retries=), and the tasks that then succeeded.
+    sa.Column("retried", sa.BigInteger),
+    sa.Column("recovered", sa.BigInteger),
     sa.Column("first_time", Time, nullable=False),
     sa.Column("last_time", Time, nullable=False),
     sa.Column("updated", Time, nullable=False),

@@ -181,6 +181,8 @@ export interface ExceptionRow {
   traceback_text?: string | null;
   example_key?: string | null;
   count?: number | null;
+  retried?: number | null;
+  recovered?: number | null;
   first_time?: number | null;
   last_time?: number | null;
   updated?: number | null;

@@ -243,6 +243,7 @@ COLLECTOR = {
     "collect.plugin",
     "collect.profile_window",
     "collect.profiles",
+    "collect.retries",
     "collect.run_spans",
     "collect.shipper",
     "collect.sinks",

@@ -1,5 +1,6 @@
-"""How busy the scheduler's host was while each computation ran: the cpu-starved
-finding tells waiting for a free core from waiting on I/O with it.
+"""How busy the scheduler's host was while each computation ran (the cpu-starved
+finding tells waiting for a free core from waiting on I/O with it), and the failures
+Dask's retries hid: how many attempts were run again, how many tasks then succeeded.
 
 Rows stored before this revision have these empty: read as "not known".
 
@@ -22,9 +23,14 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("computations", sa.Column("host_cpu", sa.Double(), nullable=True))
     op.add_column("computations", sa.Column("host_cores", sa.Integer(), nullable=True))
+    op.add_column("exceptions", sa.Column("retried", sa.BigInteger(), nullable=True))
+    op.add_column("exceptions", sa.Column("recovered", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("exceptions") as batch:
+        batch.drop_column("recovered")
+        batch.drop_column("retried")
     with op.batch_alter_table("computations") as batch:
         batch.drop_column("host_cores")
         batch.drop_column("host_cpu")
