@@ -7,28 +7,63 @@ a straggler's tail is not also counted as imbalance or as too few tasks.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 from ..figures import group_name
 from .finding import finding, secs, short
 from .record import Record
 
 
+class _Busy:
+    """Thread seconds the task stream shows busy between two moments, in O(log rows) a
+    question after O(rows log rows) once: each row weighs 1 (a task) or its bin's busy
+    share, and busy(T) = sum of weight x (min(T, stop) - start) over rows started by T,
+    kept as prefix sums over the sorted starts and stops."""
+
+    def __init__(self, stream: list[dict]):
+        starts: list[tuple[float, float]] = []
+        stops: list[tuple[float, float]] = []
+        for r in stream:
+            span = r["stop"] - r["start"]
+            if span <= 0:
+                continue
+            w = min(1.0, (r.get("busy") or 0.0) / span) if r.get("binned") else 1.0
+            starts.append((r["start"], w))
+            stops.append((r["stop"], w))
+        starts.sort()
+        stops.sort()
+        self._starts, self._stops = [t for t, _ in starts], [t for t, _ in stops]
+        self._s = self._sums(starts)
+        self._e = self._sums(stops)
+
+    @staticmethod
+    def _sums(rows: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        out, w_sum, tw_sum = [(0.0, 0.0)], 0.0, 0.0
+        for t, w in rows:
+            w_sum += w
+            tw_sum += t * w
+            out.append((w_sum, tw_sum))
+        return out
+
+    def until(self, t: float) -> float:
+        ws, tws = self._s[bisect_left(self._starts, t)]
+        we, twe = self._e[bisect_left(self._stops, t)]
+        return (t * ws - tws) - (t * we - twe)
+
+    def between(self, a: float, b: float) -> float:
+        return self.until(b) - self.until(a)
+
+
 def _others_busy(rec: Record, name: str, start: float, stop: float) -> float:
     """Thread seconds the task stream shows other groups' tasks running within [start,
-    stop]: time the group's own tasks could not have had (binned rows count their busy
-    share of the overlap)."""
-    busy = 0.0
-    for r in rec.stream:
-        if r.get("task_group") == name:
-            continue
-        overlap = min(r["stop"], stop) - max(r["start"], start)
-        if overlap <= 0:
-            continue
-        span = r["stop"] - r["start"]
-        if r.get("binned") and span > 0:
-            overlap *= min(1.0, (r.get("busy") or 0.0) / span)
-        busy += overlap
-    return busy
+    stop]: time the group's own tasks could not have had."""
+    if "busy" not in rec.memo:
+        by_group: dict[str, list[dict]] = {}
+        for r in rec.stream:
+            by_group.setdefault(r.get("task_group") or "", []).append(r)
+        rec.memo["busy"], rec.memo["stream_by_group"] = _Busy(rec.stream), by_group
+    own = _Busy(rec.memo["stream_by_group"].get(name, []))
+    return max(0.0, rec.memo["busy"].between(start, stop) - own.between(start, stop))
 
 
 def small_tasks(rec: Record) -> list[dict]:
