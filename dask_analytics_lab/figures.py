@@ -46,6 +46,24 @@ def duration(s: float) -> str:
     return f"{hrs // 24}d {hrs % 24}h"
 
 
+_CELL = re.compile(r"ipykernel_\d+[\\/]\d+\.py$")
+_PLACE = re.compile(r"^(.*?)(:\d+ in .*)?$", re.S)
+
+
+def short_location(location: str | None) -> str:
+    """Where a failure was raised, as the failures tables show it: the file's last two
+    parts ("project/etl.py:42 in parse"), a Jupyter cell's file as "notebook cell:2 in
+    f" (as the Code tab names it): the Python twin of js/common/failures.ts
+    `shortLocation`."""
+    m = _PLACE.match(location or "")
+    assert m is not None  # the pattern matches any text
+    path, where = m.group(1), m.group(2) or ""
+    if _CELL.search(path):
+        return f"notebook cell{where}"
+    parts = re.split(r"[\\/]", path)
+    return ("/".join(parts[-2:]) if len(parts) > 2 else path) + where
+
+
 def format_bytes(n: float) -> str:
     """Bytes as dask writes them ("1.50 MiB"), of any number: byte figures are often
     sums of floats (fine metrics, a run's groups)."""

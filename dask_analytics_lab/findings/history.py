@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..figures import group_name
+from ..figures import group_name, short_location
 from .finding import finding, secs, short
 from .memory import memory_kills
 from .record import Record
@@ -61,7 +61,7 @@ def failures(rec: Record) -> list[dict]:
         f"{total:,} failure(s): {top['count']:,} x {what} in group "
         f"{group_name(top.get('task_group') or '(unknown)')}"
         + (f" ({top['pattern']})" if top.get("pattern") else "")
-        + (f", raised at {top['location']}" if top.get("location") else "")
+        + (f", raised at {short_location(top['location'])}" if top.get("location") else "")
         + (f"; {len(rows) - 1} other kind(s)" if len(rows) > 1 else "")
         + (f"; on {short(workers)}" if workers else "")
         + (

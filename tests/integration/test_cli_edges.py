@@ -15,7 +15,7 @@ import pytest
 
 from dask_analytics_lab import cli
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.figures import duration
+from dask_analytics_lab.figures import duration, short_location
 from dask_analytics_lab.store import open_store
 
 from ..factories import Cluster, group
@@ -137,6 +137,53 @@ def test_durations_read_as_in_the_views(store_file, capsys):
     assert "1m 15s" in took[FIRST] and "4m 00s" in took[TWIN], out
 
 
+def in_the_views(tmp_path, module: str, function: str, values: list) -> list:
+    """`function` of js/common/`module`.ts (the views' own) applied to each value."""
+    bundle = tmp_path / f"{module}.mjs"
+    subprocess.run(
+        [
+            str(ROOT / "node_modules" / ".bin" / "esbuild"),
+            str(ROOT / "js" / "common" / f"{module}.ts"),
+            "--bundle",
+            "--format=esm",
+            f"--outfile={bundle}",
+            "--log-level=error",
+        ],
+        check=True,
+        timeout=120,
+    )
+    script = (
+        f"import {{ {function} }} from {json.dumps(bundle.as_uri())};"
+        f"console.log(JSON.stringify({json.dumps(values)}.map((v) => {function}(v))))"
+    )
+    out = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(out.stdout)
+
+
+def test_the_findings_and_the_views_place_a_failure_alike(tmp_path):
+    """figures.short_location (the failures finding's evidence) against
+    js/common/failures.ts `shortLocation` (the failures tables)."""
+    values = [
+        "/tmp/ipykernel_4242/3141592653.py:2 in load",
+        "C:\\Users\\ann\\AppData\\Local\\Temp\\ipykernel_77\\12.py:9 in f",
+        "/home/ann/project/etl.py:42 in parse",
+        "etl.py:3 in clean",
+        "a/b.py:1 in <lambda>",
+        "/srv/x.py",
+        "",
+        None,
+    ]
+    assert [short_location(v) for v in values] == in_the_views(
+        tmp_path, "failures", "shortLocation", values
+    )
+
+
 def test_the_cli_and_the_views_format_a_duration_alike(tmp_path):
     """figures.duration against js/common/format.ts `duration`, the one the views use."""
     values = [
@@ -165,31 +212,7 @@ def test_the_cli_and_the_views_format_a_duration_alike(tmp_path):
         -1,
         1e7,
     ]
-    bundle = tmp_path / "format.mjs"
-    subprocess.run(
-        [
-            str(ROOT / "node_modules" / ".bin" / "esbuild"),
-            str(ROOT / "js" / "common" / "format.ts"),
-            "--bundle",
-            "--format=esm",
-            f"--outfile={bundle}",
-            "--log-level=error",
-        ],
-        check=True,
-        timeout=120,
-    )
-    script = (
-        f"import {{ duration }} from {json.dumps(bundle.as_uri())};"
-        f"console.log(JSON.stringify({json.dumps(values)}.map(duration)))"
-    )
-    out = subprocess.run(
-        ["node", "--input-type=module", "-e", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    assert [duration(v) for v in values] == json.loads(out.stdout)
+    assert [duration(v) for v in values] == in_the_views(tmp_path, "format", "duration", values)
 
 
 def test_no_traceback_for_a_missing_driver(capsys, monkeypatch):
