@@ -97,7 +97,7 @@ class WrittenReadersPlugin(SchedulerPlugin):
                     "account": s.get("account"),
                 },
                 findings=self._findings,
-                findings_timeout=min(5.0, float(s["otel"].get("timeout", 10.0))),
+                findings_timeout=float(s["otel"].get("timeout", 10.0)),
             )
             recorder.written_readers.append(self.exporter.written)
             recorder.info_parts.append(self._info)

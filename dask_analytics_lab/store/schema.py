@@ -152,7 +152,7 @@ computations = sa.Table(
     # How busy the scheduler's host was while it ran (percent of all its cores), and
     # its cores: tells waiting for a free core from waiting on I/O.
     sa.Column("host_cpu", sa.Double),
-    sa.Column("host_cores", sa.Integer),
+    sa.Column("host_cores", sa.BigInteger),
     sa.Column("updated", Time, nullable=False),
     sa.Index(None, "start", "computation_id"),
     sa.Index(None, "cluster_id", "start", "computation_id"),

@@ -423,7 +423,11 @@ def test_a_failed_computation_carries_its_findings_on_its_spans(sqlite_url):
     """The failures finding (an erred computation always has it), read from the store as
     `dask-analytics explain` reads it, is on the root span and on the failing group's."""
     with HttpReceiver() as receiver:
-        config = otel_config(receiver.endpoint, **{"analytics.otel.delay": "1s"})
+        # A busy machine can take seconds to read the findings: they must come.
+        config = otel_config(
+            receiver.endpoint,
+            **{"analytics.otel.delay": "1s", "analytics.otel.timeout": "120s"},
+        )
         with recorded_cluster(sqlite_url, config=config) as (client, info):
             run_two(client)
             dal.flush(client)

@@ -89,6 +89,10 @@ def say(**what):
 """
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run(tmp_path: Path, body: str, store: str, *args: str) -> tuple[int, dict, float | None]:
     """Run PRELUDE + body as `python script.py STORE REMOVAL_FILE *args`: its exit
     status, what it said (its JSON lines merged, and `client_left`: when the scheduler
@@ -113,6 +117,9 @@ def run(tmp_path: Path, body: str, store: str, *args: str) -> tuple[int, dict, f
         timeout=300,
         cwd=tmp_path,
         start_new_session=True,  # its own process group, as a program run from a terminal
+        # Ctrl-C as a terminal gives it: a test process (a pytest-xdist worker, after some
+        # test's child set it) can hold SIGINT ignored, and an ignored signal survives exec.
+        preexec_fn=_sigint_default,
     )
     # Nothing of ours may fail while the program ends.
     assert "Plugin call failed" not in out.stderr and "dask-analytics" not in out.stderr, (

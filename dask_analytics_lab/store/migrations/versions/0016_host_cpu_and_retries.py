@@ -22,7 +22,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("computations", sa.Column("host_cpu", sa.Double(), nullable=True))
-    op.add_column("computations", sa.Column("host_cores", sa.Integer(), nullable=True))
+    op.add_column("computations", sa.Column("host_cores", sa.BigInteger(), nullable=True))
     op.add_column("exceptions", sa.Column("retried", sa.BigInteger(), nullable=True))
     op.add_column("exceptions", sa.Column("recovered", sa.BigInteger(), nullable=True))
 
