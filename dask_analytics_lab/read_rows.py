@@ -370,9 +370,10 @@ class Finding(Row, kw_only=True):
     title: str
     evidence: str
     advice: str
-    impact: float  # seconds of wall time it cost, an estimate
+    impact: float  # seconds of wall time the advice would save, an estimate
     groups: list[str]
     workers: list[str]
+    why: str = ""  # why this kind matters, in one line (a server before it sends none)
 
 
 class ProfileTree(Row, kw_only=True):

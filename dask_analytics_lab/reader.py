@@ -357,11 +357,12 @@ class Reader(ReaderBase):
 
     def explain(self, computation_id: str, *, account: str | None = None) -> list[dict[str, Any]]:
         """Why this computation was slow, and what to change: findings, most costly
-        first, each {"kind", "title", "evidence", "advice", "impact", "groups",
+        first, each {"kind", "title", "why", "evidence", "advice", "impact", "groups",
         "workers"}.
 
-        impact: the seconds of wall time it cost (an estimate; `evidence` says how it is
-        counted, and quotes the recorded figures it rests on).  kind: one of
+        impact: the seconds of wall time the advice would save (an estimate; `evidence`
+        says how it is counted, and quotes the recorded figures it rests on); together
+        no more than the wall time less the ideal time.  why: why that kind matters.  kind: one of
         findings.KINDS.  Findings under the thresholds of `analytics.findings.*` are
         left out: a healthy computation gets [].  A team server computes them, with its
         own thresholds; a short id (a prefix of one) gives the same findings as the full id.

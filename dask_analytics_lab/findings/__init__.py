@@ -1,7 +1,7 @@
 """Why a computation was slow, and what to change: findings from its record.
 
-    explain(reader, computation_id)  ->  [{"kind", "title", "evidence", "advice",
-                                           "impact", "groups", "workers"}, ...]
+    explain(reader, computation_id)  ->  [{"kind", "title", "why", "evidence",
+                                           "advice", "impact", "groups", "workers"}, ...]
 
 Every rule reads only the store (through a reader's read methods, record.py), so it
 works for clusters long gone and on a team server.  Each rule's docstring states the

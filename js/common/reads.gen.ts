@@ -199,6 +199,7 @@ export interface Finding {
   impact: number;
   groups: string[];
   workers: string[];
+  why?: string;
 }
 
 /** One GPU at one moment, with the task groups running then. */

@@ -1,6 +1,7 @@
 // Why the chosen computation was slow, and what to change: explain()'s findings, most
-// costly first (dask_analytics_lab/findings/).  Each: its title and the wall time it
-// cost, the recorded figures it rests on, the advice, and the groups and workers named.
+// costly first (dask_analytics_lab/findings/).  Each: its title and the wall time the
+// advice would save, why its kind matters, the recorded figures it rests on, the advice,
+// and the groups and workers named.
 // Traits: findings {computation_id, findings: [{kind, title, evidence, advice, impact,
 // groups, workers}]}, computation {computation_id, state}.
 import { h, clear, watch, throttle, empty } from "../common/dom.js";
@@ -38,7 +39,7 @@ export function topFinding(model: Model): HTMLElement | null {
     },
     h("span.dal-finding-kind", f.kind),
     h("b", f.title),
-    h("span.dal-finding-cost", ` ~${fmt.duration(f.impact)} lost`),
+    h("span.dal-finding-cost", ` ~${fmt.duration(f.impact)} to save`),
     h("span.dal-finding-more", `${more} — see Findings`),
   );
 }
@@ -57,10 +58,11 @@ function card(f: Finding): HTMLElement {
       h("b.dal-finding-title", f.title),
       h(
         "span.dal-finding-cost",
-        { title: "wall time it cost (an estimate: see the evidence)" },
-        `~${fmt.duration(f.impact)} lost`,
+        { title: "wall time the advice would save (an estimate: see the evidence)" },
+        `~${fmt.duration(f.impact)} to save`,
       ),
     ),
+    f.why ? h("div.dal-finding-why", f.why) : null,
     h("div.dal-finding-evidence", h("span.dal-finding-label", "Evidence "), f.evidence),
     h("div.dal-finding-advice", h("span.dal-finding-label", "Advice "), f.advice),
     names.length ? h("div.dal-finding-names", names) : null,

@@ -21,6 +21,7 @@ from dask import delayed
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.findings.finding import WHY
 from dask_analytics_lab.reports.render import computation_report
 from tests.browser_helpers import (
     WIDGET_HARNESS,
@@ -116,7 +117,8 @@ def test_the_monitor_shows_why_it_was_slow(straggled, page, tmp_path):
         assert "a task of spin ran" in card.locator(".dal-finding-evidence").inner_text()
         assert card.locator(".dal-finding-advice").inner_text().startswith("Advice")
         assert card.locator(".dal-chip").all_inner_texts()[0] == "spin"
-        assert "lost" in card.locator(".dal-finding-cost").inner_text()
+        assert "to save" in card.locator(".dal-finding-cost").inner_text()
+        assert card.locator(".dal-finding-why").inner_text() == WHY["straggler"]
         monitor.screenshot(path=save("findings-monitor.png"))
 
         # A healthy computation: no line, and the tab says there is nothing to tell.

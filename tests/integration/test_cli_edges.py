@@ -170,7 +170,7 @@ def test_the_findings_and_the_views_place_a_failure_alike(tmp_path):
     """figures.short_location (the failures finding's evidence) against
     js/common/failures.ts `shortLocation` (the failures tables)."""
     values = [
-        "/tmp/ipykernel_4242/3141592653.py:2 in load",
+        "/var/folders/x7/T/ipykernel_4242/3141592653.py:2 in load",
         "C:\\Users\\ann\\AppData\\Local\\Temp\\ipykernel_77\\12.py:9 in f",
         "/home/ann/project/etl.py:42 in parse",
         "etl.py:3 in clean",

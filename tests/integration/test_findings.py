@@ -25,6 +25,7 @@ from dask_analytics_lab import config
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.cli import main as cli
 from dask_analytics_lab.findings import KINDS, explain
+from dask_analytics_lab.findings.finding import WHY
 from dask_analytics_lab.findings.record import read
 from dask_analytics_lab.store import NotFound, open_store
 
@@ -244,7 +245,17 @@ def processes(tmp_path_factory):
 def explained(store: str, cid: str) -> list[dict]:
     found = dal.explain(cid, store=store)
     for f in found:
-        assert set(f) == {"kind", "title", "evidence", "advice", "impact", "groups", "workers"}
+        assert set(f) == {
+            "kind",
+            "title",
+            "why",
+            "evidence",
+            "advice",
+            "impact",
+            "groups",
+            "workers",
+        }
+        assert f["why"] == WHY[f["kind"]]
         assert f["kind"] in KINDS and f["impact"] > 0 and f["evidence"] and f["advice"]
     assert [f["impact"] for f in found] == sorted((f["impact"] for f in found), reverse=True)
     # Together they never claim more than the wall time less the ideal time.
@@ -417,6 +428,10 @@ def test_the_command_line_explains(plain, capsys):
     assert own(json.loads(capsys.readouterr().out)) == []
     assert cli(["--store", plain["store"], "explain", "no-such-id"]) == 2
     assert "unknown computation id 'no-such-id'" in capsys.readouterr().err
+
+
+def test_every_kind_says_why_it_matters():
+    assert set(WHY) == set(KINDS) and all(w.endswith(".") for w in WHY.values())
 
 
 def test_thresholds_are_validated_config():
