@@ -87,8 +87,10 @@ def small_tasks(rec: Record) -> list[dict]:
         typical = medians.get(g["name"], compute / n)
         if typical >= st["target_task"]:
             continue
-        wall = g["stop"] - g["start"]
-        spare = wall * threads - compute - _others_busy(rec, g["name"], g["start"], g["stop"])
+        spare = (g["stop"] - g["start"]) * threads - compute
+        if spare <= typical * n:
+            continue  # not even with the threads all its own (the task stream read below)
+        spare -= _others_busy(rec, g["name"], g["start"], g["stop"])
         per_task = max(0.0, spare) / n
         if per_task <= typical:
             continue

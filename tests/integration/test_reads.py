@@ -12,6 +12,7 @@ its declaration types (read_rows.py: a column a query adds that no Struct names 
 from __future__ import annotations
 
 import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +226,31 @@ def test_what_is_generated_from_the_declarations_is_up_to_date():
         text=True,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_one_computation_has_one_answer_by_every_way_in(recorded, readers, capsys):
+    """#38 item 2: its findings are the same by the full id and the 8 characters the CLI
+    prints, from Python, the command line, every reader (the team server's HTTP too), the
+    notebook monitor's state and a shared report's twin."""
+    import dask_analytics_lab as dal
+    from dask_analytics_lab.cli import main as cli
+    from dask_analytics_lab.reports.render import computation_report
+
+    from ..browser_helpers import widget_state
+
+    full = recorded["failed"]
+    short = full[:8]
+    url = recorded["url"]
+    answer = dal.explain(full, store=url)
+    assert [f["kind"] for f in answer][:1] == ["failures"], answer  # it erred: never healthy
+    ways = {"python, short id": dal.explain(short, store=url)}
+    for cid in (full, short):
+        assert cli(["--store", url, "explain", cid, "--json"]) == 0
+        ways[f"cli {cid}"] = json.loads(capsys.readouterr().out)
+        for kind, reader in readers.items():
+            ways[f"{kind} {cid}"] = reader.explain(cid, account=ACCOUNT)
+    _, twin, _ = computation_report(full, store=url)
+    ways["report"] = twin["findings"]
+    ways["monitor"] = widget_state(url, recorded["cluster_id"], full)["findings"]["findings"]
+    for way, found in ways.items():
+        assert found == answer, f"{way}: " + difference(answer, found)
