@@ -72,9 +72,14 @@ _OUTSIDE_WALL = ("idle-cluster",)
 def _folded(found: list[dict]) -> list[dict]:
     """A finding another one explains is folded into it: work piled on the worker that
     ran a straggler is that straggler (imbalance already leaves the straggler's excess
-    out; what is left on that worker is the straggler's wait)."""
+    out; what is left on that worker is the straggler's wait), and work piled on one
+    worker of a graph too narrow for the threads (too-few-tasks: a chain, one chunk) had
+    nowhere else to go."""
     slow = {w for f in found if f["kind"] == "straggler" for w in f["workers"]}
-    return [f for f in found if not (f["kind"] == "imbalance" and f["workers"][0] in slow)]
+    narrow = any(f["kind"] == "too-few-tasks" for f in found)
+    return [
+        f for f in found if not (f["kind"] == "imbalance" and (narrow or f["workers"][0] in slow))
+    ]
 
 
 def _within_wall(found: list[dict], rec: Any) -> list[dict]:

@@ -280,8 +280,9 @@ def too_few_tasks(rec: Record) -> list[dict]:
 
 def imbalance(rec: Record) -> list[dict]:
     """imbalance: the busiest worker worked `imbalance-ratio` times its even share per
-    thread or more (task stream, straggler excess left out) and ran more tasks than it
-    has threads, so the work could have been spread while other workers sat idle.
+    thread or more (task stream, straggler excess and groups of one task left out) and
+    ran more tasks than it has threads, so the work could have been spread while other
+    workers sat idle.
 
     Impact: the busiest worker's busy time per thread less the even share per thread."""
     wthreads = rec.worker_threads()
@@ -291,9 +292,11 @@ def imbalance(rec: Record) -> list[dict]:
     busy = {w: 0.0 for w in wthreads}
     tasks = {w: 0 for w in wthreads}
     groups: dict[str, float] = {}
+    # A group of one task (a chunk, a step of a chain) had nowhere else to go.
+    alone = {g["name"] for g in rec.groups if (g.get("n_tasks") or 0) < 2}
     for r in rec.stream:
         w = r.get("worker")
-        if w not in busy:
+        if w not in busy or r.get("task_group") in alone:
             continue
         b = (
             (r.get("busy") or 0.0)

@@ -675,6 +675,42 @@ def test_hostile_recorded_settings_cost_no_answer_its_findings(store_url, settin
         assert "straggler" in [f["kind"] for f in body["findings"]], body
 
 
+def test_a_chain_of_single_chunks_on_one_worker_is_not_imbalance(sqlite_url):
+    """#43: a one-chunk computation (a chain of groups of one task each) runs on one
+    worker; nothing could have been spread, so no imbalance, and the graph too narrow
+    for the threads is what is said."""
+    c = Cluster()
+    t = c.t + 1
+    names = ["ones-1", "add-2", "sum-3", "mean-4"]
+    groups = [
+        group(n, n_tasks=1, compute=2.0, start=t + 2 * i, stop=t + 2 * i + 2)
+        for i, n in enumerate(names)
+    ]
+    rows = [
+        {
+            "worker": "tcp://10.0.0.1:4000",
+            "thread": 1,
+            "prefix": n.split("-")[0],
+            "task_group": n,
+            "state": "memory",
+            "start": t + 2 * i,
+            "stop": t + 2 * i + 2,
+        }
+        for i, n in enumerate(names)
+    ]
+    with open_store(sqlite_url) as store:
+        store.ingest(
+            [
+                c.cluster(),
+                c.workers(2, at=t, nthreads=1),
+                c.computation("chain", start=t, stop=t + 8, groups=groups),
+                c.tasks("chain", rows),
+            ]
+        )
+        kinds = [f["kind"] for f in explain(store, "chain")]
+    assert "imbalance" not in kinds and "too-few-tasks" in kinds, kinds
+
+
 def test_a_rerun_as_slow_as_the_noise_before_is_not_news(sqlite_url):
     """#43: an identical re-run made 1.75x slower by a busy machine, when the runs before
     already spread that far, is no finding; one beyond that spread is."""
