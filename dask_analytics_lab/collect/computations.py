@@ -841,6 +841,10 @@ class ComputationTracker:
             record.stop = None
         elif cut_short:
             record.stop = now  # stopped by the restart, not by its last task
+            if record.cancelled:
+                # Unless a cancel came first that no tick had time to send (a with-block's
+                # Ctrl-C: the client lets go, then the cluster closes): it stopped then.
+                record.stop = min(now, max(filter(None, record.stops), default=now))
         elif record.stop is None or changed_groups:
             record.stop = max(filter(None, record.stops), default=None) or now
         if record.labelled != len(record.claims) or new_code:

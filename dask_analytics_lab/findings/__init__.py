@@ -65,8 +65,15 @@ RULES = (
 # Their cost is not a share of the wall time: an erred computation is never healthy, and
 # an idle cluster costs beside it.
 _NOT_BY_SHARE = ("idle-cluster",)
-# Its cost lies outside the computation's wall time, so outside what the others share.
-_OUTSIDE_WALL = ("idle-cluster",)
+
+
+def stands_apart(f: dict, comp: dict) -> bool:
+    """Not one of the causes that share the wall time: an idle cluster costs beside it,
+    slower-than-before compares with earlier runs (it overlaps every cause by nature),
+    and an erred computation's failures claim all of it (it is never healthy)."""
+    return f["kind"] in ("idle-cluster", "slower-than-before") or (
+        f["kind"] == "failures" and comp["state"] == "erred"
+    )
 
 
 def _folded(found: list[dict]) -> list[dict]:
@@ -89,7 +96,7 @@ def _within_wall(found: list[dict], rec: Any) -> list[dict]:
     one claims, the next cannot claim again."""
     left = max(0.0, rec.wall - rec.ideal)
     for f in sorted(found, key=lambda f: -f["impact"]):
-        if f["kind"] in _OUTSIDE_WALL:
+        if stands_apart(f, rec.comp):
             continue
         if f["impact"] > left:
             f["evidence"] += (

@@ -24,7 +24,7 @@ import dask_analytics_lab as dal
 from dask_analytics_lab import config
 from dask_analytics_lab.api import close_readers
 from dask_analytics_lab.cli import main as cli
-from dask_analytics_lab.findings import KINDS, explain
+from dask_analytics_lab.findings import KINDS, explain, stands_apart
 from dask_analytics_lab.findings.finding import WHY
 from dask_analytics_lab.findings.record import read
 from dask_analytics_lab.store import NotFound, open_store
@@ -258,10 +258,10 @@ def explained(store: str, cid: str) -> list[dict]:
         assert f["why"] == WHY[f["kind"]]
         assert f["kind"] in KINDS and f["impact"] > 0 and f["evidence"] and f["advice"]
     assert [f["impact"] for f in found] == sorted((f["impact"] for f in found), reverse=True)
-    # Together they never claim more than the wall time less the ideal time.
+    # Together the causes never claim more than the wall time less the ideal time.
     with open_store(store) as reader:
         rec = read(reader, cid, settings=config.findings_settings())
-    inside = sum(f["impact"] for f in found if f["kind"] != "idle-cluster")
+    inside = sum(f["impact"] for f in found if not stands_apart(f, rec.comp))
     assert inside <= max(0.0, rec.wall - rec.ideal) + 0.002 * len(found), (found, rec.wall)
     return found
 
