@@ -69,9 +69,10 @@ _NOT_BY_SHARE = ("idle-cluster",)
 
 def stands_apart(f: dict, comp: dict) -> bool:
     """Not one of the causes that share the wall time: an idle cluster costs beside it,
-    slower-than-before compares with earlier runs (it overlaps every cause by nature),
-    and an erred computation's failures claim all of it (it is never healthy)."""
-    return f["kind"] in ("idle-cluster", "slower-than-before") or (
+    slower-than-before (a comparison with earlier runs) and cpu-starved (the machine's
+    other work) overlap every cause by nature, and an erred computation's failures claim
+    all of it (it is never healthy)."""
+    return f["kind"] in ("idle-cluster", "slower-than-before", "cpu-starved") or (
         f["kind"] == "failures" and comp["state"] == "erred"
     )
 

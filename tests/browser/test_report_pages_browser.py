@@ -48,7 +48,7 @@ pytestmark = pytest.mark.timeout(300)
 def run(client, straggle: bool) -> int:
     # One line makes both runs: they share their fingerprint, and the second is compared.
     return client.compute(
-        delayed(total)([delayed(spin)(1.5 if straggle and i == 5 else 0.05, i) for i in range(10)])
+        delayed(total)([delayed(spin)(3.0 if straggle and i == 5 else 0.05, i) for i in range(10)])
     ).result()
 
 
