@@ -20,7 +20,7 @@ export function findingsOf(model: Model): Finding[] | null {
   return f.findings || [];
 }
 
-/** "Straggler: a straggler in spin held up the end by 2.83 s (~2.8 s lost)": the top
+/** "Straggler: a straggler in spin held up the end by 2.83 s (~2.8 s to save)": the top
  *  finding as one line above the task groups; clicking it opens the Findings tab. */
 export function topFinding(model: Model): HTMLElement | null {
   const found = findingsOf(model);
