@@ -112,23 +112,27 @@ class HAProxy:
             raise BalancerUnavailable("haproxy not found; " + HOW_TO_FIX)
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
         # deploy/haproxy.cfg serves HTTPS when TLS_CERT names a certificate; the tests'
         # own environment never sets it.
         self.env = {**os.environ, "TLS_CERT": "", **(env or {})}
-        scheme = "https" if self.env["TLS_CERT"] else "http"
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
-        servers = "\n".join(
+        self._servers = "\n".join(
             f"    server {name} 127.0.0.1:{port}" for name, port in backends.items()
         )
+        self._make_config = config
         self.config = self.dir / "haproxy.cfg"
         # A unix socket's path has at most ~100 bytes: a test's folder (deeper still under
         # pytest-xdist's per-worker folders) can be longer, so the admin socket gets a
         # short folder of its own.
         self.sockets = Path(tempfile.mkdtemp(prefix="dal-ha-"))
-        self.config.write_text(config(self.sockets, self.port, servers))
+        self._on(free_port())
         self.proc: subprocess.Popen | None = None
         self.log = self.dir / "haproxy.log"
+
+    def _on(self, port: int) -> None:
+        self.port = port
+        scheme = "https" if self.env["TLS_CERT"] else "http"
+        self.url = f"{scheme}://127.0.0.1:{port}"
+        self.config.write_text(self._make_config(self.sockets, port, self._servers))
 
     def start(self) -> HAProxy:
         check = subprocess.run(
@@ -141,24 +145,33 @@ class HAProxy:
             raise BalancerUnavailable(
                 f"haproxy refused its configuration:\n{check.stdout}{check.stderr}"
             )
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                [self.binary, "-db", "-f", str(self.config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-            )
-
-        def listening() -> bool:
-            if self.proc.poll() is not None:
-                raise BalancerUnavailable(
-                    f"haproxy exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}"
+        for _ in range(3):
+            with open(self.log, "w") as log:
+                self.proc = subprocess.Popen(
+                    [self.binary, "-db", "-f", str(self.config)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
                 )
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", self.port)) == 0
+            proc = self.proc
 
-        wait_for(listening, timeout=30, what="haproxy to listen")
-        return self
+            def listening() -> bool | str:
+                if proc.poll() is not None:
+                    return "exited"
+                # Its admin socket too: something else may answer on a port it lost.
+                if not (self.sockets / "admin.sock").exists():
+                    return False
+                with socket.socket() as s:
+                    return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+            if wait_for(listening, timeout=30, what="haproxy to listen") is True:
+                return self
+            said = self.log.read_text()
+            if "cannot bind" not in said and "Address already in use" not in said:
+                break
+            # Another test process took the free port between its choice and the bind.
+            self._on(free_port())
+        raise BalancerUnavailable(f"haproxy exited with {proc.returncode}: {said[-2000:]}")
 
     def stats(self) -> dict[str, dict]:
         """HAProxy's `show stat` rows of the replicas' backend, by server name (and "BACKEND")."""
