@@ -62,8 +62,13 @@ def _others_busy(rec: Record, name: str, start: float, stop: float) -> float:
         for r in rec.stream:
             by_group.setdefault(r.get("task_group") or "", []).append(r)
         rec.memo["busy"], rec.memo["stream_by_group"] = _Busy(rec.stream), by_group
-    own = _Busy(rec.memo["stream_by_group"].get(name, []))
-    return max(0.0, rec.memo["busy"].between(start, stop) - own.between(start, stop))
+    own = 0.0  # its own rows, clipped to the window: O(its rows), no sort
+    for r in rec.memo["stream_by_group"].get(name, ()):
+        span = r["stop"] - r["start"]
+        overlap = min(r["stop"], stop) - max(r["start"], start)
+        if span > 0 and overlap > 0:
+            own += overlap * (min(1.0, (r.get("busy") or 0.0) / span) if r.get("binned") else 1.0)
+    return max(0.0, rec.memo["busy"].between(start, stop) - own)
 
 
 def small_tasks(rec: Record) -> list[dict]:
