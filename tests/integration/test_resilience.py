@@ -9,6 +9,7 @@ import pytest
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect.buffer import DETAILS, SAMPLES, TIER_OF
 
 from ..cluster_helpers import recorded_cluster
 
@@ -100,10 +101,14 @@ def test_scheduler_unaffected_when_store_never_comes(tmp_path):
     # and closing the cluster did not hang past the shipper's bounded wait
 
 
+EXPENDABLE = {kind for kind, tier in TIER_OF.items() if tier in (SAMPLES, DETAILS)}
+
+
 def test_a_full_buffer_on_a_real_cluster_gives_up_samples_not_the_record(tmp_path, caplog):
     """Issue 19, item 7, end to end: the store is unreachable while a cluster samples its
     workers every 100 ms and runs a computation with failures; the buffer stays within
-    analytics.buffer.max-bytes by dropping samples only, says so, and once the store is
+    analytics.buffer.max-bytes by dropping samples (and, once none is left, details), says
+    so, and once the store is
     back the computation and its failures are stored as Dask reported them."""
     from distributed import wait
 
@@ -124,7 +129,9 @@ def test_a_full_buffer_on_a_real_cluster_gives_up_samples_not_the_record(tmp_pat
             what="the buffer to fill with worker samples",
         )
         assert status["buffer_max_bytes"] == 128 * 1024 and status["buffer_bytes"] <= 128 * 1024
-        assert set(status["dropped_by_kind"]) <= {"worker_samples", "cluster_sample"}, status
+        # Never the record; its details (a task stream) only once no sample was left to
+        # drop, which a busy machine, whose writer falls further behind, can reach.
+        assert set(status["dropped_by_kind"]) <= EXPENDABLE, status
         assert status["dropped"] == sum(status["dropped_by_kind"].values())
         warning = next(r.getMessage() for r in caplog.records if "buffer is full" in r.getMessage())
         assert "samples first" in warning and "Raise analytics.buffer.max-bytes" in warning
@@ -135,7 +142,7 @@ def test_a_full_buffer_on_a_real_cluster_gives_up_samples_not_the_record(tmp_pat
         final = dal.status(client)
     finally:
         ctx.__exit__(None, None, None)
-    assert set(final["dropped_by_kind"]) <= {"worker_samples", "cluster_sample"}, final
+    assert set(final["dropped_by_kind"]) <= EXPENDABLE, final
     (comp,) = dal.list_computations(info["cluster_id"], store=url)
     assert (comp["state"], comp["n_tasks"], comp["n_done"], comp["n_erred"]) == (
         "erred",
