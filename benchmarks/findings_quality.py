@@ -26,11 +26,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 
 import dask_analytics_lab as dal  # noqa: E402
 from dask_analytics_lab.findings import stands_apart  # noqa: E402
+from tests.cluster_helpers import cores_taken  # noqa: E402  (the tests' busy machine)
 
 CONFIG = {
     "analytics.interval": "100ms",
@@ -128,22 +128,6 @@ def job(client: Client, seconds: float) -> int:
 
 def mapped(client: Client, seconds: float) -> list:
     return client.gather(client.map(spin, [seconds] * 4, range(4), pure=False))  # one line
-
-
-@contextlib.contextmanager
-def cores_taken() -> Iterator[None]:
-    """Two spinning processes per core: other programs on a busy machine."""
-    burners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(2 * (os.cpu_count() or 1))
-    ]
-    try:
-        yield
-    finally:
-        for p in burners:
-            p.kill()
-        for p in burners:
-            p.wait()
 
 
 # --- scenarios -----------------------------------------------------------------------
