@@ -992,6 +992,13 @@ def _figures(
     shared = base is not _ZERO
     start = (None if shared else tg_start) or first or None
     stop = (None if shared else tg_stop) or last or None
+    # Dask's times are a worker's clock plus its estimate of the scheduler's, tens of ms
+    # off on a busy machine: no task starts before the scheduler sent the group's first,
+    # nor stops after the scheduler heard its last had (a cancel would read as after it).
+    if start and first and start < first:
+        start = first
+    if stop and last and stop > last:
+        stop = last
     if cancelled and cancelled_at > (stop or 0.0):
         stop = cancelled_at  # its work ended at the cancel, not at its last task
     return (

@@ -601,3 +601,19 @@ def test_the_record_is_the_same_whether_a_tick_ran_before_the_rerun():
     }
     assert first_run["totals"]["n_not_run"] == 4  # the two cancelled, the two never run
     assert records[0][1]["totals"]["n_tasks"] == 6
+
+
+def test_a_workers_clock_estimate_never_moves_a_group_outside_what_the_scheduler_saw():
+    """Dask's group start and stop are a worker's clock plus its estimate of the
+    scheduler's (tens of ms off on a busy machine): the group stops no later than the
+    scheduler heard its last task end, and starts no earlier than it sent the first."""
+    sim = Sim()
+    tasks = sim.submit("f", 2, new_computation=True)
+    sim.run(tasks)
+    tg = tasks[0].group
+    counts = sim.tracker.counts_for(tg)
+    tg.start, tg.stop = counts.first - 0.02, counts.last + 0.02
+    sim.settle()
+    (group,) = sim.last(0)["groups"]
+    assert (group["start"], group["stop"]) == (counts.first, counts.last)
+    assert sim.last(0)["stop"] == counts.last
