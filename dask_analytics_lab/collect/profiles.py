@@ -12,10 +12,17 @@ prefix's window: another computation's functions never enter it, and one group's
 profile holds none of another's frames.  Each prefix's tree is its own `profile`
 message.
 
-A chunk can still straddle two runs of the same prefix back to back.  For those, the
-window of a run reaches back to the first run of the chain and the chain's previous
-tree is subtracted: each sample is counted once, in the run whose fetch first saw it,
-so the cluster-wide profile (the merge of its computations') counts no sample twice.
+A worker stamps each chunk with its own clock plus its estimate of the scheduler's
+(`scheduler_delay`, from its last heartbeat), off by tens of milliseconds on a busy
+machine: a chunk stamped after a computation's stop can end before it, and the next
+chunk hold its last samples.  So a final fetch's window reaches one cycle past the
+stop (SLACK cycles), and waits for that chunk to close.
+
+A chunk can still straddle two runs of the same prefix back to back, and the slack
+makes more of them.  For those, the window of a run reaches back to the first run of
+the chain and the chain's previous tree is subtracted: each sample is counted once, in
+the run whose fetch first saw it, so the cluster-wide profile (the merge of its
+computations') counts no sample twice.
 
 A live fetch (while the computation runs) takes the window so far and leaves the
 chains alone; the final fetch replaces what it sent.  A computation younger than a
@@ -53,6 +60,12 @@ MAX_CHAIN = 300.0
 LIVE_EVERY = 5.0
 # ... for at most this many running computations (the newest).
 LIVE_MAX = 2
+# A final window ends this many profile cycles after the computation's stop.
+SLACK = 1
+# A run of a prefix continues the previous run's chain when it starts within this many
+# cycles of that run's stop: the previous window's last chunk (the first ending a SLACK
+# after its stop, one cycle long, maybe a cycle late) can hold samples of this run.
+CHAIN_GAP = SLACK + 2
 
 
 def subtract(new: Tree, old: Tree) -> Tree:
@@ -174,7 +187,7 @@ class ProfileFetcher:
             try:
                 # A chunk reaches a worker's history when its cycle ends (a live view
                 # takes what is there).
-                wait = stop + self._cycle - time.time()
+                wait = stop + (SLACK + 1) * self._cycle - time.time()
                 if wait > 0 and not live:
                     await asyncio.sleep(wait)
                 await metered(
@@ -196,6 +209,7 @@ class ProfileFetcher:
         live: bool = False,
     ) -> None:
         now = time.time()
+        end = stop if live else stop + SLACK * self._cycle
         windows: _Windows = {}
         for prefix in prefixes:
             chain = self._chains.get(prefix)
@@ -203,21 +217,23 @@ class ProfileFetcher:
                 windows[prefix] = (start, None)
             elif (
                 chain is not None
-                and start - chain.stop < 2 * self._cycle
+                and start - chain.stop < CHAIN_GAP * self._cycle
                 and now - chain.start < MAX_CHAIN
             ):
                 windows[prefix] = (chain.start, chain)
             else:
                 windows[prefix] = (start, None)
         replies = await asyncio.wait_for(
-            self._ask_workers({p: w for p, (w, _) in windows.items()}, stop, live),
+            self._ask_workers({p: w for p, (w, _) in windows.items()}, end, live),
             # A worker asked a prefix at a time is asked a cycle later (_ask).
             self._timeout + (0.0 if live else self._cycle),
         )
         trees = await asyncio.to_thread(self._combine, windows, replies, stop, live)
         self.fetched += 1
         # Chains that can no longer continue hold memory for nothing.
-        for prefix in [p for p, c in self._chains.items() if now - c.stop > 2 * self._cycle + 60]:
+        for prefix in [
+            p for p, c in self._chains.items() if now - c.stop > CHAIN_GAP * self._cycle + 60
+        ]:
             del self._chains[prefix]
         for prefix, tree in trees.items():
             if tree.get("count"):

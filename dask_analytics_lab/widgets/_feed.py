@@ -400,7 +400,7 @@ class Feed:
             self._profile_tries += 1
             tree = api.get_profile(computation_id=self._selected, prefix=prefix, store=store)
             self._set_profile(tree)
-            # The final profile lands a profile cycle after the computation's end: until
+            # The final profile lands two profile cycles after the computation's end: until
             # then what is stored may be the last live one.
             settled = (
                 self._comp_stop is None

@@ -19,6 +19,7 @@ from distributed.protocol.pickle import loads
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
+from dask_analytics_lab.collect.profiles import SLACK
 
 from ..cluster_helpers import FAST, recorded_cluster
 
@@ -196,7 +197,8 @@ def test_no_live_fetch_while_a_computation_is_younger_than_a_cycle(tmp_path, mon
     cycle = dask.utils.parse_timedelta(FAST["distributed.worker.profile.cycle"]) + 0.1
     for asked in windows.values():
         *live, (_, final_stop) = asked
-        assert abs(final_stop - comp["stop"]) < 1e-3
+        # The final window reaches SLACK cycles past the stop (a chunk's stamp can be early).
+        assert abs(final_stop - (comp["stop"] + SLACK * cycle)) < 1e-3
         assert all(stop - min(starts.values()) >= cycle for starts, stop in live), live
     if comp["stop"] - comp["start"] < cycle - 0.1:  # as it nearly always is: 2 x 0.1 s of work
         assert flushed["profiles_fetched"] == 1
