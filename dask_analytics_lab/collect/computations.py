@@ -999,6 +999,8 @@ def _figures(
         start = first
     if stop and last and stop > last:
         stop = last
+    if start and stop and stop < start:
+        stop = start  # a task shorter than the clock's error: none of its time is known
     if cancelled and cancelled_at > (stop or 0.0):
         stop = cancelled_at  # its work ended at the cancel, not at its last task
     return (

@@ -617,3 +617,10 @@ def test_a_workers_clock_estimate_never_moves_a_group_outside_what_the_scheduler
     (group,) = sim.last(0)["groups"]
     assert (group["start"], group["stop"]) == (counts.first, counts.last)
     assert sim.last(0)["stop"] == counts.last
+    # A task shorter than the error: moved into what the scheduler saw, it never ends
+    # before it starts.
+    tg.start, tg.stop = counts.first - 0.02, counts.first - 0.015
+    sim.tracker.touched.add(tg)
+    sim.settle()
+    (group,) = sim.last(0)["groups"]
+    assert group["start"] == counts.first <= group["stop"]
