@@ -224,6 +224,7 @@ class Replicas:
             )
             for i in range(n)
         }
+        self.workdir = workdir
         self.balancer = HAProxy(
             {name: s.port for name, s in self.servers.items()}, workdir / "haproxy"
         )
@@ -233,8 +234,24 @@ class Replicas:
         try:
             for s in self.servers.values():
                 s.spawn()
+            moved = False
             for s in self.servers.values():
-                s.wait_ready()
+                for attempt in range(3):
+                    try:
+                        s.wait_ready()
+                        break
+                    except RuntimeError as e:
+                        # Another process took the free port between its probe and the bind.
+                        if "Address already in use" not in str(e) or attempt == 2:
+                            raise
+                        s.move(free_port())
+                        s.spawn()
+                        moved = True
+            if moved:
+                self.balancer = HAProxy(
+                    {name: s.port for name, s in self.servers.items()}, self.workdir / "haproxy"
+                )
+                self.url = self.balancer.url
             self.balancer.start()
             self.balancer.wait_up(list(self.servers))
         except BaseException:

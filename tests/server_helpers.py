@@ -248,6 +248,12 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.output: list[str] = []  # what it printed, its log included
 
+    def move(self, port: int) -> None:
+        """Listen on `port` from the next spawn() (another process took the first)."""
+        self.cmd[self.cmd.index("--port") + 1] = str(port)
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
     def spawn(self) -> ServerProcess:
         """Start the process without waiting for it (several at once: then wait_ready())."""
         self.output = []
