@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 # Each public name and the module that defines it, imported when the name is first read.
 _PUBLIC = {
+    "cluster_findings": "api",
     "compare": "api",
     "ConfigError": "config",
     "cost_report": "api",

@@ -103,13 +103,18 @@ def register(
 
 
 def _readers_plugin(settings: dict, overrides: dict | None = None) -> Any:
-    """The plugin of alerts and trace export (written_readers.py) when analytics.alerts
-    (rules and webhooks, a store that is no team server) or analytics.otel is on; else
-    None.  One plugin for both: each plugin is a call on every transition of every task."""
+    """The plugin of alerts, trace export and the findings keeper (written_readers.py)
+    when analytics.alerts (rules and webhooks, a store that is no team server),
+    analytics.otel or analytics.findings.keep (a store that is no team server) is on;
+    else None.  One plugin for all: each plugin is a call on every transition of every
+    task."""
     if not settings.get("otel"):
         with dask.config.set(overrides or {}):
             if not (
                 config.get("analytics.alerts.rules") and config.get("analytics.alerts.webhooks")
+            ) and not (
+                config.get("analytics.findings.keep")
+                and not settings["store"].startswith(("http://", "https://"))
             ):
                 return None  # written_readers.py (and alerts/, otel/) not even imported
     from .written_readers import plugin_for

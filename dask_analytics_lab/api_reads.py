@@ -29,6 +29,7 @@ __all__ = [
     "compare",
     "run_summary",
     "explain",
+    "cluster_findings",
     "export",
 ]
 
@@ -97,6 +98,7 @@ def list_computations(
     since: Any = None,
     until: Any = None,
     text: str | None = None,
+    finding: str | None = None,
     before: str | None = None,
     limit: int | None = 100,
     account: str | None = None,
@@ -111,7 +113,10 @@ def list_computations(
     ('2026-11-01', '2026-11-01T12:00:00Z'; no offset means UTC) or an age ('7d':
     that long ago); text: in its label ("read_parquet → groupby-agg"),
     its code line ("df.groupby('k').v.mean().compute()") or a task prefix of it, any
-    case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.
+    case; finding: with a finding of this kind (one of findings.KINDS, as explain
+    gives it; the computations in scope not explained under these thresholds are
+    explained first, once).  Pages: `before=rows[-1]["cursor"]`, as for
+    list_clusters.
     """
     return open_reader(store).list_computations(
         cluster_id=cluster_id,
@@ -120,6 +125,7 @@ def list_computations(
         since=since,
         until=until,
         text=text,
+        finding=finding,
         before=before,
         limit=limit,
         account=account,
@@ -364,6 +370,20 @@ def explain(
     own thresholds; a short id (a prefix of one) gives the same findings as the full id.
     """
     return open_reader(store).explain(computation_id=computation_id, account=account)
+
+
+def cluster_findings(
+    cluster_id: str, *, account: str | None = None, store: str | None = None
+) -> list[dict[str, Any]]:
+    """A cluster's findings summed over its computations, the costliest kind first:
+    each {"kind", "why", "n_computations", "impact", "computations", "advice"}.
+
+    impact: the seconds its computations' advice would have saved, summed;
+    computations: those with it ({"computation_id", "label", "impact", "title"}), the
+    most costly first (at most 10); advice: the most costly one's.  The same findings
+    explain gives each computation (kept in the store once explained).
+    """
+    return open_reader(store).cluster_findings(cluster_id=cluster_id, account=account)
 
 
 def export(

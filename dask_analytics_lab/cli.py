@@ -22,7 +22,7 @@ from . import api, tables
 from .alerts.cli import alerts as alerts_cli
 from .config import ConfigError
 from .csvcells import write_rows
-from .filters import CLUSTER_STATES, COMPUTATION_STATES, COST_BY
+from .filters import CLUSTER_STATES, COMPUTATION_STATES, COST_BY, FINDING_KINDS
 from .prune_cli import prune
 from .server.cli import named_store, resolve_store, server, store_option, token
 
@@ -155,11 +155,20 @@ def clusters(ctx: click.Context, limit: int, **filters: Any) -> None:
 @analytics.command(help="computations, newest first")
 @cluster_option
 @filter_options(COMPUTATION_STATES)
+@click.option(
+    "--finding",
+    type=click.Choice(FINDING_KINDS),
+    help="only those with a finding of this kind (as `explain` gives them)",
+)
 @limit_option(50)
 @reader_store
 @click.pass_context
-def computations(ctx: click.Context, cluster: str | None, limit: int, **filters: Any) -> None:
-    rows = api.list_computations(cluster, limit=limit, store=_store(ctx), **filters)
+def computations(
+    ctx: click.Context, cluster: str | None, limit: int, finding: str | None, **filters: Any
+) -> None:
+    rows = api.list_computations(
+        cluster, limit=limit, finding=finding, store=_store(ctx), **filters
+    )
     click.echo(tables.computations(rows))
     _more(rows, limit)
 
@@ -234,11 +243,26 @@ def compare(ctx: click.Context, computation_id: str, baseline: str | None, as_js
 @analytics.command(
     help="why a computation was slow, and what to change: its findings, most costly first"
 )
-@click.argument("computation_id")
+@click.argument("computation_id", required=False)
+@click.option(
+    "--cluster",
+    "cluster_id",
+    metavar="ID",
+    help="instead: a cluster's findings, summed over its computations",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
 @reader_store
 @click.pass_context
-def explain(ctx: click.Context, computation_id: str, as_json: bool) -> None:
+def explain(
+    ctx: click.Context, computation_id: str | None, cluster_id: str | None, as_json: bool
+) -> None:
+    if (computation_id is None) == (cluster_id is None):
+        raise click.UsageError("give a COMPUTATION_ID or --cluster ID (one of them)")
+    if cluster_id is not None:
+        summed = api.cluster_findings(cluster_id, store=_store(ctx))
+        click.echo(json.dumps(summed, indent=1) if as_json else tables.cluster_findings(summed))
+        return
+    assert computation_id is not None
     found = api.explain(computation_id, store=_store(ctx))
     click.echo(json.dumps(found, indent=1) if as_json else tables.findings(found))
 

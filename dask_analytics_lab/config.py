@@ -175,7 +175,8 @@ def findings_settings(overrides: dict | None = None) -> dict:
         return {
             key[len(prefix) :].replace("-", "_"): value(key)
             for key in entries()
-            if key.startswith(prefix)
+            # keep says where findings are kept, not what they claim
+            if key.startswith(prefix) and key != prefix + "keep"
         }
 
 

@@ -18,6 +18,23 @@ from typing import Any
 CLUSTER_STATES = ("live", "stopped", "lost")
 COMPUTATION_STATES = ("running", "finished", "erred", "cancelled", "lost")
 COST_BY = ("user", "day", "month")
+# What findings/ finds (findings.KINDS, one rule each), in the order the rules run.
+FINDING_KINDS = (
+    "small-tasks",
+    "straggler",
+    "imbalance",
+    "spilling",
+    "memory-kill",
+    "gil-contention",
+    "cpu-starved",
+    "transfer-bound",
+    "serialization",
+    "too-few-tasks",
+    "failures",
+    "slower-than-before",
+    "idle-cluster",
+    "gpu-underused",
+)
 
 MAX_TEXT = 200  # the longest filter text (the server's ids have the same bound)
 MAX_CURSOR = 600
@@ -89,6 +106,14 @@ def parse_state(value: Any, allowed: tuple[str, ...]) -> str | None:
     if not isinstance(value, str) or value not in allowed:
         shown = value[:40] if isinstance(value, str) else value
         raise ValueError(f"state must be one of {', '.join(allowed)}; got {shown!r}")
+    return value
+
+
+def parse_finding(value: Any) -> str:
+    """A finding= filter: one of FINDING_KINDS."""
+    if not isinstance(value, str) or value not in FINDING_KINDS:
+        shown = value[:40] if isinstance(value, str) else value
+        raise ValueError(f"finding must be one of {', '.join(FINDING_KINDS)}; got {shown!r}")
     return value
 
 

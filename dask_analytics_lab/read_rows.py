@@ -376,6 +376,19 @@ class Finding(Row, kw_only=True):
     why: str = ""  # why this kind matters, in one line (a server before it sends none)
 
 
+class ClusterFinding(Row, kw_only=True):
+    """One kind of finding over a cluster's computations (findings/across.py)."""
+
+    kind: str
+    why: str
+    n_computations: int  # its computations with this finding
+    impact: float  # their impacts summed: seconds the advice would have saved
+    # The computations with it, the most costly first (at most across.TOP): their findings
+    # say what to change.
+    computations: list[dict[str, Any]]
+    advice: str  # the most costly one's
+
+
 class ProfileTree(Row, kw_only=True):
     """Dask's profile tree (distributed/profile.py); {} when nothing was recorded."""
 

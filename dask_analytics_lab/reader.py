@@ -84,6 +84,7 @@ class Reader(ReaderBase):
         since: Any = None,
         until: Any = None,
         text: str | None = None,
+        finding: str | None = None,
         before: str | None = None,
         limit: int | None = 100,
         account: str | None = None,
@@ -97,7 +98,10 @@ class Reader(ReaderBase):
         ('2026-11-01', '2026-11-01T12:00:00Z'; no offset means UTC) or an age ('7d':
         that long ago); text: in its label ("read_parquet → groupby-agg"),
         its code line ("df.groupby('k').v.mean().compute()") or a task prefix of it, any
-        case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.
+        case; finding: with a finding of this kind (one of findings.KINDS, as explain
+        gives it; the computations in scope not explained under these thresholds are
+        explained first, once).  Pages: `before=rows[-1]["cursor"]`, as for
+        list_clusters.
         """
         answer: list[dict[str, Any]] = self._read(
             "list_computations",
@@ -108,6 +112,7 @@ class Reader(ReaderBase):
                 "since": since,
                 "until": until,
                 "text": text,
+                "finding": finding,
                 "before": before,
                 "limit": limit,
                 "account": account,
@@ -369,6 +374,22 @@ class Reader(ReaderBase):
         """
         answer: list[dict[str, Any]] = self._read(
             "explain", {"computation_id": computation_id, "account": account}
+        )
+        return answer
+
+    def cluster_findings(
+        self, cluster_id: str, *, account: str | None = None
+    ) -> list[dict[str, Any]]:
+        """A cluster's findings summed over its computations, the costliest kind first:
+        each {"kind", "why", "n_computations", "impact", "computations", "advice"}.
+
+        impact: the seconds its computations' advice would have saved, summed;
+        computations: those with it ({"computation_id", "label", "impact", "title"}), the
+        most costly first (at most 10); advice: the most costly one's.  The same findings
+        explain gives each computation (kept in the store once explained).
+        """
+        answer: list[dict[str, Any]] = self._read(
+            "cluster_findings", {"cluster_id": cluster_id, "account": account}
         )
         return answer
 

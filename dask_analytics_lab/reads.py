@@ -28,7 +28,7 @@ from . import read_rows as rows
 # What a parameter is, for both ends: how a reader checks what it was given (times
 # become seconds since the epoch) and how the server parses a query string.
 TEXT, TIME, CURSOR, LIMIT, OFFSET, BY = "text", "time", "cursor", "limit", "offset", "by"
-CLUSTER_STATE, COMPUTATION_STATE = "cluster-state", "computation-state"
+CLUSTER_STATE, COMPUTATION_STATE, FINDING = "cluster-state", "computation-state", "finding"
 MAX_OFFSET = 10_000_000
 REQUIRED: Any = object()
 
@@ -82,6 +82,9 @@ class Read:
     # Checks of the arguments together, after each was parsed (ValueError: what to pass).
     check: Callable[[dict[str, Any]], None] | None = None
     streamed: bool = False  # the server streams it (its own handler: server/query.py)
+    # "module:function" a Store calls with (store, args) before the query: a step that
+    # may write (list_computations' finding= keeps the findings it filters on first).
+    keeps: str | None = None
     returns: str | None = None  # the generated signature's return type; None: from row
 
     @property
@@ -102,9 +105,16 @@ class Read:
         raise ValueError(f"{self.name} needs {' or '.join(p.names[0] for p in self.paths)}")
 
     def function(self) -> Callable[..., Any]:
-        module, _, name = self.query.partition(":")
-        fn: Callable[..., Any] = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-        return fn
+        return _resolve(self.query)
+
+    def keeper(self) -> Callable[..., Any] | None:
+        return None if self.keeps is None else _resolve(self.keeps)
+
+
+def _resolve(where: str) -> Callable[..., Any]:
+    module, _, name = where.partition(":")
+    fn: Callable[..., Any] = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    return fn
 
 
 ACCOUNT = Param(
@@ -192,7 +202,10 @@ READS: tuple[Read, ...] = (
         "cancelled" or "lost" (was running when its cluster ended); since / until: start
         in [since, until), {_TIMES}; text: in its label ("read_parquet → groupby-agg"),
         its code line ("df.groupby('k').v.mean().compute()") or a task prefix of it, any
-        case.  Pages: `before=rows[-1]["cursor"]`, as for list_clusters.""",
+        case; finding: with a finding of this kind (one of findings.KINDS, as explain
+        gives it; the computations in scope not explained under these thresholds are
+        explained first, once).  Pages: `before=rows[-1]["cursor"]`, as for
+        list_clusters.""",
         (
             Path("/computations"),
             Path("/clusters/{cluster_id}/computations", exists="get_cluster"),
@@ -202,7 +215,13 @@ READS: tuple[Read, ...] = (
         True,
         "store.queries:list_computations",
         positional=(Param("cluster_id"),),
-        keywords=(*_COMPUTATION_FILTERS, _limit(100, 10_000)),
+        keywords=(
+            *_COMPUTATION_FILTERS[:-1],
+            Param("finding", FINDING),
+            _COMPUTATION_FILTERS[-1],
+            _limit(100, 10_000),
+        ),
+        keeps="findings.across:prepare_list",
     ),
     Read(
         "cost_report",
@@ -402,6 +421,23 @@ READS: tuple[Read, ...] = (
         positional=(_COMPUTATION_ID,),
     ),
     Read(
+        "cluster_findings",
+        """A cluster's findings summed over its computations, the costliest kind first:
+        each {"kind", "why", "n_computations", "impact", "computations", "advice"}.
+
+        impact: the seconds its computations' advice would have saved, summed;
+        computations: those with it ({"computation_id", "label", "impact", "title"}), the
+        most costly first (at most 10); advice: the most costly one's.  The same findings
+        explain gives each computation (kept in the store once explained).""",
+        (Path("/clusters/{cluster_id}/findings", exists="get_cluster"),),
+        "findings",
+        rows.ClusterFinding,
+        True,
+        "findings.across:cluster_findings",
+        over="reader",
+        positional=(_CLUSTER_ID,),
+    ),
+    Read(
         "export",
         "Everything recorded, table by table: {table: [rows]}.",
         (Path("/export"),),
@@ -433,6 +469,8 @@ def check(read: Read, given: Mapping[str, Any]) -> dict[str, Any]:
                 value = filters.parse_state(value, filters.CLUSTER_STATES)
             elif p.kind == COMPUTATION_STATE:
                 value = filters.parse_state(value, filters.COMPUTATION_STATES)
+            elif p.kind == FINDING:
+                value = filters.parse_finding(value)
             elif p.kind == BY:
                 value = filters.parse_by(value)
             elif p.kind == CURSOR:

@@ -344,3 +344,28 @@ def findings(rows: list[dict]) -> str:
         out.append(f"   evidence: {escaped(f['evidence'])}")
         out.append(f"   advice:   {escaped(f['advice'])}")
     return "\n".join(out)
+
+
+def cluster_findings(rows: list[dict]) -> str:
+    """`explain --cluster`: each kind over the cluster's computations, the costliest first,
+    then its costliest computations (short ids: `explain ID` tells each one's story)."""
+    if not rows:
+        return "no findings: none of its computations cost enough time to mention"
+    out = []
+    ids = shorten(c["computation_id"] for k in rows for c in k["computations"])
+    for i, k in enumerate(rows, 1):
+        n = k["n_computations"]
+        out.append(
+            f"{i}. [{escaped(k['kind'])}] in {n} computation{'s' if n != 1 else ''} "
+            f"(~{seconds(k['impact'])} lost in all): {escaped(k['why'])}"
+        )
+        for c in k["computations"]:
+            label = f" {short(c['label'], 40)}" if c.get("label") else ""
+            out.append(
+                f"   {ids[c['computation_id']]}{label}: {escaped(c['title'])} "
+                f"(~{seconds(c['impact'])})"
+            )
+        if n > len(k["computations"]):
+            out.append(f"   ... and {n - len(k['computations'])} more")
+        out.append(f"   advice:   {escaped(k['advice'])}")
+    return "\n".join(out)

@@ -1,5 +1,6 @@
-"""What reads the recorder's written record on the scheduler: alerts (alerts/) and the
-trace exporter (otel/), hosted by one scheduler plugin beside the analytics plugin.
+"""What reads the recorder's written record on the scheduler: alerts (alerts/), the
+trace exporter (otel/) and the findings keeper (findings/keeper.py), hosted by one
+scheduler plugin beside the analytics plugin.
 
 Why a plugin of its own: the recorder (collect/) may import only collect/, store/ and
 the base modules (tests/unit/test_layout.py), while alerts and traces read findings
@@ -45,11 +46,13 @@ class WrittenReadersPlugin(SchedulerPlugin):
     # collect/endings.py: ended after the recordings whose written batches feed it.
     ends_after_recorders = True
 
-    def __init__(self, settings: dict[str, Any], alerts: Any = None):
+    def __init__(self, settings: dict[str, Any], alerts: Any = None, keep: bool = False):
         self.settings = settings
         self.alerts = alerts  # alerts.settings.AlertSettings, or None
+        self.keep = keep  # keep each computation's findings as it ends
         self.evaluator: Any = None
         self.exporter: Any = None
+        self.keeper: Any = None
         self._recorder: Any = None
         self._store: Any = None  # the findings' reader, opened on first use
         self._store_lock: Any = None  # made in start(): the plugin is pickled before
@@ -83,6 +86,17 @@ class WrittenReadersPlugin(SchedulerPlugin):
                 len(self.alerts.rules),
                 len(self.alerts.webhooks),
             )
+        if self.keep:
+            from .findings.keeper import Keeper
+            from .store import open_store
+
+            url = s["store"]
+            self.keeper = Keeper(
+                lambda: open_store(url),
+                # Dask's own idle check (every 250 ms): None while tasks are unfinished.
+                busy=lambda: scheduler.idle_since is None,
+            )
+            recorder.written_readers.append(self.keeper.written)
         if s.get("otel"):
             from .otel.exporter import TraceExporter
 
@@ -161,7 +175,8 @@ class WrittenReadersPlugin(SchedulerPlugin):
             await asyncio.sleep(0.1)
         evaluator, self.evaluator = self.evaluator, None
         exporter, self.exporter = self.exporter, None
-        for reader in (evaluator, exporter):
+        keeper, self.keeper = self.keeper, None
+        for reader in (evaluator, exporter, keeper):
             if reader is None:
                 continue
             try:
@@ -173,6 +188,8 @@ class WrittenReadersPlugin(SchedulerPlugin):
             await off_loop(evaluator.close, 10.0)  # its timeout
         if exporter is not None:
             await off_loop(exporter.close)
+        if keeper is not None:
+            await off_loop(keeper.close)  # what it never got to is explained when asked
         if exporter is not None:
             # Its last counts stay in dal.status() until the recorder goes.
             final = {
@@ -192,30 +209,33 @@ class WrittenReadersPlugin(SchedulerPlugin):
 
 def plugin_for(settings: dict[str, Any], overrides: dict | None = None) -> Any:
     """The readers' plugin for a recorder resolved as `settings` (config.resolve()), or
-    None when it has nothing to do: no otel, and no alerts (or a team server's store,
-    which evaluates alerts itself).  Loads alerts/ only when analytics.alerts has rules
-    and webhooks (a bad analytics.alerts raises config.ConfigError here)."""
+    None when it has nothing to do: no otel, no alerts and no findings to keep (a team
+    server's store evaluates alerts and keeps findings itself).  Loads alerts/ only when
+    analytics.alerts has rules and webhooks (a bad analytics.alerts raises
+    config.ConfigError here)."""
     import dask
 
     from . import config
 
     alerts = None
+    team = settings["store"].startswith(("http://", "https://"))
     with dask.config.set(overrides or {}):
         wanted = bool(
             config.get("analytics.alerts.rules") and config.get("analytics.alerts.webhooks")
         )
+        keep = not team and bool(config.get("analytics.findings.keep"))
     if wanted:
         from .alerts.settings import from_config
 
         alerts = from_config(overrides)
         if not alerts.enabled:
             alerts = None
-        elif settings["store"].startswith(("http://", "https://")):
+        elif team:
             logger.info(
                 "dask-analytics alerts: the team server evaluates alerts; analytics.alerts "
                 "here are not used"
             )
             alerts = None
-    if alerts is None and not settings.get("otel"):
+    if alerts is None and not settings.get("otel") and not keep:
         return None
-    return WrittenReadersPlugin(settings, alerts)
+    return WrittenReadersPlugin(settings, alerts, keep)

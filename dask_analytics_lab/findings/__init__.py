@@ -18,32 +18,22 @@ underused GPU).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
+import sqlalchemy as sa
+
 from .. import config
 from ..figures import duration
-from . import gpu, history, memory, tasks, time_spent
+from ..filters import FINDING_KINDS
+from ..store_errors import StoreUnavailable
+from . import gpu, history, kept, memory, tasks, time_spent
 from .record import read
 
 logger = logging.getLogger("dask_analytics_lab")
 
-KINDS = (
-    "small-tasks",
-    "straggler",
-    "imbalance",
-    "spilling",
-    "memory-kill",
-    "gil-contention",
-    "cpu-starved",
-    "transfer-bound",
-    "serialization",
-    "too-few-tasks",
-    "failures",
-    "slower-than-before",
-    "idle-cluster",
-    "gpu-underused",
-)
+KINDS = FINDING_KINDS
 
 RULES = (
     tasks.small_tasks,
@@ -126,11 +116,30 @@ def explain(
     (a team server's); settings: config.findings_settings() (default: from Dask's
     config here).  NotFound for an id the caller may not see."""
     st = settings or config.findings_settings()
-    if hasattr(reader, "snapshot"):  # a Store: every read in one transaction
-        with reader.snapshot() as snap:
-            rec = read(snap, computation_id, account=account, settings=st)
-    else:
-        rec = read(reader, computation_id, account=account, settings=st)
+    if not hasattr(reader, "snapshot"):
+        return _explain(read(reader, computation_id, account=account, settings=st))
+    # A Store: what was kept answers; else every read in one transaction, and what it
+    # gave is kept (kept.py).
+    key = kept.settings_key(st)
+    found = kept.recall(reader, computation_id, account, key)
+    if found is not None:
+        return found
+    with reader.snapshot() as snap:
+        rec = read(snap, computation_id, account=account, settings=st)
+    # As the store gives it back: the first answer reads as every later one.
+    found = json.loads(json.dumps(_explain(rec)))
+    try:
+        kept.keep(reader, rec, key, found)
+    except (StoreUnavailable, sa.exc.SQLAlchemyError) as e:
+        # A store this process may read and not write (a read-only file, a reporting
+        # role): the answer stands, it is explained again next time.
+        logger.info("dask-analytics: findings of %s not kept: %s", rec.comp["computation_id"], e)
+    return found
+
+
+def _explain(rec: Any) -> list[dict]:
+    """The findings of a record read for it, most costly first."""
+    computation_id = rec.comp["computation_id"]
     out = []
     for rule in RULES:
         try:
@@ -147,6 +156,7 @@ def explain(
             )
             continue
         out += found
+    st = rec.settings
     out = [f for f in _within_wall(_folded(out), rec) if _shown(f, rec.wall, rec.comp, st)]
     out.sort(key=lambda f: -f["impact"])
     return out

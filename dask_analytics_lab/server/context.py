@@ -299,6 +299,9 @@ class Context:
     write_lock: Any = field(default_factory=contextlib.nullcontext)
     # alerts.rules.Evaluator: ingest hands it each stored batch; None: no alerts configured.
     alerts: Any = None
+    # findings.keeper.Keeper: ingest hands it each stored batch, to keep the findings of
+    # the computations that ended (what list filters by finding kind read).
+    keeper: Any = None
 
     # --- cluster ownership (blocking: call off the loop) ------------------------
     def cluster_owners(self, claims: dict[str, str], *, now: float | None = None) -> dict[str, str]:
@@ -578,6 +581,8 @@ class Context:
         self.loop_lag.stop()
         if self.alerts is not None:
             self.alerts.close(10.0)
+        if self.keeper is not None:
+            self.keeper.close(10.0)
         self.executor.shutdown(wait=True)
         self.body_executor.shutdown(wait=True)
         self.store.close()
@@ -682,7 +687,14 @@ def make_context(prefix: str, settings: dict) -> Context:
         report_bodies=_shared_bodies(),
         read_shares=ReadShares(threads),
         alerts=_alerts(settings.get("alerts"), store, public_url),
+        keeper=_keeper(store),
     )
+
+
+def _keeper(store: Any) -> Any:
+    from ..findings.keeper import Keeper
+
+    return Keeper(store)
 
 
 def _alerts(settings: Any, store: Any, public_url: str | None) -> Any:

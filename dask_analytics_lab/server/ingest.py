@@ -196,6 +196,8 @@ class IngestHandler(BodyReader):
                     # Committed: the evaluator queues it and runs the rules on its own
                     # thread, so no request waits for a rule or a webhook.
                     self.ctx.alerts.written(batch, principal.account)
+                if self.ctx.keeper is not None:
+                    self.ctx.keeper.written(batch, principal.account)
             # Remembered, so a repeat answers "stored": 0 as an unknown id's repeat does,
             # and a write either way (the same class of time for both).
             n_dropped = 0

@@ -31,7 +31,7 @@ from ..filters import (
 from ..ids import MAX_CANDIDATES, MIN_PREFIX
 from ..messages import LEGACY_HEARTBEAT, LOST_AFTER_HEARTBEATS
 from ..store_errors import ambiguous, unknown
-from . import partitions
+from . import kept, partitions
 from . import schema as s
 from .budget import collect
 from .budget import current as current_budget
@@ -320,6 +320,7 @@ def list_computations(
     since: Any = None,
     until: Any = None,
     text: str | None = None,
+    finding: str | None = None,
     before: str | None = None,
     limit: int | None = 100,
     now: float | None = None,
@@ -331,21 +332,83 @@ def list_computations(
 
     user: of its cluster; state: running, finished, erred, cancelled or lost (running
     on a cluster that ended); since/until: start in [since, until); text: in its label, the
-    line of code that made it or a task prefix of it."""
+    line of code that made it or a task prefix of it; finding: with a kept finding of
+    this kind (findings/kept.py keeps those of the computations in scope first)."""
     now = _clock(now)
-    c = s.computations
-    q = sa.select(c).where(
-        _in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now)
+    q = _computations_in(
+        conn,
+        sa.select(s.computations),
+        cluster_id=cluster_id,
+        account=account,
+        user=user,
+        state=state,
+        since=since,
+        until=until,
+        text=text,
+        before=before,
+        now=now,
     )
-    if cluster_id is not None:
-        cluster_id = _require_cluster(conn, cluster_id, account)
-        q = q.where(c.c.cluster_id == cluster_id)
-    q = _keyset(q, c.c.start, c.c.computation_id, since=since, until=until, before=before, now=now)
+    if finding is not None:
+        q = q.where(kept.has_kind(finding))
     return _with_cursors(
         _mark_lost(
             conn, open_code_lines(_rows(conn.execute(q.limit(_limit(limit))), page=True)), now
         )
     )
+
+
+def computations_to_explain(conn: sa.Connection, settings: str, **scope: Any) -> list[str]:
+    """The ids list_computations with these filters (`scope`: its keywords but `before`,
+    `limit` and `finding`) lists, every page, newest first, whose findings are not kept
+    under `settings` (kept.stale's rule, in SQL)."""
+    c = s.computations
+    e = s.explained.c
+    fresh = sa.exists().where(
+        e.computation_id == c.c.computation_id, e.settings == settings, e.final
+    )
+    q = _computations_in(conn, sa.select(c.c.computation_id), before=None, **scope)
+    return list(conn.execute(q.where(~fresh)).scalars())
+
+
+def _computations_in(
+    conn: sa.Connection,
+    q: sa.Select[Any],
+    *,
+    cluster_id: str | None = None,
+    account: str | None = None,
+    user: str | None = None,
+    state: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    text: str | None = None,
+    before: str | None = None,
+    now: float | None = None,
+) -> sa.Select[Any]:
+    """`q` over computations, narrowed to list_computations' filters, newest first."""
+    now = _clock(now)
+    c = s.computations
+    q = q.where(
+        _in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now)
+    )
+    if cluster_id is not None:
+        q = q.where(c.c.cluster_id == _require_cluster(conn, cluster_id, account))
+    return _keyset(
+        q, c.c.start, c.c.computation_id, since=since, until=until, before=before, now=now
+    )
+
+
+def computation_id(conn: sa.Connection, computation_id: str, account: str | None) -> str:
+    """The full id of a computation the account may see (a unique prefix taken, ids.py);
+    NotFound otherwise."""
+    c = s.computations
+    found = conn.execute(
+        sa.select(c.c.computation_id).where(
+            c.c.computation_id == computation_id, _in_account(c, account)
+        )
+    ).scalar()
+    if found is not None:
+        return str(found)
+    return _by_prefix(conn, c, computation_id, account, "computation", "computations")
 
 
 def _computation_filters(

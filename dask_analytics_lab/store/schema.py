@@ -405,6 +405,37 @@ alerts = sa.Table(
     sa.Index(None, "cluster_id"),  # prune deletes by cluster
 )
 
+# Findings kept with their computation (findings/kept.py), so "which computations
+# spilled" is a query, not an explain of every computation: one `explained` row per
+# computation explained and one `findings` row per finding it gave (none: a healthy
+# one).  `settings` fingerprints the thresholds and the rules' release: other thresholds
+# explain it again.  `final`: its record can no longer change (ended, settled, and its
+# cluster moved on), else it is explained again when next asked.  Derived from the
+# record, so not exported; prune deletes them with their cluster.
+explained = sa.Table(
+    "explained",
+    metadata,
+    sa.Column("computation_id", sa.Text, primary_key=True),
+    sa.Column("cluster_id", sa.Text, nullable=False),
+    sa.Column("settings", sa.Text, nullable=False),
+    sa.Column("final", sa.Boolean, nullable=False),
+    sa.Column("kept", Time, nullable=False),
+    sa.Index(None, "cluster_id"),
+)
+
+findings = sa.Table(
+    "findings",
+    metadata,
+    sa.Column("computation_id", sa.Text, primary_key=True),
+    sa.Column("rank", sa.Integer, primary_key=True),  # 0: the most costly
+    sa.Column("cluster_id", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("impact", sa.Double, nullable=False),
+    sa.Column("body", Json, nullable=False),  # the finding as explain() gives it
+    sa.Index(None, "kind", "computation_id"),
+    sa.Index(None, "cluster_id"),
+)
+
 # Tables a user's export holds, in an order where every row's cluster comes first.
 DATA_TABLES = (
     clusters,

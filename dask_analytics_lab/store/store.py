@@ -114,6 +114,9 @@ class Store(Reader):
             return _ingest.ingest(self._engine, messages, charge=charge)
 
     def _answer(self, read: Read, args: dict[str, Any]) -> Any:
+        keeper = read.keeper()
+        if keeper is not None:
+            keeper(self, args)
         if read.over == "reader":  # a read made of reads (findings): they share a snapshot
             return read.function()(self, **args)
         with self.snapshot() as snap:

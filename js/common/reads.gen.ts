@@ -359,5 +359,6 @@ export const READ_PATHS = {
   compare: ["/computations/{computation_id}/compare"],
   run_summary: ["/computations/{computation_id}/summary"],
   explain: ["/computations/{computation_id}/findings"],
+  cluster_findings: ["/clusters/{cluster_id}/findings"],
   export: ["/export"],
 } as const;

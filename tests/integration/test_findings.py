@@ -430,6 +430,27 @@ def test_the_command_line_explains(plain, capsys):
     assert "unknown computation id 'no-such-id'" in capsys.readouterr().err
 
 
+def test_lists_filter_by_what_explain_finds(plain):
+    """#38 item 4 over a real cluster's record: a list filtered by a kind holds exactly the
+    computations whose findings have it, and the cluster's summary counts as many, on any
+    machine, whatever the rules find there."""
+    store = plain["store"]
+    cluster_id = dal.get_computation(plain["ids"]["healthy"], store=store)["cluster_id"]
+    every = dal.list_computations(cluster_id, store=store, limit=1000)
+    kinds = {
+        c["computation_id"]: {f["kind"] for f in dal.explain(c["computation_id"], store=store)}
+        for c in every
+    }
+    summed = {k["kind"]: k for k in dal.cluster_findings(cluster_id, store=store)}
+    for kind in KINDS:
+        have = {cid for cid, found in kinds.items() if kind in found}
+        listed = dal.list_computations(cluster_id, finding=kind, store=store, limit=1000)
+        assert {c["computation_id"] for c in listed} == have, kind
+        assert (summed[kind]["n_computations"] if kind in summed else 0) == len(have), kind
+    assert "straggler" in kinds[plain["ids"]["straggler"]]
+    assert "failures" in kinds[plain["ids"]["failures"]]
+
+
 def test_every_kind_says_why_it_matters():
     assert set(WHY) == set(KINDS) and all(w.endswith(".") for w in WHY.values())
 

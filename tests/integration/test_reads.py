@@ -125,6 +125,8 @@ def calls(r: dict) -> list[tuple[str, tuple, dict]]:
         ("run_summary", (comp,), {}),
         ("explain", (comp,), {}),
         ("explain", (r["failed"],), {}),
+        ("list_computations", (), {"finding": "failures"}),
+        ("cluster_findings", (cid,), {}),
         ("export", (), {}),
     ]
 
