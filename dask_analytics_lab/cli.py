@@ -102,7 +102,8 @@ def where(ctx: click.Context) -> None:
 
 
 def filter_options(states: tuple[str, ...]) -> Any:
-    """--user --account --state --since --until --text --before: the list filters (api.list_clusters)."""
+    """--user --account --state --since --until --text --finding --before: the list
+    filters (api.list_clusters)."""
     options = [
         click.option("--user", help="only this user's"),
         click.option(
@@ -119,6 +120,12 @@ def filter_options(states: tuple[str, ...]) -> Any:
             "--text",
             help="in the name (clusters); in the label, code line or a task prefix "
             "(computations); any case",
+        ),
+        click.option(
+            "--finding",
+            type=click.Choice(FINDING_KINDS),
+            help="with a finding of this kind, as `explain` gives them (clusters: in any of "
+            "their computations)",
         ),
         click.option(
             "--before",
@@ -155,20 +162,11 @@ def clusters(ctx: click.Context, limit: int, **filters: Any) -> None:
 @analytics.command(help="computations, newest first")
 @cluster_option
 @filter_options(COMPUTATION_STATES)
-@click.option(
-    "--finding",
-    type=click.Choice(FINDING_KINDS),
-    help="only those with a finding of this kind (as `explain` gives them)",
-)
 @limit_option(50)
 @reader_store
 @click.pass_context
-def computations(
-    ctx: click.Context, cluster: str | None, limit: int, finding: str | None, **filters: Any
-) -> None:
-    rows = api.list_computations(
-        cluster, limit=limit, finding=finding, store=_store(ctx), **filters
-    )
+def computations(ctx: click.Context, cluster: str | None, limit: int, **filters: Any) -> None:
+    rows = api.list_computations(cluster, limit=limit, store=_store(ctx), **filters)
     click.echo(tables.computations(rows))
     _more(rows, limit)
 

@@ -20,6 +20,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 __all__ = [
+    "ClusterFinding",
     "ClusterRow",
     "ClusterSample",
     "CodeSnippet",
@@ -30,6 +31,7 @@ __all__ = [
     "EventRow",
     "ExceptionRow",
     "Finding",
+    "FindingComputation",
     "GpuSample",
     "MetricRow",
     "ProfileTree",
@@ -376,6 +378,15 @@ class Finding(Row, kw_only=True):
     why: str = ""  # why this kind matters, in one line (a server before it sends none)
 
 
+class FindingComputation(Row, kw_only=True):
+    """A computation with a finding of the kind a ClusterFinding sums."""
+
+    computation_id: str
+    label: str | None
+    impact: float  # its findings of the kind (seconds)
+    title: str  # the costliest one's
+
+
 class ClusterFinding(Row, kw_only=True):
     """One kind of finding over a cluster's computations (findings/across.py)."""
 
@@ -385,7 +396,7 @@ class ClusterFinding(Row, kw_only=True):
     impact: float  # their impacts summed: seconds the advice would have saved
     # The computations with it, the most costly first (at most across.TOP): their findings
     # say what to change.
-    computations: list[dict[str, Any]]
+    computations: list[FindingComputation]
     advice: str  # the most costly one's
 
 

@@ -23,6 +23,7 @@ class Reader(ReaderBase):
         since: Any = None,
         until: Any = None,
         text: str | None = None,
+        finding: str | None = None,
         before: str | None = None,
         limit: int | None = 100,
         account: str | None = None,
@@ -33,7 +34,8 @@ class Reader(ReaderBase):
         state: "live", "stopped" or "lost"; since / until: started in [since, until),
         each seconds since the epoch, a datetime, an ISO date or time
         ('2026-11-01', '2026-11-01T12:00:00Z'; no offset means UTC) or an age ('7d':
-        that long ago); text: in the cluster's name, any case.
+        that long ago); text: in the cluster's name, any case; finding: with a computation
+        that has a finding of this kind (as for list_computations).
 
         Each row has a `cursor`: `before=rows[-1]["cursor"]` gives the next, older page
         (an empty list after the last).  A bad value raises ValueError saying what to pass.
@@ -46,6 +48,7 @@ class Reader(ReaderBase):
                 "since": since,
                 "until": until,
                 "text": text,
+                "finding": finding,
                 "before": before,
                 "limit": limit,
                 "account": account,

@@ -130,6 +130,7 @@ _CLUSTER_FILTERS = (
     Param("before", CURSOR),
 )
 _COMPUTATION_FILTERS = (Param("user"), Param("state", COMPUTATION_STATE), *_CLUSTER_FILTERS[2:])
+_FINDING = Param("finding", FINDING)
 _WINDOW = (Param("since", TIME), Param("until", TIME))
 _OFFSET = Param("offset", OFFSET, 0)
 _CLUSTER_ID = Param("cluster_id", annotation="str")
@@ -161,7 +162,8 @@ READS: tuple[Read, ...] = (
 
         user / account: exactly (a team server's token reads its own account only);
         state: "live", "stopped" or "lost"; since / until: started in [since, until),
-        {_TIMES}; text: in the cluster's name, any case.
+        {_TIMES}; text: in the cluster's name, any case; finding: with a computation
+        that has a finding of this kind (as for list_computations).
 
         Each row has a `cursor`: `before=rows[-1]["cursor"]` gives the next, older page
         (an empty list after the last).  A bad value raises ValueError saying what to pass.""",
@@ -170,7 +172,8 @@ READS: tuple[Read, ...] = (
         rows.ClusterRow,
         True,
         "store.queries:list_clusters",
-        keywords=(*_CLUSTER_FILTERS, _limit(100, 10_000)),
+        keywords=(*_CLUSTER_FILTERS[:-1], _FINDING, _CLUSTER_FILTERS[-1], _limit(100, 10_000)),
+        keeps="findings.across:prepare_clusters",
     ),
     Read(
         "get_cluster",
@@ -217,7 +220,7 @@ READS: tuple[Read, ...] = (
         positional=(Param("cluster_id"),),
         keywords=(
             *_COMPUTATION_FILTERS[:-1],
-            Param("finding", FINDING),
+            _FINDING,
             _COMPUTATION_FILTERS[-1],
             _limit(100, 10_000),
         ),

@@ -23,7 +23,7 @@ import msgspec.inspect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dask_analytics_lab import read_rows, reads  # noqa: E402
+from dask_analytics_lab import filters, read_rows, reads  # noqa: E402
 
 HEADER = "# Written by scripts/gen_reads.py from reads.py: do not edit, run it instead.\n"
 
@@ -170,6 +170,9 @@ def rows_ts() -> str:
         for field in msgspec.inspect.type_info(struct).fields:
             out.append(_ts_field(field.name, hints[field.name], field.required))
         out.append("}")
+    out += ["", "/** What a `finding=` filter takes: the kinds findings/ finds (filters.py). */"]
+    kinds = ", ".join(f'"{k}"' for k in filters.FINDING_KINDS)
+    out.append(f"export const FINDING_KINDS = [{kinds}] as const;")
     out += ["", "/** Each read's paths under the API (the first whose ids are given). */"]
     out.append("export const READ_PATHS = {")
     for read in reads.READS:

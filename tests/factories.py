@@ -375,3 +375,31 @@ def every_table(c: Cluster, comp: str, code: list[str], *, stop: bool = True) ->
     if stop:
         msgs.append(c.stop())
     return msgs
+
+
+def straggling(c: Cluster, comp_id: str, name: str = "load-abc") -> list[dict]:
+    """A computation of 8 `load` tasks (group `name`) on 2 workers of 2 threads, one of
+    them 50x the others."""
+    t = c.t + 1
+    rows = [
+        {
+            "worker": f"tcp://10.0.0.{i % 2 + 1}:4000",
+            "thread": 140000 + i % 4,
+            "prefix": "load",
+            "task_group": name,
+            "state": "memory",
+            "start": t + (i // 4) * 0.1,
+            "stop": t + (i // 4) * 0.1 + (5.0 if i == 5 else 0.1),
+        }
+        for i in range(8)
+    ]
+    return [
+        c.workers(2, at=t),
+        c.computation(
+            comp_id,
+            start=t,
+            stop=t + 5.1,
+            groups=[group(name, n_tasks=8, compute=5.7, start=t, stop=t + 5.1)],
+        ),
+        c.tasks(comp_id, rows),
+    ]

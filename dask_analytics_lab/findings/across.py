@@ -1,11 +1,12 @@
 """Findings across computations, from those kept with each (kept.py): which
-computations had a finding of a kind (list_computations' `finding=`), and a cluster's
-findings summed (the `cluster_findings` read).
+computations (list_computations' `finding=`) or clusters (list_clusters') had a finding
+of a kind, and a cluster's findings summed (the `cluster_findings` read).
 
-`prepare_list` is list_computations' `keeps` step (reads.py): before a list filtered by
-`finding=` runs its query, every computation in the filter's scope whose findings are not
-kept and final is explained, and so kept (the first such list after new thresholds
-explains what it covers, once; later ones only the few whose record could still change).
+`prepare_list` and `prepare_clusters` are those lists' `keeps` step (reads.py): before a
+list filtered by `finding=` runs its query, every computation in the filter's scope whose
+findings are not kept and final is explained, and so kept (the first such list after new
+thresholds explains what it covers, once; later ones only the few whose record could
+still change).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from .. import config
 from . import explain
 from .kept import settings_key
 
+_SCOPE = ("account", "user", "state", "since", "until", "text")
+
 
 def prepare_list(store: Any, args: dict[str, Any]) -> None:
     """list_computations' step before its query: with `finding=`, explain (and keep)
@@ -24,16 +27,26 @@ def prepare_list(store: Any, args: dict[str, Any]) -> None:
         _explain_unkept(store, args, config.findings_settings())
 
 
-def _explain_unkept(store: Any, scope: dict[str, Any], settings: dict) -> None:
+def prepare_clusters(store: Any, args: dict[str, Any]) -> None:
+    """list_clusters' step before its query: with `finding=`, the same for every
+    computation of the clusters in the filter's scope."""
+    if args.get("finding") is not None:
+        _explain_unkept(store, args, config.findings_settings(), clusters=True)
+
+
+def _explain_unkept(
+    store: Any, scope: dict[str, Any], settings: dict, *, clusters: bool = False
+) -> None:
     from ..store import queries
 
     key = settings_key(settings)
-    filters = {
-        k: scope.get(k)
-        for k in ("cluster_id", "account", "user", "state", "since", "until", "text")
-    }
     with store.reading() as conn:
-        ids = queries.computations_to_explain(conn, key, **filters)
+        if clusters:
+            filters = {k: scope.get(k) for k in _SCOPE}
+            ids = queries.cluster_computations_to_explain(conn, key, **filters)
+        else:
+            filters = {k: scope.get(k) for k in ("cluster_id", *_SCOPE)}
+            ids = queries.computations_to_explain(conn, key, **filters)
     for computation_id in ids:
         explain(store, computation_id, account=scope.get("account"), settings=settings)
 

@@ -5,16 +5,12 @@ thresholds, is findings/kept.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
 
 from . import schema as s
 from .engine import dialect_insert
-
-# Ids asked about in one IN (...): SQLite's bound on parameters is far above it.
-CHUNK = 500
 
 
 def recall(conn: sa.Connection, computation_id: str, settings: str) -> list[dict[str, Any]] | None:
@@ -78,22 +74,19 @@ def keep(
         )
 
 
-def stale(conn: sa.Connection, computation_ids: Iterable[str], settings: str) -> set[str]:
-    """Of these computations, those to explain (again): never explained, explained under
-    other thresholds, or while their record could still change."""
-    ids = list(computation_ids)
+def fresh(settings: str) -> sa.ColumnElement[bool]:
+    """A computation whose findings are kept under `settings` and final: never explained
+    again under them."""
     e = s.explained.c
-    fresh: set[str] = set()
-    for i in range(0, len(ids), CHUNK):
-        some = ids[i : i + CHUNK]
-        fresh.update(
-            conn.execute(
-                sa.select(e.computation_id).where(
-                    e.computation_id.in_(some), e.settings == settings, e.final
-                )
-            ).scalars()
-        )
-    return set(ids) - fresh
+    return sa.exists().where(
+        e.computation_id == s.computations.c.computation_id, e.settings == settings, e.final
+    )
+
+
+def cluster_has_kind(kind: str) -> sa.ColumnElement[bool]:
+    """list_clusters' `finding=`: a cluster with a kept finding of this kind."""
+    f = s.findings.c
+    return sa.exists().where(f.cluster_id == s.clusters.c.cluster_id, f.kind == kind)
 
 
 def has_kind(kind: str) -> sa.ColumnElement[bool]:

@@ -183,6 +183,7 @@ def list_clusters(
     since: Any = None,
     until: Any = None,
     text: str | None = None,
+    finding: str | None = None,
     before: str | None = None,
     limit: int | None = 100,
     now: float | None = None,
@@ -192,15 +193,44 @@ def list_clusters(
     the next (older) page.
 
     user: exactly; state: "live", "stopped" or "lost"; since/until: started in
-    [since, until) (see filters.parse_time); text: in its name, any case."""
+    [since, until) (see filters.parse_time); text: in its name, any case; finding: with
+    a computation that has a kept finding of this kind."""
     now = _clock(now)
-    c = s.clusters.c
-    q = sa.select(s.clusters).where(
-        _in_account(s.clusters, account),
-        *_cluster_filters(user=user, state=state, text=text, now=now),
+    q = _clusters_in(
+        sa.select(s.clusters),
+        account=account,
+        user=user,
+        state=state,
+        since=since,
+        until=until,
+        text=text,
+        before=before,
+        now=now,
     )
-    q = _keyset(q, c.started, c.cluster_id, since=since, until=until, before=before, now=now)
+    if finding is not None:
+        q = q.where(kept.cluster_has_kind(finding))
     return [_with_lifecycle(r, now) for r in _rows(conn.execute(q.limit(_limit(limit))), page=True)]
+
+
+def _clusters_in(
+    q: sa.Select[Any],
+    *,
+    account: str | None = None,
+    user: str | None = None,
+    state: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    text: str | None = None,
+    before: str | None = None,
+    now: float | None = None,
+) -> sa.Select[Any]:
+    """`q` over clusters, narrowed to list_clusters' filters, newest first."""
+    now = _clock(now)
+    c = s.clusters
+    q = q.where(
+        _in_account(c, account), *_cluster_filters(user=user, state=state, text=text, now=now)
+    )
+    return _keyset(q, c.c.started, c.c.cluster_id, since=since, until=until, before=before, now=now)
 
 
 def _cluster_filters(
@@ -360,14 +390,21 @@ def list_computations(
 def computations_to_explain(conn: sa.Connection, settings: str, **scope: Any) -> list[str]:
     """The ids list_computations with these filters (`scope`: its keywords but `before`,
     `limit` and `finding`) lists, every page, newest first, whose findings are not kept
-    under `settings` (kept.stale's rule, in SQL)."""
+    under `settings` and final (kept.fresh)."""
     c = s.computations
-    e = s.explained.c
-    fresh = sa.exists().where(
-        e.computation_id == c.c.computation_id, e.settings == settings, e.final
-    )
     q = _computations_in(conn, sa.select(c.c.computation_id), before=None, **scope)
-    return list(conn.execute(q.where(~fresh)).scalars())
+    return list(conn.execute(q.where(~kept.fresh(settings))).scalars())
+
+
+def cluster_computations_to_explain(conn: sa.Connection, settings: str, **scope: Any) -> list[str]:
+    """computations_to_explain over the computations of the clusters list_clusters with
+    these filters (`scope`: its keywords but `before`, `limit` and `finding`) lists."""
+    c = s.computations
+    clusters = _clusters_in(sa.select(s.clusters.c.cluster_id), before=None, **scope)
+    q = sa.select(c.c.computation_id).where(
+        c.c.cluster_id.in_(clusters.order_by(None)), ~kept.fresh(settings)
+    )
+    return list(conn.execute(q.order_by(c.c.start.desc(), c.c.computation_id.desc())).scalars())
 
 
 def _computations_in(

@@ -1,7 +1,8 @@
-// The list filters (user, state, dates, text) and the "Older" page button, shared by
-// the JupyterLab sidebar and the team page.  The store checks every value
+// The list filters (user, state, dates, text, finding) and the "Older" page button,
+// shared by the JupyterLab sidebar and the team page.  The store checks every value
 // (dask_analytics_lab/filters.py); this only turns what a person typed into the API's parameters.
 import { h, type Attrs } from "./dom.js";
+import { FINDING_KINDS } from "./reads.gen.js";
 
 export interface Filters {
   user?: string;
@@ -9,9 +10,10 @@ export interface Filters {
   since?: string; // YYYY-MM-DD, as a date input gives it (UTC)
   until?: string; // YYYY-MM-DD, that day included
   text?: string;
+  finding?: string; // a finding kind: clusters with a computation that has one
 }
 
-export const FILTER_NAMES = ["user", "state", "since", "until", "text"] as const;
+export const FILTER_NAMES = ["user", "state", "since", "until", "text", "finding"] as const;
 
 const DAY = 86400;
 
@@ -43,7 +45,7 @@ export function filtersFrom(search: URLSearchParams): Filters {
   return f;
 }
 
-/** A form with the five filters; `apply` gets them on submit, and empty on Clear. */
+/** A form with the six filters; `apply` gets them on submit, and empty on Clear. */
 export function filterBar(
   states: string[],
   initial: Filters,
@@ -57,11 +59,22 @@ export function filterBar(
     h("option", { value: "" }, "any state"),
     states.map((s) => h("option", { value: s, selected: initial.state === s }, s)),
   );
+  const finding = h(
+    "select",
+    {
+      name: "finding",
+      "aria-label": "Finding",
+      title: "With a computation that has this finding (as explain gives it)",
+    },
+    h("option", { value: "" }, "any finding"),
+    FINDING_KINDS.map((k) => h("option", { value: k, selected: initial.finding === k }, k)),
+  );
   const form = h(
     "form.dal-filters",
     { role: "search", "aria-label": "Filter" },
     field("user", "User", { type: "text", placeholder: "user", size: 8 }),
     state,
+    finding,
     h("label.dal-filter-date", "from ", field("since", "From (UTC day)", { type: "date" })),
     h("label.dal-filter-date", "to ", field("until", "To (UTC day, included)", { type: "date" })),
     field("text", "Name contains", { type: "search", placeholder: "name contains", size: 12 }),

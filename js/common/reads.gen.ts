@@ -2,6 +2,16 @@
 // do not edit, run it instead.  The store's rows as every reader answers them; a
 // field that may be null reads `| null`, one that may be absent `?`.
 
+/** One kind of finding over a cluster's computations (findings/across.py). */
+export interface ClusterFinding {
+  kind: string;
+  why: string;
+  n_computations: number;
+  impact: number;
+  computations: FindingComputation[];
+  advice: string;
+}
+
 /** A cluster, with the lifecycle the store works out (store/queries.py). */
 export interface ClusterRow {
   cluster_id?: string;
@@ -202,6 +212,14 @@ export interface Finding {
   why?: string;
 }
 
+/** A computation with a finding of the kind a ClusterFinding sums. */
+export interface FindingComputation {
+  computation_id: string;
+  label: string | null;
+  impact: number;
+  title: string;
+}
+
 /** One GPU at one moment, with the task groups running then. */
 export interface GpuSample {
   id?: number;
@@ -338,6 +356,24 @@ export interface WorkerSample {
   cpu?: number | null;
   processing?: number | null;
 }
+
+/** What a `finding=` filter takes: the kinds findings/ finds (filters.py). */
+export const FINDING_KINDS = [
+  "small-tasks",
+  "straggler",
+  "imbalance",
+  "spilling",
+  "memory-kill",
+  "gil-contention",
+  "cpu-starved",
+  "transfer-bound",
+  "serialization",
+  "too-few-tasks",
+  "failures",
+  "slower-than-before",
+  "idle-cluster",
+  "gpu-underused",
+] as const;
 
 /** Each read's paths under the API (the first whose ids are given). */
 export const READ_PATHS = {

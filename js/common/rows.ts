@@ -8,6 +8,7 @@
 import type { WorkerSample as StoredWorkerSample } from "./reads.gen.js";
 
 export type {
+  ClusterFinding,
   ClusterRow,
   ClusterSample,
   CodeSnippet,

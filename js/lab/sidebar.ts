@@ -191,9 +191,13 @@ export class Sidebar extends Widget {
       clusters
         .filter((c) => this.expanded.has(c.cluster_id))
         .map(async (c) => {
-          const r = await get<{ computations: SentComputation[] }>(
-            `lab/computations?cluster_id=${encodeURIComponent(c.cluster_id)}&limit=${MAX_COMPUTATIONS}`,
-          );
+          // Filtered by a finding: the cluster's computations that have it.
+          const which = new URLSearchParams({
+            cluster_id: c.cluster_id,
+            limit: String(MAX_COMPUTATIONS),
+          });
+          if (this.filters.finding) which.set("finding", this.filters.finding);
+          const r = await get<{ computations: SentComputation[] }>(`lab/computations?${which}`);
           computations[c.cluster_id] = r.computations;
         }),
     );

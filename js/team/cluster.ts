@@ -20,6 +20,7 @@ import { flamegraph } from "./views.js";
 import type { ProfileNode } from "../widgets/flamegraph.js";
 import type { RawWorkerEvent } from "../widgets/workers.js";
 import type {
+  ClusterFinding,
   ClusterSample,
   EventRow,
   SentCluster,
@@ -64,6 +65,47 @@ function computationsTable(computations: SentComputation[]): HTMLElement {
     ],
     computations,
     "No computation recorded.",
+  );
+}
+
+/** The cluster's findings, summed over its computations: each kind's cost, its costliest
+ *  computations (each a link to its own findings) and what to change. */
+function findingsTable(found: ClusterFinding[]): HTMLElement {
+  return table<ClusterFinding>(
+    [
+      {
+        label: "Finding",
+        value: (k) => h("div", {}, h("strong", {}, k.kind), h("div", { class: "muted" }, k.why)),
+      },
+      { label: "Computations", num: true, value: (k) => whole(k.n_computations) },
+      { label: "Lost", num: true, value: (k) => `~${duration(k.impact)}` },
+      {
+        label: "Costliest",
+        value: (k) =>
+          h(
+            "div",
+            { class: "finding-comps" },
+            k.computations
+              .slice(0, 3)
+              .map((c) =>
+                h(
+                  "div",
+                  {},
+                  link(
+                    `/computations/${enc(c.computation_id)}`,
+                    c.label || `computation ${c.computation_id.slice(0, 12)}`,
+                  ),
+                  " ",
+                  h("small", { class: "muted id" }, c.computation_id.slice(0, 8)),
+                  ` ~${duration(c.impact)}`,
+                ),
+              ),
+          ),
+      },
+      { label: "What to change", value: (k) => k.advice },
+    ],
+    found,
+    "No findings: none of its computations cost enough time to mention.",
   );
 }
 
@@ -116,6 +158,15 @@ export async function clusterPage(main: HTMLElement, id: string): Promise<void> 
       "Show the cluster's profile",
     ),
   );
+  // Apart: the first read after new thresholds explains the computations not yet kept.
+  const findingsBox = h("div", {}, h("p", { class: "muted" }, "Reading the findings…"));
+  void api<{ findings: ClusterFinding[] }>(`/clusters/${enc(id)}/findings`).then(
+    ({ findings }) => findingsBox.replaceChildren(findingsTable(findings)),
+    (e: unknown) =>
+      findingsBox.replaceChildren(
+        h("p", { class: "muted" }, `No findings: ${e instanceof Error ? e.message : String(e)}`),
+      ),
+  );
   main.replaceChildren(
     h("h1", {}, c.name || c.cluster_id, " ", clusterBadge(c)),
     facts([
@@ -154,6 +205,8 @@ export async function clusterPage(main: HTMLElement, id: string): Promise<void> 
           : "",
       ],
     ]),
+    h("h2", {}, "Findings"),
+    findingsBox,
     h("h2", {}, "Workers, memory and tasks over time"),
     clusterCharts(samples) || h("p", { class: "muted" }, "Not enough samples for a chart yet."),
     // The notebook's Workers section: which worker ran out of memory, when, during what.

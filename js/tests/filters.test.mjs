@@ -21,7 +21,7 @@ test("a value that is no date goes as typed, for the server to refuse", () => {
 });
 
 test("the filters in a URL's query string, and nothing else", () => {
-  const f = filtersFrom(new URLSearchParams("user=ann&state=erred&page=3&text="));
-  assert.deepEqual(f, { user: "ann", state: "erred" });
-  assert.deepEqual(FILTER_NAMES, ["user", "state", "since", "until", "text"]);
+  const f = filtersFrom(new URLSearchParams("user=ann&state=erred&page=3&text=&finding=spilling"));
+  assert.deepEqual(f, { user: "ann", state: "erred", finding: "spilling" });
+  assert.deepEqual(FILTER_NAMES, ["user", "state", "since", "until", "text", "finding"]);
 });

@@ -30,7 +30,7 @@ from dask_analytics_lab.findings.record import read
 from dask_analytics_lab.store import NotFound, open_store
 
 from ..cluster_helpers import Scenarios, cores_taken, recorded_cluster
-from ..factories import Cluster, group
+from ..factories import Cluster, group, straggling
 from ..server_helpers import ServerThread, request
 from ..waiting import wait_for
 from ..workloads import job, spin, total
@@ -553,34 +553,6 @@ def test_a_worker_killed_for_its_memory_and_the_run_after(processes):
 
 
 # --- the same from stored messages: PostgreSQL too, scoped by account, on the team server --
-def straggling(c: Cluster, comp_id: str, name: str = "load-abc") -> list[dict]:
-    """A computation of 8 `load` tasks (group `name`) on 2 workers of 2 threads, one of
-    them 50x the others."""
-    t = c.t + 1
-    rows = [
-        {
-            "worker": f"tcp://10.0.0.{i % 2 + 1}:4000",
-            "thread": 140000 + i % 4,
-            "prefix": "load",
-            "task_group": name,
-            "state": "memory",
-            "start": t + (i // 4) * 0.1,
-            "stop": t + (i // 4) * 0.1 + (5.0 if i == 5 else 0.1),
-        }
-        for i in range(8)
-    ]
-    return [
-        c.workers(2, at=t),
-        c.computation(
-            comp_id,
-            start=t,
-            stop=t + 5.1,
-            groups=[group(name, n_tasks=8, compute=5.7, start=t, stop=t + 5.1)],
-        ),
-        c.tasks(comp_id, rows),
-    ]
-
-
 def test_a_groups_token_is_shown_as_the_tables_show_it(sqlite_url):
     """Evidence names a group as the task-group table does (its prefix and 6 digits of
     its token); the finding's `groups` keep the whole name, which the views match."""

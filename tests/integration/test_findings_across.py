@@ -28,11 +28,10 @@ from dask_analytics_lab.store import open_store
 from dask_analytics_lab.store import schema as s
 
 from ..cluster_helpers import recorded_cluster
-from ..factories import Cluster, group
+from ..factories import Cluster, group, straggling
 from ..server_helpers import ServerThread, request
 from ..waiting import wait_for
 from ..workloads import spin, total
-from .test_findings import straggling
 
 
 @pytest.fixture(autouse=True)
@@ -89,6 +88,11 @@ def test_a_list_filters_by_finding_explaining_each_computation_once(store_url, m
             "acme-slow-2",
         }
         assert store.list_computations(finding="spilling") == []
+        # Clusters: those with a computation that has it.
+        assert [
+            c["cluster_id"] for c in store.list_clusters(finding="straggler", account="acme")
+        ] == [acme.id]
+        assert store.list_clusters(finding="spilling") == []
 
         # Kept: a second list, and explain, explain nothing again.
         def no_explaining(*args, **kwargs):
@@ -191,6 +195,8 @@ def test_across_the_team_server_each_token_sees_its_own(tmp_path):
         assert status == 200 and body["findings"][0]["n_computations"] == 2, body
         status, body, _ = request(f"{base}/computations?finding=straggler", token=eve)
         assert status == 200 and ids(body["computations"]) == {"rival-slow-1", "rival-slow-2"}
+        status, body, _ = request(f"{base}/clusters?finding=straggler", token=eve)
+        assert status == 200 and [c["cluster_id"] for c in body["clusters"]] == [rival.id]
         for hostile in ("nope", "straggler%00", "x" * 300, "straggler'--"):
             status, body, _ = request(f"{base}/computations?finding={hostile}", token=ann)
             assert status == 400 and "finding must be one of" in body["error"], (hostile, body)

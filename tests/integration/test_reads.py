@@ -126,6 +126,7 @@ def calls(r: dict) -> list[tuple[str, tuple, dict]]:
         ("explain", (comp,), {}),
         ("explain", (r["failed"],), {}),
         ("list_computations", (), {"finding": "failures"}),
+        ("list_clusters", (), {"finding": "failures"}),
         ("cluster_findings", (cid,), {}),
         ("export", (), {}),
     ]
