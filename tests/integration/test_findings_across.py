@@ -246,3 +246,23 @@ def test_a_recorder_keeps_findings_as_its_computations_end(sqlite_url, monkeypat
             ]
         assert key == settings_key(config.findings_settings())
         assert explain(store, straggled["computation_id"]) == stored
+
+
+def test_a_team_server_keeps_findings_as_it_ingests(tmp_path, monkeypatch):
+    """Sent as a recorder sends (HttpSink): kept by the server's keeper, nothing read."""
+    from dask_analytics_lab.remote import HttpSink
+
+    monkeypatch.setattr(kept, "SETTLE", 0.2)
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    with ServerThread({"store_url": url}) as server:
+        _, msgs = team("acme")
+        assert HttpSink(server.url, token=server.token("acme")).write(msgs) == len(msgs)
+        assert server.ctx.keeper.idle(30)
+
+        def kept_all() -> bool:
+            server.ctx.keeper.idle(30)
+            rows = explained_rows(server.ctx.store)
+            return len(rows) == 3 and all(final for _, final in rows.values())
+
+        wait_for(kept_all, timeout=60, what="the three computations' findings kept, final")
+        assert server.ctx.keeper.failed == 0
