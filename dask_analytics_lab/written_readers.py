@@ -90,13 +90,25 @@ class WrittenReadersPlugin(SchedulerPlugin):
             from .findings.keeper import Keeper
             from .store import open_store
 
-            url = s["store"]
-            self.keeper = Keeper(
-                lambda: open_store(url),
-                # Dask's own idle check (every 250 ms): None while tasks are unfinished.
-                busy=lambda: scheduler.idle_since is None,
-            )
-            recorder.written_readers.append(self.keeper.written)
+            try:
+                # Opened before register() returns, off the loop: the scheduler holds the
+                # store's files open from then on, as many as it ever will.
+                store = await off_loop(open_store, s["store"])
+            except Exception as e:
+                # The recorder buffers and retries its writes; findings can wait to be asked.
+                logger.warning(
+                    "dask-analytics: findings are not kept as computations end (%s); "
+                    "each is explained when first asked",
+                    e,
+                )
+            else:
+                self.keeper = Keeper(
+                    store,
+                    owns=True,
+                    # Dask's own idle check (every 250 ms): None while tasks are unfinished.
+                    busy=lambda: scheduler.idle_since is None,
+                )
+                recorder.written_readers.append(self.keeper.written)
         if s.get("otel"):
             from .otel.exporter import TraceExporter
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from dask_analytics_lab.store import kept
 from dask_analytics_lab.store.alerts import AlertLog
 from dask_analytics_lab.store.team import TeamStore
 
@@ -47,6 +48,18 @@ def scenario(store) -> dict[str, str]:
             link=None,
             body={},
         )
+    # Findings kept with each computation (findings/kept.py): they go with it.
+    with store.transaction() as conn:
+        for c, comp in ((old, "c-old"), (lost, "c-lost"), (recent, "c-recent"), (live, "c-live")):
+            kept.keep(
+                conn,
+                cluster_id=c.id,
+                computation_id=comp,
+                settings="thresholds",
+                final=True,
+                found=[{"kind": "failures", "impact": 2.0, "title": f"{comp} failed"}],
+                now=c.t,
+            )
     return {
         "old": old.id,
         "lost": lost.id,

@@ -340,7 +340,7 @@ def test_team_page_clusters_stopped_and_lost(site, page):
     )
     assert page.locator("h1 .state").inner_text() == "stopped"
     # Computations by label and code line.
-    comps = page.locator("main table").first.inner_text()
+    comps = page.locator("h2:has-text('Computations') + table").inner_text()
     assert (
         "read_parquet → groupby-agg" in comps and 'df.groupby("k").x.mean().compute()' in comps
     ), comps
