@@ -11,11 +11,12 @@ still change).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .. import config
 from . import explain
-from .kept import settings_key
+from .kept import SETTLE, settings_key
 
 _SCOPE = ("account", "user", "state", "since", "until", "text")
 
@@ -40,13 +41,16 @@ def _explain_unkept(
     from ..store import queries
 
     key = settings_key(settings)
+    # One whose record may still change is explained again at most every SETTLE seconds
+    # (a sidebar polling a filtered list would explain the newest at every poll).
+    recent = time.time() - SETTLE
     with store.reading() as conn:
         if clusters:
             filters = {k: scope.get(k) for k in _SCOPE}
-            ids = queries.cluster_computations_to_explain(conn, key, **filters)
+            ids = queries.cluster_computations_to_explain(conn, key, recent, **filters)
         else:
             filters = {k: scope.get(k) for k in ("cluster_id", *_SCOPE)}
-            ids = queries.computations_to_explain(conn, key, **filters)
+            ids = queries.computations_to_explain(conn, key, recent, **filters)
     for computation_id in ids:
         explain(store, computation_id, account=scope.get("account"), settings=settings)
 

@@ -74,12 +74,14 @@ def keep(
         )
 
 
-def fresh(settings: str) -> sa.ColumnElement[bool]:
-    """A computation whose findings are kept under `settings` and final: never explained
-    again under them."""
+def fresh(settings: str, since: float) -> sa.ColumnElement[bool]:
+    """A computation whose findings are kept under `settings`, final (never explained
+    again under them) or kept at `since` or later (not yet again)."""
     e = s.explained.c
     return sa.exists().where(
-        e.computation_id == s.computations.c.computation_id, e.settings == settings, e.final
+        e.computation_id == s.computations.c.computation_id,
+        e.settings == settings,
+        sa.or_(e.final, e.kept >= since),
     )
 
 

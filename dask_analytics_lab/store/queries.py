@@ -387,22 +387,26 @@ def list_computations(
     )
 
 
-def computations_to_explain(conn: sa.Connection, settings: str, **scope: Any) -> list[str]:
+def computations_to_explain(
+    conn: sa.Connection, settings: str, kept_since: float, **scope: Any
+) -> list[str]:
     """The ids list_computations with these filters (`scope`: its keywords but `before`,
     `limit` and `finding`) lists, every page, newest first, whose findings are not kept
-    under `settings` and final (kept.fresh)."""
+    under `settings`, final or since `kept_since` (kept.fresh)."""
     c = s.computations
     q = _computations_in(conn, sa.select(c.c.computation_id), before=None, **scope)
-    return list(conn.execute(q.where(~kept.fresh(settings))).scalars())
+    return list(conn.execute(q.where(~kept.fresh(settings, kept_since))).scalars())
 
 
-def cluster_computations_to_explain(conn: sa.Connection, settings: str, **scope: Any) -> list[str]:
+def cluster_computations_to_explain(
+    conn: sa.Connection, settings: str, kept_since: float, **scope: Any
+) -> list[str]:
     """computations_to_explain over the computations of the clusters list_clusters with
     these filters (`scope`: its keywords but `before`, `limit` and `finding`) lists."""
     c = s.computations
     clusters = _clusters_in(sa.select(s.clusters.c.cluster_id), before=None, **scope)
     q = sa.select(c.c.computation_id).where(
-        c.c.cluster_id.in_(clusters.order_by(None)), ~kept.fresh(settings)
+        c.c.cluster_id.in_(clusters.order_by(None)), ~kept.fresh(settings, kept_since)
     )
     return list(conn.execute(q.order_by(c.c.start.desc(), c.c.computation_id.desc())).scalars())
 
