@@ -252,10 +252,15 @@ def too_few_tasks(rec: Record) -> list[dict]:
     threads = rec.threads
     if threads < 2 or rec.wall <= 0:
         return []
+    n_tasks = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
+    ran = {r.get("task_group") or r.get("prefix") or "" for r in rec.stream}
+    if all(n_tasks.get(g, 0) >= threads for g in ran):
+        # Whichever group the sweep found most in the low stretches could have filled the
+        # threads (below): no finding, and no sweep (the rule's costliest step).
+        return []
     low_time, idle, by_group = _low_stretches(rec, threads)
     if low_time < rec.settings["too_few_share"] * rec.wall or not by_group:
         return []
-    n_tasks = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
     main = max(by_group, key=by_group.__getitem__)
     if n_tasks.get(main, 0) >= threads:
         return []  # enough tasks to fill the threads: spreading, not the graph, is to blame

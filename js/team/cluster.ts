@@ -119,6 +119,7 @@ export async function clusterPage(main: HTMLElement, id: string): Promise<void> 
     { workers },
     joined,
     left,
+    found,
   ] = await Promise.all([
     api<{ cluster: SentCluster }>(`/clusters/${enc(id)}`),
     api<{ samples: ClusterSample[] }>(`/clusters/${enc(id)}/samples`, { limit: 5000 }),
@@ -136,6 +137,10 @@ export async function clusterPage(main: HTMLElement, id: string): Promise<void> 
       topic: "worker-left",
       limit: 5000,
     }),
+    // Its findings say why they are missing rather than keep the page from showing.
+    api<{ findings: ClusterFinding[] | null; error?: unknown }>(
+      `/clusters/${enc(id)}/findings`,
+    ).catch((error: unknown) => ({ findings: null, error })),
   ]);
   document.title = `${c.name} · dask-analytics`;
   const now = Date.now() / 1000;
@@ -158,15 +163,13 @@ export async function clusterPage(main: HTMLElement, id: string): Promise<void> 
       "Show the cluster's profile",
     ),
   );
-  // Apart: the first read after new thresholds explains the computations not yet kept.
-  const findingsBox = h("div", {}, h("p", { class: "muted" }, "Reading the findings…"));
-  void api<{ findings: ClusterFinding[] }>(`/clusters/${enc(id)}/findings`).then(
-    ({ findings }) => findingsBox.replaceChildren(findingsTable(findings)),
-    (e: unknown) =>
-      findingsBox.replaceChildren(
-        h("p", { class: "muted" }, `No findings: ${e instanceof Error ? e.message : String(e)}`),
-      ),
-  );
+  const findingsBox = found.findings
+    ? findingsTable(found.findings)
+    : h(
+        "p",
+        { class: "muted" },
+        `No findings: ${found.error instanceof Error ? found.error.message : String(found.error)}`,
+      );
   main.replaceChildren(
     h("h1", {}, c.name || c.cluster_id, " ", clusterBadge(c)),
     facts([
