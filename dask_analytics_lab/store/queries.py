@@ -216,20 +216,17 @@ def _clusters_in(
     q: sa.Select[Any],
     *,
     account: str | None = None,
-    user: str | None = None,
-    state: str | None = None,
     since: Any = None,
     until: Any = None,
-    text: str | None = None,
     before: str | None = None,
     now: float | None = None,
+    **terms: Any,
 ) -> sa.Select[Any]:
-    """`q` over clusters, narrowed to list_clusters' filters, newest first."""
+    """`q` over clusters, narrowed to list_clusters' filters (`terms`: _cluster_filters'),
+    newest first."""
     now = _clock(now)
     c = s.clusters
-    q = q.where(
-        _in_account(c, account), *_cluster_filters(user=user, state=state, text=text, now=now)
-    )
+    q = q.where(_in_account(c, account), *_cluster_filters(**terms, now=now))
     return _keyset(q, c.c.started, c.c.cluster_id, since=since, until=until, before=before, now=now)
 
 
@@ -417,20 +414,17 @@ def _computations_in(
     *,
     cluster_id: str | None = None,
     account: str | None = None,
-    user: str | None = None,
-    state: str | None = None,
     since: Any = None,
     until: Any = None,
-    text: str | None = None,
     before: str | None = None,
     now: float | None = None,
+    **terms: Any,
 ) -> sa.Select[Any]:
-    """`q` over computations, narrowed to list_computations' filters, newest first."""
+    """`q` over computations, narrowed to list_computations' filters (`terms`:
+    _computation_filters'), newest first."""
     now = _clock(now)
     c = s.computations
-    q = q.where(
-        _in_account(c, account), *_computation_filters(user=user, state=state, text=text, now=now)
-    )
+    q = q.where(_in_account(c, account), *_computation_filters(**terms, now=now))
     if cluster_id is not None:
         q = q.where(c.c.cluster_id == _require_cluster(conn, cluster_id, account))
     return _keyset(
