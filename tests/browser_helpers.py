@@ -360,3 +360,15 @@ def browser_table(state: Any, name: str, key: str) -> dict:
         for r in patch["rows"]:
             rows[r[key]] = r
     return rows
+
+
+def open_sidebar(browser: Any, lab: JupyterLab, errors: list[str]) -> tuple[Any, Any]:
+    """A new page on `lab` with the Dask analytics sidebar shown (its page errors go to
+    `errors`): (page, the sidebar's locator)."""
+    page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(lab.url("lab"))
+    sidebar = page.locator("#dask-analytics-sidebar")
+    sidebar.wait_for(state="attached", timeout=60_000)
+    page.evaluate("() => window.jupyterapp.shell.activateById('dask-analytics-sidebar')")
+    return page, sidebar

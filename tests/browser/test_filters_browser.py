@@ -122,7 +122,7 @@ def test_filter_older_and_costs_in_chromium(site, browser):
 def test_sidebar_filter_and_older_in_jupyterlab(tmp_path, browser):
     """The Lab sidebar over 35 clusters (30 a page): Older, Newest, a user filter, and a
     refused value said under the bar."""
-    from ..browser_helpers import jupyter_lab
+    from ..browser_helpers import jupyter_lab, open_sidebar
 
     url = f"sqlite:///{tmp_path / 'analytics.db'}"
     store = open_store(url)
@@ -134,13 +134,8 @@ def test_sidebar_filter_and_older_in_jupyterlab(tmp_path, browser):
         )
     store.close()
     with jupyter_lab(tmp_path / "lab", url) as lab:
-        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
         errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(lab.url("lab"))
-        sidebar = page.locator("#dask-analytics-sidebar")
-        sidebar.wait_for(state="attached", timeout=60_000)
-        page.evaluate("() => window.jupyterapp.shell.activateById('dask-analytics-sidebar')")
+        page, sidebar = open_sidebar(browser, lab, errors)
         names = sidebar.locator(".dal-cl-name")
         expect = playwright.expect
         expect(names).to_have_count(30, timeout=30_000)

@@ -74,18 +74,13 @@ def test_the_team_page_filters_clusters_by_finding_and_sums_a_clusters(tmp_path,
 
 
 def test_the_lab_sidebar_filters_by_finding(tmp_path, browser):
-    from ..browser_helpers import jupyter_lab
+    from ..browser_helpers import jupyter_lab, open_sidebar
 
     url = f"sqlite:///{tmp_path / 'analytics.db'}"
     _store(url)
     with jupyter_lab(tmp_path / "lab", url) as lab:
-        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
         errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(lab.url("lab"))
-        sidebar = page.locator("#dask-analytics-sidebar")
-        sidebar.wait_for(state="attached", timeout=60_000)
-        page.evaluate("() => window.jupyterapp.shell.activateById('dask-analytics-sidebar')")
+        page, sidebar = open_sidebar(browser, lab, errors)
         names = sidebar.locator(".dal-cl-name")
         expect = playwright.expect
         expect(names).to_have_count(2, timeout=30_000)

@@ -112,6 +112,46 @@ def test_a_list_filters_by_finding_explaining_each_computation_once(store_url, m
         assert len(store.list_computations(finding="straggler")) == 4
 
 
+def test_hundreds_of_computations_over_several_clusters(sqlite_url, monkeypatch):
+    """At a size a team keeps: 3 clusters of 100 computations, every other one with a
+    straggler.  The first filtered list explains each once; every later read is a query."""
+    clusters, slow = [], set()
+    msgs: list[dict] = []
+    for k in range(3):
+        c = Cluster(f"busy-{k}", account="acme")
+        clusters.append(c)
+        msgs.append(c.cluster(name=f"job-{k}"))
+        for i in range(100):
+            cid = f"c{k}-{i:03d}"
+            if i % 2:
+                msgs += straggling(c, cid)
+                slow.add(cid)
+            else:
+                msgs.append(c.computation(cid, groups=[group("ones", n_tasks=4)]))
+        msgs.append(c.stop())
+    with open_store(sqlite_url) as store:
+        store.ingest(msgs)
+        listed = store.list_computations(finding="straggler", limit=1000)
+        assert ids(listed) == slow
+        assert len(explained_rows(store)) == 300
+
+        def no_explaining(*args, **kwargs):
+            raise AssertionError("explained again")
+
+        monkeypatch.setattr(across, "explain", no_explaining)
+        monkeypatch.setattr("dask_analytics_lab.findings._explain", no_explaining)
+        assert len(store.list_clusters(finding="straggler")) == 3
+        for c in clusters:
+            (summed,) = store.cluster_findings(c.id)
+            assert summed["kind"] == "straggler" and summed["n_computations"] == 50
+            assert len(summed["computations"]) == across.TOP
+            impacts = [x["impact"] for x in summed["computations"]]
+            assert impacts == sorted(impacts, reverse=True)
+        page = store.list_computations(finding="straggler", limit=40)
+        older = store.list_computations(finding="straggler", limit=1000, before=page[-1]["cursor"])
+        assert ids(page) | ids(older) == slow and not ids(page) & ids(older)
+
+
 def test_findings_are_kept_final_only_once_the_record_can_no_longer_change(sqlite_url):
     """A live cluster's last computation: the idle time after it still grows (idle-cluster),
     so its findings are kept for the lists but explained again when asked."""
@@ -197,9 +237,12 @@ def test_across_the_team_server_each_token_sees_its_own(tmp_path):
         assert status == 200 and ids(body["computations"]) == {"rival-slow-1", "rival-slow-2"}
         status, body, _ = request(f"{base}/clusters?finding=straggler", token=eve)
         assert status == 200 and [c["cluster_id"] for c in body["clusters"]] == [rival.id]
-        for hostile in ("nope", "straggler%00", "x" * 300, "straggler'--"):
-            status, body, _ = request(f"{base}/computations?finding={hostile}", token=ann)
-            assert status == 400 and "finding must be one of" in body["error"], (hostile, body)
+        for what in ("computations", "clusters"):
+            for hostile in ("nope", "straggler%00", "x" * 300, "straggler'--"):
+                status, body, _ = request(f"{base}/{what}?finding={hostile}", token=ann)
+                assert status == 400 and "finding" in body["error"], (what, hostile, body)
+            status, body, _ = request(f"{base}/{what}?finding=straggler")
+            assert status == 401, body
 
 
 def test_every_kind_can_be_asked_for():
