@@ -54,7 +54,8 @@ class WrittenReadersPlugin(SchedulerPlugin):
         self.exporter: Any = None
         self.keeper: Any = None
         self._recorder: Any = None
-        self._store: Any = None  # the findings' reader, opened on first use
+        # The findings' reader: opened at start when findings are kept, else on first use.
+        self._store: Any = None
         self._store_lock: Any = None  # made in start(): the plugin is pickled before
 
     async def start(self, scheduler: Any) -> None:
@@ -92,8 +93,9 @@ class WrittenReadersPlugin(SchedulerPlugin):
 
             try:
                 # Opened before register() returns, off the loop: the scheduler holds the
-                # store's files open from then on, as many as it ever will.
-                store = await off_loop(open_store, s["store"])
+                # store's files open from then on, as many as it ever will.  The one
+                # reader of the findings here: the trace exporter's too (_findings).
+                self._store = await off_loop(open_store, s["store"])
             except Exception as e:
                 # The recorder buffers and retries its writes; findings can wait to be asked.
                 logger.warning(
@@ -103,8 +105,7 @@ class WrittenReadersPlugin(SchedulerPlugin):
                 )
             else:
                 self.keeper = Keeper(
-                    store,
-                    owns=True,
+                    self._store,
                     # Dask's own idle check (every 250 ms): None while tasks are unfinished.
                     busy=lambda: scheduler.idle_since is None,
                 )

@@ -37,8 +37,7 @@ MAX_DUE = 100_000  # explains waiting for their time; past this the oldest go
 
 class Keeper:
     """Explains and keeps the findings of computations as `written` batches show them
-    ending.  `store`: a Store, or a callable opening one on the keeper's thread; owns:
-    close it with the keeper (one the callable opened always is)."""
+    ending, into `store` (an open Store, its owner closes it)."""
 
     def __init__(
         self,
@@ -47,11 +46,8 @@ class Keeper:
         settings: dict | None = None,
         busy: Callable[[], bool] | None = None,
         settle: float | None = None,
-        owns: bool = False,
     ):
-        self._open = store if callable(store) else None
-        self._store: Any = None if callable(store) else store
-        self._owns = owns or callable(store)
+        self._store = store
         self._settings = settings
         self._busy = busy or (lambda: False)
         self._settle = kept.SETTLE if settle is None else settle
@@ -103,17 +99,9 @@ class Keeper:
         except queue.Full:
             pass
         self._thread.join(timeout)
-        if self._owns and self._store is not None:
-            self._store.close()
 
     # --- the keeper's thread -------------------------------------------------------------
     def _run(self) -> None:
-        try:
-            if self._store is None:
-                assert self._open is not None
-                self._store = self._open()
-        except Exception:
-            logger.exception("dask-analytics: the findings keeper could not open the store")
         while True:
             wait = max(0.0, self._due[0][0] - time.monotonic()) if self._due else None
             try:
@@ -163,8 +151,6 @@ class Keeper:
                 heapq.heapify(self._due)
                 return
             _, _, what, ident, account = heapq.heappop(self._due)
-            if self._store is None:  # it could not be opened: explained when asked
-                continue
             if what == "computation":
                 self._keep([ident], account)
             else:
