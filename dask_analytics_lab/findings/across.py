@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from .. import config
+from ..store_errors import NotFound
 from . import explain
 from .kept import SETTLE, settings_key
 
@@ -52,7 +53,10 @@ def _explain_unkept(
             filters = {k: scope.get(k) for k in ("cluster_id", *_SCOPE)}
             ids = queries.computations_to_explain(conn, key, recent, **filters)
     for computation_id in ids:
-        explain(store, computation_id, account=scope.get("account"), settings=settings)
+        try:
+            explain(store, computation_id, account=scope.get("account"), settings=settings)
+        except NotFound:
+            continue  # pruned since it was listed: nothing to keep
 
 
 # A cluster's computations are read this many at a time; its summary names at most TOP
