@@ -186,8 +186,7 @@ def cli_output(args: list[str], capsys: Any = None) -> str:
 
 
 def test_a_recorder_without_alerts_registers_no_readers_plugin(sqlite_url):
-    """Nor otel, nor findings kept as computations end (on by default)."""
-    with recorded_cluster(sqlite_url, config={"analytics.findings.keep": False}) as (client, _):
+    with recorded_cluster(sqlite_url) as (client, _):
         assert "dask-analytics-readers" not in client.cluster.scheduler.plugins
         assert client.cluster.scheduler.plugins["dask-analytics-lab"].written_readers == []
 

@@ -256,7 +256,10 @@ def test_a_recorder_keeps_findings_as_its_computations_end(sqlite_url, monkeypat
     """On a real cluster, nothing read: the recorder's keeper explains a computation once
     it ended and the cluster moved on, and what it kept is what explain gives."""
     monkeypatch.setattr(kept, "SETTLE", 0.5)
-    with recorded_cluster(sqlite_url) as (client, info):
+    with recorded_cluster(sqlite_url, config={"analytics.findings.keep": True}) as (
+        client,
+        info,
+    ):
         first = client.compute(
             delayed(total)([delayed(spin)(1.5 if i == 5 else 0.05, i) for i in range(10)])
         ).result()

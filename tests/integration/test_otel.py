@@ -194,12 +194,7 @@ def modules_loaded(tmp_path, store: str, env: dict) -> dict:
 
 def test_with_otel_off_nothing_is_sent_and_nothing_of_it_is_loaded(sqlite_url, tmp_path):
     with HttpReceiver() as receiver:
-        # Findings not kept as computations end: only then does the recorder load no
-        # readers' plugin at all (otel is the readers' only other job here).
-        endpoint = {
-            "DASK_ANALYTICS__OTEL__ENDPOINT": receiver.endpoint,
-            "DASK_ANALYTICS__FINDINGS__KEEP": "false",
-        }
+        endpoint = {"DASK_ANALYTICS__OTEL__ENDPOINT": receiver.endpoint}
         off = modules_loaded(tmp_path, sqlite_url, endpoint)
         assert off == {"loaded": [], "exported": 0}
         assert receiver.requests == 0 and receiver.snapshot() == []
@@ -268,7 +263,6 @@ def test_alerts_and_traces_share_one_plugin_beside_the_recorder(sqlite_url):
             readers = plugins["dask-analytics-readers"]
             assert plugins["dask-analytics-lab"].written_readers == [
                 readers.evaluator.written,
-                readers.keeper.written,
                 readers.exporter.written,
             ]
             client.submit(sum, [1, 2]).result()

@@ -255,14 +255,13 @@ COLLECTOR = {
     "urls",
 }
 GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sampler"}
-# register() and dask_setup add the recorder, then (analytics.findings.keep, on by
-# default) the readers' plugin, whose keeper imports findings/ only once the scheduler
-# starts it; the first Monitor sends the GPU monitor's scheduler side (a scheduler plugin
-# is a call on every transition).
+# register() and dask_setup add the recorder alone (the readers' plugin only for alerts,
+# otel or analytics.findings.keep, all off by default); the first Monitor sends the GPU
+# monitor's scheduler side (a scheduler plugin is a call on every transition).
 REGISTERED = COLLECTOR
 GPU_MONITOR = GPU_SAMPLER | {"collect.gpu_jobs", "collect.gpu_monitor"}
 # dask_setup lives in api and reads the config, which the schema validates.
-PRELOAD = REGISTERED | {"api", "api_reads", "config", "config_schema", "readers", "written_readers"}
+PRELOAD = REGISTERED | {"api", "api_reads", "config", "config_schema", "readers"}
 ALLOWED = {
     "root": {""},
     "plugin": COLLECTOR,
