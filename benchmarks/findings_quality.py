@@ -43,7 +43,7 @@ import dask.dataframe as dd  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from dask import delayed  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+from distributed import Client, LocalCluster, wait  # noqa: E402
 
 import dask_analytics_lab as dal  # noqa: E402
 from dask_analytics_lab.findings import stands_apart  # noqa: E402
@@ -92,17 +92,22 @@ def fails(i: int) -> int:
 ATTEMPTS = tempfile.mkdtemp(prefix="dal-attempts-")
 
 
-def flaky(name: str, fails_first: int, seconds: float) -> str:
-    """Fails its first `fails_first` attempts (a connection reset, as a flaky service
-    does); the attempts are counted in files, not in a global a pickled function would
-    have to take along."""
+def attempt(name: str) -> int:
+    """This attempt's number (1, 2, ...) at the task called `name`: counted in files, not
+    in a global a pickled function would take along, nor one a killed worker loses."""
     n = 1
     while True:
         try:
             os.close(os.open(os.path.join(ATTEMPTS, f"{name}-{n}"), os.O_CREAT | os.O_EXCL))
-            break
+            return n
         except FileExistsError:
             n += 1
+
+
+def flaky(name: str, fails_first: int, seconds: float) -> str:
+    """Fails its first `fails_first` attempts (a connection reset, as a flaky service
+    does)."""
+    n = attempt(name)
     spin(seconds)
     if n <= fails_first:
         raise ConnectionResetError(f"[Errno 104] Connection reset by peer ({n})")
@@ -111,6 +116,26 @@ def flaky(name: str, fails_first: int, seconds: float) -> str:
 
 def block(i: int, mib: int) -> np.ndarray:
     return np.arange(mib * 2**17, dtype="float64") * (i + 1.5)
+
+
+def builds(i: int, mib: int, seconds: float) -> int:
+    """Works `seconds`, then builds `mib` MiB page by page (the RSS a nanny watches)."""
+    spin(seconds)
+    big = bytearray(mib * 2**20)
+    for at in range(0, len(big), 4096):
+        big[at] = 1
+    return len(big) + i
+
+
+def outgrows(i: int, mib: int, seconds: float, name: str = "") -> int:
+    """As `builds`, then holds what it built: a worker with less memory is killed
+    meanwhile.  With `name`, only the first attempt does (the retry, on a fresh worker,
+    fits)."""
+    if name and attempt(name) > 1:
+        return builds(i, 1, seconds)
+    n = builds(i, mib, seconds)
+    time.sleep(10)
+    return n
 
 
 def count(xs: list) -> int:
@@ -325,18 +350,20 @@ def threads1x2() -> Cluster:
         [
             Scenario("gil-contention: spin x8", "gil-contention", gil),
             Scenario("gil-contention: spin x12", "gil-contention", gil4),
+            # Three to four times the memory limit, so the disk time is seconds, clear of
+            # min-impact on a fast disk too.
             Scenario(
-                "spilling: 8 x 64 MiB",
+                "spilling: 16 x 64 MiB",
                 "spilling",
                 lambda c: c.compute(
-                    delayed(count)([delayed(block)(i, 64) for i in range(8)])
+                    delayed(count)([delayed(block)(i, 64) for i in range(16)])
                 ).result(),
             ),
             Scenario(
-                "spilling: 12 x 48 MiB",
+                "spilling: 40 x 32 MiB",
                 "spilling",
                 lambda c: c.compute(
-                    delayed(count)([delayed(block)(i, 48) for i in range(12)])
+                    delayed(count)([delayed(block)(i, 32) for i in range(40)])
                 ).result(),
             ),
             Scenario(
@@ -344,7 +371,14 @@ def threads1x2() -> Cluster:
                 None,
                 lambda c: c.gather(c.map(nap, [0.3] * 8, range(8), pure=False)),
             ),
+            # The cluster's last computation: it then sits idle past idle-min.
+            Scenario(
+                "idle-cluster: after the naps",
+                "idle-cluster",
+                lambda c: c.gather(c.map(nap, [0.1] * 4, range(4), pure=False)),
+            ),
         ],
+        idle_after=True,
         config={
             "distributed.worker.memory.target": 0.5,
             "distributed.worker.memory.spill": False,
@@ -360,27 +394,22 @@ def processes() -> Cluster:
     done right (gil-contention's fix), and a machine whose cores others take."""
     return Cluster(
         "2 worker processes x 1 thread",
-        {"n_workers": 2, "threads_per_worker": 1, "processes": True, "memory_limit": "2 GiB"},
+        {"n_workers": 2, "threads_per_worker": 1, "processes": True, "memory_limit": "4 GiB"},
         [
+            # Data an earlier computation left on one worker, used on the other (pinned, as
+            # resources do), so every byte crosses; the fix runs the work where the data is.
             Scenario(
-                "transfer-bound: 8 x 100 MiB",
+                "transfer-bound: 16 x 100 MiB used elsewhere",
                 "transfer-bound",
-                lambda c: c.compute(
-                    delayed(count)([delayed(block)(i, 100) for i in range(8)])
-                ).result(),
-                fixed=lambda c: c.compute(
-                    delayed(count)([delayed(len)(delayed(block)(i, 100)) for i in range(8)])
-                ).result(),
+                (placed := Placed(16, 100)).use(elsewhere=True),
+                fixed=placed.use(elsewhere=False),
+                before=placed.make,
             ),
             Scenario(
-                "transfer-bound: 4 x 200 MiB",
+                "transfer-bound: 8 x 200 MiB gathered",
                 "transfer-bound",
-                lambda c: c.compute(
-                    delayed(count)([delayed(block)(i, 200) for i in range(4)])
-                ).result(),
-                fixed=lambda c: c.compute(
-                    delayed(count)([delayed(len)(delayed(block)(i, 200)) for i in range(4)])
-                ).result(),
+                lambda c: _gathered(c, 8, 200, reduce_first=False),
+                fixed=lambda c: _gathered(c, 8, 200, reduce_first=True),
             ),
             Scenario(
                 "serialization: objects",
@@ -429,6 +458,87 @@ def processes() -> Cluster:
             "distributed.worker.memory.spill": False,
         },
     )
+
+
+def memory() -> Cluster:
+    """Worker processes of 500 MiB, their nannies killing at 95%: a task that needs more
+    than its worker has.  One retry (allowed-failures 1): a task killed twice errs."""
+    return Cluster(
+        "2 worker processes x 1 thread, 500 MiB",
+        {"n_workers": 2, "threads_per_worker": 1, "processes": True, "memory_limit": "500 MiB"},
+        [
+            Scenario(
+                "memory-kill: one task too big",
+                "memory-kill",
+                lambda c: c.submit(outgrows, 0, 800, 1.5, pure=False).result(),
+                # The advice: cut the work so each task needs less.
+                fixed=lambda c: sum(
+                    c.gather(c.map(builds, range(4), [100] * 4, [0.375] * 4, pure=False))
+                ),
+            ),
+            Scenario(
+                "memory-kill: killed once, fits on retry",
+                "memory-kill",
+                lambda c: sum(
+                    c.gather(
+                        [c.submit(outgrows, 0, 800, 1.0, f"once-{time.time()}", pure=False)]
+                        + c.map(builds, range(1, 4), [1] * 3, [1.0] * 3, pure=False)
+                    )
+                ),
+                fixed=lambda c: sum(
+                    c.gather(c.map(builds, range(4), [1] * 4, [1.0] * 4, pure=False))
+                ),
+            ),
+        ],
+        config={
+            "distributed.scheduler.allowed-failures": 1,
+            "distributed.worker.memory.target": False,
+            "distributed.worker.memory.spill": False,
+            "distributed.worker.memory.pause": False,
+        },
+    )
+
+
+def _two(c: Client) -> tuple[str, str]:
+    a, b = sorted(c.scheduler_info()["workers"])[:2]
+    return a, b
+
+
+class Placed:
+    """n blocks an earlier computation left on one worker (data loaded there, or
+    scattered), measured by tasks on the other worker (every block crosses) or, the
+    fix, on the same one (none does)."""
+
+    def __init__(self, n: int, mib: int):
+        self.n, self.mib = n, mib
+        self.blocks: list = []
+
+    def make(self, c: Client) -> None:
+        a, _ = _two(c)
+        self.blocks = [c.submit(block, i, self.mib, workers=[a], pure=False) for i in range(self.n)]
+        wait(self.blocks)
+
+    def use(self, elsewhere: bool) -> Run:
+        def run(c: Client) -> int:
+            a, b = _two(c)
+            on = [b if elsewhere else a]
+            lengths = c.map(len, self.blocks, workers=on, allow_other_workers=False, pure=False)
+            total = sum(c.gather(lengths))
+            if not elsewhere:  # the fix runs last: the blocks are no longer needed
+                self.blocks = []
+            return total
+
+        return run
+
+
+def _gathered(c: Client, n: int, mib: int, reduce_first: bool) -> int:
+    """n blocks made on one worker, all gathered into one task on the other; the fix
+    reduces each block where it is first (a length crosses, not the block)."""
+    a, b = _two(c)
+    blocks = [c.submit(block, i, mib, workers=[a], pure=False) for i in range(n)]
+    if reduce_first:
+        blocks = c.map(len, blocks, workers=[a], pure=False)
+    return c.submit(count, blocks, workers=[b], allow_other_workers=False, pure=False).result()
 
 
 def _starved(c: Client, seconds: float, n: int) -> Any:
@@ -522,7 +632,7 @@ def main() -> None:
     load = cores_taken() if args.loaded else contextlib.nullcontext()
     started = time.monotonic()
     with load:
-        for spec in (threads2(args.loaded), threads1x2(), processes()):
+        for spec in (threads2(args.loaded), threads1x2(), processes(), memory()):
             print(f"# {spec.name}", file=sys.stderr, flush=True)
             outcomes += run_cluster(spec, store, args.loaded, only)
     with dask.config.set(CONFIG):

@@ -206,6 +206,47 @@ def straggler(rec: Record) -> list[dict]:
     ]
 
 
+def _chained(rec: Record) -> set[str]:
+    """Groups that depend on themselves through other groups (spin -> add -> spin, an
+    iteration x = f(x)): their tasks wait on one another, so their count says nothing of
+    how many could run at once."""
+    deps = {g["name"]: set(g.get("dependencies") or ()) for g in rec.groups}
+    out = set()
+    for name in deps:
+        seen, todo = set(), list(deps[name])
+        while todo:
+            d = todo.pop()
+            if d == name:
+                out.add(name)
+                break
+            if d not in seen:
+                seen.add(d)
+                todo.extend(deps.get(d, ()))
+    return out
+
+
+def widths(rec: Record) -> dict[str, int]:
+    """How many tasks of each group could run at once: its task count, or for a chained
+    group the most of its tasks the task stream shows running together."""
+    if "widths" in rec.memo:
+        return rec.memo["widths"]
+    out = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
+    chained = _chained(rec)
+    edges: dict[str, list[tuple[float, int]]] = {}
+    for r in rec.stream:
+        g = r.get("task_group") or ""
+        if g in chained and not r.get("binned"):
+            edges.setdefault(g, []).extend(((r["start"], 1), (r["stop"], -1)))
+    for g, points in edges.items():
+        most = running = 0
+        for _, step in sorted(points):  # an end before a start at the same moment
+            running += step
+            most = max(most, running)
+        out[g] = min(out[g], most)
+    rec.memo["widths"] = out
+    return out
+
+
 def _low_stretches(rec: Record, threads: int) -> tuple[float, float, dict[str, float]]:
     """Over the stretches where fewer tasks ran than `threads` (but some did): their
     length, the thread-time left idle in them over the threads, and each group's
@@ -245,14 +286,15 @@ def _low_stretches(rec: Record, threads: int) -> tuple[float, float, dict[str, f
 def too_few_tasks(rec: Record) -> list[dict]:
     """too-few-tasks: for `too-few-share` of the wall time or more, fewer tasks ran than
     the cluster has threads, and the groups running then had fewer tasks than threads
-    (so no spreading could have filled them: the graph itself was too narrow).
+    (so no spreading could have filled them: the graph itself was too narrow); a chained
+    group counts the most of its tasks that ran at once (`widths`).
 
     Impact: the thread-time left idle in those stretches, over the threads: the wall
     time the same work would have taken less, cut into at least as many tasks as threads."""
     threads = rec.threads
     if threads < 2 or rec.wall <= 0:
         return []
-    n_tasks = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
+    n_tasks = widths(rec)
     ran = {r.get("task_group") or r.get("prefix") or "" for r in rec.stream}
     if all(n_tasks.get(g, 0) >= threads for g in ran):
         # Whichever group the sweep found most in the low stretches could have filled the
@@ -267,14 +309,26 @@ def too_few_tasks(rec: Record) -> list[dict]:
     narrow = sorted(
         (g for g in by_group if n_tasks.get(g, 0) < threads), key=lambda g: -by_group[g]
     )
+    width = n_tasks.get(main, 0)
+    chained = main in _chained(rec)
+    has = (
+        f"ran {width} task at a time: its tasks wait on one another (a chain)"
+        if chained
+        else f"has {width} task(s)"
+    )
     evidence = (
         f"for {secs(low_time)} of the {secs(rec.wall)} wall time ({low_time / rec.wall:.0%}) fewer tasks "
-        f"ran than the {threads} threads (task stream); group {main} has {n_tasks.get(main, 0)} task(s). "
+        f"ran than the {threads} threads (task stream); group {main} {has}. "
         f"Impact: the idle thread-time then over {threads} threads"
     )
     advice = (
-        f"Cut {main} into at least {2 * threads} tasks (more partitions or smaller chunks), or run it on a "
-        f"smaller cluster: {threads} threads waited on {n_tasks.get(main, 0)} task(s)"
+        f"Cut {main} into at least {2 * threads} tasks (more partitions or smaller chunks)"
+        + (
+            ", or run independent steps side by side rather than one after another"
+            if chained
+            else ""
+        )
+        + f", or run it on a smaller cluster: {threads} threads waited on {width} task(s)"
     )
     return [
         finding(
@@ -302,8 +356,8 @@ def imbalance(rec: Record) -> list[dict]:
     busy = {w: 0.0 for w in wthreads}
     tasks = {w: 0 for w in wthreads}
     groups: dict[str, float] = {}
-    # A group of one task (a chunk, a step of a chain) had nowhere else to go.
-    alone = {g["name"] for g in rec.groups if (g.get("n_tasks") or 0) < 2}
+    # A group of one task (a chunk) or one task at a time (a chain) had nowhere else to go.
+    alone = {g for g, n in widths(rec).items() if n < 2}
     for r in rec.stream:
         w = r.get("worker")
         if w not in busy or r.get("task_group") in alone:

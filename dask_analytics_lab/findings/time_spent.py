@@ -15,6 +15,36 @@ from .record import Record
 SERIALIZATION = ("serialize", "deserialize", "compress", "decompress", "pickle", "unpickle")
 
 
+# Fine-metric contexts of a transfer: the receiving worker's fetch and the sending one's.
+FETCH_CONTEXTS = ("gather-dep", "get-data")
+
+
+def _threads_of(rec: Record, groups: list[dict]) -> int:
+    """Threads that ran these groups (task stream; the cluster's threads without one)."""
+    names = {g["name"] for g in groups}
+    ran_on = {
+        (r.get("worker"), r.get("thread")) for r in rec.stream if r.get("task_group") in names
+    }
+    return len(ran_on) or rec.threads
+
+
+def _fetch_serialization_share(rec: Record) -> float:
+    """The share of the fetches' time that was (de)serializing data: the sender's
+    serialize and compress (get-data) and the receiver's deserialize and decompress
+    (gather-dep), against the receiver's whole fetch time (gather-dep), which waits
+    through the sender's.  0 without fine metrics of fetches."""
+    fetch = coded = 0.0
+    for m in rec.metrics:
+        if m["unit"] != "seconds" or m["context"] not in FETCH_CONTEXTS:
+            continue
+        v = float(m["value"] or 0.0)
+        if m["context"] == "gather-dep":
+            fetch += v
+        if m["activity"] in SERIALIZATION:
+            coded += v
+    return min(1.0, coded / fetch) if fetch > 0 else 0.0
+
+
 def gil_contention(rec: Record) -> list[dict]:
     """gil-contention: a task prefix, on workers with several threads, whose threads
     waited (execute thread-noncpu) at least `gil-wait-share` of their time while they
@@ -145,7 +175,8 @@ def transfer_bound(rec: Record) -> list[dict]:
 
     Impact: the transfer time over the threads that ran those groups (task stream; the
     cluster's threads without one), at most the wall time: a task waits for its inputs
-    on its own thread."""
+    on its own thread.  The share of the fetches spent (de)serializing is the
+    serialization finding's: cheaper data, not less of it, saves that."""
     share = rec.settings["transfer_share"]
     hits = [
         g
@@ -157,11 +188,8 @@ def transfer_bound(rec: Record) -> list[dict]:
         return []
     hits.sort(key=lambda g: -g["transfer"])
     g = hits[0]
-    names = {h["name"] for h in hits}
-    ran_on = {
-        (r.get("worker"), r.get("thread")) for r in rec.stream if r.get("task_group") in names
-    }
-    threads = len(ran_on) or rec.threads
+    threads = _threads_of(rec, hits)
+    coded = _fetch_serialization_share(rec)
     network = sum(rec.metric("network").values())
     sizes = {x["name"]: x.get("nbytes") or 0 for x in rec.groups}
     moved = sum(sizes.get(d, 0) for d in g.get("dependencies") or ())
@@ -173,7 +201,14 @@ def transfer_bound(rec: Record) -> list[dict]:
         f"compute ({g['transfer'] / (g['transfer'] + (g.get('compute') or 0.0)):.0%} transfer; task groups); "
         f"its inputs hold {format_bytes(moved)}, so at most that moved, at {format_bytes(rate)}/s or less"
         + (f"; workers spent {secs(network)} on the network (fine metrics)" if network else "")
+        + (
+            f"; {coded:.0%} of the fetches' time was (de)serializing (fine metrics; the "
+            "serialization finding counts it)"
+            if coded >= 0.005
+            else ""
+        )
         + f". Impact: the transfer time over the {threads} thread(s) that ran them"
+        + (", less its (de)serializing share" if coded >= 0.005 else "")
     )
     if latency:
         title = f"{name} waited on fetches of little data"
@@ -196,7 +231,7 @@ def transfer_bound(rec: Record) -> list[dict]:
             title,
             evidence,
             advice,
-            min(sum(h["transfer"] for h in hits) / threads, rec.wall),
+            min(sum(h["transfer"] for h in hits) / threads * (1 - coded), rec.wall),
             groups=[h["name"] for h in hits],
         )
     ]
@@ -206,8 +241,10 @@ def serialization(rec: Record) -> list[dict]:
     """serialization: (de)serialization and (de)compression (fine metrics, every
     context) took at least `serialization-share` of the time the tasks ran plus that.
 
-    Impact: that time over the workers (each (de)serializes its own data, beside its
-    tasks)."""
+    Impact: the fetches' (de)serializing share of the tasks' transfer time (a task
+    waits on its inputs' decoding as on their transfer; transfer-bound claims the rest),
+    plus what was (de)serialized outside fetches (spilling, results) over the workers
+    (each does its own, beside its tasks)."""
     spent: dict[str | None, float] = {}
     for activity in SERIALIZATION:
         for prefix, v in rec.metric(activity).items():
@@ -224,9 +261,28 @@ def serialization(rec: Record) -> list[dict]:
         for p, v in sorted(spent.items(), key=lambda x: -x[1])[:3]
     )
     workers = max(1, len(rec.worker_threads()))
+    # A task waits on its inputs' (de)serializing as on their transfer: that share of the
+    # fetch time is this finding's (transfer-bound claims the rest), and what was
+    # (de)serialized outside fetches (spilling, results) is spread over the workers.
+    fetching = [g for g in rec.groups if (g.get("transfer") or 0.0) > 0]
+    coded = _fetch_serialization_share(rec)
+    waited = sum(g["transfer"] for g in fetching) * coded / _threads_of(rec, fetching)
+    fetch_coded = sum(
+        v for c in FETCH_CONTEXTS for a in SERIALIZATION for v in rec.metric(a, context=c).values()
+    )
+    elsewhere = max(0.0, total - fetch_coded) / workers
     evidence = (
         f"{secs(total)} (de)serializing and (de)compressing data ({by}; fine metrics) against {secs(ran)} "
-        f"running tasks ({total / (total + ran):.0%}). Impact: that time over the {workers} worker(s)"
+        f"running tasks ({total / (total + ran):.0%})"
+        + (
+            f"; it was {coded:.0%} of the time tasks waited on their inputs ({secs(waited)} of "
+            "their fetches per thread)"
+            if waited > 0
+            else ""
+        )
+        + ". Impact: "
+        + ("that share of the fetches' time, plus " if waited > 0 else "")
+        + f"the (de)serializing outside fetches over the {workers} worker(s)"
     )
     advice = (
         "Send less, or cheaper, data: return NumPy/pandas objects rather than Python lists and dicts of "
@@ -236,4 +292,5 @@ def serialization(rec: Record) -> list[dict]:
     title = f"(de)serialization took {total / (total + ran):.0%} of the time" + (
         f", most in {named[0]}" if named else ""
     )
-    return [finding("serialization", title, evidence, advice, total / workers, groups=named[:3])]
+    impact = min(waited + elsewhere, rec.wall)
+    return [finding("serialization", title, evidence, advice, impact, groups=named[:3])]

@@ -704,6 +704,102 @@ def test_a_chain_of_single_chunks_on_one_worker_is_not_imbalance(sqlite_url):
     assert "imbalance" not in kinds and "too-few-tasks" in kinds, kinds
 
 
+def stream_row(group_: str, worker: int, start: float, stop: float) -> dict:
+    """A task stream row of one task of `group_` on worker `worker`'s one thread."""
+    return {
+        "worker": f"tcp://10.0.0.{worker}:4000",
+        "thread": 1,
+        "prefix": group_.split("-")[0],
+        "task_group": group_,
+        "state": "memory",
+        "start": start,
+        "stop": stop,
+    }
+
+
+def test_a_chain_through_one_group_is_too_narrow_not_imbalance(sqlite_url):
+    """#38: spin -> add -> spin (a step, then a longer one on its result): the group
+    `spin` has 2 tasks, as many as the threads, but each waits on the other, so one ran
+    at a time. The graph was too narrow; nothing could have been spread."""
+    c = Cluster()
+    t = c.t + 1
+    spin_, add = "spin-1", "add-2"
+    groups = [
+        group(spin_, n_tasks=2, compute=3.2, start=t, stop=t + 3.3, dependencies=[add]),
+        group(add, n_tasks=1, compute=0.0, start=t + 0.2, stop=t + 0.2, dependencies=[spin_]),
+    ]
+    rows = [
+        stream_row(g, 1, t + a, t + b)
+        for g, a, b in ((spin_, 0.0, 0.2), (add, 0.2, 0.2001), (spin_, 0.21, 3.3))
+    ]
+    with open_store(sqlite_url) as store:
+        store.ingest(
+            [
+                c.cluster(),
+                c.workers(2, at=t, nthreads=1),
+                c.computation("chain", start=t, stop=t + 3.3, groups=groups),
+                c.tasks("chain", rows),
+            ]
+        )
+        found = explain(store, "chain")
+    kinds = [f["kind"] for f in found]
+    assert "imbalance" not in kinds and kinds[0] == "too-few-tasks", found
+    assert "group spin-1 ran 1 task at a time" in found[0]["evidence"], found[0]
+
+
+def test_fetches_spent_decoding_are_serialization_not_volume(sqlite_url):
+    """#38: a task fetched 137 MiB of Python objects for 6 s, half of it the sender
+    pickling and the receiver unpickling them: that half is serialization's (cheaper
+    data saves it), the rest transfer-bound's, and together they claim the fetch once."""
+    c = Cluster()
+    t = c.t + 1
+    made = group("objects-1", n_tasks=8, compute=0.8, transfer=0.0, nbytes=137 * 2**20)
+    used = group(
+        "count-2",
+        n_tasks=1,
+        compute=0.0001,
+        transfer=6.0,
+        nbytes=28,
+        start=t + 0.5,
+        stop=t + 6.5,
+        dependencies=["objects-1"],
+    )
+
+    def m(context: str, activity: str, value: float, prefix: str | None = None) -> dict:
+        return {
+            "prefix": prefix,
+            "context": context,
+            "activity": activity,
+            "unit": "seconds",
+            "value": value,
+        }
+
+    rows = [
+        m("gather-dep", "network", 5.5),
+        m("gather-dep", "deserialize", 0.5),
+        m("get-data", "serialize", 2.5),
+        m("get-data", "network", 3.5),
+        m("execute", "thread-cpu", 0.8, "objects"),
+    ]
+    with open_store(sqlite_url) as store:
+        store.ingest(
+            [
+                c.cluster(),
+                c.workers(2, at=t, nthreads=1),
+                c.computation("objects", start=t, stop=t + 6.5, groups=[made, used]),
+                c.metrics("objects", rows),
+                c.tasks("objects", [stream_row("count-2", 1, t + 6.5, t + 6.5001)]),
+            ]
+        )
+        found = {f["kind"]: f for f in explain(store, "objects")}
+    coded, moved = found["serialization"], found["transfer-bound"]
+    # (2.5 + 0.5) of the receiver's 6 s of fetching: half of count's 6 s of transfer.
+    assert math.isclose(coded["impact"], 3.0, abs_tol=0.01), coded
+    assert math.isclose(moved["impact"], 3.0, abs_tol=0.01), moved
+    assert "50% of the time tasks waited on their inputs" in coded["evidence"], coded
+    assert "50% of the fetches' time was (de)serializing" in moved["evidence"], moved
+
+
 def test_a_rerun_as_slow_as_the_noise_before_is_not_news(sqlite_url):
     """#43: an identical re-run made 1.75x slower by a busy machine, when the runs before
     already spread that far, is no finding; one beyond that spread is."""
