@@ -32,7 +32,13 @@ def _fetch_serialization_share(rec: Record) -> float:
     """The share of the fetches' time that was (de)serializing data: the sender's
     serialize and compress (get-data) and the receiver's deserialize and decompress
     (gather-dep), against the receiver's whole fetch time (gather-dep), which waits
-    through the sender's.  0 without fine metrics of fetches."""
+    through the sender's.  0 without fine metrics of fetches.
+
+    From `serialization-share` up it is 1: the fetches were bound by it.  A worker
+    (de)serializing a message in its event loop holds up its other sends and receives,
+    so their network time was waiting on it too (measured: lists of Python objects that
+    spent half their fetch time (de)serializing, sent as DataFrames instead, saved
+    nearly all of it; benchmarks/findings_quality.py)."""
     fetch = coded = 0.0
     for m in rec.metrics:
         if m["unit"] != "seconds" or m["context"] not in FETCH_CONTEXTS:
@@ -42,7 +48,8 @@ def _fetch_serialization_share(rec: Record) -> float:
             fetch += v
         if m["activity"] in SERIALIZATION:
             coded += v
-    return min(1.0, coded / fetch) if fetch > 0 else 0.0
+    share = min(1.0, coded / fetch) if fetch > 0 else 0.0
+    return 1.0 if share >= rec.settings["serialization_share"] else share
 
 
 def gil_contention(rec: Record) -> list[dict]:
@@ -188,8 +195,10 @@ def transfer_bound(rec: Record) -> list[dict]:
         return []
     hits.sort(key=lambda g: -g["transfer"])
     g = hits[0]
-    threads = _threads_of(rec, hits)
     coded = _fetch_serialization_share(rec)
+    if coded >= 1.0:
+        return []  # bound by (de)serializing: cheaper data, not less of it (serialization)
+    threads = _threads_of(rec, hits)
     network = sum(rec.metric("network").values())
     sizes = {x["name"]: x.get("nbytes") or 0 for x in rec.groups}
     moved = sum(sizes.get(d, 0) for d in g.get("dependencies") or ())
@@ -242,7 +251,8 @@ def serialization(rec: Record) -> list[dict]:
     context) took at least `serialization-share` of the time the tasks ran plus that.
 
     Impact: the fetches' (de)serializing share of the tasks' transfer time (a task
-    waits on its inputs' decoding as on their transfer; transfer-bound claims the rest),
+    waits on its inputs' decoding as on their transfer; transfer-bound claims the rest;
+    all of it when the fetches were bound by it, `_fetch_serialization_share`),
     plus what was (de)serialized outside fetches (spilling, results) over the workers
     (each does its own, beside its tasks)."""
     spent: dict[str | None, float] = {}
@@ -275,13 +285,23 @@ def serialization(rec: Record) -> list[dict]:
         f"{secs(total)} (de)serializing and (de)compressing data ({by}; fine metrics) against {secs(ran)} "
         f"running tasks ({total / (total + ran):.0%})"
         + (
-            f"; it was {coded:.0%} of the time tasks waited on their inputs ({secs(waited)} of "
+            "; the fetches were bound by it (at least "
+            f"{rec.settings['serialization_share']:.0%} of their time (de)serializing, and a worker "
+            f"busy (de)serializing holds its transfers up): {secs(waited)} of fetching per thread"
+            if coded >= 1.0
+            else f"; it was {coded:.0%} of the time tasks waited on their inputs ({secs(waited)} of "
             "their fetches per thread)"
             if waited > 0
             else ""
         )
         + ". Impact: "
-        + ("that share of the fetches' time, plus " if waited > 0 else "")
+        + (
+            "the fetches' time, plus "
+            if coded >= 1.0
+            else "that share of the fetches' time, plus "
+            if waited > 0
+            else ""
+        )
         + f"the (de)serializing outside fetches over the {workers} worker(s)"
     )
     advice = (
