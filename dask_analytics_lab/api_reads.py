@@ -269,16 +269,18 @@ def list_task_stream(
     *,
     limit: int | None = 100000,
     offset: int = 0,
+    fields: list[str] | tuple[str, ...] | str | None = None,
     account: str | None = None,
     store: str | None = None,
 ) -> list[dict[str, Any]]:
     """A computation's task stream by start: one row per task (worker, thread,
     prefix, group, state, start, stop), or, for a computation with too many tasks to
     keep each, one row per worker, prefix and time bin (binned: n_tasks and busy
-    seconds).
+    seconds).  fields: only these of each row (start and stop always), e.g.
+    ["worker", "start", "stop"] or "worker,start,stop".
     """
     return open_reader(store).list_task_stream(
-        computation_id=computation_id, limit=limit, offset=offset, account=account
+        computation_id=computation_id, limit=limit, offset=offset, fields=fields, account=account
     )
 
 

@@ -117,6 +117,23 @@ def parse_finding(value: Any) -> str:
     return value
 
 
+def parse_fields(value: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A fields= choice: names of the row's fields, as a list or comma-separated text."""
+    names = value.split(",") if isinstance(value, str) else value
+    if (
+        not isinstance(names, (list, tuple))
+        or not names
+        or not all(isinstance(n, str) for n in names)
+    ):
+        raise ValueError(
+            f"fields must be a list of field names or comma-separated text; got {str(value)[:40]!r}"
+        )
+    unknown = [n[:40] for n in names if n not in allowed]
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown[:5]}; choose from {', '.join(allowed)}")
+    return tuple(dict.fromkeys(names))
+
+
 def has_control(text: str) -> bool:
     """Whether `text` holds a C0 or C1 control character, DEL or a lone surrogate: what
     would act on a terminal, split a header or make PostgreSQL refuse the text (NUL)."""

@@ -272,12 +272,14 @@ class Reader(ReaderBase):
         *,
         limit: int | None = 100000,
         offset: int = 0,
+        fields: list[str] | tuple[str, ...] | str | None = None,
         account: str | None = None,
     ) -> list[dict[str, Any]]:
         """A computation's task stream by start: one row per task (worker, thread,
         prefix, group, state, start, stop), or, for a computation with too many tasks to
         keep each, one row per worker, prefix and time bin (binned: n_tasks and busy
-        seconds).
+        seconds).  fields: only these of each row (start and stop always), e.g.
+        ["worker", "start", "stop"] or "worker,start,stop".
         """
         answer: list[dict[str, Any]] = self._read(
             "list_task_stream",
@@ -285,6 +287,7 @@ class Reader(ReaderBase):
                 "computation_id": computation_id,
                 "limit": limit,
                 "offset": offset,
+                "fields": fields,
                 "account": account,
             },
         )

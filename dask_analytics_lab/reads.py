@@ -29,6 +29,7 @@ from . import read_rows as rows
 # become seconds since the epoch) and how the server parses a query string.
 TEXT, TIME, CURSOR, LIMIT, OFFSET, BY = "text", "time", "cursor", "limit", "offset", "by"
 CLUSTER_STATE, COMPUTATION_STATE, FINDING = "cluster-state", "computation-state", "finding"
+FIELDS = "fields"  # some of the row's fields: a list, or comma-separated text in a URL
 MAX_OFFSET = 10_000_000
 REQUIRED: Any = object()
 
@@ -330,14 +331,21 @@ READS: tuple[Read, ...] = (
         """A computation's task stream by start: one row per task (worker, thread,
         prefix, group, state, start, stop), or, for a computation with too many tasks to
         keep each, one row per worker, prefix and time bin (binned: n_tasks and busy
-        seconds).""",
+        seconds).  fields: only these of each row (start and stop always), e.g.
+        ["worker", "start", "stop"] or "worker,start,stop".""",
         (Path("/computations/{computation_id}/tasks"),),
         "tasks",
         rows.StreamRow,
         True,
         "store.queries:list_task_stream",
         positional=(_COMPUTATION_ID,),
-        keywords=(_limit(100_000, 1_000_000), _OFFSET),
+        keywords=(
+            _limit(100_000, 1_000_000),
+            _OFFSET,
+            # What the findings read of 10,000 rows: their rules need neither the ids
+            # nor the states, a third of the reading.
+            Param("fields", FIELDS, annotation="list[str] | tuple[str, ...] | str | None"),
+        ),
     ),
     Read(
         "list_gpu_metrics",
@@ -474,6 +482,8 @@ def check(read: Read, given: Mapping[str, Any]) -> dict[str, Any]:
                 value = filters.parse_state(value, filters.COMPUTATION_STATES)
             elif p.kind == FINDING:
                 value = filters.parse_finding(value)
+            elif p.kind == FIELDS:
+                value = filters.parse_fields(value, tuple(read.row.__struct_fields__))
             elif p.kind == BY:
                 value = filters.parse_by(value)
             elif p.kind == CURSOR:
@@ -517,7 +527,11 @@ def to_query(read: Read, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     url = path.template
     for name in path.names:
         url = url.replace("{" + name + "}", urllib.parse.quote(str(args[name]), safe=""))
-    query = {k: v for k, v in args.items() if v is not None and k not in path.names}
+    query = {
+        k: ",".join(v) if isinstance(v, tuple) else v
+        for k, v in args.items()
+        if v is not None and k not in path.names
+    }
     return url, query
 
 

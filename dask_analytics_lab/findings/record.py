@@ -7,18 +7,30 @@ computation of 100,000 tasks stays a handful of reads (its task stream is then b
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..store_errors import NotFound
+from .stream import Columns, columns
 
 # A worker-left event lands up to a few seconds after the departure it reports
 # (collect/workers.py waits for a late reason): read a little past the computation.
 EVENT_SLACK = 10.0
 STREAM_LIMIT = 100_000
 SAMPLE_LIMIT = 20_000
+# What the rules read of each row of the task stream (stream.py): not its id or state.
+STREAM_FIELDS = (
+    "worker",
+    "thread",
+    "prefix",
+    "task_group",
+    "start",
+    "stop",
+    "n_tasks",
+    "busy",
+    "binned",
+)
 RUNS_LIMIT = 20  # runs of the same code read: the spread of the recent ones
 # A long computation's worker samples are read at its start, middle and end, one sample
 # interval each (which workers were there, their threads, what they had spilled), not
@@ -34,7 +46,7 @@ class Record:
     samples: list[dict]
     exceptions: list[dict]
     events: list[dict]
-    compare: dict | None
+    compare: dict | None  # None without two earlier runs (slower-than-before needs them)
     # Earlier finished runs of the same code with as many tasks, newest first (list_runs).
     runs: list[dict]
     later: list[dict]
@@ -100,41 +112,29 @@ class Record:
         n = sum(self.worker_threads().values())
         return n or int(self.cluster.get("peak_threads") or self.cluster.get("n_threads") or 1)
 
-    def durations(self) -> dict[str, list[tuple[float, dict]]]:
-        """Each task's run time by task group, from an unbinned task stream ({} when binned:
-        a bin holds many tasks, so no one task's time is known)."""
-        if "durations" not in self.memo:
-            out: dict[str, list[tuple[float, dict]]] = {}
-            for r in self.stream:
-                if r.get("binned"):
-                    out = {}
-                    break
-                out.setdefault(r.get("task_group") or r.get("prefix") or "", []).append(
-                    (r["stop"] - r["start"], r)
-                )
-            self.memo["durations"] = out
-        return self.memo["durations"]
+    @property
+    def columns(self) -> Columns:
+        """The task stream as columns (stream.py), built at the first rule that asks."""
+        if "columns" not in self.memo:
+            self.memo["columns"] = columns(self.stream)
+        return self.memo["columns"]
 
     def medians(self) -> dict[str, float]:
-        if "medians" not in self.memo:
-            self.memo["medians"] = {
-                g: statistics.median(d for d, _ in rows) for g, rows in self.durations().items()
-            }
-        return self.memo["medians"]
+        """Each task group's median task time ({} when the stream is binned)."""
+        return self.columns.medians()
 
     def metric(
         self, activity: str, *, unit: str = "seconds", context: str | None = None
     ) -> dict[str | None, float]:
         """A fine performance metric summed by prefix (None: not tied to a task)."""
-        out: dict[str | None, float] = {}
-        for m in self.metrics:
-            if (
-                m["activity"] == activity
-                and m["unit"] == unit
-                and (context is None or m["context"] == context)
-            ):
-                out[m["prefix"]] = out.get(m["prefix"], 0.0) + float(m["value"] or 0.0)
-        return out
+        if "metrics" not in self.memo:  # one pass: the rules ask for dozens
+            sums: dict[tuple, dict[str | None, float]] = {}
+            for m in self.metrics:
+                for ctx in (m["context"], None):
+                    by = sums.setdefault((m["activity"], m["unit"], ctx), {})
+                    by[m["prefix"]] = by.get(m["prefix"], 0.0) + float(m["value"] or 0.0)
+            self.memo["metrics"] = sums
+        return dict(self.memo["metrics"].get((activity, unit, context), {}))
 
 
 def _seconds(value: Any) -> float | None:
@@ -191,7 +191,9 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
     cluster = _with_settings_checked(reader.get_cluster(comp["cluster_id"], account=account))
     start = comp["start"]
     stop = comp.get("stop") or cluster.get("ended") or time.time()
-    stream = reader.list_task_stream(computation_id, account=account, limit=STREAM_LIMIT)
+    stream = reader.list_task_stream(
+        computation_id, account=account, limit=STREAM_LIMIT, fields=STREAM_FIELDS
+    )
     samples = _samples(reader, comp["cluster_id"], start, stop, cluster, account)
     exceptions = reader.list_exceptions(computation_id=computation_id, account=account, limit=100)
     events = reader.list_events(
@@ -201,10 +203,6 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         until=stop + EVENT_SLACK,
         limit=1000,
     )
-    try:
-        compared = reader.compare(computation_id, account=account)
-    except NotFound:  # recorded without a fingerprint: no earlier run to name
-        compared = None
     runs = [
         r
         for r in reader.list_runs(computation_id, account=account, limit=RUNS_LIMIT)
@@ -214,6 +212,12 @@ def read(reader: Any, computation_id: str, *, account: str | None = None, settin
         and r.get("n_tasks") == comp.get("n_tasks")
         and r.get("wall")
     ]
+    compared = None
+    if len(runs) >= 2:  # what slower-than-before needs before it reads the comparison
+        try:
+            compared = reader.compare(computation_id, account=account)
+        except NotFound:  # recorded without a fingerprint: no earlier run to name
+            pass
     # Two: is there any computation after this one on its cluster?
     later = [
         c

@@ -7,48 +7,42 @@ a straggler's tail is not also counted as imbalance or as too few tasks.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+
+import numpy as np
 
 from ..figures import group_name
 from .finding import finding, secs, short
 from .record import Record
+from .stream import Columns
 
 
 class _Busy:
     """Thread seconds the task stream shows busy between two moments, in O(log rows) a
-    question after O(rows log rows) once: each row weighs 1 (a task) or its bin's busy
-    share, and busy(T) = sum of weight x (min(T, stop) - start) over rows started by T,
-    kept as prefix sums over the sorted starts and stops."""
+    question after one sort: each row weighs its `Columns.weight`, and busy(T) = sum of
+    weight x (min(T, stop) - start) over rows started by T, kept as prefix sums over the
+    sorted starts and stops."""
 
-    def __init__(self, stream: list[dict]):
-        starts: list[tuple[float, float]] = []
-        stops: list[tuple[float, float]] = []
-        for r in stream:
-            span = r["stop"] - r["start"]
-            if span <= 0:
-                continue
-            w = min(1.0, (r.get("busy") or 0.0) / span) if r.get("binned") else 1.0
-            starts.append((r["start"], w))
-            stops.append((r["stop"], w))
-        starts.sort()
-        stops.sort()
-        self._starts, self._stops = [t for t, _ in starts], [t for t, _ in stops]
-        self._s = self._sums(starts)
-        self._e = self._sums(stops)
+    def __init__(self, cols: Columns):
+        keep = cols.stop > cols.start
+        start, stop, weight = cols.start[keep], cols.stop[keep], cols.weight[keep]
+        self._starts, self._s = self._sums(start, weight)
+        self._stops, self._e = self._sums(stop, weight)
 
     @staticmethod
-    def _sums(rows: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        out, w_sum, tw_sum = [(0.0, 0.0)], 0.0, 0.0
-        for t, w in rows:
-            w_sum += w
-            tw_sum += t * w
-            out.append((w_sum, tw_sum))
-        return out
+    def _sums(t: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The times sorted, and the running sums (weight, time x weight) before each:
+        row k holds the sums of the first k."""
+        order = np.argsort(t, kind="stable")
+        t, w = t[order], w[order]
+        sums = np.zeros((len(t) + 1, 2))
+        sums[1:, 0] = np.cumsum(w)
+        sums[1:, 1] = np.cumsum(t * w)
+        return t, sums
 
     def until(self, t: float) -> float:
-        ws, tws = self._s[bisect_left(self._starts, t)]
-        we, twe = self._e[bisect_left(self._stops, t)]
-        return (t * ws - tws) - (t * we - twe)
+        ws, tws = self._s[np.searchsorted(self._starts, t, "left")]
+        we, twe = self._e[np.searchsorted(self._stops, t, "left")]
+        return float((t * ws - tws) - (t * we - twe))
 
     def between(self, a: float, b: float) -> float:
         return self.until(b) - self.until(a)
@@ -57,18 +51,15 @@ class _Busy:
 def _others_busy(rec: Record, name: str, start: float, stop: float) -> float:
     """Thread seconds the task stream shows other groups' tasks running within [start,
     stop]: time the group's own tasks could not have had."""
+    cols = rec.columns
     if "busy" not in rec.memo:
-        by_group: dict[str, list[dict]] = {}
-        for r in rec.stream:
-            by_group.setdefault(r.get("task_group") or "", []).append(r)
-        rec.memo["busy"], rec.memo["stream_by_group"] = _Busy(rec.stream), by_group
-    own = 0.0  # its own rows, clipped to the window: O(its rows), no sort
-    for r in rec.memo["stream_by_group"].get(name, ()):
-        span = r["stop"] - r["start"]
-        overlap = min(r["stop"], stop) - max(r["start"], start)
-        if span > 0 and overlap > 0:
-            own += overlap * (min(1.0, (r.get("busy") or 0.0) / span) if r.get("binned") else 1.0)
-    return max(0.0, rec.memo["busy"].between(start, stop) - own)
+        rec.memo["busy"] = _Busy(cols)
+    own = cols.of(name)  # its own rows, clipped to the window
+    a, b = cols.start[own], cols.stop[own]
+    overlap = np.minimum(b, stop) - np.maximum(a, start)
+    keep = (b > a) & (overlap > 0)
+    mine = float((overlap[keep] * cols.weight[own][keep]).sum())
+    return max(0.0, rec.memo["busy"].between(start, stop) - mine)
 
 
 def small_tasks(rec: Record) -> list[dict]:
@@ -133,22 +124,26 @@ def small_tasks(rec: Record) -> list[dict]:
     ]
 
 
-def stragglers(rec: Record) -> dict[int, float]:
-    """{id(row): seconds over its group's median} for each straggler task: one that ran
-    `straggler-ratio` times its group's median or more, in a group of at least
-    `straggler-min-tasks` tasks."""
+def stragglers(rec: Record) -> np.ndarray:
+    """Each stream row's seconds over its group's median when it is a straggler (0
+    else): a task that ran `straggler-ratio` times its group's median or more, in a
+    group of at least `straggler-min-tasks` tasks.  All 0 for a binned stream."""
     if "stragglers" in rec.memo:
         return rec.memo["stragglers"]
-    st = rec.settings
-    medians = rec.medians()
-    out = {}
-    for name, rows in rec.durations().items():
-        med = medians[name]
-        if len(rows) < st["straggler_min_tasks"] or med <= 0:
-            continue
-        for d, r in rows:
-            if d >= st["straggler_ratio"] * med:
-                out[id(r)] = d - med
+    st, cols = rec.settings, rec.columns
+    out = np.zeros(len(cols.rows))
+    medians = cols.medians()
+    if medians:
+        counts = cols.counts()
+        med = np.array(
+            [
+                medians[n] if counts.get(n, 0) >= st["straggler_min_tasks"] else 0.0
+                for n in cols.names
+            ]
+        )[cols.group]
+        d = cols.durations()
+        slow = (med > 0) & (d >= st["straggler_ratio"] * med)
+        out[slow] = (d - med)[slow]
     rec.memo["stragglers"] = out
     return out
 
@@ -162,30 +157,28 @@ def straggler(rec: Record) -> list[dict]:
     ended at its group's median, the work the other tasks (not its dependents, which
     wait for it) still had to do plus its own extra work, spread over every thread.
     Splitting moves that extra work; it does not make it vanish."""
-    slow = stragglers(rec)
-    if not slow:
+    excess = stragglers(rec)
+    slow = excess > 0
+    if not slow.any():
         return []
-    rows = [r for rows in rec.durations().values() for _, r in rows]
-    worst = max((r for r in rows if id(r) in slow), key=lambda r: r["stop"])
-    end = worst["stop"]
-    group = worst.get("task_group") or worst.get("prefix") or ""  # as durations() keys it
+    cols = rec.columns
+    i = int(np.flatnonzero(slow)[np.argmax(cols.stop[slow])])
+    worst = cols.rows[i]
+    end = float(cols.stop[i])
+    group = cols.names[cols.group[i]]
     med = rec.medians()[group]
-    t0 = worst["start"] + med
-    left = sum(
-        max(0.0, r["stop"] - max(r["start"], t0))
-        for r in rows
-        if id(r) not in slow and r["start"] < end
-    )
+    t0 = float(cols.start[i]) + med
+    others = ~slow & (cols.start < end)
+    left = float(np.maximum(0.0, cols.stop[others] - np.maximum(cols.start[others], t0)).sum())
     extra = end - t0
     would = t0 + (left + extra) / rec.threads
     lost = max(0.0, end - would)
-    n_slow = sum(
-        1 for r in rows if id(r) in slow and (r.get("task_group") or r.get("prefix")) == group
-    )
-    d = worst["stop"] - worst["start"]
+    mine = cols.group == cols.group[i]
+    n_slow = int((slow & mine).sum())
+    d = end - float(cols.start[i])
     evidence = (
         f"a task of {group_name(group)} ran {secs(d)} on {worst['worker']}, {d / med:.0f}x its group's median of "
-        f"{secs(med)} ({len(rec.durations()[group])} tasks, {n_slow} this slow; task stream); "
+        f"{secs(med)} ({int(mine.sum())} tasks, {n_slow} this slow; task stream); "
         f"split evenly, its {secs(extra)} beyond the median and the other tasks' remaining {secs(left)} of work "
         f"over {rec.threads} threads would have been done {secs(lost)} before it ended. Impact: that difference"
     )
@@ -210,18 +203,34 @@ def _chained(rec: Record) -> set[str]:
     """Groups that depend on themselves through other groups (spin -> add -> spin, an
     iteration x = f(x)): their tasks wait on one another, so their count says nothing of
     how many could run at once."""
-    deps = {g["name"]: set(g.get("dependencies") or ()) for g in rec.groups}
+    known = {g["name"] for g in rec.groups}
+    deps = {g["name"]: set(g.get("dependencies") or ()) & known for g in rec.groups}
+    # Peel off groups nothing cyclic feeds (Kahn's order): a graph of groups is nearly
+    # always acyclic, and then nothing is left to search.
+    left = {n: set(d) for n, d in deps.items()}
+    ready = [n for n, d in left.items() if not d]
+    users: dict[str, list[str]] = {}
+    for n, d in deps.items():
+        for x in d:
+            users.setdefault(x, []).append(n)
+    while ready:
+        n = ready.pop()
+        for u in users.get(n, ()):
+            left[u].discard(n)
+            if not left[u]:
+                ready.append(u)
+        left.pop(n, None)
     out = set()
-    for name in deps:
+    for name in left:  # on a cycle, or fed by one
         seen, todo = set(), list(deps[name])
         while todo:
             d = todo.pop()
             if d == name:
                 out.add(name)
                 break
-            if d not in seen:
+            if d not in seen and d in left:
                 seen.add(d)
-                todo.extend(deps.get(d, ()))
+                todo.extend(deps[d])
     return out
 
 
@@ -231,17 +240,15 @@ def widths(rec: Record) -> dict[str, int]:
     if "widths" in rec.memo:
         return rec.memo["widths"]
     out = {g["name"]: g.get("n_tasks") or 0 for g in rec.groups}
-    chained = _chained(rec)
-    edges: dict[str, list[tuple[float, int]]] = {}
-    for r in rec.stream:
-        g = r.get("task_group") or ""
-        if g in chained and not r.get("binned"):
-            edges.setdefault(g, []).extend(((r["start"], 1), (r["stop"], -1)))
-    for g, points in edges.items():
-        most = running = 0
-        for _, step in sorted(points):  # an end before a start at the same moment
-            running += step
-            most = max(most, running)
+    cols = rec.columns
+    for g in _chained(rec) if not cols.binned else ():
+        rows = cols.of(g)
+        if not len(rows):
+            continue
+        times = np.concatenate((cols.start[rows], cols.stop[rows]))
+        steps = np.concatenate((np.ones(len(rows)), -np.ones(len(rows))))
+        order = np.lexsort((steps, times))  # an end before a start at the same moment
+        most = int(np.cumsum(steps[order]).max())
         out[g] = min(out[g], most)
     rec.memo["widths"] = out
     return out
@@ -251,35 +258,30 @@ def _low_stretches(rec: Record, threads: int) -> tuple[float, float, dict[str, f
     """Over the stretches where fewer tasks ran than `threads` (but some did): their
     length, the thread-time left idle in them over the threads, and each group's
     task-seconds in them.  A task counts 1, a bin busy/width; straggler excess is left
-    out (the straggler rule tells of it)."""
-    slow = stragglers(rec)
-    edges: list[tuple[float, float, str]] = []
-    for r in rec.stream:
-        width = r["stop"] - r["start"]
-        if width <= 0:
-            continue
-        weight = (r.get("busy") or 0.0) / width if r.get("binned") else 1.0
-        group = r.get("task_group") or r.get("prefix") or ""
-        edges.append((r["start"], weight, group))
-        edges.append((r["stop"] - slow.get(id(r), 0.0), -weight, group))
-    edges.sort(key=lambda e: e[0])
-    low_time = idle = 0.0
-    by_group: dict[str, float] = {}
-    running: dict[str, float] = {}
-    c = 0.0
-    for i, (t, w, g) in enumerate(edges):
-        c += w
-        v = running.get(g, 0.0) + w
-        if v > 1e-9:
-            running[g] = v
-        else:
-            running.pop(g, None)
-        if i + 1 < len(edges) and edges[i + 1][0] > t and 1e-9 < c < threads - 1e-6:
-            dt = edges[i + 1][0] - t
-            low_time += dt
-            idle += (threads - c) * dt / threads
-            for k, x in running.items():
-                by_group[k] = by_group.get(k, 0.0) + x * dt
+    out (the straggler rule tells of it).
+
+    One sort of the rows' edges; a row's share of the low stretches is the low time
+    accrued by its end less that by its start (running sums at the sorted edges)."""
+    cols = rec.columns
+    keep = cols.stop > cols.start
+    n = int(keep.sum())
+    if not n:
+        return 0.0, 0.0, {}
+    weight, group = cols.weight[keep], cols.group[keep]
+    times = np.concatenate((cols.start[keep], (cols.stop - stragglers(rec))[keep]))
+    steps = np.concatenate((weight, -weight))
+    order = np.argsort(times, kind="stable")
+    t = times[order]
+    c = np.cumsum(steps[order])  # threads busy after each edge
+    dt = np.append(np.diff(t), 0.0)
+    low = (dt > 0) & (c > 1e-9) & (c < threads - 1e-6)
+    low_time = float(dt[low].sum())
+    idle = float(((threads - c[low]) * dt[low]).sum() / threads)
+    accrued = np.empty(2 * n)  # low time before each edge, back in the edges' order
+    accrued[order] = np.concatenate(([0.0], np.cumsum(np.where(low, dt, 0.0))[:-1]))
+    share = weight * (accrued[n:] - accrued[:n])
+    sums = np.bincount(group, weights=share, minlength=len(cols.names))
+    by_group = {cols.names[k]: float(v) for k, v in enumerate(sums.tolist()) if v > 1e-9}
     return low_time, idle, by_group
 
 
@@ -295,7 +297,7 @@ def too_few_tasks(rec: Record) -> list[dict]:
     if threads < 2 or rec.wall <= 0:
         return []
     n_tasks = widths(rec)
-    ran = {r.get("task_group") or r.get("prefix") or "" for r in rec.stream}
+    ran = rec.columns.names
     if all(n_tasks.get(g, 0) >= threads for g in ran):
         # Whichever group the sweep found most in the low stretches could have filled the
         # threads (below): no finding, and no sweep (the rule's costliest step).
@@ -352,25 +354,24 @@ def imbalance(rec: Record) -> list[dict]:
     wthreads = rec.worker_threads()
     if len(wthreads) < 2:
         return []
-    slow = stragglers(rec)
-    busy = {w: 0.0 for w in wthreads}
-    tasks = {w: 0 for w in wthreads}
-    groups: dict[str, float] = {}
+    cols = rec.columns
     # A group of one task (a chunk) or one task at a time (a chain) had nowhere else to go.
     alone = {g for g, n in widths(rec).items() if n < 2}
-    for r in rec.stream:
-        w = r.get("worker")
-        if w not in busy or r.get("task_group") in alone:
-            continue
-        b = (
-            (r.get("busy") or 0.0)
-            if r.get("binned")
-            else r["stop"] - r["start"] - slow.get(id(r), 0.0)
-        )
-        busy[w] += b
-        tasks[w] += r.get("n_tasks") or 1
-        g = r.get("task_group") or r.get("prefix") or ""
-        groups[g] = groups.get(g, 0.0) + b
+    counted = np.isin(
+        cols.group, [c for c, g in enumerate(cols.names) if g not in alone]
+    ) & np.isin(cols.worker, [c for c, w in enumerate(cols.workers) if w in wthreads])
+    work = (cols.work - stragglers(rec))[counted]
+    by_worker = np.bincount(cols.worker[counted], weights=work, minlength=len(cols.workers))
+    n_by_worker = np.bincount(
+        cols.worker[counted], weights=cols.n[counted], minlength=len(cols.workers)
+    )
+    busy = {w: 0.0 for w in wthreads}
+    tasks = {w: 0 for w in wthreads}
+    for c, w in enumerate(cols.workers):
+        if w in busy:
+            busy[w], tasks[w] = float(by_worker[c]), int(n_by_worker[c])
+    by_group = np.bincount(cols.group[counted], weights=work, minlength=len(cols.names))
+    groups = {cols.names[k]: float(v) for k, v in enumerate(by_group.tolist()) if v}
     total = sum(busy.values())
     if total <= 0:
         return []

@@ -6,6 +6,8 @@ gil-contention, cpu-starved, transfer-bound and serialization.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..figures import format_bytes, group_name
 from .finding import finding, secs
 from .record import Record
@@ -21,10 +23,9 @@ FETCH_CONTEXTS = ("gather-dep", "get-data")
 
 def _threads_of(rec: Record, groups: list[dict]) -> int:
     """Threads that ran these groups (task stream; the cluster's threads without one)."""
-    names = {g["name"] for g in groups}
-    ran_on = {
-        (r.get("worker"), r.get("thread")) for r in rec.stream if r.get("task_group") in names
-    }
+    cols = rec.columns
+    codes = [c for c in (cols.code(g["name"]) for g in groups) if c is not None]
+    ran_on = np.unique(cols.slots()[np.isin(cols.group, codes)])
     return len(ran_on) or rec.threads
 
 

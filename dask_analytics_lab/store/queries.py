@@ -45,10 +45,11 @@ _EMPTY_IS_NONE = {"computation_id", "task_group"}
 
 
 def _rows(
-    result: sa.Result[Any], *, blanks: bool = False, page: bool = False
+    result: sa.Result[Any], *, blanks: bool = False, page: bool = False, plain: bool = False
 ) -> list[dict[str, Any]]:
-    """page: a list query, which a server's answer budget may cut short (store/budget.py)."""
-    rows = collect(result, page=page)
+    """page: a list query, which a server's answer budget may cut short (store/budget.py);
+    plain: its columns need no conversion (budget.collect)."""
+    rows = collect(result, page=page, plain=plain)
     return _blanks(rows) if blanks else rows
 
 
@@ -817,13 +818,25 @@ def list_task_stream(
     account: str | None = None,
     limit: int | None = 100_000,
     offset: int = 0,
+    fields: tuple[str, ...] | None = None,
 ) -> list[dict[str, Any]]:
-    """A computation's task stream, by start (from the `offset`th): one row per task, or per bin (binned)."""
+    """A computation's task stream, by start (from the `offset`th): one row per task, or
+    per bin (binned); fields: only these columns (start and stop always)."""
     comp = _computation_row(conn, computation_id, account)
     t, sp = s.task_stream, s.task_stream_spans
     key = (comp["cluster_id"], comp["computation_id"])
+    # Not the ids the caller asked by, nor what it did not ask for: the text columns of
+    # 10,000 rows are most of reading them (the findings read a whole stream).
+    wanted = {"start", "stop", *fields} if fields else None
     q = (
-        sa.select(t)
+        sa.select(
+            *(
+                c
+                for c in t.c
+                if c.name not in ("cluster_id", "computation_id")
+                and (wanted is None or c.name in wanted)
+            )
+        )
         .where(t.c.cluster_id == key[0], t.c.computation_id == key[1])
         .order_by(t.c.start, t.c.id)
         .limit(_limit(limit))
@@ -836,7 +849,11 @@ def list_task_stream(
     ).first()
     if span is not None:  # its time partitions only; without a span, all of them
         q = q.where(_window(t.c.start, span.first_start, span.last_start))
-    return _rows(conn.execute(q), page=True)
+    rows = _rows(conn.execute(q), page=True, plain=True)
+    if wanted is None or "binned" in wanted:
+        for r in rows:  # SQLite's 0 or 1
+            r["binned"] = bool(r["binned"])
+    return rows
 
 
 def cost_report(

@@ -15,6 +15,7 @@ import inspect
 import json
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import msgspec
@@ -29,7 +30,7 @@ from dask_analytics_lab.store.store import Store
 
 from ..cluster_helpers import recorded_cluster
 from ..factories import Cluster
-from ..server_helpers import ServerThread, add_token
+from ..server_helpers import ServerThread, add_token, request
 from ..workloads import job
 
 pytestmark = pytest.mark.postgres
@@ -119,6 +120,8 @@ def calls(r: dict) -> list[tuple[str, tuple, dict]]:
         ("get_profile", (comp,), {"prefix": "spin"}),
         ("list_worker_samples", (cid,), {"limit": 20}),
         ("list_task_stream", (comp,), {"offset": 2}),
+        ("list_task_stream", (comp,), {"fields": ["worker", "state"]}),
+        ("list_task_stream", (comp,), {"fields": "task_group,busy,binned"}),
         ("list_gpu_metrics", (r["gpu_cluster_id"],), {}),
         ("list_runs", (comp,), {}),
         ("compare", (comp,), {}),
@@ -202,6 +205,26 @@ def test_a_bad_argument_is_refused_alike_by_every_reader(recorded, readers):
             reader.get_profile()
         with pytest.raises(ValueError, match="since="):
             reader.list_computations(since=30)
+        with pytest.raises(ValueError, match=r"unknown field\(s\) \['password'\]"):
+            reader.list_task_stream(recorded["second"], fields=["worker", "password"])
+        with pytest.raises(ValueError, match="fields must be a list of field names"):
+            reader.list_task_stream(recorded["second"], fields=[1])
+
+
+def test_fields_give_only_those_and_a_hostile_list_is_refused_by_the_server(recorded, readers):
+    """The findings read a 10,000-task stream without its ids and states (a third of the
+    reading): `fields` gives those of each row, and start and stop always."""
+    comp = recorded["second"]
+    for reader in readers.values():
+        rows = reader.list_task_stream(comp, account=ACCOUNT, fields=["worker"])
+        assert rows and all(set(r) == {"worker", "start", "stop"} for r in rows), rows[:2]
+    http = readers["team server"]
+    path = f"{http.url}/api/computations/{comp}/tasks"
+    for hostile in ("id;drop table task_stream", "worker,../../etc", ","):
+        status, body, _ = request(
+            f"{path}?fields={urllib.parse.quote(hostile)}", token=http.client.token
+        )
+        assert status == 400 and "field" in str(body), (hostile, status, body)
 
 
 def test_every_reader_has_every_read_with_one_signature():
