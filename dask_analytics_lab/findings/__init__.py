@@ -63,7 +63,7 @@ def stands_apart(f: dict, comp: dict) -> bool:
     other work) overlap every cause by nature, and an erred computation's failures claim
     all of it (it is never healthy)."""
     return f["kind"] in ("idle-cluster", "slower-than-before", "cpu-starved") or (
-        f["kind"] == "failures" and comp["state"] == "erred"
+        f["kind"] in ("failures", "memory-kill") and comp["state"] == "erred"
     )
 
 
@@ -72,11 +72,18 @@ def _folded(found: list[dict]) -> list[dict]:
     ran a straggler is that straggler (imbalance already leaves the straggler's excess
     out; what is left on that worker is the straggler's wait), and work piled on one
     worker of a graph too narrow for the threads (too-few-tasks: a chain, one chunk) had
-    nowhere else to go."""
+    nowhere else to go; and work piled on the others while a worker killed for its memory
+    restarted is that kill."""
     slow = {w for f in found if f["kind"] == "straggler" for w in f["workers"]}
+    killed = {w for f in found if f["kind"] == "memory-kill" for w in f["workers"]}
     narrow = any(f["kind"] == "too-few-tasks" for f in found)
     return [
-        f for f in found if not (f["kind"] == "imbalance" and (narrow or f["workers"][0] in slow))
+        f
+        for f in found
+        if not (
+            f["kind"] == "imbalance"
+            and (narrow or f["workers"][0] in slow or killed.intersection(f["workers"][1:]))
+        )
     ]
 
 

@@ -747,6 +747,29 @@ def test_a_chain_through_one_group_is_too_narrow_not_imbalance(sqlite_url):
     assert "group spin-1 ran 1 task at a time" in found[0]["evidence"], found[0]
 
 
+def test_work_piled_on_the_others_while_a_killed_worker_restarted_is_that_kill(sqlite_url):
+    """#43: a worker killed for its memory runs nothing while it restarts, so the work
+    piles on the others: that is the kill's cost, not an imbalance to spread."""
+    c = Cluster()
+    t = c.t + 1
+    groups = [group("spin-1", n_tasks=4, compute=4.0, start=t + 1, stop=t + 5)]
+    rows = [stream_row("spin-1", 1, t + 1 + i, t + 2 + i) for i in range(4)]
+    kill = c.event("worker-left", {"worker": "tcp://10.0.0.2:4000", "reason": "memory"})
+    kill["data"]["time"] = t + 2
+    with open_store(sqlite_url) as store:
+        store.ingest(
+            [
+                c.cluster(),
+                c.workers(2, at=t, nthreads=1),
+                c.computation("piled", start=t, stop=t + 5, groups=groups),
+                c.tasks("piled", rows),
+                kill,
+            ]
+        )
+        kinds = [f["kind"] for f in explain(store, "piled")]
+    assert "memory-kill" in kinds and "imbalance" not in kinds, kinds
+
+
 @pytest.mark.parametrize(
     "coded, shares",
     [
