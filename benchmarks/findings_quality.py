@@ -16,8 +16,9 @@ and prints:
   send DataFrames rather than Python objects, give workers more memory, make each task
   need less, free the cores), the same work with the advice applied runs right after
   (on a cluster of the shape the advice names, when it names one); saved = wall before
-  - wall after, against the finding's impact (the ratio should be within 1.5x either
-  way).  slower-than-before and idle-cluster have none: their advice is to undo a
+  - wall after (all of the wall before when that computation erred: nothing it did was
+  kept, and the fixed run is needed anyway), against the finding's impact (the ratio
+  should be within 1.5x either way).  slower-than-before and idle-cluster have none: their advice is to undo a
   change, and an idle timeout (cluster time, not wall time);
 - computations whose findings together claim more than their wall time less their
   ideal time (CPU time over threads), which explain never allows.
@@ -579,6 +580,14 @@ class Outcome:
     wall: float
     found: list[dict] = field(default_factory=list)
     fixed_wall: float | None = None
+    erred: bool = False
+
+    @property
+    def saved(self) -> float | None:
+        """What applying the advice saved (None: no fix was run)."""
+        if self.fixed_wall is None:
+            return None
+        return self.wall if self.erred else self.wall - self.fixed_wall
 
 
 def _new_id(client: Client, store: str, cluster_id: str, before: set[str]) -> str:
@@ -648,7 +657,12 @@ def run_cluster(spec: Cluster, store: str, loaded: bool, only: set[str] | None) 
                     s.run(client)
                 got = _new_id(client, store, cid, known)
                 comp = dal.get_computation(got, store=store)
-                outcome = Outcome(s, got, (comp["stop"] or time.time()) - comp["start"])
+                outcome = Outcome(
+                    s,
+                    got,
+                    (comp["stop"] or time.time()) - comp["start"],
+                    erred=comp["state"] == "erred",
+                )
                 if s.fixed is not None:
                     outcome.fixed_wall = _fixed_wall(s, client, store, cid)
                 out.append(outcome)
@@ -692,9 +706,9 @@ def main() -> None:
         mine = [o for o in outcomes if o.scenario.kind == kind]
         hit = [o for o in mine if kind in [f["kind"] for f in o.found[:2]]]
         pairs = [
-            (next(f["impact"] for f in o.found if f["kind"] == kind), o.wall - o.fixed_wall)
+            (next(f["impact"] for f in o.found if f["kind"] == kind), o.saved)
             for o in hit
-            if o.fixed_wall is not None
+            if o.saved is not None
         ]
         claimed = sum(p[0] for p in pairs)
         saved = sum(p[1] for p in pairs)

@@ -61,8 +61,10 @@ def gil_contention(rec: Record) -> list[dict]:
     holding Python's GIL.  Waiting on I/O or sleep leaves the CPU near 0, and threads
     that run in parallel use several cores and wait little: neither is claimed.
 
-    Impact: the waiting over the cluster's threads: what processes (one thread each, no
-    shared GIL) would have run in parallel instead."""
+    Impact: the waiting over the cluster's threads, what processes (one thread each, no
+    shared GIL) would have run in parallel instead; at most the prefix's wall time less
+    its n-th (n threads in a process at once instead of one): on a busy machine the
+    threads also waited for a free core, which processes do not give them."""
     st = rec.settings
     wthreads = rec.worker_threads()
     multi = sorted(w for w, n in wthreads.items() if n > 1)
@@ -97,7 +99,8 @@ def gil_contention(rec: Record) -> list[dict]:
         f"{prefix}: threads waited {secs(waited)} and ran {secs(ran)} on the CPU "
         f"({waited / (waited + ran):.0%} waiting; execute thread-noncpu vs thread-cpu), {cpu:.0f}% of one "
         f"core per worker over its {secs(wall)} (thread-cpu over its groups' wall time), on workers of {n} "
-        f"threads: one core, what one GIL lets through. Impact: the waiting over {rec.threads} threads"
+        f"threads: one core, what one GIL lets through. Impact: the waiting over {rec.threads} threads, "
+        f"at most the wall time less its {n}th (a process's {n} threads at once, not one)"
     )
     advice = (
         f"Run pure-Python work in processes: workers with one thread each (LocalCluster(processes=True, "
@@ -110,7 +113,7 @@ def gil_contention(rec: Record) -> list[dict]:
             f"{prefix}: threads took turns holding the GIL",
             evidence,
             advice,
-            sum(h[0] for h in hits) / rec.threads,
+            sum(min(h[0] / rec.threads, h[4] * (1 - 1 / n)) for h in hits),
             groups=[h[2] for h in hits],
             workers=multi,
         )
