@@ -363,7 +363,7 @@ def threads1x2() -> Cluster:
     """One worker of 2 threads in this process: the GIL, and spilling (200 MiB)."""
     gil = lambda c: c.gather(c.map(spin, [0.3] * 8, range(8), pure=False))  # noqa: E731
     gil4 = lambda c: c.gather(c.map(spin, [0.2] * 12, range(12), pure=False))  # noqa: E731
-    # The advices: the same threads as processes (one thread each), and more memory.
+    # The advice: the same threads as processes (one thread each), and more memory.
     apart = {"n_workers": 2, "threads_per_worker": 1, "processes": True}
     roomy = {"n_workers": 1, "threads_per_worker": 2, "memory_limit": "4 GiB"}
     return Cluster(
