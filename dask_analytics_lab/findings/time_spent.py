@@ -53,6 +53,28 @@ def _fetch_serialization_share(rec: Record) -> float:
     return 1.0 if share >= rec.settings["serialization_share"] else share
 
 
+def _busy_host(rec: Record) -> bool:
+    host, cores = rec.comp.get("host_cpu"), rec.comp.get("host_cores")
+    return host is not None and bool(cores) and host >= rec.settings["starved_host_cpu"]
+
+
+def _processes_save(rec: Record, got: float, n: int, workers: int) -> float:
+    """The share of a GIL-bound prefix's wall time that n processes a worker would save,
+    where each worker's threads, one at a time, got `got` of a core.  On a quiet machine
+    each process gets a core: 1 - got / n.  On a busy host (the computation's host_cpu
+    at least `starved-host-cpu`) the cores are shared with what keeps them busy: the
+    others' runnable threads, seen from what one thread got (cores / got - workers),
+    then share them with n threads a worker instead of one."""
+    if got <= 0:
+        return 0.0
+    then = 1.0
+    if _busy_host(rec):
+        cores = float(rec.comp["host_cores"])
+        others = max(0.0, cores / got - workers)
+        then = min(1.0, cores / (others + n * workers))
+    return max(0.0, 1 - got / (n * then))
+
+
 def gil_contention(rec: Record) -> list[dict]:
     """gil-contention: a task prefix, on workers with several threads, whose threads
     waited (execute thread-noncpu) at least `gil-wait-share` of their time while they
@@ -62,8 +84,8 @@ def gil_contention(rec: Record) -> list[dict]:
     that run in parallel use several cores and wait little: neither is claimed.
 
     Impact: the waiting over the cluster's threads, what processes (one thread each, no
-    shared GIL) would have run in parallel instead; at most the prefix's wall time less
-    its n-th (n threads in a process at once instead of one): on a busy machine the
+    shared GIL) would have run in parallel instead; at most what n processes per worker
+    would save of the prefix's wall time (`_processes_save`): on a busy machine the
     threads also waited for a free core, which processes do not give them."""
     st = rec.settings
     wthreads = rec.worker_threads()
@@ -95,12 +117,22 @@ def gil_contention(rec: Record) -> list[dict]:
     hits.sort(reverse=True)
     waited, ran, prefix, cpu, wall = hits[0]
     n = max(wthreads[w] for w in multi)
+    impact = sum(
+        min(h[0] / rec.threads, _processes_save(rec, h[3] / 100, n, len(multi)) * h[4])
+        for h in hits
+    )
     evidence = (
         f"{prefix}: threads waited {secs(waited)} and ran {secs(ran)} on the CPU "
         f"({waited / (waited + ran):.0%} waiting; execute thread-noncpu vs thread-cpu), {cpu:.0f}% of one "
         f"core per worker over its {secs(wall)} (thread-cpu over its groups' wall time), on workers of {n} "
         f"threads: one core, what one GIL lets through. Impact: the waiting over {rec.threads} threads, "
-        f"at most the wall time less its {n}th (a process's {n} threads at once, not one)"
+        f"at most what {n} processes a worker would save of the wall time"
+        + (
+            f" on a host with {rec.comp.get('host_cpu'):.0f}% of its cores busy (a process gets a share "
+            "of a core, as its threads did)"
+            if _busy_host(rec)
+            else ""
+        )
     )
     advice = (
         f"Run pure-Python work in processes: workers with one thread each (LocalCluster(processes=True, "
@@ -113,7 +145,7 @@ def gil_contention(rec: Record) -> list[dict]:
             f"{prefix}: threads took turns holding the GIL",
             evidence,
             advice,
-            sum(min(h[0] / rec.threads, h[4] * (1 - 1 / n)) for h in hits),
+            impact,
             groups=[h[2] for h in hits],
             workers=multi,
         )
