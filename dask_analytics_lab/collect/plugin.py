@@ -68,6 +68,8 @@ _DASK_TOPICS = frozenset(
         "task-erred",
         "spans",
         "memory",
+        # The nanny's, at each memory restart: read for the worker-left event's reason.
+        "worker-restart-memory",
     }
 )
 
