@@ -452,13 +452,7 @@ def processes() -> Cluster:
                 gathered(objects, 6, 60_000),
                 fixed=gathered(frame, 6, 60_000),
             ),
-            Scenario(
-                "healthy: little moved",
-                None,
-                lambda c: c.compute(
-                    delayed(count)([delayed(block)(i, 1) for i in range(8)])
-                ).result(),
-            ),
+            Scenario("healthy: little moved", None, gathered(block, 8, 1)),
             Scenario(
                 "healthy: processes spin",
                 None,

@@ -668,42 +668,6 @@ def test_hostile_recorded_settings_cost_no_answer_its_findings(store_url, settin
         assert "straggler" in [f["kind"] for f in body["findings"]], body
 
 
-def test_a_chain_of_single_chunks_on_one_worker_is_not_imbalance(sqlite_url):
-    """#43: a one-chunk computation (a chain of groups of one task each) runs on one
-    worker; nothing could have been spread, so no imbalance, and the graph too narrow
-    for the threads is what is said."""
-    c = Cluster()
-    t = c.t + 1
-    names = ["ones-1", "add-2", "sum-3", "mean-4"]
-    groups = [
-        group(n, n_tasks=1, compute=2.0, start=t + 2 * i, stop=t + 2 * i + 2)
-        for i, n in enumerate(names)
-    ]
-    rows = [
-        {
-            "worker": "tcp://10.0.0.1:4000",
-            "thread": 1,
-            "prefix": n.split("-")[0],
-            "task_group": n,
-            "state": "memory",
-            "start": t + 2 * i,
-            "stop": t + 2 * i + 2,
-        }
-        for i, n in enumerate(names)
-    ]
-    with open_store(sqlite_url) as store:
-        store.ingest(
-            [
-                c.cluster(),
-                c.workers(2, at=t, nthreads=1),
-                c.computation("chain", start=t, stop=t + 8, groups=groups),
-                c.tasks("chain", rows),
-            ]
-        )
-        kinds = [f["kind"] for f in explain(store, "chain")]
-    assert "imbalance" not in kinds and "too-few-tasks" in kinds, kinds
-
-
 def stream_row(group_: str, worker: int, start: float, stop: float) -> dict:
     """A task stream row of one task of `group_` on worker `worker`'s one thread."""
     return {
@@ -715,6 +679,31 @@ def stream_row(group_: str, worker: int, start: float, stop: float) -> dict:
         "start": start,
         "stop": stop,
     }
+
+
+def test_a_chain_of_single_chunks_on_one_worker_is_not_imbalance(sqlite_url):
+    """#43: a one-chunk computation (a chain of groups of one task each) runs on one
+    worker; nothing could have been spread, so no imbalance, and the graph too narrow
+    for the threads is what is said."""
+    c = Cluster()
+    t = c.t + 1
+    names = ["ones-1", "add-2", "sum-3", "mean-4"]
+    groups = [
+        group(n, n_tasks=1, compute=2.0, start=t + 2 * i, stop=t + 2 * i + 2)
+        for i, n in enumerate(names)
+    ]
+    rows = [stream_row(n, 1, t + 2 * i, t + 2 * i + 2) for i, n in enumerate(names)]
+    with open_store(sqlite_url) as store:
+        store.ingest(
+            [
+                c.cluster(),
+                c.workers(2, at=t, nthreads=1),
+                c.computation("chain", start=t, stop=t + 8, groups=groups),
+                c.tasks("chain", rows),
+            ]
+        )
+        kinds = [f["kind"] for f in explain(store, "chain")]
+    assert "imbalance" not in kinds and "too-few-tasks" in kinds, kinds
 
 
 def test_a_chain_through_one_group_is_too_narrow_not_imbalance(sqlite_url):
