@@ -9,8 +9,16 @@ Then the calls are replayed, as Dask makes them (`plugin.transition(key, start, 
 stimulus_id=..., **kwargs)`), to the analytics plugin and to a no-op plugin of the same
 signature; the difference is the hook's body, per transition and per task (best of
 `--rounds`, the hook's timed calls and the plugin's ticks switched off; the task
-stream's incoming tasks are let go of between rounds).  The replay runs after the
+stream's incoming tasks are let go of between rounds; `analytics.accounting` is off by
+default, so no call is timed).  The replay runs after the
 workload: the groups' counts exist, as they do for every transition but a group's first.
+
+    python benchmarks/hook_replay.py --side-by-side [--workload ...]
+
+replays the same calls to Dask's own TaskStreamPlugin (the dashboard's task stream) and
+AllProgress (its progress bars) too, each over the tasks as they were: every plugin's
+body beside the no-op's, in one run (the budget: analytics' body no more than the task
+stream's).
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import dask.array as da
 import dask.bag as db
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.diagnostics.progress import AllProgress
+from distributed.diagnostics.task_stream import TaskStreamPlugin
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.collect.hook import transition_hook
@@ -79,6 +89,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--workload", default="client.map", choices=sorted(WORKLOADS))
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--side-by-side", action="store_true", help="Dask's TaskStreamPlugin and AllProgress too"
+    )
     args = parser.parse_args()
     store = "sqlite:///" + str(Path(tempfile.mkdtemp()) / "replay.db")
     with dask.config.set({"distributed.admin.tick.limit": "1h"}):
@@ -102,14 +115,35 @@ def main() -> None:
             # The hook again, over the tasks as they were at their transitions (Dask has
             # forgotten them), with no timed calls: they would time the replay.
             plugin._tasks = {key: ts for key, _, _, _, _, ts in calls if ts is not None}
-            plugin._random = types.SimpleNamespace(randint=lambda a, b: 2**62)
             plugin.transition = transition_hook(plugin)
             best, base = float("inf"), float("inf")
+            # Dask's own plugins over a scheduler that has the tasks as they were.
+            then = types.SimpleNamespace(tasks=plugin._tasks, add_plugin=lambda p: None)
+            own: dict[str, float] = {}
             for _ in range(args.rounds):
                 if plugin._stream is not None:
                     plugin._stream.incoming.clear()
                 best = min(best, replay(plugin, calls))
                 base = min(base, replay(Noop(), calls))
+                if args.side_by_side:
+                    for label, make in (
+                        ("TaskStreamPlugin", lambda: TaskStreamPlugin(then)),
+                        ("AllProgress", lambda: AllProgress(then)),
+                    ):
+                        own[label] = min(own.get(label, float("inf")), replay(make(), calls))
+    if args.side_by_side:
+        print(
+            f"{args.workload}: {tasks} tasks, {len(calls)} transitions replayed; each plugin's"
+            f" body over a no-op's (best of {args.rounds})\n"
+        )
+        print(f"{'plugin':<20} {'us/transition':>14} {'us/task':>8}")
+        for label, spent in [*own.items(), ("analytics", best)]:
+            body = spent - base
+            print(f"{label:<20} {body / len(calls) * 1e6:>14.3f} {body / tasks * 1e6:>8.2f}")
+        print(
+            f"{'(no-op call itself)':<20} {base / len(calls) * 1e6:>14.3f} {base / tasks * 1e6:>8.2f}"
+        )
+        return
     body = best - base
     print(
         f"{args.workload}: {tasks} tasks, {len(calls)} transitions: hook body"

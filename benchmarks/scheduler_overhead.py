@@ -13,7 +13,10 @@
 3. The plugin's memory after 50, 100 and 200 computations.
 (1c, --parts: the with/without difference with one part of analytics off at a time;
 1d, --gc: the garbage collector's CPU on the event loop, with and without;
-1e, --dispatch N: Dask's cost of calling N plugins that do nothing, per plugin.)
+1e, --dispatch N: Dask's cost of calling N plugins that do nothing, per plugin;
+1f, --side-by-side [N ...]: the scheduler process's CPU per task with no plugin, a
+plugin that does nothing, Dask's TaskStreamPlugin, Dask's AllProgress and analytics
+with everything on, interleaved in each round; the budget is TaskStreamPlugin's.)
 """
 
 from __future__ import annotations
@@ -157,6 +160,10 @@ class Cluster:
             p.wait()
 
 
+# The hook timed (analytics.accounting): section 1b reads what it counted.
+ACCOUNTED = {"DASK_ANALYTICS__ACCOUNTING": "true"}
+
+
 def _run_once(c: Cluster, work, n: int) -> float:
     """Scheduler event-loop CPU microseconds per task of one run of `work` (and the
     1.2 s after it, so the plugin's ticks are counted)."""
@@ -252,7 +259,7 @@ def gc_share(off: Cluster, on: Cluster, repeats: int, n: int) -> None:
 
 
 def overhead(repeats: int, n: int, store: str) -> None:
-    off, on = Cluster(False, store), Cluster(True, store)
+    off, on = Cluster(False, store), Cluster(True, store, env=ACCOUNTED)
     try:
         for c in (off, on):  # warm up: imports, first-graph costs
             WORKLOADS["client.map"](c.client, 500)
@@ -383,6 +390,96 @@ PARTS = [
 
 
 NOTHING_PRELOAD = str(Path(__file__).with_name("_plugins_that_do_nothing.py"))
+OWN_PRELOAD = str(Path(__file__).with_name("_dask_own_plugins.py"))
+# (label, preload or None, extra environment): the side-by-side's schedulers.
+SIDE_BY_SIDE = [
+    ("no plugin", None, {}),
+    ("no-op plugin", OWN_PRELOAD, {"DAL_BENCH_OWN": "noop"}),
+    ("TaskStreamPlugin", OWN_PRELOAD, {"DAL_BENCH_OWN": "task-stream"}),
+    ("AllProgress", OWN_PRELOAD, {"DAL_BENCH_OWN": "all-progress"}),
+    ("analytics, all on", "dask_analytics_lab", {}),
+]
+
+
+def _process_cpu(c: Cluster) -> float:
+    """The scheduler process's CPU seconds, every thread (the store's writer too), read
+    from outside: no call into the loop it measures."""
+    import psutil
+
+    t = psutil.Process(c.procs[0].pid).cpu_times()
+    return t.user + t.system
+
+
+def _run_both(c: Cluster, work, n: int) -> tuple[float, float]:
+    """(process, event loop) CPU microseconds per task of one run of `work` and the
+    1.2 s after it (the plugin's ticks and writes)."""
+    p0, loop0 = _process_cpu(c), _loop_cpu(c.client)
+    work(c.client, n)
+    time.sleep(1.2)
+    p1, loop1 = _process_cpu(c), _loop_cpu(c.client)
+    tasks = _tasks_in_last(c.client)
+    return (p1 - p0) / tasks * 1e6, (loop1 - loop0) / tasks * 1e6
+
+
+def side_by_side(repeats: int, sizes: list[int], store: str, workloads: list[str]) -> None:
+    """One scheduler per variant (SIDE_BY_SIDE), each pinned to the first core with its
+    workers on the others, every variant run once per round in a rotated order (none is
+    always first, a drift in the machine's speed weighs on all alike).  The figure is
+    the scheduler process's CPU per task, every thread; beside it the event loop's.
+    The budget: analytics with everything on costs no more than Dask's TaskStreamPlugin
+    (a no-op plugin's dispatch plus the task stream's own work); `over budget` is the
+    median of each round's paired difference, with a ~95% interval of that median."""
+    clusters = [
+        (label, Cluster(preload is not None, store, preload=preload or "", env=env))
+        for label, preload, env in SIDE_BY_SIDE
+    ]
+    try:
+        for _, c in clusters:
+            WORKLOADS["client.map"](c.client, 500)  # imports, first-graph costs
+        for n in sizes:
+            for name in workloads:
+                work = WORKLOADS[name]
+                proc: dict[str, list[float]] = {label: [] for label, _ in clusters}
+                loop: dict[str, list[float]] = {label: [] for label, _ in clusters}
+                tasks = 0
+                for r in range(repeats):
+                    k = r % len(clusters)
+                    for label, c in clusters[k:] + clusters[:k]:
+                        p, lp = _run_both(c, work, n)
+                        proc[label].append(p)
+                        loop[label].append(lp)
+                    tasks = _tasks_in_last(clusters[0][1].client)
+                    print(
+                        f"  {name} round {r + 1}: "
+                        + ", ".join(f"{label} {proc[label][-1]:.1f}" for label, _ in clusters),
+                        flush=True,
+                    )
+                base = proc["no plugin"]
+                print(
+                    f"\n1f. {name}, {tasks} tasks, {repeats} rounds: scheduler-process CPU per task"
+                    " (median, +/- ~95% interval of the median)\n"
+                )
+                print(
+                    f"{'variant':<20} {'us/task':>8} {'+/-':>6} {'over none':>10} {'+/-':>6}"
+                    f" {'loop us/task':>13}"
+                )
+                for label, _ in clusters:
+                    over = [a - b for a, b in zip(proc[label], base)]
+                    print(
+                        f"{label:<20} {statistics.median(proc[label]):>8.1f}"
+                        f" {_median_ci(proc[label]):>6.1f} {statistics.median(over):>10.2f}"
+                        f" {_median_ci(over):>6.2f} {statistics.median(loop[label]):>13.1f}"
+                    )
+                ours, budget = proc["analytics, all on"], proc["TaskStreamPlugin"]
+                over = [a - b for a, b in zip(ours, budget)]
+                verdict = "within" if statistics.median(over) <= 0 else "OVER"
+                print(
+                    f"analytics - TaskStreamPlugin: {statistics.median(over):+.2f} us a task"
+                    f" (+/- {_median_ci(over):.2f}): {verdict} the budget"
+                )
+    finally:
+        for _, c in clusters:
+            c.close()
 
 
 def dispatch(repeats: int, n: int, store: str, plugins: int) -> None:
@@ -586,7 +683,7 @@ def main() -> None:
         nargs="*",
         default=None,
         choices=sorted(WORKLOADS),
-        help="section 1b only: these workloads (default: all)",
+        help="sections 1b and 1f only: these workloads (default: all)",
     )
     parser.add_argument(
         "--idle", type=float, default=30.0, help="seconds idle for the idle share (section 1b)"
@@ -605,6 +702,15 @@ def main() -> None:
         default=None,
         help="only section 1e, Dask's cost of calling this many plugins that do nothing",
     )
+    parser.add_argument(
+        "--side-by-side",
+        nargs="*",
+        type=int,
+        metavar="TASKS",
+        default=None,
+        help="only section 1f, Dask's own plugins beside analytics, at these sizes"
+        " (default: 20000; --workloads picks workloads)",
+    )
     args = parser.parse_args()
     store = args.store or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     dask.config.set({"distributed.admin.tick.limit": "1h"})
@@ -619,7 +725,7 @@ def main() -> None:
             on.close()
         return
     if args.accounted is not None:
-        on = Cluster(True, store)
+        on = Cluster(True, store, env=ACCOUNTED)
         try:
             accounted(
                 on.client,
@@ -629,6 +735,14 @@ def main() -> None:
             )
         finally:
             on.close()
+        return
+    if args.side_by_side is not None:
+        side_by_side(
+            args.repeats,
+            args.side_by_side or [20_000],
+            store,
+            args.workloads or list(WORKLOADS),
+        )
         return
     if args.dispatch is not None:
         dispatch(args.repeats, args.tasks, store, args.dispatch)

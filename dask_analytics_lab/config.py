@@ -115,6 +115,7 @@ def resolve(overrides: dict | None = None) -> dict:
         "token": setting("token"),
         "ca_file": setting("ca-file"),
         "interval": setting("interval"),
+        "accounting": setting("accounting"),
         "user": setting("user") or getpass.getuser(),
         "account": setting("account") or "default",
         "name": setting("name"),

@@ -75,7 +75,10 @@ def _thread_cpu(ident: int | None) -> float:
 class CostMeter:
     """Counts analytics' CPU on the thread that made it (the scheduler's event loop)."""
 
-    def __init__(self, *, watch_gc: bool = False) -> None:
+    def __init__(self, *, watch_gc: bool = False, hooks_timed: bool = True) -> None:
+        # Whether the transition hook is timed (analytics.accounting): off, `hooks` and
+        # `dispatch` read 0 and the report says they were not counted.
+        self.hooks_timed = hooks_timed
         self.seconds = dict.fromkeys(PARTS, 0.0)
         self.longest_call = 0.0
         self.longest_part = ""
@@ -224,6 +227,7 @@ class CostMeter:
             "longest_part": self.longest_part,
             "longest_gc_ms": 1e3 * self.longest_gc,
             "gc_seconds": gc_seconds,
+            "hooks_timed": self.hooks_timed,
             "hook_samples": self._timed[SAMPLED][1],
             "hook_baselines": self._timed[NO_OP][1] + self._timed[CLOCK][1],
             "hook_sums": sums,

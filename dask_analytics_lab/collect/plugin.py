@@ -174,7 +174,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self._sampler = ClusterSampler(s["price_per_core_hour"], time.time())
         self._last_counter = -1
         # What analytics costs this scheduler's event loop, by part (dal.status shows it).
-        self._meter = CostMeter(watch_gc=True)
+        self._meter = CostMeter(watch_gc=True, hooks_timed=bool(s.get("accounting")))
         self._counter0 = scheduler.transition_counter  # the hook sees every transition from here
         self._random = random.Random()  # the hook's gaps between timed calls
         self._ticks = 0

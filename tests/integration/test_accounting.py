@@ -27,7 +27,10 @@ class CountTransitions(SchedulerPlugin):
 
 
 def test_status_accounts_every_part_of_the_cost(sqlite_url):
-    with recorded_cluster(sqlite_url, processes=True) as (client, info):
+    with recorded_cluster(sqlite_url, processes=True, config={"analytics.accounting": True}) as (
+        client,
+        info,
+    ):
         client.run_on_scheduler(
             lambda dask_scheduler: dask_scheduler.add_plugin(CountTransitions())
         )
@@ -59,6 +62,26 @@ def test_status_accounts_every_part_of_the_cost(sqlite_url):
     # The hook's own cost is timed calls less timed calls of it for no task,
     # Dask's call of it that less the clock alone: both baselines were taken.
     assert cost["hook_samples"] > 0 and cost["hook_baselines"] > 0
+    assert cost["hooks_timed"] is True
+
+
+def test_without_accounting_the_hook_is_not_timed_and_the_rest_is_counted(sqlite_url):
+    # The default: the hook has no timing in it (collect/hook.py's `metered` is not
+    # there), and says so; update_graph and ticks are timed per call either way.
+    with recorded_cluster(sqlite_url) as (client, info):
+        wait(client.map(lambda i: i + 1, range(500)))
+        wait_for(lambda: dal.status(client)["cost"]["parts"]["ticks"] > 0, what="a tick")
+        cost = dal.status(client)["cost"]
+        hook = client.run_on_scheduler(
+            lambda dask_scheduler: (
+                dask_scheduler.plugins["dask-analytics-lab"].transition.__qualname__
+            )
+        )
+    assert cost["hooks_timed"] is False
+    assert cost["hook_samples"] == cost["hook_baselines"] == 0
+    assert cost["parts"]["hooks"] == cost["dispatch_seconds"] == 0
+    assert cost["parts"]["graph"] > 0 and cost["transition_calls"] >= 4 * 500
+    assert hook == "_hook.<locals>.transition"  # the plain hook, not `metered` around it
 
 
 def test_the_hooks_cost_and_dispatch_come_from_timed_calls_and_their_baselines():
