@@ -1,4 +1,4 @@
-"""A computation's label (`read_parquet → … → to_parquet`: collect/computations.py) at
+"""A computation's label (`read_parquet → … → to_parquet`: collect/labels.py) at
 thousands of task groups: the tracker makes it, in a turn of the scheduler's loop of its
 own, whenever a computation gets a new set of groups.
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from distributed.scheduler import TaskGroup, TaskPrefix  # noqa: E402
 
-from dask_analytics_lab.collect.computations import _label  # noqa: E402
+from dask_analytics_lab.collect.labels import prefix_label  # noqa: E402
 from tests.unit.test_tracker import _label_by_sorting  # noqa: E402  (the label as defined)
 
 
@@ -75,7 +75,7 @@ def main() -> None:
     ]:
         claims = claims_of(n_groups, n_prefixes, deps)
         base, want = best(by_definition, claims, args.repeat)
-        ours, got = best(_label, claims, args.repeat)
+        ours, got = best(prefix_label, claims, args.repeat)
         assert got == want, (got, want)
         print(
             f"{n_groups:>7} {n_prefixes:>8} {deps:>5} {base:>11.2f} {ours:>9.2f} {ours / base:>6.2f}"

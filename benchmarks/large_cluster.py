@@ -168,10 +168,9 @@ def _instrument(plugin: Any, calls: Calls) -> None:
     for name in HOOKS:
         setattr(plugin, name, calls.timed(name, getattr(plugin, name), cpu=name != "transition"))
     # The periodic tick was bound when the plugin started; its continuations call
-    # plugin._tick_again, looked up at each call.
+    # plugin._tick, looked up at each call.
     plugin._callback.callback = calls.timed("tick", plugin._callback.callback)
-    if hasattr(plugin, "_tick_again"):  # absent before ticks had continuations
-        plugin._tick_again = calls.timed("tick (continued)", plugin._tick_again)
+    plugin._tick = calls.timed("tick (continued)", plugin._tick)
     if os.environ.get("DAL_BENCH_PARTS"):
         # Each part of the tick on its own (its calls are inside the tick's).
         parts = {
@@ -188,13 +187,18 @@ def _instrument(plugin: Any, calls: Calls) -> None:
             obj = getattr(plugin, attr, None)
             for name in names if obj is not None else ():
                 setattr(obj, name, calls.timed(f"  {attr[1:]}.{name}", getattr(obj, name)))
-        from dask_analytics_lab.collect import computations
+        from dask_analytics_lab.collect import labels
 
         tracker = plugin._computations
-        for name in ("_take_touched", "_send", "_fingerprint", "_live_moved", "_update"):
-            if hasattr(tracker, name):
-                setattr(tracker, name, calls.timed(f"    tracker.{name}", getattr(tracker, name)))
-        computations._label = calls.timed("    tracker label", computations._label)
+        for obj, name in (
+            (tracker.claims, "take_touched"),
+            (tracker._messages, "send"),
+            (labels, "refingerprint"),
+            (tracker, "_live_moved"),
+            (tracker, "_update"),
+        ):
+            setattr(obj, name, calls.timed(f"    tracker.{name}", getattr(obj, name)))
+        labels.prefix_label = calls.timed("    tracker label", labels.prefix_label)
     metrics = getattr(plugin, "_metrics", None)
     spans = plugin.scheduler.extensions.get("spans")
     if metrics is not None and spans is not None:

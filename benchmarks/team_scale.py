@@ -60,7 +60,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._simulated_cluster import SimCluster  # noqa: E402
 from dask_analytics_lab import config  # noqa: E402
 from dask_analytics_lab.collect.buffer import estimate  # noqa: E402
-from dask_analytics_lab.collect.shipper import BATCH, BATCH_BYTES, retry_delay  # noqa: E402
+from dask_analytics_lab.collect.shipper import BATCH_BYTES  # noqa: E402
+from dask_analytics_lab.collect.writer import BATCH, retry_delay  # noqa: E402
 from dask_analytics_lab.messages import BEAT, MessageError  # noqa: E402
 from dask_analytics_lab.remote import HttpSink, ServerClient  # noqa: E402
 from tests.balancer import Replicas  # noqa: E402

@@ -1,8 +1,13 @@
-"""Cluster-wide figures over time: workers, threads, memory, worker-seconds, cost, idle."""
+"""The cluster: what it is (its `cluster` message), and its figures over time: workers,
+threads, memory, worker-seconds, cost, idle."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from typing import Any
+
+from .. import messages
 
 # A sample is sent when a figure changes, and at least this often (seconds), so the
 # cluster's time series has no gap longer than that (liveness is the shipper's heartbeat).
@@ -53,3 +58,31 @@ class ClusterSampler:
             "last_activity": self.last_activity,
             "dropped_messages": dropped,
         }
+
+
+async def describe(
+    scheduler: Any, s: dict[str, Any], cluster_id: str, allow: Iterable[str]
+) -> dict[str, Any]:
+    """The `cluster` message: what the cluster is, where it runs, and with what
+    (`s`: the plugin's settings, `allow`: the event topics it records)."""
+    from .environment import platform_info, versions
+
+    # importlib.metadata reads files: keep it off the event loop.
+    found_versions, found_platform = await asyncio.to_thread(lambda: (versions(), platform_info()))
+    return {
+        "name": s.get("name") or cluster_id,
+        "address": scheduler.address,
+        "user": s["user"],
+        "account": s["account"],
+        "started": scheduler.time_started,
+        "price_per_core_hour": s["price_per_core_hour"],
+        "heartbeat": messages.HEARTBEAT,
+        "versions": found_versions,
+        "platform": found_platform,
+        "settings": {
+            "interval": s["interval"],
+            "code_transmit": s["code_transmit"],
+            "profile_transmit": s["profile_transmit"],
+            "events_allow": sorted(allow),
+        },
+    }

@@ -28,7 +28,11 @@ import signal
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any, Protocol
+
+from .group_figures import NOT_DONE
+from .lost import WORKER_DIED
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -111,3 +115,29 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     # SIG_DFL, or a handler set outside Python: end the process as SIGTERM does.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def cancel_unfinished(
+    scheduler: Any, counts_for: Callable[[Any], Any], lost_keys: dict[Any, Any], at: float
+) -> None:
+    """Count what has not finished as a `client.cancel` at `at` would: cancelled, those
+    processing then as cancelled while running (`counts_for`: the tracker's, by group;
+    `lost_keys`: collect/lost.py's).  O(task groups)."""
+    for tg in list(scheduler.task_groups.values()):
+        states = tg.states
+        running = states.get("processing", 0)
+        unfinished = sum(states.get(s, 0) for s in NOT_DONE)
+        if not unfinished:
+            continue
+        counts = counts_for(tg)
+        # Done once and wanted again after a worker left with it: done, not cancelled.
+        counts.cancelled += max(0, unfinished - counts.lost_waiting)
+        counts.cancelled_running += running
+        counts.cancelled_at = at
+    # A task that was running on a worker that left just before (a terminal's Ctrl-C
+    # reaches the workers too) is back to waiting: it ran, and was cancelled so.
+    # O(keys lost, bounded by lost.MAX_KEYS).
+    for key, entry in lost_keys.items():
+        ts = scheduler.tasks.get(key) if entry.kind == WORKER_DIED else None
+        if ts is not None and ts.state in NOT_DONE and ts.state != "processing":
+            counts_for(ts.group).cancelled_running += 1

@@ -167,33 +167,9 @@ class ErrorCounter:
         example = True
         if row is None:
             fields = (computation_id, group, str(key), text, traceback_text or "", t)
-            place_key = (computation_id, group, exc_type, location)
-            place = self._places.get(place_key)
-            if place is None and len(self._places) >= self._max_places:
-                # Memory's last resort: one row per task group for every further (type, frame).
-                place_key = (computation_id, group, OVERFLOW_TYPE, "")
-                place = self._places.get(place_key)
-                if place is None:
-                    place = self._new_place(place_key)
-                row_key, row = self._overflow_row(
-                    place, fields, OVERFLOW_TYPE, "", "kind of failure"
-                )
-                example = self._fold(
-                    place, row, hash((exc_type, location, pattern)), "kind of failure"
-                )
-            else:
-                if place is None:
-                    place = self._new_place(place_key)
-                if place.kinds < self._kinds_per_place and (
-                    place.kinds == 0 or self._message_rows < self._max_rows
-                ):
-                    place.kinds += 1
-                    self._message_rows += 1
-                    row = self._rows[row_key] = _row(fields, digest, exc_type, location, pattern)
-                    self._row_keys.setdefault(computation_id, []).append(row_key)
-                else:
-                    row_key, row = self._overflow_row(place, fields, exc_type, location, "message")
-                    example = self._fold(place, row, hash(pattern), "message")
+            row_key, row, example = self._new_row(
+                row_key, fields, digest, exc_type, location, pattern
+            )
         row["count"] += count
         if retried:
             row["retried"] += count
@@ -205,6 +181,46 @@ class ErrorCounter:
                 row["workers"].append(w)
         self._dirty.add(row_key)
         return row_key
+
+    def _new_row(
+        self,
+        row_key: tuple[str, str, str],
+        fields: _Fields,
+        digest: str,
+        exc_type: str,
+        location: str,
+        pattern: str,
+    ) -> tuple[tuple[str, str, str], FailureRow, bool]:
+        """The row a failure of a new (type, frame, message) goes to: its own, or its
+        place's overflow row when the place or the counter is full; (its key, the row,
+        whether its text is an example)."""
+        computation_id, group = fields[0], fields[1]
+        place_key = (computation_id, group, exc_type, location)
+        place = self._places.get(place_key)
+        if place is None and len(self._places) >= self._max_places:
+            # Memory's last resort: one row per task group for every further (type, frame).
+            place_key = (computation_id, group, OVERFLOW_TYPE, "")
+            place = self._places.get(place_key)
+            if place is None:
+                place = self._new_place(place_key)
+            row_key, row = self._overflow_row(place, fields, OVERFLOW_TYPE, "", "kind of failure")
+            return (
+                row_key,
+                row,
+                self._fold(place, row, hash((exc_type, location, pattern)), "kind of failure"),
+            )
+        if place is None:
+            place = self._new_place(place_key)
+        if place.kinds < self._kinds_per_place and (
+            place.kinds == 0 or self._message_rows < self._max_rows
+        ):
+            place.kinds += 1
+            self._message_rows += 1
+            row = self._rows[row_key] = _row(fields, digest, exc_type, location, pattern)
+            self._row_keys.setdefault(computation_id, []).append(row_key)
+            return row_key, row, True
+        row_key, row = self._overflow_row(place, fields, exc_type, location, "message")
+        return row_key, row, self._fold(place, row, hash(pattern), "message")
 
     def recovered(self, row_key: tuple[str, str, str]) -> None:
         """A task whose retried failure `row_key` counted succeeded in the end."""

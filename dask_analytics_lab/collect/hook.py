@@ -29,12 +29,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .accounting import NO_OP, SAMPLE_EVERY, SAMPLED
-from .computations import NOT_DONE
+from .group_figures import NOT_DONE
 from .task_stream import MAX_PENDING
 
 logger = logging.getLogger("dask_analytics_lab")
 
 Hook = Callable[..., None]
+# A handler of the tasks that reached one state: (key, task, group, start, stimulus, kwargs).
+Handler = Callable[[Any, Any, Any, str, Any, dict[str, Any]], None]
 NO_TASK = object()  # the baseline's key: no task has it, the hook returns at once
 
 # Stimuli under which a not-yet-finished task being released means the user gave up on it
@@ -51,135 +53,39 @@ def transition_hook(plugin: Any) -> Hook:
     return hook
 
 
+class _Parts:
+    """What the handlers close over, read from the started plugin once: each handler
+    copies what it uses into its own cells (no attribute lookups per call)."""
+
+    def __init__(self, plugin: Any):
+        tracker = plugin._computations
+        self.plugin = plugin
+        self.counts_get = tracker.counts.get
+        self.counts_for = tracker.counts_for
+        self.last = tracker.last  # [group, its counts] of the last counted transition
+        self.owner_get = tracker.owners.get
+        self.owner_id = tracker.owner_id
+        self.computations = plugin.scheduler.computations
+        self.lost = plugin._lost
+        self.suspects = plugin._failures.suspects
+        self.retried = plugin._retries.pending  # empty unless retries= failed
+        self.recovered = plugin._errors.recovered
+        self.stream = plugin._stream
+        # Fine metrics' span ids (None: metrics off, or no spans extension).
+        self.spans = plugin._metrics.spans if plugin._metrics is not None else None
+
+
 def _hook(plugin: Any) -> Hook:
+    parts = _Parts(plugin)
+    on_finish = {
+        "memory": _memory(parts),
+        "processing": _processing(parts),
+        "waiting": _waiting(parts),
+        "released": _released(parts),
+        "erred": _erred(parts),
+    }.get
     tasks_get = plugin._tasks.get  # emptied in place by Dask, never replaced
     touch = plugin._touched.add
-    tracker = plugin._computations
-    counts_get = tracker.counts.get
-    counts_for = tracker.counts_for
-    last = tracker.last  # [group, its counts] of the last counted transition
-    owner_get = tracker.owners.get
-    owner_id = tracker.owner_id
-    computations = plugin.scheduler.computations
-    lost = plugin._lost
-    lost_keys = lost.keys  # tested without a call: empty unless a worker left with tasks
-    suspects = plugin._suspects
-    retried = plugin._retries.pending  # tested without a call: empty unless retries= failed
-    recovered = plugin._errors.recovered
-    stream = plugin._stream
-    incoming = stream.incoming if stream is not None else None
-    # Fine metrics' span ids (None: metrics off, or no spans extension).
-    spans = plugin._metrics.spans if plugin._metrics is not None else None
-    now = time.time
-
-    def counted(tg: Any) -> Any:
-        # Most transitions come group by group: the last group's counts are at hand.
-        if tg is last[0]:
-            return last[1]
-        counts = counts_get(tg)
-        if counts is None:
-            counts = counts_for(tg, touched=True)
-        last[0], last[1] = tg, counts
-        return counts
-
-    def to_stream(tg: Any, finish: str, kwargs: dict[str, Any]) -> None:
-        # The computation the group's tasks belong to now (a group no computation claimed
-        # yet is looked up), and each compute interval, read now: Dask just read them, a
-        # tick's fold would find them out of the CPU's caches.
-        startstops = kwargs.get("startstops")
-        if not startstops or incoming is None:
-            return
-        who = owner_get(tg)
-        if who is None:
-            who = owner_id(tg, computations)
-        worker, thread = kwargs.get("worker"), kwargs.get("thread")
-        for ss in startstops:
-            if ss.get("action") == "compute":
-                incoming.append((who, tg, finish, worker, thread, ss["start"], ss["stop"]))
-        if len(incoming) > MAX_PENDING:
-            stream.bound(plugin._meter)  # ticks stalled: fold in what they left
-
-    def memory(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
-        counts = counted(tg)
-        if lost_keys:
-            was = lost.finished(key)
-            if was is not None and was.waiting:  # computed again: done now
-                counts.lost_waiting = max(0, counts.lost_waiting - 1)
-        if start != "memory":
-            counts.done += 1
-            counts.last = now()
-        if suspects:
-            suspects.pop(key, None)
-        if retried:
-            row = retried.pop(key, None)
-            if row is not None:
-                recovered(row)
-        if start == "processing":
-            to_stream(tg, "memory", kw)
-
-    def processing(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
-        counts = counted(tg)
-        if not counts.first:
-            counts.first = now()
-        if lost_keys:
-            was = lost.started(key)
-            if was is not None:
-                plugin._rerun(key, tg, was)
-
-    def waiting(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
-        if spans is not None and (
-            tg is not spans.last_group
-            or not computations
-            or computations[-1] is not spans.last_comp
-        ):
-            # Before Dask sends the task: it must leave with its computation's span id
-            # (looked up when the group or the newest computation changed).
-            spans.waiting(ts)
-        if lost_keys and lost.wanted_again(key):
-            # Done once; pending again only because its one copy went with a worker.
-            counts = counted(tg)
-            counts.done = max(0, counts.done - 1)
-            counts.lost_waiting += 1
-
-    def released(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
-        if start not in NOT_DONE:
-            return  # a finished task let go (the common release): nothing to count
-        if stimulus_id is None or not stimulus_id.startswith(CANCEL_STIMULI):
-            return
-        counts = counted(tg)
-        if lost_keys and lost.let_go(key):
-            # A lost result nobody wants any more (a program ending lets go of what it
-            # held after its workers closed): it was done, no work was cancelled.
-            counts.lost_waiting = max(0, counts.lost_waiting - 1)
-            counts.done += 1
-            return
-        counts.cancelled += 1
-        counts.cancelled_at = now()
-        if start == "processing":
-            counts.cancelled_running += 1
-
-    def erred(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
-        counts = counted(tg)
-        if lost_keys:
-            was = lost.finished(key)
-            if was is not None and was.waiting:  # computed again: raised now
-                counts.lost_waiting = max(0, counts.lost_waiting - 1)
-        counts.last = now()
-        if retried:
-            retried.pop(key, None)  # failed again: its retries ran out
-        plugin._erred(key, tg, counts, kw)
-        if suspects:
-            suspects.pop(key, None)
-        if start == "processing":
-            to_stream(tg, "erred", kw)
-
-    on_finish = {
-        "memory": memory,
-        "processing": processing,
-        "waiting": waiting,
-        "released": released,
-        "erred": erred,
-    }.get
 
     def transition(
         key: Any,
@@ -202,6 +108,178 @@ def _hook(plugin: Any) -> Hook:
             logger.exception("dask-analytics: transition hook failed for %r", key)
 
     return transition
+
+
+def _counted(parts: _Parts) -> Callable[[Any], Any]:
+    counts_get, counts_for, last = parts.counts_get, parts.counts_for, parts.last
+
+    def counted(tg: Any) -> Any:
+        # Most transitions come group by group: the last group's counts are at hand.
+        if tg is last[0]:
+            return last[1]
+        counts = counts_get(tg)
+        if counts is None:
+            counts = counts_for(tg, touched=True)
+        last[0], last[1] = tg, counts
+        return counts
+
+    return counted
+
+
+def _to_stream(parts: _Parts) -> Callable[[Any, str, dict[str, Any]], None]:
+    owner_get, owner_id, computations = parts.owner_get, parts.owner_id, parts.computations
+    stream = parts.stream
+    incoming = stream.incoming if stream is not None else None
+    meter = parts.plugin._meter
+
+    def to_stream(tg: Any, finish: str, kwargs: dict[str, Any]) -> None:
+        # The computation the group's tasks belong to now (a group no computation claimed
+        # yet is looked up), and each compute interval, read now: Dask just read them, a
+        # tick's fold would find them out of the CPU's caches.
+        startstops = kwargs.get("startstops")
+        if not startstops or incoming is None:
+            return
+        who = owner_get(tg)
+        if who is None:
+            who = owner_id(tg, computations)
+        worker, thread = kwargs.get("worker"), kwargs.get("thread")
+        for ss in startstops:
+            if ss.get("action") == "compute":
+                incoming.append((who, tg, finish, worker, thread, ss["start"], ss["stop"]))
+        if len(incoming) > MAX_PENDING:
+            stream.bound(meter)  # ticks stalled: fold in what they left
+
+    return to_stream
+
+
+def _memory(parts: _Parts) -> Handler:
+    counted, to_stream, lost, suspects = (
+        _counted(parts),
+        _to_stream(parts),
+        parts.lost,
+        parts.suspects,
+    )
+    lost_keys = lost.keys  # tested without a call: empty unless a worker left with tasks
+    retried, recovered = parts.retried, parts.recovered
+    now = time.time
+
+    def memory(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
+        counts = counted(tg)
+        if lost_keys:
+            was = lost.finished(key)
+            if was is not None and was.waiting:  # computed again: done now
+                counts.lost_waiting = max(0, counts.lost_waiting - 1)
+        if start != "memory":
+            counts.done += 1
+            counts.last = now()
+        if suspects:
+            suspects.pop(key, None)
+        if retried:
+            row = retried.pop(key, None)
+            if row is not None:
+                recovered(row)
+        if start == "processing":
+            to_stream(tg, "memory", kw)
+
+    return memory
+
+
+def _processing(parts: _Parts) -> Handler:
+    counted, lost, rerun = _counted(parts), parts.lost, parts.plugin._failures.rerun
+    lost_keys = lost.keys
+    now = time.time
+
+    def processing(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
+        counts = counted(tg)
+        if not counts.first:
+            counts.first = now()
+        if lost_keys:
+            was = lost.started(key)
+            if was is not None:
+                rerun(key, tg, was)
+
+    return processing
+
+
+def _waiting(parts: _Parts) -> Handler:
+    counted, lost, spans, computations = (
+        _counted(parts),
+        parts.lost,
+        parts.spans,
+        parts.computations,
+    )
+    lost_keys = lost.keys
+
+    def waiting(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
+        if spans is not None and (
+            tg is not spans.last_group
+            or not computations
+            or computations[-1] is not spans.last_comp
+        ):
+            # Before Dask sends the task: it must leave with its computation's span id
+            # (looked up when the group or the newest computation changed).
+            spans.waiting(ts)
+        if lost_keys and lost.wanted_again(key):
+            # Done once; pending again only because its one copy went with a worker.
+            counts = counted(tg)
+            counts.done = max(0, counts.done - 1)
+            counts.lost_waiting += 1
+
+    return waiting
+
+
+def _released(parts: _Parts) -> Handler:
+    counted, lost = _counted(parts), parts.lost
+    lost_keys = lost.keys
+    now = time.time
+
+    def released(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
+        if start not in NOT_DONE:
+            return  # a finished task let go (the common release): nothing to count
+        if stimulus_id is None or not stimulus_id.startswith(CANCEL_STIMULI):
+            return
+        counts = counted(tg)
+        if lost_keys and lost.let_go(key):
+            # A lost result nobody wants any more (a program ending lets go of what it
+            # held after its workers closed): it was done, no work was cancelled.
+            counts.lost_waiting = max(0, counts.lost_waiting - 1)
+            counts.done += 1
+            return
+        counts.cancelled += 1
+        counts.cancelled_at = now()
+        if start == "processing":
+            counts.cancelled_running += 1
+
+    return released
+
+
+def _erred(parts: _Parts) -> Handler:
+    counted, to_stream, lost, suspects = (
+        _counted(parts),
+        _to_stream(parts),
+        parts.lost,
+        parts.suspects,
+    )
+    lost_keys = lost.keys
+    retried, erred_row = parts.retried, parts.plugin._failures.erred
+    now = time.time
+
+    def erred(key: Any, ts: Any, tg: Any, start: str, stimulus_id: Any, kw: Any) -> None:
+        counts = counted(tg)
+        if lost_keys:
+            was = lost.finished(key)
+            if was is not None and was.waiting:  # computed again: raised now
+                counts.lost_waiting = max(0, counts.lost_waiting - 1)
+        counts.last = now()
+        if retried:
+            retried.pop(key, None)  # failed again: its retries ran out
+        erred_row(key, tg, counts, kw)
+        if suspects:
+            suspects.pop(key, None)
+        if start == "processing":
+            to_stream(tg, "erred", kw)
+
+    return erred
 
 
 def metered(hook: Hook, meter: Any, randint: Callable[[int, int], int]) -> Hook:

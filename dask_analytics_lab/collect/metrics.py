@@ -96,6 +96,21 @@ def split_key(key: Any) -> Split | None:
     return prefix, context, activity[:_NAME], unit
 
 
+def _run_spans(scheduler: Any, recorder: MetricsRecorder) -> RunSpans | None:
+    """Each computation's span ids (None without Dask's spans extension), with the
+    extension's heartbeats tapped for `recorder`."""
+    ext = scheduler.extensions.get("spans")
+    if ext is None:
+        logger.warning(
+            "dask-analytics: the scheduler has no spans extension; task metrics "
+            "(execute, p2p) are not recorded per computation"
+        )
+        return None
+    spans = RunSpans(scheduler, ext)
+    tap(scheduler, ext, spans, recorder._heartbeat, recorder)
+    return spans
+
+
 class MetricsRecorder:
     """Turns Dask's fine performance metrics into `metrics` messages, one computation's
     cumulative rows each."""
@@ -124,18 +139,7 @@ class MetricsRecorder:
         self.seconds = 0.0  # CPU time of the event loop's thread spent here
         self.heartbeat_seconds = 0.0  # ... of it in heartbeats (the rest is in the plugin's ticks)
         self.behind = False  # the last tick left rows to send: tick again soon
-        ext = scheduler.extensions.get("spans")
-        self.spans = RunSpans(scheduler, ext) if ext is not None else None
-        if self.spans is None:
-            logger.warning(
-                "dask-analytics: the scheduler has no spans extension; task metrics "
-                "(execute, p2p) are not recorded per computation"
-            )
-            self.waiting: Callable[[Any], None] = lambda ts: None
-        else:
-            # The transition hook calls this for every task that goes to waiting.
-            self.waiting = self.spans.waiting
-            tap(scheduler, ext, self.spans, self._heartbeat, self)
+        self.spans = _run_spans(scheduler, self)
         self._look_through(scheduler.cumulative_worker_metrics, baseline=True)
 
     # --- what Dask attributed to a span: each heartbeat, folded in by the next tick ------

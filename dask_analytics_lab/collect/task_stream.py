@@ -219,6 +219,20 @@ class _Stream:
         self.late = 0
 
 
+def _names_of(tg: Any) -> tuple[str | None, str | None]:
+    """(prefix, group) names of a TaskGroup, or of a (prefix, group) pair."""
+    prefix, group = tg if tg.__class__ is tuple else (tg.prefix.name, tg.name)
+    return _name(prefix), _name(group)
+
+
+def _to_bins(stream: _Stream) -> None:
+    """Past its limit of rows: from now on bins, which replace the rows sent so far."""
+    stream.binned = True
+    stream.dirty = True
+    stream.sent_at = 0.0
+    stream.raw = []
+
+
 def _name(value: Any) -> str | None:
     if value is None:
         return None
@@ -350,7 +364,6 @@ class TaskStreamRecorder:
     def _fold_part(self, pending: list[_Task], begin: int, end: int, deadline: float | None) -> int:
         """Fold in pending[begin:end]; where it stopped (before `end` when the bins of a
         computation were coarsened past the deadline: each time is O(its bins))."""
-        streams = self._streams
         max_tasks, max_bins = self.max_tasks, self.max_bins
         # A few workers and groups name thousands of tasks: each name is cut once.
         workers: dict[Any, str | None] = {}
@@ -364,34 +377,20 @@ class TaskStreamRecorder:
             if not cid:
                 continue
             if cid != last_cid:
-                found = streams.get(cid)
-                if found is None:
-                    found = streams[cid] = _Stream(cid, self.max_bins)
-                stream, last_cid = found, cid
+                stream, last_cid = self._stream_of(cid), cid
             names = groups.get(tg)
             if names is None:
-                prefix, group = tg if tg.__class__ is tuple else (tg.prefix.name, tg.name)
-                names = groups[tg] = (_name(prefix), _name(group))
+                names = groups[tg] = _names_of(tg)
             prefix, group = names
             w = workers.get(worker)
             if w is None:
                 w = workers[worker] = _name(worker)
             worker = w
             if stream.sealed:
-                if not stream.binned and stream.n_raw < max_tasks:
-                    pass  # still under its limit: a row like any other
-                elif stream.late < LATE_ROWS:
-                    stream.late += 1
-                else:
-                    self.dropped += 1
-                    continue
-                stream.n_raw += 1
-                stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
-                self.recorded += 1
+                self._late(stream, _row(worker, thread, prefix, group, state, start, stop))
                 continue
             self.recorded += 1
-            bins = stream.bins
-            assert bins is not None  # only a sealed stream lets go of its bins
+            bins = cast(Bins, stream.bins)  # only a sealed stream lets go of its bins
             width = bins.width
             # Most tasks fall in one bin: Bins.add's arithmetic for that case, inline.
             first = floor(start / width)
@@ -408,24 +407,35 @@ class TaskStreamRecorder:
                     bins.bound()
             else:
                 bins.add(worker, prefix, start, stop)
-            # Coarsened past the deadline (each time is O(its bins)): stop after this task.
-            coarsened = (
-                bins.width != width and deadline is not None and time.perf_counter() > deadline
-            )
             if stream.binned:
                 stream.dirty = True
             elif stream.n_raw < max_tasks:
                 stream.n_raw += 1
                 stream.raw.append(_row(worker, thread, prefix, group, state, start, stop))
             else:
-                # Past the limit: from now on bins, which replace the rows sent so far.
-                stream.binned = True
-                stream.dirty = True
-                stream.sent_at = 0.0
-                stream.raw = []
-            if coarsened:
+                _to_bins(stream)
+            # Coarsened past the deadline (each time is O(its bins)): stop after this task.
+            if bins.width != width and deadline is not None and time.perf_counter() > deadline:
                 return i + 1
         return end
+
+    def _stream_of(self, cid: str) -> _Stream:
+        found = self._streams.get(cid)
+        if found is None:
+            found = self._streams[cid] = _Stream(cid, self.max_bins)
+        return found
+
+    def _late(self, stream: _Stream, row: dict[str, Any]) -> None:
+        """A task of a computation already sealed (Dask moved on to a newer one): a row
+        while it is under its limit, then LATE_ROWS more; dropped after that."""
+        if stream.binned or stream.n_raw >= self.max_tasks:
+            if stream.late >= LATE_ROWS:
+                self.dropped += 1
+                return
+            stream.late += 1
+        stream.n_raw += 1
+        stream.raw.append(row)
+        self.recorded += 1
 
     def _send(self, stream: _Stream, now: float, force: bool) -> None:
         if stream.raw:

@@ -38,7 +38,7 @@ from .budget import current as current_budget
 from .dynamic_code import Snippets, has_dynamic_code, place
 from .ingest import cluster_accounts
 
-# Where a computation's label leaves prefixes out (collect/computations.py _label).
+# Where a computation's label leaves prefixes out (collect/labels.py prefix_label).
 LABEL_CUT = "…"
 # Key columns where "" stands for "none" (see schema.py); reads give None back.
 _EMPTY_IS_NONE = {"computation_id", "task_group"}
@@ -461,7 +461,7 @@ def _computation_filters(
     if text is not None:
         g = s.task_groups.c
         # A label names every prefix of its computation unless it was cut ("a → b → … → z",
-        # collect/computations.py _label) or never made: only then are the groups read, so
+        # collect/labels.py prefix_label) or never made: only then are the groups read, so
         # a search that matches nothing reads the labels, not every task group.  A code line
         # a team server stored encrypted cannot be searched in SQL.
         cut = sa.or_(c.label.is_(None), c.label.contains(LABEL_CUT, autoescape=True))

@@ -20,7 +20,7 @@ from distributed import Client, LocalCluster, wait
 
 import dask_analytics_lab as dal
 from dask_analytics_lab.api import close_readers
-from dask_analytics_lab.collect import plugin as plugin_module
+from dask_analytics_lab.collect import ticks as ticks_module
 
 from ..cluster_helpers import FAST, executing_everywhere, recorded_cluster, scheduler_forgot_all
 from ..waiting import wait_for
@@ -397,7 +397,7 @@ def test_ticks_cut_short_still_record_what_dask_did(sqlite_url, monkeypatch):
     the deadline at once, every tick does the least it may: a computation of 300
     one-task groups and its re-run into the live groups are still recorded as Dask ran
     them (groups, totals, the task stream), with no flush to complete them."""
-    monkeypatch.setattr(plugin_module, "TICK_SLICE", 0.0)  # the scheduler runs in this process
+    monkeypatch.setattr(ticks_module, "TICK_SLICE", 0.0)  # the scheduler runs in this process
     n = 300
     tag = uuid.uuid4().hex[:8]
     with recorded_cluster(sqlite_url) as (client, info):

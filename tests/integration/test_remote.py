@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dask_analytics_lab.collect.shipper import retry_delay
+from dask_analytics_lab.collect.writer import retry_delay
 from dask_analytics_lab.http_reader import HttpReader
 from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.store import StoreUnavailable
