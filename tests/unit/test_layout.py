@@ -272,7 +272,12 @@ GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sampler"}
 # otel or analytics.findings.keep, all off by default); the first Monitor sends the GPU
 # monitor's scheduler side (a scheduler plugin is a call on every transition).
 REGISTERED = COLLECTOR
-GPU_MONITOR = GPU_SAMPLER | {"collect.gpu_jobs", "collect.gpu_monitor"}
+GPU_MONITOR = GPU_SAMPLER | {
+    "collect.gpu_jobs",
+    "collect.gpu_monitor",
+    "collect.gpu_run",
+    "collect.gpu_workers",
+}
 # dask_setup lives in api and reads the config, which the schema validates.
 PRELOAD = REGISTERED | {"api", "api_reads", "config", "config_schema", "readers"}
 ALLOWED = {
@@ -544,3 +549,22 @@ def test_the_entry_points_stand_in_is_the_whole_cli_by_its_help_and_commands():
     assert cli_entry.analytics.help == cli.analytics.help
     ctx = click.Context(cli.analytics)
     assert cli_entry.analytics.list_commands(ctx) == cli.analytics.list_commands(ctx)
+
+
+# --- the collector stays small enough to change ------------------------------------
+def test_no_class_in_collect_is_over_250_lines_nor_a_function_over_60():
+    """Issue 45: each class and function of the collector has one job a reader can hold
+    in mind (docstrings and comments count: they are read too)."""
+    too_long = []
+    for path in sorted((PACKAGE / "collect").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            limit = (
+                250
+                if isinstance(node, ast.ClassDef)
+                else 60
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else None
+            )
+            if limit is not None and node.end_lineno - node.lineno + 1 > limit:
+                too_long.append(f"{path.name}: {node.name} ({node.end_lineno - node.lineno + 1})")
+    assert too_long == []
