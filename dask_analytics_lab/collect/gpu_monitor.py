@@ -46,8 +46,9 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from . import gpu_nvml
 from .gpu_jobs import JobTracker
 from .gpu_run import ROW_FIELDS, MonitorRun, ingest
+from .gpu_sample import Sample
 from .gpu_sampler import PLUGIN_NAME as WORKER_PLUGIN_NAME
-from .gpu_sampler import STREAM_OP, Sample
+from .gpu_sampler import STREAM_OP
 from .gpu_workers import broadcast, install_sampler, probe, remove_sampler
 
 __all__ = ["ROW_FIELDS", "GPUMonitorPlugin", "MonitorRun", "validate_metrics"]

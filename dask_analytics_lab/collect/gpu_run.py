@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypedDict
 
 from .gpu_nvml import Reading
-from .gpu_sampler import WAIT_INPUTS, WAIT_MEMORY, WAIT_NOTHING, Sample
+from .gpu_sample import WAIT_INPUTS, WAIT_MEMORY, WAIT_NOTHING, Sample
 
 # Row layout kept on the scheduler (tuples: a third of the memory of dicts).
 ROW_FIELDS = (

@@ -27,12 +27,13 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.utils import key_split_group
 
 from . import gpu_nvml
+from .gpu_sample import WAIT_INPUTS, WAIT_MEMORY, WAIT_NOTHING, Sample
 
 logger = logging.getLogger("dask_analytics_lab.gpu")
 
@@ -45,23 +46,6 @@ MAX_BUFFERED_SAMPLES = 10_000
 # Keys sent with a sample when at most this many tasks run (GPU workers run one or
 # a few); past it, groups only.
 MAX_KEYS = 32
-
-
-class Sample(TypedDict):
-    """One reading of every device, and what ran then: what the scheduler receives."""
-
-    time: float
-    task_groups: list[str]
-    gpus: list[gpu_nvml.Reading]
-    keys: NotRequired[list[str]]  # when at most MAX_KEYS tasks ran
-    # When no task ran: what the worker waited on (WAIT_INPUTS, WAIT_MEMORY, WAIT_NOTHING).
-    waiting: NotRequired[str]
-
-
-# What a worker running no task waits on, from its own state machine.
-WAIT_INPUTS = "inputs"  # tasks wait for data: being fetched, or still computed elsewhere
-WAIT_MEMORY = "memory"  # paused: over the memory pause threshold
-WAIT_NOTHING = "nothing"  # nothing to do here: no task waits on this worker
 
 
 class SamplingRun:

@@ -267,7 +267,7 @@ COLLECTOR = {
     "store_errors",
     "urls",
 }
-GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sampler"}
+GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sample", "collect.gpu_sampler"}
 # register() and dask_setup add the recorder alone (the readers' plugin only for alerts,
 # otel or analytics.findings.keep, all off by default); the first Monitor sends the GPU
 # monitor's scheduler side (a scheduler plugin is a call on every transition).

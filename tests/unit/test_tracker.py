@@ -1,19 +1,20 @@
 """The computation tracker over sequences of computations, with stand-in TaskGroups.
 
-Fast unit tests of the collector's model; test_record_truth.py runs the same sequences
-on a real cluster.  The stand-ins carry only what the tracker reads, and the counts are
-moved the way the plugin's transition hook moves them.
+Fast unit tests of the collector's model, without Dask (none of it is imported: the
+last test checks); test_record_truth.py runs the same sequences on a real cluster.
+The stand-ins carry only what the tracker reads, and the counts are moved the way the
+plugin's transition hook moves them.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-
-from distributed.client import SourceCode
+from typing import NamedTuple
 
 from dask_analytics_lab.collect import (
     claim_queue,
@@ -26,6 +27,15 @@ from dask_analytics_lab.collect import (
 )
 from dask_analytics_lab.collect.computations import ComputationTracker
 from dask_analytics_lab.collect.errors import ErrorCounter
+
+
+class SourceCode(NamedTuple):
+    """What distributed.client.SourceCode holds: one frame of the code that computed."""
+
+    code: str
+    lineno_frame: int
+    lineno_relative: int
+    filename: str
 
 
 @dataclass(eq=False)
@@ -647,3 +657,16 @@ def test_a_workers_clock_estimate_never_moves_a_group_outside_what_the_scheduler
     sim.settle()
     (group,) = sim.last(0)["groups"]
     assert group["start"] == counts.first <= group["stop"]
+
+
+def test_the_model_runs_without_dask():
+    """The tracker and its model import nothing of Dask: they are plain functions and
+    classes over snapshots (issue 45), which these tests run in a second or two."""
+    script = (
+        "import sys\n"
+        "import dask_analytics_lab.collect.computations\n"
+        "import dask_analytics_lab.collect.gpu_run\n"
+        "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
