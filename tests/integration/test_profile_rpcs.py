@@ -182,7 +182,7 @@ def test_a_fetch_is_one_rpc_per_worker_at_30_prefixes(tmp_path):
 def test_no_live_fetch_while_a_computation_is_younger_than_a_cycle(tmp_path, monkeypatch):
     """Even with a live fetch due at every tick: while it is younger than a profile cycle
     its samples are in the workers' cycle in progress, and its final fetch follows."""
-    monkeypatch.setattr("dask_analytics_lab.collect.plugin.LIVE_EVERY", 0.0)
+    monkeypatch.setattr("dask_analytics_lab.collect.ticks.LIVE_EVERY", 0.0)
     store = str(tmp_path / "analytics.db")
     with recorded_cluster(store) as (client, info):
         workers = _in_process(client)
