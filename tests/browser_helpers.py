@@ -370,5 +370,11 @@ def open_sidebar(browser: Any, lab: JupyterLab, errors: list[str]) -> tuple[Any,
     page.goto(lab.url("lab"))
     sidebar = page.locator("#dask-analytics-sidebar")
     sidebar.wait_for(state="attached", timeout=60_000)
-    page.evaluate("() => window.jupyterapp.shell.activateById('dask-analytics-sidebar')")
+    # Once the layout is restored: on a busy machine the restore comes after the panel
+    # attached, and shows the file browser in its place.
+    page.evaluate(
+        "async () => { await window.jupyterapp.restored;"
+        " window.jupyterapp.shell.activateById('dask-analytics-sidebar'); }"
+    )
+    sidebar.wait_for(state="visible", timeout=30_000)
     return page, sidebar
