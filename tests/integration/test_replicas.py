@@ -156,10 +156,14 @@ SHIPPERS = 4  # simulated schedulers, each one's messages through its own plugin
 PER_CLUSTER = 1500  # events each sends
 
 
-def _feed(shipper: Shipper, maker: Cluster) -> None:
-    """Put a cluster's messages as a busy scheduler would: steadily, never far ahead of its writes."""
+def _feed(shipper: Shipper, maker: Cluster, gate: threading.Event | None = None) -> None:
+    """Put a cluster's messages as a busy scheduler would: steadily, never far ahead of its
+    writes.  `gate`: the last tenth waits for it (a kill meant for the middle of the ingest
+    lands there however slow a busy machine makes the test's own loop)."""
     shipper.put(maker.cluster())
     for i in range(PER_CLUSTER):
+        if gate is not None and i == PER_CLUSTER - PER_CLUSTER // 10:
+            gate.wait(60)
         shipper.put(maker.event("t", {"i": i}))
         if i % 100 == 99:
             wait_for(
@@ -185,10 +189,11 @@ def test_a_replica_killed_in_the_middle_of_ingest_loses_and_doubles_nothing(repl
     ]
     total = SHIPPERS * (1 + PER_CLUSTER)
     victim = replicas.servers["r1"]
+    killed = threading.Event()
     try:
         with recorded_cluster(replicas.url, config={"analytics.token": token}) as (client, info):
             feeders = [
-                threading.Thread(target=_feed, args=(sh, m), daemon=True)
+                threading.Thread(target=_feed, args=(sh, m, killed), daemon=True)
                 for sh, m in zip(shippers, makers)
             ]
             for t in feeders:
@@ -208,6 +213,7 @@ def test_a_replica_killed_in_the_middle_of_ingest_loses_and_doubles_nothing(repl
                     )
                     victim.kill()
                     killed_at = sum(sh.stored for sh in shippers)
+                    killed.set()
             assert killed_at is not None and killed_at < total, (
                 "the feeders finished before the kill"
             )
@@ -229,6 +235,7 @@ def test_a_replica_killed_in_the_middle_of_ingest_loses_and_doubles_nothing(repl
                 lambda dask_scheduler: {str(c.id) for c in dask_scheduler.computations}
             )
     finally:
+        killed.set()  # no feeder left waiting for a kill that did not come
         for sh in shippers:
             sh.close()
         close_readers()
