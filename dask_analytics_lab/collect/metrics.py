@@ -142,11 +142,6 @@ class MetricsRecorder:
         self.spans = _run_spans(scheduler, self)
         self._look_through(scheduler.cumulative_worker_metrics, baseline=True)
 
-    def waiting(self, ts: Any) -> None:
-        """A task goes to waiting (the transition hook calls spans.waiting itself)."""
-        if self.spans is not None:
-            self.spans.waiting(ts)
-
     # --- what Dask attributed to a span: each heartbeat, folded in by the next tick ------
     def _heartbeat(self, data: SpanMetrics) -> None:
         """One worker's `{(context, span id, *rest): value}`, before Dask adds it to its

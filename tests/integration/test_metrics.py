@@ -517,7 +517,7 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
         tg = _Group(ext._ensure_span((f"run-{cid}",), (f"span-{cid}",)).id)
         ext.spans[tg.span_id].groups.add(tg)
         scheduler.tasks[key] = SimpleNamespace(group=tg)
-        rec.waiting(scheduler.tasks[key])
+        rec.spans.waiting(scheduler.tasks[key])
         return tg
 
     def heartbeat(tg, value: float, prefix: str = "f") -> None:
@@ -554,7 +554,7 @@ def test_the_recorder_gives_span_metrics_to_their_computation_and_the_rest_to_th
     scheduler.tasks["f-2"] = SimpleNamespace(group=a)
     span_a = ext.spans[a.span_id]
     spans_before = dict(ext.spans)
-    rec.waiting(scheduler.tasks["f-2"])
+    rec.spans.waiting(scheduler.tasks["f-2"])
     run = scheduler._task_to_msg(scheduler.tasks["f-2"])["span_id"]
     assert run != span_a.id and run not in ext.spans and ext.spans == spans_before
     assert a.span_id == span_a.id and a in span_a.groups
@@ -673,7 +673,7 @@ def test_a_large_heartbeat_is_folded_in_by_ticks_in_parts():
     tg = _Group(ext._ensure_span(("run-a",), ("span-a",)).id)
     ext.spans[tg.span_id].groups.add(tg)
     scheduler.tasks["f-1"] = SimpleNamespace(group=tg)
-    rec.waiting(scheduler.tasks["f-1"])
+    rec.spans.waiting(scheduler.tasks["f-1"])
     prefixes = 3 * metrics.FOLD_EVERY
     beat = {("execute", tg.span_id, f"p{i}", "thread-cpu", "seconds"): 1.0 for i in range(prefixes)}
     for _ in range(2):  # two workers' heartbeats
