@@ -31,27 +31,11 @@ import yaml
 from dask_analytics_lab.server.cli import server as server_command
 
 from ..balancer import HAProxy, deploy_config
+from ..deploy_files import DEPLOY, compose, dockerfile
 from ..server_helpers import ServerProcess, add_token, free_port, request, self_signed
 from ..waiting import wait_for
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PORT = "8765"
-
-
-def dockerfile() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) of deploy/Dockerfile, continuation lines joined."""
-    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            out.append((word.upper(), rest.strip()))
-    return out
-
-
-def compose() -> dict:
-    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 
 
 def replicas(services: dict) -> dict:
@@ -101,9 +85,16 @@ def test_compose_runs_postgres_haproxy_and_three_replicas_sharing_their_secrets(
     assert ":" not in opts["--store"].split("://")[1].split("@")[0]  # no password in argv
     for s in servers.values():
         assert s["depends_on"]["postgres"]["condition"] == "service_healthy"
-        assert set(s["secrets"]) == {"session_secret", "code_key"} <= set(spec["secrets"])
+        assert (
+            set(s["secrets"])
+            == {"session_secret", "code_key", "metrics_token"}
+            <= set(spec["secrets"])
+        )
     assert opts["--session-secret-file"] == "/run/secrets/session_secret"
     assert opts["--code-key-file"] == "/run/secrets/code_key"
+    # /metrics answers Prometheus (403 without a token), and old clusters are deleted.
+    assert opts["--metrics-token-file"] == "/run/secrets/metrics_token"
+    assert opts["--retention"]
     # The replicas trust X-Forwarded-For from HAProxy's address only.
     assert (
         opts["--forwarded-allow-ips"] == services["haproxy"]["networks"]["backend"]["ipv4_address"]
@@ -115,6 +106,28 @@ def test_compose_runs_postgres_haproxy_and_three_replicas_sharing_their_secrets(
     assert any(
         v.endswith(":/usr/local/etc/haproxy/haproxy.cfg:ro") for v in services["haproxy"]["volumes"]
     )
+
+
+def test_every_service_has_a_health_check_and_postgres_keeps_its_durable_defaults():
+    """Issue 41, item 4: PostgreSQL's health check gates the replicas, the replicas' (the
+    image's HEALTHCHECK on /health) gates HAProxy, and HAProxy has one of its own;
+    nothing turns off fsync, synchronous_commit or full_page_writes.
+    (tests/integration/test_compose_topology.py runs each check against real processes.)"""
+    services = compose()["services"]
+    servers = replicas(services)
+    assert "HEALTHCHECK" in dict(dockerfile())
+    assert all("healthcheck" not in s for s in servers.values())  # the image's, not disabled
+    for name in ("postgres", "haproxy"):
+        test = services[name]["healthcheck"]["test"]
+        assert test[0] in ("CMD", "CMD-SHELL") and not services[name]["healthcheck"].get("disable")
+    assert services["haproxy"]["depends_on"] == dict.fromkeys(
+        servers, {"condition": "service_healthy"}
+    )
+    durable = re.compile(r"\b(fsync|synchronous_commit|full_page_writes)\b", re.I)
+    said = json.dumps(
+        {k: services["postgres"].get(k) for k in ("command", "environment", "entrypoint")}
+    )
+    assert not durable.search(said), said
 
 
 def test_haproxy_balances_the_compose_replicas_checking_ready():
