@@ -12,6 +12,7 @@ import atexit
 import glob
 import os
 import pwd
+import shlex
 import shutil
 import socket
 import subprocess
@@ -56,7 +57,11 @@ class PostgresServer:
 
     user = "postgres"  # the database superuser initdb creates (trust auth, local only)
 
-    def __init__(self) -> None:
+    def __init__(self, settings: list[str] | None = None) -> None:
+        """settings: the server's `-c name=value` settings.  None: the tests' own (fsync
+        off, for speed: these databases are thrown away); a list (a deployment's, say):
+        exactly those, PostgreSQL's defaults for everything else (fsync on ...)."""
+        self.settings = settings
         self.bin_dir = find_bin_dir()
         self.dir = Path(tempfile.mkdtemp(prefix="dal-pg-"))
         self.data = self.dir / "data"
@@ -106,10 +111,12 @@ class PostgresServer:
     def resume(self, check: bool = True) -> bool:
         """Start the server process (again, after halt()) on the same port and data."""
         # fsync off: these databases are thrown away, and the tests run faster.
-        opts = (
-            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+        settings = (
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            if self.settings is None
+            else " ".join(shlex.quote(f"-c{s}") for s in self.settings)
         )
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 {settings}"
         r = self._run(
             "pg_ctl",
             "-D",
