@@ -134,6 +134,7 @@ def resolve(overrides: dict | None = None) -> dict:
         "idle_timeout": setting("idle.timeout"),
         "buffer_max_messages": setting("buffer.max-messages"),
         "buffer_max_bytes": setting("buffer.max-bytes"),
+        "buffer_linger": setting("buffer.linger"),
         "retry_min_delay": min_delay,
         "retry_max_delay": max_delay,
         "retention": setting("retention"),

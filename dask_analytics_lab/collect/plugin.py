@@ -225,7 +225,8 @@ class AnalyticsPlugin(SchedulerPlugin):
         """Queue one message for the store.  O(1); safe on the event loop; never raises."""
         try:
             self._seq += 1
-            self._shipper.put(messages.make(self.cluster_id, self._seq, kind, time.time(), data))
+            message = messages.make(self.cluster_id, self._seq, kind, time.time(), data)
+            self._shipper.put(message, urgent=_ends_computation(kind, data))
         except Exception:
             logger.exception("dask-analytics: could not queue a %s message", kind)
 
@@ -339,3 +340,8 @@ class AnalyticsPlugin(SchedulerPlugin):
 
     def _handle_info(self) -> dict[str, Any]:
         return status.info(self)
+
+
+def _ends_computation(kind: str, data: Mapping[str, Any]) -> bool:
+    """A computation's end is written at once: the shipper's linger would hold it."""
+    return kind == "computation" and data.get("state") not in (None, "running")

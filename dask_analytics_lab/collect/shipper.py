@@ -1,6 +1,8 @@
 """A bounded buffer and a writer thread between the scheduler and the store.
 
 `put` is what the event loop calls: O(1), never blocks, never raises.  The thread
+lingers a moment after the first message (analytics.buffer.linger), so a tick's
+messages leave together, except a computation's end and what a flush asks for, then
 makes what a message left for it to make (buffer.Later), checks each message against
 the contract once (messages.check: a message the store would refuse is dropped
 alone, and logged, instead of costing its whole batch), writes the typed messages in
@@ -30,7 +32,7 @@ from ..urls import mask_url
 from .buffer import Buffer, Entry
 from .drops import BYTES_KEY, MESSAGES_KEY, DropLog
 from .sinks import Sink, open_sink
-from .writer import Writer
+from .writer import BATCH, Writer
 
 logger = logging.getLogger("dask_analytics_lab")
 
@@ -55,6 +57,7 @@ class Shipper:
         max_bytes: int = DEFAULT_MAX_BYTES,
         min_delay: float = 0.2,
         max_delay: float = 30.0,
+        linger: float = 0.0,
         describe: str = "the analytics store",
         alive: Callable[[], bool] | None = None,
         heartbeat: Callable[[], dict[str, Any]] | None = None,
@@ -69,6 +72,13 @@ class Shipper:
         self._retry_now = False  # flush asks the thread not to wait out its backoff
         self._busy = False  # a batch is out of the buffer's head and being written
         self._in_flight = 0  # number of the batch's last entry while _busy
+        # The writer holds the first message `linger` seconds before writing, so what one
+        # tick makes goes in one batch (one POST to a team server, not one per message);
+        # `_since`: when the oldest message not yet taken was put (None: none since the
+        # last batch was taken).  `_hurry`: a flush, or a computation's end, goes now.
+        self._linger = linger
+        self._since: float | None = None
+        self._hurry = False
         self._drops = DropLog(describe)
         self._writer = Writer(
             self,
@@ -86,16 +96,22 @@ class Shipper:
         self._writer.opened.wait(OPEN_WAIT)
 
     # --- called on the scheduler's event loop -------------------------------
-    def put(self, message: dict[str, Any]) -> None:
-        """O(1) amortised: an estimate of the size, an append, and each drop a popleft."""
+    def put(self, message: dict[str, Any], *, urgent: bool = False) -> None:
+        """O(1) amortised: an estimate of the size, an append, and each drop a popleft.
+        urgent: written without lingering (a computation's end: the record is whole
+        the moment Dask is done)."""
         with self._cond:
             buffer = self._buffer
             entry = buffer.add(message)
+            if self._since is None:
+                self._since = time.monotonic()
             if entry.size > buffer.max_bytes:
                 self._too_large(entry)
             elif buffer.over():
                 self._trim()
-            if self._idle or buffer.unsized:
+            if urgent:
+                self._hurry = True
+            if self._idle or buffer.unsized or urgent or len(buffer) == BATCH:
                 self._cond.notify()
 
     @property
@@ -147,7 +163,7 @@ class Shipper:
         """Wait until every message put so far is written; False on timeout."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            self._retry_now = True
+            self._retry_now = self._hurry = True
             self._cond.notify_all()
             while len(self._buffer) or self._busy:
                 left = deadline - time.monotonic()
@@ -213,6 +229,7 @@ def open_shipper(
         max_bytes=settings.get("buffer_max_bytes", DEFAULT_MAX_BYTES),
         min_delay=settings["retry_min_delay"],
         max_delay=settings["retry_max_delay"],
+        linger=settings.get("buffer_linger", 0.0),
         describe=mask_url(url),
         alive=alive,
         heartbeat=heartbeat,

@@ -333,9 +333,9 @@ def test_size_estimates_follow_real_messages(sqlite_url):
         shipper = client.cluster.scheduler.plugins[PLUGIN_NAME]._shipper
         put = shipper.put
 
-        def recording(message: dict) -> None:
+        def recording(message: dict, **kw: bool) -> None:
             seen.append(message)
-            put(message)
+            put(message, **kw)
 
         shipper.put = recording
         da.ones((1000, 1000), chunks=100).sum().compute()
