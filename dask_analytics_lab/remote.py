@@ -16,7 +16,10 @@ batches with it, the Python API's reader (http_reader.py) reads with it.
 - Errors are the store's: NotFound (404), PermissionError (401/403), MessageError (a
   ValueError: 400/413/422, the server read the request and refused it, so sending it
   again cannot help), ValueError (other 4xx), StoreUnavailable (a ConnectionError:
-  cannot connect, timeouts, 5xx, redirects refused), each with the server's message.
+  cannot connect, timeouts, 5xx, redirects refused), each with the server's message;
+  a 503's Retry-After is its `retry_after`, which the shipper waits out.
+- Each request says how long this client waits for its answer (X-Request-Timeout): the
+  server refuses at once what it could not answer in time (server/deadlines.py).
 """
 
 from __future__ import annotations
@@ -59,6 +62,14 @@ def origin(url: str) -> Origin:
 def _target(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     return (parts.path or "/") + ("?" + parts.query if parts.query else "")
+
+
+def _seconds(value: str | None) -> float | None:
+    """Retry-After in seconds (its HTTP-date form is not sent by our server: None)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
 
 
 def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
@@ -109,7 +120,9 @@ class ServerClient:
     ) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        headers = {"Accept": "application/json"}
+        # How long this client waits for the answer (the socket's timeout): the server
+        # drops a batch it could not store in time rather than store what nobody awaits.
+        headers = {"Accept": "application/json", "X-Request-Timeout": f"{self.timeout:g}"}
         data = None
         if body is not None:
             # Typed messages and dicts alike; NaN and infinities become null (as the server
@@ -238,7 +251,10 @@ class ServerClient:
         self, status: int, reason: str, answer: http.client.HTTPMessage, payload: bytes
     ) -> Any:
         if status >= 300:
-            raise self._error(status, reason, payload)
+            error = self._error(status, reason, payload)
+            if isinstance(error, StoreUnavailable):
+                error.retry_after = _seconds(answer.get("Retry-After"))
+            raise error
         try:
             return json.loads(payload or b"null")
         except ValueError:

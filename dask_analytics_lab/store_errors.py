@@ -11,7 +11,11 @@ class StoreUnavailable(ConnectionError):
     """The store cannot be reached or opened; the text names the URL and what to do.
 
     A ConnectionError, so a shipper that retries on connection trouble retries on it.
+    `retry_after`: seconds the server asked the caller to wait first (a 503's
+    Retry-After), or None.
     """
+
+    retry_after: float | None = None
 
 
 class NotFound(LookupError):

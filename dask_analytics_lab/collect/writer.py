@@ -35,6 +35,13 @@ def retry_delay(failures: int, min_delay: float, max_delay: float) -> float:
     return random.uniform(max(min_delay, ceiling / 2), ceiling)
 
 
+def next_delay(failures: int, min_delay: float, max_delay: float, error: Any) -> float:
+    """retry_delay, or longer where a busy server said how long to wait (a 503's
+    Retry-After, the error's `retry_after`): no sooner, and never past max_delay."""
+    asked = min(getattr(error, "retry_after", None) or 0.0, max_delay)
+    return max(retry_delay(failures, min_delay, max_delay), asked)
+
+
 class Writer:
     """The thread's state and loop, for the shipper `q`."""
 
@@ -69,6 +76,7 @@ class Writer:
         self._sink: Sink | None = None  # this thread's alone
         self._min_delay = min_delay
         self._max_delay = max_delay
+        self._error: Exception | None = None  # why the last write failed
         self.stored = 0
         self.failing_since: float | None = None
         self.check = _Check()
@@ -98,7 +106,7 @@ class Writer:
                 failures = 0
             else:
                 failures += 1
-                self._back_off(retry_delay(failures, self._min_delay, self._max_delay))
+                self._back_off(next_delay(failures, self._min_delay, self._max_delay, self._error))
 
     def _next_batch(self) -> list[tuple[int, dict[str, Any] | None]] | None:
         """Wait for messages (or a heartbeat's turn), then take the next batch out of the
@@ -117,16 +125,32 @@ class Writer:
                 self._q._idle = True
                 self._q._cond.wait(wait)
                 self._q._idle = False
+            self._linger()
             if self._q._closing:
                 return None
             # The messages themselves: a drop meanwhile lets go of its entry's message.
             entries = [
                 (e.number, e.message) for e in self._q._buffer.head(BATCH, self._q._batch_bytes)
             ]
+            # What stays behind (a batch's worth came at once) goes next, without lingering.
+            self._q._since = 0.0 if len(self._q._buffer) > len(entries) else None
+            self._q._hurry = False
             # Entries are numbered from 1: 0 takes none out (a heartbeat alone).
             self._q._in_flight = entries[-1][0] if entries else 0
             self._q._busy = True
             return entries
+
+    def _linger(self) -> None:
+        """(The lock held.)  Wait until the oldest message has waited `linger` seconds,
+        unless a batch is full, or a flush, a close or an urgent message says go."""
+        q = self._q
+        while q._since is not None and q._linger > 0:
+            left = q._since + q._linger - time.monotonic()
+            if left <= 0 or q._closing or q._hurry:
+                return
+            if len(q._buffer) >= BATCH or q._buffer.bytes >= q._batch_bytes:
+                return
+            q._cond.wait(left)
 
     def _write(self, entries: list[tuple[int, dict[str, Any] | None]]) -> bool:
         """Write the batch (and a heartbeat made now); False when the store failed."""
@@ -148,6 +172,7 @@ class Writer:
             self._done(last)
             return True
         except Exception as e:
+            self._error = e
             self._failed(e)
             with self._q._cond:
                 self._q._busy = False

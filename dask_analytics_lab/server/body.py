@@ -4,9 +4,11 @@
 1. prepare(), from the headers alone: the host check, the token (401/429), the
    Content-Type (415), Content-Encoding (415) and Content-Length (413).  Nothing of
    the body has been read yet: a stranger's upload costs the server nothing.
-2. A share of the server's memory for the decompressed bytes (`ctx.receiving`); when
-   other bodies hold it, the request waits there, still unread (TCP pushes back on
-   the sender), and gets 503 + Retry-After after `body_queue_timeout`.
+2. The handler's own word on the headers (`admit`: ingest refuses at once what it
+   could not store before the client's deadline, deadlines.py), then a share of the
+   server's memory for the decompressed bytes (`ctx.receiving`); when other bodies
+   hold it, the request waits there, still unread (TCP pushes back on the sender),
+   and gets 503 + Retry-After after `queue_timeout()` (`body_queue_timeout`, or less).
 3. The body arrives chunk by chunk; gzip is inflated as it comes, in bounded steps,
    and refused (413) past `max_json_bytes` decompressed or past RATIO times what was
    received (a gzip bomb).  No data for `body_idle_timeout` seconds, or the whole body
@@ -262,7 +264,8 @@ class BodyReader(BaseHandler):
         else:
             bound = max_out if length is None else min(max_out, length)
         self._max_bytes, self._max_out = max_bytes, max_out
-        await self.ctx.receiving.acquire(bound, self.ctx.body_queue_timeout)
+        self.admit()
+        await self.ctx.receiving.acquire(bound, self.queue_timeout())
         self._held_receive = bound
         if self._closed:  # the client went away while waiting
             self._release()
@@ -273,6 +276,14 @@ class BodyReader(BaseHandler):
             connection.set_body_timeout(self.ctx.body_timeout)
         self._last_data = time.monotonic()
         self._watch = IOLoop.current().call_later(self.ctx.body_idle_timeout, self._check_idle)
+
+    def admit(self) -> None:
+        """From the headers, the body still unread: raise ApiError to refuse it (a
+        handler's own checks; none here)."""
+
+    def queue_timeout(self) -> float:
+        """Seconds this request may wait for its share of the memory budgets."""
+        return self.ctx.body_queue_timeout
 
     # --- receiving ---------------------------------------------------------------
     def _check_idle(self) -> None:
@@ -413,7 +424,7 @@ class BodyReader(BaseHandler):
                 f"this server allows one request ({budget.total / 2**20:.0f} MiB); send smaller "
                 "batches (the dask-analytics plugin sends at most 500 messages at once)",
             )
-        self._held_parse = await budget.acquire(cost, self.ctx.body_queue_timeout)
+        self._held_parse = await budget.acquire(cost, self.queue_timeout())
         # The estimate covers the raw bytes too: their own share is no longer needed.
         self.ctx.receiving.release(self._held_receive)
         self._held_receive = 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..codecrypt import CodeCipher
+from .deadlines import IngestQueue
 from .errors import ApiError
 from .looplag import LoopLag
 from .metrics import Metrics
@@ -87,6 +88,8 @@ KNOWN_SETTINGS = frozenset(
 MAX_ANSWER_BYTES = 16 * 2**20
 # Seconds a store read may run before it is cancelled (503).
 QUERY_TIMEOUT = 30.0
+# Threads that parse and store request bodies (apart from the reads' threads).
+BODY_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -297,6 +300,9 @@ class Context:
     # SQLite takes one writer at a time; threads waiting on its lock sleep in growing
     # steps (its busy handler), so this process queues its own writers instead.
     write_lock: Any = field(default_factory=contextlib.nullcontext)
+    # Ingest batches waiting for the body threads (deadlines.py): a request the queue
+    # would keep past its deadline is answered 503 at once.
+    ingest_queue: IngestQueue = field(default_factory=lambda: IngestQueue(BODY_THREADS))
     # alerts.rules.Evaluator: ingest hands it each stored batch; None: no alerts configured.
     alerts: Any = None
     # findings.keeper.Keeper: ingest hands it each stored batch, to keep the findings of
@@ -665,7 +671,7 @@ def make_context(prefix: str, settings: dict) -> Context:
         max_json_bytes=max_json,
         max_report_bytes=max_report,
         executor=ThreadPoolExecutor(threads, thread_name_prefix="dal-server"),
-        body_executor=ThreadPoolExecutor(2, thread_name_prefix="dal-server-body"),
+        body_executor=ThreadPoolExecutor(BODY_THREADS, thread_name_prefix="dal-server-body"),
         receiving=receiving,
         parsing=MemoryBudget(memory - receiving.total, "memory for bodies being parsed and stored"),
         body_timeout=float(settings.get("body_timeout", 120.0)),

@@ -1,7 +1,9 @@
 """POST {prefix}/api/ingest: a batch of messages (messages.py) from a scheduler plugin.
 
 The body is read as body.py says: the token is checked from the headers before any of
-it is read, and parsing, checking and storing run on the body threads.
+it is read, and parsing, checking and storing run on the body threads.  A batch the
+server could not store before the client stops waiting is refused at once, or dropped
+before any work when its time ran out in the queue (deadlines.py).
 
 What the server adds to the store's own checks, because here the sender is remote:
 - the account comes from the token, never from the message (a `cluster` message's
@@ -43,6 +45,7 @@ from ..messages import (
     code_hash,
 )
 from ..store.usage import QuotaExceeded
+from . import deadlines
 from .body import BodyReader
 from .context import Principal
 from .errors import ApiError
@@ -129,16 +132,38 @@ def prepare(batch: list[Envelope], principal: Principal, cipher: Any) -> dict[st
 
 
 class IngestHandler(BodyReader):
+    deadline = float("inf")  # time.monotonic() when the client stops waiting (admit)
+    refusal: str | None = None  # the metrics' reason, where the status alone does not say
+
+    def admit(self) -> None:
+        self.deadline = deadlines.deadline(
+            self.request.headers, from_proxy=self.ctx.trusted_proxy(self.request.remote_ip or "")
+        )
+        self._refuse_if_late()
+
+    def queue_timeout(self) -> float:
+        return min(self.ctx.body_queue_timeout, max(0.0, self.deadline - time.monotonic()))
+
+    def _refuse_if_late(self) -> None:
+        try:
+            self.ctx.ingest_queue.refuse_if_late(self.deadline)
+        except ApiError:
+            self.refusal = "busy"
+            raise
+
     async def post(self) -> None:
         if self._finished:
             return  # refused while the body came in
         # A cookie never authorises a write: prepare() took the token from the header.
         principal = self.body_principal
         raw = await self.body_raw()
+        self._refuse_if_late()  # the body took its time: is there still time to store it?
+        queue = self.ctx.ingest_queue
+        queue.handed()
         # Parsed and stored in one call on a body thread: each hand-over to a thread and
         # back costs the loop a share of a small batch's CPU.
         stored, received, dropped = await self.call(
-            self._ingest, principal, raw, executor=self.ctx.body_executor
+            self._ingest_in_time, principal, raw, executor=self.ctx.body_executor
         )
         self.ctx.metrics.ingested(received, stored - dropped, dropped)
         self.write_json({"stored": stored, "received": received})
@@ -147,7 +172,24 @@ class IngestHandler(BodyReader):
         super().on_finish()
         status = self.get_status()
         if status >= 400:  # refused anywhere: the token, the body's size or shape, the store
-            self.ctx.metrics.refused_ingest(status)
+            self.ctx.metrics.refused_ingest(status, self.refusal)
+
+    def _ingest_in_time(self, principal: Principal, raw: bytearray) -> tuple[int, int, int]:
+        queue = self.ctx.ingest_queue
+        t0 = queue.started()
+        try:
+            if time.monotonic() >= self.deadline:
+                # The client gave up while this waited: its batch comes again.
+                self.refusal = "expired"
+                raise ApiError(
+                    503,
+                    "the server was too busy to store this batch before the request's timeout "
+                    f"({deadlines.TIMEOUT_HEADER}); try again",
+                    headers={"Retry-After": "1"},
+                )
+            return self._ingest(principal, raw)
+        finally:
+            queue.done(t0)
 
     def _ingest(self, principal: Principal, raw: bytearray) -> tuple[int, int, int]:
         # Runs on a body thread: parsing, checks, ownership and the write are blocking work.

@@ -105,8 +105,9 @@ class Metrics:
         self._messages.labels("stored").inc(stored)
         self._messages.labels("dropped").inc(dropped)
 
-    def refused_ingest(self, status: int) -> None:
-        self._refused.labels(REASONS.get(status, str(status))).inc()
+    def refused_ingest(self, status: int, reason: str | None = None) -> None:
+        """reason: where the status alone does not say (a 503's "busy" or "expired")."""
+        self._refused.labels(reason or REASONS.get(status, str(status))).inc()
 
     def store_call(self, op: str, seconds: float) -> None:
         self._store.labels(op).observe(seconds)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import inspect
 import json
 import re
 import select
@@ -28,6 +29,7 @@ import click
 import pytest
 import yaml
 
+from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.server.cli import server as server_command
 
 from ..balancer import HAProxy, deploy_config
@@ -186,6 +188,14 @@ def test_haproxy_times_out_slow_requests_and_limits_each_client_address():
     assert timeouts["http-request"] <= 10 and timeouts["http-keep-alive"] <= 10
     assert timeouts["client"] > 120 and timeouts["server"] > 120
     assert {"connect", "queue", "check", "client-fin"} <= set(timeouts)
+    # Deadlines (issue 41, item 3): a request queued here leaves time to store it within
+    # the plugin's own timeout, a client that gave up takes its queued request with it,
+    # and an ingest waits for a replica about as long as its client does.
+    plugin_timeout = inspect.signature(HttpSink).parameters["timeout"].default
+    assert timeouts["queue"] <= plugin_timeout / 2 and "option abortonclose" in text
+    ingest = re.search(r"set-timeout server (\S+) if \{ path_end /api/ingest \}", text)
+    assert ingest and plugin_timeout < seconds(ingest.group(1)) <= 2 * plugin_timeout
+    assert "set-header X-Request-Start t=%[date(0,us)]" in text
     assert "option http-buffer-request" in text
     # Per client address: a stick table of open connections and their rate, and limits.
     assert re.search(r"stick-table type ipv6 .*\bstore conn_cur,conn_rate\(10s\)", text)
