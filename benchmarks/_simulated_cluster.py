@@ -5,21 +5,25 @@ The cadence is the collector's (collect/), at analytics.yaml's defaults:
 - a tick every `analytics.interval` (1 s); a `cluster_sample` on each tick whose figures
   changed (every tick while tasks run), else every SAMPLE_EVERY (30 s);
 - `worker_samples` of every worker each `analytics.workers.interval` (5 s); on the
-  1 s tick that is a gap of 5 s, or 6 when the tick runs a little early (a third of the
-  gaps in the recording below);
+  1 s tick that is a gap of 5 s, or 6 when the tick runs a little early (19 of the 32
+  gaps in the recording below; a third in an earlier one: it depends on the machine);
 - per computation, on each tick while it runs: its `computation` (task groups and
   totals), the `task_stream` rows of the tasks that finished, and its `metrics` (the
   rows that changed); once it ends, one `profile` per task prefix; the `code` of its
   snippet once per cluster;
 - `worker-joined` / `worker-left` events as the workers come and go (both in the
   default events.allow), the `cluster` message first and `cluster_stop` last;
-- the shipper's `heartbeat` BEAT (2 s) after the last write started: the runner sends it,
-  as the shipper's thread does (which also adds one to every write it makes).
+- the shipper's `heartbeat`, one with every write and one alone BEAT (2 s) after the
+  last write started, and its linger (how messages become POSTs): not here but in
+  benchmarks/_shipper_model.py, which both runners follow.
 
-The sizes are those of a real recording: a LocalCluster of 4 workers x 2 threads running
-a 614-task dask.array computation (9 task groups) every minute, recorded through
-HttpSink at the defaults for 3 minutes, sent 24 POSTs, 45 messages and 194 kB of JSON
-(25 kB gzip'd) a minute; the runner prints the same figures for this model.
+The sizes and the cadence are those of a real recording (benchmarks/recorder_traffic.py,
+November 2026, the shipper lingering 200 ms): a LocalCluster of 4 workers x 2 threads
+running a 614-task dask.array computation (9 task groups) every minute, recorded
+through HttpSink at the defaults for 3 minutes, sent 36 POSTs, 70 messages (36 of them
+heartbeats) and 188 kB of JSON (25 kB gzip'd) a minute; each computation ran 3 ticks and
+its profiles came 1.5-1.8 s after its end.  team_scale.py checks this model against a
+real recorder in the same run.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from dask_analytics_lab.messages import code_hash, fingerprint, make
 N_WORKERS = 4
 THREADS = 2
 COMPUTATION_EVERY = 60.0
-BUSY_TICKS = 5  # ticks a computation runs (the recording's took 3-6)
+BUSY_TICKS = 3  # ticks a computation runs (3 each in the recording; 3-6 in an earlier one)
+PROFILES_AFTER = 1.6  # seconds from a computation's end to its profiles (1.46-1.8)
+LONG_WORKERS_GAP = 0.6  # the share of 6 s gaps between worker samples (19 of 32)
 # (prefix, tasks) of the recorded computation's groups, first to last.
 GROUPS = [
     ("slow", 240),
@@ -149,7 +155,7 @@ class SimCluster:
         self.rows = {"worker_samples": 0, "task_stream": 0, "events": 0, "cluster_samples": 0}
 
     def _workers_gap(self) -> float:
-        return 5.0 + (1.0 if self.rng.random() < 1 / 3 else 0.0)
+        return 5.0 + (1.0 if self.rng.random() < LONG_WORKERS_GAP else 0.0)
 
     def msg(self, kind: str, now: float, data: dict) -> dict:
         self.seq += 1
@@ -157,8 +163,8 @@ class SimCluster:
         return make(self.id, self.seq, kind, now, data)
 
     def heartbeat(self, now: float) -> dict:
-        """The shipper's, BEAT after the last write: seq 0, not stored."""
-        self.heartbeats += 1
+        """The shipper's (one with every write, one alone BEAT after the last write
+        started): seq 0, not stored.  The sender counts those written (`heartbeats`)."""
         return make(self.id, 0, "heartbeat", now, {})
 
     # --- the cluster's life ----------------------------------------------------------
@@ -237,6 +243,11 @@ class SimCluster:
             )
             for prefix, count in zip(PROFILED, (991, 29, 2, 1))
         ]
+
+    def snapshot(self, now: float) -> list[dict]:
+        """A forced snapshot (`dal.flush` ticks once before it flushes): the cluster's
+        sample and its workers'."""
+        return [self._sample(now), self._worker_samples(now)]
 
     def stop(self, now: float) -> list[dict]:
         batch = [self._sample(now), self._worker_samples(now)]
@@ -344,7 +355,7 @@ class SimCluster:
         if last:
             self.computation = None
             self._just_ended, self._profiled = True, c["id"]
-            self.profiles_due = now + 0.4  # the workers' answers to the profile fetch
+            self.profiles_due = now + PROFILES_AFTER  # the workers' answers to the fetch
         return batch
 
     def _groups(self, c: dict, now: float, done: int) -> list[dict]:

@@ -4,9 +4,11 @@ A LocalCluster (4 workers x 2 threads, in this process) records at the default s
 into a real `dask-analytics server` (SQLite) while it runs a 614-task dask.array
 computation a minute; every batch its HttpSink posts is counted.  The simulated cluster
 (benchmarks/_simulated_cluster.py) is then run through the same span of time on a
-virtual clock, with the shipper's rules (a batch per burst of messages, a heartbeat
-after BEAT quiet seconds).  Both per cluster-minute: POSTs, messages by kind, and
-bytes of JSON (raw and gzip'd as HttpSink sends it).
+virtual clock, shipped by the writer thread's rules (benchmarks/_shipper_model.py: the
+200 ms linger after a batch's first message, a computation's end at once, a heartbeat
+with every write and one alone BEAT after the last write started).  Both per
+cluster-minute: POSTs, messages by kind (heartbeats included), and bytes of JSON (raw
+and gzip'd as HttpSink sends it).  team_scale.py runs both before its configurations.
 
     python benchmarks/recorder_traffic.py              # 3 minutes
     python benchmarks/recorder_traffic.py --minutes 1
@@ -28,12 +30,14 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._shipper_model import ShipperModel  # noqa: E402
 from benchmarks._simulated_cluster import SimCluster  # noqa: E402
-from dask_analytics_lab import remote  # noqa: E402
-from dask_analytics_lab.messages import BEAT, check_batch  # noqa: E402
+from dask_analytics_lab import config, remote  # noqa: E402
+from dask_analytics_lab.messages import check_batch  # noqa: E402
 from dask_analytics_lab.remote import GZIP_LEVEL  # noqa: E402
 
 Posts = list[list[dict]]
+INTERVAL = config.resolve({})["interval"]  # the plugin's tick
 
 
 def _wire(batch: list) -> list[dict]:
@@ -84,25 +88,48 @@ def record_real(seconds: float) -> Posts:
     return posts
 
 
-def simulate(seconds: float) -> Posts:
-    """The simulated cluster on a virtual clock: each tick's messages in one POST."""
+def simulate(seconds: float, *, linger: float | None = None, flush: bool = True) -> Posts:
+    """The simulated cluster on a virtual clock, shipped by the writer thread's rules
+    (benchmarks/_shipper_model.py: the linger after a batch's first message, a
+    computation's end at once, a heartbeat with every write and alone BEAT after the
+    last write started), each write taking no time.  flush: as record_real ends, a
+    forced snapshot flushed (`dal.flush`) before the cluster stops."""
+    if linger is None:
+        linger = config.resolve({})["buffer_linger"]
     sim = SimCluster(0, start=1.8e9, rng=random.Random(0))
     sim.next_computation = sim.t0 + 1  # as the recording: a computation first
+    ship = ShipperModel(linger)
+    posts: Posts = []
+
+    def writer(now: float) -> float | None:
+        """The writer thread's turn at `now`: every write due, then its next wake-up."""
+        while ship.ready(now):
+            batch = ship.take()
+            posts.append([m for _, _, m in batch] + [sim.heartbeat(now)])
+            ship.done(len(batch), now)
+        return ship.next_wakeup(now)
+
     t = sim.t0
-    posts = [sim.start(t, account="A", user="ann")]
-    written = t
-    while t < sim.t0 + seconds:
-        t += 1.0
-        batch = sim.tick(t)
-        if not batch and t - written >= BEAT:
-            batch = [sim.heartbeat(written + BEAT)]
-        if batch:
-            posts.append(batch)
-            written = t
-        if sim.profiles_due is not None:
-            written = sim.profiles_due
-            posts.append(sim.profiles(written))
-    posts.append(sim.stop(t))
+    end = t + seconds
+    ship.put(sim.start(t, account="A", user="ann"), t)
+    wake = writer(t)
+    tick = t + INTERVAL
+    while True:
+        t = min(x for x in (tick, sim.profiles_due, wake) if x is not None)
+        if t >= end:
+            break
+        if t == tick:
+            ship.put(sim.tick(t), t)
+            tick += INTERVAL
+        elif t == sim.profiles_due:
+            ship.put(sim.profiles(t), t)
+        wake = writer(t)
+    if flush:
+        ship.put(sim.snapshot(end), end, hurry=True)
+        writer(end)
+    ship.put(sim.stop(end), end, hurry=True)  # close() flushes
+    ship.closed = True
+    writer(end)
     for batch in posts:
         check_batch(batch)  # what the server would refuse, refused here
     return posts
