@@ -29,6 +29,7 @@ real recorder in the same run.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 
 from dask_analytics_lab.collect.cluster import SAMPLE_EVERY
@@ -460,3 +461,25 @@ class SimCluster:
             for a, u in PREFIX_ACTIVITIES
         ]
         return self.msg("metrics", now, {"computation_id": c["id"], "rows": rows})
+
+
+def tick_batches(
+    first: int, clusters: int, seconds: int, *, seed: int, account: str, user: str
+) -> list[list[dict]]:
+    """What clusters first .. first+clusters-1 send over `seconds` one-second ticks that
+    ended 10 s ago: their starts, then a batch per cluster per tick that made anything
+    (what the shipper's linger gathers into one POST).  For benchmarks that replay the
+    same POSTs into stores and servers."""
+    rng = random.Random(seed)
+    t0 = time.time() - seconds - 10
+    sims = [SimCluster(i, start=t0, rng=rng) for i in range(first, first + clusters)]
+    batches = [s.start(t0, account=account, user=user) for s in sims]
+    for k in range(1, seconds):
+        now = t0 + k
+        for s in sims:
+            batch = s.tick(now)
+            if s.profiles_due is not None and now >= s.profiles_due:
+                batch += s.profiles(now)
+            if batch:
+                batches.append(batch)
+    return batches

@@ -23,7 +23,6 @@ import argparse
 import gzip
 import http.client
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._simulated_cluster import SimCluster  # noqa: E402
+from benchmarks._simulated_cluster import tick_batches  # noqa: E402
 from dask_analytics_lab.remote import GZIP_LEVEL  # noqa: E402
 from dask_analytics_lab.server.tokens import token_hash  # noqa: E402
 from tests.server_helpers import ServerProcess, add_token, free_port  # noqa: E402
@@ -47,18 +46,7 @@ ACCOUNT = "bench"
 
 def bodies(first: int, clusters: int, seconds: int) -> tuple[list[bytes], int]:
     """(gzip'd bodies, messages) of clusters first.. first+clusters for `seconds` ticks."""
-    rng = random.Random(first)
-    t0 = time.time() - seconds - 10
-    sims = [SimCluster(i, start=t0, rng=rng) for i in range(first, first + clusters)]
-    batches = [s.start(t0, account=ACCOUNT, user="ann") for s in sims]
-    for k in range(1, seconds):
-        now = t0 + k
-        for s in sims:
-            batch = s.tick(now)
-            if s.profiles_due is not None and now >= s.profiles_due:
-                batch += s.profiles(now)
-            if batch:
-                batches.append(batch)
+    batches = tick_batches(first, clusters, seconds, seed=first, account=ACCOUNT, user="ann")
     encode = msgspec.json.Encoder().encode
     return [gzip.compress(encode(b), GZIP_LEVEL) for b in batches], sum(map(len, batches))
 

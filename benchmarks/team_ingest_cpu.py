@@ -17,7 +17,6 @@ warm both up and is left out.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from contextlib import contextmanager
@@ -29,25 +28,14 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._simulated_cluster import SimCluster  # noqa: E402
+from benchmarks._simulated_cluster import tick_batches  # noqa: E402
 from benchmarks.team_scale import postmaster, tree_cpu  # noqa: E402
 from dask_analytics_lab.server.ingest import decode_messages  # noqa: E402
 from dask_analytics_lab.store import bulk, open_store  # noqa: E402
 
 
 def bodies(clusters: int, seconds: int) -> list[bytes]:
-    rng = random.Random(1)
-    t0 = time.time() - seconds - 10
-    sims = [SimCluster(i, start=t0, rng=rng) for i in range(clusters)]
-    batches = [s.start(t0, account="bench", user="ann") for s in sims]
-    for k in range(1, seconds):
-        now = t0 + k
-        for s in sims:
-            batch = s.tick(now)
-            if s.profiles_due is not None and now >= s.profiles_due:
-                batch += s.profiles(now)
-            if batch:
-                batches.append(batch)
+    batches = tick_batches(0, clusters, seconds, seed=1, account="bench", user="ann")
     encoder = msgspec.json.Encoder()
     return [encoder.encode(b) for b in batches]
 

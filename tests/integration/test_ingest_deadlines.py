@@ -25,11 +25,15 @@ from ..waiting import wait_for
 
 class StalledStore:
     """The store's first call of a batch (who owns its cluster ids) held until `release`
-    is set; counts the batches that got there."""
+    is set; counts the batches that got there.  `stall_both_threads()`: two batches
+    (`held`, each in a thread: (cluster id, answer)) sit in it, one on each body thread."""
 
     def __init__(self, server: ServerThread, monkeypatch: pytest.MonkeyPatch):
+        self.server = server
+        self.token = server.token("A")
         self.release = threading.Event()
         self.calls = 0
+        self.held: list[tuple[threading.Thread, list]] = []
         real = server.ctx.cluster_owners
 
         def cluster_owners(claims, **kw):
@@ -38,6 +42,18 @@ class StalledStore:
             return real(claims, **kw)
 
         monkeypatch.setattr(server.ctx, "cluster_owners", cluster_owners)
+
+    def stall_both_threads(self) -> None:
+        self.held = [in_background(post, self.server, self.token, 60) for _ in range(2)]
+        wait_for(lambda: self.calls == 2, what="both body threads to be in the stalled store")
+
+    def let_go(self) -> None:
+        """Release the store; the held batches are stored (and nothing else)."""
+        self.release.set()
+        for t, out in self.held:
+            t.join(30)
+            assert out[0][1][0] == 200, out
+        assert stored(self.server) == {out[0][0] for _, out in self.held}
 
 
 def post(server: ServerThread, token: str, timeout: float | None = None):
@@ -76,10 +92,8 @@ def refused(server: ServerThread, reason: str) -> float:
 
 
 def test_a_batch_the_queue_would_keep_past_its_timeout_is_refused_at_once(server, monkeypatch):
-    token = server.token("A")
     store = StalledStore(server, monkeypatch)
-    held = [in_background(post, server, token, 60) for _ in range(2)]
-    wait_for(lambda: store.calls == 2, what="both body threads to be in the stalled store")
+    store.stall_both_threads()
     queue = server.ctx.ingest_queue
     wait_for(lambda: queue.wait() > 2, what="the queue to know the store stalls")
     decoded = []
@@ -88,38 +102,28 @@ def test_a_batch_the_queue_would_keep_past_its_timeout_is_refused_at_once(server
         ingest_module, "decode_messages", lambda raw: decoded.append(raw) or real_decode(raw)
     )
 
-    late, (status, answer, headers) = post(server, token, timeout=1)
+    late, (status, answer, headers) = post(server, store.token, timeout=1)
 
     assert status == 503, answer
     assert int(headers["Retry-After"]) >= 1 and "busy" in answer["error"]
     assert decoded == [] and store.calls == 2  # refused before any work
     wait_for(lambda: refused(server, "busy") == 1, what="the refusal to be counted")
-    store.release.set()
-    for t, out in held:
-        t.join(30)
-        assert out[0][1][0] == 200, out
-    assert stored(server) == {out[0][0] for _, out in held}
+    store.let_go()
 
 
 def test_a_batch_whose_time_ran_out_in_the_queue_is_dropped_before_any_work(server, monkeypatch):
-    token = server.token("A")
     store = StalledStore(server, monkeypatch)
-    held = [in_background(post, server, token, 60) for _ in range(2)]
-    wait_for(lambda: store.calls == 2, what="both body threads to be in the stalled store")
+    store.stall_both_threads()
     queue = server.ctx.ingest_queue
-    late, answer = in_background(post, server, token, 2)
+    late, answer = in_background(post, server, store.token, 2)
     wait_for(lambda: queue.waiting == 1, what="the third batch to wait for a body thread")
     time.sleep(2.5)  # its client's timeout passes while it waits
-    store.release.set()
+    store.let_go()
     late.join(30)
     _, (status, body, headers) = answer[0]
     assert status == 503 and headers["Retry-After"] and "timeout" in body["error"], body
     assert store.calls == 2
     wait_for(lambda: refused(server, "expired") == 1, what="the drop to be counted")
-    for t, out in held:
-        t.join(30)
-        assert out[0][1][0] == 200
-    assert stored(server) == {out[0][0] for _, out in held}
 
 
 def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_saying_so(server):
