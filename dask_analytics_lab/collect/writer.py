@@ -142,9 +142,12 @@ class Writer:
 
     def _linger(self) -> None:
         """(The lock held.)  Wait until the oldest message has waited `linger` seconds,
-        unless a batch is full, or a flush, a close or an urgent message says go."""
+        unless a batch is full, or a flush, a close or an urgent message says go.  Not
+        while the store fails: a retry goes once its backoff is over, and the backoff
+        measures what put asks meanwhile (a wait here would leave the buffer's bound to
+        provisional sizes)."""
         q = self._q
-        while q._since is not None and q._linger > 0:
+        while q._since is not None and q._linger > 0 and self.failing_since is None:
             left = q._since + q._linger - time.monotonic()
             if left <= 0 or q._closing or q._hurry:
                 return

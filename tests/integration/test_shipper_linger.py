@@ -119,3 +119,34 @@ def test_a_recorded_computation_is_whole_in_the_store_once_it_ends(sqlite_url):
             return bool(rows) and rows[0]["state"] == "finished"
 
         wait_for(finished, timeout=30, what="the finished computation in the store")
+
+
+def test_a_retry_through_an_outage_does_not_linger():
+    """While the store fails, each retry goes once its backoff is over: a linger would
+    only hold the backlog longer (and leave new messages unmeasured meanwhile)."""
+
+    class Down(KeepingSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down = threading.Event()
+            self.down.set()
+            self.attempts = 0
+
+        def write(self, batch: list[Envelope]) -> int:
+            self.attempts += 1
+            if self.down.is_set():
+                raise ConnectionError("the store is down")
+            return super().write(batch)
+
+    sink = Down()
+    q = Shipper(lambda: sink, linger=MINUTE, min_delay=0.01, max_delay=0.05)
+    try:
+        q.put(event(1), urgent=True)  # goes at once, and fails
+        wait_for(lambda: sink.attempts >= 1, timeout=20, what="the first attempt")
+        q.put(event(2))  # put during the outage
+        attempts = sink.attempts
+        wait_for(lambda: sink.attempts > attempts + 1, timeout=20, what="retries")
+        sink.down.clear()  # back: the next retry takes both, without lingering
+        wait_for(lambda: sink.messages() == 2, timeout=20, what="the retry")
+    finally:
+        q.close(timeout=0.1)
