@@ -7,7 +7,7 @@ The rules, as the writer thread applies them at the default settings:
 - a message put while nothing is queued starts the linger (analytics.buffer.linger,
   200 ms): the writer takes a batch once the oldest queued message is that old, unless
   a computation's end (a `computation` message whose state is not "running", put with
-  urgent=True by the plugin), a flush or close, or a full batch (BATCH messages or
+  urgent=True by the plugin: its `ends_computation`), a flush or close, or a full batch (BATCH messages or
   BATCH_BYTES of estimated size) says go at once;
 - a batch is the queue's head, at most BATCH messages and BATCH_BYTES (at least one);
   what stays behind goes next without lingering; what is put while a batch is in
@@ -27,6 +27,7 @@ from collections import deque
 from typing import Any
 
 from dask_analytics_lab.collect.buffer import estimate
+from dask_analytics_lab.collect.plugin import ends_computation
 from dask_analytics_lab.collect.shipper import BATCH_BYTES
 from dask_analytics_lab.collect.writer import BATCH
 from dask_analytics_lab.messages import BEAT
@@ -35,12 +36,8 @@ EPS = 1e-6  # seconds: "due now" on float clocks
 
 
 def urgent(message: dict[str, Any]) -> bool:
-    """The plugin's rule (collect/plugin.py `_ends_computation`): a computation's end
-    is written at once, the linger would hold it."""
-    return message["kind"] == "computation" and message["data"].get("state") not in (
-        None,
-        "running",
-    )
+    """The plugin's rule, the plugin's own function (collect/plugin.py)."""
+    return ends_computation(message["kind"], message["data"])
 
 
 class ShipperModel:

@@ -226,7 +226,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         try:
             self._seq += 1
             message = messages.make(self.cluster_id, self._seq, kind, time.time(), data)
-            self._shipper.put(message, urgent=_ends_computation(kind, data))
+            self._shipper.put(message, urgent=ends_computation(kind, data))
         except Exception:
             logger.exception("dask-analytics: could not queue a %s message", kind)
 
@@ -342,6 +342,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         return status.info(self)
 
 
-def _ends_computation(kind: str, data: Mapping[str, Any]) -> bool:
-    """A computation's end is written at once: the shipper's linger would hold it."""
+def ends_computation(kind: str, data: Mapping[str, Any]) -> bool:
+    """A computation's end is written at once: the shipper's linger would hold it (the
+    plugin's `emit`; benchmarks/_shipper_model.py follows the same rule)."""
     return kind == "computation" and data.get("state") not in (None, "running")

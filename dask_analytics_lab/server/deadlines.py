@@ -88,11 +88,11 @@ class IngestQueue:
         ahead = waiting + (1 if len(running) >= self.threads else 0)
         return ahead * per / self.threads
 
-    def refuse_if_late(self, deadline: float, *, then: float = 0.0) -> None:
-        """503 + Retry-After when the queue would keep a batch (and `then` more seconds
-        of its own work) past `deadline`."""
+    def refuse_if_late(self, deadline: float) -> None:
+        """503 + Retry-After when the queue, and the batch's own work, would keep it past
+        `deadline`."""
         wait = self.wait()
-        if time.monotonic() + wait + then + self.cost <= deadline:
+        if time.monotonic() + wait + self.cost <= deadline:
             return
         raise ApiError(
             503,
@@ -112,9 +112,11 @@ class IngestQueue:
             self._running[threading.get_ident()] = t0
         return t0
 
-    def done(self, t0: float) -> None:
-        # An average over the last ~20 batches: quick to follow a store that slows down.
+    def done(self, t0: float, *, worked: bool = True) -> None:
+        """The batch started at `t0` is over; worked=False: dropped unread (its near-zero
+        time would make a stalled queue look fast)."""
         cost = time.perf_counter() - t0
         with self._lock:
             self._running.pop(threading.get_ident(), None)
-            self.cost += (cost - self.cost) / 20
+            if worked:  # an average over the last ~20 batches: quick to follow a slow store
+                self.cost += (cost - self.cost) / 20

@@ -177,16 +177,17 @@ class IngestHandler(BodyReader):
     def _ingest_in_time(self, principal: Principal, raw: bytearray) -> tuple[int, int, int]:
         queue = self.ctx.ingest_queue
         t0 = queue.started()
+        if time.monotonic() >= self.deadline:
+            # The client gave up while this waited: its batch comes again.
+            queue.done(t0, worked=False)
+            self.refusal = "expired"
+            raise ApiError(
+                503,
+                "the server was too busy to store this batch before the request's timeout "
+                f"({deadlines.TIMEOUT_HEADER}); try again",
+                headers={"Retry-After": "1"},
+            )
         try:
-            if time.monotonic() >= self.deadline:
-                # The client gave up while this waited: its batch comes again.
-                self.refusal = "expired"
-                raise ApiError(
-                    503,
-                    "the server was too busy to store this batch before the request's timeout "
-                    f"({deadlines.TIMEOUT_HEADER}); try again",
-                    headers={"Retry-After": "1"},
-                )
             return self._ingest(principal, raw)
         finally:
             queue.done(t0)

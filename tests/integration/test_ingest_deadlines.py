@@ -16,7 +16,14 @@ import pytest
 
 from dask_analytics_lab.remote import HttpSink
 from dask_analytics_lab.server import ingest as ingest_module
-from dask_analytics_lab.server.deadlines import START_HEADER, TIMEOUT_HEADER, deadline
+from dask_analytics_lab.server.deadlines import (
+    FIRST_COST,
+    START_HEADER,
+    TIMEOUT_HEADER,
+    IngestQueue,
+    deadline,
+)
+from dask_analytics_lab.store_errors import StoreUnavailable
 
 from ..balancer import HAProxy, deploy_config
 from ..server_helpers import ServerThread, full_cluster, request
@@ -108,7 +115,18 @@ def test_a_batch_the_queue_would_keep_past_its_timeout_is_refused_at_once(server
     assert int(headers["Retry-After"]) >= 1 and "busy" in answer["error"]
     assert decoded == [] and store.calls == 2  # refused before any work
     wait_for(lambda: refused(server, "busy") == 1, what="the refusal to be counted")
+    # The plugin's own client reads the Retry-After its shipper then waits out.
+    _, msgs = full_cluster("A")
+    with pytest.raises(StoreUnavailable) as refusal:
+        HttpSink(server.url, token=store.token, timeout=1).write(msgs)
+    assert refusal.value.retry_after is not None and refusal.value.retry_after >= 1
+    # A stranger learns nothing of the load: no token is 401 before any of this.
+    status, _, _ = request(f"{server.url}/api/ingest", method="POST", body=msgs)
+    assert status == 401 and decoded == []
     store.let_go()
+    # Once the store answers again, the same short wait is served: a refusal is not sticky.
+    again, (status, answer, _) = post(server, store.token, timeout=1)
+    assert status == 200 and again in stored(server), answer
 
 
 def test_a_batch_whose_time_ran_out_in_the_queue_is_dropped_before_any_work(server, monkeypatch):
@@ -128,6 +146,11 @@ def test_a_batch_whose_time_ran_out_in_the_queue_is_dropped_before_any_work(serv
 
 def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_saying_so(server):
     token = server.token("A")
+    # Without a token the header is never read: 401 first, whatever it holds.
+    status, _, _ = request(
+        f"{server.url}/api/ingest", method="POST", body=[], headers={TIMEOUT_HEADER: "x" * 9000}
+    )
+    assert status == 401
     for bad in ("soon", "0", "-1", "nan", ""):
         status, answer, _ = request(
             f"{server.url}/api/ingest",
@@ -166,11 +189,12 @@ def test_the_plugins_client_says_how_long_it_waits(server, monkeypatch):
     monkeypatch.setattr(
         ingest_module.deadlines,
         "deadline",
-        lambda headers, **kw: seen.append(headers.get(TIMEOUT_HEADER)) or real(headers, **kw),
+        lambda headers, **kw: seen.append((headers.get(TIMEOUT_HEADER), kw)) or real(headers, **kw),
     )
     _, msgs = full_cluster("A")
     assert HttpSink(server.url, token=server.token("A"), timeout=7).write(msgs) == len(msgs)
-    assert seen == ["7"]
+    # A direct client is no proxy: an X-Request-Start of its own would count for nothing.
+    assert seen == [("7", {"from_proxy": False})]
 
 
 @pytest.mark.postgres  # needs haproxy, installed with PostgreSQL by the README's test command
@@ -209,3 +233,14 @@ def test_through_the_deploy_balancer_the_deadline_counts_from_haproxy(
         balancer.stop()
         if server is not None:
             server.stop()
+
+
+def test_a_batch_dropped_unread_does_not_make_a_stalled_queue_look_fast():
+    queue = IngestQueue(2)
+    queue.handed()
+    queue.done(queue.started(), worked=False)
+    assert queue.cost == FIRST_COST and queue.waiting == 0 and queue.wait() == 0
+    queue.handed()
+    t0 = queue.started()
+    queue.done(t0 - 2.0)  # a batch that took two seconds moves the average
+    assert queue.cost > FIRST_COST
