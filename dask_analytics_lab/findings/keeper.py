@@ -5,8 +5,11 @@ finding kind (findings/across.py) finds them kept rather than explaining them th
 it (the recorder's writer thread through written_readers.py, or a team server's ingest)
 and only queues it.  On the keeper's own thread a computation that ended is explained
 kept.SETTLE seconds later (its events, profile and task stream written by then); when a
-cluster moves on - its next computation starts, or it stops - the findings of its
-computations kept while they could still change are explained again, now final.  What
+cluster moves on, the findings of its computations kept while they could still change
+are made final: when its next computation starts, by taking out what only a cluster's
+last computation can have (kept.moved_on: no second explain, which was half of a team
+server's findings work); when it stops, by explaining them again (the idle time up to
+its end).  What
 the keeper never got to (a process that ended first) is explained when first asked.
 
 `busy`: a callable saying the cluster is computing; explaining then waits (a keeper on
@@ -49,13 +52,15 @@ class Keeper:
     ):
         self._store = store
         self._settings = settings
+        self._settings_key: str | None = None
         self._busy = busy or (lambda: False)
         self._settle = kept.SETTLE if settle is None else settle
         self.kept = 0
         self.dropped = 0
         self.failed = 0
         self._queue: queue.Queue[Any] = queue.Queue(MAX_WAITING)
-        # (due, n, what, id, account): what is "computation" or "cluster"
+        # (due, n, what, id, account): what is "computation", "moved-on" (a cluster's
+        # next computation started) or "cluster" (it stopped)
         self._due: list[tuple[float, int, str, str, str | None]] = []
         self._count = itertools.count()
         self._started: OrderedDict[str, None] = OrderedDict()  # computations seen running
@@ -133,7 +138,7 @@ class Keeper:
                 self._started[data.id] = None
                 if len(self._started) > MAX_DUE:
                     self._started.popitem(last=False)
-                self._push(now + self._settle, "cluster", msg.cluster_id, account)
+                self._push(now + self._settle, "moved-on", msg.cluster_id, account)
 
     def _push(self, due: float, what: str, ident: str, account: str | None) -> None:
         heapq.heappush(self._due, (due, next(self._count), what, ident, account))
@@ -153,6 +158,8 @@ class Keeper:
             _, _, what, ident, account = heapq.heappop(self._due)
             if what == "computation":
                 self._keep([ident], account)
+            elif what == "moved-on":
+                self._keep(kept.moved_on(self._store, ident, self._key()), account)
             else:
                 self._keep(self._provisional(ident), account)
 
@@ -162,11 +169,17 @@ class Keeper:
         with self._store.reading() as conn:
             return stored.provisional(conn, cluster_id)
 
-    def _keep(self, computation_ids: list[str], account: str | None) -> None:
-        if self._settings is None:
-            from .. import config
+    def _key(self) -> str:
+        if self._settings_key is None:
+            if self._settings is None:
+                from .. import config
 
-            self._settings = config.findings_settings()
+                self._settings = config.findings_settings()
+            self._settings_key = kept.settings_key(self._settings)
+        return self._settings_key
+
+    def _keep(self, computation_ids: list[str], account: str | None) -> None:
+        self._key()  # the settings, read once
         for computation_id in computation_ids:
             try:
                 explain(self._store, computation_id, account=account, settings=self._settings)

@@ -27,6 +27,11 @@ from .record import EVENT_SLACK, Record
 # Seconds after a computation's stop before its record is taken as complete: the events
 # about it land up to EVENT_SLACK after it, its profile and task stream sooner.
 SETTLE = EVENT_SLACK
+# The findings that a later computation on the cluster takes away (history.idle_cluster:
+# the idle time after a cluster's last computation).  No other rule reads `Record.later`
+# or anything past the computation's stop + SETTLE, so once the cluster moves on, these
+# are the only part of a settled record's findings that moves.
+LAST_ONLY = ("idle-cluster",)
 
 
 @functools.cache
@@ -79,3 +84,14 @@ def keep(store: Any, rec: Record, key: str, found: list[dict]) -> None:
             found=found,
             now=time.time(),
         )
+
+
+def moved_on(store: Any, cluster_id: str, key: str) -> list[str]:
+    """The cluster started a later computation: its computations kept provisional under
+    `key` after they settled are final now, as a new explain would give them (their
+    LAST_ONLY findings taken out), without explaining them again.  Returns those that
+    must still be explained (kept before they settled, or under other thresholds)."""
+    from ..store import kept
+
+    with store.transaction() as conn:
+        return kept.finish_moved_on(conn, cluster_id, key, SETTLE, LAST_ONLY)

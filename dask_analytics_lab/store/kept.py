@@ -117,3 +117,39 @@ def provisional(conn: sa.Connection, cluster_id: str) -> list[str]:
             sa.select(e.computation_id).where(e.cluster_id == cluster_id, e.final.is_(False))
         ).scalars()
     )
+
+
+def finish_moved_on(
+    conn: sa.Connection, cluster_id: str, settings: str, settle: float, gone: tuple[str, ...]
+) -> list[str]:
+    """The cluster moved on: its computations kept provisional under `settings`, at least
+    `settle` after their stop, that now have a later computation are made final with the
+    findings of the `gone` kinds taken out.  Returns the cluster's other provisional ones
+    (to explain again).  The later computation is the one findings/record.py reads:
+    another of the cluster's, started no earlier."""
+    e, c = s.explained.c, s.computations.c
+    later = s.computations.alias("later")
+    rows = conn.execute(
+        sa.select(
+            e.computation_id,
+            sa.and_(
+                e.settings == settings,
+                c.stop.is_not(None),
+                e.kept >= c.stop + settle,
+                sa.exists().where(
+                    later.c.cluster_id == cluster_id,
+                    later.c.start >= c.start,
+                    later.c.computation_id != e.computation_id,
+                ),
+            ).label("done"),
+        )
+        .join(s.computations, c.computation_id == e.computation_id)
+        .where(e.cluster_id == cluster_id, e.final.is_(False))
+    ).all()
+    done = [r.computation_id for r in rows if r.done]
+    for part in range(0, len(done), 500):  # SQLite caps the number of bound values
+        ids = done[part : part + 500]
+        f = s.findings.c
+        conn.execute(sa.delete(s.findings).where(f.computation_id.in_(ids), f.kind.in_(gone)))
+        conn.execute(sa.update(s.explained).where(e.computation_id.in_(ids)).values(final=True))
+    return [r.computation_id for r in rows if not r.done]

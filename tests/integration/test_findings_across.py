@@ -312,3 +312,92 @@ def test_a_team_server_keeps_findings_as_it_ingests(tmp_path, monkeypatch):
 
         wait_for(kept_all, timeout=60, what="the three computations' findings kept, final")
         assert server.ctx.keeper.failed == 0
+
+
+def _stored_findings(store, computation_id: str) -> list[dict]:
+    f = s.findings.c
+    with store.reading() as conn:
+        q = sa.select(f.body).where(f.computation_id == computation_id).order_by(f.rank)
+        return [r.body for r in conn.execute(q)]
+
+
+def _idle_then_later(now: float) -> tuple[Cluster, list[dict], dict]:
+    """A live cluster whose straggling computation ended 90 s ago, idle since; and the
+    computation that starts next."""
+    c = Cluster(account="acme", t0=now - 100)
+    first = [c.cluster(started=now - 100), *straggling(c, "first"), c.sample(at=now - 1)]
+    return c, first, c.computation("next", state="running", start=now, groups=[group("ones")])
+
+
+def test_a_cluster_moving_on_finishes_kept_findings_as_a_new_explain_would(store_url, tmp_path):
+    """Its next computation starts: the last one's provisional findings become final by
+    taking out the idle-cluster finding (kept.moved_on), not by a second explain, and
+    they are what a store that never had them provisional explains."""
+    now = time.time()
+    c, first, nxt = _idle_then_later(now)
+    with dask.config.set({"analytics.findings.idle-min": "10s"}):
+        key = settings_key(config.findings_settings())
+        with open_store(store_url) as a, open_store(f"sqlite:///{tmp_path / 'b.db'}") as b:
+            a.ingest(first)
+            provisional = explain(a, "first")
+            assert {"straggler", "idle-cluster"} <= {f["kind"] for f in provisional}
+            assert explained_rows(a)["first"] == (key, False)
+            a.ingest([nxt])
+            assert kept.moved_on(a, c.id, key) == []
+            assert explained_rows(a)["first"] == (key, True)
+            b.ingest([*first, nxt])
+            fresh = explain(b, "first")
+            assert "idle-cluster" not in {f["kind"] for f in fresh}
+            assert _stored_findings(a, "first") == fresh == explain(a, "first")
+            # Other thresholds, or a provisional set kept before the computation settled
+            # (late events may change it): explained again, as before.
+            a.ingest([c.computation("third", state="running", start=now + 1)])
+            assert kept.moved_on(a, c.id, "other-key") == []  # nothing provisional is left
+    c2, first2, nxt2 = _idle_then_later(now)
+    with dask.config.set({"analytics.findings.idle-min": "10s"}):
+        key = settings_key(config.findings_settings())
+        with open_store(f"sqlite:///{tmp_path / 'c.db'}") as store:
+            store.ingest(first2)
+            explain(store, "first")
+            store.ingest([nxt2])
+            assert kept.moved_on(store, c2.id, "other-key") == ["first"]
+            assert explained_rows(store)["first"] == (key, False)
+            with store.transaction() as conn:  # kept as if it had been right at its stop
+                conn.execute(sa.update(s.explained).values(kept=now - 93))
+            assert kept.moved_on(store, c2.id, key) == ["first"]
+            assert explained_rows(store)["first"] == (key, False)
+
+
+def test_the_keeper_explains_a_computation_once_when_its_cluster_moves_on(store_url, monkeypatch):
+    """The keeper keeps an ended computation's findings provisional while its cluster sits
+    idle; the next computation's start makes them final without explaining it again."""
+    from dask_analytics_lab.findings.keeper import Keeper
+    from dask_analytics_lab.messages import check_batch
+
+    monkeypatch.setattr(kept, "SETTLE", 0.2)
+    now = time.time()
+    c, first, nxt = _idle_then_later(now)
+    with dask.config.set({"analytics.findings.idle-min": "10s"}), open_store(store_url) as store:
+        keeper = Keeper(store, settings=config.findings_settings(), settle=0.2)
+        try:
+            store.ingest(first)
+            keeper.written(check_batch(first), "acme")
+
+            def kept_provisional() -> bool:
+                keeper.idle(30)
+                return explained_rows(store).get("first", ("", True))[1] is False
+
+            wait_for(kept_provisional, timeout=60, what="the first computation kept provisional")
+            assert "idle-cluster" in {f["kind"] for f in _stored_findings(store, "first")}
+            store.ingest([nxt])
+            keeper.written(check_batch([nxt]), "acme")
+
+            def kept_final() -> bool:
+                keeper.idle(30)
+                return explained_rows(store)["first"][1] is True
+
+            wait_for(kept_final, timeout=60, what="the first computation's findings final")
+            assert keeper.kept == 1 and keeper.failed == 0  # explained once
+            assert "idle-cluster" not in {f["kind"] for f in _stored_findings(store, "first")}
+        finally:
+            keeper.close()
