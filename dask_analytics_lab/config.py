@@ -120,6 +120,7 @@ def resolve(overrides: dict | None = None) -> dict:
         "account": setting("account") or "default",
         "name": setting("name"),
         "price_per_core_hour": setting("cost.per-core-hour"),
+        "computation_source": setting("computation.source"),
         "code_transmit": setting("computation.code.transmit"),
         "code_nframes": setting("computation.code.nframes"),
         "profile_transmit": setting("profile.transmit"),

@@ -106,6 +106,19 @@ def sqlite_url(tmp_path):
     return "sqlite:///" + str(tmp_path / "analytics.db")
 
 
+@pytest.fixture(params=["computation", "spans"])
+def both_sources(request, monkeypatch):
+    """The module's recorded clusters on both sources of computations (collect/sources.py):
+    Dask's Computation objects, and computations made from its spans; in this process and
+    in the schedulers it starts.  A module asks for it with
+    `pytestmark = pytest.mark.usefixtures("both_sources")`."""
+    import dask
+
+    monkeypatch.setenv("DASK_ANALYTICS__COMPUTATION__SOURCE", request.param)
+    with dask.config.set({"analytics.computation.source": request.param}):
+        yield request.param
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store_url(request):
     """A fresh store URL, once per backend."""

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import sources
 from .errors import ErrorCounter
 from .lost import TEXTS as LOST_TEXTS
 from .lost import LostTasks
@@ -36,6 +37,7 @@ class Failures:
         event: Event,
     ):
         self._scheduler = scheduler
+        self._computations = sources.computations(scheduler)
         self._owner_id = tracker.owner_id
         self._errors = errors
         self._lost = lost
@@ -46,7 +48,7 @@ class Failures:
         self._gave_up: list[Any] = []  # keys Dask just gave up on for a worker's death
 
     def _owner(self, tg: Any) -> str:
-        owner: str = self._owner_id(tg, self._scheduler.computations)
+        owner: str = self._owner_id(tg, self._computations)
         return owner
 
     def erred(self, key: Any, tg: Any, counts: Any, kwargs: dict[str, Any]) -> None:

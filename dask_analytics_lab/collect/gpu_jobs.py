@@ -28,6 +28,8 @@ from typing import Any
 
 from distributed.utils import key_split_group
 
+from . import sources
+
 # Graphs up to this size also map their tasks' groups to the new dag (per-task work,
 # so only for small submissions such as client.submit; big graphs map by new groups).
 SMALL_GRAPH = 1000
@@ -110,7 +112,7 @@ class JobTracker:
         return w
 
     def graph_submitted(self, scheduler: Any, tasks: Collection[Any] | None) -> None:
-        comps = getattr(scheduler, "computations", None)
+        comps = sources.computations(scheduler)
         if not comps:
             return
         comp = comps[-1]
@@ -159,7 +161,7 @@ class JobTracker:
 
     def joined_late(self, scheduler: Any) -> None:
         """Counting starts now: graphs of the computation running now may have come before."""
-        comps = getattr(scheduler, "computations", None)
+        comps = sources.computations(scheduler)
         if comps and not scheduler.is_idle:
             self._dags[str(comps[-1].id)] = None
 
@@ -168,7 +170,7 @@ class JobTracker:
         self._groups.clear()
         self._known.clear()
         self._keys.clear()
-        comps = getattr(scheduler, "computations", None)
+        comps = sources.computations(scheduler)
         if comps and not scheduler.is_idle:
             comp = comps[-1]
             self._window(comp)  # submitted before anyone counted: no dag
@@ -183,7 +185,7 @@ class JobTracker:
         if 0 <= now - self._observed < OBSERVE_EVERY:
             return
         self._observed = now
-        comps = getattr(scheduler, "computations", None)
+        comps = sources.computations(scheduler)
         newest = comps[-1] if comps else None
         later_start: float | None = None
         for w in reversed(self._windows.values()):
@@ -255,7 +257,7 @@ class JobTracker:
             if found is not None and (best[0] is None or _order(found[1]) > _order(best[1])):
                 best = found
         if best[0] is None and groups and fallback:
-            comps = getattr(scheduler, "computations", None)
+            comps = sources.computations(scheduler)
             if comps and not scheduler.is_idle:
                 best = (str(comps[-1].id), None)
         return best

@@ -43,7 +43,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from . import gpu_nvml
+from . import gpu_nvml, sources
 from .gpu_jobs import JobTracker
 from .gpu_run import ROW_FIELDS, MonitorRun, ingest
 from .gpu_sample import Sample
@@ -115,6 +115,7 @@ class GPUMonitorPlugin(SchedulerPlugin):
         if not self._started or self._recorder_jobs() is not None:
             return  # the recorder counts
         try:
+            sources.of(scheduler).observe_graph(scheduler, tasks)
             self._jobs.graph_submitted(scheduler, tasks)
         except Exception:  # a hook must never raise into the scheduler
             logger.exception("dask-analytics: GPU job tracking failed")

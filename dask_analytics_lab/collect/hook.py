@@ -65,7 +65,7 @@ class _Parts:
         self.last = tracker.last  # [group, its counts] of the last counted transition
         self.owner_get = tracker.owners.get
         self.owner_id = tracker.owner_id
-        self.computations = plugin.scheduler.computations
+        self.computations = plugin.source.computations
         self.lost = plugin._lost
         self.suspects = plugin._failures.suspects
         self.retried = plugin._retries.pending  # empty unless retries= failed

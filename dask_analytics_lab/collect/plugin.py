@@ -22,7 +22,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .. import messages
 from ..urls import mask_url
-from . import endings, status
+from . import endings, sources, status
 from .accounting import CostMeter
 from .cluster import ClusterSampler, describe
 from .computations import ComputationTracker
@@ -123,6 +123,7 @@ class AnalyticsPlugin(SchedulerPlugin):
         self.scheduler = scheduler
         self.cluster_id: str = scheduler.id
         self._seq = 0
+        self.source = sources.of(scheduler, s.get("computation_source"))  # sources.py
         self._make_parts(scheduler, s)
         # The shipper opens the store before it returns (the scheduler's descriptors stay
         # constant from here): a thread's wait, not the event loop's.
@@ -239,12 +240,11 @@ class AnalyticsPlugin(SchedulerPlugin):
             return
         token = self._meter.enter("graph")
         try:
-            if scheduler.computations:
+            computations = self.source.observe_graph(scheduler, tasks)
+            if computations:
+                lost = bool(self._lost.keys)
                 self._computations.observe_graph(
-                    scheduler.computations[-1],
-                    scheduler.tasks,
-                    tasks,
-                    lost=bool(self._lost.keys),
+                    computations[-1], scheduler.tasks, tasks, lost=lost
                 )
             self.jobs.graph_submitted(scheduler, tasks)
         except Exception:
@@ -267,6 +267,7 @@ class AnalyticsPlugin(SchedulerPlugin):
             return
         try:
             now = time.time()
+            self.source.restart()
             self._computations.finalize(now)
             for row in self._errors.drain():
                 self.emit("exception", row)

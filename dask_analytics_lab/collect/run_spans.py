@@ -41,6 +41,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from . import sources
+
 logger = logging.getLogger("dask_analytics_lab")
 
 # A key of Dask's fine performance metrics: (context, span id or prefix, ..., unit); the
@@ -97,7 +99,7 @@ class RunSpans:
 
     def __init__(self, scheduler: Any, ext: Any):
         self._tasks = scheduler.tasks
-        self._computations = scheduler.computations
+        self._computations = sources.computations(scheduler)
         # span id (Dask's, or a run id) -> computation id; "" for nobody's (it ran before
         # recording started, or Dask let go of its computation).
         self.owner: dict[str, str] = dict.fromkeys(ext.spans, "")

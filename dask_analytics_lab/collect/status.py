@@ -18,6 +18,7 @@ def info(plugin: Any) -> dict[str, Any]:
     found = {
         "cluster_id": plugin.cluster_id,
         "store": mask_url(plugin.settings["store"]),
+        "computation_source": plugin.source.name,  # collect/sources.py
         "pending": shipper.pending,
         "stored": shipper.stored,
         "dropped": shipper.dropped,

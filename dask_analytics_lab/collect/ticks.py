@@ -80,7 +80,7 @@ class Ticks:
         ended = []
         if not again or p._computations.behind:
             ended = p._computations.poll(
-                scheduler.computations,
+                p.source.computations,
                 scheduler.task_groups,
                 changed=changed,
                 now=now,
@@ -95,7 +95,7 @@ class Ticks:
         if stream is not None:
             stream.forget(gone)
             if not again or stream.behind:
-                computations = scheduler.computations
+                computations = p.source.computations
                 newest = str(computations[-1].id) if computations else None
                 stream.tick(newest, now, force=force, deadline=deadline)
         if p._workers is not None:
@@ -104,7 +104,7 @@ class Ticks:
                 p.emit("worker_samples", workers)
         p._lifecycle.flush(now, force=force)
         if metrics is not None and (not again or metrics.behind):
-            metrics.tick(scheduler.cumulative_worker_metrics, scheduler.computations, deadline)
+            metrics.tick(scheduler.cumulative_worker_metrics, p.source.computations, deadline)
         self._profiles(ended, now)
 
     def _profiles(self, ended: list[tuple[str, float, float, list[str]]], now: float) -> None:

@@ -27,6 +27,9 @@ from dask_analytics_lab.api import close_readers
 from ..cluster_helpers import FAST, preloaded_scheduler, recorded_cluster
 from ..waiting import wait_for
 
+# Every sequence on both sources of computations (collect/sources.py).
+pytestmark = pytest.mark.usefixtures("both_sources")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -25,6 +25,9 @@ from dask_analytics_lab.collect import ticks as ticks_module
 from ..cluster_helpers import FAST, executing_everywhere, recorded_cluster, scheduler_forgot_all
 from ..waiting import wait_for
 
+# Every sequence on both sources of computations (collect/sources.py).
+pytestmark = pytest.mark.usefixtures("both_sources")
+
 
 @pytest.fixture(autouse=True)
 def _close_readers():

@@ -9,11 +9,16 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 import dask_analytics_lab as dal
 from dask_analytics_lab.collect.lost import WORKER_DIED, LostTasks, running
 
 from ..cluster_helpers import recorded_cluster
 from ..waiting import wait_for
+
+# Every sequence on both sources of computations (collect/sources.py).
+pytestmark = pytest.mark.usefixtures("both_sources")
 
 
 # --- what the scheduler knows of a departed worker, on stand-ins ----------------------

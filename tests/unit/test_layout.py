@@ -257,6 +257,7 @@ COLLECTOR = {
     "collect.run_spans",
     "collect.shipper",
     "collect.sinks",
+    "collect.sources",
     "collect.status",
     "collect.task_stream",
     "collect.ticks",
@@ -273,6 +274,7 @@ GPU_SAMPLER = {"", "collect", "collect.gpu_nvml", "collect.gpu_sample", "collect
 # monitor's scheduler side (a scheduler plugin is a call on every transition).
 REGISTERED = COLLECTOR
 GPU_MONITOR = GPU_SAMPLER | {
+    "collect.sources",
     "collect.gpu_jobs",
     "collect.gpu_monitor",
     "collect.gpu_run",
