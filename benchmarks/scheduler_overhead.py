@@ -398,6 +398,8 @@ SIDE_BY_SIDE = [
     ("TaskStreamPlugin", OWN_PRELOAD, {"DAL_BENCH_OWN": "task-stream"}),
     ("AllProgress", OWN_PRELOAD, {"DAL_BENCH_OWN": "all-progress"}),
     ("analytics, all on", "dask_analytics_lab", {}),
+    # Computations made from Dask's spans (collect/sources.py), as where Computation is gone.
+    ("analytics, spans", "dask_analytics_lab", {"DASK_ANALYTICS__COMPUTATION__SOURCE": "spans"}),
 ]
 
 
