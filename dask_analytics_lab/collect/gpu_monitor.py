@@ -120,6 +120,16 @@ class GPUMonitorPlugin(SchedulerPlugin):
         except Exception:  # a hook must never raise into the scheduler
             logger.exception("dask-analytics: GPU job tracking failed")
 
+    def restart(self, scheduler: Any) -> None:
+        """`client.restart()`: the computations made from spans go as Dask's own do (the
+        recorder does the same; twice is harmless)."""
+        if not self._started:
+            return
+        try:
+            sources.of(scheduler).restart()
+        except Exception:  # a hook must never raise into the scheduler
+            logger.exception("dask-analytics: GPU job tracking failed at a restart")
+
     # --- handlers (called by Monitor through the client) --------------------------------
     # Refusals are answered as {"error": ...} (the Monitor raises them on the client)
     # rather than raised here, where distributed would log each as a scheduler error.

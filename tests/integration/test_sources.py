@@ -108,3 +108,24 @@ def test_a_bad_source_setting_says_which_are_known(sqlite_url):
         with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:
             with Client(cluster) as client, pytest.raises(Exception, match="computation.source"):
                 dal.register(client, store=sqlite_url)
+
+
+def test_a_restart_lets_go_of_computations_made_from_spans_without_the_recorder():
+    """The GPU monitor alone reads the spans source too; client.restart() empties it as
+    Dask empties its own computations, and the next graph begins a new one."""
+    from dask_analytics_lab.collect.gpu_monitor import GPUMonitorPlugin
+
+    with dask.config.set({"analytics.computation.source": "spans"}):
+        with (
+            LocalCluster(n_workers=1, processes=True, dashboard_address=":0") as cluster,
+            Client(cluster) as client,
+        ):
+            client.register_plugin(GPUMonitorPlugin())
+            scheduler = cluster.scheduler
+            wait(client.map(inc, range(3)))
+            source = scheduler.extensions[sources.EXTENSION]
+            assert isinstance(source, SpansSource) and len(source.computations) == 1
+            client.restart()
+            assert len(source.computations) == len(scheduler.computations) == 0
+            wait(client.map(double, range(3)))
+            assert [{tg.name for tg in c.groups} for c in source.computations] == [{"double"}]

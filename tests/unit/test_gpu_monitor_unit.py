@@ -39,6 +39,7 @@ class FakeScheduler:
         self.computations = deque(maxlen=100)
         self.is_idle = True
         self.plugins = {}
+        self.extensions = {}  # as Dask's: where collect/sources.py keeps a scheduler's source
 
 
 def submit(sched, tracker, *groups, new_computation=False, tasks=None, start=None):
