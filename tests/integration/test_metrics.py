@@ -309,6 +309,7 @@ def _same(ours: dict, dask: dict) -> bool:
     )
 
 
+@pytest.mark.usefixtures("both_sources")  # each run's span ids follow its computation
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
 def test_back_to_back_runs_are_each_exactly_what_dask_measured_for_them(tmp_path, processes):
     """Three runs of one prefix with no pause between them, each in a user span (Dask's
@@ -376,6 +377,7 @@ def _dask_view(dask_scheduler) -> dict:
     }
 
 
+@pytest.mark.usefixtures("both_sources")
 @pytest.mark.parametrize(
     "processes, shared",
     [(False, "group"), (True, "group"), (False, "span")],
