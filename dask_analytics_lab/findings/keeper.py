@@ -4,13 +4,12 @@ finding kind (findings/across.py) finds them kept rather than explaining them th
 `Keeper.written(batch, account)` is called with each batch right after the store took
 it (the recorder's writer thread through written_readers.py, or a team server's ingest)
 and only queues it.  On the keeper's own thread a computation that ended is explained
-kept.SETTLE seconds later (its events, profile and task stream written by then); when a
-cluster moves on, the findings of its computations kept while they could still change
+kept.SETTLE seconds later (its events, profile and task stream written by then).  When
+a cluster moves on, the findings of its computations kept while they could still change
 are made final: when its next computation starts, by taking out what only a cluster's
-last computation can have (kept.moved_on: no second explain, which was half of a team
-server's findings work); when it stops, by explaining them again (the idle time up to
-its end).  What
-the keeper never got to (a process that ended first) is explained when first asked.
+last computation can have (kept.moved_on, not a second explain); when it stops, by
+explaining them again (the idle time up to its end).  What the keeper never got to (a
+process that ended first) is explained when first asked.
 
 `busy`: a callable saying the cluster is computing; explaining then waits (a keeper on
 the scheduler's host never competes with the work it records).
@@ -170,6 +169,7 @@ class Keeper:
             return stored.provisional(conn, cluster_id)
 
     def _key(self) -> str:
+        """The thresholds' fingerprint (kept.settings_key), the thresholds read once."""
         if self._settings_key is None:
             if self._settings is None:
                 from .. import config
@@ -179,7 +179,7 @@ class Keeper:
         return self._settings_key
 
     def _keep(self, computation_ids: list[str], account: str | None) -> None:
-        self._key()  # the settings, read once
+        self._key()  # reads the thresholds explain is given
         for computation_id in computation_ids:
             try:
                 explain(self._store, computation_id, account=account, settings=self._settings)
